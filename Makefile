@@ -1,0 +1,53 @@
+# Two commands on a fresh machine: `make run` (set up + quick side-by-side benchmarks)
+# and `make test` (every test). Both create .venv and install what they need.
+PYTHON ?= python3
+VENV   := .venv
+VPY    := $(VENV)/bin/python
+export VIRTUAL_ENV := $(abspath $(VENV))
+export PATH := $(abspath $(VENV))/bin:$(HOME)/.cargo/bin:$(PATH)
+
+.PHONY: run test bench setup develop cli rust-test lint py-test stubtest clean
+
+run: develop cli
+	$(VPY) -m bench all --quick
+
+bench: develop cli
+	$(VPY) -m bench all
+
+test: develop rust-test lint py-test stubtest
+
+# --- set-up ---------------------------------------------------------------
+$(VPY):
+	$(PYTHON) -m venv $(VENV)
+	$(VPY) -m pip install --quiet --upgrade pip
+
+$(VENV)/.deps: $(VPY) pyproject.toml
+	$(VPY) -m pip install --quiet "maturin>=1.9,<2" "numpy>=1.26" "pytest>=8" "hypothesis>=6.100" "mypy>=1.10" "matplotlib>=3.8"
+	touch $@
+
+setup: $(VENV)/.deps
+
+# Builds the extension in release mode and installs the package editable into .venv
+# (the .so lands in python/mmapkit/, ignored by git).
+develop: setup
+	$(VENV)/bin/maturin develop --release --quiet --extras test,bench
+
+cli:
+	cargo build --release -p mmapkit-cli --quiet
+
+# --- checks ---------------------------------------------------------------
+rust-test:
+	cargo test --quiet
+
+lint:
+	cargo clippy --workspace --all-targets --quiet -- -D warnings
+
+py-test: cli
+	$(VPY) -m pytest -q tests/python
+
+stubtest:
+	$(VPY) -m mypy.stubtest mmapkit._native --allowlist tests/python/stubtest-allowlist.txt
+
+clean:
+	cargo clean
+	rm -rf $(VENV) python/mmapkit/*.so

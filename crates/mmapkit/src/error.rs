@@ -1,0 +1,88 @@
+//! The one error type of the core. Every variant names the file it is about
+//! (anonymous mappings are labelled `<anonymous>`), so messages are useful
+//! on their own at the CLI and in Python tracebacks.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Result alias used throughout the core.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in mmapkit.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// An operating-system call failed.
+    #[error("{}: {op}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        op: &'static str,
+        #[source]
+        source: io::Error,
+    },
+    /// Another process truncated the file while it was mapped; the pages
+    /// past the new end were lost and now read as zeros.
+    #[error("{}: file was truncated while mapped; data past its new end is gone (call refresh() to re-sync)", path.display())]
+    FileTruncated { path: PathBuf },
+    /// Extending a file failed because the file system is full.
+    #[error("{}: no space left on device to extend the file to {size} bytes", path.display())]
+    DiskFull { path: PathBuf, size: u64 },
+    /// The mapping cannot grow in place any further while borrowed views
+    /// exist (the reserved address range is used up).
+    #[error("{}: cannot grow to {requested} bytes in place: {reserved} bytes of address space are reserved and views are still alive (open with a larger reserve)", path.display())]
+    ReservationExhausted {
+        path: PathBuf,
+        reserved: usize,
+        requested: usize,
+    },
+    /// The operation needs a writable mapping.
+    #[error("{}: mapping is read-only", path.display())]
+    ReadOnly { path: PathBuf },
+    /// A caller-supplied argument is out of range or inconsistent.
+    #[error("{0}")]
+    InvalidArgument(String),
+}
+
+impl Error {
+    pub(crate) fn io(path: &Path, op: &'static str, source: io::Error) -> Self {
+        match source.raw_os_error() {
+            Some(libc::ENOSPC) | Some(libc::EDQUOT) => Error::DiskFull {
+                path: path.to_owned(),
+                size: 0,
+            },
+            _ => Error::Io {
+                path: path.to_owned(),
+                op,
+                source,
+            },
+        }
+    }
+
+    pub(crate) fn last_os(path: &Path, op: &'static str) -> Self {
+        Self::io(path, op, io::Error::last_os_error())
+    }
+
+    /// The errno behind this error, when there is one (used by the Python
+    /// binding to raise the matching `OSError` subclass).
+    pub fn raw_os_error(&self) -> Option<i32> {
+        match self {
+            Error::Io { source, .. } => source.raw_os_error(),
+            Error::DiskFull { .. } => Some(libc::ENOSPC),
+            Error::FileTruncated { .. } => Some(libc::EFAULT),
+            Error::ReadOnly { .. } => Some(libc::EACCES),
+            _ => None,
+        }
+    }
+
+    /// The file this error is about, if any.
+    pub fn path(&self) -> Option<&Path> {
+        match self {
+            Error::Io { path, .. }
+            | Error::FileTruncated { path }
+            | Error::DiskFull { path, .. }
+            | Error::ReservationExhausted { path, .. }
+            | Error::ReadOnly { path } => Some(path),
+            Error::InvalidArgument(_) => None,
+        }
+    }
+}

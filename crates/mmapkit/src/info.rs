@@ -1,0 +1,1 @@
+//! File information (stub, being written).

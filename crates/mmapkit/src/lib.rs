@@ -1,0 +1,22 @@
+//! # mmapkit
+//!
+//! Memory-mapped I/O that is safe to use on real files:
+//!
+//! * [`map`]: the mapped-file type family ([`map::Map`]): read, read-write,
+//!   copy-on-write and anonymous shared mappings of any offset and length
+//!   (empty files included) that **grow without moving**, so slices handed
+//!   out stay valid; advice, populate, ranged flush; and no `SIGBUS` crash
+//!   when another process truncates the file (the operation gets
+//!   [`Error::FileTruncated`] instead).
+//! * [`info`]: size, allocated blocks and page-cache residency of files.
+//!
+//! All unsafe code lives in [`map`]; everything else is built on its
+//! documented API.
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+mod error;
+pub mod info;
+pub mod map;
+
+pub use error::{Error, Result};
