@@ -15,29 +15,46 @@ pub enum Error {
     /// An operating-system call failed.
     #[error("{}: {op}: {source}", path.display())]
     Io {
+        /// The file.
         path: PathBuf,
+        /// The call that failed (`open`, `mmap`, `msync`, ...).
         op: &'static str,
+        /// The operating system's error.
         #[source]
         source: io::Error,
     },
     /// Another process truncated the file while it was mapped; the pages
     /// past the new end were lost and now read as zeros.
     #[error("{}: file was truncated while mapped; data past its new end is gone (call refresh() to re-sync)", path.display())]
-    FileTruncated { path: PathBuf },
+    FileTruncated {
+        /// The file.
+        path: PathBuf,
+    },
     /// Extending a file failed because the file system is full.
     #[error("{}: no space left on device to extend the file to {size} bytes", path.display())]
-    DiskFull { path: PathBuf, size: u64 },
+    DiskFull {
+        /// The file.
+        path: PathBuf,
+        /// The size it was being extended to (0 if unknown).
+        size: u64,
+    },
     /// The mapping cannot grow in place any further while borrowed views
     /// exist (the reserved address range is used up).
     #[error("{}: cannot grow to {requested} bytes in place: {reserved} bytes of address space are reserved and views are still alive (open with a larger reserve)", path.display())]
     ReservationExhausted {
+        /// The file.
         path: PathBuf,
+        /// Bytes of address space reserved.
         reserved: usize,
+        /// The length asked for.
         requested: usize,
     },
     /// The operation needs a writable mapping.
     #[error("{}: mapping is read-only", path.display())]
-    ReadOnly { path: PathBuf },
+    ReadOnly {
+        /// The file.
+        path: PathBuf,
+    },
     /// A caller-supplied argument is out of range or inconsistent.
     #[error("{0}")]
     InvalidArgument(String),

@@ -8,6 +8,7 @@
 //!   out stay valid; advice, populate, ranged flush; and no `SIGBUS` crash
 //!   when another process truncates the file (the operation gets
 //!   [`Error::FileTruncated`] instead).
+//! * [`scan`]: byte-search kernels (memchr) shared by every strategy.
 //! * [`info`]: size, allocated blocks and page-cache residency of files.
 //!
 //! All unsafe code lives in [`map`]; everything else is built on its
@@ -18,5 +19,6 @@
 mod error;
 pub mod info;
 pub mod map;
+pub mod scan;
 
 pub use error::{Error, Result};

@@ -1,21 +1,893 @@
-//! STUB — being written. API promised to other modules:
-//! Map::open(path, Mode) -> Result<Map>; Map::len(); Map::residency() -> Result<Residency>;
-//! map::drop_cache(path) -> Result<()>
-#![allow(missing_docs, unused)]
-use crate::Result;
-use std::path::Path;
+//! Memory-mapped files that grow in place and survive truncation.
+//!
+//! [`Map`] is the one mapped-file type: read-only, read-write (shared,
+//! write-through), copy-on-write (private) and anonymous shared memory are
+//! modes of it, opened with [`Map::open`], [`Map::create`],
+//! [`Map::anonymous`] or the [`MapOptions`] builder.
+//!
+//! # Layout: reserve, then map over the start
+//!
+//! Each map first reserves a range of address space (`PROT_NONE`, costs no
+//! memory) and maps the file over its start with `MAP_FIXED`. Growing maps
+//! more of the file right after what is mapped, so **the base address never
+//! changes** and every slice handed out stays valid: [`Map::grow`] takes
+//! `&self`. Only [`Map::resize`] / [`Map::refresh`] (which take `&mut self`,
+//! so no slice can be alive) may shrink or move the mapping. The reserve
+//! defaults to `max(1 GiB, 1.25 × length)` and is extended in place when the
+//! neighbouring addresses are free.
+//!
+//! Offsets need not be page aligned: the map starts at the page below the
+//! offset and the slice starts `offset % page` bytes into it.
+//!
+//! # Safety contract
+//!
+//! Like every mmap wrapper (see memmap2's docs), a [`Map`] hands out `&[u8]`
+//! that another process may change underneath. mmapkit guarantees what it
+//! can:
+//!
+//! * **Truncation** by another process does not crash: a `SIGBUS` handler
+//!   (see the `guard` module) replaces the lost pages with zero pages.
+//!   Operations that go through [`Map::read_with`] (all of mmapkit's own)
+//!   then return [`Error::FileTruncated`] naming the file. Readers of raw
+//!   pointers or of slices/numpy views taken earlier see **zero bytes** where
+//!   the lost pages were, and no signal; the next mmapkit operation on the
+//!   map reports the truncation, until [`Map::refresh`] re-syncs with the
+//!   file.
+//! * **Disk full**: extending a file allocates its blocks with `fallocate`
+//!   before they are mapped, so a full disk is an [`Error::DiskFull`] from
+//!   [`Map::grow`], never a `SIGBUS` on a later write.
+//! * **Concurrent writes** by other processes are not prevented: bytes may
+//!   change while you read them (torn reads of plain bytes). Use advisory
+//!   locks or an append-only protocol when that matters.
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode { Read, ReadWrite, CopyOnWrite }
+mod guard;
+mod sys;
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Residency { pub resident_bytes: u64, pub mapped_bytes: u64 }
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
-pub struct Map;
-impl Map {
-    pub fn open(path: impl AsRef<Path>, mode: Mode) -> Result<Map> { todo!() }
-    pub fn len(&self) -> usize { todo!() }
-    pub fn is_empty(&self) -> bool { todo!() }
-    pub fn residency(&self) -> Result<Residency> { todo!() }
+use libc::c_int;
+
+pub use sys::page_size;
+
+use crate::{Error, Result};
+
+/// How a file is mapped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Mode {
+    /// Read-only, shared with the file.
+    Read,
+    /// Read-write, shared: writes reach the file (write-through).
+    ReadWrite,
+    /// Private copy-on-write: writes stay in this process, never reach the file.
+    CopyOnWrite,
 }
-pub fn drop_cache(path: impl AsRef<Path>) -> Result<()> { todo!() }
+
+/// Access-pattern advice for [`Map::advise`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Advice {
+    /// No special treatment.
+    Normal,
+    /// Expect sequential reads: aggressive read-ahead, early reclaim.
+    Sequential,
+    /// Expect random access: no read-ahead.
+    Random,
+    /// Start reading these pages in now.
+    WillNeed,
+    /// Drop these pages from this process (shared data stays in the page
+    /// cache; **private copy-on-write changes are discarded**).
+    DontNeed,
+    /// Back with transparent huge pages where possible.
+    HugePage,
+    /// Never back with transparent huge pages.
+    NoHugePage,
+    /// Any other `MADV_*` value, passed through unchanged.
+    Raw(i32),
+}
+
+impl Advice {
+    fn raw(self) -> c_int {
+        match self {
+            Advice::Normal => libc::MADV_NORMAL,
+            Advice::Sequential => libc::MADV_SEQUENTIAL,
+            Advice::Random => libc::MADV_RANDOM,
+            Advice::WillNeed => libc::MADV_WILLNEED,
+            Advice::DontNeed => libc::MADV_DONTNEED,
+            Advice::HugePage => libc::MADV_HUGEPAGE,
+            Advice::NoHugePage => libc::MADV_NOHUGEPAGE,
+            Advice::Raw(v) => v,
+        }
+    }
+}
+
+impl std::str::FromStr for Advice {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Ok(match s {
+            "normal" => Advice::Normal,
+            "sequential" => Advice::Sequential,
+            "random" => Advice::Random,
+            "willneed" => Advice::WillNeed,
+            "dontneed" => Advice::DontNeed,
+            "hugepage" => Advice::HugePage,
+            "nohugepage" => Advice::NoHugePage,
+            other => {
+                return Err(Error::InvalidArgument(format!(
+                    "unknown advice {other:?} (expected normal, sequential, random, willneed, dontneed, hugepage or nohugepage)"
+                )))
+            }
+        })
+    }
+}
+
+/// How much of a mapping is in the page cache ([`Map::residency`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Residency {
+    /// Bytes of the mapped range whose pages are resident (page granular,
+    /// capped at `mapped_bytes`).
+    pub resident_bytes: u64,
+    /// Bytes of the mapped range.
+    pub mapped_bytes: u64,
+}
+
+const DEFAULT_RESERVE: usize = 1 << 30;
+
+/// Builder for [`Map`]s with every option.
+#[derive(Clone, Debug)]
+pub struct MapOptions {
+    mode: Mode,
+    offset: u64,
+    len: Option<usize>,
+    reserve: Option<usize>,
+    prot: Option<c_int>,
+    shared: Option<bool>,
+    create: bool,
+    truncate: bool,
+    size: Option<u64>,
+}
+
+impl Default for MapOptions {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MapOptions {
+    /// Read-only, whole file, default reserve.
+    pub fn new() -> Self {
+        MapOptions {
+            mode: Mode::Read,
+            offset: 0,
+            len: None,
+            reserve: None,
+            prot: None,
+            shared: None,
+            create: false,
+            truncate: false,
+            size: None,
+        }
+    }
+    /// The mapping mode.
+    pub fn mode(&mut self, mode: Mode) -> &mut Self {
+        self.mode = mode;
+        self
+    }
+    /// Byte offset in the file where the mapping starts (any value).
+    pub fn offset(&mut self, offset: u64) -> &mut Self {
+        self.offset = offset;
+        self
+    }
+    /// Bytes to map; default: from `offset` to the end of the file.
+    pub fn len(&mut self, len: usize) -> &mut Self {
+        self.len = Some(len);
+        self
+    }
+    /// Address space to reserve for growth in place.
+    pub fn reserve(&mut self, bytes: usize) -> &mut Self {
+        self.reserve = Some(bytes);
+        self
+    }
+    /// Raw `PROT_*` bits overriding the mode's (for mmap(2)-compatible
+    /// callers: `PROT_NONE` guards, `PROT_EXEC`, ...).
+    pub fn protection(&mut self, prot: i32) -> &mut Self {
+        self.prot = Some(prot);
+        self
+    }
+    /// Force `MAP_SHARED` (true) or `MAP_PRIVATE` (false) regardless of mode.
+    pub fn shared(&mut self, shared: bool) -> &mut Self {
+        self.shared = Some(shared);
+        self
+    }
+    /// With [`Mode::ReadWrite`]: create the file if missing.
+    pub fn create(&mut self, yes: bool) -> &mut Self {
+        self.create = yes;
+        self
+    }
+    /// With [`Mode::ReadWrite`]: empty the file first.
+    pub fn truncate(&mut self, yes: bool) -> &mut Self {
+        self.truncate = yes;
+        self
+    }
+    /// With [`Mode::ReadWrite`]: make the file at least `size` bytes
+    /// (allocated, so a full disk fails here and not later).
+    pub fn size(&mut self, size: u64) -> &mut Self {
+        self.size = Some(size);
+        self
+    }
+
+    /// Opens `path` and maps it.
+    pub fn open(&self, path: impl AsRef<Path>) -> Result<Map> {
+        let path = path.as_ref();
+        let writable = self.mode == Mode::ReadWrite;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(writable)
+            .create(writable && self.create)
+            .truncate(writable && self.truncate)
+            .open(path)
+            .map_err(|e| Error::io(path, "open", e))?;
+        let meta = file.metadata().map_err(|e| Error::io(path, "stat", e))?;
+        if meta.is_dir() {
+            return Err(Error::io(path, "map", std::io::Error::from_raw_os_error(libc::EISDIR)));
+        }
+        if let Some(size) = self.size {
+            if !writable {
+                return Err(Error::InvalidArgument(format!(
+                    "{}: size= needs a writable mode",
+                    path.display()
+                )));
+            }
+            if meta.len() < size {
+                sys::allocate(&file, meta.len(), size - meta.len())
+                    .map_err(|e| disk_err(path, size, e))?;
+            }
+        }
+        self.map_file(file, path.to_owned(), false)
+    }
+
+    /// Maps an already open file; `label` names it in errors.
+    pub fn map(&self, file: File, label: impl Into<PathBuf>) -> Result<Map> {
+        self.map_file(file, label.into(), false)
+    }
+
+    /// Anonymous memory of `len` bytes (backed by a memfd so it can grow);
+    /// shared with children forked later unless `shared(false)`.
+    pub fn anonymous(&self, len: usize) -> Result<Map> {
+        let label = PathBuf::from("<anonymous>");
+        let file = sys::memfd(c"mmapkit").map_err(|e| Error::io(&label, "memfd_create", e))?;
+        file.set_len(len as u64).map_err(|e| Error::io(&label, "ftruncate", e))?;
+        let mut opts = self.clone();
+        opts.mode = Mode::ReadWrite;
+        opts.offset = 0;
+        opts.len = Some(len);
+        opts.map_file(file, label, true)
+    }
+
+    fn map_file(&self, file: File, path: PathBuf, anonymous: bool) -> Result<Map> {
+        let page = page_size();
+        let meta = file.metadata().map_err(|e| Error::io(&path, "stat", e))?;
+        let file_len = meta.len();
+        let regular = meta.file_type().is_file();
+        let len = match self.len {
+            Some(n) => n,
+            None if !regular => {
+                return Err(Error::InvalidArgument(format!(
+                    "{}: not a regular file; give the length to map",
+                    path.display()
+                )))
+            }
+            None => {
+                if self.offset > file_len {
+                    return Err(Error::InvalidArgument(format!(
+                        "{}: offset {} is past the end of the file ({} bytes)",
+                        path.display(),
+                        self.offset,
+                        file_len
+                    )));
+                }
+                usize::try_from(file_len - self.offset).map_err(|_| {
+                    Error::InvalidArgument(format!("{}: file too large to map", path.display()))
+                })?
+            }
+        };
+        let end = self.offset.checked_add(len as u64).ok_or_else(|| {
+            Error::InvalidArgument(format!("{}: offset + length overflows", path.display()))
+        })?;
+        if regular && end > file_len {
+            return Err(Error::InvalidArgument(format!(
+                "{}: cannot map {} bytes at offset {}: the file has only {} bytes",
+                path.display(),
+                len,
+                self.offset,
+                file_len
+            )));
+        }
+        let shared = self.shared.unwrap_or(self.mode != Mode::CopyOnWrite);
+        let prot = self.prot.unwrap_or(match self.mode {
+            Mode::Read => libc::PROT_READ,
+            Mode::ReadWrite | Mode::CopyOnWrite => libc::PROT_READ | libc::PROT_WRITE,
+        });
+        let flags = if shared { libc::MAP_SHARED } else { libc::MAP_PRIVATE };
+        let aligned = self.offset & !(page as u64 - 1);
+        let delta = (self.offset - aligned) as usize;
+        let need = sys::round_up(delta + len);
+        let want_reserve = self
+            .reserve
+            .unwrap_or_else(|| DEFAULT_RESERVE.max(need.saturating_add(need / 4)));
+        let reserved = sys::round_up(want_reserve.max(need).max(page));
+        let base = sys::reserve(reserved).map_err(|e| Error::io(&path, "mmap (reserve)", e))?;
+        let mut map = Map {
+            base,
+            reserved: AtomicUsize::new(reserved),
+            mapped: AtomicUsize::new(0),
+            len: AtomicUsize::new(0),
+            delta,
+            offset: self.offset,
+            aligned,
+            prot,
+            flags,
+            mode: self.mode,
+            anonymous,
+            file,
+            path,
+            slot: None,
+            resize: Mutex::new(()),
+        };
+        if need > 0 {
+            // SAFETY: [base, base+need) is inside our fresh reservation.
+            unsafe { sys::map_fixed(base, need, prot, flags, map.file.as_raw_fd(), aligned) }
+                .map_err(|e| Error::io(&map.path, "mmap", e))?;
+        }
+        map.mapped.store(need, Ordering::Release);
+        map.len.store(len, Ordering::Release);
+        map.slot = guard::Slot::register(base as usize, base as usize + need, prot);
+        Ok(map)
+    }
+}
+
+fn disk_err(path: &Path, size: u64, e: std::io::Error) -> Error {
+    match e.raw_os_error() {
+        Some(libc::ENOSPC) | Some(libc::EDQUOT) | Some(libc::EFBIG) => Error::DiskFull {
+            path: path.to_owned(),
+            size,
+        },
+        _ => Error::io(path, "fallocate", e),
+    }
+}
+
+/// A memory-mapped file (or anonymous memory); see the [module docs](self).
+pub struct Map {
+    base: *mut u8,
+    reserved: AtomicUsize,
+    /// Bytes from `base` backed by the file (a page multiple).
+    mapped: AtomicUsize,
+    len: AtomicUsize,
+    delta: usize,
+    offset: u64,
+    aligned: u64,
+    prot: c_int,
+    flags: c_int,
+    mode: Mode,
+    anonymous: bool,
+    file: File,
+    path: PathBuf,
+    slot: Option<guard::Slot>,
+    resize: Mutex<()>,
+}
+
+// SAFETY: the mapping is plain memory owned by this value; the fields that
+// change through `&self` (`grow`) are atomics serialised by `resize`.
+unsafe impl Send for Map {}
+// SAFETY: as above; `&Map` only reads memory or grows it past `len`.
+unsafe impl Sync for Map {}
+
+impl std::fmt::Debug for Map {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Map")
+            .field("path", &self.path)
+            .field("mode", &self.mode)
+            .field("offset", &self.offset)
+            .field("len", &self.len())
+            .field("reserved", &self.reserved())
+            .finish()
+    }
+}
+
+impl Map {
+    /// Maps the whole of `path` (an empty file gives an empty map).
+    pub fn open(path: impl AsRef<Path>, mode: Mode) -> Result<Map> {
+        MapOptions::new().mode(mode).open(path)
+    }
+
+    /// Creates (or truncates) `path` with `size` allocated bytes and maps it read-write.
+    pub fn create(path: impl AsRef<Path>, size: u64) -> Result<Map> {
+        MapOptions::new()
+            .mode(Mode::ReadWrite)
+            .create(true)
+            .truncate(true)
+            .size(size)
+            .open(path)
+    }
+
+    /// Anonymous shared memory of `len` bytes, zero filled, visible to
+    /// children forked later.
+    pub fn anonymous(len: usize) -> Result<Map> {
+        MapOptions::new().anonymous(len)
+    }
+
+    /// A builder with every option.
+    pub fn options() -> MapOptions {
+        MapOptions::new()
+    }
+
+    // ----- accessors ------------------------------------------------------
+
+    /// Mapped bytes.
+    pub fn len(&self) -> usize {
+        self.len.load(Ordering::Acquire)
+    }
+    /// Whether the map has no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The file's path, or `<anonymous>`.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+    /// The mode it was opened with.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+    /// File offset of byte 0 of the map.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+    /// Address space reserved for growth in place, from the page below `offset`.
+    pub fn reserved(&self) -> usize {
+        self.reserved.load(Ordering::Acquire)
+    }
+    /// Whether writes through the map are allowed.
+    pub fn is_writable(&self) -> bool {
+        self.prot & libc::PROT_WRITE != 0
+    }
+    /// Whether the mapping is shared (writes reach the file / other processes).
+    pub fn is_shared(&self) -> bool {
+        self.flags & libc::MAP_SHARED != 0
+    }
+    /// Whether this is anonymous memory.
+    pub fn is_anonymous(&self) -> bool {
+        self.anonymous
+    }
+    /// The underlying file (a memfd for anonymous maps).
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+    /// Current size of the underlying file.
+    pub fn file_len(&self) -> Result<u64> {
+        Ok(self.file.metadata().map_err(|e| self.err("stat", e))?.len())
+    }
+
+    fn data(&self) -> *mut u8 {
+        // `delta` < page size and the first page is always reserved.
+        self.base.wrapping_add(self.delta)
+    }
+
+    /// Pointer to byte 0. Stays the same for the life of the map unless
+    /// [`Map::resize`] or [`Map::refresh`] has to move it.
+    pub fn as_ptr(&self) -> *const u8 {
+        self.data()
+    }
+
+    /// Mutable pointer to byte 0, for bindings that manage aliasing
+    /// themselves (Python buffers, parallel record writers).
+    ///
+    /// # Safety
+    /// Writing requires a writable map, offsets below [`Map::len`], and no
+    /// concurrent access to the same bytes through any other pointer or
+    /// slice.
+    pub unsafe fn as_mut_ptr(&self) -> *mut u8 {
+        self.data()
+    }
+
+    /// The mapped bytes. They may read as zeros if the file was truncated
+    /// (see the module docs); prefer [`Map::read_with`], which reports it.
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: [data, data+len) is mapped for as long as `self` is
+        // borrowed: only `&mut self` methods shrink or move the mapping.
+        unsafe { std::slice::from_raw_parts(self.data(), self.len()) }
+    }
+
+    /// The mapped bytes, writable.
+    pub fn as_mut_slice(&mut self) -> Result<&mut [u8]> {
+        if !self.is_writable() {
+            return Err(Error::ReadOnly { path: self.path.clone() });
+        }
+        // SAFETY: writable mapping of `len` bytes, borrowed exclusively.
+        Ok(unsafe { std::slice::from_raw_parts_mut(self.data(), self.len()) })
+    }
+
+    /// Runs `f` over the mapped bytes and reports a truncation of the file
+    /// that happened before or during it as [`Error::FileTruncated`].
+    pub fn read_with<R>(&self, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
+        self.check()?;
+        let r = f(self.as_slice());
+        self.check()?;
+        Ok(r)
+    }
+
+    /// Err([`Error::FileTruncated`]) if pages of this map were lost to a
+    /// truncation since it was mapped (or last refreshed).
+    pub fn check(&self) -> Result<()> {
+        match &self.slot {
+            Some(s) if s.faults() > 0 => Err(Error::FileTruncated { path: self.path.clone() }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Copies `buf.len()` bytes at `offset` into `buf`.
+    pub fn read_at(&self, offset: usize, buf: &mut [u8]) -> Result<()> {
+        let end = self.bounds(offset, buf.len())?;
+        self.read_with(|d| buf.copy_from_slice(&d[offset..end]))
+    }
+
+    /// Writes `data` at `offset`.
+    ///
+    /// Takes `&self` so bindings can write while views exist; the bytes are
+    /// plain memory and concurrent readers may observe a partial write.
+    pub fn write_at(&self, offset: usize, data: &[u8]) -> Result<()> {
+        if !self.is_writable() {
+            return Err(Error::ReadOnly { path: self.path.clone() });
+        }
+        self.bounds(offset, data.len())?;
+        self.check()?;
+        // SAFETY: in bounds of a writable mapping; `copy` allows overlap
+        // with `data` should it point into this map.
+        unsafe { std::ptr::copy(data.as_ptr(), self.data().add(offset), data.len()) };
+        self.check()
+    }
+
+    /// Copies `count` bytes from `src` to `dest` within the map (overlap allowed).
+    pub fn copy_within(&self, src: usize, dest: usize, count: usize) -> Result<()> {
+        if !self.is_writable() {
+            return Err(Error::ReadOnly { path: self.path.clone() });
+        }
+        self.bounds(src, count)?;
+        self.bounds(dest, count)?;
+        self.check()?;
+        // SAFETY: both ranges are in bounds of a writable mapping.
+        unsafe { std::ptr::copy(self.data().add(src), self.data().add(dest), count) };
+        self.check()
+    }
+
+    fn bounds(&self, offset: usize, len: usize) -> Result<usize> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len() => Ok(end),
+            _ => Err(Error::InvalidArgument(format!(
+                "{}: range {}..{} is outside the map of {} bytes",
+                self.path.display(),
+                offset,
+                offset.saturating_add(len),
+                self.len()
+            ))),
+        }
+    }
+
+    fn err(&self, op: &'static str, e: std::io::Error) -> Error {
+        Error::io(&self.path, op, e)
+    }
+
+    // ----- growth -------------------------------------------------------
+
+    /// Grows the map to `new_len` bytes **without moving it**: every slice,
+    /// pointer and view handed out stays valid. Writable shared maps extend
+    /// (and allocate) the file; read-only and copy-on-write maps can grow
+    /// only as far as the file already goes (e.g. after another process
+    /// appended). Shrinking is [`Map::resize`]'s job; a smaller `new_len`
+    /// is a no-op here.
+    pub fn grow(&self, new_len: usize) -> Result<()> {
+        let _g = self.resize.lock().unwrap_or_else(|e| e.into_inner());
+        self.grow_locked(new_len)
+    }
+
+    fn grow_locked(&self, new_len: usize) -> Result<()> {
+        self.check()?;
+        let len = self.len();
+        if new_len <= len {
+            return Ok(());
+        }
+        let need = self.delta.checked_add(new_len).map(sys::round_up).ok_or_else(|| {
+            Error::InvalidArgument(format!("{}: length {new_len} too large", self.path.display()))
+        })?;
+        let reserved = self.reserved();
+        if need > reserved {
+            let extra = sys::round_up((need - reserved).max(reserved / 2));
+            sys::reserve_exact(self.base.wrapping_add(reserved), extra).map_err(|_| {
+                Error::ReservationExhausted {
+                    path: self.path.clone(),
+                    reserved,
+                    requested: new_len,
+                }
+            })?;
+            self.reserved.store(reserved + extra, Ordering::Release);
+        }
+        self.ensure_file_len(self.offset + new_len as u64)?;
+        let mapped = self.mapped.load(Ordering::Acquire);
+        if need > mapped {
+            // SAFETY: [base+mapped, base+need) is reserved and unborrowed:
+            // slices only ever cover [data, data+len) ⊂ [base, base+mapped).
+            unsafe {
+                sys::map_fixed(
+                    self.base.add(mapped),
+                    need - mapped,
+                    self.prot,
+                    self.flags,
+                    self.file.as_raw_fd(),
+                    self.aligned + mapped as u64,
+                )
+            }
+            .map_err(|e| self.err("mmap", e))?;
+            self.mapped.store(need, Ordering::Release);
+            if let Some(s) = &self.slot {
+                s.set_range(self.base as usize, self.base as usize + need);
+            }
+        }
+        self.len.store(new_len, Ordering::Release);
+        Ok(())
+    }
+
+    fn ensure_file_len(&self, want: u64) -> Result<()> {
+        let have = self.file_len()?;
+        if have >= want {
+            return Ok(());
+        }
+        if !(self.is_writable() && (self.is_shared() || self.anonymous)) {
+            return Err(Error::InvalidArgument(format!(
+                "{}: cannot map up to byte {want}: the file has only {have} bytes and this map cannot extend it",
+                self.path.display()
+            )));
+        }
+        sys::allocate(&self.file, have, want - have).map_err(|e| disk_err(&self.path, want, e))
+    }
+
+    /// Sets the length to `new_len`, growing or shrinking. A writable
+    /// shared (or anonymous) map resizes the file to `offset + new_len` as
+    /// well, like Python's `mmap.resize`. May move the mapping when the
+    /// reserve is exhausted (it takes `&mut self`, so nothing is borrowed).
+    pub fn resize(&mut self, new_len: usize) -> Result<()> {
+        let len = self.len();
+        if new_len >= len {
+            let need = sys::round_up(self.delta.saturating_add(new_len));
+            if need > self.reserved() {
+                let extra = sys::round_up(need - self.reserved());
+                if sys::reserve_exact(self.base.wrapping_add(self.reserved()), extra).is_ok() {
+                    *self.reserved.get_mut() += extra;
+                } else {
+                    self.relocate(DEFAULT_RESERVE.max(need.saturating_add(need / 4)))?;
+                }
+            }
+            return self.grow_locked(new_len);
+        }
+        let need = sys::round_up(self.delta + new_len);
+        let mapped = *self.mapped.get_mut();
+        if need < mapped {
+            // SAFETY: `&mut self`: nothing borrows the tail being dropped.
+            unsafe { sys::unmap_to_reserve(self.base.add(need), mapped - need) }
+                .map_err(|e| self.err("mmap", e))?;
+            *self.mapped.get_mut() = need;
+            if let Some(s) = &self.slot {
+                s.set_range(self.base as usize, self.base as usize + need);
+            }
+        }
+        *self.len.get_mut() = new_len;
+        if self.is_writable() && (self.is_shared() || self.anonymous) {
+            self.file
+                .set_len(self.offset + new_len as u64)
+                .map_err(|e| self.err("ftruncate", e))?;
+        }
+        Ok(())
+    }
+
+    fn relocate(&mut self, reserve: usize) -> Result<()> {
+        let reserve = sys::round_up(reserve);
+        let new = sys::reserve(reserve).map_err(|e| self.err("mmap (reserve)", e))?;
+        let mapped = *self.mapped.get_mut();
+        if mapped > 0 {
+            // SAFETY: `&mut self`: no borrow of the old range exists; the
+            // new range is our fresh reservation.
+            if let Err(e) = unsafe { sys::move_pages(self.base, mapped, new) } {
+                // SAFETY: the fresh reservation is unused.
+                unsafe { sys::release(new, reserve) };
+                return Err(self.err("mremap", e));
+            }
+        }
+        // SAFETY: the old reservation's pages have moved; nothing refers to it.
+        unsafe { sys::release(self.base, self.reserved()) };
+        self.base = new;
+        *self.reserved.get_mut() = reserve;
+        if let Some(s) = &self.slot {
+            s.set_range(new as usize, new as usize + mapped);
+        }
+        Ok(())
+    }
+
+    /// Re-synchronises with the file after another process changed its
+    /// size: remaps every page from the file (discarding zero pages put in
+    /// by a truncation, and private copy-on-write changes), and, when the
+    /// map was made to reach the end of the file, follows the file's new
+    /// length. Returns the new length.
+    pub fn refresh(&mut self, to_end: bool) -> Result<usize> {
+        if self.anonymous {
+            return Ok(self.len());
+        }
+        let file_len = self.file_len()?;
+        let avail = file_len.saturating_sub(self.offset) as usize;
+        let new_len = if to_end { avail } else { self.len().min(avail) };
+        let need = sys::round_up(self.delta + new_len);
+        let mapped = *self.mapped.get_mut();
+        if need < mapped {
+            // SAFETY: `&mut self`: nothing borrows the range.
+            unsafe { sys::unmap_to_reserve(self.base.add(need), mapped - need) }
+                .map_err(|e| self.err("mmap", e))?;
+        }
+        let keep = need.min(mapped);
+        if keep > 0 {
+            // SAFETY: as above; remapping the file over its own range.
+            unsafe {
+                sys::map_fixed(self.base, keep, self.prot, self.flags, self.file.as_raw_fd(), self.aligned)
+            }
+            .map_err(|e| self.err("mmap", e))?;
+        }
+        *self.mapped.get_mut() = keep;
+        *self.len.get_mut() = new_len.min(keep.saturating_sub(self.delta));
+        if let Some(s) = &self.slot {
+            s.set_range(self.base as usize, self.base as usize + keep);
+            s.clear_faults();
+        }
+        if new_len > self.len() {
+            self.resize(new_len)?;
+        }
+        Ok(self.len())
+    }
+
+    // ----- paging -------------------------------------------------------
+
+    /// Page-aligned absolute range covering `[offset, offset+len)` of the map.
+    fn page_range(&self, offset: usize, len: usize) -> Result<(*mut u8, usize)> {
+        let end = self.bounds(offset, len)?;
+        let start = sys::round_down(self.delta + offset);
+        let stop = sys::round_up(self.delta + end);
+        Ok((self.base.wrapping_add(start), stop - start))
+    }
+
+    /// Gives the kernel `advice` about `[offset, offset+len)` (`len` None:
+    /// to the end). Alignment is handled here.
+    pub fn advise(&self, advice: Advice, offset: usize, len: Option<usize>) -> Result<()> {
+        let len = len.unwrap_or_else(|| self.len().saturating_sub(offset));
+        let (addr, n) = self.page_range(offset, len)?;
+        if n == 0 {
+            return Ok(());
+        }
+        // SAFETY: the range is mapped (page_range checked the bounds).
+        unsafe { sys::madvise(addr, n, advice.raw()) }.map_err(|e| self.err("madvise", e))
+    }
+
+    /// Faults in every page now (`MADV_POPULATE_READ`/`_WRITE`), so later
+    /// accesses do not stall; a truncated file is reported as an error here
+    /// instead of a fault later.
+    pub fn populate(&self, write: bool) -> Result<()> {
+        let (addr, n) = self.page_range(0, self.len())?;
+        if n == 0 {
+            return Ok(());
+        }
+        let advice = if write && self.is_writable() {
+            libc::MADV_POPULATE_WRITE
+        } else {
+            libc::MADV_POPULATE_READ
+        };
+        // SAFETY: the range is mapped.
+        match unsafe { sys::madvise(addr, n, advice) } {
+            Ok(()) => self.check(),
+            Err(e) if e.raw_os_error() == Some(libc::EFAULT) => {
+                Err(Error::FileTruncated { path: self.path.clone() })
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                // Kernel before 5.14: touch one byte per page instead.
+                let page = page_size();
+                self.read_with(|d| {
+                    let mut acc = 0u8;
+                    for i in (0..d.len()).step_by(page) {
+                        // SAFETY: in bounds; volatile so the read is not elided.
+                        acc ^= unsafe { std::ptr::read_volatile(d.as_ptr().add(i)) };
+                    }
+                    std::hint::black_box(acc);
+                })
+            }
+            Err(e) => Err(self.err("madvise(populate)", e)),
+        }
+    }
+
+    /// Writes dirty pages of `[offset, offset+len)` back to the file,
+    /// waiting for the I/O when `sync` (`msync(MS_SYNC)` vs `MS_ASYNC`).
+    pub fn flush_range(&self, offset: usize, len: usize, sync: bool) -> Result<()> {
+        let (addr, n) = self.page_range(offset, len)?;
+        if n == 0 {
+            return Ok(());
+        }
+        // SAFETY: the range is mapped.
+        unsafe { sys::msync(addr, n, sync) }.map_err(|e| self.err("msync", e))
+    }
+
+    /// Flushes the whole map synchronously.
+    pub fn flush(&self) -> Result<()> {
+        self.flush_range(0, self.len(), true)
+    }
+
+    /// How much of the mapped range is in the page cache (`mincore`).
+    pub fn residency(&self) -> Result<Residency> {
+        let (addr, n) = self.page_range(0, self.len())?;
+        if n == 0 {
+            return Ok(Residency::default());
+        }
+        // SAFETY: the range is mapped.
+        let pages = unsafe { sys::mincore(addr, n) }.map_err(|e| self.err("mincore", e))?;
+        let resident = pages.iter().filter(|&&b| b & 1 != 0).count() as u64;
+        let mapped = self.len() as u64;
+        Ok(Residency {
+            resident_bytes: (resident * page_size() as u64).min(mapped),
+            mapped_bytes: mapped,
+        })
+    }
+
+    // ----- searching (kernels in `scan`) --------------------------------
+
+    /// First offset of `needle` in `[start, end)`, absolute.
+    pub fn find(&self, needle: &[u8], start: usize, end: usize) -> Result<Option<usize>> {
+        self.in_range(start, end, |d| crate::scan::find(d, needle).map(|i| i + start))
+    }
+    /// Last offset of `needle` in `[start, end)`, absolute.
+    pub fn rfind(&self, needle: &[u8], start: usize, end: usize) -> Result<Option<usize>> {
+        self.in_range(start, end, |d| crate::scan::rfind(d, needle).map(|i| i + start))
+    }
+    /// Non-overlapping occurrences of `needle` in the whole map.
+    pub fn count(&self, needle: &[u8]) -> Result<u64> {
+        self.read_with(|d| crate::scan::count(d, needle))
+    }
+    /// Offsets of non-overlapping occurrences of `needle`, at most `limit`.
+    pub fn find_all(&self, needle: &[u8], limit: Option<usize>) -> Result<Vec<u64>> {
+        self.read_with(|d| crate::scan::find_all(d, needle, limit))?
+            .ok_or_else(|| Error::InvalidArgument("find_all: the pattern is empty".into()))
+    }
+
+    fn in_range<R>(&self, start: usize, end: usize, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
+        self.read_with(|d| {
+            let end = end.min(d.len());
+            f(&d[start.min(end)..end])
+        })
+    }
+}
+
+impl Drop for Map {
+    fn drop(&mut self) {
+        self.slot = None;
+        // SAFETY: we own the reservation; `&mut self` means nothing borrows it.
+        unsafe { sys::release(self.base, self.reserved()) };
+    }
+}
+
+/// Writes the file's dirty pages and drops all of its pages from the page
+/// cache (`fsync` + `posix_fadvise(DONTNEED)`), like `vmtouch -e`.
+pub fn drop_cache(path: impl AsRef<Path>) -> Result<()> {
+    let path = path.as_ref();
+    let file = File::open(path).map_err(|e| Error::io(path, "open", e))?;
+    if file.metadata().map_err(|e| Error::io(path, "stat", e))?.is_dir() {
+        return Err(Error::io(path, "evict", std::io::Error::from_raw_os_error(libc::EISDIR)));
+    }
+    file.sync_all().map_err(|e| Error::io(path, "fsync", e))?;
+    sys::fadvise_dontneed(&file).map_err(|e| Error::io(path, "posix_fadvise", e))
+}
+
+#[cfg(test)]
+mod tests;

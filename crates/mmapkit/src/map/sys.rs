@@ -1,0 +1,264 @@
+//! Thin wrappers over the system calls the map module needs.
+//!
+//! memmap2 cannot reserve address space or map over part of an existing
+//! mapping (`MAP_FIXED`), which growth-in-place depends on, so this module
+//! talks to libc directly. Functions that take raw addresses are `unsafe`:
+//! the caller promises the range belongs to a reservation it owns.
+
+use std::ffi::CStr;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::sync::OnceLock;
+
+use libc::{c_int, c_void};
+
+/// The system page size (cached; it cannot change while we run).
+pub fn page_size() -> usize {
+    static PAGE: OnceLock<usize> = OnceLock::new();
+    *PAGE.get_or_init(|| {
+        // SAFETY: sysconf has no preconditions.
+        let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        if p > 0 {
+            p as usize
+        } else {
+            4096
+        }
+    })
+}
+
+pub(super) fn round_up(n: usize) -> usize {
+    let p = page_size();
+    n.div_ceil(p) * p
+}
+
+pub(super) fn round_down(n: usize) -> usize {
+    n & !(page_size() - 1)
+}
+
+fn check(ret: c_int) -> io::Result<()> {
+    if ret == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Reserves `len` bytes of address space that nothing can touch
+/// (`PROT_NONE`, no swap or commit charge).
+pub(super) fn reserve(len: usize) -> io::Result<*mut u8> {
+    // SAFETY: a fresh anonymous mapping at an address the kernel picks
+    // cannot alias anything we own.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(p.cast())
+    }
+}
+
+/// Tries to reserve `[addr, addr+len)` exactly, failing (without touching
+/// anything) when any of it is already in use.
+pub(super) fn reserve_exact(addr: *mut u8, len: usize) -> io::Result<()> {
+    // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping.
+    let p = unsafe {
+        libc::mmap(
+            addr.cast(),
+            len,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_FIXED_NOREPLACE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    if p.cast::<u8>() != addr {
+        // Kernels before 4.17 ignore the flag and treat it as a hint.
+        // SAFETY: `p` is the mapping we just made and nobody else knows it.
+        unsafe { libc::munmap(p, len) };
+        return Err(io::Error::from_raw_os_error(libc::EEXIST));
+    }
+    Ok(())
+}
+
+/// Maps `len` bytes of `fd` at file offset `off` over `[addr, addr+len)`.
+///
+/// # Safety
+/// The range must lie inside a reservation owned by the caller, and no
+/// live reference may point into the part being replaced.
+pub(super) unsafe fn map_fixed(
+    addr: *mut u8,
+    len: usize,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: u64,
+) -> io::Result<()> {
+    // SAFETY: guaranteed by the caller (range owned, nothing borrowed).
+    let p = unsafe {
+        libc::mmap(
+            addr.cast(),
+            len,
+            prot,
+            flags | libc::MAP_FIXED,
+            fd,
+            off as libc::off_t,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Returns `[addr, addr+len)` to the inaccessible reservation.
+///
+/// # Safety
+/// As for [`map_fixed`].
+pub(super) unsafe fn unmap_to_reserve(addr: *mut u8, len: usize) -> io::Result<()> {
+    // SAFETY: guaranteed by the caller.
+    let p = unsafe {
+        libc::mmap(
+            addr.cast(),
+            len,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_FIXED,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Releases a whole reservation.
+///
+/// # Safety
+/// Nothing may refer into the range afterwards.
+pub(super) unsafe fn release(addr: *mut u8, len: usize) {
+    // SAFETY: guaranteed by the caller. munmap only fails for bad
+    // arguments, which would be a bug here; there is nothing to recover.
+    unsafe { libc::munmap(addr.cast(), len) };
+}
+
+/// Moves the pages of `[old, old+len)` to `new` (which must be reserved),
+/// keeping their contents, private copies included.
+///
+/// # Safety
+/// Both ranges must be owned by the caller and nothing may refer into `old`.
+pub(super) unsafe fn move_pages(old: *mut u8, len: usize, new: *mut u8) -> io::Result<()> {
+    // SAFETY: guaranteed by the caller.
+    let p = unsafe {
+        libc::mremap(
+            old.cast(),
+            len,
+            len,
+            libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
+            new.cast::<c_void>(),
+        )
+    };
+    if p == libc::MAP_FAILED {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// # Safety
+/// `[addr, addr+len)` must be mapped and owned by the caller.
+pub(super) unsafe fn madvise(addr: *mut u8, len: usize, advice: c_int) -> io::Result<()> {
+    // SAFETY: guaranteed by the caller; madvise never invalidates memory
+    // except for MADV_DONTNEED/REMOVE on private pages, which the public
+    // API documents.
+    check(unsafe { libc::madvise(addr.cast(), len, advice) })
+}
+
+/// # Safety
+/// `[addr, addr+len)` must be mapped and owned by the caller.
+pub(super) unsafe fn msync(addr: *mut u8, len: usize, sync: bool) -> io::Result<()> {
+    let flags = if sync { libc::MS_SYNC } else { libc::MS_ASYNC };
+    // SAFETY: guaranteed by the caller; msync does not change memory.
+    check(unsafe { libc::msync(addr.cast(), len, flags) })
+}
+
+/// Page-cache residency of `[addr, addr+len)` (page aligned), one bool per page.
+///
+/// # Safety
+/// `[addr, addr+len)` must be mapped and owned by the caller.
+pub(super) unsafe fn mincore(addr: *mut u8, len: usize) -> io::Result<Vec<u8>> {
+    let mut vec = vec![0u8; len.div_ceil(page_size())];
+    // SAFETY: `vec` has one byte per page of the range, as mincore requires.
+    check(unsafe { libc::mincore(addr.cast(), len, vec.as_mut_ptr().cast()) })?;
+    Ok(vec)
+}
+
+/// Makes sure the file has blocks for `[0, len)`, extending it if needed,
+/// so later writes through a mapping cannot hit ENOSPC (which the kernel
+/// reports as SIGBUS).
+pub(super) fn allocate(file: &File, from: u64, len: u64) -> io::Result<()> {
+    if len == 0 {
+        return Ok(());
+    }
+    // SAFETY: plain syscall on a valid descriptor.
+    let r = unsafe {
+        libc::fallocate(
+            file.as_raw_fd(),
+            0,
+            from as libc::off_t,
+            len as libc::off_t,
+        )
+    };
+    if r == 0 {
+        return Ok(());
+    }
+    let err = io::Error::last_os_error();
+    match err.raw_os_error() {
+        // File systems without fallocate: extend sparsely, the best we can do.
+        Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) => {
+            let cur = file.metadata()?.len();
+            if cur < from + len {
+                file.set_len(from + len)?;
+            }
+            Ok(())
+        }
+        _ => Err(err),
+    }
+}
+
+/// An anonymous in-memory file (memfd); anonymous mappings are made over
+/// one so that they can grow and be shared exactly like file mappings.
+pub(super) fn memfd(name: &CStr) -> io::Result<File> {
+    // SAFETY: `name` is a valid C string.
+    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just created and is owned by nobody else.
+    Ok(unsafe { File::from_raw_fd(fd) })
+}
+
+/// `posix_fadvise(DONTNEED)` over the whole file.
+pub(super) fn fadvise_dontneed(file: &File) -> io::Result<()> {
+    // SAFETY: plain syscall on a valid descriptor.
+    let r = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::from_raw_os_error(r))
+    }
+}

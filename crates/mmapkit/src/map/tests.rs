@@ -1,0 +1,244 @@
+use super::*;
+use std::io::Write;
+
+fn file_with(data: &[u8]) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f.bin");
+    std::fs::write(&path, data).unwrap();
+    (dir, path)
+}
+
+fn pattern(n: usize) -> Vec<u8> {
+    (0..n).map(|i| (i * 7 + i / 251) as u8).collect()
+}
+
+#[test]
+fn empty_file_maps_and_grows() {
+    let (_d, path) = file_with(b"");
+    let m = Map::open(&path, Mode::ReadWrite).unwrap();
+    assert_eq!(m.len(), 0);
+    assert!(m.as_slice().is_empty());
+    m.grow(10_000).unwrap();
+    m.write_at(9_995, b"hello").unwrap();
+    m.flush().unwrap();
+    let on_disk = std::fs::read(&path).unwrap();
+    assert_eq!(on_disk.len(), 10_000);
+    assert_eq!(&on_disk[9_995..], b"hello");
+}
+
+#[test]
+fn read_only_empty_file() {
+    let (_d, path) = file_with(b"");
+    let m = Map::open(&path, Mode::Read).unwrap();
+    assert_eq!(m.len(), 0);
+    assert_eq!(m.count(b"x").unwrap(), 0);
+    assert!(matches!(m.grow(1), Err(Error::InvalidArgument(_))));
+}
+
+#[test]
+fn slices_survive_growth() {
+    let data = pattern(3 * page_size() + 17);
+    let (_d, path) = file_with(&data);
+    let m = Map::open(&path, Mode::ReadWrite).unwrap();
+    let before = m.as_slice();
+    let ptr = before.as_ptr();
+    m.grow(64 << 20).unwrap();
+    // The slice taken before growing still reads the same bytes.
+    assert_eq!(before, &data[..]);
+    assert_eq!(m.as_ptr(), ptr);
+    assert_eq!(m.len(), 64 << 20);
+    assert_eq!(&m.as_slice()[..data.len()], &data[..]);
+    assert!(m.as_slice()[data.len()..].iter().all(|&b| b == 0));
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), 64 << 20);
+}
+
+#[test]
+fn growth_past_reserve_in_place_or_clear_error() {
+    let (_d, path) = file_with(&pattern(100));
+    let m = Map::options().mode(Mode::ReadWrite).reserve(page_size()).open(&path).unwrap();
+    let ptr = m.as_ptr();
+    match m.grow(10 * page_size()) {
+        Ok(()) => assert_eq!(m.as_ptr(), ptr),
+        Err(Error::ReservationExhausted { .. }) => {}
+        Err(e) => panic!("unexpected {e}"),
+    }
+}
+
+#[test]
+fn resize_moves_when_needed_and_keeps_data() {
+    let data = pattern(5000);
+    let (_d, path) = file_with(&data);
+    let mut m = Map::options().mode(Mode::ReadWrite).reserve(page_size()).open(&path).unwrap();
+    m.resize(1 << 20).unwrap();
+    assert_eq!(&m.as_slice()[..5000], &data[..]);
+    m.resize(10).unwrap();
+    assert_eq!(m.as_slice(), &data[..10]);
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), 10);
+}
+
+#[test]
+fn copy_on_write_never_reaches_the_file() {
+    let data = pattern(10_000);
+    let (_d, path) = file_with(&data);
+    let mut m = Map::open(&path, Mode::CopyOnWrite).unwrap();
+    m.as_mut_slice().unwrap()[..4].copy_from_slice(b"XXXX");
+    m.flush().unwrap();
+    assert_eq!(&m.as_slice()[..4], b"XXXX");
+    drop(m);
+    assert_eq!(std::fs::read(&path).unwrap(), data);
+}
+
+#[test]
+fn read_only_map_refuses_writes() {
+    let (_d, path) = file_with(b"abc");
+    let mut m = Map::open(&path, Mode::Read).unwrap();
+    assert!(matches!(m.write_at(0, b"x"), Err(Error::ReadOnly { .. })));
+    assert!(m.as_mut_slice().is_err());
+}
+
+#[test]
+fn any_offset_and_length() {
+    let data = pattern(5 * page_size());
+    let (_d, path) = file_with(&data);
+    for (off, len) in [(0usize, 0usize), (1, 10), (4095, 2), (4096, 4096), (5000, 100), (12345, 3000)] {
+        let m = Map::options().offset(off as u64).len(len).open(&path).unwrap();
+        assert_eq!(m.as_slice(), &data[off..off + len], "off={off} len={len}");
+        m.advise(Advice::Sequential, 0, None).unwrap();
+        m.populate(false).unwrap();
+    }
+    let m = Map::options().offset(7000).open(&path).unwrap();
+    assert_eq!(m.as_slice(), &data[7000..]);
+    assert!(Map::options().offset(data.len() as u64 + 1).open(&path).is_err());
+    assert!(Map::options().offset(10).len(data.len()).open(&path).is_err());
+}
+
+#[test]
+fn unaligned_flush_and_advise() {
+    let (_d, path) = file_with(&pattern(20_000));
+    let m = Map::options().mode(Mode::ReadWrite).offset(123).open(&path).unwrap();
+    m.write_at(5000, b"zz").unwrap();
+    m.flush_range(4999, 3, true).unwrap();
+    m.flush_range(1, 1, false).unwrap();
+    m.advise(Advice::WillNeed, 77, Some(9000)).unwrap();
+    m.advise(Advice::Random, 0, None).unwrap();
+    assert!(m.flush_range(19_000, 10_000, true).is_err());
+    assert_eq!(&std::fs::read(&path).unwrap()[5123..5125], b"zz");
+}
+
+#[test]
+fn anonymous_shared_memory_is_seen_after_fork() {
+    let m = Map::anonymous(4096).unwrap();
+    assert!(m.as_slice().iter().all(|&b| b == 0));
+    // SAFETY: the child only writes to the mapping and exits immediately.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        // SAFETY: child: in bounds of a writable map; nothing else runs.
+        unsafe {
+            std::ptr::copy_nonoverlapping(b"from child".as_ptr(), m.as_mut_ptr(), 10);
+            libc::_exit(0);
+        }
+    }
+    let mut status = 0;
+    // SAFETY: waiting for our own child.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert_eq!(&m.as_slice()[..10], b"from child");
+}
+
+#[test]
+fn anonymous_grows_and_shrinks() {
+    let mut m = Map::anonymous(0).unwrap();
+    m.grow(100_000).unwrap();
+    m.write_at(99_999, b"x").unwrap();
+    m.resize(10).unwrap();
+    assert_eq!(m.len(), 10);
+    m.resize(200_000).unwrap();
+    assert_eq!(m.as_slice()[99_999], 0, "shrunk pages come back zeroed");
+}
+
+#[test]
+fn truncation_by_someone_else_is_an_error_not_a_crash() {
+    let data = pattern(64 * page_size());
+    let (_d, path) = file_with(&data);
+    let mut m = Map::open(&path, Mode::Read).unwrap();
+    assert_eq!(m.count(&[7]).unwrap(), crate::scan::count(&data, &[7]));
+    let view = m.as_slice();
+    // Another writer cuts the file to one page.
+    std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(page_size() as u64).unwrap();
+    let err = m.count(&[7]).unwrap_err();
+    assert!(matches!(err, Error::FileTruncated { .. }), "{err}");
+    assert!(err.to_string().contains("f.bin"), "{err}");
+    // Raw readers see zeros where the lost pages were, and survive.
+    assert!(view[10 * page_size()..].iter().all(|&b| b == 0));
+    assert_eq!(&view[..page_size()], &data[..page_size()]);
+    // Sticky until refreshed.
+    assert!(m.check().is_err());
+    assert_eq!(m.refresh(true).unwrap(), page_size());
+    assert_eq!(m.as_slice(), &data[..page_size()]);
+    m.check().unwrap();
+}
+
+#[test]
+fn refresh_follows_appends() {
+    let (_d, path) = file_with(b"one\n");
+    let mut m = Map::open(&path, Mode::Read).unwrap();
+    std::fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(b"two\n").unwrap();
+    assert_eq!(m.refresh(true).unwrap(), 8);
+    assert_eq!(m.as_slice(), b"one\ntwo\n");
+    // grow(&self) works too once the file is long enough.
+    std::fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(b"three\n").unwrap();
+    m.grow(14).unwrap();
+    assert_eq!(m.as_slice(), b"one\ntwo\nthree\n");
+}
+
+#[test]
+fn residency_counts_pages() {
+    let (_d, path) = file_with(&pattern(16 * page_size()));
+    let m = Map::open(&path, Mode::Read).unwrap();
+    m.populate(false).unwrap();
+    let r = m.residency().unwrap();
+    assert_eq!(r.mapped_bytes, 16 * page_size() as u64);
+    assert_eq!(r.resident_bytes, r.mapped_bytes);
+}
+
+#[test]
+fn errors_name_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nope.txt");
+    let e = Map::open(&missing, Mode::Read).unwrap_err();
+    assert!(e.to_string().contains("nope.txt"), "{e}");
+    assert_eq!(e.raw_os_error(), Some(libc::ENOENT));
+    let e = Map::open(dir.path(), Mode::Read).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EISDIR), "{e}");
+}
+
+#[test]
+fn disk_full_is_an_error_not_a_sigbus() {
+    // Needs a small file system: a 1 MiB tmpfs (root only; skipped otherwise).
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().to_str().unwrap();
+    let ok = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs", mnt])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if !ok {
+        eprintln!("skipped: cannot mount a tmpfs here");
+        return;
+    }
+    let result = (|| {
+        let m = Map::create(dir.path().join("big"), 4096)?;
+        m.grow(512 << 10)?;
+        m.write_at(500_000, b"fits")?;
+        m.grow(8 << 20)
+    })();
+    let _ = std::process::Command::new("umount").arg(mnt).status();
+    match result {
+        Err(Error::DiskFull { path, size }) => {
+            assert!(path.ends_with("big"));
+            assert_eq!(size, 8 << 20);
+        }
+        other => panic!("expected DiskFull, got {other:?}"),
+    }
+}
