@@ -1,0 +1,250 @@
+//! End-to-end tests of the `mmapkit` binary.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+const MIB: u64 = 1 << 20;
+/// Slack allowed in residency checks: one page of the largest common size.
+const PAGE_SLACK: u64 = 64 * 1024;
+
+fn mmapkit(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mmapkit"))
+        .args(args)
+        .output()
+        .expect("failed to run the mmapkit binary")
+}
+
+fn mmapkit_paths(args: &[&str], paths: &[&Path]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mmapkit"))
+        .args(args)
+        .args(paths)
+        .output()
+        .expect("failed to run the mmapkit binary")
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8(out.stderr.clone()).unwrap()
+}
+
+/// Temporary directory on the target's file system (not a possible tmpfs
+/// `/tmp`, where page-cache eviction means nothing).
+fn tempdir() -> tempfile::TempDir {
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+}
+
+fn info_json(path: &Path) -> Value {
+    let out = mmapkit_paths(&["info", "--json"], &[path]);
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    let v: Value = serde_json::from_str(&stdout(&out)).expect("info --json prints JSON");
+    let arr = v.as_array().expect("a JSON array");
+    assert_eq!(arr.len(), 1, "{v}");
+    arr[0].clone()
+}
+
+fn field(v: &Value, name: &str) -> u64 {
+    v[name]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{name} missing in {v}"))
+}
+
+fn sparse_file(dir: &Path) -> PathBuf {
+    let path = dir.join("sparse.bin");
+    let mut f = fs::File::create(&path).unwrap();
+    f.set_len(10 * MIB).unwrap();
+    f.write_all(&[7; 4096]).unwrap();
+    f.sync_all().unwrap();
+    path
+}
+
+#[test]
+fn version() {
+    let out = mmapkit(&["--version"]);
+    assert!(out.status.success());
+    assert_eq!(
+        stdout(&out).trim(),
+        format!("mmapkit {}", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+#[test]
+fn help_has_overview_and_examples() {
+    let out = mmapkit(&["--help"]);
+    assert!(out.status.success());
+    let text = stdout(&out);
+    for needle in ["info", "evict", "Examples:", "mmapkit info "] {
+        assert!(text.contains(needle), "{needle:?} not in:\n{text}");
+    }
+
+    let out = mmapkit(&["info", "--help"]);
+    assert!(out.status.success());
+    let text = stdout(&out);
+    for needle in ["--json", "--bytes", "Examples:", "mmapkit info "] {
+        assert!(text.contains(needle), "{needle:?} not in:\n{text}");
+    }
+
+    let out = mmapkit(&["evict", "--help"]);
+    assert!(out.status.success());
+    assert!(stdout(&out).contains("mmapkit evict "));
+}
+
+#[test]
+fn usage_errors() {
+    let out = mmapkit(&[]);
+    assert!(!out.status.success());
+    let out = mmapkit(&["info"]);
+    assert_eq!(out.status.code(), Some(2), "info without a path");
+    assert!(stderr(&out).contains("PATH"), "{}", stderr(&out));
+    let out = mmapkit(&["frobnicate"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn info_json_of_sparse_file() {
+    let dir = tempdir();
+    let path = sparse_file(dir.path());
+    let v = info_json(&path);
+    assert_eq!(v["path"].as_str(), Some(&*path.to_string_lossy()));
+    assert_eq!(field(&v, "size"), 10 * MIB);
+    let allocated = field(&v, "allocated");
+    assert!(allocated > 0 && allocated < 10 * MIB, "{v}");
+    let pages = field(&v, "pages");
+    assert!(pages > 0, "{v}");
+    assert!(field(&v, "resident_pages") <= pages, "{v}");
+    assert!(field(&v, "resident") <= 10 * MIB, "{v}");
+}
+
+#[test]
+fn info_table_human_and_bytes() {
+    let dir = tempdir();
+    let path = sparse_file(dir.path());
+
+    let out = mmapkit_paths(&["info"], &[&path]);
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    let text = stdout(&out);
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["PATH", "SIZE", "ALLOCATED", "RESIDENT", "RESIDENT%"]
+    );
+    let row = lines.next().unwrap();
+    assert!(row.starts_with(&*path.to_string_lossy()), "{row}");
+    assert!(row.contains("10.0 MiB"), "{row}");
+    assert!(row.trim_end().ends_with('%'), "{row}");
+    assert!(lines.next().is_none(), "{text}");
+
+    let out = mmapkit_paths(&["info", "--bytes"], &[&path]);
+    assert!(out.status.success());
+    let text = stdout(&out);
+    let row: Vec<&str> = text.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!(row[1], (10 * MIB).to_string(), "{text}");
+}
+
+#[test]
+fn empty_file_is_fine() {
+    let dir = tempdir();
+    let path = dir.path().join("empty");
+    fs::File::create(&path).unwrap();
+    let v = info_json(&path);
+    for name in ["size", "allocated", "resident", "pages", "resident_pages"] {
+        assert_eq!(field(&v, name), 0, "{name} in {v}");
+    }
+    let out = mmapkit_paths(&["info"], &[&path]);
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+    let out = mmapkit_paths(&["evict"], &[&path]);
+    assert!(out.status.success(), "stderr: {}", stderr(&out));
+}
+
+#[test]
+fn missing_file_exits_2_and_names_it_but_goes_on() {
+    let dir = tempdir();
+    let missing = dir.path().join("does-not-exist.bin");
+    let good = sparse_file(dir.path());
+
+    let out = mmapkit_paths(&["info", "--json"], &[&missing, &good]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.starts_with("mmapkit: "), "{err}");
+    assert!(err.contains(&*missing.to_string_lossy()), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    // The good path after the bad one is still reported.
+    let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(v.as_array().unwrap().len(), 1, "{v}");
+    assert_eq!(v[0]["path"].as_str(), Some(&*good.to_string_lossy()));
+
+    let out = mmapkit_paths(&["info"], &[&missing]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains(&*missing.to_string_lossy()));
+
+    let out = mmapkit_paths(&["evict"], &[&missing, &good]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains(&*missing.to_string_lossy()));
+    assert!(stdout(&out).is_empty());
+}
+
+#[test]
+fn directory_exits_2() {
+    let dir = tempdir();
+    for cmd in ["info", "evict"] {
+        let out = mmapkit_paths(&[cmd], &[dir.path()]);
+        assert_eq!(out.status.code(), Some(2), "{cmd}");
+        let err = stderr(&out);
+        assert!(err.starts_with("mmapkit: "), "{cmd}: {err}");
+        assert!(err.contains(&*dir.path().to_string_lossy()), "{cmd}: {err}");
+        assert!(err.contains("is a directory"), "{cmd}: {err}");
+    }
+}
+
+#[test]
+fn evict_read_evict_residency() {
+    let dir = tempdir();
+    let path = dir.path().join("eight.bin");
+    let size = 8 * MIB;
+    let data: Vec<u8> = (0..size).map(|i| (i * 31 % 251) as u8).collect();
+    fs::write(&path, &data).unwrap();
+    drop(data);
+
+    let evict = || {
+        let out = mmapkit_paths(&["evict"], &[&path]);
+        assert!(out.status.success(), "stderr: {}", stderr(&out));
+        assert!(out.stdout.is_empty() && out.stderr.is_empty());
+    };
+
+    // Dirty pages are written back by evict, then dropped.
+    evict();
+    let v = info_json(&path);
+    assert_eq!(field(&v, "size"), size);
+    assert!(field(&v, "resident") <= PAGE_SLACK, "after evict: {v}");
+    assert!(field(&v, "resident_pages") <= 1, "after evict: {v}");
+
+    // Reading it all brings it all in.
+    let back = fs::read(&path).unwrap();
+    assert_eq!(back.len() as u64, size);
+    let v = info_json(&path);
+    assert!(
+        field(&v, "resident") + PAGE_SLACK >= size,
+        "after read: {v}"
+    );
+    assert!(field(&v, "resident") <= size, "after read: {v}");
+    assert_eq!(
+        field(&v, "resident_pages"),
+        field(&v, "pages"),
+        "after read: {v}"
+    );
+
+    evict();
+    let v = info_json(&path);
+    assert!(
+        field(&v, "resident") <= PAGE_SLACK,
+        "after second evict: {v}"
+    );
+    assert!(field(&v, "resident_pages") <= 1, "after second evict: {v}");
+}
