@@ -1,0 +1,43 @@
+//! `mmapkit._native`: the Python binding of the mmapkit core.
+//!
+//! Thin by design: convert arguments, release the GIL around anything
+//! long, map core errors to Python exceptions (see `errors`). All logic
+//! lives in the `mmapkit` crate.
+#![deny(unsafe_op_in_unsafe_fn)]
+
+mod errors;
+mod mapped;
+
+use pyo3::prelude::*;
+
+use errors::IntoPy;
+
+/// Writes a file's dirty pages and drops it from the page cache.
+#[pyfunction]
+fn drop_cache(py: Python<'_>, path: std::path::PathBuf) -> PyResult<()> {
+    py.detach(|| mmapkit::map::drop_cache(&path)).py_err()
+}
+
+/// The system page size in bytes.
+#[pyfunction]
+fn page_size() -> usize {
+    mmapkit::map::page_size()
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<mapped::MappedFile>()?;
+    m.add_class::<mapped::Mmap>()?;
+    m.add("FileTruncatedError", py.get_type::<errors::FileTruncatedError>())?;
+    m.add("DiskFullError", py.get_type::<errors::DiskFullError>())?;
+    m.add("ReservationExhaustedError", py.get_type::<errors::ReservationExhaustedError>())?;
+    m.add_function(wrap_pyfunction!(drop_cache, m)?)?;
+    m.add_function(wrap_pyfunction!(page_size, m)?)?;
+    m.add("ACCESS_DEFAULT", mapped::ACCESS_DEFAULT)?;
+    m.add("ACCESS_READ", mapped::ACCESS_READ)?;
+    m.add("ACCESS_WRITE", mapped::ACCESS_WRITE)?;
+    m.add("ACCESS_COPY", mapped::ACCESS_COPY)?;
+    Ok(())
+}

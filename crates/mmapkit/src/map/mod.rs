@@ -891,3 +891,23 @@ pub fn drop_cache(path: impl AsRef<Path>) -> Result<()> {
 
 #[cfg(test)]
 mod tests;
+
+/// Duplicates a caller's file descriptor into an owned [`File`] (as
+/// Python's `mmap` does), so the caller may close theirs.
+pub fn dup_fd(fd: i32) -> Result<File> {
+    let label = PathBuf::from(format!("<fd {fd}>"));
+    // SAFETY: F_DUPFD_CLOEXEC only reads the descriptor table; an invalid
+    // descriptor is reported as EBADF.
+    let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
+    if new < 0 {
+        return Err(Error::last_os(&label, "dup"));
+    }
+    // SAFETY: `new` is a fresh descriptor that nothing else owns.
+    Ok(unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(new) })
+}
+
+/// The path behind an open descriptor (via `/proc/self/fd`), if it has one.
+pub fn fd_path(fd: i32) -> Option<PathBuf> {
+    let p = std::fs::read_link(format!("/proc/self/fd/{fd}")).ok()?;
+    p.is_absolute().then_some(p).filter(|p| !p.to_string_lossy().ends_with(" (deleted)"))
+}

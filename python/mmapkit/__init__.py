@@ -1,0 +1,127 @@
+"""mmapkit: memory-mapped I/O that is safe to use on real files.
+
+Two ways in:
+
+* ``mmapkit.mmap`` is a drop-in for the stdlib ``mmap.mmap`` (same
+  constructor, methods, constants and errors, checked with CPython's own
+  test suite), so ``import mmapkit as mmap`` or ``from mmapkit import mmap``
+  is the whole migration.
+* ``mmapkit.open(path, mode)`` returns a :class:`MappedFile` that adds empty
+  files, any offset, growth that never invalidates views, zero-copy numpy
+  views, advice, populate, ranged flush, fast ``count``/``find_all`` and
+  pickling by path.
+
+Both raise :class:`FileTruncatedError` (an ``OSError``) instead of
+crashing with SIGBUS when another process truncates the mapped file.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+from mmap import (  # the platform's constants, re-exported for drop-in use
+    ALLOCATIONGRANULARITY,
+    MADV_DONTNEED,
+    MADV_NORMAL,
+    MADV_RANDOM,
+    MADV_SEQUENTIAL,
+    MADV_WILLNEED,
+    MAP_ANONYMOUS,
+    MAP_PRIVATE,
+    MAP_SHARED,
+    PAGESIZE,
+    PROT_EXEC,
+    PROT_READ,
+    PROT_WRITE,
+)
+import mmap as _stdlib_mmap
+from typing import Optional, Union
+
+from ._native import (
+    ACCESS_COPY,
+    ACCESS_DEFAULT,
+    ACCESS_READ,
+    ACCESS_WRITE,
+    DiskFullError,
+    FileTruncatedError,
+    MappedFile,
+    ReservationExhaustedError,
+    __version__,
+    drop_cache,
+    mmap,
+    page_size,
+)
+
+#: ``mmap.error`` is ``OSError`` in the stdlib; so it is here.
+error = OSError
+
+# Every other MADV_*/MAP_* constant this platform's stdlib module has.
+globals().update(
+    {k: v for k, v in vars(_stdlib_mmap).items() if k.startswith(("MADV_", "MAP_", "MFD_"))}
+)
+
+__all__ = [
+    "ACCESS_COPY",
+    "ACCESS_DEFAULT",
+    "ACCESS_READ",
+    "ACCESS_WRITE",
+    "ALLOCATIONGRANULARITY",
+    "DiskFullError",
+    "FileTruncatedError",
+    "MADV_DONTNEED",
+    "MADV_NORMAL",
+    "MADV_RANDOM",
+    "MADV_SEQUENTIAL",
+    "MADV_WILLNEED",
+    "MAP_ANONYMOUS",
+    "MAP_PRIVATE",
+    "MAP_SHARED",
+    "MappedFile",
+    "PAGESIZE",
+    "PROT_EXEC",
+    "PROT_READ",
+    "PROT_WRITE",
+    "ReservationExhaustedError",
+    "__version__",
+    "drop_cache",
+    "error",
+    "mmap",
+    "open",
+    "page_size",
+]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def open(  # noqa: A001 - mirrors builtins.open on purpose
+    path: PathLike,
+    mode: str = "r",
+    size: Optional[int] = None,
+    offset: int = 0,
+    length: Optional[int] = None,
+    *,
+    reserve: Optional[int] = None,
+) -> MappedFile:
+    """Map ``path`` and return a :class:`MappedFile`.
+
+    ``mode``: ``"r"`` read-only, ``"r+"`` read-write (shared, writes reach
+    the file), ``"w+"`` create or truncate then read-write, ``"c"``
+    copy-on-write (writes stay private). ``size`` makes a writable file at
+    least that many bytes (allocated up front, so a full disk raises
+    :class:`DiskFullError` here rather than SIGBUS later). ``offset`` may be
+    any byte offset; ``length=None`` maps to the end of the file (and
+    :meth:`MappedFile.refresh` follows the file as it grows). Empty files
+    are fine.
+
+    >>> with mmapkit.open("data.bin", "w+", size=4096) as m:   # doctest: +SKIP
+    ...     m[:5] = b"hello"
+    ...     m.grow(4096)                    # views taken before stay valid
+    """
+    return MappedFile(path, mode, size, offset, length, reserve)
+
+
+def _reopen_mmap(path: str, access: int, offset: int, length: int) -> mmap:
+    """Unpickles an ``mmapkit.mmap`` by mapping its file again."""
+    file_mode = "rb" if access == ACCESS_READ else "r+b"
+    with builtins.open(path, file_mode) as f:
+        return mmap(f.fileno(), length, access=access, offset=offset)
