@@ -30,12 +30,7 @@ fn os_parts(e: &Error) -> (i32, String, String) {
     let errno = e.raw_os_error().unwrap_or(0);
     let path = e.path().map(|p| p.display().to_string()).unwrap_or_default();
     let msg = match e {
-        Error::Io { op, source, .. } => {
-            // io::Error's Display adds " (os error N)"; Python shows errno itself.
-            let s = source.to_string();
-            let s = s.split(" (os error").next().unwrap_or(&s).to_owned();
-            format!("{op}: {s}")
-        }
+        Error::Io { op, source, .. } => format!("{op}: {}", mmapkit::os_message(source)),
         other => {
             let full = other.to_string();
             full.strip_prefix(&format!("{path}: ")).map(str::to_owned).unwrap_or(full)

@@ -13,7 +13,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[non_exhaustive]
 pub enum Error {
     /// An operating-system call failed.
-    #[error("{}: {op}: {source}", path.display())]
+    #[error("{}: {op}: {}", path.display(), os_message(source))]
     Io {
         /// The file.
         path: PathBuf,
@@ -58,6 +58,16 @@ pub enum Error {
     /// A caller-supplied argument is out of range or inconsistent.
     #[error("{0}")]
     InvalidArgument(String),
+}
+
+/// An OS error's text without Rust's " (os error N)" suffix, as coreutils
+/// and Python print it ("No such file or directory").
+pub fn os_message(e: &io::Error) -> String {
+    let s = e.to_string();
+    match s.find(" (os error ") {
+        Some(i) => s[..i].to_owned(),
+        None => s,
+    }
 }
 
 impl Error {

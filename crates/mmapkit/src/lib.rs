@@ -21,4 +21,4 @@ pub mod info;
 pub mod map;
 pub mod scan;
 
-pub use error::{Error, Result};
+pub use error::{os_message, Error, Result};

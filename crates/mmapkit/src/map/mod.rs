@@ -45,6 +45,7 @@ mod sys;
 
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -881,9 +882,18 @@ impl Drop for Map {
 /// cache (`fsync` + `posix_fadvise(DONTNEED)`), like `vmtouch -e`.
 pub fn drop_cache(path: impl AsRef<Path>) -> Result<()> {
     let path = path.as_ref();
-    let file = File::open(path).map_err(|e| Error::io(path, "open", e))?;
-    if file.metadata().map_err(|e| Error::io(path, "stat", e))?.is_dir() {
+    // O_NONBLOCK: opening a FIFO must not hang waiting for a writer.
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| Error::io(path, "open", e))?;
+    let meta = file.metadata().map_err(|e| Error::io(path, "stat", e))?;
+    if meta.is_dir() {
         return Err(Error::io(path, "evict", std::io::Error::from_raw_os_error(libc::EISDIR)));
+    }
+    if !meta.is_file() {
+        return Err(Error::InvalidArgument(format!("{}: not a regular file", path.display())));
     }
     file.sync_all().map_err(|e| Error::io(path, "fsync", e))?;
     sys::fadvise_dontneed(&file).map_err(|e| Error::io(path, "posix_fadvise", e))
