@@ -116,15 +116,30 @@ impl MappedFile {
         }
     }
 
+    /// `bytes(m[start:end])`, copied once (PyBytes::new_with would zero
+    /// the buffer first: a whole extra pass over large reads), with the GIL
+    /// released for large copies and truncation reported.
     fn copy_out(py: Python<'_>, m: &Map, start: usize, end: usize) -> PyResult<Py<PyBytes>> {
         let n = end - start;
-        let mut res = Ok(());
-        let bytes = PyBytes::new_with(py, n, |out| {
-            let mut copy = move || m.read_with(|d| out.copy_from_slice(&d[start..end]));
-            res = if n > DETACH_BYTES { py.detach(copy) } else { copy() };
-            Ok(())
-        })?;
-        res.py_err()?;
+        // SAFETY: a NULL source asks CPython for an uninitialised bytes
+        // object of `n` bytes, which we own until it is returned.
+        let obj = unsafe { ffi::PyBytes_FromStringAndSize(std::ptr::null(), n as ffi::Py_ssize_t) };
+        if obj.is_null() {
+            return Err(PyErr::fetch(py));
+        }
+        // SAFETY: `obj` is a new reference to a bytes object.
+        let bytes: Bound<'_, PyBytes> = unsafe { Bound::from_owned_ptr(py, obj).cast_into_unchecked() };
+        // SAFETY: PyBytes_AsString of a bytes object never fails; the
+        // buffer holds `n` bytes. Passed as usize so the closure is Send.
+        let dst = unsafe { ffi::PyBytes_AsString(obj) } as usize;
+        let copy = move || {
+            m.read_with(|d| {
+                // SAFETY: `dst` has room for `n` bytes, the source range is
+                // in bounds, and nothing else sees the new object yet.
+                unsafe { std::ptr::copy_nonoverlapping(d[start..end].as_ptr(), dst as *mut u8, n) }
+            })
+        };
+        if n > DETACH_BYTES { py.detach(copy) } else { copy() }.py_err()?;
         Ok(bytes.unbind())
     }
 
