@@ -1,0 +1,133 @@
+"""Command line: python -m bench SUITE|all [--quick] [--repeat N] ... | --list"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from . import suites
+from .harness import CACHES, DATA_DIR, REPO_DIR, RESULTS_DIR, RunOptions, failures, run_suite
+from .report import render, text_tables, update_readme, write_all
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m bench",
+        description="mmapkit benchmarks. Each suite generates its own seeded data in "
+                    "bench/data/ and writes bench/results/SUITE.{md,json,png}.")
+    p.add_argument("suite", nargs="?", help="suite name, or 'all' for every registered suite")
+    p.add_argument("--list", action="store_true", help="list the registered suites and exit")
+    p.add_argument("--quick", action="store_true",
+                   help="smaller large sizes and 3 repeats instead of 5")
+    p.add_argument("--repeat", type=int, metavar="N",
+                   help="timed runs per cell and cache state (default 5, --quick 3)")
+    p.add_argument("--sizes", metavar="A,B", help="only these size labels (e.g. small)")
+    p.add_argument("--tasks", metavar="A,B", help="only these tasks")
+    p.add_argument("--contenders", metavar="A,B",
+                   help="only these contenders (the baseline and reference always run)")
+    p.add_argument("--cache", choices=("both", *CACHES), default="both",
+                   help="measure warm, cold or both (default) cache states")
+    p.add_argument("--data-dir", type=Path, default=DATA_DIR, help="default: bench/data")
+    p.add_argument("--results-dir", type=Path, default=RESULTS_DIR,
+                   help="default: bench/results")
+    p.add_argument("--render", action="store_true",
+                   help="do not run: re-render SUITE.md and SUITE.png from SUITE.json")
+    return p
+
+
+def _split(value: str | None) -> list[str] | None:
+    return [v.strip() for v in value.split(",") if v.strip()] if value else None
+
+
+def _show(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(REPO_DIR))
+    except ValueError:
+        return str(path)
+
+
+def _refresh_readme(results_dir: Path) -> None:
+    """Feeds the README's results section from bench/results/ (default results dir only)."""
+    readme = Path(__file__).resolve().parent.parent / "README.md"
+    if results_dir.resolve() == (readme.parent / "bench" / "results").resolve():
+        if update_readme(readme, results_dir):
+            print(f"updated {_show(readme)}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.list:
+        for name in suites.names():
+            try:
+                suite = suites.load(name)
+                print(f"{name:10s} {suite.title}")
+            except Exception as exc:  # noqa: BLE001
+                print(f"{name:10s} (cannot load: {type(exc).__name__}: {exc})")
+        return 0
+    if not args.suite:
+        _parser().print_usage(sys.stderr)
+        print("error: give a suite name, 'all', or --list", file=sys.stderr)
+        return 2
+    names = suites.names() if args.suite == "all" else [args.suite]
+    for name in names:
+        if name not in suites.SUITES:
+            print(f"unknown suite {name!r}; known: {', '.join(suites.names())}", file=sys.stderr)
+            return 2
+
+    if args.render:
+        for name in names:
+            doc = json.loads((args.results_dir / f"{name}.json").read_text())
+            print(text_tables(doc))
+            for path in render(doc, name, args.results_dir):
+                print(f"wrote {_show(path)}")
+        _refresh_readme(args.results_dir)
+        return 0
+
+    if args.repeat is not None and args.repeat < 1:
+        print("--repeat must be at least 1", file=sys.stderr)
+        return 2
+    opts = RunOptions(quick=args.quick, repeat=args.repeat, sizes=_split(args.sizes),
+                      tasks=_split(args.tasks), contenders=_split(args.contenders),
+                      caches=CACHES if args.cache == "both" else (args.cache,),
+                      data_dir=args.data_dir)
+    failed: list[str] = []
+    started = time.perf_counter()
+    for name in names:
+        try:
+            suite = suites.load(name)
+            doc = run_suite(suite, opts)
+        except SystemExit:
+            raise
+        except Exception:  # noqa: BLE001 - one broken suite must not hide the others
+            traceback.print_exc()
+            print(f"\n!!! suite {name} FAILED to run (see the traceback above)\n",
+                  file=sys.stderr, flush=True)
+            failed.append(name)
+            continue
+        print(text_tables(doc), flush=True)
+        for path in write_all(doc, name, args.results_dir):
+            print(f"wrote {_show(path)}")
+        bad = failures(doc)
+        if bad:
+            failed.append(name)
+            print(f"\n!!! suite {name} FAILED: {len(bad)} cell(s) with a wrong answer or an "
+                  "error:", file=sys.stderr)
+            for r in bad:
+                print(f"!!!   {r['contender']} / {r['task']} @ {r['size']} ({r['cache']}): "
+                      f"{r['status'].upper()}: {r['reason']}", file=sys.stderr)
+            sys.stderr.flush()
+    _refresh_readme(args.results_dir)
+    if len(names) > 1:
+        print(f"\nall suites: {time.perf_counter() - started:.0f} s")
+    if failed:
+        print(f"FAILED: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,652 @@
+"""Shared benchmark machinery: suite model, runner, cache dropping, machine info.
+
+A suite (see bench/suites/) declares
+
+* ``sizes(quick)``: the data sizes to run (a label and a byte count each),
+* ``prepare(size, data_dir)``: generate (seeded, cached in bench/data/) the data
+  for one size and return a :class:`Dataset`,
+* ``tasks``: what is measured (:class:`Task`),
+* ``contenders``: who is measured (:class:`Contender`), each a mapping from task
+  name to a callable taking a path and returning a result,
+* ``baseline``: the contender the ratios are relative to (plain file I/O), and
+  ``reference``: the contender whose answers everybody must reproduce (defaults
+  to the baseline).
+
+The runner measures every (size, task, contender) with a warm page cache (one
+untimed warm-up run, then timed runs) and a cold one (page cache dropped before
+every timed run), in a fresh random order of contenders per round, and checks
+every single run's answer against the reference contender's. A wrong answer is a
+failure of the suite, never a number in the table.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import gc
+import os
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO_DIR = BENCH_DIR.parent
+DATA_DIR = BENCH_DIR / "data"
+RESULTS_DIR = BENCH_DIR / "results"
+
+CACHES = ("warm", "cold")
+
+
+# --------------------------------------------------------------------------- model
+
+
+class Unavailable(Exception):
+    """Raised by a contender (or its check) that cannot run; the reason is shown as n/a."""
+
+
+@dataclass(frozen=True)
+class Size:
+    label: str  # "small", "large", ...
+    nbytes: int
+
+    @property
+    def human(self) -> str:
+        return human_bytes(self.nbytes)
+
+
+@dataclass
+class Dataset:
+    """What prepare() made for one size.
+
+    ``path`` is handed to the contenders; ``files`` are the files whose pages are
+    evicted before a cold run (for a directory-shaped dataset, all its files).
+    """
+
+    size: Size
+    path: Path
+    files: list[Path]
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+@dataclass
+class Task:
+    """One measured operation.
+
+    setup:   untimed, before every run (warm-up included); returns the path given
+             to the contender (e.g. a fresh copy of a file the task modifies).
+             Its result's pages are evicted before cold runs too.
+    check:   untimed, after every run: (path the run worked on, result) -> value
+             compared with the reference contender's value. Default: the result
+             itself, through ``digest``.
+    digest:  reduces a result to something cheap to keep and compare (default:
+             identity; see :func:`buffer_digest` for big bytes results).
+    repeats: (size, default repeats) -> repeats for this task at that size, to
+             trim very slow tasks (say why in ``note``).
+    warmup:  "run" (one untimed run of every contender before the warm runs) or
+             "prime" (just read the data files once: for tasks too slow to run an
+             extra time per contender; the cache is then warm all the same).
+    """
+
+    name: str
+    title: str
+    setup: Callable[[Dataset], Path] | None = None
+    check: Callable[[Path, Any], Any] | None = None
+    digest: Callable[[Any], Any] = _same
+    teardown: Callable[[Dataset], None] | None = None  # untimed, after the task (cleanup)
+    repeats: Callable[[Size, int], int] | None = None
+    warmup: Callable[[Size], str] | str = "run"
+    note: str = ""
+
+    def warmup_for(self, size: Size) -> str:
+        return self.warmup(size) if callable(self.warmup) else self.warmup
+
+    def repeats_for(self, size: Size, default: int) -> int:
+        return max(1, self.repeats(size, default)) if self.repeats else default
+
+
+@dataclass
+class Contender:
+    """A way of doing the tasks. ``available()`` returns None or why it cannot run."""
+
+    name: str
+    # task name -> callable(path) -> result; or a factory of that mapping, called once
+    # (untimed) after available() said yes, so that the callables can close over a
+    # module that may not be importable.
+    impls: dict[str, Callable[[Path], Any]] | Callable[[], dict[str, Callable[[Path], Any]]]
+    available: Callable[[], str | None] = lambda: None
+    note: str = ""
+
+    def resolve(self) -> dict[str, Callable[[Path], Any]]:
+        if callable(self.impls):
+            self.impls = self.impls()
+        return self.impls
+
+
+class Suite:
+    """Base class for suites; subclasses fill in the attributes and two methods."""
+
+    name: str = ""
+    title: str = ""
+    description: str = ""  # markdown paragraph for the report
+    baseline: str = ""
+    reference: str | None = None
+    tasks: Sequence[Task] = ()
+    contenders: Sequence[Contender] = ()
+    notes: Sequence[str] = ()  # extra markdown bullet points for the report
+
+    def sizes(self, quick: bool) -> list[Size]:
+        raise NotImplementedError
+
+    def prepare(self, size: Size, data_dir: Path, log: Callable[[str], None]) -> Dataset:
+        raise NotImplementedError
+
+    def versions(self) -> dict[str, str]:
+        """Versions of the libraries measured, for the report."""
+        return {}
+
+    @property
+    def reference_name(self) -> str:
+        return self.reference or self.baseline
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def human_bytes(n: int) -> str:
+    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= div and n % div == 0:
+            return f"{n // div} {unit}"
+    if n >= 1_000_000:
+        return f"{n / 1e6:.3g} MB"
+    if n >= 1_000:
+        return f"{n / 1e3:.3g} kB"
+    return f"{n} B"
+
+
+def buffer_digest(buf: Any) -> tuple[int, str]:
+    """(length, hash) of any bytes-like object; cheap enough for GiB results."""
+    import hashlib
+
+    mv = memoryview(buf).cast("B")
+    return (mv.nbytes, hashlib.sha1(mv).hexdigest())
+
+
+def file_digest(path: Path) -> tuple[int, str]:
+    """(length, hash) of a file's bytes, read in chunks."""
+    import hashlib
+
+    h = hashlib.sha1()
+    n = 0
+    with open(path, "rb", buffering=0) as f:
+        buf = bytearray(8 << 20)
+        view = memoryview(buf)
+        while True:
+            k = f.readinto(buf)
+            if not k:
+                break
+            h.update(view[:k])
+            n += k
+    return (n, h.hexdigest())
+
+
+def short(value: Any, limit: int = 120) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------- page cache
+
+
+class CacheDropper:
+    """Evicts data from the page cache before cold runs.
+
+    As root with a writable /proc/sys/vm/drop_caches: sync, then drop the whole
+    page cache ("drop_caches"). Otherwise, per data file: fsync, then
+    posix_fadvise(DONTNEED) ("posix_fadvise"), which only evicts clean pages not
+    mapped by someone else.
+    """
+
+    DROP = "/proc/sys/vm/drop_caches"
+
+    def __init__(self) -> None:
+        root_ok = os.geteuid() == 0 and os.access(self.DROP, os.W_OK)
+        self.method = "drop_caches" if root_ok else "posix_fadvise"
+
+    @property
+    def description(self) -> str:
+        if self.method == "drop_caches":
+            return "`sync` + `echo 3 > /proc/sys/vm/drop_caches` before every cold run (root)"
+        return ("`fsync` + `posix_fadvise(POSIX_FADV_DONTNEED)` on every data file before "
+                "every cold run (not root, or drop_caches not writable)")
+
+    def _drop_all(self) -> None:
+        os.sync()
+        with open(self.DROP, "w") as f:
+            f.write("3\n")
+
+    def drop(self, files: Iterable[Path]) -> None:
+        if self.method == "drop_caches":
+            try:
+                self._drop_all()
+                return
+            except OSError as exc:  # e.g. read-only /proc in a container
+                log(f"  drop_caches failed ({exc}); using posix_fadvise from now on")
+                self.method = "posix_fadvise"
+        for path in files:
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+
+def prime(files: Iterable[Path]) -> None:
+    """Read files once so their pages are in the page cache."""
+    buf = bytearray(8 << 20)
+    for path in files:
+        with open(path, "rb", buffering=0) as f:
+            while f.readinto(buf):
+                pass
+
+
+# --------------------------------------------------------------------------- machine
+
+
+def machine_info(data_dir: Path) -> dict[str, Any]:
+    info: dict[str, Any] = {}
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("model name", "Model")):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    info["cpu"] = cpu
+    info["cores"] = os.cpu_count()
+    try:
+        info["cores_usable"] = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        pass
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                kib = int(line.split()[1])
+                info["ram"] = f"{kib / (1 << 20):.1f} GiB"
+                break
+    except (OSError, ValueError):
+        pass
+    info["kernel"] = f"{platform.system()} {platform.release()}"
+    info["python"] = f"{platform.python_implementation()} {platform.python_version()}"
+    info["filesystem"] = _filesystem_of(data_dir)
+    info["git"] = _git_revision()
+    info["date"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return info
+
+
+def _filesystem_of(path: Path) -> str:
+    try:
+        target = str(path.resolve())
+        best = ("", "?", "?")
+        for line in Path("/proc/mounts").read_text().splitlines():
+            dev, mnt, fstype = line.split()[:3]
+            if (target == mnt or target.startswith(mnt.rstrip("/") + "/")) and len(mnt) >= len(best[0]):
+                best = (mnt, fstype, dev)
+        return f"{best[1]} on {best[2]} (mounted at {best[0]})"
+    except (OSError, ValueError):
+        return "?"
+
+
+def _git_revision() -> str:
+    try:
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_DIR,
+                             capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=REPO_DIR, capture_output=True, text=True,
+                               timeout=10).stdout.strip()
+        return (rev + ("+dirty" if dirty else "")) if rev else "?"
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+
+
+# --------------------------------------------------------------------------- runner
+
+
+@dataclass
+class Cell:
+    """Measurements of one (size, task, contender, cache)."""
+
+    size: str
+    task: str
+    contender: str
+    cache: str
+    times: list[float] = field(default_factory=list)
+    status: str = "ok"  # ok | n/a | error | wrong
+    reason: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "size": self.size, "task": self.task, "contender": self.contender,
+            "cache": self.cache, "status": self.status, "reason": self.reason,
+            "times": self.times,
+        }
+        if self.times:
+            d.update(median=statistics.median(self.times), min=min(self.times),
+                     max=max(self.times))
+        return d
+
+
+@dataclass
+class RunOptions:
+    quick: bool = False
+    repeat: int | None = None
+    sizes: list[str] | None = None
+    tasks: list[str] | None = None
+    contenders: list[str] | None = None
+    caches: tuple[str, ...] = CACHES
+    data_dir: Path = DATA_DIR
+    seed: int = 20240601
+
+    @property
+    def default_repeats(self) -> int:
+        return self.repeat if self.repeat else (3 if self.quick else 5)
+
+
+class _TaskRun:
+    """Runs one task at one size for all contenders, verifying every answer."""
+
+    def __init__(self, suite: Suite, task: Task, dataset: Dataset,
+                 contenders: list[Contender], cells: dict[tuple[str, str], Cell],
+                 dropper: CacheDropper, rng: random.Random) -> None:
+        self.suite, self.task, self.dataset = suite, task, dataset
+        self.cells = cells
+        self.dropper = dropper
+        self.rng = rng
+        self.live = list(contenders)  # still running (not failed / unavailable)
+        self.ref_name = suite.reference_name
+        self.ref_value: Any = None
+        self.have_ref = False
+        self.pending: list[tuple[Contender, str, Any]] = []  # awaiting the reference's answer
+
+    # a contender that stops running marks all its (not yet measured) caches
+    def _retire(self, c: Contender, status: str, reason: str) -> None:
+        for cache in CACHES:
+            cell = self.cells.get((c.name, cache))
+            if cell is None:
+                continue
+            cell.times.clear()  # a cell is either ok with times, or not ok without
+            cell.status, cell.reason = status, reason
+        if c in self.live:
+            self.live.remove(c)
+        if c.name == self.ref_name and not self.have_ref:
+            for other in list(self.live):
+                self._retire(other, "error", f"reference contender {c.name} failed "
+                                             "before giving an answer: nothing to verify against")
+        level = "n/a" if status == "n/a" else "FAILED"
+        log(f"    {level}: {c.name} [{self.task.name} @ {self.dataset.size.label}]: {reason}")
+
+    def _verify(self, c: Contender, cache: str, value: Any) -> bool:
+        if self.have_ref:
+            return self._compare(c, cache, value)
+        if c.name != self.ref_name:  # reference not run yet (warm-up "prime"): later
+            self.pending.append((c, cache, value))
+            return True
+        self.ref_value, self.have_ref = value, True
+        pending, self.pending = self.pending, []
+        for other, pcache, pvalue in pending:
+            if other in self.live:
+                self._compare(other, pcache, pvalue)
+        return True
+
+    def _compare(self, c: Contender, cache: str, value: Any) -> bool:
+        if value == self.ref_value:
+            return True
+        what = "is not stable across runs" if c.name == self.ref_name else \
+            f"differs from {self.ref_name}"
+        self._retire(c, "wrong", f"WRONG ANSWER ({cache} run): {short(value)} {what} "
+                                 f"(expected {short(self.ref_value)})")
+        return False
+
+    def _once(self, c: Contender, cache: str, timed: bool) -> float | None:
+        """One run; returns the time, or None if the contender dropped out."""
+        task, ds = self.task, self.dataset
+        path = task.setup(ds) if task.setup else ds.path
+        if cache == "cold" and timed:
+            self.dropper.drop(dict.fromkeys([*ds.files, path]))
+        fn = c.resolve()[task.name]
+        result: Any = None
+        gc.disable()  # as timeit does; results are freed by refcounting, no gc.collect()
+                      # per run (it would also evict the CPU caches before µs-scale runs)
+        try:
+            t0 = time.perf_counter()
+            result = fn(path)
+            elapsed = time.perf_counter() - t0
+        except Unavailable as exc:
+            gc.enable()
+            self._retire(c, "n/a", str(exc))
+            return None
+        except Exception as exc:  # noqa: BLE001 - a contender failing is a result
+            gc.enable()
+            self._retire(c, "error", f"{type(exc).__name__}: {exc}")
+            return None
+        gc.enable()
+        try:
+            value = task.check(path, result) if task.check else task.digest(result)
+        except Exception as exc:  # noqa: BLE001
+            self._retire(c, "error", f"checking the result raised {type(exc).__name__}: {exc}")
+            return None
+        del result
+        if not self._verify(c, cache if timed else "warm-up", value):
+            return None
+        return elapsed
+
+    def _order(self) -> list[Contender]:
+        order = list(self.live)
+        self.rng.shuffle(order)
+        return order
+
+    def run(self, repeats: int, caches: Sequence[str]) -> None:
+        task, size = self.task, self.dataset.size
+        ref = next((c for c in self.live if c.name == self.ref_name), None)
+        if ref is None:
+            raise RuntimeError(f"reference contender {self.ref_name!r} is not available "
+                               f"for task {task.name!r}: nothing to verify against")
+        for cache in caches:
+            if cache == "warm":
+                if task.warmup_for(size) == "run":
+                    # reference first, so everybody's warm-up is already verified
+                    for c in [ref] + [x for x in self._order() if x is not ref]:
+                        if c in self.live:
+                            self._once(c, "warm", timed=False)
+                else:
+                    prime(dict.fromkeys([*self.dataset.files]))
+            for rnd in range(repeats):
+                for c in self._order():
+                    if c not in self.live:
+                        continue
+                    elapsed = self._once(c, cache, timed=True)
+                    if elapsed is not None:
+                        self.cells[(c.name, cache)].times.append(elapsed)
+                log(f"    {cache} round {rnd + 1}/{repeats}: " + ", ".join(
+                    f"{c.name} {fmt_seconds(self.cells[(c.name, cache)].times[-1])}"
+                    for c in self.live if self.cells[(c.name, cache)].times))
+        for c, _cache, _value in self.pending:
+            if c in self.live:
+                self._retire(c, "error", "reference produced no answer to verify against")
+        self.pending = []
+
+
+def run_suite(suite: Suite, opts: RunOptions) -> dict[str, Any]:
+    """Runs a suite; returns the JSON-able results document."""
+    started = time.perf_counter()
+    dropper = CacheDropper()
+    sizes = suite.sizes(opts.quick)
+    if opts.sizes:
+        unknown = set(opts.sizes) - {s.label for s in sizes}
+        if unknown:
+            raise SystemExit(f"{suite.name}: unknown size(s) {sorted(unknown)}; "
+                             f"have {[s.label for s in sizes]}")
+        sizes = [s for s in sizes if s.label in opts.sizes]
+    tasks = list(suite.tasks)
+    if opts.tasks:
+        unknown = set(opts.tasks) - {t.name for t in tasks}
+        if unknown:
+            raise SystemExit(f"{suite.name}: unknown task(s) {sorted(unknown)}; "
+                             f"have {[t.name for t in tasks]}")
+        tasks = [t for t in tasks if t.name in opts.tasks]
+    contenders = list(suite.contenders)
+    if opts.contenders:
+        keep = set(opts.contenders) | {suite.reference_name, suite.baseline}
+        contenders = [c for c in contenders if c.name in keep]
+
+    # which contenders can run at all
+    unavailable: dict[str, str] = {}
+    for c in contenders:
+        try:
+            reason = c.available()
+        except Exception as exc:  # noqa: BLE001
+            reason = f"availability check raised {type(exc).__name__}: {exc}"
+        if not reason:
+            try:
+                c.resolve()
+            except Unavailable as exc:
+                reason = str(exc)
+            except Exception as exc:  # noqa: BLE001
+                reason = f"setting up raised {type(exc).__name__}: {exc}"
+        if reason:
+            unavailable[c.name] = reason
+            log(f"  n/a: {c.name}: {reason}")
+
+    rng = random.Random(opts.seed)
+    results: list[dict[str, Any]] = []
+    size_docs: list[dict[str, Any]] = []
+    repeats_doc: dict[str, dict[str, int]] = {}
+    for size in sizes:
+        log(f"[{suite.name}] size {size.label} ({size.human})")
+        dataset = suite.prepare(size, opts.data_dir, log)
+        size_docs.append({"label": size.label, "nbytes": size.nbytes, "human": size.human,
+                          "files": [str(p.relative_to(REPO_DIR)) if p.is_relative_to(REPO_DIR)
+                                    else str(p) for p in dataset.files],
+                          **dataset.info})
+        for task in tasks:
+            repeats = task.repeats_for(size, opts.default_repeats)
+            repeats_doc.setdefault(task.name, {})[size.label] = repeats
+            log(f"  {task.name} @ {size.label}: {repeats} timed run(s) per cache state")
+            cells = {(c.name, cache): Cell(size.label, task.name, c.name, cache)
+                     for c in contenders for cache in CACHES}
+            for (name, cache), cell in cells.items():
+                if cache not in opts.caches:
+                    cell.status, cell.reason = "n/a", "cache state not measured in this run"
+            live: list[Contender] = []
+            for c in contenders:
+                if c.name in unavailable:
+                    for cache in opts.caches:
+                        cells[(c.name, cache)].status = "n/a"
+                        cells[(c.name, cache)].reason = unavailable[c.name]
+                elif task.name not in c.resolve():
+                    for cache in opts.caches:
+                        cells[(c.name, cache)].status = "n/a"
+                        cells[(c.name, cache)].reason = "no implementation of this task"
+                else:
+                    live.append(c)
+            runner = _TaskRun(suite, task, dataset, live, cells, dropper, rng)
+            gc.collect()
+            t_task = time.perf_counter()
+            try:
+                runner.run(repeats, opts.caches)
+            finally:
+                if task.teardown:
+                    task.teardown(dataset)
+            log(f"  {task.name} @ {size.label}: done in {time.perf_counter() - t_task:.1f} s")
+            results.extend(cell.as_dict() for cell in cells.values())
+
+    import importlib.metadata as md
+
+    try:
+        mpl = md.version("matplotlib")
+    except md.PackageNotFoundError:
+        mpl = "not installed"
+    versions = {"numpy": _version_of("numpy"), "matplotlib": mpl}
+    versions.update(suite.versions())
+    return {
+        "suite": suite.name,
+        "title": suite.title,
+        "description": suite.description,
+        "notes": list(suite.notes),
+        "mode": "quick" if opts.quick else "full",
+        "baseline": suite.baseline,
+        "reference": suite.reference_name,
+        "machine": machine_info(opts.data_dir),
+        "versions": versions,
+        "cache_drop": {"method": dropper.method, "description": dropper.description}
+        if "cold" in opts.caches else {"method": "none", "description": "cold cache not measured"},
+        "default_repeats": opts.default_repeats,
+        "repeats": repeats_doc,
+        "seed": opts.seed,
+        "sizes": size_docs,
+        "tasks": [{"name": t.name, "title": t.title, "note": t.note,
+                   "warmup": {s["label"]: t.warmup_for(Size(s["label"], s["nbytes"]))
+                              for s in size_docs}} for t in tasks],
+        "contenders": [{"name": c.name, "note": c.note,
+                        "unavailable": unavailable.get(c.name, "")} for c in contenders],
+        "results": results,
+        "elapsed_s": round(time.perf_counter() - started, 1),
+    }
+
+
+def _version_of(module: str) -> str:
+    try:
+        mod = __import__(module)
+        return str(getattr(mod, "__version__", "?"))
+    except Exception as exc:  # noqa: BLE001
+        return f"not importable ({type(exc).__name__})"
+
+
+def failures(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """Cells that make a suite fail: wrong answers and errors (n/a is not a failure)."""
+    return [r for r in doc["results"] if r["status"] in ("wrong", "error")]
+
+
+# --------------------------------------------------------------------------- formatting
+
+
+def fmt_seconds(t: float) -> str:
+    if t >= 100:
+        return f"{t:.0f}"
+    if t >= 10:
+        return f"{t:.1f}"
+    if t >= 1:
+        return f"{t:.2f}"
+    if t <= 0:
+        return "0"
+    import math
+
+    decimals = min(9, -math.floor(math.log10(t)) + 2)
+    return f"{t:.{decimals}f}"
+
+
+def fmt_ratio(r: float) -> str:
+    if r >= 100:
+        return f"{r:.0f}"
+    if r >= 10:
+        return f"{r:.1f}"
+    if r >= 0.1:
+        return f"{r:.2f}"
+    import math
+
+    decimals = min(9, -math.floor(math.log10(r)) + 1) if r > 0 else 2
+    return f"{r:.{decimals}f}"
