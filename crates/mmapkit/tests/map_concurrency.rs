@@ -1,7 +1,7 @@
 //! Integration tests of the map's cross-thread and cross-process promises.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier};
 use std::thread;
 
 use mmapkit::map::{page_size, Map, Mode};
@@ -12,25 +12,35 @@ fn readers_keep_their_slices_while_another_thread_grows() {
     let dir = tempfile::tempdir().unwrap();
     let map = Arc::new(Map::create(dir.path().join("g.bin"), 0).unwrap());
     let stop = Arc::new(AtomicBool::new(false));
+    let busy = Arc::new(AtomicUsize::new(0)); // readers that have checked a grown map
+    let start = Arc::new(Barrier::new(4));
     let base = map.as_ptr() as usize;
     let readers: Vec<_> = (0..3)
         .map(|_| {
-            let (map, stop) = (map.clone(), stop.clone());
+            let (map, stop, busy, start) = (map.clone(), stop.clone(), busy.clone(), start.clone());
             thread::spawn(move || {
                 let mut checks = 0u64;
+                start.wait();
                 while !stop.load(Ordering::Relaxed) {
                     let s = map.as_slice(); // a slice of whatever length it has now
                     assert_eq!(s.as_ptr() as usize, base, "the map moved");
                     // every grown region is zero-filled
                     assert!(s.iter().step_by(997).all(|&b| b == 0));
-                    checks += 1;
+                    if checks == 0 && !s.is_empty() {
+                        busy.fetch_add(1, Ordering::Relaxed);
+                    }
+                    checks += !s.is_empty() as u64;
                 }
                 checks
             })
         })
         .collect();
+    start.wait();
     for i in 1..=200 {
         map.grow(i * 3 * page_size() + 7).unwrap();
+    }
+    while busy.load(Ordering::Relaxed) < 3 {
+        thread::yield_now(); // every reader must have read a grown map
     }
     stop.store(true, Ordering::Relaxed);
     for r in readers {
