@@ -191,8 +191,7 @@ def native_impls(mk: Any) -> dict[str, Callable[[Path], Any]]:
 
     def read(path: Path) -> bytes:
         with mk.open(path, "r") as m:
-            _need(m, "advise")("sequential")
-            return bytes(m)
+            return m.read()  # large reads of shared maps copy with pread (see Map::read_into)
 
     def find(path: Path) -> int:
         with mk.open(path, "r") as m:
@@ -300,7 +299,7 @@ class PyioSuite(Suite):
             Contender("mmapkit.open", lambda: native_impls(_mmapkit()),
                       available=native_available,
                       note='the native API, `with mmapkit.open(path, "r") as m`: read = '
-                           '`m.advise("sequential")` then `bytes(m)`; find = `m.find`; '
+                           '`m.read()`; find = `m.find`; '
                            "regex = `re.finditer` over `m`; seek + find = "
                            '`m.find(b" the ", 10000)`; replace = `mmapkit.open(path, "r+")`, '
                            "`m.find_all` for the offsets, then one vectorised numpy "

@@ -133,11 +133,10 @@ impl MappedFile {
         // buffer holds `n` bytes. Passed as usize so the closure is Send.
         let dst = unsafe { ffi::PyBytes_AsString(obj) } as usize;
         let copy = move || {
-            m.read_with(|d| {
-                // SAFETY: `dst` has room for `n` bytes, the source range is
-                // in bounds, and nothing else sees the new object yet.
-                unsafe { std::ptr::copy_nonoverlapping(d[start..end].as_ptr(), dst as *mut u8, n) }
-            })
+            // SAFETY: `dst` has room for `n` (uninitialised) bytes that
+            // nothing else sees until we return the object.
+            let out = unsafe { std::slice::from_raw_parts_mut(dst as *mut std::mem::MaybeUninit<u8>, n) };
+            m.read_into(start, out)
         };
         if n > DETACH_BYTES { py.detach(copy) } else { copy() }.py_err()?;
         Ok(bytes.unbind())

@@ -37,6 +37,19 @@ fn main() {
         m.read_at(0, &mut buf).unwrap();
         m.read_at(0, &mut buf).unwrap();
         let second = t.elapsed() - memcpy;
+        // Into a fresh, never-touched destination (what Python's bytes gets).
+        let t = Instant::now();
+        let m = Map::open(&path, Mode::Read).unwrap();
+        let mut fresh = vec![0u8; len];
+        m.read_at(0, &mut fresh).unwrap();
+        let fresh_memcpy = t.elapsed();
+        drop((m, fresh));
+        let t = Instant::now();
+        let mut fresh = vec![0u8; len];
+        f.read_exact_at(&mut fresh, 0).unwrap();
+        let fresh_pread = t.elapsed();
+        drop(fresh);
+        println!("round {round}: fresh dest: memcpy {fresh_memcpy:?} pread {fresh_pread:?}");
         println!("round {round}: fresh memcpy {memcpy:?}  populate+memcpy {populate:?}  sequential+memcpy {seq:?}  pread {pread:?}  memcpy on mapped pages {second:?}");
     }
 }

@@ -44,6 +44,7 @@ mod guard;
 mod sys;
 
 use std::fs::{File, OpenOptions};
+use std::mem::MaybeUninit;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -135,6 +136,8 @@ pub struct Residency {
 }
 
 const DEFAULT_RESERVE: usize = 1 << 30;
+/// From this size on, `read_into` copies with pread (see there).
+const PREAD_MIN: usize = 256 << 10;
 
 /// Builder for [`Map`]s with every option.
 #[derive(Clone, Debug)]
@@ -530,8 +533,33 @@ impl Map {
 
     /// Copies `buf.len()` bytes at `offset` into `buf`.
     pub fn read_at(&self, offset: usize, buf: &mut [u8]) -> Result<()> {
+        // SAFETY: viewing initialised bytes as MaybeUninit is always sound,
+        // and read_into only ever writes initialised bytes.
+        let uninit = unsafe { &mut *(buf as *mut [u8] as *mut [MaybeUninit<u8>]) };
+        self.read_into(offset, uninit)
+    }
+
+    /// Copies `buf.len()` bytes at `offset` into a possibly uninitialised
+    /// buffer (fully initialised on `Ok`), choosing the faster copy:
+    /// large copies out of a shared file mapping use `pread` from the same
+    /// page cache (the kernel fills a fresh destination ~15% faster than
+    /// memcpy page-faulting through both mappings; measured by
+    /// `examples/copy_strategies.rs`), small ones use memcpy.
+    pub fn read_into(&self, offset: usize, buf: &mut [MaybeUninit<u8>]) -> Result<()> {
         let end = self.bounds(offset, buf.len())?;
-        self.read_with(|d| buf.copy_from_slice(&d[offset..end]))
+        if buf.len() >= PREAD_MIN && self.is_shared() && !self.anonymous {
+            self.check()?;
+            let n = sys::pread_full(&self.file, buf, self.offset + offset as u64)
+                .map_err(|e| self.err("pread", e))?;
+            if n < buf.len() {
+                return Err(Error::FileTruncated { path: self.path.clone() });
+            }
+            return Ok(());
+        }
+        self.read_with(|d| {
+            // SAFETY: source and destination are distinct, in bounds, `len` long.
+            unsafe { std::ptr::copy_nonoverlapping(d[offset..end].as_ptr(), buf.as_mut_ptr().cast::<u8>(), buf.len()) }
+        })
     }
 
     /// Writes `data` at `offset`.

@@ -262,3 +262,29 @@ pub(super) fn fadvise_dontneed(file: &File) -> io::Result<()> {
         Err(io::Error::from_raw_os_error(r))
     }
 }
+
+/// `pread` until `buf` is full or end of file; returns the bytes read.
+pub(super) fn pread_full(file: &File, buf: &mut [std::mem::MaybeUninit<u8>], mut off: u64) -> io::Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        let rest = &mut buf[done..];
+        // SAFETY: `rest` is valid for writes of `rest.len()` bytes; pread
+        // only writes initialised bytes into it.
+        let n = unsafe {
+            libc::pread(file.as_raw_fd(), rest.as_mut_ptr().cast(), rest.len(), off as libc::off_t)
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            break;
+        }
+        done += n as usize;
+        off += n as u64;
+    }
+    Ok(done)
+}

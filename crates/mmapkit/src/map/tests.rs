@@ -242,3 +242,41 @@ fn disk_full_is_an_error_not_a_sigbus() {
         other => panic!("expected DiskFull, got {other:?}"),
     }
 }
+
+#[test]
+fn large_reads_via_pread_equal_memcpy_and_see_map_writes() {
+    let data = pattern(3 << 20);
+    let (_d, path) = file_with(&data);
+    let m = Map::options().mode(Mode::ReadWrite).offset(4097).open(&path).unwrap();
+    m.write_at(1 << 20, b"written through the map").unwrap();
+    let mut big = vec![0u8; 2 << 20]; // pread path
+    m.read_at(1000, &mut big).unwrap();
+    let mut expect = data[4097..].to_vec();
+    expect[1 << 20..(1 << 20) + 23].copy_from_slice(b"written through the map");
+    assert_eq!(&big[..], &expect[1000..1000 + (2 << 20)]);
+    let mut small = vec![0u8; 4096]; // memcpy path
+    m.read_at((1 << 20) - 100, &mut small).unwrap();
+    assert_eq!(&small[..], &expect[(1 << 20) - 100..(1 << 20) + 3996]);
+    assert!(m.read_at(m.len() - 10, &mut small).is_err(), "out of bounds");
+}
+
+#[test]
+fn large_reads_of_private_maps_see_private_changes() {
+    let data = pattern(1 << 20);
+    let (_d, path) = file_with(&data);
+    let mut m = Map::open(&path, Mode::CopyOnWrite).unwrap();
+    m.as_mut_slice().unwrap()[500_000] = 0xAB;
+    let mut all = vec![0u8; 1 << 20];
+    m.read_at(0, &mut all).unwrap();
+    assert_eq!(all[500_000], 0xAB);
+    assert_eq!(std::fs::read(&path).unwrap(), data);
+}
+
+#[test]
+fn large_read_of_truncated_file_is_an_error() {
+    let (_d, path) = file_with(&pattern(4 << 20));
+    let m = Map::open(&path, Mode::Read).unwrap();
+    std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(1 << 20).unwrap();
+    let mut buf = vec![0u8; 2 << 20];
+    assert!(matches!(m.read_at(0, &mut buf), Err(Error::FileTruncated { .. })));
+}
