@@ -490,24 +490,24 @@ class _TaskRun:
         self.pending = []
 
 
+def _select(suite: str, what: str, items: list, wanted: Sequence[str] | None,
+            name: Callable[[Any], str]) -> list:
+    """The items named in `wanted` (all when None); unknown names end the run."""
+    if not wanted:
+        return items
+    unknown = set(wanted) - {name(i) for i in items}
+    if unknown:
+        raise SystemExit(f"{suite}: unknown {what}(s) {sorted(unknown)}; "
+                         f"have {[name(i) for i in items]}")
+    return [i for i in items if name(i) in wanted]
+
+
 def run_suite(suite: Suite, opts: RunOptions) -> dict[str, Any]:
     """Runs a suite; returns the JSON-able results document."""
     started = time.perf_counter()
     dropper = CacheDropper()
-    sizes = suite.sizes(opts.quick)
-    if opts.sizes:
-        unknown = set(opts.sizes) - {s.label for s in sizes}
-        if unknown:
-            raise SystemExit(f"{suite.name}: unknown size(s) {sorted(unknown)}; "
-                             f"have {[s.label for s in sizes]}")
-        sizes = [s for s in sizes if s.label in opts.sizes]
-    tasks = list(suite.tasks)
-    if opts.tasks:
-        unknown = set(opts.tasks) - {t.name for t in tasks}
-        if unknown:
-            raise SystemExit(f"{suite.name}: unknown task(s) {sorted(unknown)}; "
-                             f"have {[t.name for t in tasks]}")
-        tasks = [t for t in tasks if t.name in opts.tasks]
+    sizes = _select(suite.name, "size", suite.sizes(opts.quick), opts.sizes, lambda s: s.label)
+    tasks = _select(suite.name, "task", list(suite.tasks), opts.tasks, lambda t: t.name)
     contenders = list(suite.contenders)
     if opts.contenders:
         keep = set(opts.contenders) | {suite.reference_name, suite.baseline}

@@ -19,6 +19,7 @@ use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyBufferError, PyIndexError, PyOSError, PyOverflowError, PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
+use pyo3::types::slice::PySliceIndices;
 use pyo3::types::{PyBytes, PyDict, PySlice, PySliceMethods, PyTuple};
 
 use crate::errors::{IntoPy, ReservationExhaustedError};
@@ -163,6 +164,29 @@ impl MappedFile {
                 "mmap is in use by another thread; cannot shrink or move it now",
             )),
         }
+    }
+
+    /// The map and the in-bounds offset for an integer key (negative counts
+    /// from the end), converting the key before looking at the map, as the
+    /// stdlib does (its __index__ may close the map).
+    fn item_offset(&self, key: &Bound<'_, PyAny>) -> PyResult<(Arc<Map>, usize)> {
+        let i: isize = key
+            .extract()
+            .map_err(|_| PyTypeError::new_err("mmap indices must be integers"))?;
+        let m = self.get()?;
+        let len = m.len() as isize;
+        let i = if i < 0 { i + len } else { i };
+        if i < 0 || i >= len {
+            return Err(PyIndexError::new_err("mmap index out of range"));
+        }
+        Ok((m, i as usize))
+    }
+
+    /// The map and resolved indices of a slice key (same ordering rule).
+    fn slice_indices(&self, slice: &Bound<'_, PySlice>) -> PyResult<(Arc<Map>, PySliceIndices)> {
+        let len = self.get()?.len();
+        let ix = slice.indices(len as isize)?;
+        Ok((self.get()?, ix))
     }
 
     fn search(&self, py: Python<'_>, sub: &Bound<'_, PyAny>, start: Option<isize>, end: Option<isize>, reverse: bool) -> PyResult<isize> {
@@ -648,9 +672,7 @@ impl MappedFile {
 
     fn __getitem__(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
         if let Ok(slice) = key.cast::<PySlice>() {
-            let len = self.get()?.len();
-            let ix = slice.indices(len as isize)?;
-            let m = self.get()?; // __index__ may have closed us
+            let (m, ix) = self.slice_indices(slice)?;
             if ix.slicelength == 0 {
                 return Ok(PyBytes::new(py, b"").into_any().unbind());
             }
@@ -667,24 +689,14 @@ impl MappedFile {
                 .py_err()?;
             return Ok(PyBytes::new(py, &out).into_any().unbind());
         }
-        let i: isize = key
-            .extract()
-            .map_err(|_| PyTypeError::new_err("mmap indices must be integers"))?;
-        let m = self.get()?;
-        let len = m.len() as isize;
-        let i = if i < 0 { i + len } else { i };
-        if i < 0 || i >= len {
-            return Err(PyIndexError::new_err("mmap index out of range"));
-        }
-        Ok(m.read_with(|d| d[i as usize]).py_err()?.into_pyobject(py)?.into_any().unbind())
+        let (m, i) = self.item_offset(key)?;
+        Ok(m.read_with(|d| d[i]).py_err()?.into_pyobject(py)?.into_any().unbind())
     }
 
     fn __setitem__(&self, key: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<()> {
         self.writable()?;
         if let Ok(slice) = key.cast::<PySlice>() {
-            let len = self.get()?.len();
-            let ix = slice.indices(len as isize)?;
-            let m = self.get()?;
+            let (m, ix) = self.slice_indices(slice)?;
             return with_bytes(value, |b| {
                 if b.len() != ix.slicelength {
                     return Err(PyIndexError::new_err("mmap slice assignment is wrong size"));
@@ -701,20 +713,12 @@ impl MappedFile {
                 Ok(())
             })?;
         }
-        let i: isize = key
-            .extract()
-            .map_err(|_| PyTypeError::new_err("mmap indices must be integer"))?;
-        let m = self.get()?;
-        let len = m.len() as isize;
-        let i = if i < 0 { i + len } else { i };
-        if i < 0 || i >= len {
-            return Err(PyIndexError::new_err("mmap index out of range"));
-        }
+        let (m, i) = self.item_offset(key)?;
         let v: i64 = value
             .extract()
             .map_err(|_| PyTypeError::new_err("mmap item value must be an int"))?;
         let byte = u8::try_from(v).map_err(|_| PyValueError::new_err("mmap item value must be in range(0, 256)"))?;
-        m.write_at(i as usize, &[byte]).py_err()
+        m.write_at(i, &[byte]).py_err()
     }
 
     fn __delitem__(&self, _key: &Bound<'_, PyAny>) -> PyResult<()> {

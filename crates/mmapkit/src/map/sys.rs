@@ -44,17 +44,21 @@ fn check(ret: c_int) -> io::Result<()> {
     }
 }
 
-/// Reserves `len` bytes of address space that nothing can touch
-/// (`PROT_NONE`, no swap or commit charge).
-pub(super) fn reserve(len: usize) -> io::Result<*mut u8> {
-    // SAFETY: a fresh anonymous mapping at an address the kernel picks
-    // cannot alias anything we own.
+/// An inaccessible anonymous mapping (`PROT_NONE`, no swap or commit
+/// charge) at `addr` (a hint, or exact with MAP_FIXED[_NOREPLACE] in `flags`).
+///
+/// # Safety
+/// With `MAP_FIXED` in `flags`, the range must be owned by the caller and
+/// unborrowed (it is replaced).
+unsafe fn map_none(addr: *mut u8, len: usize, flags: c_int) -> io::Result<*mut u8> {
+    // SAFETY: guaranteed by the caller for MAP_FIXED; otherwise the kernel
+    // never replaces existing mappings.
     let p = unsafe {
         libc::mmap(
-            std::ptr::null_mut(),
+            addr.cast(),
             len,
             libc::PROT_NONE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | flags,
             -1,
             0,
         )
@@ -66,27 +70,21 @@ pub(super) fn reserve(len: usize) -> io::Result<*mut u8> {
     }
 }
 
+/// Reserves `len` bytes of address space that nothing can touch.
+pub(super) fn reserve(len: usize) -> io::Result<*mut u8> {
+    // SAFETY: no MAP_FIXED: the kernel picks a free range.
+    unsafe { map_none(std::ptr::null_mut(), len, 0) }
+}
+
 /// Tries to reserve `[addr, addr+len)` exactly, failing (without touching
 /// anything) when any of it is already in use.
 pub(super) fn reserve_exact(addr: *mut u8, len: usize) -> io::Result<()> {
     // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping.
-    let p = unsafe {
-        libc::mmap(
-            addr.cast(),
-            len,
-            libc::PROT_NONE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_FIXED_NOREPLACE,
-            -1,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        return Err(io::Error::last_os_error());
-    }
-    if p.cast::<u8>() != addr {
+    let p = unsafe { map_none(addr, len, libc::MAP_FIXED_NOREPLACE) }?;
+    if p != addr {
         // Kernels before 4.17 ignore the flag and treat it as a hint.
         // SAFETY: `p` is the mapping we just made and nobody else knows it.
-        unsafe { libc::munmap(p, len) };
+        unsafe { libc::munmap(p.cast(), len) };
         return Err(io::Error::from_raw_os_error(libc::EEXIST));
     }
     Ok(())
@@ -129,21 +127,7 @@ pub(super) unsafe fn map_fixed(
 /// As for [`map_fixed`].
 pub(super) unsafe fn unmap_to_reserve(addr: *mut u8, len: usize) -> io::Result<()> {
     // SAFETY: guaranteed by the caller.
-    let p = unsafe {
-        libc::mmap(
-            addr.cast(),
-            len,
-            libc::PROT_NONE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_FIXED,
-            -1,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(())
-    }
+    unsafe { map_none(addr, len, libc::MAP_FIXED) }.map(drop)
 }
 
 /// Releases a whole reservation.
