@@ -8,8 +8,17 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use mmapkit::info::FileInfo;
 
+mod common;
+mod count;
+mod grep;
+mod replace;
+
 const AFTER_HELP: &str = "\
 Examples:
+  mmapkit count --lines big.csv      like wc -l, on every core
+  mmapkit grep -c 'ERR[0-9]+' app.log
+  mmapkit replace -F ',' ';' big.csv in place when the lengths match
+  mmapkit keep-lines 1 big.csv       truncate after the first line, no rewrite
   mmapkit info data/*.bin            how much of each file is in the page cache
   mmapkit info --json big.db         the same as JSON, exact byte counts
   mmapkit evict big.db && mmapkit info big.db
@@ -39,7 +48,8 @@ file's pages. Pages that another process holds locked may stay resident.
 Example:
   mmapkit evict data.bin && mmapkit info data.bin";
 
-/// Memory-mapped I/O toolkit: inspect and control how files sit in memory.
+/// Memory-mapped I/O toolkit: whole-file tools on every core, and control
+/// over how files sit in memory.
 #[derive(Parser, Debug)]
 #[command(name = "mmapkit", version, after_help = AFTER_HELP)]
 struct Cli {
@@ -70,6 +80,24 @@ enum Command {
         #[arg(required = true, value_name = "PATH")]
         paths: Vec<PathBuf>,
     },
+    /// Count occurrences of a byte string, or lines (--lines), in parallel.
+    #[command(after_help = count::COUNT_HELP)]
+    Count(count::CountArgs),
+    /// Print the offset of the first, last (--last) or every (--all) occurrence.
+    #[command(after_help = count::FIND_HELP)]
+    Find(count::FindArgs),
+    /// Print or count lines matching a regex, like GNU grep, in parallel.
+    #[command(after_help = grep::GREP_HELP)]
+    Grep(grep::GrepArgs),
+    /// Replace a pattern in files: in place when lengths match, else atomically.
+    #[command(after_help = replace::REPLACE_HELP)]
+    Replace(replace::ReplaceArgs),
+    /// Keep the first N lines of a file, truncating it in place (no rewrite).
+    #[command(name = "keep-lines", after_help = replace::KEEP_HELP)]
+    KeepLines(replace::KeepArgs),
+    /// `head --in-place -n N FILE`: the same as keep-lines.
+    #[command(after_help = replace::KEEP_HELP)]
+    Head(replace::HeadArgs),
 }
 
 /// Exit status when at least one path failed (like `ls`/`du` on trouble).
@@ -77,39 +105,47 @@ const EXIT_PATH_FAILED: u8 = 2;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let mut failed = false;
-    let printed = match cli.command {
-        Command::Info { paths, bytes, json } => {
-            let infos: Vec<FileInfo> = paths
-                .iter()
-                .filter_map(|p| report(mmapkit::info::file_info(p), &mut failed))
-                .collect();
-            if json {
-                print_json(&infos)
-            } else {
-                print_table(&infos, bytes)
-            }
-        }
+    let result = match cli.command {
+        Command::Info { paths, bytes, json } => info(&paths, bytes, json),
         Command::Evict { paths } => {
+            let mut failed = false;
             for p in &paths {
                 report(mmapkit::info::evict(p), &mut failed);
             }
-            Ok(())
+            Ok(if failed { EXIT_PATH_FAILED } else { 0 })
         }
+        Command::Count(a) => count::count(a),
+        Command::Find(a) => count::find(a),
+        Command::Grep(a) => grep::grep(a),
+        Command::Replace(a) => replace::replace(a),
+        Command::KeepLines(a) => replace::keep_lines(a),
+        Command::Head(a) => replace::head(a),
     };
-    if let Err(e) = printed {
-        // A closed pipe (`mmapkit info ... | head`) is not an error worth a
-        // message.
-        if e.downcast_ref::<io::Error>().map(io::Error::kind) != Some(io::ErrorKind::BrokenPipe) {
+    match result {
+        Ok(code) => ExitCode::from(code),
+        // A closed pipe (`mmapkit ... | head`) is not an error worth a message.
+        Err(e) if e.downcast_ref::<io::Error>().map(io::Error::kind) == Some(io::ErrorKind::BrokenPipe) => {
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
             eprintln!("mmapkit: {e:#}");
-            return ExitCode::FAILURE;
+            ExitCode::from(common::EXIT_ERROR)
         }
     }
-    if failed {
-        ExitCode::from(EXIT_PATH_FAILED)
+}
+
+fn info(paths: &[PathBuf], bytes: bool, json: bool) -> anyhow::Result<u8> {
+    let mut failed = false;
+    let infos: Vec<FileInfo> = paths
+        .iter()
+        .filter_map(|p| report(mmapkit::info::file_info(p), &mut failed))
+        .collect();
+    if json {
+        print_json(&infos)?;
     } else {
-        ExitCode::SUCCESS
+        print_table(&infos, bytes)?;
     }
+    Ok(if failed { EXIT_PATH_FAILED } else { 0 })
 }
 
 /// Prints a per-path error the coreutils way; core errors already name

@@ -758,7 +758,7 @@ impl MappedFile {
 }
 
 fn memchr_end(hay: &[u8]) -> Option<usize> {
-    mmapkit::scan::find(hay, b"\n")
+    mmapkit::scan::bytes::find(hay, b"\n")
 }
 
 // ---------------------------------------------------------------------------

@@ -1,80 +1,28 @@
-//! Searching byte slices: the kernels every whole-file tool is built on.
+//! Whole-file tools, parallel inside one file: count, find, grep,
+//! replace, keep-lines.
 //!
-//! All functions take plain slices, so they serve mapped memory and
-//! read() buffers alike. Matches are **non-overlapping**, scanning left to
-//! right (like `bytes.count` and `grep -o`): in `aaaa`, `aa` occurs twice.
+//! Every operation opens the file through a [`Strategy`] (`mmap`: scan
+//! the mapping; `read`: `pread` into a reusable per-thread buffer; `auto`:
+//! chosen by size, see [`Strategy::resolve`]), splits it into byte ranges
+//! scanned by a thread pool window by window with the SIMD kernels in
+//! [`bytes`], and stitches the per-range results so that the answer is the
+//! same for every strategy, thread count and window size:
+//!
+//! * matches are leftmost and **non-overlapping** over the whole file (in
+//!   `aaaa`, `aa` occurs twice), including across range and window edges;
+//! * line-oriented operations cut ranges at line starts.
+//!
+//! ```no_run
+//! use mmapkit::scan::{self, ScanOptions, Strategy};
+//! let opts = ScanOptions::new(Strategy::Auto, 0); // all cores
+//! let lines = scan::count_lines("big.csv", &opts)?;
+//! let first = scan::find("big.csv", b"needle", &opts)?;
+//! # Ok::<(), mmapkit::Error>(())
+//! ```
 
-use memchr::memmem;
+pub mod bytes;
+mod engine;
+mod source;
 
-/// Offset of the first occurrence of `needle` (the empty needle is found at 0).
-pub fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    memmem::find(hay, needle)
-}
-
-/// Offset of the last occurrence of `needle` (the empty needle is found at the end).
-pub fn rfind(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    memmem::rfind(hay, needle)
-}
-
-/// Number of non-overlapping occurrences; like Python's `bytes.count`,
-/// the empty needle occurs `len + 1` times.
-pub fn count(hay: &[u8], needle: &[u8]) -> u64 {
-    match needle {
-        [] => hay.len() as u64 + 1,
-        [b] => memchr::memchr_iter(*b, hay).count() as u64,
-        _ => memmem::find_iter(hay, needle).count() as u64,
-    }
-}
-
-/// Offsets of non-overlapping occurrences, at most `limit` of them.
-/// Returns `None` for the empty needle, which has no useful answer.
-pub fn find_all(hay: &[u8], needle: &[u8], limit: Option<usize>) -> Option<Vec<u64>> {
-    if needle.is_empty() {
-        return None;
-    }
-    let it = memmem::find_iter(hay, needle).map(|o| o as u64);
-    Some(match limit {
-        Some(n) => it.take(n).collect(),
-        None => it.collect(),
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    fn naive_all(hay: &[u8], needle: &[u8]) -> Vec<u64> {
-        let mut out = Vec::new();
-        let mut i = 0;
-        while i + needle.len() <= hay.len() {
-            if &hay[i..i + needle.len()] == needle {
-                out.push(i as u64);
-                i += needle.len();
-            } else {
-                i += 1;
-            }
-        }
-        out
-    }
-
-    #[test]
-    fn overlapping_rule() {
-        assert_eq!(count(b"aaaa", b"aa"), 2);
-        assert_eq!(find_all(b"aaaaa", b"aa", None).unwrap(), vec![0, 2]);
-        assert_eq!(count(b"abc", b""), 4);
-        assert_eq!(find_all(b"abc", b"", None), None);
-        assert_eq!(find_all(b"xaxax", b"x", Some(2)).unwrap(), vec![0, 2]);
-    }
-
-    proptest! {
-        #[test]
-        fn matches_naive(hay in proptest::collection::vec(0u8..3, 0..300),
-                         needle in proptest::collection::vec(0u8..3, 1..4)) {
-            let expect = naive_all(&hay, &needle);
-            prop_assert_eq!(find_all(&hay, &needle, None).unwrap(), expect.clone());
-            prop_assert_eq!(count(&hay, &needle), expect.len() as u64);
-            prop_assert_eq!(find(&hay, &needle).map(|x| x as u64), expect.first().copied());
-        }
-    }
-}
+pub use engine::{count, count_lines, find, find_all, rfind, ScanOptions};
+pub use source::{Strategy, AUTO_MMAP_MIN};

@@ -1,0 +1,108 @@
+//! Searching byte slices: the kernels every whole-file tool is built on.
+//!
+//! All functions take plain slices, so they serve mapped memory and
+//! read() buffers alike (the two I/O strategies differ only in I/O). Matches are **non-overlapping**, scanning left to
+//! right (like `bytes.count` and `grep -o`): in `aaaa`, `aa` occurs twice.
+
+use memchr::memmem;
+
+/// Offset of the first occurrence of `needle` (the empty needle is found at 0).
+pub fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    memmem::find(hay, needle)
+}
+
+/// Offset of the last occurrence of `needle` (the empty needle is found at the end).
+pub fn rfind(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    memmem::rfind(hay, needle)
+}
+
+/// Number of non-overlapping occurrences; like Python's `bytes.count`,
+/// the empty needle occurs `len + 1` times. Single bytes are counted with
+/// SIMD (bytecount), which is far faster than a match iterator on dense
+/// bytes such as CSV commas or newlines.
+pub fn count(hay: &[u8], needle: &[u8]) -> u64 {
+    match needle {
+        [] => hay.len() as u64 + 1,
+        [b] => bytecount::count(hay, *b) as u64,
+        _ => memmem::find_iter(hay, needle).count() as u64,
+    }
+}
+
+/// Whether `needle` has a proper prefix that is also a suffix ("aa",
+/// "abab"): only such needles can have overlapping occurrences, so only
+/// they need the non-overlapping rule's carry across range boundaries.
+pub fn has_border(needle: &[u8]) -> bool {
+    // KMP failure function; the last value is the longest proper border.
+    let mut fail = vec![0usize; needle.len()];
+    let mut k = 0;
+    for i in 1..needle.len() {
+        while k > 0 && needle[i] != needle[k] {
+            k = fail[k - 1];
+        }
+        if needle[i] == needle[k] {
+            k += 1;
+        }
+        fail[i] = k;
+    }
+    fail.last().is_some_and(|&b| b > 0)
+}
+
+/// Offsets of non-overlapping occurrences, at most `limit` of them.
+/// Returns `None` for the empty needle, which has no useful answer.
+pub fn find_all(hay: &[u8], needle: &[u8], limit: Option<usize>) -> Option<Vec<u64>> {
+    if needle.is_empty() {
+        return None;
+    }
+    let it = memmem::find_iter(hay, needle).map(|o| o as u64);
+    Some(match limit {
+        Some(n) => it.take(n).collect(),
+        None => it.collect(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn naive_all(hay: &[u8], needle: &[u8]) -> Vec<u64> {
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i + needle.len() <= hay.len() {
+            if &hay[i..i + needle.len()] == needle {
+                out.push(i as u64);
+                i += needle.len();
+            } else {
+                i += 1;
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn borders() {
+        for (n, b) in [(&b"a"[..], false), (b"aa", true), (b"ab", false), (b"abab", true), (b"aba", true), (b"abc", false), (b"", false)] {
+            assert_eq!(has_border(n), b, "{n:?}");
+        }
+    }
+
+    #[test]
+    fn overlapping_rule() {
+        assert_eq!(count(b"aaaa", b"aa"), 2);
+        assert_eq!(find_all(b"aaaaa", b"aa", None).unwrap(), vec![0, 2]);
+        assert_eq!(count(b"abc", b""), 4);
+        assert_eq!(find_all(b"abc", b"", None), None);
+        assert_eq!(find_all(b"xaxax", b"x", Some(2)).unwrap(), vec![0, 2]);
+    }
+
+    proptest! {
+        #[test]
+        fn matches_naive(hay in proptest::collection::vec(0u8..3, 0..300),
+                         needle in proptest::collection::vec(0u8..3, 1..4)) {
+            let expect = naive_all(&hay, &needle);
+            prop_assert_eq!(find_all(&hay, &needle, None).unwrap(), expect.clone());
+            prop_assert_eq!(count(&hay, &needle), expect.len() as u64);
+            prop_assert_eq!(find(&hay, &needle).map(|x| x as u64), expect.first().copied());
+        }
+    }
+}
