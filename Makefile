@@ -4,14 +4,14 @@ PYTHON ?= python3
 VENV   := .venv
 VPY    := $(VENV)/bin/python
 export VIRTUAL_ENV := $(abspath $(VENV))
-export PATH := $(abspath $(VENV))/bin:$(HOME)/.cargo/bin:$(PATH)
+export PATH := $(abspath $(VENV))/tools/bin:$(abspath $(VENV))/bin:$(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: run test bench setup develop cli rust-test lint py-test stubtest clean
+.PHONY: run test bench bench-tools setup develop cli rust-test lint py-test stubtest clean
 
-run: develop cli
+run: develop cli bench-tools
 	$(VPY) -m bench all --quick
 
-bench: develop cli
+bench: develop cli bench-tools
 	$(VPY) -m bench all
 
 test: develop rust-test lint py-test stubtest
@@ -34,6 +34,15 @@ develop: setup
 
 cli:
 	cargo build --release -p mmapkit-cli --quiet
+
+# The command-line peers of the `files` benchmark (ripgrep, sd), built from crates.io
+# into .venv/tools (first on PATH above); only when missing.
+TOOLS := $(VENV)/tools
+bench-tools:
+	@if [ ! -x $(TOOLS)/bin/rg ] || [ ! -x $(TOOLS)/bin/sd ]; then \
+		echo "installing ripgrep and sd into $(TOOLS) (cargo install, a few minutes)"; \
+		cargo install --locked --quiet --root $(abspath $(TOOLS)) ripgrep@^15 sd@^1; \
+	fi
 
 # --- checks ---------------------------------------------------------------
 rust-test:

@@ -102,7 +102,7 @@ pub fn unescape(s: &str) -> Vec<u8> {
                 b'r' => (Some(b'\r'), 2),
                 b'0' => (Some(0), 2),
                 b'\\' => (Some(b'\\'), 2),
-                b'x' if i + 3 < b.len() + 0 && i + 4 <= b.len() => {
+                b'x' if i + 4 <= b.len() => {
                     (std::str::from_utf8(&b[i + 2..i + 4]).ok().and_then(|h| u8::from_str_radix(h, 16).ok()), 4)
                 }
                 _ => (None, 1),
