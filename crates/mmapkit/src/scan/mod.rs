@@ -23,6 +23,8 @@
 pub mod bytes;
 mod engine;
 mod source;
+#[cfg(test)]
+mod tests;
 
 pub use engine::{count, count_lines, find, find_all, rfind, ScanOptions};
 pub use source::{Strategy, AUTO_MMAP_MIN};

@@ -1,0 +1,142 @@
+//! Equivalence of every strategy × thread count × window size against a
+//! naive reference (the SearcherTester idea from ripgrep).
+
+use std::path::PathBuf;
+
+use proptest::prelude::{prop_oneof, proptest, Just, ProptestConfig};
+
+use super::{count, count_lines, find, find_all, rfind, ScanOptions, Strategy};
+
+fn naive_all(hay: &[u8], needle: &[u8]) -> Vec<u64> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i + needle.len() <= hay.len() {
+        if &hay[i..i + needle.len()] == needle {
+            out.push(i as u64);
+            i += needle.len();
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+fn naive_last(hay: &[u8], needle: &[u8]) -> Option<u64> {
+    (0..=hay.len().saturating_sub(needle.len()))
+        .rev()
+        .find(|&i| hay.len() >= needle.len() && &hay[i..i + needle.len()] == needle)
+        .map(|i| i as u64)
+}
+
+/// Every combination the tools promise to agree on.
+pub(crate) fn all_options() -> Vec<ScanOptions> {
+    let mut v = Vec::new();
+    for strategy in [Strategy::Mmap, Strategy::Read, Strategy::Auto] {
+        for threads in [1, 3] {
+            for chunk in [1, 2, 3, 7, 64, 0] {
+                v.push(ScanOptions { strategy, threads, chunk, progress: None });
+            }
+        }
+    }
+    v
+}
+
+fn write(data: &[u8]) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("d.bin");
+    std::fs::write(&p, data).unwrap();
+    (dir, p)
+}
+
+fn check(data: &[u8], needle: &[u8]) {
+    let (_d, p) = write(data);
+    let all = naive_all(data, needle);
+    for o in all_options() {
+        let ctx = format!("{o:?} needle={needle:?}");
+        assert_eq!(count(&p, needle, &o).unwrap(), all.len() as u64, "count {ctx}");
+        assert_eq!(find_all(&p, needle, None, &o).unwrap(), all, "find_all {ctx}");
+        assert_eq!(find_all(&p, needle, Some(2), &o).unwrap(), all.iter().take(2).copied().collect::<Vec<_>>(), "limit {ctx}");
+        assert_eq!(find(&p, needle, &o).unwrap(), all.first().copied(), "find {ctx}");
+        assert_eq!(rfind(&p, needle, &o).unwrap(), naive_last(data, needle), "rfind {ctx}");
+    }
+}
+
+#[test]
+fn overlapping_needles_across_every_boundary() {
+    check(b"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", b"aa");
+    check(b"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", b"aaa");
+    check(b"abababababababababababababababababab", b"abab");
+    check(b"abaabaabaababaabaaba", b"aba");
+    check(b"line one\nline two\r\n\n\nlast line, no newline", b"\n");
+    check(b"", b"x");
+    check(b"x", b"x");
+}
+
+#[test]
+fn lines_and_single_bytes() {
+    let data: Vec<u8> = (0..5000u32).map(|i| if i % 37 == 0 { b'\n' } else { b'a' + (i % 26) as u8 }).collect();
+    let (_d, p) = write(&data);
+    let want = data.iter().filter(|&&b| b == b'\n').count() as u64;
+    for o in all_options() {
+        assert_eq!(count_lines(&p, &o).unwrap(), want, "{o:?}");
+    }
+}
+
+#[test]
+fn bad_input_errors() {
+    let o = ScanOptions::default();
+    let dir = tempfile::tempdir().unwrap();
+    let e = count(dir.path().join("missing"), b"x", &o).unwrap_err();
+    assert!(e.to_string().contains("missing"), "{e}");
+    let e = count(dir.path(), b"x", &o).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EISDIR));
+    let (_d, p) = write(b"abc");
+    assert!(matches!(count(&p, b"", &o), Err(crate::Error::InvalidArgument(_))));
+    assert_eq!(count(&p, b"zz", &o).unwrap(), 0);
+}
+
+#[test]
+fn truncation_while_scanning_is_an_error_for_both_strategies() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    const LEN: u64 = 16 << 20;
+    for strategy in [Strategy::Mmap, Strategy::Read] {
+        let mut caught = false;
+        for _attempt in 0..20 {
+            let (_d, p) = write(&vec![b'x'; LEN as usize]);
+            // "Another writer" truncates as soon as the first window is done.
+            let counter = Arc::new(AtomicU64::new(0));
+            let opts = ScanOptions { strategy, threads: 1, chunk: 64 << 10, progress: Some(counter.clone()) };
+            let path = p.clone();
+            let cutter = std::thread::spawn(move || {
+                while counter.load(Ordering::Relaxed) == 0 {
+                    std::hint::spin_loop();
+                }
+                std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(4096).unwrap();
+            });
+            let result = count(&p, b"x", &opts);
+            cutter.join().unwrap();
+            // Never a silently wrong answer: an error, or a whole-file one.
+            match result {
+                Err(crate::Error::FileTruncated { .. }) => {
+                    caught = true;
+                    break;
+                }
+                Ok(n) => assert_eq!(n, LEN, "{strategy:?}: partial count without an error"),
+                Err(e) => panic!("{strategy:?}: unexpected error {e}"),
+            }
+        }
+        assert!(caught, "{strategy:?}: the truncation was never observed mid-scan");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    #[test]
+    fn random_data_all_strategies(
+        data in proptest::collection::vec(prop_oneof![Just(b'a'), Just(b'b'), Just(b'\n'), Just(b'\r')], 0..400),
+        needle in proptest::collection::vec(prop_oneof![Just(b'a'), Just(b'b'), Just(b'\n')], 1..5),
+    ) {
+        check(&data, &needle);
+    }
+}
