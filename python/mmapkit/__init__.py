@@ -11,7 +11,11 @@ Two ways in:
   views, advice, populate, ranged flush, fast ``count``/``find_all`` and
   pickling by path.
 
-Both raise :class:`FileTruncatedError` (an ``OSError``) instead of
+Whole-file tools run on every core over one file, by mmap or pread
+(``strategy="auto"|"mmap"|"read"``): :func:`count`, :func:`find`,
+:func:`find_all`.
+
+Everything raises :class:`FileTruncatedError` (an ``OSError``) instead of
 crashing with SIGBUS when another process truncates the mapped file.
 """
 
@@ -47,7 +51,10 @@ from ._native import (
     MappedFile,
     ReservationExhaustedError,
     __version__,
+    count,
     drop_cache,
+    find,
+    find_all,
     mmap,
     page_size,
 )
@@ -83,7 +90,10 @@ __all__ = [
     "PROT_WRITE",
     "ReservationExhaustedError",
     "__version__",
+    "count",
     "drop_cache",
+    "find",
+    "find_all",
     "error",
     "mmap",
     "open",

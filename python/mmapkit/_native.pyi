@@ -17,6 +17,9 @@ __all__ = [
     "ReservationExhaustedError",
     "drop_cache",
     "page_size",
+    "count",
+    "find",
+    "find_all",
     "ACCESS_DEFAULT",
     "ACCESS_READ",
     "ACCESS_WRITE",
@@ -35,6 +38,15 @@ class ReservationExhaustedError(BufferError): ...
 
 def drop_cache(path: Union[str, os.PathLike[str]]) -> None: ...
 def page_size() -> int: ...
+
+_Path = Union[str, os.PathLike[str]]
+_Pattern = Union[bytes, str]
+
+def count(path: _Path, sub: _Pattern, *, strategy: str = "auto", threads: int = 0) -> int: ...
+def find(path: _Path, sub: _Pattern, *, last: bool = False, strategy: str = "auto", threads: int = 0) -> int: ...
+def find_all(
+    path: _Path, sub: _Pattern, *, max: Optional[int] = None, strategy: str = "auto", threads: int = 0
+) -> npt.NDArray[np.int64]: ...
 
 @disjoint_base
 class MappedFile:

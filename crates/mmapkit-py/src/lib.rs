@@ -7,6 +7,7 @@
 
 mod errors;
 mod mapped;
+mod tools;
 
 use pyo3::prelude::*;
 
@@ -35,6 +36,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ReservationExhaustedError", py.get_type::<errors::ReservationExhaustedError>())?;
     m.add_function(wrap_pyfunction!(drop_cache, m)?)?;
     m.add_function(wrap_pyfunction!(page_size, m)?)?;
+    m.add_function(wrap_pyfunction!(tools::count, m)?)?;
+    m.add_function(wrap_pyfunction!(tools::find, m)?)?;
+    m.add_function(wrap_pyfunction!(tools::find_all, m)?)?;
     m.add("ACCESS_DEFAULT", mapped::ACCESS_DEFAULT)?;
     m.add("ACCESS_READ", mapped::ACCESS_READ)?;
     m.add("ACCESS_WRITE", mapped::ACCESS_WRITE)?;

@@ -1,0 +1,74 @@
+"""mmapkit.count / find / find_all / grep / replace / keep_lines from Python."""
+
+import os
+import re
+import time
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import mmapkit
+
+STRATEGIES = ("auto", "mmap", "read")
+
+
+def naive_all(data: bytes, sub: bytes) -> list[int]:
+    return [m.start() for m in re.finditer(re.escape(sub), data)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    data=st.lists(st.sampled_from(b"ab\n\r,"), max_size=3000).map(bytes),
+    sub=st.lists(st.sampled_from(b"ab\n,"), min_size=1, max_size=4).map(bytes),
+)
+def test_count_find_match_naive_for_every_strategy(tmp_path_factory, data, sub):
+    p = tmp_path_factory.mktemp("tools") / "d.bin"
+    p.write_bytes(data)
+    want = naive_all(data, sub)
+    for strategy in STRATEGIES:
+        for threads in (1, 2):
+            kw = dict(strategy=strategy, threads=threads)
+            assert mmapkit.count(p, sub, **kw) == len(want) == data.count(sub)
+            assert mmapkit.find_all(p, sub, **kw).tolist() == want
+            assert mmapkit.find(p, sub, **kw) == data.find(sub)
+            assert mmapkit.find(p, sub, last=True, **kw) == data.rfind(sub)
+            assert mmapkit.find_all(p, sub, max=1, **kw).tolist() == want[:1]
+
+
+def test_lines_and_str_patterns(tmp_path):
+    p = tmp_path / "t.csv"
+    p.write_bytes(b"a,b\nc,d\r\n\nlast")
+    assert mmapkit.count(p, "\n") == 3
+    assert mmapkit.count(p, ",") == 2
+    offs = mmapkit.find_all(p, ",")
+    assert offs.dtype == np.int64 and offs.tolist() == [1, 5]
+    assert mmapkit.find(p, "zz") == -1
+
+
+def test_find_near_the_start_of_a_big_file_returns_early(tmp_path):
+    p = tmp_path / "big.bin"
+    with open(p, "wb") as f:
+        f.write(b"xx needle")
+        f.truncate(2 << 30)  # 2 GiB, sparse: scanning it all would take a while
+    t0 = time.perf_counter()
+    assert mmapkit.find(p, b"needle") == 3
+    assert time.perf_counter() - t0 < 0.05
+
+
+def test_errors(tmp_path):
+    with pytest.raises(FileNotFoundError) as ei:
+        mmapkit.count(tmp_path / "missing", b"x")
+    assert ei.value.filename == str(tmp_path / "missing")
+    with pytest.raises(IsADirectoryError):
+        mmapkit.count(tmp_path, b"x")
+    (tmp_path / "e").write_bytes(b"")
+    assert mmapkit.count(tmp_path / "e", b"x") == 0
+    assert mmapkit.find(tmp_path / "e", b"x") == -1
+    with pytest.raises(ValueError, match="empty"):
+        mmapkit.count(tmp_path / "e", b"")
+    with pytest.raises(ValueError, match="strategy"):
+        mmapkit.count(tmp_path / "e", b"x", strategy="fast")
+    with pytest.raises(TypeError):
+        mmapkit.count(tmp_path / "e", 5)
