@@ -13,8 +13,11 @@ twice), the same whatever the strategy or number of threads. Escapes \\n \\t
 \\r \\0 \\\\ \\xHH are understood in PATTERN. Exit status: 0 if something was
 counted, 1 if the count is 0 everywhere, 2 on error.
 
+FILE - reads standard input (sequentially, in bounded memory).
+
 Examples:
   mmapkit count --lines big.csv              like wc -l, on every core
+  zcat log.gz | mmapkit count --lines -
   mmapkit count ',' big.csv                  commas
   mmapkit count --json 'ERROR' a.log b.log";
 
@@ -47,7 +50,12 @@ pub fn count(a: CountArgs) -> anyhow::Result<u8> {
     for path in &files {
         let mut opts = a.scan.options();
         let _bar = Progress::attach(&mut opts, path, "count");
-        match mmapkit::scan::count(path, &needle, &opts) {
+        let result = if path.as_os_str() == "-" {
+            mmapkit::scan::count_stream(std::io::stdin().lock(), &needle, std::path::Path::new("(standard input)"))
+        } else {
+            mmapkit::scan::count(path, &needle, &opts)
+        };
+        match result {
             Ok(n) => {
                 any |= n > 0;
                 if a.scan.json {

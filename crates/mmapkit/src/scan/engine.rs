@@ -441,3 +441,43 @@ impl Job<'_> {
         Ok(())
     }
 }
+
+/// Counts occurrences in a stream (stdin, a pipe), sequentially, in
+/// bounded memory, with the same leftmost non-overlapping rule as the file
+/// functions: `needle.len() - 1` bytes are carried between reads.
+pub fn count_stream(mut r: impl std::io::Read, needle: &[u8], label: &Path) -> Result<u64> {
+    let finder = finder(needle)?;
+    let n = needle.len();
+    let mut buf = vec![0u8; (1 << 20) + n];
+    let mut have = 0; // bytes in buf (carry + new)
+    let mut skip = 0; // bytes at the start already covered by a match
+    let mut total = 0u64;
+    loop {
+        let got = loop {
+            match r.read(&mut buf[have..]) {
+                Ok(g) => break g,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(Error::io(label, "read", e)),
+            }
+        };
+        have += got;
+        let eof = got == 0;
+        // Matches must start before `limit` unless this is the end.
+        let limit = if eof { have } else { have.saturating_sub(n - 1) };
+        let mut i = skip;
+        while let Some(m) = finder.find(&buf[i..have]) {
+            if i + m >= limit {
+                break;
+            }
+            total += 1;
+            i += m + n;
+        }
+        if eof {
+            return Ok(total);
+        }
+        let keep_from = limit.max(skip.min(have));
+        skip = i.saturating_sub(keep_from);
+        buf.copy_within(keep_from..have, 0);
+        have -= keep_from;
+    }
+}

@@ -26,5 +26,5 @@ mod source;
 #[cfg(test)]
 mod tests;
 
-pub use engine::{count, count_lines, find, find_all, rfind, ScanOptions};
+pub use engine::{count, count_lines, count_stream, find, find_all, rfind, ScanOptions};
 pub use source::{Strategy, AUTO_MMAP_MIN};

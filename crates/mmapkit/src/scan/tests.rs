@@ -48,9 +48,24 @@ fn write(data: &[u8]) -> (tempfile::TempDir, PathBuf) {
     (dir, p)
 }
 
+/// A reader that returns at most `step` bytes per read (forces carries).
+struct Trickle<'a>(&'a [u8], usize);
+impl std::io::Read for Trickle<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.0.len().min(self.1).min(buf.len());
+        buf[..n].copy_from_slice(&self.0[..n]);
+        self.0 = &self.0[n..];
+        Ok(n)
+    }
+}
+
 fn check(data: &[u8], needle: &[u8]) {
     let (_d, p) = write(data);
     let all = naive_all(data, needle);
+    for step in [1, 2, 3, 5, 1 << 20] {
+        let got = super::count_stream(Trickle(data, step), needle, &p).unwrap();
+        assert_eq!(got, all.len() as u64, "count_stream step={step} needle={needle:?}");
+    }
     for o in all_options() {
         let ctx = format!("{o:?} needle={needle:?}");
         assert_eq!(count(&p, needle, &o).unwrap(), all.len() as u64, "count {ctx}");
