@@ -1,30 +1,224 @@
-//! `mmapkit replace`, `mmapkit keep-lines` / `mmapkit head --in-place` (being written).
+//! `mmapkit replace`, `mmapkit keep-lines` and `mmapkit head --in-place`.
+
+use std::io::Write;
+use std::path::PathBuf;
 
 use clap::Args;
+use mmapkit::scan::{self, ReplaceOptions};
 
-pub const REPLACE_HELP: &str = "";
-pub const KEEP_HELP: &str = "";
+use crate::common::{unescape, Progress, ScanArgs, EXIT_ERROR, EXIT_NO_MATCH, EXIT_OK};
+
+pub const REPLACE_HELP: &str = "\
+PATTERN is a regex (Rust regex syntax, like grep -E) matched line by line as
+in sed 's/PATTERN/REPLACEMENT/g': a match never spans lines, ^ and $ match
+at line start and end, and REPLACEMENT may use $1, ${name} and $$. With -F
+PATTERN is a literal byte string. Escapes \\n \\t \\r \\0 \\\\ \\xHH are understood
+in REPLACEMENT, and in PATTERN with -F (regexes have their own). Matches are
+leftmost and non-overlapping.
+
+A literal pattern (-F, or a regex without metacharacters when REPLACEMENT
+has no $; the result is the same) replaced by one of the same length is
+edited IN PLACE: only the pages holding a match are written, the file keeps
+its inode and hard links, and an interrupted run leaves some matches
+replaced (use --backup if that matters). Otherwise the new content is
+written to a temporary file beside FILE, which then replaces it atomically
+(a crash leaves the old or the new file, never a mix; like sed -i, the file
+gets a new inode, with the same permission bits). A file without a match is
+never written. With --strategy auto, in-place edits use read (pread/pwrite,
+measured faster than writing through a mapping at every size).
+
+Prints the number of replacements (\"path:N\" for several files). Exit
+status: 0 if something was replaced, 1 if nothing matched, 2 on error (the
+other files are still processed).
+
+Examples:
+  mmapkit replace -F , ';' big.csv              in place, on every core
+  mmapkit replace -F , ', ' big.csv             atomic rewrite
+  mmapkit replace --dry-run 'ERR(\\d+)' 'E$1' app.log
+  mmapkit replace -F '\\r\\n' '\\n' --backup .orig notes.txt
+  mmapkit replace --json '^(\\w+),(\\w+)' '$2,$1' a.csv b.csv";
+
+pub const KEEP_HELP: &str = "\
+Truncates each FILE right after its N-th newline: nothing is rewritten, so
+this is instant even for huge files. A FILE with N lines or fewer is left
+alone; N = 0 empties it. Prints nothing unless --json.
+
+Examples:
+  mmapkit keep-lines 1 big.csv                  keep only the header
+  mmapkit head --in-place -n 1000 big.log       the same, spelled like head
+  mmapkit keep-lines --json 10 a.txt b.txt";
 
 /// Arguments of `mmapkit replace`.
 #[derive(Args, Debug)]
-pub struct ReplaceArgs {}
+pub struct ReplaceArgs {
+    /// PATTERN is a literal string (with escapes), not a regex.
+    #[arg(long, short = 'F')]
+    fixed_strings: bool,
+    /// Count the replacements, change nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Keep the original as FILE + SUFFIX (e.g. --backup .bak).
+    #[arg(long, value_name = "SUFFIX")]
+    backup: Option<String>,
+    /// Wait until in-place changes are on disk before exiting (rewrites
+    /// always are).
+    #[arg(long)]
+    sync: bool,
+    /// What to look for (a regex unless -F).
+    #[arg(value_name = "PATTERN")]
+    pattern: String,
+    /// What to put instead.
+    #[arg(value_name = "REPLACEMENT")]
+    replacement: String,
+    /// Files to edit.
+    #[arg(required = true, value_name = "FILE")]
+    files: Vec<PathBuf>,
+    #[command(flatten)]
+    scan: ScanArgs,
+}
+
+/// Characters that make a regex more than a literal (those
+/// `regex::escape` escapes).
+fn is_plain_literal(p: &str) -> bool {
+    !p.is_empty() && !p.bytes().any(|b| b"\\.+*?()|[]{}^$#&-~\n".contains(&b))
+}
+
+pub fn replace(a: ReplaceArgs) -> anyhow::Result<u8> {
+    let replacement = unescape(&a.replacement);
+    let (pattern, regex) = if a.fixed_strings {
+        (unescape(&a.pattern), false)
+    } else if is_plain_literal(&a.pattern) && !replacement.contains(&b'$') {
+        // Same matches as the regex (which cannot span lines either).
+        (a.pattern.as_bytes().to_vec(), false)
+    } else {
+        (a.pattern.as_bytes().to_vec(), true)
+    };
+    let ropts = ReplaceOptions { regex, dry_run: a.dry_run, backup: a.backup.clone(), sync: a.sync };
+    let mut out = std::io::stdout().lock();
+    let (mut failed, mut any) = (false, false);
+    let mut json = Vec::new();
+    let many = a.files.len() > 1;
+    for path in &a.files {
+        let mut opts = a.scan.options();
+        let _bar = Progress::attach(&mut opts, path, "replace");
+        match scan::replace(path, &pattern, &replacement, &ropts, &opts) {
+            Ok(r) => {
+                any |= r.replacements > 0;
+                if a.scan.json {
+                    json.push(serde_json::json!({
+                        "path": path,
+                        "replacements": r.replacements,
+                        "in_place": r.in_place,
+                        "bytes_written": r.bytes_written,
+                    }));
+                } else if many {
+                    writeln!(out, "{}:{}", path.display(), r.replacements)?;
+                } else {
+                    writeln!(out, "{}", r.replacements)?;
+                }
+            }
+            Err(e @ mmapkit::Error::InvalidArgument(_)) if !e.to_string().starts_with(&path.display().to_string()) => {
+                // Not about this file (a bad pattern or suffix): the same
+                // for every file, so say it once.
+                eprintln!("mmapkit: replace: {e}");
+                return Ok(EXIT_ERROR);
+            }
+            Err(e) => {
+                eprintln!("mmapkit: {e}");
+                failed = true;
+            }
+        }
+    }
+    if a.scan.json {
+        serde_json::to_writer(&mut out, &json)?;
+        writeln!(out)?;
+    }
+    Ok(if failed {
+        EXIT_ERROR
+    } else if any {
+        EXIT_OK
+    } else {
+        EXIT_NO_MATCH
+    })
+}
 
 /// Arguments of `mmapkit keep-lines`.
 #[derive(Args, Debug)]
-pub struct KeepArgs {}
+pub struct KeepArgs {
+    /// Lines to keep.
+    #[arg(value_name = "N")]
+    n: u64,
+    /// Files to truncate.
+    #[arg(required = true, value_name = "FILE")]
+    files: Vec<PathBuf>,
+    #[command(flatten)]
+    scan: ScanArgs,
+}
 
 /// Arguments of `mmapkit head` (only `--in-place` is supported).
 #[derive(Args, Debug)]
-pub struct HeadArgs {}
-
-pub fn replace(_a: ReplaceArgs) -> anyhow::Result<u8> {
-    anyhow::bail!("mmapkit replace is not built yet")
+pub struct HeadArgs {
+    /// Truncate each FILE after its first N lines (required: printing is
+    /// head(1)'s job).
+    #[arg(long)]
+    in_place: bool,
+    /// Lines to keep.
+    #[arg(long = "lines", short = 'n', value_name = "N", required = true)]
+    lines: u64,
+    /// Files to truncate.
+    #[arg(required = true, value_name = "FILE")]
+    files: Vec<PathBuf>,
+    #[command(flatten)]
+    scan: ScanArgs,
 }
 
-pub fn keep_lines(_a: KeepArgs) -> anyhow::Result<u8> {
-    anyhow::bail!("mmapkit keep-lines is not built yet")
+pub fn keep_lines(a: KeepArgs) -> anyhow::Result<u8> {
+    keep(a.n, &a.files, &a.scan)
 }
 
-pub fn head(_a: HeadArgs) -> anyhow::Result<u8> {
-    anyhow::bail!("mmapkit head is not built yet")
+pub fn head(a: HeadArgs) -> anyhow::Result<u8> {
+    if !a.in_place {
+        anyhow::bail!(
+            "head: only --in-place is supported (it truncates each FILE after N lines, like keep-lines); \
+             to print the first lines, use head(1)"
+        );
+    }
+    keep(a.lines, &a.files, &a.scan)
+}
+
+fn keep(n: u64, files: &[PathBuf], scan_args: &ScanArgs) -> anyhow::Result<u8> {
+    let mut failed = false;
+    let mut json = Vec::new();
+    for path in files {
+        let mut opts = scan_args.options();
+        let _bar = Progress::attach(&mut opts, path, "keep-lines");
+        match scan::keep_lines(path, n, &opts) {
+            Ok(r) => json.push(serde_json::json!({
+                "path": path,
+                "old_len": r.old_len,
+                "new_len": r.new_len,
+                "truncated": r.truncated,
+            })),
+            Err(e) => {
+                eprintln!("mmapkit: {e}");
+                failed = true;
+            }
+        }
+    }
+    if scan_args.json {
+        let mut out = std::io::stdout().lock();
+        serde_json::to_writer(&mut out, &json)?;
+        writeln!(out)?;
+    }
+    Ok(if failed { EXIT_ERROR } else { EXIT_OK })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn plain_literals() {
+        for (p, plain) in [(",", true), ("abc def", true), ("é", true), ("a.b", false), ("a+", false), (r"\d", false), ("", false), ("a\nb", false)] {
+            assert_eq!(super::is_plain_literal(p), plain, "{p:?}");
+        }
+    }
 }

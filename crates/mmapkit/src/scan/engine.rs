@@ -176,8 +176,17 @@ impl<'a> Job<'a> {
     /// Where each range's scan must start so that matches are the whole
     /// file's leftmost non-overlapping ones (see the module docs).
     pub(crate) fn entries(&self, finder: &Finder<'_>, ranges: &[(u64, u64)]) -> Result<Vec<u64>> {
+        self.entries_after(finder, ranges, 0)
+    }
+
+    /// [`Job::entries`] for ranges that continue a scan whose last match
+    /// ended at `carry` (anything `<= ranges[0].0` when no match reaches
+    /// into them): lets a caller process a file batch of ranges by batch
+    /// (the rewrite of `replace`).
+    pub(crate) fn entries_after(&self, finder: &Finder<'_>, ranges: &[(u64, u64)], carry: u64) -> Result<Vec<u64>> {
         let starts: Vec<u64> = ranges.iter().map(|r| r.0).collect();
-        if ranges.len() <= 1 || !bytes::has_border(finder.needle()) {
+        let reaches_in = ranges.first().is_some_and(|r| carry > r.0);
+        if (ranges.len() <= 1 && !reaches_in) || !bytes::has_border(finder.needle()) {
             return Ok(starts);
         }
         const KEEP: usize = 64;
@@ -194,8 +203,8 @@ impl<'a> Job<'a> {
         })?;
         // Pass 2 (sequential, short): carry the previous range's last match.
         let mut entries = starts;
-        let mut carry = first[0].1.unwrap_or(0);
-        for i in 1..ranges.len() {
+        let mut carry = carry;
+        for i in 0..ranges.len() {
             let (s, e) = ranges[i];
             let (seen, last) = &first[i];
             if carry <= s {
@@ -381,9 +390,15 @@ pub fn rfind(path: impl AsRef<Path>, needle: &[u8], opts: &ScanOptions) -> Resul
 impl Job<'_> {
     /// The ranges moved so each starts at a line start (holds whole lines).
     pub(crate) fn line_ranges(&self) -> Result<Vec<(u64, u64)>> {
+        self.lines_aligned(&self.ranges())
+    }
+
+    /// `ranges` (consecutive, covering the file, as from [`split`]) with
+    /// each start moved to the next line start (empty ranges dropped).
+    pub(crate) fn lines_aligned(&self, ranges: &[(u64, u64)]) -> Result<Vec<(u64, u64)>> {
         let len = self.src.len();
         let mut cuts = vec![0u64];
-        for (s, _) in self.ranges().into_iter().skip(1) {
+        for &(s, _) in ranges.iter().skip(1) {
             let prev = *cuts.last().unwrap_or(&0);
             if s <= prev {
                 continue;

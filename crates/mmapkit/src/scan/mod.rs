@@ -22,9 +22,13 @@
 
 pub mod bytes;
 mod engine;
+pub mod grep;
+pub mod replace;
 mod source;
 #[cfg(test)]
 mod tests;
 
 pub use engine::{count, count_lines, count_stream, find, find_all, rfind, ScanOptions};
+pub use grep::{grep, grep_count, grep_lines, Grep, GrepLine, GrepOptions};
+pub use replace::{keep_lines, replace, KeepReport, ReplaceOptions, ReplaceReport};
 pub use source::{Strategy, AUTO_MMAP_MIN};

@@ -1,0 +1,353 @@
+//! Tests of `replace` and `keep_lines` against naive references, over
+//! every strategy, thread count and window size.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use proptest::prelude::{any, prop_assert, prop_assert_eq, prop_oneof, proptest, Just, ProptestConfig, TestCaseError};
+use proptest::strategy::Strategy as Gen;
+use regex::bytes::Regex;
+
+use super::*;
+
+const STRATEGIES: [Strategy; 2] = [Strategy::Mmap, Strategy::Read];
+const THREADS: [usize; 2] = [1, 3];
+const CHUNKS: [usize; 5] = [1, 3, 7, 64, 0];
+
+fn configs() -> impl Iterator<Item = ScanOptions> {
+    STRATEGIES.into_iter().flat_map(|strategy| {
+        THREADS.into_iter().flat_map(move |threads| {
+            CHUNKS.into_iter().map(move |chunk| ScanOptions { strategy, threads, chunk, progress: None })
+        })
+    })
+}
+
+/// Python's `bytes.replace`: leftmost, non-overlapping.
+fn naive_literal(hay: &[u8], pat: &[u8], rep: &[u8]) -> (Vec<u8>, u64) {
+    let mut out = Vec::new();
+    let mut n = 0;
+    let mut i = 0;
+    while i < hay.len() {
+        if hay[i..].starts_with(pat) {
+            out.extend_from_slice(rep);
+            i += pat.len();
+            n += 1;
+        } else {
+            out.push(hay[i]);
+            i += 1;
+        }
+    }
+    (out, n)
+}
+
+/// `sed 's/RE/REP/g'`: each line (without its newline) on its own.
+fn naive_regex(hay: &[u8], re: &Regex, rep: &[u8]) -> (Vec<u8>, u64) {
+    let mut out = Vec::new();
+    let mut n = 0;
+    for line in hay.split_inclusive(|&b| b == b'\n') {
+        let body = line.strip_suffix(b"\n").unwrap_or(line);
+        n += re.find_iter(body).count() as u64;
+        out.extend_from_slice(&re.replace_all(body, rep));
+        if body.len() < line.len() {
+            out.push(b'\n');
+        }
+    }
+    (out, n)
+}
+
+fn old_mtime(path: &Path) -> SystemTime {
+    let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
+    fs::File::options().write(true).open(path).unwrap().set_modified(t).unwrap();
+    fs::metadata(path).unwrap().modified().unwrap()
+}
+
+fn stray_files(dir: &Path) -> Vec<PathBuf> {
+    fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().contains(".mmapkit-"))
+        .collect()
+}
+
+/// Runs `replace` in every configuration and compares with `expect`.
+fn check_all(data: &[u8], pat: &[u8], rep: &[u8], regex: bool, expect: &(Vec<u8>, u64)) -> std::result::Result<(), TestCaseError> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f.txt");
+    let in_place = !regex && pat.len() == rep.len();
+    for opts in configs() {
+        fs::write(&path, data).unwrap();
+        let ro = ReplaceOptions { regex, ..Default::default() };
+        let r = replace(&path, pat, rep, &ro, &opts).unwrap();
+        let got = fs::read(&path).unwrap();
+        prop_assert_eq!(&got, &expect.0, "{:?} file with {:?}", String::from_utf8_lossy(&got), opts);
+        prop_assert_eq!(r.replacements, expect.1, "{:?}", opts);
+        prop_assert_eq!(r.in_place, in_place);
+        prop_assert!(stray_files(dir.path()).is_empty());
+    }
+    // A dry run counts the same and writes nothing.
+    fs::write(&path, data).unwrap();
+    let t = old_mtime(&path);
+    let ro = ReplaceOptions { regex, dry_run: true, ..Default::default() };
+    for opts in configs().step_by(3) {
+        let r = replace(&path, pat, rep, &ro, &opts).unwrap();
+        prop_assert_eq!(r.replacements, expect.1);
+        prop_assert_eq!(r.bytes_written, 0);
+    }
+    prop_assert_eq!(fs::read(&path).unwrap(), data);
+    prop_assert_eq!(fs::metadata(&path).unwrap().modified().unwrap(), t);
+    Ok(())
+}
+
+fn data() -> impl Gen<Value = Vec<u8>> {
+    // Mostly a, b and commas (many matches, borders) with CRLF and LF lines.
+    let byte = prop_oneof![6 => Just(b'a'), 4 => Just(b'b'), 2 => Just(b','), 1 => Just(b'\n'), 1 => Just(b'\r')];
+    proptest::collection::vec(byte, 0..160)
+}
+
+fn needle() -> impl Gen<Value = Vec<u8>> {
+    prop_oneof![
+        Just(b"a".to_vec()),
+        Just(b"aa".to_vec()),
+        Just(b"aba".to_vec()),
+        Just(b"ab".to_vec()),
+        Just(b",".to_vec()),
+        Just(b"\r\n".to_vec()),
+        Just(b"aaa".to_vec()),
+        proptest::collection::vec(prop_oneof![Just(b'a'), Just(b'b'), Just(b',')], 1..5),
+    ]
+}
+
+fn replacement() -> impl Gen<Value = Vec<u8>> {
+    proptest::collection::vec(prop_oneof![Just(b'x'), Just(b'a'), Just(b';'), Just(b'\n')], 0..6)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(40))]
+
+    #[test]
+    fn literal_matches_bytes_replace(data in data(), pat in needle(), other in replacement(), seed in any::<u8>()) {
+        // Same length (in place) ...
+        let same: Vec<u8> = pat.iter().enumerate().map(|(i, &b)| if (seed as usize + i) % 2 == 0 { b'x' } else { b }).collect();
+        check_all(&data, &pat, &same, false, &naive_literal(&data, &pat, &same))?;
+        // ... and a different length (rewrite).
+        let mut rep = other;
+        if rep.len() == pat.len() {
+            rep.push(b'y');
+        }
+        check_all(&data, &pat, &rep, false, &naive_literal(&data, &pat, &rep))?;
+    }
+
+    #[test]
+    fn regex_matches_per_line_replace(data in data(), which in 0usize..12, rep in 0usize..6) {
+        const RES: [&str; 12] = ["a", "a+", "b|ab", "(a)(b)?", "x*", "^a", "a$", "\r$", "[ab],", "(?P<w>a)b", "b*", "^$"];
+        const REPS: [&str; 6] = ["X", "", "$1<", "${1}-$0", "[$0]", "${w}z"];
+        let re = Regex::new(RES[which]).unwrap();
+        let rep = REPS[rep].as_bytes();
+        check_all(&data, RES[which].as_bytes(), rep, true, &naive_regex(&data, &re, rep))?;
+    }
+}
+
+#[test]
+fn regex_same_length_still_rewrites() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f");
+    fs::write(&path, "a,b\nc,d\n").unwrap();
+    let ro = ReplaceOptions { regex: true, ..Default::default() };
+    let r = replace(&path, b",", b";", &ro, &ScanOptions::default()).unwrap();
+    assert_eq!(r, ReplaceReport { replacements: 2, in_place: false, bytes_written: 8 });
+    assert_eq!(fs::read(&path).unwrap(), b"a;b\nc;d\n");
+}
+
+#[test]
+fn captures_and_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f");
+    fs::write(&path, "k1=v1\nk2=v2\r\nnone\nk3=v3").unwrap();
+    let ro = ReplaceOptions { regex: true, ..Default::default() };
+    let r = replace(&path, br"(?P<k>\w+)=(\w+)", b"$2=${k} $$", &ro, &ScanOptions::default()).unwrap();
+    assert_eq!(r.replacements, 3);
+    assert_eq!(fs::read(&path).unwrap(), b"v1=k1 $\nv2=k2 $\r\nnone\nv3=k3 $");
+}
+
+#[test]
+fn bad_arguments_and_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f");
+    fs::write(&path, "abc").unwrap();
+    let o = ScanOptions::default();
+    let lit = ReplaceOptions::default();
+    let re = ReplaceOptions { regex: true, ..Default::default() };
+    assert!(matches!(replace(&path, b"", b"x", &lit, &o), Err(Error::InvalidArgument(_))));
+    assert!(matches!(replace(&path, b"", b"x", &re, &o), Err(Error::InvalidArgument(_))));
+    match replace(&path, b"a(", b"x", &re, &o) {
+        Err(Error::InvalidArgument(m)) => assert!(m.contains("invalid regex") && m.contains("unclosed"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    let missing = dir.path().join("missing");
+    let e = replace(&missing, b"a", b"b", &lit, &o).unwrap_err();
+    assert!(e.to_string().contains("missing") && e.to_string().contains("No such file"), "{e}");
+    assert_eq!(e.path(), Some(missing.as_path()));
+    let e = replace(dir.path(), b"a", b"bb", &lit, &o).unwrap_err();
+    assert!(e.to_string().contains("Is a directory"), "{e}");
+    let e = keep_lines(dir.path(), 1, &o).unwrap_err();
+    assert!(e.to_string().contains("Is a directory"), "{e}");
+    let e = keep_lines(&missing, 1, &o).unwrap_err();
+    assert!(e.to_string().contains("No such file"), "{e}");
+    let e = replace("/dev/null", b"a", b"b", &lit, &o).unwrap_err();
+    assert!(e.to_string().contains("not a regular file"), "{e}");
+    let bad = ReplaceOptions { backup: Some("/x".into()), ..Default::default() };
+    assert!(matches!(replace(&path, b"a", b"b", &bad, &o), Err(Error::InvalidArgument(_))));
+    assert_eq!(fs::read(&path).unwrap(), b"abc");
+}
+
+#[test]
+fn empty_file_and_no_match_are_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f");
+    for (content, pat, rep, regex) in [
+        (&b""[..], &b"a"[..], &b"b"[..], false),
+        (b"", b"a", b"bb", false),
+        (b"", b"a", b"b", true),
+        (b"xyz\n", b"a", b"b", false),
+        (b"xyz\n", b"a", b"bb", false),
+        (b"xyz\n", b"a+", b"b", true),
+    ] {
+        for strategy in STRATEGIES {
+            fs::write(&path, content).unwrap();
+            let t = old_mtime(&path);
+            let ro = ReplaceOptions { regex, backup: Some(".bak".into()), sync: true, ..Default::default() };
+            let r = replace(&path, pat, rep, &ro, &ScanOptions::new(strategy, 2)).unwrap();
+            assert_eq!((r.replacements, r.bytes_written), (0, 0));
+            assert_eq!(fs::metadata(&path).unwrap().modified().unwrap(), t);
+            assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1, "no temporary or backup file");
+        }
+    }
+}
+
+#[test]
+fn backups_keep_the_original() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f.csv");
+    let bak = dir.path().join("f.csv.orig");
+    for (rep, in_place) in [(&b";"[..], true), (b", ", false)] {
+        for strategy in STRATEGIES {
+            fs::write(&bak, "an older backup").unwrap();
+            fs::write(&path, "a,b\nc,d\n").unwrap();
+            let ro = ReplaceOptions { backup: Some(".orig".into()), sync: true, ..Default::default() };
+            let r = replace(&path, b",", rep, &ro, &ScanOptions::new(strategy, 2)).unwrap();
+            assert_eq!((r.replacements, r.in_place), (2, in_place));
+            assert_eq!(fs::read(&bak).unwrap(), b"a,b\nc,d\n");
+            assert_eq!(fs::read(&path).unwrap(), naive_literal(b"a,b\nc,d\n", b",", rep).0);
+            assert!(stray_files(dir.path()).is_empty());
+        }
+    }
+}
+
+#[test]
+fn rewrite_keeps_mode_and_follows_links() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("real");
+    let link = dir.path().join("link");
+    fs::write(&path, "a-b-c").unwrap();
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o640)).unwrap();
+    std::os::unix::fs::symlink("real", &link).unwrap();
+    let r = replace(&link, b"-", b"--", &ReplaceOptions::default(), &ScanOptions::default()).unwrap();
+    assert_eq!(r, ReplaceReport { replacements: 2, in_place: false, bytes_written: 7 });
+    assert_eq!(fs::read(&path).unwrap(), b"a--b--c");
+    assert!(fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+    assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o7777, 0o640);
+}
+
+#[test]
+fn in_place_keeps_the_inode_and_hard_links() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f");
+    let other = dir.path().join("g");
+    for strategy in STRATEGIES {
+        fs::write(&path, "x,y,z").unwrap();
+        let _ = fs::remove_file(&other);
+        fs::hard_link(&path, &other).unwrap();
+        let ino = fs::metadata(&path).unwrap().ino();
+        let r = replace(&path, b",", b"\t", &ReplaceOptions { sync: true, ..Default::default() }, &ScanOptions::new(strategy, 1)).unwrap();
+        assert_eq!(r, ReplaceReport { replacements: 2, in_place: true, bytes_written: 2 });
+        assert_eq!(fs::metadata(&path).unwrap().ino(), ino);
+        assert_eq!(fs::read(&other).unwrap(), b"x\ty\tz");
+    }
+}
+
+/// Long enough for several default-sized groups and ranges.
+#[test]
+fn default_windows_on_a_few_mib() {
+    let row = b"12345,abc,3.25,xyz,aaaa,\"q\"\r\n";
+    let data: Vec<u8> = row.iter().copied().cycle().take(3 << 20).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f");
+    for (pat, rep) in [(&b","[..], &b", "[..]), (b"aa", b"b"), (b",", b";")] {
+        for strategy in STRATEGIES {
+            fs::write(&path, &data).unwrap();
+            let r = replace(&path, pat, rep, &ReplaceOptions::default(), &ScanOptions::new(strategy, 3)).unwrap();
+            let (want, n) = naive_literal(&data, pat, rep);
+            assert_eq!(r.replacements, n);
+            assert!(fs::read(&path).unwrap() == want, "{pat:?} -> {rep:?} with {strategy:?}");
+        }
+    }
+    fs::write(&path, &data).unwrap();
+    let ro = ReplaceOptions { regex: true, ..Default::default() };
+    let r = replace(&path, br"(\d+),", b"<$1>", &ro, &ScanOptions::new(Strategy::Mmap, 3)).unwrap();
+    let (want, n) = naive_regex(&data, &Regex::new(r"(\d+),").unwrap(), b"<$1>");
+    assert_eq!(r.replacements, n);
+    assert!(fs::read(&path).unwrap() == want);
+}
+
+#[test]
+fn keep_lines_cases() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("f");
+    let cases: [(&[u8], u64, &[u8]); 9] = [
+        (b"a\nb\nc\n", 0, b""),
+        (b"a\nb\nc\n", 1, b"a\n"),
+        (b"a\nb\nc\n", 2, b"a\nb\n"),
+        (b"a\nb\nc\n", 3, b"a\nb\nc\n"),
+        (b"a\nb\nc\n", 10, b"a\nb\nc\n"),
+        (b"a\nb\nc", 2, b"a\nb\n"),
+        (b"a\nb\nc", 3, b"a\nb\nc"),
+        (b"", 1, b""),
+        (b"\n\n\n", 2, b"\n\n"),
+    ];
+    for (content, n, want) in cases {
+        for opts in configs() {
+            fs::write(&path, content).unwrap();
+            let t = old_mtime(&path);
+            let r = keep_lines(&path, n, &opts).unwrap();
+            assert_eq!(fs::read(&path).unwrap(), want, "{content:?} n={n} {opts:?}");
+            let truncated = want.len() < content.len();
+            assert_eq!(r, KeepReport { new_len: want.len() as u64, old_len: content.len() as u64, truncated });
+            if !truncated {
+                assert_eq!(fs::metadata(&path).unwrap().modified().unwrap(), t);
+            }
+        }
+    }
+    // Far into a file larger than a window.
+    let data: Vec<u8> = (0..200_000u32).flat_map(|i| format!("{i}\n").into_bytes()).collect();
+    fs::write(&path, &data).unwrap();
+    let r = keep_lines(&path, 150_000, &ScanOptions::new(Strategy::Mmap, 2)).unwrap();
+    let want: usize = (0..150_000u32).map(|i| format!("{i}\n").len()).sum();
+    assert_eq!(r.new_len, want as u64);
+    assert_eq!(fs::read(&path).unwrap(), &data[..want]);
+}
+
+#[test]
+fn shared_zones() {
+    let bounds = [10u64, 20, 23];
+    for n in 1..6u64 {
+        for lo in 0..30u64 {
+            for hi in lo..32 {
+                let brute = bounds.iter().any(|&b| (b..b + n - 1).any(|x| (lo..hi).contains(&x)));
+                assert_eq!(touches_zone(&bounds, n, lo, hi), brute, "n={n} [{lo}, {hi})");
+            }
+        }
+    }
+}
