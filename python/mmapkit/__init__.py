@@ -13,7 +13,9 @@ Two ways in:
 
 Whole-file tools run on every core over one file, by mmap or pread
 (``strategy="auto"|"mmap"|"read"``): :func:`count`, :func:`find`,
-:func:`find_all`.
+:func:`find_all`, :func:`grep`, :func:`grep_count`, :func:`replace` (in place
+when lengths match, else atomically through a temporary file) and
+:func:`keep_lines` (truncate after line N, no rewrite).
 
 Everything raises :class:`FileTruncatedError` (an ``OSError``) instead of
 crashing with SIGBUS when another process truncates the mapped file.
@@ -55,8 +57,12 @@ from ._native import (
     drop_cache,
     find,
     find_all,
+    grep,
+    grep_count,
+    keep_lines,
     mmap,
     page_size,
+    replace,
 )
 
 #: ``mmap.error`` is ``OSError`` in the stdlib; so it is here.
@@ -94,6 +100,10 @@ __all__ = [
     "drop_cache",
     "find",
     "find_all",
+    "grep",
+    "grep_count",
+    "keep_lines",
+    "replace",
     "error",
     "mmap",
     "open",

@@ -20,6 +20,10 @@ __all__ = [
     "count",
     "find",
     "find_all",
+    "grep",
+    "grep_count",
+    "replace",
+    "keep_lines",
     "ACCESS_DEFAULT",
     "ACCESS_READ",
     "ACCESS_WRITE",
@@ -47,6 +51,42 @@ def find(path: _Path, sub: _Pattern, *, last: bool = False, strategy: str = "aut
 def find_all(
     path: _Path, sub: _Pattern, *, max: Optional[int] = None, strategy: str = "auto", threads: int = 0
 ) -> npt.NDArray[np.int64]: ...
+def grep(
+    path: _Path,
+    pattern: _Pattern,
+    *,
+    ignore_case: bool = False,
+    invert: bool = False,
+    fixed: bool = False,
+    only_matching: bool = False,
+    max_count: Optional[int] = None,
+    strategy: str = "auto",
+    threads: int = 0,
+) -> list[tuple[int, int, bytes]]: ...
+def grep_count(
+    path: _Path,
+    pattern: _Pattern,
+    *,
+    ignore_case: bool = False,
+    invert: bool = False,
+    fixed: bool = False,
+    max_count: Optional[int] = None,
+    strategy: str = "auto",
+    threads: int = 0,
+) -> int: ...
+def replace(
+    path: _Path,
+    pattern: _Pattern,
+    replacement: _Pattern,
+    *,
+    regex: bool = False,
+    dry_run: bool = False,
+    backup: Optional[str] = None,
+    sync: bool = False,
+    strategy: str = "auto",
+    threads: int = 0,
+) -> int: ...
+def keep_lines(path: _Path, n: int) -> int: ...
 
 @disjoint_base
 class MappedFile:

@@ -22,12 +22,18 @@ def test_python_quickstart_runs():
     exec(compile(code, "README.md", "exec"), {})
 
 
-def test_cli_quickstart_runs():
+def test_cli_quickstart_runs(tmp_path):
     (console,) = blocks("console")
+    binary = ROOT / "target" / "release" / "mmapkit"
+    outputs = []
     for line in console.splitlines():
-        cmd = line.removeprefix("$ ").split("#")[0].strip()
+        cmd = line.removeprefix("$ ").split("  #")[0].strip()
         if cmd.startswith("cargo build"):
             continue  # make test builds the CLI before pytest runs
-        r = subprocess.run(cmd, shell=True, cwd=ROOT, capture_output=True, text=True)
+        cmd = cmd.replace("target/release/mmapkit", str(binary))
+        r = subprocess.run(cmd, shell=True, cwd=tmp_path, capture_output=True, text=True)
         assert r.returncode == 0, (cmd, r.stderr)
-        assert "Cargo.toml" in r.stdout
+        outputs.append(r.stdout)
+    assert outputs[1] == "4\n"  # count --lines
+    assert outputs[2] == "3:2,bob\n4:3,bea\n"  # grep -n
+    assert (tmp_path / "demo.csv").read_text() == "id;name\n1;ann\n"

@@ -72,3 +72,40 @@ def test_errors(tmp_path):
         mmapkit.count(tmp_path / "e", b"x", strategy="fast")
     with pytest.raises(TypeError):
         mmapkit.count(tmp_path / "e", 5)
+
+
+def test_grep_from_python(tmp_path):
+    p = tmp_path / "log.txt"
+    p.write_bytes(b"ok 1\nERR 42 disk\nok 2\nerr 7\nERR 9")
+    assert mmapkit.grep(p, r"ERR \d+") == [(2, 5, b"ERR 42 disk"), (5, 28, b"ERR 9")]
+    assert mmapkit.grep(p, "err", ignore_case=True, only_matching=True) == [
+        (2, 5, b"ERR"), (4, 22, b"err"), (5, 28, b"ERR")]
+    assert mmapkit.grep_count(p, "ok", invert=True) == 3
+    assert mmapkit.grep_count(p, "ERR", max_count=1) == 1
+    assert mmapkit.grep_count(p, "(", fixed=True) == 0
+    with pytest.raises(ValueError, match="regex"):
+        mmapkit.grep(p, "(")
+    for strategy in STRATEGIES:
+        for threads in (1, 2):
+            assert mmapkit.grep_count(p, r"\d", strategy=strategy, threads=threads) == 5
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_replace_and_keep_lines_from_python(tmp_path, strategy):
+    p = tmp_path / "d.csv"
+    data = b"a,b,c\n1,2,3\n" * 1000
+    p.write_bytes(data)
+    assert mmapkit.replace(p, b",", b";", dry_run=True, strategy=strategy) == 4000
+    assert p.read_bytes() == data
+    assert mmapkit.replace(p, ",", ";", strategy=strategy) == 4000  # same length: in place
+    assert p.read_bytes() == data.replace(b",", b";")
+    assert mmapkit.replace(p, ";", ", ", backup=".orig", strategy=strategy) == 4000  # rewrite
+    assert p.read_bytes() == data.replace(b",", b", ")
+    assert (tmp_path / "d.csv.orig").read_bytes() == data.replace(b",", b";")
+    assert mmapkit.replace(p, rb"(\d), (\d)", rb"$2|$1", regex=True, strategy=strategy) == 1000
+    assert p.read_bytes().startswith(b"a, b, c\n2|1, 3\n")
+    assert mmapkit.keep_lines(p, 1) == len(b"a, b, c\n")
+    assert p.read_bytes() == b"a, b, c\n"
+    os.chmod(p, 0o640)
+    mmapkit.replace(p, "a", "AA")
+    assert os.stat(p).st_mode & 0o777 == 0o640, "permissions kept across the rewrite"

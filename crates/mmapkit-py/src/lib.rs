@@ -39,6 +39,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tools::count, m)?)?;
     m.add_function(wrap_pyfunction!(tools::find, m)?)?;
     m.add_function(wrap_pyfunction!(tools::find_all, m)?)?;
+    m.add_function(wrap_pyfunction!(tools::grep, m)?)?;
+    m.add_function(wrap_pyfunction!(tools::grep_count, m)?)?;
+    m.add_function(wrap_pyfunction!(tools::replace, m)?)?;
+    m.add_function(wrap_pyfunction!(tools::keep_lines, m)?)?;
     m.add("ACCESS_DEFAULT", mapped::ACCESS_DEFAULT)?;
     m.add("ACCESS_READ", mapped::ACCESS_READ)?;
     m.add("ACCESS_WRITE", mapped::ACCESS_WRITE)?;

@@ -70,3 +70,112 @@ pub fn find_all<'py>(
     let offs = py.detach(|| mmapkit::scan::find_all(&path, &needle, max, &opts)).py_err()?;
     Ok(offs.into_iter().map(|o| o as i64).collect::<Vec<_>>().into_pyarray(py))
 }
+
+fn grep_options(
+    pattern: &Bound<'_, PyAny>,
+    ignore_case: bool,
+    invert: bool,
+    fixed: bool,
+    only_matching: bool,
+    max_count: Option<u64>,
+) -> PyResult<mmapkit::scan::grep::GrepOptions> {
+    let pattern = String::from_utf8(pattern_bytes(pattern)?)
+        .map_err(|_| pyo3::exceptions::PyValueError::new_err("the pattern must be valid UTF-8"))?;
+    Ok(mmapkit::scan::grep::GrepOptions {
+        patterns: vec![pattern],
+        fixed,
+        ignore_case,
+        invert,
+        only_matching,
+        max_count,
+        ..Default::default()
+    })
+}
+
+/// Lines matching the regex `pattern` (regex-crate syntax, like ``grep -E``)
+/// as a list of ``(line_number, offset, line)`` (1-based line numbers, byte
+/// offset of the line, the line without its newline); with
+/// ``only_matching`` one entry per match (its offset and bytes).
+#[pyfunction]
+#[pyo3(signature = (path, pattern, *, ignore_case = false, invert = false, fixed = false,
+                    only_matching = false, max_count = None, strategy = "auto", threads = 0))]
+#[allow(clippy::too_many_arguments)]
+pub fn grep(
+    py: Python<'_>,
+    path: PathBuf,
+    pattern: &Bound<'_, PyAny>,
+    ignore_case: bool,
+    invert: bool,
+    fixed: bool,
+    only_matching: bool,
+    max_count: Option<u64>,
+    strategy: &str,
+    threads: usize,
+) -> PyResult<Vec<(u64, u64, Py<PyBytes>)>> {
+    let g = grep_options(pattern, ignore_case, invert, fixed, only_matching, max_count)?;
+    let opts = scan_options(strategy, threads)?;
+    let lines = py.detach(|| mmapkit::scan::grep::grep_lines(&path, &g, &opts, None)).py_err()?;
+    Ok(lines.into_iter().map(|(n, o, t)| (n, o, PyBytes::new(py, &t).unbind())).collect())
+}
+
+/// Number of lines matching `pattern` (not matching, with ``invert``),
+/// like ``grep -c``.
+#[pyfunction]
+#[pyo3(signature = (path, pattern, *, ignore_case = false, invert = false, fixed = false,
+                    max_count = None, strategy = "auto", threads = 0))]
+#[allow(clippy::too_many_arguments)]
+pub fn grep_count(
+    py: Python<'_>,
+    path: PathBuf,
+    pattern: &Bound<'_, PyAny>,
+    ignore_case: bool,
+    invert: bool,
+    fixed: bool,
+    max_count: Option<u64>,
+    strategy: &str,
+    threads: usize,
+) -> PyResult<u64> {
+    let g = grep_options(pattern, ignore_case, invert, fixed, false, max_count)?;
+    let opts = scan_options(strategy, threads)?;
+    py.detach(|| mmapkit::scan::grep::grep_count(&path, &g, &opts)).py_err()
+}
+
+/// Replaces `pattern` with `replacement` in the file; returns the number of
+/// replacements. Literal bytes by default, a regex (per line, ``$1``
+/// captures) with ``regex=True``. Same-length literal replacements happen
+/// in place; others are written to a temporary file that atomically
+/// replaces the original (a crash leaves the old or the new file).
+#[pyfunction]
+#[pyo3(signature = (path, pattern, replacement, *, regex = false, dry_run = false, backup = None,
+                    sync = false, strategy = "auto", threads = 0))]
+#[allow(clippy::too_many_arguments)]
+pub fn replace(
+    py: Python<'_>,
+    path: PathBuf,
+    pattern: &Bound<'_, PyAny>,
+    replacement: &Bound<'_, PyAny>,
+    regex: bool,
+    dry_run: bool,
+    backup: Option<String>,
+    sync: bool,
+    strategy: &str,
+    threads: usize,
+) -> PyResult<u64> {
+    let pattern = pattern_bytes(pattern)?;
+    let replacement = pattern_bytes(replacement)?;
+    let ropts = mmapkit::scan::replace::ReplaceOptions { regex, dry_run, backup, sync };
+    let opts = scan_options(strategy, threads)?;
+    let report = py
+        .detach(|| mmapkit::scan::replace::replace(&path, &pattern, &replacement, &ropts, &opts))
+        .py_err()?;
+    Ok(report.replacements)
+}
+
+/// Keeps the first `n` lines of the file, truncating it in place (no
+/// rewrite); returns the new size in bytes.
+#[pyfunction]
+pub fn keep_lines(py: Python<'_>, path: PathBuf, n: u64) -> PyResult<u64> {
+    let opts = ScanOptions::default();
+    let report = py.detach(|| mmapkit::scan::replace::keep_lines(&path, n, &opts)).py_err()?;
+    Ok(report.new_len)
+}
