@@ -10,7 +10,12 @@ A suite (see bench/suites/) declares
   name to a callable taking a path and returning a result,
 * ``baseline``: the contender the ratios are relative to (plain file I/O), and
   ``reference``: the contender whose answers everybody must reproduce (defaults
-  to the baseline).
+  to the baseline); a task may name its own (``Task.baseline``/``reference``),
+  e.g. when every task has a different classic tool to compare with,
+* ``layout``: "columns" (one table per size and cache: tasks x contenders) or
+  "rows" (one row per task and contender that implements it: for suites whose
+  tasks have different contenders), and optionally ``targets`` and
+  ``metrics`` (extra per-run numbers a contender reports, see :class:`Measured`).
 
 The runner measures every (size, task, contender) with a warm page cache (one
 untimed warm-up run, then timed runs) and a cold one (page cache dropped before
@@ -78,6 +83,19 @@ def _same(value: Any) -> Any:
 
 
 @dataclass
+class Measured:
+    """A contender's result plus extra numbers about the run (e.g. peak memory).
+
+    The harness unwraps it: ``value`` is checked like any result, ``metrics``
+    (name -> number) are kept per run in the cell and shown if the suite declares
+    the metric in ``Suite.metrics``.
+    """
+
+    value: Any
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
 class Task:
     """One measured operation.
 
@@ -94,6 +112,9 @@ class Task:
     warmup:  "run" (one untimed run of every contender before the warm runs) or
              "prime" (just read the data files once: for tasks too slow to run an
              extra time per contender; the cache is then warm all the same).
+    baseline, reference: override the suite's for this task (ratios / answers).
+    throughput: whether "bytes of data per second" means something for this task
+             (the report's GB/s column; False for e.g. "find near the start").
     """
 
     name: str
@@ -105,6 +126,9 @@ class Task:
     repeats: Callable[[Size, int], int] | None = None
     warmup: Callable[[Size], str] | str = "run"
     note: str = ""
+    baseline: str | None = None
+    reference: str | None = None
+    throughput: bool = True
 
     def warmup_for(self, size: Size) -> str:
         return self.warmup(size) if callable(self.warmup) else self.warmup
@@ -124,6 +148,7 @@ class Contender:
     impls: dict[str, Callable[[Path], Any]] | Callable[[], dict[str, Callable[[Path], Any]]]
     available: Callable[[], str | None] = lambda: None
     note: str = ""
+    commands: dict[str, str] = field(default_factory=dict)  # task -> what runs (for the report)
 
     def resolve(self) -> dict[str, Callable[[Path], Any]]:
         if callable(self.impls):
@@ -142,6 +167,12 @@ class Suite:
     tasks: Sequence[Task] = ()
     contenders: Sequence[Contender] = ()
     notes: Sequence[str] = ()  # extra markdown bullet points for the report
+    layout: str = "columns"  # or "rows": see the module docstring
+    # name -> {"title": ..., "unit": "bytes" | ""}: per-run numbers from Measured results
+    metrics: dict[str, dict[str, str]] = {}
+    # (task, contender) whose throughput is "the machine's limit" (rows layout: % column);
+    # contender None: the task's fastest contender in the same size and cache state
+    limit: tuple[str, str | None] | None = None
 
     def sizes(self, quick: bool) -> list[Size]:
         raise NotImplementedError
@@ -156,6 +187,18 @@ class Suite:
     @property
     def reference_name(self) -> str:
         return self.reference or self.baseline
+
+    def task_baseline(self, task: Task) -> str:
+        return task.baseline or self.baseline
+
+    def task_reference(self, task: Task) -> str:
+        return task.reference or task.baseline or self.reference_name
+
+    def targets(self, doc: dict[str, Any]) -> list[dict[str, Any]]:
+        """Goals to check against the results document (rendered as a table), each
+        {"label", "task", "contender", "versus", "min_speedup", "size", "cache"} plus
+        optionally {"max_metric": {name: limit}}; see report.targets_table."""
+        return []
 
 
 # --------------------------------------------------------------------------- helpers
@@ -337,6 +380,7 @@ class Cell:
     times: list[float] = field(default_factory=list)
     status: str = "ok"  # ok | n/a | error | wrong
     reason: str = ""
+    metrics: dict[str, list[float]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -347,6 +391,9 @@ class Cell:
         if self.times:
             d.update(median=statistics.median(self.times), min=min(self.times),
                      max=max(self.times))
+        if self.metrics and self.status == "ok":
+            d["metrics"] = {k: {"values": v, "max": max(v), "median": statistics.median(v)}
+                            for k, v in self.metrics.items() if v}
         return d
 
 
@@ -377,7 +424,8 @@ class _TaskRun:
         self.dropper = dropper
         self.rng = rng
         self.live = list(contenders)  # still running (not failed / unavailable)
-        self.ref_name = suite.reference_name
+        self.ref_name = suite.task_reference(task)
+        self.metrics: dict[str, float] = {}  # of the last run
         self.ref_value: Any = None
         self.have_ref = False
         self.pending: list[tuple[Contender, str, Any]] = []  # awaiting the reference's answer
@@ -389,6 +437,7 @@ class _TaskRun:
             if cell is None:
                 continue
             cell.times.clear()  # a cell is either ok with times, or not ok without
+            cell.metrics.clear()
             cell.status, cell.reason = status, reason
         if c in self.live:
             self.live.remove(c)
@@ -444,6 +493,10 @@ class _TaskRun:
             self._retire(c, "error", f"{type(exc).__name__}: {exc}")
             return None
         gc.enable()
+        self.metrics = {}
+        if isinstance(result, Measured):
+            self.metrics = dict(result.metrics)
+            result = result.value
         try:
             value = task.check(path, result) if task.check else task.digest(result)
         except Exception as exc:  # noqa: BLE001
@@ -480,7 +533,10 @@ class _TaskRun:
                         continue
                     elapsed = self._once(c, cache, timed=True)
                     if elapsed is not None:
-                        self.cells[(c.name, cache)].times.append(elapsed)
+                        cell = self.cells[(c.name, cache)]
+                        cell.times.append(elapsed)
+                        for k, v in self.metrics.items():
+                            cell.metrics.setdefault(k, []).append(v)
                 log(f"    {cache} round {rnd + 1}/{repeats}: " + ", ".join(
                     f"{c.name} {fmt_seconds(self.cells[(c.name, cache)].times[-1])}"
                     for c in self.live if self.cells[(c.name, cache)].times))
@@ -511,6 +567,7 @@ def run_suite(suite: Suite, opts: RunOptions) -> dict[str, Any]:
     contenders = list(suite.contenders)
     if opts.contenders:
         keep = set(opts.contenders) | {suite.reference_name, suite.baseline}
+        keep |= {suite.task_baseline(t) for t in tasks} | {suite.task_reference(t) for t in tasks}
         contenders = [c for c in contenders if c.name in keep]
 
     # which contenders can run at all
@@ -582,7 +639,7 @@ def run_suite(suite: Suite, opts: RunOptions) -> dict[str, Any]:
         mpl = "not installed"
     versions = {"numpy": _version_of("numpy"), "matplotlib": mpl}
     versions.update(suite.versions())
-    return {
+    doc: dict[str, Any] = {
         "suite": suite.name,
         "title": suite.title,
         "description": suite.description,
@@ -599,13 +656,20 @@ def run_suite(suite: Suite, opts: RunOptions) -> dict[str, Any]:
         "seed": opts.seed,
         "sizes": size_docs,
         "tasks": [{"name": t.name, "title": t.title, "note": t.note,
+                   "baseline": suite.task_baseline(t), "reference": suite.task_reference(t),
+                   "throughput": t.throughput,
                    "warmup": {s["label"]: t.warmup_for(Size(s["label"], s["nbytes"]))
                               for s in size_docs}} for t in tasks],
-        "contenders": [{"name": c.name, "note": c.note,
+        "contenders": [{"name": c.name, "note": c.note, "commands": dict(c.commands),
                         "unavailable": unavailable.get(c.name, "")} for c in contenders],
         "results": results,
         "elapsed_s": round(time.perf_counter() - started, 1),
+        "layout": suite.layout,
+        "metrics": dict(suite.metrics),
+        "limit": list(suite.limit) if suite.limit else None,
     }
+    doc["targets"] = suite.targets(doc)
+    return doc
 
 
 def _version_of(module: str) -> str:

@@ -17,6 +17,25 @@ def _index(doc: dict[str, Any]) -> dict[tuple[str, str, str, str], dict[str, Any
     return {(r["size"], r["task"], r["contender"], r["cache"]): r for r in doc["results"]}
 
 
+def _baseline(doc: dict[str, Any], task: str) -> str:
+    """The contender the task's ratios are against (the suite's unless the task has its own)."""
+    for t in doc["tasks"]:
+        if t["name"] == task:
+            return t.get("baseline") or doc["baseline"]
+    return doc["baseline"]
+
+
+def _per_task_baselines(doc: dict[str, Any]) -> bool:
+    return any((t.get("baseline") or doc["baseline"]) != doc["baseline"] for t in doc["tasks"])
+
+
+def _baseline_phrase(doc: dict[str, Any]) -> str:
+    """'`file`' or 'each task's baseline (marked ◆)' for the explanatory texts."""
+    if _per_task_baselines(doc):
+        return "each task's baseline, marked ◆"
+    return f"`{doc['baseline']}`"
+
+
 def _short_reason(reason: str, limit: int = 60) -> str:
     """The reason's summary: up to the first " (" (details are in the notes)."""
     reason = " ".join(reason.split())
@@ -40,7 +59,7 @@ def _cell(doc: dict[str, Any], idx: dict, size: str, task: str, contender: str,
     if "median" not in r:
         return "–"
     med = r["median"]
-    base = idx.get((size, task, doc["baseline"], cache))
+    base = idx.get((size, task, _baseline(doc, task), cache))
     ratio = ""
     if base and base["status"] == "ok" and base.get("median"):
         ratio = fmt_ratio(med / base["median"])
@@ -57,6 +76,8 @@ def _repeats_text(doc: dict[str, Any], task: str, size: str) -> int:
 
 
 def text_tables(doc: dict[str, Any]) -> str:
+    if doc.get("layout") == "rows":
+        return _text_rows(doc)
     idx = _index(doc)
     names = [c["name"] for c in doc["contenders"]]
     tasks = doc["tasks"]
@@ -94,6 +115,234 @@ def text_tables(doc: dict[str, Any]) -> str:
         out.extend(f"  - {k}" for k in footnotes)
     out.append("")
     return "\n".join(out)
+
+
+# --------------------------------------------------------------------------- rows layout
+#
+# For suites whose tasks each have their own set of contenders (e.g. `files`: wc for
+# counting lines, sed for replacing): one row per (task, contender that implements
+# it), columns per size and cache state.
+
+
+def _size_caches(doc: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:
+    """(size, cache) pairs that were measured."""
+    out = []
+    for size in doc["sizes"]:
+        for cache in CACHES:
+            rows = [r for r in doc["results"] if r["size"] == size["label"] and r["cache"] == cache]
+            if rows and not all("not measured" in r["reason"] for r in rows):
+                out.append((size, cache))
+    return out
+
+
+def _row_pairs(doc: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:
+    """(task, contender) pairs to show: the contender implements the task (its cells
+    are not all 'no implementation'), baseline first."""
+    names = [c["name"] for c in doc["contenders"]]
+    pairs = []
+    for t in doc["tasks"]:
+        base = _baseline(doc, t["name"])
+        order = ([base] if base in names else []) + [c for c in names if c != base]
+        for c in order:
+            cells = [r for r in doc["results"] if r["task"] == t["name"] and r["contender"] == c]
+            if cells and all(r["reason"] == "no implementation of this task" or
+                             "not measured" in r["reason"] for r in cells):
+                continue
+            if cells:
+                pairs.append((t, c))
+    return pairs
+
+
+def _command(doc: dict[str, Any], task: str, contender: str) -> str:
+    for c in doc["contenders"]:
+        if c["name"] == contender:
+            return c.get("commands", {}).get(task, "")
+    return ""
+
+
+def _mib(x: float) -> str:
+    return f"{x / (1 << 20):.1f} MiB" if x >= (1 << 20) else f"{x / 1024:.0f} KiB"
+
+
+def _metric_text(doc: dict[str, Any], name: str, value: float) -> str:
+    unit = doc.get("metrics", {}).get(name, {}).get("unit", "")
+    return _mib(value) if unit == "bytes" else f"{value:g}"
+
+
+def _gbps(doc: dict[str, Any], size: dict[str, Any], r: dict[str, Any] | None) -> float | None:
+    if not r or r["status"] != "ok" or not r.get("median"):
+        return None
+    return size.get("bytes", size["nbytes"]) / r["median"] / 1e9
+
+
+def _task_doc(doc: dict[str, Any], task: str) -> dict[str, Any]:
+    return next(t for t in doc["tasks"] if t["name"] == task)
+
+
+def _rows_summary(doc: dict[str, Any], markdown: bool) -> list[list[str]]:
+    """Header + one row per (task, contender): the time cells of every size and cache."""
+    idx = _index(doc)
+    sc = _size_caches(doc)
+    head = ["task", "contender", "command"] + [f"{s['label']} {cache}" for s, cache in sc]
+    rows = [head]
+    last_task = None
+    for t, c in _row_pairs(doc):
+        n = {s["label"]: _repeats_text(doc, t["name"], s["label"]) for s, _ in sc}
+        reps = sorted({v for v in n.values() if v != doc["default_repeats"]})
+        title = t["title"] if markdown else t["name"]
+        label = title + (f" (n={','.join(map(str, reps))} on "
+                         f"{','.join(k for k, v in n.items() if v != doc['default_repeats'])})"
+                         if reps else "")
+        base = " ◆" if c == _baseline(doc, t["name"]) else ""
+        cmd = _command(doc, t["name"], c)
+        if markdown:
+            row = [label if t["name"] != last_task else "", f"`{c}`{base}",
+                   f"`{cmd}`" if cmd else ""]
+        else:
+            row = [label if t["name"] != last_task else "", c + base, cmd]
+        row += [_cell(doc, idx, s["label"], t["name"], c, cache, markdown) for s, cache in sc]
+        rows.append(row)
+        last_task = t["name"]
+    return rows
+
+
+def _rows_limit(doc: dict[str, Any], idx: dict, size: dict[str, Any], cache: str) -> float | None:
+    """GB/s of the limit: its contender's, or the limit task's fastest contender's."""
+    lim = doc.get("limit")
+    if not lim:
+        return None
+    names = [lim[1]] if lim[1] else [c["name"] for c in doc["contenders"]]
+    rates = [r for c in names
+             if (r := _gbps(doc, size, idx.get((size["label"], lim[0], c, cache)))) is not None]
+    return max(rates) if rates else None
+
+
+def _rows_throughput(doc: dict[str, Any], size: dict[str, Any]) -> list[list[str]]:
+    """Header + rows: GB/s (and % of the limit) per cache, and the declared metrics."""
+    idx = _index(doc)
+    caches = [cache for s, cache in _size_caches(doc) if s["label"] == size["label"]]
+    metric_names = list(doc.get("metrics", {}))
+    head = ["task", "contender"]
+    for cache in caches:
+        head += [f"{cache} GB/s"] + (["% of limit"] if doc.get("limit") else [])
+    head += [doc["metrics"][m].get("title", m) + " (max)" for m in metric_names]
+    rows = [head]
+    last_task = None
+    for t, c in _row_pairs(doc):
+        row = [t["name"] if t["name"] != last_task else "", c]
+        last_task = t["name"]
+        for cache in caches:
+            r = idx.get((size["label"], t["name"], c, cache))
+            g = _gbps(doc, size, r) if t.get("throughput", True) else None
+            row.append(f"{g:.2f}" if g is not None else "–")
+            if doc.get("limit"):
+                lim = _rows_limit(doc, idx, size, cache)
+                row.append(f"{100 * g / lim:.0f} %" if g is not None and lim else "–")
+        for m in metric_names:
+            vals = [idx[(size["label"], t["name"], c, cache)].get("metrics", {}).get(m, {})
+                    .get("max") for cache in caches if (size["label"], t["name"], c, cache) in idx]
+            vals = [v for v in vals if v is not None]
+            row.append(_metric_text(doc, m, max(vals)) if vals else "–")
+        rows.append(row)
+    return rows
+
+
+def _plain(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    out = []
+    for j, row in enumerate(rows):
+        out.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+        if j == 0:
+            out.append("  ".join("-" * w for w in widths))
+    return out
+
+
+def _md_table(rows: list[list[str]], numeric_from: int) -> list[str]:
+    out = ["| " + " | ".join(rows[0]) + " |",
+           "|" + "---|" * numeric_from + "---:|" * (len(rows[0]) - numeric_from)]
+    out += ["| " + " | ".join(_md_escape(c) for c in row) + " |" for row in rows[1:]]
+    return out
+
+
+def targets_rows(doc: dict[str, Any], markdown: bool) -> list[list[str]]:
+    """Header + one row per target: measured speed-up (and metric) vs the goal."""
+    idx = _index(doc)
+    rows = [["target", "measured at", "speed-up", "goal", "met?"]]
+    for g in doc.get("targets", []):
+        size = next((s for s in doc["sizes"] if s["label"] == g["size"]), None)
+        where = f"{g['size']} ({size['human']}), {g['cache']}" if size else g["size"]
+        mine = idx.get((g["size"], g["task"], g["contender"], g["cache"]))
+        other = idx.get((g["size"], g["task"], g["versus"], g["cache"]))
+        goal = f"≥ {g['min_speedup']:g}×"
+        if mine is None or other is None:
+            rows.append([g["label"], where, "–", goal, "n/a (not measured)"])
+            continue
+        ok_m = mine["status"] == "ok" and mine.get("median")
+        ok_o = other["status"] == "ok" and other.get("median")
+        if not (ok_m and ok_o):
+            bad_name, bad = (g["contender"], mine) if not ok_m else (g["versus"], other)
+            rows.append([g["label"], where, "–", goal, f"n/a ({bad_name} {bad['status']})"])
+            continue
+        speedup = other["median"] / mine["median"]
+        met = speedup >= g["min_speedup"]
+        measured = f"{speedup:.2f}×"
+        for m, limit in g.get("max_metric", {}).items():
+            v = mine.get("metrics", {}).get(m, {}).get("max")
+            goal += f", {doc['metrics'].get(m, {}).get('title', m)} ≤ {_metric_text(doc, m, limit)}"
+            if v is None:
+                measured += f", {m} not measured"
+                met = False
+            else:
+                measured += f", {_metric_text(doc, m, v)}"
+                met = met and v <= limit
+        rows.append([g["label"], where, measured, goal,
+                     ("**met**" if met else "**missed**") if markdown else
+                     ("met" if met else "MISSED")])
+    return rows
+
+
+def _text_rows(doc: dict[str, Any]) -> str:
+    out = [f"== {doc['suite']}: {doc['title']} ({doc['mode']}) ==",
+           f"median wall time of the timed runs; ×r = median / median of the task's baseline "
+           f"(◆; below 1 is faster); cache drop: {doc['cache_drop']['method']}", ""]
+    out += _plain(_rows_summary(doc, False))
+    for size in doc["sizes"]:
+        out += ["", f"{size['label']} ({size['human']}): throughput"
+                + (f" (limit: {doc['limit'][0]})" if doc.get("limit") else "")
+                + (" and " + ", ".join(v.get("title", k) for k, v in doc["metrics"].items())
+                   if doc.get("metrics") else "")]
+        out += _plain(_rows_throughput(doc, size))
+    if doc.get("targets"):
+        out += ["", "targets"]
+        out += _plain(targets_rows(doc, False))
+    footnotes = dict.fromkeys(f"{r['contender']} / {r['task']} @ {r['size']}: {r['reason']}"
+                              for r in doc["results"] if r["status"] != "ok"
+                              and r["reason"] != "no implementation of this task"
+                              and "not measured" not in r["reason"])
+    if footnotes:
+        out += ["", "not measured / failed:"] + [f"  - {k}" for k in footnotes]
+    out.append("")
+    return "\n".join(out)
+
+
+def _md_rows_results(doc: dict[str, Any], heading: str) -> list[str]:
+    lines = _md_table(_rows_summary(doc, True), 3) + [""]
+    for size in doc["sizes"]:
+        lim = doc.get("limit")
+        lines += [f"{heading} {size['label']} ({size['human']}): throughput"
+                  + (" and memory" if doc.get("metrics") else ""), "",
+                  "GB/s = bytes of the data file / median time"
+                  + (f"; % of limit = that throughput as a share of "
+                     + (f"`{lim[1]}`'s" if lim[1] else "the fastest")
+                     + f" in task `{lim[0]}` in the same cache state" if lim else "")
+                  + "".join(f"; {v.get('title', k)} (max): the largest over the timed runs"
+                            for k, v in doc.get("metrics", {}).items()) + ".", ""]
+        lines += _md_table(_rows_throughput(doc, size), 2) + [""]
+    if doc.get("targets"):
+        lines += [f"{heading} Targets", "",
+                  "Speed-up = the other tool's median time / mmapkit's, same size and cache.", ""]
+        lines += _md_table(targets_rows(doc, True), 2) + [""]
+    return lines
 
 
 # --------------------------------------------------------------------------- markdown
@@ -137,9 +386,14 @@ def readme_section(results_dir: Path) -> str:
         out += [f"### `{name}`: {doc['title']}", "",
                 f"{doc['mode']} run of {doc['machine'].get('date', '?')[:10]} on "
                 f"{doc['machine'].get('cores', '?')} cores; ratios are against "
-                f"`{doc['baseline']}` (below 1 is faster). Full report: [{rel}.md]({rel}.md).",
+                f"{_baseline_phrase(doc)} (below 1 is faster). Full report: [{rel}.md]({rel}.md).",
                 "", f"![{name}]({rel}.png)", ""]
         idx = _index(doc)
+        if doc.get("layout") == "rows":
+            out += _md_table(_rows_summary(doc, True), 3) + [""]
+            if doc.get("targets"):
+                out += _md_table(targets_rows(doc, True), 2) + [""]
+            continue
         for size in doc["sizes"]:
             for cache in CACHES:
                 out += _results_table(doc, idx, size, cache, "####")
@@ -195,22 +449,43 @@ def markdown(doc: dict[str, Any], suite_name: str) -> str:
                         for t in doc["tasks"] for s, w in t.get("warmup", {}).items()
                         if w == "prime")),
              ("order", f"contenders in a fresh random order every round (seed {doc['seed']})"),
-             ("verification", f"every run's answer compared with `{doc['reference']}`'s; "
-              "a mismatch fails the suite"),
+             ("verification", (f"every run's answer compared with `{doc['reference']}`'s"
+                               if not any(t.get("reference", doc["reference"]) != doc["reference"]
+                                          for t in doc["tasks"])
+                               else "every run's answer compared with the task's reference "
+                                    "contender's (see Tasks)") + "; a mismatch fails the suite"),
              ("total run time", f"{doc.get('elapsed_s', '?')} s")]
     lines += [f"| {k} | {_md_escape(str(v))} |" for k, v in rows]
     lines.append("")
 
+    ratio_text = (f"the ratio to `{doc['baseline']}` (median / median of `{doc['baseline']}`; "
+                  "**below 1 is faster**)") if not _per_task_baselines(doc) else (
+        "the ratio to the task's baseline (marked ◆; median / median of the baseline's, "
+        "**below 1 is faster**)")
     lines += ["## Results", "",
               f"Cells: median wall time (`time.perf_counter`) of the timed runs, and in "
-              f"brackets the ratio to `{doc['baseline']}` (median / median of "
-              f"`{doc['baseline']}`; **below 1 is faster**). Min and max of every cell are "
+              f"brackets {ratio_text}. Min and max of every cell are "
               f"in the details below and in the JSON.", ""]
-    for size in doc["sizes"]:
-        for cache in CACHES:
-            lines += _results_table(doc, idx, size, cache, "###")
+    if doc.get("layout") == "rows":
+        lines += _md_rows_results(doc, "###")
+    else:
+        for size in doc["sizes"]:
+            for cache in CACHES:
+                lines += _results_table(doc, idx, size, cache, "###")
     lines += ["<details><summary>min – max of every cell (seconds)</summary>", ""]
-    for size in doc["sizes"]:
+    if doc.get("layout") == "rows":
+        sc = _size_caches(doc)
+        lines.append("| task | contender | " + " | ".join(f"{s['label']} {c}" for s, c in sc) + " |")
+        lines.append("|---|---|" + "---:|" * len(sc))
+        for t, c in _row_pairs(doc):
+            cells = []
+            for s_, cache in sc:
+                r = idx.get((s_["label"], t["name"], c, cache))
+                cells.append(f"{fmt_seconds(r['min'])} – {fmt_seconds(r['max'])}"
+                             if r and r["status"] == "ok" and "min" in r else "–")
+            lines.append(f"| {t['name']} | `{c}` | " + " | ".join(cells) + " |")
+        lines.append("")
+    for size in doc["sizes"] if doc.get("layout") != "rows" else []:
         lines.append("| size | cache | task | " + " | ".join(f"`{c}`" for c in names) + " |")
         lines.append("|---|---|---|" + "---:|" * len(names))
         for cache in CACHES:
@@ -225,19 +500,27 @@ def markdown(doc: dict[str, Any], suite_name: str) -> str:
     lines += ["</details>", ""]
 
     lines += ["## Tasks", ""]
+    per_task = _per_task_baselines(doc) or any(
+        t.get("reference", doc["reference"]) != doc["reference"] for t in doc["tasks"])
     for t in doc["tasks"]:
-        lines.append(f"- **{t['title']}** (`{t['name']}`)" + (f": {t['note']}" if t["note"] else ""))
+        who = ""
+        if per_task:
+            b, r = _baseline(doc, t["name"]), t.get("reference") or doc["reference"]
+            who = f" — baseline `{b}`" + (f", reference answer `{r}`" if r != b else "")
+        lines.append(f"- **{t['title']}** (`{t['name']}`){who}"
+                     + (f": {t['note']}" if t["note"] else ""))
     lines += ["", "## Contenders", ""]
     for c in doc["contenders"]:
-        base = " — baseline" if c["name"] == doc["baseline"] else ""
-        ref = " — reference answer" if c["name"] == doc["reference"] else ""
+        base = " — baseline" if c["name"] == doc["baseline"] and not per_task else ""
+        ref = " — reference answer" if c["name"] == doc["reference"] and not per_task else ""
         lines.append(f"- **`{c['name']}`**{base}{ref}" + (f": {c['note']}" if c["note"] else ""))
     lines.append("")
 
     problems = []
     seen = set()
     for r in doc["results"]:
-        if r["status"] != "ok" and "not measured" not in r["reason"]:
+        if r["status"] != "ok" and "not measured" not in r["reason"] \
+                and r["reason"] != "no implementation of this task":
             key = (r["contender"], r["status"], r["reason"])
             if key in seen:
                 continue
@@ -258,7 +541,59 @@ def markdown(doc: dict[str, Any], suite_name: str) -> str:
 # --------------------------------------------------------------------------- chart
 
 
+def _chart_rows(doc: dict[str, Any], path: Path) -> None:
+    """Rows layout: per size and cache, one horizontal bar per (task, contender): the
+    median time relative to the task's baseline (log scale; left of 1 is faster)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    idx = _index(doc)
+    pairs = _row_pairs(doc)
+    sc = _size_caches(doc)
+    ncol = 2
+    nrow = (len(sc) + ncol - 1) // ncol
+    fig, axes = plt.subplots(nrow, ncol, figsize=(14, 0.24 * len(pairs) * nrow + 1.5),
+                             squeeze=False)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    task_names = [t["name"] for t in doc["tasks"]]
+    labels = [f"{t['name']}: {c}" for t, c in pairs]
+    for k, (size, cache) in enumerate(sc):
+        ax = axes[k // ncol][k % ncol]
+        for i, (t, c) in enumerate(pairs):
+            r = idx.get((size["label"], t["name"], c, cache))
+            base = idx.get((size["label"], t["name"], _baseline(doc, t["name"]), cache))
+            color = colors[task_names.index(t["name"]) % len(colors)]
+            if r and r["status"] == "ok" and r.get("median") and base and base.get("median"):
+                ratio = r["median"] / base["median"]
+                ax.barh(i, ratio - 1, color=color, left=1)  # from 1: faster left, slower right
+                ax.text(r["median"] / base["median"], i, f" {fmt_seconds(r['median'])} s",
+                        va="center", fontsize=6)
+            else:
+                status = r["status"] if r else "n/a"
+                ax.text(1, i, status if status == "n/a" else status.upper(), va="center",
+                        fontsize=6, color="grey" if status == "n/a" else "red")
+        ax.axvline(1, color="black", linewidth=0.8)
+        ax.set_xscale("log")
+        ax.set_yticks(range(len(pairs)))
+        ax.set_yticklabels(labels if k % ncol == 0 else [""] * len(labels), fontsize=7)
+        ax.invert_yaxis()
+        ax.set_xlabel("median time / task baseline's (log; left of 1 is faster)")
+        ax.set_title(f"{size['label']} ({size['human']}), {cache} cache")
+        ax.grid(axis="x", which="both", alpha=0.3)
+    for k in range(len(sc), nrow * ncol):
+        axes[k // ncol][k % ncol].axis("off")
+    fig.suptitle(f"{doc['suite']}: {doc['title']} ({doc['mode']})")
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.5 / fig.get_figheight()))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def chart(doc: dict[str, Any], path: Path) -> None:
+    if doc.get("layout") == "rows":
+        _chart_rows(doc, path)
+        return
     import matplotlib
 
     matplotlib.use("Agg")

@@ -14,7 +14,7 @@ from ..harness import Suite
 
 SUITES: dict[str, str] = {
     "pyio": "bench.suites.pyio:PyioSuite",
-    # "files": "bench.suites.files:FilesSuite",
+    "files": "bench.suites.files:FilesSuite",
     # "logs": "bench.suites.logs:LogsSuite",
     # "arrays": "bench.suites.arrays:ArraysSuite",
     # "kmers": "bench.suites.kmers:KmersSuite",

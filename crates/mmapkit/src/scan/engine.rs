@@ -386,7 +386,6 @@ pub fn rfind(path: impl AsRef<Path>, needle: &[u8], opts: &ScanOptions) -> Resul
     Ok(results.into_iter().flatten().next())
 }
 
-#[allow(dead_code)] // used by grep and replace (being written)
 impl Job<'_> {
     /// The ranges moved so each starts at a line start (holds whole lines).
     pub(crate) fn line_ranges(&self) -> Result<Vec<(u64, u64)>> {

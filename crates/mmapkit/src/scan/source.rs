@@ -102,7 +102,6 @@ impl Source {
         }
     }
 
-    #[allow(dead_code)] // used by grep and replace (being written)
     pub(crate) fn path(&self) -> &Path {
         match self {
             Source::Mapped(m) => m.path(),
