@@ -102,13 +102,6 @@ impl Source {
         }
     }
 
-    pub(crate) fn path(&self) -> &Path {
-        match self {
-            Source::Mapped(m) => m.path(),
-            Source::Read { path, .. } => path,
-        }
-    }
-
     /// Calls `f` with the bytes `[start, end)` (within the file).
     ///
     /// `f` must not call `with_window` itself (the read buffer is per thread).
