@@ -606,7 +606,7 @@ fn newlines(job: &Job<'_>, s: u64, e: u64) -> Result<u64> {
 /// True when a pattern may assert something about the whole haystack
 /// (`\A`, `\z`, or multi-line mode turned off by `(?-m)`), which searching
 /// a window of many lines would get wrong. Errs on the side of true.
-fn whole_haystack_assertions(p: &str) -> bool {
+pub(crate) fn whole_haystack_assertions(p: &str) -> bool {
     let b = p.as_bytes();
     let mut i = 0;
     while i < b.len() {

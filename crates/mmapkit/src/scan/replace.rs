@@ -66,6 +66,7 @@ use memchr::memmem::Finder;
 use regex::bytes::{Regex, RegexBuilder};
 
 use super::engine::{Job, ScanOptions};
+use super::grep::whole_haystack_assertions;
 use super::source::{Source, Strategy};
 use crate::map::{Advice, Map, Mode};
 use crate::{Error, Result};
@@ -642,38 +643,6 @@ impl<'a> RegexEdit<'a> {
         }
         count
     }
-}
-
-/// Whether a pattern asserts about the whole haystack (`\A`, `\z`, or
-/// turns multi-line mode off), so matching a window of lines is not the
-/// same as matching each line.
-fn whole_haystack_assertions(p: &str) -> bool {
-    let b = p.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'\\' => {
-                if matches!(b.get(i + 1), Some(b'A' | b'z')) {
-                    return true;
-                }
-                i += 2;
-                continue;
-            }
-            b'(' if b.get(i + 1) == Some(&b'?') => {
-                let mut negated = false;
-                for &c in b[i + 2..].iter().take_while(|&&c| c != b':' && c != b')') {
-                    match c {
-                        b'-' => negated = true,
-                        b'm' if negated => return true,
-                        _ => {}
-                    }
-                }
-            }
-            _ => {}
-        }
-        i += 1;
-    }
-    false
 }
 
 /// Input bytes per group of ranges built in parallel (two groups alive).
