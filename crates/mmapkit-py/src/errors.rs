@@ -26,6 +26,19 @@ create_exception!(
     "The mapping cannot grow in place further while views of it are alive."
 );
 
+create_exception!(
+    mmapkit,
+    CorruptError,
+    PyOSError,
+    "Stored data failed an integrity check (checksum, torn frame); errno EIO."
+);
+create_exception!(
+    mmapkit,
+    FormatError,
+    PyValueError,
+    "An input file is not in the expected format (bad .npy header, malformed FASTA/FASTQ record)."
+);
+
 fn os_parts(e: &Error) -> (i32, String, String) {
     let errno = e.raw_os_error().unwrap_or(0);
     let path = e.path().map(|p| p.display().to_string()).unwrap_or_default();
@@ -45,6 +58,8 @@ pub fn to_py(e: Error) -> PyErr {
         Error::Io { .. } => PyOSError::new_err(os_parts(&e)),
         Error::FileTruncated { .. } => FileTruncatedError::new_err(os_parts(&e)),
         Error::DiskFull { .. } => DiskFullError::new_err(os_parts(&e)),
+        Error::Corrupt { .. } => CorruptError::new_err(os_parts(&e)),
+        Error::Format { .. } => FormatError::new_err(e.to_string()),
         Error::ReservationExhausted { .. } => ReservationExhaustedError::new_err(e.to_string()),
         Error::ReadOnly { .. } => PyTypeError::new_err(format!("mmap can't modify a readonly memory map ({e})")),
         _ => PyValueError::new_err(e.to_string()),

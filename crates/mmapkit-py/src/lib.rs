@@ -33,6 +33,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<mapped::Mmap>()?;
     m.add("FileTruncatedError", py.get_type::<errors::FileTruncatedError>())?;
     m.add("DiskFullError", py.get_type::<errors::DiskFullError>())?;
+    m.add("CorruptError", py.get_type::<errors::CorruptError>())?;
+    m.add("FormatError", py.get_type::<errors::FormatError>())?;
     m.add("ReservationExhaustedError", py.get_type::<errors::ReservationExhaustedError>())?;
     m.add_function(wrap_pyfunction!(drop_cache, m)?)?;
     m.add_function(wrap_pyfunction!(page_size, m)?)?;

@@ -55,6 +55,26 @@ pub enum Error {
         /// The file.
         path: PathBuf,
     },
+    /// Stored data failed an integrity check (a checksum, a broken frame,
+    /// a sealed log segment that does not verify). `detail` says where
+    /// (entry index, segment, offset).
+    #[error("{}: corrupt: {detail}", path.display())]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What failed and where.
+        detail: String,
+    },
+    /// An input file is not in the expected format (a malformed `.npy`
+    /// header, a FASTA/FASTQ record that does not parse). `detail` names
+    /// the record or field.
+    #[error("{}: {detail}", path.display())]
+    Format {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong and where.
+        detail: String,
+    },
     /// A caller-supplied argument is out of range or inconsistent.
     #[error("{0}")]
     InvalidArgument(String),
@@ -97,6 +117,7 @@ impl Error {
             Error::DiskFull { .. } => Some(libc::ENOSPC),
             Error::FileTruncated { .. } => Some(libc::EFAULT),
             Error::ReadOnly { .. } => Some(libc::EACCES),
+            Error::Corrupt { .. } => Some(libc::EIO),
             _ => None,
         }
     }
@@ -108,7 +129,9 @@ impl Error {
             | Error::FileTruncated { path }
             | Error::DiskFull { path, .. }
             | Error::ReservationExhausted { path, .. }
-            | Error::ReadOnly { path } => Some(path),
+            | Error::ReadOnly { path }
+            | Error::Corrupt { path, .. }
+            | Error::Format { path, .. } => Some(path),
             Error::InvalidArgument(_) => None,
         }
     }

@@ -10,6 +10,7 @@
 //!   [`Error::FileTruncated`] instead).
 //! * [`scan`]: byte-search kernels (memchr) shared by every strategy.
 //! * [`info`]: size, allocated blocks and page-cache residency of files.
+//! * [`store`]: the `.npy` header and growable array stores.
 //!
 //! All unsafe code lives in [`map`]; everything else is built on its
 //! documented API.
@@ -20,5 +21,6 @@ mod error;
 pub mod info;
 pub mod map;
 pub mod scan;
+pub mod store;
 
 pub use error::{os_message, Error, Result};

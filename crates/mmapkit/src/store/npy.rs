@@ -1,0 +1,254 @@
+//! The `.npy` file header (NumPy format versions 1.0, 2.0 and 3.0).
+//!
+//! A `.npy` file is a fixed preamble (`\x93NUMPY`, major, minor, header
+//! length), an ASCII Python-dict header such as
+//! `{'descr': '<f4', 'fortran_order': False, 'shape': (10, 136), }`
+//! padded with spaces to a multiple of 64 bytes and ending in `\n`, then the
+//! raw array data.
+//!
+//! Growable stores and writers whose row count is unknown up front reserve
+//! header room ([`Header::reserved_len`]) so the shape can later be rewritten
+//! **in place** without moving the data: [`Header::encode_into`] pads to an
+//! exact total length. numpy accepts any amount of trailing padding.
+
+use crate::{Error, Result};
+use std::path::Path;
+
+const MAGIC: &[u8; 6] = b"\x93NUMPY";
+/// numpy aligns the data offset to this.
+pub const ALIGN: usize = 64;
+
+/// What a `.npy` header says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Header {
+    /// The dtype exactly as the header spells it, as a Python literal:
+    /// `'<f4'` (quotes included) or a list for structured dtypes.
+    pub descr: String,
+    /// Column-major data (stores only write C order).
+    pub fortran_order: bool,
+    /// The array's shape; the first axis is the one that grows.
+    pub shape: Vec<u64>,
+}
+
+impl Header {
+    /// A C-order header for a simple dtype string such as `<f4` or `|u1`.
+    pub fn new(dtype: &str, shape: Vec<u64>) -> Header {
+        Header { descr: format!("'{dtype}'"), fortran_order: false, shape }
+    }
+
+    /// The dtype string when `descr` is a plain quoted string (`<f4`).
+    pub fn simple_dtype(&self) -> Option<&str> {
+        let d = self.descr.trim();
+        let q = d.chars().next().filter(|c| *c == '\'' || *c == '"')?;
+        d.strip_prefix(q)?.strip_suffix(q)
+    }
+
+    /// Bytes per element for simple dtypes (`<f4` → 4, `|u1` → 1, `<c16` → 16).
+    pub fn item_size(&self) -> Option<usize> {
+        let d = self.simple_dtype()?;
+        let digits = d.trim_start_matches(['<', '>', '|', '=']);
+        let n: String = digits.chars().skip_while(|c| c.is_ascii_alphabetic()).collect();
+        n.parse().ok()
+    }
+
+    /// The dict literal without padding.
+    fn dict(&self) -> String {
+        let shape = match self.shape.as_slice() {
+            [one] => format!("({one},)"),
+            dims => format!(
+                "({})",
+                dims.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
+            ),
+        };
+        let fo = if self.fortran_order { "True" } else { "False" };
+        format!("{{'descr': {}, 'fortran_order': {fo}, 'shape': {shape}, }}", self.descr)
+    }
+
+    /// The smallest total header length (preamble included, a multiple of
+    /// [`ALIGN`]) that holds this header even when every dimension of the
+    /// shape grows to 20 digits (`u64::MAX`): reserve this much and the
+    /// shape can always be rewritten in place.
+    pub fn reserved_len(&self) -> usize {
+        let mut widest = self.clone();
+        widest.shape = vec![u64::MAX; self.shape.len().max(1)];
+        aligned_total(widest.dict().len())
+    }
+
+    /// The smallest total header length for this exact header, like numpy
+    /// writes it.
+    pub fn min_len(&self) -> usize {
+        aligned_total(self.dict().len())
+    }
+
+    /// Encodes the header padded to exactly `total` bytes (preamble, dict,
+    /// spaces, `\n`); `total` must be a multiple of [`ALIGN`] and at least
+    /// [`Header::min_len`]. Uses format 1.0 when the length fits in a u16,
+    /// else 2.0 (3.0 only for non-ASCII descr, which numpy never writes for
+    /// dtypes it can memmap).
+    pub fn encode_into(&self, total: usize) -> Result<Vec<u8>> {
+        let dict = self.dict();
+        if total % ALIGN != 0 || total < aligned_total(dict.len()) {
+            return Err(Error::InvalidArgument(format!(
+                "npy header of {total} bytes cannot hold {dict}"
+            )));
+        }
+        let v1 = total - 10 <= u16::MAX as usize;
+        let pre = if v1 { 10 } else { 12 };
+        let mut out = Vec::with_capacity(total);
+        out.extend_from_slice(MAGIC);
+        if v1 {
+            out.extend_from_slice(&[1, 0]);
+            out.extend_from_slice(&((total - pre) as u16).to_le_bytes());
+        } else {
+            out.extend_from_slice(&[2, 0]);
+            out.extend_from_slice(&((total - pre) as u32).to_le_bytes());
+        }
+        out.extend_from_slice(dict.as_bytes());
+        out.resize(total - 1, b' ');
+        out.push(b'\n');
+        Ok(out)
+    }
+
+    /// Encodes with the minimal length.
+    pub fn encode(&self) -> Vec<u8> {
+        self.encode_into(self.min_len()).expect("min_len always fits")
+    }
+
+    /// Parses the header at the start of `bytes` (at least the whole header
+    /// must be present). Returns the header and the data offset. `path`
+    /// only labels errors.
+    pub fn decode(bytes: &[u8], path: &Path) -> Result<(Header, usize)> {
+        let bad = |detail: String| Error::Format { path: path.to_owned(), detail };
+        if bytes.len() < 10 || &bytes[..6] != MAGIC {
+            return Err(bad("not a .npy file (bad magic)".into()));
+        }
+        let (pre, hlen) = match bytes[6] {
+            1 => (10, u16::from_le_bytes([bytes[8], bytes[9]]) as usize),
+            2 | 3 if bytes.len() >= 12 => {
+                (12, u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize)
+            }
+            v => return Err(bad(format!("unsupported .npy format version {v}.{}", bytes[7]))),
+        };
+        let end = pre + hlen;
+        let text = bytes
+            .get(pre..end)
+            .ok_or_else(|| bad(format!("truncated .npy header ({end} bytes expected)")))?;
+        let text = std::str::from_utf8(text).map_err(|_| bad("npy header is not UTF-8".into()))?;
+        let descr = dict_value(text, "descr").ok_or_else(|| bad("npy header has no 'descr'".into()))?;
+        let fo = dict_value(text, "fortran_order")
+            .ok_or_else(|| bad("npy header has no 'fortran_order'".into()))?;
+        let shape_lit =
+            dict_value(text, "shape").ok_or_else(|| bad("npy header has no 'shape'".into()))?;
+        let inner = shape_lit
+            .trim()
+            .strip_prefix('(')
+            .and_then(|s| s.strip_suffix(')'))
+            .ok_or_else(|| bad(format!("npy shape {shape_lit} is not a tuple")))?;
+        let shape = inner
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|s| s.trim_end_matches('L').parse::<u64>())
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|_| bad(format!("npy shape {shape_lit} is not a tuple of integers")))?;
+        let fortran_order = match fo.trim() {
+            "False" => false,
+            "True" => true,
+            other => return Err(bad(format!("npy fortran_order is {other}"))),
+        };
+        Ok((Header { descr: descr.trim().to_owned(), fortran_order, shape }, end))
+    }
+}
+
+fn aligned_total(dict_len: usize) -> usize {
+    // preamble (10 for v1, 12 for v2) + dict + at least the final '\n'
+    let v1 = (10 + dict_len + 1).div_ceil(ALIGN) * ALIGN;
+    if v1 - 10 <= u16::MAX as usize {
+        v1
+    } else {
+        (12 + dict_len + 1).div_ceil(ALIGN) * ALIGN
+    }
+}
+
+/// The literal after `'key':` in a Python dict literal, up to the comma that
+/// closes it at bracket depth 0 (handles nested lists/tuples and quotes).
+fn dict_value<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    let start = ["'", "\""]
+        .iter()
+        .find_map(|q| text.find(&format!("{q}{key}{q}")).map(|i| i + key.len() + 2))?;
+    let rest = text[start..].trim_start().strip_prefix(':')?;
+    let (mut depth, mut quote) = (0i32, None::<char>);
+    for (i, c) in rest.char_indices() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '\'' | '"') => quote = Some(c),
+            (None, '(' | '[' | '{') => depth += 1,
+            (None, ')' | ']') => depth -= 1,
+            (None, '}') if depth == 0 => return Some(rest[..i].trim()),
+            (None, '}') => depth -= 1,
+            (None, ',') if depth == 0 => return Some(rest[..i].trim()),
+            _ => {}
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p() -> &'static Path {
+        Path::new("x.npy")
+    }
+
+    #[test]
+    fn round_trip_and_alignment() {
+        for shape in [vec![], vec![0], vec![7], vec![3, 136], vec![u64::MAX, 2, 5]] {
+            let h = Header::new("<f4", shape.clone());
+            for total in [h.min_len(), h.reserved_len(), h.reserved_len() + 64] {
+                let b = h.encode_into(total).unwrap();
+                assert_eq!(b.len(), total);
+                assert_eq!(total % ALIGN, 0);
+                assert_eq!(*b.last().unwrap(), b'\n');
+                let (back, off) = Header::decode(&b, p()).unwrap();
+                assert_eq!(back, h);
+                assert_eq!(off, total);
+            }
+        }
+    }
+
+    #[test]
+    fn reserved_len_fits_any_row_count() {
+        let h = Header::new("<i2", vec![0, 4]);
+        let r = h.reserved_len();
+        let big = Header::new("<i2", vec![u64::MAX, u64::MAX]);
+        assert!(big.encode_into(r).is_ok());
+        assert!(Header::new("<i2", vec![1, 4]).min_len() <= r);
+    }
+
+    #[test]
+    fn parses_what_numpy_writes() {
+        // np.save of np.zeros((2, 3), '<f8') and a structured dtype
+        let mut b = b"\x93NUMPY\x01\x00v\x00{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), }".to_vec();
+        b.resize(128 - 1, b' ');
+        b.push(b'\n');
+        let (h, off) = Header::decode(&b, p()).unwrap();
+        assert_eq!((h.simple_dtype(), h.item_size(), h.shape.as_slice(), off), (Some("<f8"), Some(8), &[2u64, 3][..], 128));
+        let s = "{'descr': [('a', '<i4'), ('b', '<f8', (2,))], 'fortran_order': False, 'shape': (5,), }";
+        let h = Header { descr: "[('a', '<i4'), ('b', '<f8', (2,))]".into(), fortran_order: false, shape: vec![5] };
+        let enc = h.encode();
+        assert!(std::str::from_utf8(&enc[10..]).unwrap().starts_with(s));
+        assert_eq!(Header::decode(&enc, p()).unwrap().0, h);
+        assert_eq!(h.simple_dtype(), None);
+    }
+
+    #[test]
+    fn bad_headers_are_format_errors() {
+        for b in [&b"hello world!"[..], b"\x93NUMPY\x09\x00\x10\x00{}", b"\x93NUMPY\x01\x00\xff\x00{'descr'"] {
+            let e = Header::decode(b, p()).unwrap_err();
+            assert!(matches!(e, Error::Format { .. }), "{e}");
+            assert!(e.to_string().starts_with("x.npy: "), "{e}");
+        }
+    }
+}
