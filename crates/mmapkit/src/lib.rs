@@ -11,6 +11,10 @@
 //! * [`scan`]: byte-search kernels (memchr) shared by every strategy.
 //! * [`info`]: size, allocated blocks and page-cache residency of files.
 //! * [`store`]: the `.npy` header and growable array stores.
+//! * [`writer`]: [`writer::RecordWriter`], fixed-width records written
+//!   from many threads straight into a mapped output, in input order.
+//! * [`kmer`]: canonical k-mer frequency vectors of FASTA/FASTQ reads,
+//!   written through the record writer (single / batch / mmap designs).
 //!
 //! All unsafe code lives in [`map`]; everything else is built on its
 //! documented API.
@@ -22,5 +26,6 @@ pub mod info;
 pub mod map;
 pub mod scan;
 pub mod store;
+pub mod writer;
 
 pub use error::{os_message, Error, Result};

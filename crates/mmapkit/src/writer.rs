@@ -1,0 +1,444 @@
+//! Parallel output of fixed-width records through one shared mapping.
+//!
+//! [`RecordWriter`] is the pattern of the parallel-writing article: when
+//! every record has the same width, record `i` lives at
+//! `header + i × width`, so any number of threads can write their records
+//! straight into a mapped output, in input order, with no reordering queue
+//! and no lock on the output.
+//!
+//! * **Known count** (`n` given): the file is sized (and its blocks
+//!   allocated, so a full disk fails at creation) up front.
+//! * **Unknown count**: the file grows in chunks as records past its end are
+//!   written. Growth goes through [`Map::grow`], which never moves the
+//!   mapping, so a thread that is copying a record into a lower offset
+//!   while another grows the file keeps writing into valid memory; growth
+//!   itself is serialised inside `Map`, and `len` only ever increases until
+//!   [`RecordWriter::finish`] (which takes the writer by value, so no write
+//!   can be in flight) trims the file to the records written.
+//! * **Crash safety**: the data is written to a temporary file beside the
+//!   destination (`.NAME.mmapkit-PID-N.tmp`) that is renamed over it only by
+//!   `finish()`; a process killed before that leaves the destination as it
+//!   was (absent, or the previous complete file), never a file that looks
+//!   complete. Dropping an unfinished writer removes the temporary file.
+//! * **Header**: optional bytes before the first record; for `.npy` output
+//!   with an unknown count the header is reserved at its widest
+//!   ([`Header::reserved_len`]) and rewritten with the final shape by
+//!   `finish()`, in place.
+//! * **Bounded memory**: [`RecordWriter::release`] drops the pages of
+//!   records that are complete from this process's memory (they stay in the
+//!   page cache, dirty, and reach the disk by normal write-back), so the
+//!   resident size of a long run does not grow with the output.
+//!
+//! [`LineFormat`] is the text variant: lines built from fixed-width fields
+//! (values padded to their field width), so a line of text is a
+//! fixed-width record too.
+
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use crate::map::{page_size, Advice, Map, MapOptions, Mode};
+use crate::store::npy::Header;
+use crate::{Error, Result};
+
+/// What precedes the records.
+#[derive(Clone, Debug, Default)]
+pub enum HeaderSpec {
+    /// Records start at byte 0.
+    #[default]
+    None,
+    /// These exact bytes.
+    Bytes(Vec<u8>),
+    /// A `.npy` header for an array of shape `(records, *row_shape)` of the
+    /// simple dtype `dtype` (e.g. `<f4`); always `reserved_len()` long so the
+    /// output is the same bytes whether the count was known or not.
+    Npy {
+        /// numpy dtype string such as `<f4` or `<u4`.
+        dtype: String,
+        /// Shape of one record (e.g. `[136]`).
+        row_shape: Vec<u64>,
+    },
+}
+
+impl HeaderSpec {
+    fn npy_header(dtype: &str, row_shape: &[u64], n: u64) -> Header {
+        let mut shape = vec![n];
+        shape.extend_from_slice(row_shape);
+        Header::new(dtype, shape)
+    }
+
+    /// The header's length in bytes.
+    pub fn len(&self) -> usize {
+        match self {
+            HeaderSpec::None => 0,
+            HeaderSpec::Bytes(b) => b.len(),
+            HeaderSpec::Npy { dtype, row_shape } => Self::npy_header(dtype, row_shape, 0).reserved_len(),
+        }
+    }
+
+    /// Whether there is no header.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The header's bytes for `n` records.
+    pub fn encode(&self, n: u64) -> Result<Vec<u8>> {
+        Ok(match self {
+            HeaderSpec::None => Vec::new(),
+            HeaderSpec::Bytes(b) => b.clone(),
+            HeaderSpec::Npy { dtype, row_shape } => {
+                let h = Self::npy_header(dtype, row_shape, n);
+                let total = Self::npy_header(dtype, row_shape, 0).reserved_len();
+                h.encode_into(total)?
+            }
+        })
+    }
+}
+
+/// Options of [`RecordWriter::create`].
+#[derive(Clone, Debug, Default)]
+pub struct WriterOptions {
+    /// What precedes the records.
+    pub header: HeaderSpec,
+    /// `fsync` the data and the directory in `finish()`.
+    pub sync: bool,
+    /// Records to grow by at a time when the count is unknown (0: enough
+    /// for ~64 MiB).
+    pub grow_records: u64,
+}
+
+/// Where the bytes go.
+enum Dest {
+    /// A temporary file renamed to `path` by `finish()`.
+    File { path: PathBuf, tmp: PathBuf },
+    /// Anonymous memory (read back with [`RecordWriter::finish_bytes`]).
+    Memory,
+}
+
+/// Fixed-width records written from any thread; see the [module docs](self).
+pub struct RecordWriter {
+    map: Map,
+    dest: Dest,
+    width: usize,
+    header: HeaderSpec,
+    header_len: usize,
+    n: Option<u64>,
+    grow_records: u64,
+    sync: bool,
+    /// Highest record index written + 1.
+    end: AtomicU64,
+    /// Number of `write` calls.
+    writes: AtomicU64,
+    /// Bytes from the start already released from memory.
+    released: Mutex<usize>,
+    done: bool,
+}
+
+impl std::fmt::Debug for RecordWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecordWriter")
+            .field("path", &self.path())
+            .field("width", &self.width)
+            .field("n", &self.n)
+            .field("written", &self.writes.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+/// `.NAME.mmapkit-PID-N.tmp` next to `path`, created with `O_EXCL`.
+fn temp_file(path: &Path) -> Result<(File, PathBuf)> {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let dir = parent(path);
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    loop {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let tmp = dir.join(format!(".{name}.mmapkit-{}-w{n}.tmp", std::process::id()));
+        match OpenOptions::new().read(true).write(true).create_new(true).mode(0o644).open(&tmp) {
+            Ok(f) => return Ok((f, tmp)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(Error::io(path, "create temporary file", e)),
+        }
+    }
+}
+
+/// Address space to reserve: the size when it is known, else plenty (a
+/// `PROT_NONE` reservation costs no memory), so growth never runs out.
+fn reserve(size: usize, n: Option<u64>) -> usize {
+    match n {
+        Some(_) => size.max(1),
+        None => size.max(256 << 30),
+    }
+}
+
+fn parent(p: &Path) -> &Path {
+    match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
+}
+
+impl RecordWriter {
+    /// A writer of `width`-byte records to `path`; `n` records if known,
+    /// else it grows. Nothing appears at `path` until [`finish`](Self::finish).
+    pub fn create(path: impl AsRef<Path>, width: usize, n: Option<u64>, opts: &WriterOptions) -> Result<RecordWriter> {
+        let path = path.as_ref();
+        if path.is_dir() {
+            return Err(Error::io(path, "create", io::Error::from_raw_os_error(libc::EISDIR)));
+        }
+        let (file, tmp) = temp_file(path)?;
+        let dest = Dest::File { path: path.to_owned(), tmp: tmp.clone() };
+        // From here on a failure must remove the temporary file.
+        let cleanup = |e: Error| {
+            let _ = fs::remove_file(&tmp);
+            e
+        };
+        let size = Self::initial_len(width, n, opts).map_err(cleanup)?;
+        let map = (|| {
+            file.set_len(0).map_err(|e| Error::io(&tmp, "ftruncate", e))?;
+            let m = MapOptions::new().mode(Mode::ReadWrite).len(0).reserve(reserve(size, n)).map(file, &tmp)?;
+            m.grow(size)?;
+            Ok(m)
+        })()
+        .map_err(cleanup)?;
+        Self::init(map, dest, width, n, opts)
+    }
+
+    /// The same, into anonymous memory; read the result with
+    /// [`finish_bytes`](Self::finish_bytes).
+    pub fn memory(width: usize, n: Option<u64>, opts: &WriterOptions) -> Result<RecordWriter> {
+        let size = Self::initial_len(width, n, opts)?;
+        let map = MapOptions::new().reserve(reserve(size, n)).anonymous(size)?;
+        Self::init(map, Dest::Memory, width, n, opts)
+    }
+
+    fn initial_len(width: usize, n: Option<u64>, opts: &WriterOptions) -> Result<usize> {
+        if width == 0 {
+            return Err(Error::InvalidArgument("record width must be at least 1 byte".into()));
+        }
+        let records = n.unwrap_or(0);
+        (records as usize)
+            .checked_mul(width)
+            .and_then(|b| b.checked_add(opts.header.len()))
+            .ok_or_else(|| Error::InvalidArgument(format!("{records} records of {width} bytes do not fit in memory")))
+    }
+
+    fn init(map: Map, dest: Dest, width: usize, n: Option<u64>, opts: &WriterOptions) -> Result<RecordWriter> {
+        let grow_records = if opts.grow_records > 0 { opts.grow_records } else { ((64 << 20) / width as u64).max(1) };
+        let header_len = opts.header.len();
+        let w = RecordWriter {
+            map,
+            dest,
+            width,
+            header: opts.header.clone(),
+            header_len,
+            n,
+            grow_records,
+            sync: opts.sync,
+            end: AtomicU64::new(0),
+            writes: AtomicU64::new(0),
+            released: Mutex::new(0),
+            done: false,
+        };
+        if header_len > 0 {
+            w.map.grow(header_len)?;
+            w.map.write_at(0, &w.header.encode(n.unwrap_or(0))?)?;
+        }
+        Ok(w)
+    }
+
+    /// The destination path (None for memory writers).
+    pub fn path(&self) -> Option<&Path> {
+        match &self.dest {
+            Dest::File { path, .. } => Some(path),
+            Dest::Memory => None,
+        }
+    }
+
+    /// Bytes per record.
+    pub fn width(&self) -> usize {
+        self.width
+    }
+
+    /// The record count given at creation, if any.
+    pub fn count(&self) -> Option<u64> {
+        self.n
+    }
+
+    /// Bytes before record 0.
+    pub fn header_len(&self) -> usize {
+        self.header_len
+    }
+
+    /// Writes record `i` (exactly `width` bytes). Any thread may call this
+    /// concurrently for different `i`; writing the same `i` twice from two
+    /// threads at once leaves one of them (or a mix).
+    pub fn write(&self, i: u64, record: &[u8]) -> Result<()> {
+        if record.len() != self.width {
+            return Err(Error::InvalidArgument(format!(
+                "record {i} is {} bytes; this writer's records are {} bytes",
+                record.len(),
+                self.width
+            )));
+        }
+        if let Some(n) = self.n {
+            if i >= n {
+                return Err(Error::InvalidArgument(format!("record index {i} is out of range (the writer holds {n} records)")));
+            }
+        }
+        let off = (i as usize)
+            .checked_mul(self.width)
+            .and_then(|o| o.checked_add(self.header_len))
+            .ok_or_else(|| Error::InvalidArgument(format!("record index {i} is too large")))?;
+        let end = off + self.width;
+        if end > self.map.len() {
+            // Grow a chunk past the record. `grow` is serialised in Map and
+            // never moves the mapping, so writers below are unaffected.
+            let chunk = (self.grow_records as usize).saturating_mul(self.width);
+            self.map.grow(end.saturating_add(chunk).max(self.map.len().saturating_add(chunk)))?;
+        }
+        self.map.write_at(off, record)?;
+        self.end.fetch_max(i + 1, Ordering::AcqRel);
+        self.writes.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Records < `upto` are complete: drop their pages from this process's
+    /// memory (a shared mapping's dirty pages stay in the page cache and are
+    /// written back normally; nothing is lost). Keeps the resident size of
+    /// long runs bounded. Cheap when called often: works in ≥ 4 MiB steps.
+    pub fn release(&self, upto: u64) -> Result<()> {
+        if !self.map.is_shared() {
+            return Ok(());
+        }
+        let page = page_size();
+        let want = (upto as usize).saturating_mul(self.width).saturating_add(self.header_len).min(self.map.len());
+        let want = want / page * page;
+        let mut released = self.released.lock().unwrap_or_else(|e| e.into_inner());
+        if want < *released + (4 << 20) {
+            return Ok(());
+        }
+        self.map.advise(Advice::DontNeed, *released, Some(want - *released))?;
+        *released = want;
+        Ok(())
+    }
+
+    /// Number of records the output will have: `n` if given, else the
+    /// highest index written + 1.
+    pub fn records(&self) -> u64 {
+        self.n.unwrap_or_else(|| self.end.load(Ordering::Acquire))
+    }
+
+    fn complete(&mut self) -> Result<u64> {
+        let records = self.records();
+        let writes = self.writes.load(Ordering::Acquire);
+        if writes != records {
+            return Err(Error::InvalidArgument(format!(
+                "{}: {writes} record writes for {records} records; every record must be written once before finish()",
+                self.map.path().display()
+            )));
+        }
+        if self.n.is_none() && self.header_len > 0 {
+            self.map.write_at(0, &self.header.encode(records)?)?;
+        }
+        let len = self.header_len + records as usize * self.width;
+        self.map.resize(len)?;
+        Ok(records)
+    }
+
+    /// Completes the output: checks every record was written, rewrites the
+    /// header with the final count, trims, optionally fsyncs, and renames
+    /// the temporary file to the destination. Returns the record count.
+    pub fn finish(mut self) -> Result<u64> {
+        let records = self.complete()?;
+        if let Dest::File { path, tmp } = &self.dest {
+            if self.sync {
+                self.map.flush()?;
+                self.map.file().sync_all().map_err(|e| Error::io(tmp, "fsync", e))?;
+            }
+            fs::rename(tmp, path).map_err(|e| Error::io(path, "rename", e))?;
+            self.done = true;
+            if self.sync {
+                let dir = parent(path);
+                File::open(dir).and_then(|d| d.sync_all()).map_err(|e| Error::io(dir, "fsync", e))?;
+            }
+        }
+        self.done = true;
+        Ok(records)
+    }
+
+    /// Completes a writer and returns its bytes (header included); for
+    /// memory writers (a file writer is finished and its file read back).
+    pub fn finish_bytes(mut self) -> Result<Vec<u8>> {
+        if matches!(self.dest, Dest::File { .. }) {
+            let path = self.path().map(Path::to_owned);
+            self.finish()?;
+            let path = path.expect("file writer has a path");
+            return fs::read(&path).map_err(|e| Error::io(&path, "read", e));
+        }
+        self.complete()?;
+        self.done = true;
+        let mut out = vec![0u8; self.map.len()];
+        self.map.read_at(0, &mut out)?;
+        Ok(out)
+    }
+}
+
+impl Drop for RecordWriter {
+    fn drop(&mut self) {
+        if let (false, Dest::File { tmp, .. }) = (self.done, &self.dest) {
+            let _ = fs::remove_file(tmp);
+        }
+    }
+}
+
+/// Text lines made of `fields` fixed-width fields: every value is written
+/// right-aligned (space padded) in `field_width` bytes and followed by the
+/// separator, the last one by `\n`. All lines then have the same length,
+/// [`LineFormat::line_len`], so they can go through a [`RecordWriter`].
+///
+/// With `field_width` 8 and values printed with 6 decimals in `[0, 1]`
+/// (`0.015625`), no padding is ever needed: that is exactly the CSV/TSV
+/// layout of seq2vec and kmertools.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LineFormat {
+    /// Fields per line.
+    pub fields: usize,
+    /// Bytes per field, separator excluded.
+    pub field_width: usize,
+    /// Byte after each field but the last (`,` or `\t`).
+    pub sep: u8,
+}
+
+impl LineFormat {
+    /// Bytes per line, newline included.
+    pub fn line_len(&self) -> usize {
+        self.fields * (self.field_width + 1)
+    }
+
+    /// Puts `value` into field `j` of `line` (a buffer of `line_len()`
+    /// bytes), right-aligned, and the separator or newline after it.
+    /// Errs if `value` is wider than the field.
+    pub fn put(&self, line: &mut [u8], j: usize, value: &[u8]) -> Result<()> {
+        if value.len() > self.field_width {
+            return Err(Error::InvalidArgument(format!(
+                "value {:?} does not fit in a field of {} bytes",
+                String::from_utf8_lossy(value),
+                self.field_width
+            )));
+        }
+        let start = j * (self.field_width + 1);
+        let field = &mut line[start..start + self.field_width + 1];
+        let pad = self.field_width - value.len();
+        field[..pad].fill(b' ');
+        field[pad..self.field_width].copy_from_slice(value);
+        field[self.field_width] = if j + 1 == self.fields { b'\n' } else { self.sep };
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+#[path = "writer_tests.rs"]
+mod tests;

@@ -1,0 +1,194 @@
+use super::*;
+use proptest::prelude::*;
+
+fn dir() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
+}
+
+fn rec(i: u64, width: usize) -> Vec<u8> {
+    (0..width).map(|j| (i as usize * 31 + j * 7) as u8).collect()
+}
+
+fn expected(n: u64, width: usize) -> Vec<u8> {
+    (0..n).flat_map(|i| rec(i, width)).collect()
+}
+
+fn leftovers(d: &Path) -> Vec<String> {
+    fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect()
+}
+
+#[test]
+fn known_count_parallel_writes_in_order() {
+    let d = dir();
+    let out = d.path().join("out.bin");
+    let w = RecordWriter::create(&out, 13, Some(1000), &WriterOptions::default()).unwrap();
+    std::thread::scope(|s| {
+        for t in 0..4u64 {
+            let w = &w;
+            s.spawn(move || {
+                for i in (t..1000).step_by(4).collect::<Vec<_>>().into_iter().rev() {
+                    w.write(i, &rec(i, 13)).unwrap();
+                }
+            });
+        }
+    });
+    assert!(!out.exists(), "nothing at the destination before finish");
+    assert_eq!(w.finish().unwrap(), 1000);
+    assert_eq!(fs::read(&out).unwrap(), expected(1000, 13));
+    assert_eq!(leftovers(d.path()), vec!["out.bin"]);
+}
+
+#[test]
+fn unknown_count_grows_under_concurrent_writers() {
+    let d = dir();
+    let out = d.path().join("grow.bin");
+    // Tiny growth steps: hundreds of grows race with the writes.
+    let opts = WriterOptions { grow_records: 3, ..Default::default() };
+    let w = RecordWriter::create(&out, 1001, None, &opts).unwrap();
+    let base = w.map.as_ptr();
+    std::thread::scope(|s| {
+        for t in 0..3u64 {
+            let w = &w;
+            s.spawn(move || {
+                for i in (t..2000).step_by(3) {
+                    w.write(i, &rec(i, 1001)).unwrap();
+                }
+            });
+        }
+    });
+    assert_eq!(w.map.as_ptr(), base, "growth never moves the mapping");
+    assert_eq!(w.finish().unwrap(), 2000);
+    assert_eq!(fs::read(&out).unwrap(), expected(2000, 1001));
+}
+
+#[test]
+fn npy_header_is_the_same_whether_the_count_was_known_or_not() {
+    let d = dir();
+    let header = HeaderSpec::Npy { dtype: "<f4".into(), row_shape: vec![3] };
+    let opts = WriterOptions { header, grow_records: 2, ..Default::default() };
+    let mut files = Vec::new();
+    for n in [Some(5), None] {
+        let out = d.path().join(format!("a{}.npy", n.is_some()));
+        let w = RecordWriter::create(&out, 12, n, &opts).unwrap();
+        for i in (0..5u64).rev() {
+            let row: Vec<u8> = (0..3).flat_map(|j| (i as f32 * 10.0 + j as f32).to_le_bytes()).collect();
+            w.write(i, &row).unwrap();
+        }
+        w.finish().unwrap();
+        files.push(fs::read(&out).unwrap());
+    }
+    assert_eq!(files[0], files[1]);
+    let (h, off) = Header::decode(&files[0], Path::new("a.npy")).unwrap();
+    assert_eq!(h.shape, vec![5, 3]);
+    assert_eq!(off % 64, 0);
+    assert_eq!(files[0].len(), off + 5 * 12);
+    assert_eq!(f32::from_le_bytes(files[0][off + 12..off + 16].try_into().unwrap()), 10.0);
+}
+
+#[test]
+fn missing_records_fail_finish_and_leave_nothing() {
+    let d = dir();
+    let out = d.path().join("holes.bin");
+    let w = RecordWriter::create(&out, 4, Some(3), &WriterOptions::default()).unwrap();
+    w.write(0, b"abcd").unwrap();
+    w.write(2, b"abcd").unwrap();
+    let e = w.finish().unwrap_err();
+    assert!(e.to_string().contains("2 record writes for 3 records"), "{e}");
+    assert!(leftovers(d.path()).is_empty(), "{:?}", leftovers(d.path()));
+}
+
+#[test]
+fn dropping_an_unfinished_writer_keeps_the_old_file() {
+    let d = dir();
+    let out = d.path().join("keep.txt");
+    fs::write(&out, "old complete file\n").unwrap();
+    {
+        let w = RecordWriter::create(&out, 2, None, &WriterOptions::default()).unwrap();
+        w.write(0, b"x\n").unwrap();
+        assert_eq!(leftovers(d.path()).len(), 2, "the temporary file exists meanwhile");
+    }
+    assert_eq!(fs::read_to_string(&out).unwrap(), "old complete file\n");
+    assert_eq!(leftovers(d.path()), vec!["keep.txt"]);
+}
+
+#[test]
+fn bad_writes_are_errors() {
+    let d = dir();
+    let w = RecordWriter::create(d.path().join("e.bin"), 4, Some(2), &WriterOptions::default()).unwrap();
+    assert!(w.write(0, b"abc").unwrap_err().to_string().contains("3 bytes"));
+    assert!(w.write(2, b"abcd").unwrap_err().to_string().contains("out of range"));
+    assert!(RecordWriter::create(d.path(), 4, None, &WriterOptions::default()).is_err());
+    assert!(RecordWriter::memory(0, None, &WriterOptions::default()).is_err());
+}
+
+#[test]
+fn release_keeps_the_data() {
+    let d = dir();
+    let out = d.path().join("rel.bin");
+    let w = RecordWriter::create(&out, 4096 + 7, None, &WriterOptions::default()).unwrap();
+    for i in 0..3000u64 {
+        w.write(i, &rec(i, 4096 + 7)).unwrap();
+        if i % 100 == 0 {
+            w.release(i).unwrap();
+        }
+    }
+    w.release(3000).unwrap();
+    assert!(*w.released.lock().unwrap() > 0);
+    w.finish().unwrap();
+    assert_eq!(fs::read(&out).unwrap(), expected(3000, 4096 + 7));
+}
+
+#[test]
+fn memory_writer_returns_its_bytes() {
+    let opts = WriterOptions { header: HeaderSpec::Bytes(b"HDR".to_vec()), grow_records: 1, ..Default::default() };
+    let w = RecordWriter::memory(5, None, &opts).unwrap();
+    for i in (0..10u64).rev() {
+        w.write(i, &rec(i, 5)).unwrap();
+    }
+    let mut want = b"HDR".to_vec();
+    want.extend(expected(10, 5));
+    assert_eq!(w.finish_bytes().unwrap(), want);
+}
+
+#[test]
+fn line_format_pads_fields() {
+    let f = LineFormat { fields: 3, field_width: 4, sep: b',' };
+    let mut line = vec![0u8; f.line_len()];
+    f.put(&mut line, 0, b"1.5").unwrap();
+    f.put(&mut line, 1, b"22").unwrap();
+    f.put(&mut line, 2, b"1234").unwrap();
+    assert_eq!(line, b" 1.5,  22,1234\n");
+    assert!(f.put(&mut line, 0, b"12345").is_err());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    /// Any write order, thread count and growth step gives the sequential model's bytes.
+    #[test]
+    fn any_order_gives_the_model(n in 0u64..300, width in 1usize..70, threads in 1usize..4,
+                                 grow in 1u64..50, known in any::<bool>(), seed in any::<u64>()) {
+        let d = dir();
+        let out = d.path().join("p.bin");
+        let opts = WriterOptions { grow_records: grow, ..Default::default() };
+        let w = RecordWriter::create(&out, width, known.then_some(n), &opts).unwrap();
+        let mut order: Vec<u64> = (0..n).collect();
+        // a seeded shuffle (xorshift)
+        let mut x = seed | 1;
+        for i in (1..order.len()).rev() {
+            x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+            order.swap(i, (x % (i as u64 + 1)) as usize);
+        }
+        std::thread::scope(|s| {
+            for t in 0..threads {
+                let (w, order) = (&w, &order);
+                s.spawn(move || {
+                    for &i in order.iter().skip(t).step_by(threads) {
+                        w.write(i, &rec(i, width)).unwrap();
+                    }
+                });
+            }
+        });
+        prop_assert_eq!(w.finish().unwrap(), n);
+        prop_assert_eq!(fs::read(&out).unwrap(), expected(n, width));
+    }
+}
