@@ -23,6 +23,7 @@
 
 mod error;
 pub mod info;
+pub mod kmer;
 pub mod map;
 pub mod scan;
 pub mod store;

@@ -29,12 +29,16 @@
 //!   page cache, dirty, and reach the disk by normal write-back), so the
 //!   resident size of a long run does not grow with the output.
 //!
+//! [`StreamWriter`] is the sequential counterpart (one thread appends the
+//! records in order through a buffered `write`), with the same header,
+//! temporary-file and rename rules, so both produce the same bytes.
+//!
 //! [`LineFormat`] is the text variant: lines built from fixed-width fields
 //! (values padded to their field width), so a line of text is a
 //! fixed-width record too.
 
 use std::fs::{self, File, OpenOptions};
-use std::io;
+use std::io::{self, BufWriter, Seek, SeekFrom, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -389,6 +393,154 @@ impl RecordWriter {
 impl Drop for RecordWriter {
     fn drop(&mut self) {
         if let (false, Dest::File { tmp, .. }) = (self.done, &self.dest) {
+            let _ = fs::remove_file(tmp);
+        }
+    }
+}
+
+/// Records appended in order by one thread through a buffered `write`
+/// (the conventional way; the "single" and "batch" designs of the article).
+/// Same header, temporary file and rename-on-finish rules as
+/// [`RecordWriter`], so the output bytes are identical.
+pub struct StreamWriter {
+    dest: StreamDest,
+    width: usize,
+    header: HeaderSpec,
+    records: u64,
+    sync: bool,
+}
+
+enum StreamDest {
+    File { path: PathBuf, tmp: PathBuf, out: BufWriter<File>, done: bool },
+    Memory(Vec<u8>),
+}
+
+impl std::fmt::Debug for StreamWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamWriter").field("width", &self.width).field("records", &self.records).finish()
+    }
+}
+
+impl StreamWriter {
+    /// A writer of `width`-byte records to `path` (through a temporary file).
+    pub fn create(path: impl AsRef<Path>, width: usize, opts: &WriterOptions) -> Result<StreamWriter> {
+        let path = path.as_ref();
+        if path.is_dir() {
+            return Err(Error::io(path, "create", io::Error::from_raw_os_error(libc::EISDIR)));
+        }
+        let (file, tmp) = temp_file(path)?;
+        let out = BufWriter::with_capacity(1 << 20, file);
+        Self::init(StreamDest::File { path: path.to_owned(), tmp, out, done: false }, width, opts)
+    }
+
+    /// The same, into a `Vec` (read it with [`finish_bytes`](Self::finish_bytes)).
+    pub fn memory(width: usize, opts: &WriterOptions) -> Result<StreamWriter> {
+        Self::init(StreamDest::Memory(Vec::new()), width, opts)
+    }
+
+    fn init(dest: StreamDest, width: usize, opts: &WriterOptions) -> Result<StreamWriter> {
+        if width == 0 {
+            return Err(Error::InvalidArgument("record width must be at least 1 byte".into()));
+        }
+        let mut w = StreamWriter { dest, width, header: opts.header.clone(), records: 0, sync: opts.sync };
+        let h = w.header.encode(0)?;
+        w.put(&h)?;
+        Ok(w)
+    }
+
+    fn put(&mut self, bytes: &[u8]) -> Result<()> {
+        match &mut self.dest {
+            StreamDest::File { tmp, out, .. } => out.write_all(bytes).map_err(|e| Error::io(tmp, "write", e)),
+            StreamDest::Memory(v) => {
+                v.extend_from_slice(bytes);
+                Ok(())
+            }
+        }
+    }
+
+    /// Appends whole records (`bytes.len()` a multiple of the width).
+    pub fn push(&mut self, bytes: &[u8]) -> Result<()> {
+        if bytes.len() % self.width != 0 {
+            return Err(Error::InvalidArgument(format!(
+                "{} bytes are not whole records of {} bytes",
+                bytes.len(),
+                self.width
+            )));
+        }
+        self.put(bytes)?;
+        self.records += (bytes.len() / self.width) as u64;
+        Ok(())
+    }
+
+    /// Records written so far.
+    pub fn records(&self) -> u64 {
+        self.records
+    }
+
+    fn final_header(&self) -> Result<Option<Vec<u8>>> {
+        Ok(match self.header {
+            HeaderSpec::Npy { .. } => Some(self.header.encode(self.records)?),
+            _ => None,
+        })
+    }
+
+    /// Writes the final header, optionally fsyncs, renames into place.
+    pub fn finish(mut self) -> Result<u64> {
+        let header = self.final_header()?;
+        let records = self.records;
+        match &mut self.dest {
+            StreamDest::File { path, tmp, out, done } => {
+                out.flush().map_err(|e| Error::io(tmp, "write", e))?;
+                let f = out.get_mut();
+                if let Some(h) = header {
+                    f.seek(SeekFrom::Start(0))
+                        .and_then(|_| f.write_all(&h))
+                        .map_err(|e| Error::io(tmp, "write", e))?;
+                }
+                if self.sync {
+                    f.sync_all().map_err(|e| Error::io(tmp, "fsync", e))?;
+                }
+                fs::rename(&*tmp, &*path).map_err(|e| Error::io(path, "rename", e))?;
+                *done = true;
+                if self.sync {
+                    let dir = parent(path);
+                    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| Error::io(dir, "fsync", e))?;
+                }
+            }
+            StreamDest::Memory(v) => {
+                if let Some(h) = header {
+                    v[..h.len()].copy_from_slice(&h);
+                }
+            }
+        }
+        Ok(records)
+    }
+
+    /// Completes a memory writer and returns its bytes (header included).
+    pub fn finish_bytes(mut self) -> Result<Vec<u8>> {
+        if let StreamDest::Memory(_) = self.dest {
+            if let Some(h) = self.final_header()? {
+                if let StreamDest::Memory(v) = &mut self.dest {
+                    v[..h.len()].copy_from_slice(&h);
+                }
+            }
+            return match std::mem::replace(&mut self.dest, StreamDest::Memory(Vec::new())) {
+                StreamDest::Memory(v) => Ok(v),
+                StreamDest::File { .. } => unreachable!(),
+            };
+        }
+        let path = match &self.dest {
+            StreamDest::File { path, .. } => path.clone(),
+            StreamDest::Memory(_) => unreachable!(),
+        };
+        self.finish()?;
+        fs::read(&path).map_err(|e| Error::io(&path, "read", e))
+    }
+}
+
+impl Drop for StreamWriter {
+    fn drop(&mut self) {
+        if let StreamDest::File { tmp, done: false, .. } = &self.dest {
             let _ = fs::remove_file(tmp);
         }
     }

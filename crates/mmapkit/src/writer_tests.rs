@@ -151,6 +151,35 @@ fn memory_writer_returns_its_bytes() {
 }
 
 #[test]
+fn stream_writer_matches_record_writer() {
+    let d = dir();
+    let header = HeaderSpec::Npy { dtype: "<u4".into(), row_shape: vec![2] };
+    let opts = WriterOptions { header, ..Default::default() };
+    let a = d.path().join("a.npy");
+    let b = d.path().join("b.npy");
+    let mut s = StreamWriter::create(&a, 8, &opts).unwrap();
+    let r = RecordWriter::create(&b, 8, None, &opts).unwrap();
+    for i in 0..7u64 {
+        s.push(&rec(i, 8)).unwrap();
+        r.write(i, &rec(i, 8)).unwrap();
+    }
+    assert!(s.push(b"abc").is_err());
+    assert!(!a.exists());
+    assert_eq!(s.finish().unwrap(), 7);
+    r.finish().unwrap();
+    assert_eq!(fs::read(&a).unwrap(), fs::read(&b).unwrap());
+    let mut m = StreamWriter::memory(8, &opts).unwrap();
+    m.push(&expected(7, 8)).unwrap();
+    assert_eq!(m.finish_bytes().unwrap(), fs::read(&a).unwrap());
+    // dropped unfinished: nothing left
+    let s = StreamWriter::create(d.path().join("c.npy"), 8, &opts).unwrap();
+    drop(s);
+    let mut names = leftovers(d.path());
+    names.sort();
+    assert_eq!(names, vec!["a.npy", "b.npy"]);
+}
+
+#[test]
 fn line_format_pads_fields() {
     let f = LineFormat { fields: 3, field_width: 4, sep: b',' };
     let mut line = vec![0u8; f.line_len()];
