@@ -51,16 +51,21 @@ pub struct Progress {
 impl Progress {
     /// Attaches a bar to `opts` when `path` is large and stderr a terminal.
     pub fn attach(opts: &mut ScanOptions, path: &Path, what: &str) -> Progress {
-        let none = Progress { done: Arc::new(AtomicBool::new(true)), thread: None };
+        let none = Progress::none();
         let total = match std::fs::metadata(path) {
             Ok(m) if m.len() >= PROGRESS_MIN && std::io::stderr().is_terminal() => m.len(),
             _ => return none,
         };
         let counter = Arc::new(AtomicU64::new(0));
         opts.progress = Some(counter.clone());
+        Progress::bar(counter, total, format!("{what} {}", path.display()))
+    }
+
+    /// A bar on stderr following `counter` up to `total` bytes (the caller
+    /// decides whether one is wanted).
+    pub fn bar(counter: Arc<AtomicU64>, total: u64, label: String) -> Progress {
         let done = Arc::new(AtomicBool::new(false));
         let stop = done.clone();
-        let label = format!("{what} {}", path.display());
         let thread = std::thread::spawn(move || {
             let bar = indicatif::ProgressBar::new(total);
             bar.set_style(
@@ -75,6 +80,11 @@ impl Progress {
             bar.finish_and_clear();
         });
         Progress { done, thread: Some(thread) }
+    }
+
+    /// No bar.
+    pub fn none() -> Progress {
+        Progress { done: Arc::new(AtomicBool::new(true)), thread: None }
     }
 }
 

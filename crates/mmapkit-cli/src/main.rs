@@ -11,6 +11,7 @@ use mmapkit::info::FileInfo;
 mod common;
 mod count;
 mod grep;
+mod kmers;
 mod replace;
 
 const AFTER_HELP: &str = "\
@@ -21,6 +22,8 @@ Examples:
   mmapkit keep-lines 1 big.csv       truncate after the first line, no rewrite
   mmapkit info data/*.bin            how much of each file is in the page cache
   mmapkit info --json big.db         the same as JSON, exact byte counts
+  mmapkit kmers reads.fq.gz -o vectors.npy
+                                     k-mer frequency vectors, written in parallel
   mmapkit evict big.db && mmapkit info big.db
                                      drop a file from the cache (cold-start benchmarks)
 
@@ -98,6 +101,9 @@ enum Command {
     /// `head --in-place -n N FILE`: the same as keep-lines.
     #[command(after_help = replace::KEEP_HELP)]
     Head(replace::HeadArgs),
+    /// Canonical k-mer frequency vectors of FASTA/FASTQ reads (csv, tsv, npy).
+    #[command(after_help = kmers::KMERS_HELP)]
+    Kmers(kmers::KmersArgs),
 }
 
 /// Exit status when at least one path failed (like `ls`/`du` on trouble).
@@ -120,6 +126,7 @@ fn main() -> ExitCode {
         Command::Replace(a) => replace::replace(a),
         Command::KeepLines(a) => replace::keep_lines(a),
         Command::Head(a) => replace::head(a),
+        Command::Kmers(a) => kmers::kmers(a),
     };
     match result {
         Ok(code) => ExitCode::from(code),
