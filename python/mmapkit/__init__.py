@@ -17,6 +17,11 @@ Whole-file tools run on every core over one file, by mmap or pread
 when lengths match, else atomically through a temporary file) and
 :func:`keep_lines` (truncate after line N, no rewrite).
 
+Parallel writers: :class:`RecordWriter` writes fixed-width records by index
+from any thread straight into a mapped output (renamed into place when
+finished); :func:`kmers` turns FASTA/FASTQ reads into canonical k-mer
+frequency vectors (a numpy array, or csv/tsv/npy written in parallel).
+
 Everything raises :class:`FileTruncatedError` (an ``OSError``) instead of
 crashing with SIGBUS when another process truncates the mapped file.
 """
@@ -53,6 +58,7 @@ from ._native import (
     FileTruncatedError,
     FormatError,
     MappedFile,
+    RecordWriter,
     ReservationExhaustedError,
     __version__,
     count,
@@ -62,6 +68,8 @@ from ._native import (
     grep,
     grep_count,
     keep_lines,
+    kmer_labels,
+    kmers,
     mmap,
     page_size,
     replace,
@@ -98,6 +106,7 @@ __all__ = [
     "PROT_EXEC",
     "PROT_READ",
     "PROT_WRITE",
+    "RecordWriter",
     "ReservationExhaustedError",
     "__version__",
     "count",
@@ -107,6 +116,8 @@ __all__ = [
     "grep",
     "grep_count",
     "keep_lines",
+    "kmer_labels",
+    "kmers",
     "replace",
     "error",
     "mmap",

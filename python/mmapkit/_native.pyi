@@ -1,8 +1,9 @@
 """Type stubs for the native extension (checked with mypy.stubtest)."""
 
 import os
+import pathlib
 from types import TracebackType
-from typing import Any, Optional, Sequence, Union, final
+from typing import Any, Optional, Sequence, Union, final, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -26,6 +27,9 @@ __all__ = [
     "grep_count",
     "replace",
     "keep_lines",
+    "kmers",
+    "kmer_labels",
+    "RecordWriter",
     "ACCESS_DEFAULT",
     "ACCESS_READ",
     "ACCESS_WRITE",
@@ -91,6 +95,68 @@ def replace(
     threads: int = 0,
 ) -> int: ...
 def keep_lines(path: _Path, n: int) -> int: ...
+@overload
+def kmers(
+    path: _Path,
+    k: int = 4,
+    out: None = None,
+    *,
+    format: None = None,
+    counts: bool = False,
+    mode: str = "mmap",
+    threads: Optional[int] = None,
+    sync: bool = False,
+) -> npt.NDArray[Any]: ...
+@overload
+def kmers(
+    path: _Path,
+    k: int,
+    out: _Path,
+    *,
+    format: Optional[str] = None,
+    counts: bool = False,
+    mode: str = "mmap",
+    threads: Optional[int] = None,
+    sync: bool = False,
+) -> int: ...
+@overload
+def kmers(
+    path: _Path,
+    k: int = 4,
+    *,
+    out: _Path,
+    format: Optional[str] = None,
+    counts: bool = False,
+    mode: str = "mmap",
+    threads: Optional[int] = None,
+    sync: bool = False,
+) -> int: ...
+def kmer_labels(k: int) -> list[str]: ...
+@final
+class RecordWriter:
+    def __new__(
+        cls,
+        path: _Path,
+        width: int,
+        n: Optional[int] = None,
+        *,
+        header: Optional[bytes] = None,
+        npy: Optional[tuple[str, Sequence[int]]] = None,
+        sync: bool = False,
+    ) -> Self: ...
+    def write(self, i: int, data: bytes) -> None: ...
+    def write_many(self, start: int, data: bytes) -> None: ...
+    def release(self, upto: int) -> None: ...
+    def finish(self) -> int: ...
+    def abort(self) -> None: ...
+    @property
+    def width(self) -> int: ...
+    @property
+    def path(self) -> pathlib.Path: ...
+    @property
+    def records(self) -> int: ...
+    def __enter__(self) -> Self: ...
+    def __exit__(self, *args: object) -> bool: ...
 
 @disjoint_base
 class MappedFile:

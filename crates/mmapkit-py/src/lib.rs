@@ -6,6 +6,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod errors;
+mod kmers;
 mod mapped;
 mod tools;
 
@@ -45,6 +46,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tools::grep_count, m)?)?;
     m.add_function(wrap_pyfunction!(tools::replace, m)?)?;
     m.add_function(wrap_pyfunction!(tools::keep_lines, m)?)?;
+    m.add_function(wrap_pyfunction!(kmers::kmers, m)?)?;
+    m.add_function(wrap_pyfunction!(kmers::kmer_labels, m)?)?;
+    m.add_class::<kmers::RecordWriter>()?;
     m.add("ACCESS_DEFAULT", mapped::ACCESS_DEFAULT)?;
     m.add("ACCESS_READ", mapped::ACCESS_READ)?;
     m.add("ACCESS_WRITE", mapped::ACCESS_WRITE)?;
