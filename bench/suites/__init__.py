@@ -17,7 +17,7 @@ SUITES: dict[str, str] = {
     "files": "bench.suites.files:FilesSuite",
     # "logs": "bench.suites.logs:LogsSuite",
     # "arrays": "bench.suites.arrays:ArraysSuite",
-    # "kmers": "bench.suites.kmers:KmersSuite",
+    "kmers": "bench.suites.kmers:KmersSuite",
 }
 
 
