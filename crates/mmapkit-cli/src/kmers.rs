@@ -56,7 +56,7 @@ pub struct KmersArgs {
     #[arg(long, short = 'o', value_name = "OUT")]
     output: PathBuf,
     /// k-mer length (1 to 10).
-    #[arg(short = 'k', long = "k", default_value_t = 4)]
+    #[arg(short = 'k', long = "k-size", default_value_t = 4)]
     k: usize,
     /// csv, tsv or npy (default: from OUT's extension).
     #[arg(long, value_parser = parse_format)]
