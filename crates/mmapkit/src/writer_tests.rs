@@ -221,3 +221,11 @@ proptest! {
         prop_assert_eq!(fs::read(&out).unwrap(), expected(n, width));
     }
 }
+
+#[test]
+fn writers_are_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<RecordWriter>();
+    fn send<T: Send>() {}
+    send::<StreamWriter>();
+}
