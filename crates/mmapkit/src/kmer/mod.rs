@@ -41,7 +41,13 @@
 //!   write each record at its offset in the mapped output
 //!   ([`RecordWriter`], grown in place as needed: no pre-pass to count
 //!   reads). Pages of finished input and output are released as the run
-//!   advances, so its resident memory does not grow with the data.
+//!   advances, so its resident memory does not grow with the data. Gzip
+//!   input cannot be mapped: it is decompressed by whichever worker holds
+//!   the lock (a serial step), and still written at offsets.
+//!
+//! Errors are reported for the lowest-numbered bad record in every mode, so
+//! the message does not depend on the mode or on thread timing. A failed run
+//! leaves no output (the temporary file is removed).
 
 mod parse;
 

@@ -277,3 +277,21 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn progress_counts_every_input_byte() {
+    let d = dir();
+    let reads: Vec<Vec<u8>> = (0..300).map(|i| vec![b"ACGT"[i % 4]; 50 + i]).collect();
+    let text = render(&reads, true, 33);
+    let plain = write_file(d.path(), "p.fq", &text);
+    let gz = write_file(d.path(), "p.fq.gz", &gzip(&text));
+    for input in [&plain, &gz] {
+        let size = std::fs::metadata(input).unwrap().len();
+        for mode in [Mode::Single, Mode::Batch, Mode::Mmap] {
+            let counter = Arc::new(AtomicU64::new(0));
+            let o = KmerOptions { progress: Some(counter.clone()), mode, threads: 2, ..Default::default() };
+            write(input, &d.path().join("o.csv"), OutFormat::Csv, &o).unwrap();
+            assert_eq!(counter.load(Ordering::Relaxed), size, "{mode:?} {}", input.display());
+        }
+    }
+}
