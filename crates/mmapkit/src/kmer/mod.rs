@@ -118,7 +118,7 @@ impl std::str::FromStr for OutFormat {
     }
 }
 
-/// Options of [`write`] and [`vectors`].
+/// Options of [`write()`] and [`vectors()`].
 #[derive(Clone, Debug)]
 pub struct KmerOptions {
     /// k-mer length, 1..=[`MAX_K`].
