@@ -182,3 +182,20 @@ def test_small_tmpfs_full_is_disk_full_not_sigbus(small_tmpfs):
     a = SharedArray.create("ok", 512 << 10, "u1", dir=small_tmpfs)
     a[:] = 1  # allocated up front: writing every page cannot SIGBUS
     a.close()
+
+
+def test_forked_child_closing_an_inherited_handle_does_not_unlink(name):
+    a = SharedArray.create(name, 4, "i4")
+    pid = os.fork()
+    if pid == 0:
+        a[0] = 1
+        a.close()  # the child's copy shares the parent's lock: no unlink
+        del a
+        import gc
+
+        gc.collect()
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert os.path.exists(f"/dev/shm/{name}") and a[0] == 1
+    a.close()
+    assert not os.path.exists(f"/dev/shm/{name}")

@@ -69,6 +69,9 @@ pub struct ArrayStore {
     field: Range<usize>,
     writable: bool,
     chunk_bytes: u64,
+    /// The process that opened it: a forked child dropping its inherited
+    /// copy must not trim the parent's file.
+    owner: u32,
 }
 
 fn format_err(path: &Path, detail: String) -> Error {
@@ -319,6 +322,7 @@ impl ArrayStore {
                 field,
                 writable,
                 chunk_bytes: opts.chunk_bytes,
+                owner: std::process::id(),
             });
         }
         if header.growable_len() > data_off {
@@ -361,6 +365,7 @@ impl ArrayStore {
             field,
             writable: true,
             chunk_bytes: opts.chunk_bytes.max(1),
+            owner: std::process::id(),
         })
     }
 
@@ -429,11 +434,16 @@ impl ArrayStore {
     // ----- writing --------------------------------------------------------
 
     fn need_writer(&self) -> Result<()> {
-        if self.writable {
-            Ok(())
-        } else {
-            Err(Error::ReadOnly { path: self.path.clone() })
+        if !self.writable {
+            return Err(Error::ReadOnly { path: self.path.clone() });
         }
+        if self.owner != std::process::id() {
+            return Err(Error::InvalidArgument(format!(
+                "{}: this writer was inherited from the parent process (fork), which still owns it; open the store again",
+                self.path.display()
+            )));
+        }
+        Ok(())
     }
 
     /// Makes room for `extra` more rows past [`len`](Self::len) (allocating
@@ -543,17 +553,22 @@ impl ArrayStore {
         Ok(())
     }
 
-    /// Trims ([`trim`](Self::trim)), flushes and closes. Readers: just closes.
-    pub fn close(mut self) -> Result<()> {
-        if self.writable {
-            self.writable = false;
-            let end = self.data_off + self.len() as usize * self.row_bytes;
-            if self.map.len() > end {
-                self.map.resize(end)?;
-            }
-            self.map.flush()?;
+    /// Ends writing: trims ([`trim`](Self::trim)) and flushes, then the
+    /// handle is read-only (its data stays mapped for existing views).
+    /// Readers and a forked child's inherited copy of a writer: nothing
+    /// to do.
+    pub fn release(&mut self) -> Result<()> {
+        if self.writable && self.owner == std::process::id() {
+            self.trim()?;
+            self.flush()?;
         }
+        self.writable = false;
         Ok(())
+    }
+
+    /// [`release`](Self::release)s and closes.
+    pub fn close(mut self) -> Result<()> {
+        self.release()
     }
 
     // ----- reading --------------------------------------------------------
@@ -591,7 +606,7 @@ impl Drop for ArrayStore {
     /// Writers give unpublished capacity back (best effort; use
     /// [`ArrayStore::close`] to see errors).
     fn drop(&mut self) {
-        if self.writable {
+        if self.writable && self.owner == std::process::id() {
             let _ = self.trim();
         }
     }
