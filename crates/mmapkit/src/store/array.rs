@@ -240,6 +240,11 @@ impl ArrayStore {
         let header = Header { descr: descr.trim().to_owned(), fortran_order: false, shape };
         let data_off = header.growable_len();
         let (bytes, field) = header.encode_growable(data_off)?;
+        // Replacing a store that another process is writing would leave
+        // that writer appending to a file nobody can see.
+        if let Ok(old) = File::open(path) {
+            lock_writer(&old, path)?;
+        }
         let file = replace_atomically(path, &bytes, None)?;
         let mut store = Self::map_writer(file, path, header, item_size, row_bytes, data_off, field, opts)?;
         store.reserve_rows(opts.capacity_rows)?;
