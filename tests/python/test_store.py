@@ -299,3 +299,17 @@ def test_forked_child_cannot_write_or_trim_an_inherited_writer(tmp):
     s.extend(np.arange(10, 20, dtype="i8"))
     s.close()
     assert np.load(p).tolist() == list(range(20))
+
+
+@pytest.mark.parametrize("dtype", ["<U5", "M8[ms]", "?", ">c16"])
+def test_every_plain_dtype_round_trips(tmp, dtype):
+    p = tmp / "d.npy"
+    ref = np.zeros((4, 2), dtype)
+    ref[1, 1] = np.array([1]).astype(dtype)[0]
+    s = mmapkit.ArrayStore.create(p, dtype, row_shape=(2,))
+    s.extend(ref[:3])
+    s.append(ref[3])
+    s.close()
+    assert np.load(p).dtype == np.dtype(dtype) and (np.load(p) == ref).all()
+    r = mmapkit.ArrayStore.open(p)
+    assert r.dtype == np.dtype(dtype) and (r[:] == ref).all()
