@@ -11,8 +11,8 @@
 //! # Publication order
 //!
 //! An append writes the rows into the capacity, then rewrites the header's
-//! row count in place (an aligned 8-byte store, see
-//! [`Map::store_word`]). Readers (this crate's [`ArrayStore::open`] in read
+//! row count in place (an aligned 8-byte store, see [`Map::store_word`],
+//! and `publish` for the one update in 10^8 that changes more digits). Readers (this crate's [`ArrayStore::open`] in read
 //! mode, `np.load(path, mmap_mode="r")`, anything that reads the header
 //! first) therefore only ever see rows that were completely written; rows
 //! past the count are ignored (numpy accepts a file longer than its
@@ -513,23 +513,25 @@ impl ArrayStore {
         Ok(Ok(self.len()))
     }
 
-    /// Rewrites the header's row count in place: the bytes that change are
-    /// stored last, the low 8 bytes with one atomic store.
+    /// Rewrites the header's row count in place. The low 8 bytes of the
+    /// count field go first, with one atomic store; the digits above them
+    /// change only when the count crosses a multiple of 10^8, and are
+    /// written after, so a reader racing with that rare update sees a
+    /// count no larger than the new one (or, numpy, for an instant, a
+    /// header it cannot parse), never rows that were not written.
     fn publish(&mut self, rows: u64) -> Result<()> {
         let mut h = self.header.clone();
         h.shape[0] = rows;
         let (bytes, field) = h.encode_growable(self.data_off)?;
         debug_assert_eq!(field, self.field);
-        let old = &self.map.as_slice()[field.clone()];
-        let new = &bytes[field.clone()];
         let word = field.end - 8;
-        let high = field.start..word;
-        if old[..high.len()] != new[..high.len()] {
-            self.map.write_at(high.start, &bytes[high.clone()])?;
-        }
         let mut w = [0u8; 8];
         w.copy_from_slice(&bytes[word..field.end]);
         self.map.store_word(word, w)?;
+        let high = field.start..word;
+        if self.map.as_slice()[high.clone()] != bytes[high.clone()] {
+            self.map.write_at(high.start, &bytes[high])?;
+        }
         self.header = h;
         Ok(())
     }

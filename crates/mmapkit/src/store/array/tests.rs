@@ -181,6 +181,21 @@ fn concurrent_reader_sees_only_whole_published_rows() {
     assert!(reader.join().unwrap() > 1);
 }
 
+#[test]
+fn row_counts_crossing_ten_to_the_eight() {
+    let (_d, p) = tmp();
+    let h = Header::new("|u1", vec![99_999_999]);
+    let off = h.growable_len();
+    std::fs::write(&p, h.encode_growable(off).unwrap().0).unwrap();
+    crate::store::sparse(&p, off as u64 + 99_999_999).unwrap(); // no blocks written
+    let mut w = ArrayStore::open(&p, true, None).unwrap();
+    assert_eq!(w.len(), 99_999_999);
+    w.append(&[7, 8, 9]).unwrap();
+    assert_eq!(header_rows(&p).0, 100_000_002);
+    let r = ArrayStore::open(&p, false, None).unwrap();
+    assert_eq!(&r.data()[99_999_999..], &[7, 8, 9]);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
     /// Any sequence of appends, reopens and trims gives the concatenation
