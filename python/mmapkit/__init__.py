@@ -22,6 +22,13 @@ from any thread straight into a mapped output (renamed into place when
 finished); :func:`kmers` turns FASTA/FASTQ reads into canonical k-mer
 frequency vectors (a numpy array, or csv/tsv/npy written in parallel).
 
+Arrays: :class:`ArrayStore` (a ``.npy`` file whose first axis grows, readable
+by ``np.load(mmap_mode="r")`` at any moment), :func:`sparse` (an instantly
+created sparse file), :class:`SharedArray` (numpy arrays in shared memory,
+reference-counted, pickled by name; module :mod:`mmapkit.shared_memory`) and
+:func:`mmapkit.parallel.map_chunks` (chunk-parallel map over processes that
+each map the array by path).
+
 Everything raises :class:`FileTruncatedError` (an ``OSError``) instead of
 crashing with SIGBUS when another process truncates the mapped file.
 """
@@ -74,6 +81,9 @@ from ._native import (
     page_size,
     replace,
 )
+from . import parallel, shared_memory
+from .shared_memory import SharedArray
+from .store import ArrayStore, sparse
 
 #: ``mmap.error`` is ``OSError`` in the stdlib; so it is here.
 error = OSError
@@ -86,6 +96,11 @@ globals().update(
 __all__ = [
     "ACCESS_COPY",
     "ACCESS_DEFAULT",
+    "ArrayStore",
+    "SharedArray",
+    "parallel",
+    "shared_memory",
+    "sparse",
     "ACCESS_READ",
     "ACCESS_WRITE",
     "ALLOCATIONGRANULARITY",

@@ -153,7 +153,7 @@ impl RecordWriter {
     /// Writes consecutive records `start, start+1, ...` from `data` (a
     /// multiple of `width` bytes).
     fn write_many(&self, py: Python<'_>, start: u64, data: &[u8]) -> PyResult<()> {
-        if data.len() % self.width != 0 {
+        if !data.len().is_multiple_of(self.width) {
             return Err(PyValueError::new_err(format!("{} bytes are not whole records of {} bytes", data.len(), self.width)));
         }
         py.detach(|| {

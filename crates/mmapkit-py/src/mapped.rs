@@ -897,7 +897,7 @@ impl Mmap {
         let m = base.get()?;
         let page = map::page_size();
         let addr = m.as_ptr() as usize;
-        if offset >= 0 && (addr.wrapping_add(offset as usize)) % page != 0 && base.access != ACCESS_READ && base.access != ACCESS_COPY {
+        if offset >= 0 && !(addr.wrapping_add(offset as usize)).is_multiple_of(page) && base.access != ACCESS_READ && base.access != ACCESS_COPY {
             return Err(PyOSError::new_err((libc::EINVAL, "Invalid argument")));
         }
         base.flush(slf.py(), offset, size, true)

@@ -10,11 +10,12 @@
 //!   [`Error::FileTruncated`] instead).
 //! * [`scan`]: byte-search kernels (memchr) shared by every strategy.
 //! * [`info`]: size, allocated blocks and page-cache residency of files.
-//! * [`store`]: the `.npy` header and growable array stores.
 //! * [`writer`]: [`writer::RecordWriter`], fixed-width records written
 //!   from many threads straight into a mapped output, in input order.
 //! * [`kmer`]: canonical k-mer frequency vectors of FASTA/FASTQ reads,
 //!   written through the record writer (single / batch / mmap designs).
+//! * [`store`]: the `.npy` header, growable `.npy` array stores, shared-memory
+//!   arrays (reference-counted `/dev/shm` and memfd segments) and sparse files.
 //!
 //! All unsafe code lives in [`map`]; everything else is built on its
 //! documented API.

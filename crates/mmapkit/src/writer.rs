@@ -460,7 +460,7 @@ impl StreamWriter {
 
     /// Appends whole records (`bytes.len()` a multiple of the width).
     pub fn push(&mut self, bytes: &[u8]) -> Result<()> {
-        if bytes.len() % self.width != 0 {
+        if !bytes.len().is_multiple_of(self.width) {
             return Err(Error::InvalidArgument(format!(
                 "{} bytes are not whole records of {} bytes",
                 bytes.len(),

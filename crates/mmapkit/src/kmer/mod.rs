@@ -144,7 +144,7 @@ impl Default for KmerOptions {
 /// Number of canonical k-mers of length `k`.
 pub fn dims(k: usize) -> usize {
     let all = 1usize << (2 * k);
-    if k % 2 == 0 {
+    if k.is_multiple_of(2) {
         (all + (1 << k)) / 2
     } else {
         all / 2
