@@ -949,7 +949,7 @@ impl Entries {
         Entry { index: it.index, term: it.term, data: &d[it.pos..it.pos + it.len] }
     }
     /// The entries in index order.
-    pub fn iter(&self) -> impl ExactSizeIterator<Item = Entry<'_>> + '_ {
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = Entry<'_>> + ExactSizeIterator + '_ {
         self.items.iter().map(|it| self.entry(it))
     }
     /// Total payload bytes.
