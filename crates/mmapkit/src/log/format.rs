@@ -6,7 +6,7 @@
 //! header   = "MMKLOG01" first_index:u64 reserved:[u8;12] crc32c:u32
 //! record   = entry | commit          (each starts 16-byte aligned)
 //! entry    = len:u32 crc:u32 term:u64 payload[len] pad-to-16
-//!            crc = crc32c(index:u64 ‖ len ‖ term ‖ payload)
+//!            crc = crc32c(index:u64 ‖ len ‖ term ‖ payload ‖ zero pad)
 //! commit   = 0xFFFF_FFFF crc:u32 count:u32 epoch:u32
 //!            crc = crc32c(first:u64 ‖ count ‖ epoch ‖ crc of each entry of the batch)
 //! ```
@@ -83,14 +83,32 @@ pub(crate) fn decode_header(d: &[u8]) -> Result<u64, &'static str> {
     Ok(u64_at(d, 8))
 }
 
-/// CRC of an entry at `index`.
-#[inline]
-pub(crate) fn entry_crc(index: u64, term: u64, payload: &[u8]) -> u32 {
+/// Zeros for padding.
+pub(crate) const PAD: [u8; 16] = [0; 16];
+
+fn crc_prefix(index: u64, len: usize, term: u64) -> u32 {
     let mut pre = [0u8; 20];
     pre[..8].copy_from_slice(&index.to_le_bytes());
-    pre[8..12].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+    pre[8..12].copy_from_slice(&(len as u32).to_le_bytes());
     pre[12..].copy_from_slice(&term.to_le_bytes());
-    crc32c::crc32c_append(crc32c::crc32c(&pre), payload)
+    crc32c::crc32c(&pre)
+}
+
+/// CRC of an entry at `index` (its padding, zeros, included: every byte
+/// of a frame is checked).
+#[inline]
+pub(crate) fn entry_crc(index: u64, term: u64, payload: &[u8]) -> u32 {
+    let c = crc32c::crc32c_append(crc_prefix(index, payload.len(), term), payload);
+    crc32c::crc32c_append(c, &PAD[..padded(payload.len()) - payload.len()])
+}
+
+/// CRC computed over the frame stored at `pos` (header must fit; the
+/// caller checked that the padded payload does).
+#[inline]
+pub(crate) fn frame_crc(d: &[u8], pos: usize, index: u64) -> u32 {
+    let len = u32_at(d, pos) as usize;
+    let c = crc_prefix(index, len, u64_at(d, pos + 8));
+    crc32c::crc32c_append(c, &d[pos + REC..pos + REC + padded(len)])
 }
 
 /// Entry header bytes (the payload follows).
@@ -228,8 +246,7 @@ pub(crate) fn scan(d: &[u8], first: u64, gen: u32, limit: Option<u64>, lenient: 
             break Stop::BadRecord(pos);
         }
         let index = first + s.offsets.len() as u64;
-        let term = u64_at(d, pos + 8);
-        if entry_crc(index, term, &d[pos + REC..pos + REC + len]) != u32_at(d, pos + 4) && !lenient {
+        if frame_crc(d, pos, index) != u32_at(d, pos + 4) && !lenient {
             break Stop::BadEntry(index, pos);
         }
         s.offsets.push(pos as u64);

@@ -375,11 +375,13 @@ impl CommitLog {
                 )));
             }
         }
-        let clean = matches!(sc.stop, format::Stop::Clean | format::Stop::End);
+        let rest_zero = d[sc.stop_pos.min(d.len())..].iter().take(REC).all(|&b| b == 0);
         let dropped_bytes = match sc.stop {
-            _ if clean && sc.pending == 0 => 0,
-            format::Stop::BadEntry(..) | format::Stop::BadRecord(_) => (sc.stop_pos + REC).min(d.len()) - sc.end,
-            _ => sc.stop_pos - sc.end,
+            format::Stop::Clean if sc.pending == 0 => 0,
+            format::Stop::End if sc.pending == 0 && rest_zero => 0,
+            format::Stop::Clean => sc.stop_pos - sc.end,
+            // A bad record, or a few bytes too short to be one.
+            _ => (sc.stop_pos + REC).min(d.len()) - sc.end,
         } as u64;
         let recovery = Recovery { dropped_entries: sc.pending, dropped_bytes, tail_segment: tail.path() };
         let last = tail.first + sc.offsets.len() as u64 - 1;
@@ -495,6 +497,7 @@ impl CommitLog {
             let crc = format::entry_crc(first + k as u64, *term, b);
             tail.map.write_at(pos, &format::entry_header(b.len(), crc, *term))?;
             tail.map.write_at(pos + REC, b)?;
+            tail.map.write_at(pos + REC + b.len(), &format::PAD[..format::padded(b.len()) - b.len()])?;
             commit.add(crc);
             scratch.push(pos as u64);
             pos += frame_size(b.len());
@@ -668,7 +671,7 @@ impl CommitLog {
                 budget = budget.saturating_sub(len);
                 let term = u64_at(d, pos + 8);
                 let data = &d[pos + REC..pos + REC + len];
-                if format::entry_crc(i, term, data) != u32_at(d, pos + 4) {
+                if format::frame_crc(d, pos, i) != u32_at(d, pos + 4) {
                     return Err(seg.file.corrupt(format!("entry {i} (byte {pos}) fails its checksum")));
                 }
                 out.items.push(Item { index: i, term, seg: segno, pos: pos + REC, len });
