@@ -98,7 +98,7 @@ impl CommitLog {
             None => SyncMode::Batch,
             Some(s) => parse_sync(s)?,
         };
-        let opts = LogOptions { segment_size, first_index, sync: mode, read_only };
+        let opts = LogOptions { segment_size, first_index, sync: mode, read_only, ..Default::default() };
         let log = py.detach(|| Core::open(&path, opts)).py_err()?;
         Ok(CommitLog {
             inner: RwLock::new(Some(Arc::new(log))),

@@ -2,7 +2,8 @@
 //! `log` suite in `bench/` is): 100 K entries of 50 random bytes appended
 //! 10 per batch without sync, read back 10 at a time, and with sync per
 //! batch. `cargo run --release --example log_speed [DIR]` (DIR: a
-//! directory on the disk to test; default a temporary one).
+//! directory on the disk to test; default a temporary one). `LOG_SPEED_REPS=5`
+//! repeats the no-sync run (the machine may be busy: take the best).
 
 use std::time::Instant;
 
@@ -13,7 +14,10 @@ fn main() -> mmapkit::Result<()> {
     let tmp = tempfile_dir(base.as_deref());
     let n = 100_000u64;
     let data: Vec<[u8; 50]> = (0..n).map(|i| [(i * 31 % 251) as u8; 50]).collect();
-    for (name, sync, count) in [("no sync", SyncMode::Never, n), ("sync per batch", SyncMode::Batch, 2_000)] {
+    let reps: usize = std::env::var("LOG_SPEED_REPS").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
+    let mut runs = vec![("no sync", SyncMode::Never, n); reps];
+    runs.push(("sync per batch", SyncMode::Batch, 2_000));
+    for (name, sync, count) in runs {
         let dir = tmp.join(name.replace(' ', "_"));
         let log = CommitLog::open(&dir, LogOptions { sync, ..Default::default() })?;
         let t = Instant::now();

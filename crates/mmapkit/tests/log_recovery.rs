@@ -30,7 +30,9 @@ fn entries(log: &CommitLog) -> Vec<(u64, Vec<u8>)> {
 
 /// A log of three batches; returns the directory, the byte range of the
 /// last batch in the tail segment, and the entries before it.
-fn three_batches() -> (tempfile::TempDir, std::ops::Range<usize>, Vec<(u64, Vec<u8>)>) {
+type Fixture = (tempfile::TempDir, std::ops::Range<usize>, Vec<(u64, Vec<u8>)>);
+
+fn three_batches() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let log = CommitLog::open(dir.path(), opts()).unwrap();
     log.append(&[(1, b"first batch".as_slice()), (1, b"x")]).unwrap();

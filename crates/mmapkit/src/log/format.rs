@@ -5,13 +5,14 @@
 //! segment  = header(32) record*  (zeros or stale bytes after the last record)
 //! header   = "MMKLOG01" first_index:u64 reserved:[u8;12] crc32c:u32
 //! record   = entry | commit          (each starts 16-byte aligned)
-//! entry    = len:u32 crc:u32 term:u64 payload[len] pad-to-16
-//!            crc = crc32c(index:u64 ‖ len ‖ term ‖ payload ‖ zero pad)
-//! commit   = 0xFFFF_FFFF crc:u32 count:u32 epoch:u32
+//! entry    = crc:u32 len:u32 term:u64 payload[len] zero-pad-to-16
+//!            crc = CRC32C, seeded from the entry's index, of every byte after it
+//! commit   = crc:u32 0xFFFF_FFFF count:u32 epoch:u32
 //!            crc = crc32c(first:u64 ‖ count ‖ epoch ‖ crc of each entry of the batch)
 //! ```
 //!
-//! * The entry CRC covers the entry's **index**, so a frame left over from
+//! * The entry CRC (one pass over the contiguous frame) is seeded with the
+//!   entry's **index**, so a frame left over from
 //!   an earlier layout (stale bytes after a truncation) never validates at
 //!   a position where another index is expected.
 //! * A batch counts only once its commit record validates: it binds the
@@ -86,39 +87,68 @@ pub(crate) fn decode_header(d: &[u8]) -> Result<u64, &'static str> {
 /// Zeros for padding.
 pub(crate) const PAD: [u8; 16] = [0; 16];
 
-fn crc_prefix(index: u64, len: usize, term: u64) -> u32 {
-    let mut pre = [0u8; 20];
-    pre[..8].copy_from_slice(&index.to_le_bytes());
-    pre[8..12].copy_from_slice(&(len as u32).to_le_bytes());
-    pre[12..].copy_from_slice(&term.to_le_bytes());
-    crc32c::crc32c(&pre)
-}
-
-/// CRC of an entry at `index` (its padding, zeros, included: every byte
-/// of a frame is checked).
+/// Initial CRC state for the entry at `index`: the same bytes at another
+/// index do not validate.
 #[inline]
-pub(crate) fn entry_crc(index: u64, term: u64, payload: &[u8]) -> u32 {
-    let c = crc32c::crc32c_append(crc_prefix(index, payload.len(), term), payload);
-    crc32c::crc32c_append(c, &PAD[..padded(payload.len()) - payload.len()])
+fn seed(index: u64) -> u32 {
+    (index as u32) ^ ((index >> 32) as u32).rotate_left(16) ^ 0x6d6d_6b6c
 }
 
-/// CRC computed over the frame stored at `pos` (header must fit; the
-/// caller checked that the padded payload does).
+/// Payload length of the frame at `pos`.
+#[inline]
+pub(crate) fn len_at(d: &[u8], pos: usize) -> usize {
+    u32_at(d, pos + 4) as usize
+}
+
+/// Appends the frame of an entry (index, term, payload) to `buf` and
+/// returns its CRC (also stored in the frame).
+#[inline]
+pub(crate) fn encode_entry(buf: &mut Vec<u8>, index: u64, term: u64, payload: &[u8]) -> u32 {
+    let start = buf.len();
+    buf.extend_from_slice(&[0; 4]);
+    buf.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    buf.extend_from_slice(&term.to_le_bytes());
+    buf.extend_from_slice(payload);
+    buf.extend_from_slice(&PAD[..padded(payload.len()) - payload.len()]);
+    let crc = crc32c::crc32c_append(seed(index), &buf[start + 4..]);
+    buf[start..start + 4].copy_from_slice(&crc.to_le_bytes());
+    crc
+}
+
+/// CRC of an entry at `index` (for tests).
+#[cfg(test)]
+pub(crate) fn entry_crc(index: u64, term: u64, payload: &[u8]) -> u32 {
+    encode_entry(&mut Vec::new(), index, term, payload)
+}
+
+/// CRC computed over the frame stored at `pos` (the caller checked that
+/// the padded frame fits in `d`).
 #[inline]
 pub(crate) fn frame_crc(d: &[u8], pos: usize, index: u64) -> u32 {
-    let len = u32_at(d, pos) as usize;
-    let c = crc_prefix(index, len, u64_at(d, pos + 8));
-    crc32c::crc32c_append(c, &d[pos + REC..pos + REC + padded(len)])
+    let len = len_at(d, pos);
+    crc32c::crc32c_append(seed(index), &d[pos + 4..pos + REC + padded(len)])
 }
 
-/// Entry header bytes (the payload follows).
+/// Whether the frame at `pos` holds the CRC it should at `index`.
 #[inline]
-pub(crate) fn entry_header(len: usize, crc: u32, term: u64) -> [u8; REC] {
-    let mut h = [0u8; REC];
-    h[..4].copy_from_slice(&(len as u32).to_le_bytes());
-    h[4..8].copy_from_slice(&crc.to_le_bytes());
-    h[8..].copy_from_slice(&term.to_le_bytes());
-    h
+pub(crate) fn frame_ok(d: &[u8], pos: usize, index: u64) -> bool {
+    frame_crc(d, pos, index) == u32_at(d, pos)
+}
+
+/// Appends the commit record of a batch (first index, epoch, the
+/// entries' CRCs) to `buf`.
+pub(crate) fn encode_commit(buf: &mut Vec<u8>, first: u64, epoch: u32, crcs: &[u32]) {
+    let count = crcs.len() as u32;
+    let mut c = CommitCrc::new(first, count, epoch);
+    // In chunks through a stack buffer: one CRC call per 64 entries.
+    let mut tmp = [0u8; 256];
+    for chunk in crcs.chunks(64) {
+        for (t, x) in tmp.chunks_exact_mut(4).zip(chunk) {
+            t.copy_from_slice(&x.to_le_bytes());
+        }
+        c.0 = crc32c::crc32c_append(c.0, &tmp[..chunk.len() * 4]);
+    }
+    buf.extend_from_slice(&c.record(count, epoch));
 }
 
 /// Running CRC of a commit record; feed it each entry's CRC in order.
@@ -139,8 +169,8 @@ impl CommitCrc {
     }
     pub(crate) fn record(self, count: u32, epoch: u32) -> [u8; REC] {
         let mut r = [0u8; REC];
-        r[..4].copy_from_slice(&COMMIT_MARK.to_le_bytes());
-        r[4..8].copy_from_slice(&self.0.to_le_bytes());
+        r[..4].copy_from_slice(&self.0.to_le_bytes());
+        r[4..8].copy_from_slice(&COMMIT_MARK.to_le_bytes());
         r[8..12].copy_from_slice(&count.to_le_bytes());
         r[12..].copy_from_slice(&epoch.to_le_bytes());
         r
@@ -153,7 +183,7 @@ pub(crate) fn commit_for(d: &[u8], first: u64, offsets: &[u64], epoch: u32) -> [
     let count = offsets.len() as u32;
     let mut c = CommitCrc::new(first, count, epoch);
     for &o in offsets {
-        c.add(u32_at(d, o as usize + 4));
+        c.add(u32_at(d, o as usize));
     }
     c.record(count, epoch)
 }
@@ -215,7 +245,7 @@ pub(crate) fn scan(d: &[u8], first: u64, gen: u32, limit: Option<u64>, lenient: 
         if pos + REC > d.len() {
             break Stop::End;
         }
-        let len = u32_at(d, pos);
+        let len = u32_at(d, pos + 4);
         if len == COMMIT_MARK {
             let count = u32_at(d, pos + 8);
             let epoch = u32_at(d, pos + 12);
@@ -246,7 +276,7 @@ pub(crate) fn scan(d: &[u8], first: u64, gen: u32, limit: Option<u64>, lenient: 
             break Stop::BadRecord(pos);
         }
         let index = first + s.offsets.len() as u64;
-        if frame_crc(d, pos, index) != u32_at(d, pos + 4) && !lenient {
+        if !lenient && !frame_ok(d, pos, index) {
             break Stop::BadEntry(index, pos);
         }
         s.offsets.push(pos as u64);
@@ -262,7 +292,7 @@ pub(crate) fn scan(d: &[u8], first: u64, gen: u32, limit: Option<u64>, lenient: 
 /// Position just after entry `k` (its frame), given the entry offsets.
 pub(crate) fn entry_end(d: &[u8], offsets: &[u64], k: usize) -> usize {
     let o = offsets[k] as usize;
-    o + frame_size(u32_at(d, o) as usize)
+    o + frame_size(len_at(d, o))
 }
 
 /// Start (entry number within the segment) of the batch containing entry

@@ -132,6 +132,10 @@ pub struct LogOptions {
     pub first_index: u64,
     /// Durability of appends.
     pub sync: SyncMode,
+    /// Check each entry's CRC on every read too (default: entries are
+    /// verified once per open log: the tail on open, a sealed segment when
+    /// first read; [`CommitLog::verify`] rechecks everything any time).
+    pub verify_reads: bool,
     /// Open without writing anything (another process may be appending;
     /// see [`CommitLog::refresh`]). No lock is taken and no recovery
     /// repair is written.
@@ -140,7 +144,7 @@ pub struct LogOptions {
 
 impl Default for LogOptions {
     fn default() -> Self {
-        LogOptions { segment_size: 64 << 20, first_index: 1, sync: SyncMode::Batch, read_only: false }
+        LogOptions { segment_size: 64 << 20, first_index: 1, sync: SyncMode::Batch, verify_reads: false, read_only: false }
     }
 }
 
@@ -236,6 +240,10 @@ struct Writer {
     next_gen: u32,
     /// Entry offsets of the batch being written (reused).
     scratch: Vec<u64>,
+    /// The batch's frames (reused).
+    buf: Vec<u8>,
+    /// The batch's entry CRCs (reused).
+    crcs: Vec<u32>,
 }
 
 struct SyncState {
@@ -390,7 +398,7 @@ impl CommitLog {
         let log = CommitLog {
             dir,
             state: RwLock::new(State { segs, last, tail_end }),
-            writer: Mutex::new(Writer { next_gen, scratch: Vec::new() }),
+            writer: Mutex::new(Writer { next_gen, scratch: Vec::new(), buf: Vec::new(), crcs: Vec::new() }),
             sync: Mutex::new(SyncState { durable: last, running: false, last: Instant::now() }),
             synced: Condvar::new(),
             syncs: AtomicU64::new(0),
@@ -489,26 +497,25 @@ impl CommitLog {
             pos = HEADER_LEN;
         }
         let epoch = tail.gen();
-        let mut commit = format::CommitCrc::new(first, entries.len() as u32, epoch);
-        let Writer { scratch, .. } = &mut *w;
+        // The batch is framed in a reused buffer and copied into the map
+        // in one write: no per-entry allocation or bounds checks.
+        let Writer { buf, crcs, scratch, .. } = &mut *w;
+        buf.clear();
+        crcs.clear();
         scratch.clear();
         for (k, (term, b)) in entries.iter().enumerate() {
-            let b = b.as_ref();
-            let crc = format::entry_crc(first + k as u64, *term, b);
-            tail.map.write_at(pos, &format::entry_header(b.len(), crc, *term))?;
-            tail.map.write_at(pos + REC, b)?;
-            tail.map.write_at(pos + REC + b.len(), &format::PAD[..format::padded(b.len()) - b.len()])?;
-            commit.add(crc);
-            scratch.push(pos as u64);
-            pos += frame_size(b.len());
+            scratch.push((pos + buf.len()) as u64);
+            crcs.push(format::encode_entry(buf, first + k as u64, *term, b.as_ref()));
         }
-        tail.map.write_at(pos, &commit.record(entries.len() as u32, epoch))?;
-        pos += REC;
+        format::encode_commit(buf, first, epoch, crcs);
         // A zero record after every batch: the clean end is explicit, so
         // anything else found there on recovery is a torn batch.
-        if pos + REC <= tail.map.len() {
-            tail.map.write_at(pos, &[0u8; REC])?;
+        let zero_fits = pos + buf.len() + REC <= tail.map.len();
+        if zero_fits {
+            buf.extend_from_slice(&[0u8; REC]);
         }
+        tail.map.write_at(pos, buf)?;
+        pos += buf.len() - if zero_fits { REC } else { 0 };
         let last = first + entries.len() as u64 - 1;
         {
             let mut s = self.write_state();
@@ -634,8 +641,9 @@ impl CommitLog {
 
     /// Entries `lo..hi` (half-open, like a Python range). With `max_bytes`,
     /// as many whole entries from `lo` as fit in that many payload bytes,
-    /// but at least one. Each entry's CRC is checked; the data are
-    /// zero-copy slices of the mapping.
+    /// but at least one. The data are zero-copy slices of the mapping;
+    /// entries were checksum-verified when their segment was first
+    /// indexed (and on every read with [`LogOptions::verify_reads`]).
     pub fn read(&self, lo: u64, hi: u64, max_bytes: Option<usize>) -> Result<Entries> {
         let mut out = Entries { segs: Vec::new(), items: Vec::with_capacity((hi.saturating_sub(lo)).min(1 << 16) as usize) };
         let mut budget = max_bytes.unwrap_or(usize::MAX);
@@ -663,15 +671,14 @@ impl CommitLog {
             let mut used = false;
             while i < stop {
                 let pos = offs[(i - seg.file.first) as usize] as usize;
-                let len = u32_at(d, pos) as usize;
+                let len = format::len_at(d, pos);
                 if len > budget && !out.items.is_empty() {
                     i = hi;
                     break;
                 }
                 budget = budget.saturating_sub(len);
                 let term = u64_at(d, pos + 8);
-                let data = &d[pos + REC..pos + REC + len];
-                if format::frame_crc(d, pos, i) != u32_at(d, pos + 4) {
+                if self.opts.verify_reads && !format::frame_ok(d, pos, i) {
                     return Err(seg.file.corrupt(format!("entry {i} (byte {pos}) fails its checksum")));
                 }
                 out.items.push(Item { index: i, term, seg: segno, pos: pos + REC, len });
@@ -766,7 +773,7 @@ impl CommitLog {
                 (HEADER_LEN, None)
             } else {
                 let e = format::entry_end(d, offs, keep - 1);
-                if u32_at(d, e) == format::COMMIT_MARK {
+                if u32_at(d, e + 4) == format::COMMIT_MARK {
                     (e + REC, None)
                 } else {
                     // Mid-batch: the kept part of the batch gets a commit record of its own.
@@ -854,7 +861,7 @@ impl CommitLog {
                 sc.offsets
             };
             rep.entries += offs.len() as u64;
-            rep.bytes += offs.iter().map(|&o| u32_at(f.data(), o as usize) as u64).sum::<u64>();
+            rep.bytes += offs.iter().map(|&o| format::len_at(f.data(), o as usize) as u64).sum::<u64>();
         }
         Ok(rep)
     }
