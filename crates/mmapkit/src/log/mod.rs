@@ -499,27 +499,27 @@ impl CommitLog {
         let epoch = tail.gen();
         // The batch is framed in a reused buffer and copied into the map
         // in one write: no per-entry allocation or bounds checks.
-        let Writer { buf, crcs, scratch, .. } = &mut *w;
-        buf.clear();
-        crcs.clear();
-        scratch.clear();
+        let wr: &mut Writer = &mut w;
+        wr.buf.clear();
+        wr.crcs.clear();
+        wr.scratch.clear();
         for (k, (term, b)) in entries.iter().enumerate() {
-            scratch.push((pos + buf.len()) as u64);
-            crcs.push(format::encode_entry(buf, first + k as u64, *term, b.as_ref()));
+            wr.scratch.push((pos + wr.buf.len()) as u64);
+            wr.crcs.push(format::encode_entry(&mut wr.buf, first + k as u64, *term, b.as_ref()));
         }
-        format::encode_commit(buf, first, epoch, crcs);
+        format::encode_commit(&mut wr.buf, first, epoch, &wr.crcs);
         // A zero record after every batch: the clean end is explicit, so
         // anything else found there on recovery is a torn batch.
-        let zero_fits = pos + buf.len() + REC <= tail.map.len();
+        let zero_fits = pos + wr.buf.len() + REC <= tail.map.len();
         if zero_fits {
-            buf.extend_from_slice(&[0u8; REC]);
+            wr.buf.extend_from_slice(&[0u8; REC]);
         }
-        tail.map.write_at(pos, buf)?;
-        pos += buf.len() - if zero_fits { REC } else { 0 };
+        tail.map.write_at(pos, &wr.buf)?;
+        pos += wr.buf.len() - if zero_fits { REC } else { 0 };
         let last = first + entries.len() as u64 - 1;
         {
             let mut s = self.write_state();
-            s.segs.last_mut().expect("one segment").offsets.get_or_insert_with(Vec::new).extend_from_slice(scratch);
+            s.segs.last_mut().expect("one segment").offsets.get_or_insert_with(Vec::new).extend_from_slice(&wr.scratch);
             s.last = last;
             s.tail_end = pos;
         }
