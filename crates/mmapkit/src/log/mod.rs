@@ -261,6 +261,11 @@ struct SyncState {
     durable: u64,
     running: bool,
     last: Instant,
+    /// (tail segment, byte position) synced so far: the next sync starts there.
+    synced: (u64, usize),
+    /// Bumped by every truncation: a sync that started before one must
+    /// not mark the re-appended indexes durable.
+    cuts: u64,
 }
 
 /// The log; see the [module docs](self).
@@ -472,6 +477,8 @@ impl CommitLog {
                 durable: last,
                 running: false,
                 last: Instant::now(),
+                synced: (0, 0),
+                cuts: 0,
             }),
             synced: Condvar::new(),
             syncs: AtomicU64::new(0),
@@ -504,7 +511,11 @@ impl CommitLog {
             return Ok(());
         }
         let ld = load(&self.dir, &self.opts)?;
-        *self.write_state() = State { segs: ld.segs, last: ld.last, tail_end: ld.tail_end };
+        *self.write_state() = State {
+            segs: ld.segs,
+            last: ld.last,
+            tail_end: ld.tail_end,
+        };
         Ok(())
     }
 
@@ -665,6 +676,7 @@ impl CommitLog {
         s.tail_end = HEADER_LEN;
         let mut st = lock(&self.sync);
         st.durable = st.durable.max(first - 1);
+        st.synced = (first, HEADER_LEN);
         Ok(seg)
     }
 
@@ -687,14 +699,24 @@ impl CommitLog {
                         s.last,
                     )
                 };
+                let (from, cuts) = {
+                    let st = lock(&self.sync);
+                    let from = if st.synced.0 == tail.first {
+                        st.synced.1.min(end)
+                    } else {
+                        0
+                    };
+                    (from, st.cuts)
+                };
                 // Earlier segments were synced when they were sealed.
-                let r = tail.map.flush_range(0, end, true);
+                let r = tail.map.flush_range(from, end - from, true);
                 self.syncs.fetch_add(1, Ordering::Relaxed);
                 st = lock(&self.sync);
                 st.running = false;
                 st.last = Instant::now();
-                if r.is_ok() {
+                if r.is_ok() && st.cuts == cuts {
                     st.durable = st.durable.max(upto);
+                    st.synced = (tail.first, end);
                 }
                 self.synced.notify_all();
                 r?;
@@ -915,6 +937,12 @@ impl CommitLog {
         s.tail_end = end;
         let mut st = lock(&self.sync);
         st.durable = st.durable.min(index);
+        st.cuts += 1;
+        if st.synced.0 == tail.first {
+            st.synced.1 = st.synced.1.min(end);
+        } else {
+            st.synced = (tail.first, 0);
+        }
         Ok(())
     }
 
