@@ -305,7 +305,9 @@ struct Loaded {
 }
 
 /// Lists, maps and checks the segments of `dir` and recovers the tail.
-fn load(dir: &Path, opts: &LogOptions) -> Result<Loaded> {
+/// Sealed segments of `reuse` (a previous load) that are still there are
+/// kept as they are, mapped and indexed.
+fn load(dir: &Path, opts: &LogOptions, reuse: &[Seg]) -> Result<Loaded> {
     let writable = !opts.read_only;
     let mut found: Vec<(u64, u32, PathBuf)> = Vec::new();
     let rd = std::fs::read_dir(dir).map_err(|e| Error::io(dir, "read_dir", e))?;
@@ -350,10 +352,32 @@ fn load(dir: &Path, opts: &LogOptions) -> Result<Loaded> {
             offsets: Some(Vec::new()),
         });
     } else {
-        for (first, gen, path) in found {
-            segs.push(Seg {
-                file: Arc::new(SegFile::open(path, first, gen, writable)?),
-                offsets: None,
+        let nexts: Vec<Option<u64>> = found
+            .iter()
+            .skip(1)
+            .map(|f| Some(f.0))
+            .chain([None])
+            .collect();
+        for ((first, gen, path), next) in found.into_iter().zip(nexts) {
+            let old = reuse
+                .iter()
+                .find(|s| s.file.first == first && s.file.gen() == gen);
+            segs.push(match (old, next) {
+                (Some(s), Some(next)) => {
+                    // An index built while it was still the tail may be short.
+                    let whole = s
+                        .offsets
+                        .as_ref()
+                        .is_some_and(|o| o.len() as u64 == next - first);
+                    Seg {
+                        file: s.file.clone(),
+                        offsets: if whole { s.offsets.clone() } else { None },
+                    }
+                }
+                _ => Seg {
+                    file: Arc::new(SegFile::open(path, first, gen, writable)?),
+                    offsets: None,
+                },
             });
         }
     }
@@ -451,7 +475,7 @@ impl CommitLog {
             None
         };
 
-        let ld = load(&dir, &opts)?;
+        let ld = load(&dir, &opts, &[])?;
         let Loaded {
             segs,
             last,
@@ -510,7 +534,10 @@ impl CommitLog {
         if !self.opts.read_only {
             return Ok(());
         }
-        let ld = load(&self.dir, &self.opts)?;
+        let ld = {
+            let s = self.read_state();
+            load(&self.dir, &self.opts, &s.segs)?
+        };
         *self.write_state() = State {
             segs: ld.segs,
             last: ld.last,
