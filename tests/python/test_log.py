@@ -371,3 +371,20 @@ def test_reader_in_another_process_sees_whole_batches(tmp_path):
     assert p.returncode == 0, err
     assert int(out) > 3  # it saw the log grow
     log.close()
+
+
+def test_damaged_tail_refuses_to_open_unless_repair(tmp_path):
+    d = tmp_path / "wal"
+    with mmapkit.CommitLog(d, sync="never") as log:
+        for i in range(5):
+            log.append([b"entry %d" % i])
+    seg = next(d.glob("*.seg"))
+    b = bytearray(seg.read_bytes())
+    b[32 + 48 + 16 + 1] ^= 1  # payload of entry 2; batches 3..5 follow
+    seg.write_bytes(bytes(b))
+    with pytest.raises(mmapkit.CorruptError, match="entry 2"):
+        mmapkit.CommitLog(d, sync="never")
+    with mmapkit.CommitLog(d, sync="never", repair=True) as log:
+        assert list(log) == [b"entry 0"]
+        assert log.recovery["dropped_entries"] == 4
+        assert log.append([b"again"]) == 2

@@ -142,6 +142,12 @@ pub struct LogOptions {
     /// see [`CommitLog::refresh`]). No lock is taken and no recovery
     /// repair is written.
     pub read_only: bool,
+    /// Recover from a damaged tail segment (a bad entry followed by valid
+    /// batches, e.g. after a power loss with [`SyncMode::Never`]) by
+    /// dropping everything from the damaged batch on, as for a torn batch;
+    /// [`Recovery`] reports what was dropped. Default: refuse to open with
+    /// [`Error::Corrupt`].
+    pub repair: bool,
 }
 
 impl Default for LogOptions {
@@ -151,6 +157,7 @@ impl Default for LogOptions {
             first_index: 1,
             sync: SyncMode::Batch,
             verify_reads: false,
+            repair: false,
             read_only: false,
         }
     }
@@ -385,19 +392,38 @@ fn load(dir: &Path, opts: &LogOptions, reuse: &[Seg]) -> Result<Loaded> {
     // Recover the tail.
     let tail = segs.last().expect("one segment").file.clone();
     let d = tail.data();
-    let sc = format::scan(d, tail.first, tail.gen(), None, false);
-    if let format::Stop::BadEntry(index, _) = sc.stop {
+    // What a repair drops beyond a torn batch: (entries, bytes).
+    let mut repaired = (0u64, 0usize);
+    let mut tries = 0;
+    let sc = loop {
+        let sc = format::scan(d, tail.first, tail.gen(), None, false);
+        let format::Stop::BadEntry(index, _) = sc.stop else {
+            break sc;
+        };
         // Torn batch, or corruption? If the entries' stored CRCs still
-        // commit and a later batch follows, the bytes were damaged
-        // after being written whole: report, never skip.
+        // commit and a later batch follows, the bytes were damaged after
+        // being written whole: report, never skip.
         let lenient = format::scan(d, tail.first, tail.gen(), None, true);
-        if lenient.batches > sc.batches + 1 {
-            return Err(tail.corrupt(format!(
-                "entry {index} fails its checksum and {} later batch(es) follow it",
-                lenient.batches - sc.batches - 1
-            )));
+        if lenient.first_bad != Some(index) && !writable && tries < 100 {
+            // A read-only scan raced the writing process: look again.
+            tries += 1;
+            continue;
         }
-    }
+        if lenient.batches > sc.batches + 1 {
+            if !opts.repair {
+                return Err(tail.corrupt(format!(
+                    "entry {index} fails its checksum and {} later batch(es) follow it \
+                     (open with repair to drop everything from that batch on)",
+                    lenient.batches - sc.batches - 1
+                )));
+            }
+            repaired = (
+                (lenient.offsets.len() - sc.offsets.len()) as u64,
+                lenient.end - sc.end,
+            );
+        }
+        break sc;
+    };
     let rest_zero = d[sc.stop_pos.min(d.len())..]
         .iter()
         .take(REC)
@@ -410,8 +436,8 @@ fn load(dir: &Path, opts: &LogOptions, reuse: &[Seg]) -> Result<Loaded> {
         _ => (sc.stop_pos + REC).min(d.len()) - sc.end,
     } as u64;
     let recovery = Recovery {
-        dropped_entries: sc.pending,
-        dropped_bytes,
+        dropped_entries: sc.pending.max(repaired.0),
+        dropped_bytes: dropped_bytes.max(repaired.1 as u64),
         tail_segment: tail.path(),
     };
     let last = tail.first + sc.offsets.len() as u64 - 1;

@@ -260,6 +260,22 @@ fn flipped_byte_in_tail_middle_is_corruption() {
     let e = CommitLog::open(dir.path(), opts(1 << 16)).unwrap_err();
     assert!(matches!(e, Error::Corrupt { .. }), "{e}");
     assert!(e.to_string().contains("entry 1"), "{e}");
+    // With repair, everything from the damaged batch on is dropped and reported.
+    let log = CommitLog::open(
+        dir.path(),
+        LogOptions {
+            repair: true,
+            ..opts(1 << 16)
+        },
+    )
+    .unwrap();
+    assert!(log.is_empty());
+    assert_eq!(log.recovery().dropped_entries, 3);
+    assert_eq!(log.recovery().dropped_bytes, 3 * (32 + 16));
+    assert_eq!(log.append(&[(2, b"fresh")]).unwrap(), 1);
+    drop(log);
+    let log = CommitLog::open(dir.path(), opts(1 << 16)).unwrap();
+    assert_eq!(collect(&log, 1, 2), vec![(1, 2, b"fresh".to_vec())]);
 }
 
 #[test]
