@@ -364,6 +364,36 @@ fn group_commit_shares_syncs() {
 }
 
 #[test]
+fn appenders_waiting_for_a_running_sync_share_the_next_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = CommitLog::open(
+        dir.path(),
+        LogOptions {
+            sync: SyncMode::Batch,
+            ..opts(1 << 20)
+        },
+    )
+    .unwrap();
+    // Pretend a sync is running: every appender writes, then waits for it.
+    lock(&log.sync).running = true;
+    std::thread::scope(|sc| {
+        for t in 0..4u64 {
+            let log = &log;
+            sc.spawn(move || log.append(&[(t, [t as u8; 16])]).unwrap());
+        }
+        while log.last_index() < 4 {
+            std::thread::yield_now();
+        }
+        assert_eq!(log.sync_count(), 0);
+        let mut st = lock(&log.sync);
+        st.running = false;
+        log.synced.notify_all();
+    });
+    // The first appender to wake syncs everything; the others find it durable.
+    assert_eq!(log.sync_count(), 1);
+}
+
+#[test]
 fn concurrent_readers_see_whole_batches() {
     let dir = tempfile::tempdir().unwrap();
     let log = CommitLog::open(dir.path(), opts(1 << 14)).unwrap();
