@@ -793,21 +793,29 @@ impl CommitLog {
     /// Builds the entry index of sealed segment `k` (verifying its
     /// records) if it has not been read yet.
     fn ensure_index(&self, k: usize) -> Result<()> {
-        if self.read_state().segs[k].offsets.is_some() {
-            return Ok(());
-        }
+        let (file, want) = {
+            let s = self.read_state();
+            if k >= s.segs.len() || s.segs[k].offsets.is_some() {
+                return Ok(());
+            }
+            (s.segs[k].file.clone(), s.count(k))
+        };
+        // Scanned without the lock, so appends and reads go on meanwhile.
+        let offsets = index_sealed(&file, want)?;
         let mut s = self.write_state();
-        if k >= s.segs.len() || s.segs[k].offsets.is_some() {
-            return Ok(());
+        if let Some(seg) = s.segs.get_mut(k) {
+            if seg.offsets.is_none() && Arc::ptr_eq(&seg.file, &file) {
+                seg.offsets = Some(offsets);
+            }
         }
-        let offsets = self.index_sealed(&s, k)?;
-        s.segs[k].offsets = Some(offsets);
         Ok(())
     }
+}
 
-    fn index_sealed(&self, s: &State, k: usize) -> Result<Vec<u64>> {
-        let f = &s.segs[k].file;
-        let want = s.count(k);
+/// Entry offsets of a sealed segment holding `want` entries, every
+/// record verified on the way.
+fn index_sealed(f: &SegFile, want: u64) -> Result<Vec<u64>> {
+    {
         let sc = format::scan(f.data(), f.first, f.gen(), Some(want), false);
         if (sc.offsets.len() as u64) < want {
             let at = f.first + sc.offsets.len() as u64;
@@ -821,14 +829,16 @@ impl CommitLog {
                 _ => format!("entry {at} is missing: the segment ends early"),
             };
             return Err(f.corrupt(format!(
-                "sealed segment should hold entries {}..={}: {why}",
+                "segment should hold entries {}..={}: {why}",
                 f.first,
                 f.first + want - 1
             )));
         }
         Ok(sc.offsets)
     }
+}
 
+impl CommitLog {
     fn range_check(&self, s: &State, lo: u64, hi: u64) -> Result<()> {
         if lo > hi || lo < s.first() || hi > s.last + 1 {
             return Err(Error::InvalidArgument(format!(
@@ -1089,32 +1099,32 @@ impl CommitLog {
 
     /// Checks every entry's CRC and every batch commit of every segment.
     pub fn verify(&self) -> Result<VerifyReport> {
-        let s = self.read_state();
+        self.verify_progress(&AtomicU64::new(0))
+    }
+
+    /// [`CommitLog::verify`], adding each segment's size to `done` once it
+    /// is checked (for progress bars). Appends and reads go on meanwhile;
+    /// the segments checked are those of the moment it started.
+    pub fn verify_progress(&self, done: &AtomicU64) -> Result<VerifyReport> {
+        let segs: Vec<(Arc<SegFile>, u64)> = {
+            let s = self.read_state();
+            (0..s.segs.len())
+                .map(|k| (s.segs[k].file.clone(), s.count(k)))
+                .collect()
+        };
         let mut rep = VerifyReport {
-            segments: s.segs.len(),
+            segments: segs.len(),
             entries: 0,
             bytes: 0,
         };
-        for k in 0..s.segs.len() {
-            let f = &s.segs[k].file;
-            let want = s.count(k);
-            let offs = if k + 1 < s.segs.len() {
-                self.index_sealed(&s, k)?
-            } else {
-                let sc = format::scan(f.data(), f.first, f.gen(), Some(want), false);
-                if (sc.offsets.len() as u64) < want {
-                    return Err(f.corrupt(format!(
-                        "entry {} fails verification",
-                        f.first + sc.offsets.len() as u64
-                    )));
-                }
-                sc.offsets
-            };
+        for (f, want) in &segs {
+            let offs = index_sealed(f, *want)?;
             rep.entries += offs.len() as u64;
             rep.bytes += offs
                 .iter()
                 .map(|&o| format::len_at(f.data(), o as usize) as u64)
                 .sum::<u64>();
+            done.fetch_add(f.map.len() as u64, Ordering::Relaxed);
         }
         Ok(rep)
     }
