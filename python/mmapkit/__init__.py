@@ -29,6 +29,10 @@ reference-counted, pickled by name; module :mod:`mmapkit.shared_memory`) and
 :func:`mmapkit.parallel.map_chunks` (chunk-parallel map over processes that
 each map the array by path).
 
+:class:`CommitLog` is a segmented, checksummed, crash-safe write-ahead log
+(Raft-style ``append``/``read``/``truncate_after``/``purge_before``, group
+commit, recovery of a torn tail).
+
 Everything raises :class:`FileTruncatedError` (an ``OSError``) instead of
 crashing with SIGBUS when another process truncates the mapped file.
 """
@@ -60,6 +64,7 @@ from ._native import (
     ACCESS_DEFAULT,
     ACCESS_READ,
     ACCESS_WRITE,
+    CommitLog,
     CorruptError,
     DiskFullError,
     FileTruncatedError,
@@ -104,6 +109,7 @@ __all__ = [
     "ACCESS_READ",
     "ACCESS_WRITE",
     "ALLOCATIONGRANULARITY",
+    "CommitLog",
     "CorruptError",
     "DiskFullError",
     "FileTruncatedError",

@@ -12,6 +12,7 @@ mod common;
 mod count;
 mod grep;
 mod kmers;
+mod log;
 mod replace;
 
 const AFTER_HELP: &str = "\
@@ -24,6 +25,7 @@ Examples:
   mmapkit info --json big.db         the same as JSON, exact byte counts
   mmapkit kmers reads.fq.gz -o vectors.npy
                                      k-mer frequency vectors, written in parallel
+  mmapkit log append wal < cmds.txt  append lines to a write-ahead log
   mmapkit evict big.db && mmapkit info big.db
                                      drop a file from the cache (cold-start benchmarks)
 
@@ -98,6 +100,9 @@ enum Command {
     /// Keep the first N lines of a file, truncating it in place (no rewrite).
     #[command(name = "keep-lines", after_help = replace::KEEP_HELP)]
     KeepLines(replace::KeepArgs),
+    /// A crash-safe write-ahead log: init, append, read, stat, verify, truncate, purge.
+    #[command(after_help = log::LOG_HELP)]
+    Log(log::LogArgs),
     /// `head --in-place -n N FILE`: the same as keep-lines.
     #[command(after_help = replace::KEEP_HELP)]
     Head(replace::HeadArgs),
@@ -127,6 +132,7 @@ fn main() -> ExitCode {
         Command::KeepLines(a) => replace::keep_lines(a),
         Command::Head(a) => replace::head(a),
         Command::Kmers(a) => kmers::kmers(a),
+        Command::Log(a) => log::run(a),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -7,6 +7,7 @@
 
 mod errors;
 mod kmers;
+mod log;
 mod mapped;
 mod store;
 mod tools;
@@ -33,6 +34,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<mapped::MappedFile>()?;
     m.add_class::<mapped::Mmap>()?;
+    m.add_class::<log::CommitLog>()?;
+    m.add_class::<log::CommitLogIter>()?;
     m.add("FileTruncatedError", py.get_type::<errors::FileTruncatedError>())?;
     m.add("DiskFullError", py.get_type::<errors::DiskFullError>())?;
     m.add("CorruptError", py.get_type::<errors::CorruptError>())?;

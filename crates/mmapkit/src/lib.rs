@@ -16,6 +16,8 @@
 //!   written through the record writer (single / batch / mmap designs).
 //! * [`store`]: the `.npy` header, growable `.npy` array stores, shared-memory
 //!   arrays (reference-counted `/dev/shm` and memfd segments) and sparse files.
+//! * [`log`]: a segmented, checksummed, crash-safe write-ahead log
+//!   ([`log::CommitLog`]) with group commit and zero-copy reads.
 //!
 //! All unsafe code lives in [`map`]; everything else is built on its
 //! documented API.
@@ -25,6 +27,7 @@
 mod error;
 pub mod info;
 pub mod kmer;
+pub mod log;
 pub mod map;
 pub mod scan;
 pub mod store;
