@@ -11,6 +11,9 @@
 //! * [`scan`]: byte-search kernels (memchr) shared by every strategy.
 //! * [`info`]: size, allocated blocks and page-cache residency of files.
 //! * [`store`]: the `.npy` header and growable array stores.
+//! * [`stats`]: exact out-of-core statistics (median, quantiles, histogram,
+//!   min/max/sum/mean) over typed slices or mapped files, multithreaded,
+//!   in bounded memory.
 //!
 //! All unsafe code lives in [`map`]; everything else is built on its
 //! documented API.
@@ -21,6 +24,7 @@ mod error;
 pub mod info;
 pub mod map;
 pub mod scan;
+pub mod stats;
 pub mod store;
 
 pub use error::{os_message, Error, Result};

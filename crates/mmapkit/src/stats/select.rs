@@ -1,0 +1,269 @@
+//! Exact order statistics in bounded memory, on keys (see [`Element`]).
+//!
+//! Pass 1 counts every key's top 16 bits (for 8/16-bit types that is the
+//! whole key: counting sort, done). Each wanted rank then lies in one
+//! bucket; a bucket small enough ([`COLLECT`] keys) is collected and
+//! sorted, a bigger one is histogrammed again on its next 16 bits. For
+//! 32-bit data that is two passes; for 64-bit data almost always two (a
+//! bucket keeps more than `COLLECT` keys only when more than
+//! `COLLECT` values share their top 16 bits).
+
+use rayon::prelude::*;
+
+use super::Element;
+
+/// Elements per parallel task.
+pub(crate) const CHUNK: usize = 1 << 20;
+/// A bucket with at most this many keys is collected and sorted (32 MiB).
+pub(crate) const COLLECT: u64 = 1 << 22;
+const RADIX: u32 = 16;
+
+/// Result of pass 1: counts of the top `min(BITS, 16)` key bits, NaNs apart.
+pub(crate) struct TopCounts {
+    pub hist: Vec<u64>,
+    pub nans: u64,
+}
+
+impl TopCounts {
+    /// Non-NaN elements.
+    pub fn valid(&self) -> u64 {
+        self.hist.iter().sum()
+    }
+}
+
+fn top_bits<T: Element>() -> u32 {
+    T::BITS.min(RADIX)
+}
+
+/// Pass 1 (parallel). Four interleaved sub-histograms per task keep runs of
+/// equal values from serialising on one counter.
+pub(crate) fn top_counts<T: Element>(data: &[T]) -> TopCounts {
+    let bins = 1usize << top_bits::<T>();
+    let shift = T::BITS - top_bits::<T>();
+    if data.len() < bins {
+        // Small input: one plain histogram, no parallel set-up.
+        let mut hist = vec![0u64; bins];
+        let mut nans = 0;
+        for &x in data {
+            if x.is_nan() {
+                nans += 1;
+            } else {
+                hist[(x.key() >> shift) as usize] += 1;
+            }
+        }
+        return TopCounts { hist, nans };
+    }
+    let (hist, nans) = data
+        .par_chunks(CHUNK)
+        .fold(
+            || (vec![0u64; 4 * bins], 0u64),
+            |(mut h, mut nans), chunk| {
+                let (h0, rest) = h.split_at_mut(bins);
+                let (h1, rest) = rest.split_at_mut(bins);
+                let (h2, h3) = rest.split_at_mut(bins);
+                let mut quads = chunk.chunks_exact(4);
+                for q in &mut quads {
+                    if q[0].is_nan() || q[1].is_nan() || q[2].is_nan() || q[3].is_nan() {
+                        for &x in q {
+                            if x.is_nan() {
+                                nans += 1;
+                            } else {
+                                h0[(x.key() >> shift) as usize] += 1;
+                            }
+                        }
+                        continue;
+                    }
+                    h0[(q[0].key() >> shift) as usize] += 1;
+                    h1[(q[1].key() >> shift) as usize] += 1;
+                    h2[(q[2].key() >> shift) as usize] += 1;
+                    h3[(q[3].key() >> shift) as usize] += 1;
+                }
+                for &x in quads.remainder() {
+                    if x.is_nan() {
+                        nans += 1;
+                    } else {
+                        h0[(x.key() >> shift) as usize] += 1;
+                    }
+                }
+                (h, nans)
+            },
+        )
+        .map(|(h, nans)| {
+            let mut one = h[..bins].to_vec();
+            for part in h[bins..].chunks_exact(bins) {
+                one.iter_mut().zip(part).for_each(|(a, b)| *a += b);
+            }
+            (one, nans)
+        })
+        .reduce(
+            || (vec![0u64; bins], 0),
+            |(mut a, n), (b, m)| {
+                a.iter_mut().zip(&b).for_each(|(x, y)| *x += y);
+                (a, n + m)
+            },
+        );
+    TopCounts { hist, nans }
+}
+
+/// A rank still being narrowed: its key starts with `prefix` (the top
+/// `fixed` bits), and it is the `rank`-th (0-based) of the `count` keys
+/// that do.
+#[derive(Clone, Copy, Debug)]
+struct Target {
+    out: usize,
+    prefix: u64,
+    fixed: u32,
+    rank: u64,
+    count: u64,
+}
+
+/// Finds buckets by rank in a histogram (prefix sums + binary search).
+struct Cumulative(Vec<u64>);
+
+impl Cumulative {
+    fn new(hist: &[u64]) -> Self {
+        let mut acc = 0;
+        Cumulative(hist.iter().map(|&c| {
+            acc += c;
+            acc
+        }).collect())
+    }
+
+    /// Bucket of the `rank`-th key: (bucket, rank within it, its count).
+    fn locate(&self, rank: u64) -> (u64, u64, u64) {
+        let b = self.0.partition_point(|&end| end <= rank);
+        let start = if b == 0 { 0 } else { self.0[b - 1] };
+        (b as u64, rank - start, self.0[b] - start)
+    }
+}
+
+fn unique_prefixes(targets: &[Target]) -> Vec<u64> {
+    let mut p: Vec<u64> = targets.iter().map(|t| t.prefix).collect();
+    p.sort_unstable();
+    p.dedup();
+    p
+}
+
+/// The keys of the given ranks (0-based, among non-NaN elements in key
+/// order; every rank must be below `top.valid()`).
+pub(crate) fn select_keys<T: Element>(data: &[T], top: &TopCounts, ranks: &[u64]) -> Vec<u64> {
+    select_keys_limit(data, top, ranks, COLLECT)
+}
+
+/// [`select_keys`] collecting buckets of at most `limit` keys.
+pub(crate) fn select_keys_limit<T: Element>(data: &[T], top: &TopCounts, ranks: &[u64], limit: u64) -> Vec<u64> {
+    let mut out = vec![0u64; ranks.len()];
+    let bits = top_bits::<T>();
+    let cum = Cumulative::new(&top.hist);
+    let mut pending: Vec<Target> = ranks
+        .iter()
+        .enumerate()
+        .map(|(out, &r)| {
+            let (prefix, rank, count) = cum.locate(r);
+            Target { out, prefix, fixed: bits, rank, count }
+        })
+        .collect();
+    while !pending.is_empty() {
+        let fixed = pending[0].fixed;
+        if fixed == T::BITS {
+            for t in pending.drain(..) {
+                out[t.out] = t.prefix;
+            }
+            break;
+        }
+        let shift = T::BITS - fixed;
+        let (small, big): (Vec<Target>, Vec<Target>) = pending.drain(..).partition(|t| t.count <= limit);
+        if !small.is_empty() {
+            let prefixes = unique_prefixes(&small);
+            let mut buckets = collect(data, &prefixes, shift);
+            buckets.iter_mut().for_each(|b| b.sort_unstable());
+            for t in small {
+                let i = prefixes.binary_search(&t.prefix).expect("prefix collected");
+                out[t.out] = buckets[i][t.rank as usize];
+            }
+        }
+        if !big.is_empty() {
+            let prefixes = unique_prefixes(&big);
+            let width = RADIX.min(shift);
+            let hists = refine(data, &prefixes, shift, width);
+            let bins = 1usize << width;
+            let cums: Vec<Cumulative> = hists.chunks_exact(bins).map(Cumulative::new).collect();
+            for t in big {
+                let i = prefixes.binary_search(&t.prefix).expect("prefix histogrammed");
+                let (b, rank, count) = cums[i].locate(t.rank);
+                pending.push(Target { out: t.out, prefix: (t.prefix << width) | b, fixed: fixed + width, rank, count });
+            }
+        }
+    }
+    out
+}
+
+/// The keys whose top bits (`key >> shift`) are one of `prefixes`, one
+/// vector per prefix.
+fn collect<T: Element>(data: &[T], prefixes: &[u64], shift: u32) -> Vec<Vec<u64>> {
+    let n = prefixes.len();
+    data.par_chunks(CHUNK)
+        .fold(
+            || vec![Vec::new(); n],
+            |mut acc: Vec<Vec<u64>>, chunk| {
+                for &x in chunk {
+                    if x.is_nan() {
+                        continue;
+                    }
+                    let k = x.key();
+                    let p = k >> shift;
+                    if p < prefixes[0] || p > prefixes[n - 1] {
+                        continue;
+                    }
+                    if let Ok(i) = prefixes.binary_search(&p) {
+                        acc[i].push(k);
+                    }
+                }
+                acc
+            },
+        )
+        .reduce(
+            || vec![Vec::new(); n],
+            |mut a, b| {
+                for (x, y) in a.iter_mut().zip(b) {
+                    x.extend(y);
+                }
+                a
+            },
+        )
+}
+
+/// Histograms of the `width` bits below each prefix, concatenated.
+fn refine<T: Element>(data: &[T], prefixes: &[u64], shift: u32, width: u32) -> Vec<u64> {
+    let n = prefixes.len();
+    let bins = 1usize << width;
+    let low = shift - width;
+    let mask = (bins - 1) as u64;
+    data.par_chunks(CHUNK)
+        .fold(
+            || vec![0u64; n * bins],
+            |mut h, chunk| {
+                for &x in chunk {
+                    if x.is_nan() {
+                        continue;
+                    }
+                    let k = x.key();
+                    let p = k >> shift;
+                    if p < prefixes[0] || p > prefixes[n - 1] {
+                        continue;
+                    }
+                    if let Ok(i) = prefixes.binary_search(&p) {
+                        h[i * bins + ((k >> low) & mask) as usize] += 1;
+                    }
+                }
+                h
+            },
+        )
+        .reduce(
+            || vec![0u64; n * bins],
+            |mut a, b| {
+                a.iter_mut().zip(&b).for_each(|(x, y)| *x += y);
+                a
+            },
+        )
+}
