@@ -66,6 +66,7 @@ from ._native import (
     page_size,
     replace,
 )
+from . import stats  # exact out-of-core statistics: mmapkit.stats.median(...)
 
 #: ``mmap.error`` is ``OSError`` in the stdlib; so it is here.
 error = OSError
@@ -76,6 +77,7 @@ globals().update(
 )
 
 __all__ = [
+    "stats",
     "ACCESS_COPY",
     "ACCESS_DEFAULT",
     "ACCESS_READ",

@@ -7,6 +7,7 @@
 
 mod errors;
 mod mapped;
+mod stats;
 mod tools;
 
 use pyo3::prelude::*;
@@ -45,6 +46,12 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tools::grep_count, m)?)?;
     m.add_function(wrap_pyfunction!(tools::replace, m)?)?;
     m.add_function(wrap_pyfunction!(tools::keep_lines, m)?)?;
+    m.add_function(wrap_pyfunction!(stats::stats_median, m)?)?;
+    m.add_function(wrap_pyfunction!(stats::stats_quantile, m)?)?;
+    m.add_function(wrap_pyfunction!(stats::stats_histogram, m)?)?;
+    m.add_function(wrap_pyfunction!(stats::stats_extreme, m)?)?;
+    m.add_function(wrap_pyfunction!(stats::stats_sum, m)?)?;
+    m.add_function(wrap_pyfunction!(stats::stats_mean, m)?)?;
     m.add("ACCESS_DEFAULT", mapped::ACCESS_DEFAULT)?;
     m.add("ACCESS_READ", mapped::ACCESS_READ)?;
     m.add("ACCESS_WRITE", mapped::ACCESS_WRITE)?;

@@ -36,8 +36,9 @@ pub trait Element: bytemuck::Pod + Send + Sync + PartialOrd + std::fmt::Debug + 
     /// `q`: `a + (b - a) * t`, or `b - (b - a) * (1 - t)` when `t >= 0.5`,
     /// in the element type for floats and in `f64` for integers (where
     /// `b - a` is exact here; numpy computes it in the integer type and
-    /// wraps on overflow).
-    fn lerp(a: Self, b: Self, t: f64) -> f64;
+    /// wraps on overflow). With `wide`, float32 interpolates in `f64` (from
+    /// the `float32` difference), as numpy does for an array of `q`s.
+    fn lerp(a: Self, b: Self, t: f64, wide: bool) -> f64;
     /// Sum of a chunk of at most 2^31 elements.
     fn sum_chunk(chunk: &[Self]) -> Sum;
 }
@@ -144,7 +145,7 @@ macro_rules! int_element {
             fn mid(a: Self, b: Self) -> f64 {
                 (a as f64 + b as f64) / 2.0
             }
-            fn lerp(a: Self, b: Self, t: f64) -> f64 {
+            fn lerp(a: Self, b: Self, t: f64, _wide: bool) -> f64 {
                 let diff = (b as i128 - a as i128) as f64;
                 if t >= 0.5 {
                     b as f64 - diff * (1.0 - t)
@@ -199,8 +200,12 @@ macro_rules! float_element {
             fn mid(a: Self, b: Self) -> f64 {
                 ((a + b) / 2.0) as f64
             }
-            fn lerp(a: Self, b: Self, t: f64) -> f64 {
+            fn lerp(a: Self, b: Self, t: f64, wide: bool) -> f64 {
                 let diff = b - a;
+                if wide {
+                    let (a, b, diff) = (a as f64, b as f64, diff as f64);
+                    return if t >= 0.5 { b - diff * (1.0 - t) } else { a + diff * t };
+                }
                 (if t >= 0.5 {
                     b - diff * ((1.0 - t) as $t)
                 } else {

@@ -111,6 +111,11 @@ pub fn histogram<T: Element>(data: &[T], bins: usize, range: Option<(f64, f64)>)
     if is_f32 {
         edges.iter_mut().for_each(|e| *e = *e as f32 as f64);
     }
+    if edges.windows(2).any(|w| w[0] >= w[1]) {
+        return Err(Error::InvalidArgument(format!(
+            "too many bins for data range: cannot create {bins} finite-sized bins"
+        )));
+    }
     let span = edges[bins] - edges[0];
     let scale = if span > 0.0 { bins as f64 / span } else { 0.0 };
     let in_range = |x: f64| match keep {

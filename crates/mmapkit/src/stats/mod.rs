@@ -123,7 +123,20 @@ pub fn median<T: Element>(data: &[T], skipna: bool) -> f64 {
 /// The quantiles `qs` (each in `[0, 1]`): `Value::Float` for
 /// [`Method::Linear`], the element's own variant for
 /// [`Method::InvertedCdf`] (NaN results are `Value::Float(NaN)`).
+///
+/// `float32` data interpolates in `float32` like `np.quantile` with a
+/// Python-float `q`; use [`quantiles_wide`] for numpy's behaviour with an
+/// array of `q`s (interpolation in `float64`).
 pub fn quantiles<T: Element>(data: &[T], qs: &[f64], method: Method, skipna: bool) -> Result<Vec<Value>> {
+    quantiles_with(data, qs, method, skipna, false)
+}
+
+/// [`quantiles`] interpolating `float32` data in `float64`.
+pub fn quantiles_wide<T: Element>(data: &[T], qs: &[f64], method: Method, skipna: bool) -> Result<Vec<Value>> {
+    quantiles_with(data, qs, method, skipna, true)
+}
+
+fn quantiles_with<T: Element>(data: &[T], qs: &[f64], method: Method, skipna: bool, wide: bool) -> Result<Vec<Value>> {
     if let Some(q) = qs.iter().find(|q| !(0.0..=1.0).contains(*q)) {
         return Err(Error::InvalidArgument(format!("quantiles must be in the range [0, 1], got {q}")));
     }
@@ -143,7 +156,9 @@ pub fn quantiles<T: Element>(data: &[T], qs: &[f64], method: Method, skipna: boo
             Method::Linear => {
                 let v = (n - 1) as f64 * q;
                 if v >= (n - 1) as f64 {
-                    (n - 1, n - 1, v - v.floor())
+                    // numpy points both neighbours at the last element and
+                    // takes the weight against index -1.
+                    (n - 1, n - 1, v + 1.0)
                 } else {
                     let prev = v.floor();
                     (prev as u64, prev as u64 + 1, v - prev)
@@ -166,7 +181,7 @@ pub fn quantiles<T: Element>(data: &[T], qs: &[f64], method: Method, skipna: boo
     Ok(plan
         .into_iter()
         .map(|(lo, hi, t)| match method {
-            Method::Linear => Value::Float(T::lerp(at(lo), at(hi), t)),
+            Method::Linear => Value::Float(T::lerp(at(lo), at(hi), t, wide)),
             Method::InvertedCdf => at(lo).value(),
         })
         .collect())
