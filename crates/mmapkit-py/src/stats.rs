@@ -126,6 +126,9 @@ pub fn stats_quantile(
     Ok((name, vals.into_iter().map(|v| value_obj(py, v)).collect::<PyResult<_>>()?))
 }
 
+/// (dtype name, counts, edges).
+type HistogramResult<'py> = (&'static str, Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<f64>>);
+
 /// Histogram of `src`: (dtype name, counts, edges).
 #[pyfunction]
 #[pyo3(signature = (src, bins = 10, range = None, *, dtype = None, offset = 0, count = None))]
@@ -137,7 +140,7 @@ pub fn stats_histogram<'py>(
     dtype: Option<&str>,
     offset: u64,
     count: Option<u64>,
-) -> PyResult<(&'static str, Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<f64>>)> {
+) -> PyResult<HistogramResult<'py>> {
     let (name, h) = run(py, src, dtype, offset, count, |d| with_data!(d, |s| stats::histogram(s, bins, range)))?;
     let counts: Vec<i64> = h.counts.into_iter().map(|c| c as i64).collect();
     Ok((name, counts.into_pyarray(py), h.edges.into_pyarray(py)))
