@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::map::{Map, MapOptions, Mode};
+use crate::map::{Advice, Map, MapOptions, Mode};
 use crate::store::npy::Header;
 use crate::{Error, Result};
 
@@ -242,6 +242,9 @@ impl MappedArray {
             opts.len(len);
         }
         let map = opts.open(path)?;
+        // Every statistic streams the whole range: ask for aggressive read-ahead.
+        // Advice is only a hint, so a refusal is not an error.
+        let _ = map.advise(Advice::Sequential, 0, None);
         Ok(MappedArray { map, dtype, path: path.to_owned() })
     }
 

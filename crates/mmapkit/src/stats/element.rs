@@ -41,6 +41,9 @@ pub trait Element: bytemuck::Pod + Send + Sync + PartialOrd + std::fmt::Debug + 
     fn lerp(a: Self, b: Self, t: f64, wide: bool) -> f64;
     /// Sum of a chunk of at most 2^31 elements.
     fn sum_chunk(chunk: &[Self]) -> Sum;
+    /// Keys of the smallest and largest non-NaN element of a chunk
+    /// (`(u64::MAX, 0)` if none) and the number of NaNs.
+    fn key_range(chunk: &[Self]) -> (u64, u64, u64);
 }
 
 /// A sum: exact for integers, compensated for floats.
@@ -156,6 +159,14 @@ macro_rules! int_element {
             fn sum_chunk(chunk: &[Self]) -> Sum {
                 Sum::Int(chunk.iter().map(|&x| x as $acc).sum::<$acc>() as i128)
             }
+            fn key_range(chunk: &[Self]) -> (u64, u64, u64) {
+                if chunk.is_empty() {
+                    return (u64::MAX, 0, 0);
+                }
+                // Native min/max: vectorises, unlike u64 keys.
+                let (lo, hi) = chunk.iter().fold((<$t>::MAX, <$t>::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+                (lo.key(), hi.key(), 0)
+            }
         }
     };
 }
@@ -214,6 +225,19 @@ macro_rules! float_element {
             }
             fn sum_chunk(chunk: &[Self]) -> Sum {
                 float_sum(chunk, |x| x as f64)
+            }
+            fn key_range(chunk: &[Self]) -> (u64, u64, u64) {
+                let (mut lo, mut hi, mut nans) = (u64::MAX, 0u64, 0u64);
+                for &x in chunk {
+                    if x.is_nan() {
+                        nans += 1;
+                    } else {
+                        let k = x.key();
+                        lo = lo.min(k);
+                        hi = hi.max(k);
+                    }
+                }
+                (lo, hi, nans)
             }
         }
     };

@@ -190,19 +190,7 @@ fn quantiles_with<T: Element>(data: &[T], qs: &[f64], method: Method, skipna: bo
 /// Non-NaN key range and NaN count of a chunk.
 fn key_range<T: Element>(data: &[T]) -> (u64, u64, u64) {
     data.par_chunks(CHUNK)
-        .map(|c| {
-            let (mut lo, mut hi, mut nans) = (u64::MAX, 0u64, 0u64);
-            for &x in c {
-                if x.is_nan() {
-                    nans += 1;
-                } else {
-                    let k = x.key();
-                    lo = lo.min(k);
-                    hi = hi.max(k);
-                }
-            }
-            (lo, hi, nans)
-        })
+        .map(T::key_range)
         .reduce(|| (u64::MAX, 0, 0), |a, b| (a.0.min(b.0), a.1.max(b.1), a.2 + b.2))
 }
 

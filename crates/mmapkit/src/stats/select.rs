@@ -35,8 +35,66 @@ fn top_bits<T: Element>() -> u32 {
     T::BITS.min(RADIX)
 }
 
-/// Pass 1 (parallel). Four interleaved sub-histograms per task keep runs of
-/// equal values from serialising on one counter.
+/// Per-task state of pass 1: two interleaved `u32` sub-histograms (small
+/// enough to stay in L2, and two so runs of equal values do not serialise on
+/// one counter), flushed into `u64` totals before they could overflow.
+struct Pass1 {
+    total: Vec<u64>,
+    h: Vec<u32>,
+    pending: u64,
+    nans: u64,
+}
+
+impl Pass1 {
+    fn new(bins: usize) -> Self {
+        Pass1 { total: vec![0; bins], h: vec![0; 2 * bins], pending: 0, nans: 0 }
+    }
+
+    fn flush(&mut self) {
+        let bins = self.total.len();
+        let (a, b) = self.h.split_at_mut(bins);
+        for ((t, x), y) in self.total.iter_mut().zip(a.iter_mut()).zip(b.iter_mut()) {
+            *t += *x as u64 + *y as u64;
+            *x = 0;
+            *y = 0;
+        }
+        self.pending = 0;
+    }
+
+    fn add<T: Element>(&mut self, chunk: &[T], shift: u32) {
+        if self.pending + chunk.len() as u64 > u32::MAX as u64 {
+            self.flush();
+        }
+        self.pending += chunk.len() as u64;
+        let bins = self.total.len();
+        let (h0, h1) = self.h.split_at_mut(bins);
+        let mut pairs = chunk.chunks_exact(2);
+        for p in &mut pairs {
+            let (x, y) = (p[0], p[1]);
+            if x.is_nan() || y.is_nan() {
+                for v in [x, y] {
+                    if v.is_nan() {
+                        self.nans += 1;
+                    } else {
+                        h0[(v.key() >> shift) as usize] += 1;
+                    }
+                }
+                continue;
+            }
+            h0[(x.key() >> shift) as usize] += 1;
+            h1[(y.key() >> shift) as usize] += 1;
+        }
+        for &x in pairs.remainder() {
+            if x.is_nan() {
+                self.nans += 1;
+            } else {
+                h0[(x.key() >> shift) as usize] += 1;
+            }
+        }
+    }
+}
+
+/// Pass 1 (parallel).
 pub(crate) fn top_counts<T: Element>(data: &[T]) -> TopCounts {
     let bins = 1usize << top_bits::<T>();
     let shift = T::BITS - top_bits::<T>();
@@ -56,44 +114,15 @@ pub(crate) fn top_counts<T: Element>(data: &[T]) -> TopCounts {
     let (hist, nans) = data
         .par_chunks(CHUNK)
         .fold(
-            || (vec![0u64; 4 * bins], 0u64),
-            |(mut h, mut nans), chunk| {
-                let (h0, rest) = h.split_at_mut(bins);
-                let (h1, rest) = rest.split_at_mut(bins);
-                let (h2, h3) = rest.split_at_mut(bins);
-                let mut quads = chunk.chunks_exact(4);
-                for q in &mut quads {
-                    if q[0].is_nan() || q[1].is_nan() || q[2].is_nan() || q[3].is_nan() {
-                        for &x in q {
-                            if x.is_nan() {
-                                nans += 1;
-                            } else {
-                                h0[(x.key() >> shift) as usize] += 1;
-                            }
-                        }
-                        continue;
-                    }
-                    h0[(q[0].key() >> shift) as usize] += 1;
-                    h1[(q[1].key() >> shift) as usize] += 1;
-                    h2[(q[2].key() >> shift) as usize] += 1;
-                    h3[(q[3].key() >> shift) as usize] += 1;
-                }
-                for &x in quads.remainder() {
-                    if x.is_nan() {
-                        nans += 1;
-                    } else {
-                        h0[(x.key() >> shift) as usize] += 1;
-                    }
-                }
-                (h, nans)
+            || Pass1::new(bins),
+            |mut acc, chunk| {
+                acc.add(chunk, shift);
+                acc
             },
         )
-        .map(|(h, nans)| {
-            let mut one = h[..bins].to_vec();
-            for part in h[bins..].chunks_exact(bins) {
-                one.iter_mut().zip(part).for_each(|(a, b)| *a += b);
-            }
-            (one, nans)
+        .map(|mut acc| {
+            acc.flush();
+            (acc.total, acc.nans)
         })
         .reduce(
             || (vec![0u64; bins], 0),
