@@ -17,6 +17,13 @@ Whole-file tools run on every core over one file, by mmap or pread
 when lengths match, else atomically through a temporary file) and
 :func:`keep_lines` (truncate after line N, no rewrite).
 
+Arrays: :class:`ArrayStore` (a ``.npy`` file whose first axis grows, readable
+by ``np.load(mmap_mode="r")`` at any moment), :func:`sparse` (an instantly
+created sparse file), :class:`SharedArray` (numpy arrays in shared memory,
+reference-counted, pickled by name; module :mod:`mmapkit.shared_memory`) and
+:func:`mmapkit.parallel.map_chunks` (chunk-parallel map over processes that
+each map the array by path).
+
 Everything raises :class:`FileTruncatedError` (an ``OSError``) instead of
 crashing with SIGBUS when another process truncates the mapped file.
 """
@@ -67,6 +74,9 @@ from ._native import (
     replace,
 )
 from . import stats  # exact out-of-core statistics: mmapkit.stats.median(...)
+from . import parallel, shared_memory
+from .shared_memory import SharedArray
+from .store import ArrayStore, sparse
 
 #: ``mmap.error`` is ``OSError`` in the stdlib; so it is here.
 error = OSError
@@ -80,6 +90,11 @@ __all__ = [
     "stats",
     "ACCESS_COPY",
     "ACCESS_DEFAULT",
+    "ArrayStore",
+    "SharedArray",
+    "parallel",
+    "shared_memory",
+    "sparse",
     "ACCESS_READ",
     "ACCESS_WRITE",
     "ALLOCATIONGRANULARITY",

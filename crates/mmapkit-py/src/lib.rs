@@ -8,6 +8,7 @@
 mod errors;
 mod mapped;
 mod stats;
+mod store;
 mod tools;
 
 use pyo3::prelude::*;
@@ -37,6 +38,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CorruptError", py.get_type::<errors::CorruptError>())?;
     m.add("FormatError", py.get_type::<errors::FormatError>())?;
     m.add("ReservationExhaustedError", py.get_type::<errors::ReservationExhaustedError>())?;
+    m.add_class::<store::ArrayStoreCore>()?;
+    m.add_class::<store::SharedSegment>()?;
+    m.add_function(wrap_pyfunction!(store::sparse, m)?)?;
+    m.add_function(wrap_pyfunction!(store::npy_header, m)?)?;
+    m.add_function(wrap_pyfunction!(store::segment_path, m)?)?;
     m.add_function(wrap_pyfunction!(drop_cache, m)?)?;
     m.add_function(wrap_pyfunction!(page_size, m)?)?;
     m.add_function(wrap_pyfunction!(tools::count, m)?)?;

@@ -578,6 +578,34 @@ impl Map {
         self.check()
     }
 
+    /// Writes the 8 bytes `bytes` at `offset` with one aligned atomic
+    /// store (release ordering), so a concurrent reader of the page, in
+    /// this or another process, sees either the old or the new 8 bytes and
+    /// everything written before this call (used to publish row counts).
+    /// `offset` must be 8-byte aligned in memory (file offsets that are
+    /// multiples of 8 are, since mappings are page aligned).
+    pub fn store_word(&self, offset: usize, bytes: [u8; 8]) -> Result<()> {
+        if !self.is_writable() {
+            return Err(Error::ReadOnly { path: self.path.clone() });
+        }
+        self.bounds(offset, 8)?;
+        let ptr = self.data().wrapping_add(offset);
+        if ptr as usize % 8 != 0 {
+            return Err(Error::InvalidArgument(format!(
+                "{}: store_word at offset {offset} is not 8-byte aligned",
+                self.path.display()
+            )));
+        }
+        self.check()?;
+        // SAFETY: in bounds of a writable mapping that stays mapped while
+        // `self` is borrowed, and aligned for a u64 (checked above). Plain
+        // memory shared with other processes: an atomic store is the
+        // strongest guarantee we can give them.
+        let word = unsafe { std::sync::atomic::AtomicU64::from_ptr(ptr.cast::<u64>()) };
+        word.store(u64::from_ne_bytes(bytes), Ordering::Release);
+        self.check()
+    }
+
     /// Copies `count` bytes from `src` to `dest` within the map (overlap allowed).
     pub fn copy_within(&self, src: usize, dest: usize, count: usize) -> Result<()> {
         if !self.is_writable() {
@@ -904,6 +932,15 @@ impl Drop for Map {
         // SAFETY: we own the reservation; `&mut self` means nothing borrows it.
         unsafe { sys::release(self.base, self.reserved()) };
     }
+}
+
+/// Makes `file` at least `len` bytes long with its blocks allocated
+/// (`fallocate`), so writes through a mapping of it cannot fail later with
+/// `SIGBUS` for lack of space: a full file system (or a too small
+/// `/dev/shm`) is an [`Error::DiskFull`] here. `path` labels errors.
+pub fn allocate(file: &File, path: &Path, len: u64) -> Result<()> {
+    let have = file.metadata().map_err(|e| Error::io(path, "stat", e))?.len();
+    sys::allocate(file, 0, len.max(have)).map_err(|e| disk_err(path, len, e))
 }
 
 /// Writes the file's dirty pages and drops all of its pages from the page

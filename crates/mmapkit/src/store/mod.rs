@@ -1,3 +1,60 @@
-//! Array files: the `.npy` format ([`npy`]) and, built on it, growable
-//! array stores whose first axis grows in place.
+//! Array files: the `.npy` format ([`npy`]), growable `.npy` array stores
+//! ([`array::ArrayStore`]), shared-memory arrays ([`shared::Segment`]) and
+//! sparse files ([`sparse`]).
+pub mod array;
 pub mod npy;
+pub mod shared;
+
+pub use array::{ArrayStore, StoreOptions};
+pub use shared::Segment;
+
+use std::fs::OpenOptions;
+use std::path::Path;
+
+use crate::{Error, Result};
+
+/// Makes `path` a sparse file of `size` bytes, instantly: no blocks are
+/// allocated (reads give zeros; blocks are allocated when written). Creates
+/// the file if missing; extends an existing smaller file sparsely, but
+/// refuses to shrink one (that would destroy data: delete it first).
+/// `mmapkit info` shows the apparent size and the (small) allocated size.
+pub fn sparse(path: impl AsRef<Path>, size: u64) -> Result<()> {
+    let path = path.as_ref();
+    let file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| Error::io(path, "open", e))?;
+    let have = file.metadata().map_err(|e| Error::io(path, "stat", e))?.len();
+    if have > size {
+        return Err(Error::InvalidArgument(format!(
+            "{}: the file already has {have} bytes, more than {size}; refusing to shrink it",
+            path.display()
+        )));
+    }
+    // EFBIG: beyond the file system's maximum file size.
+    file.set_len(size).map_err(|e| Error::io(path, "ftruncate", e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    #[test]
+    fn sparse_files_are_big_and_empty() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("s.bin");
+        sparse(&p, 1 << 40).unwrap();
+        let m = std::fs::metadata(&p).unwrap();
+        assert_eq!(m.len(), 1 << 40);
+        assert!(m.blocks() * 512 < 1 << 20, "{} blocks", m.blocks());
+        sparse(&p, 1 << 40).unwrap();
+        let e = sparse(&p, 10).unwrap_err();
+        assert!(e.to_string().contains("refusing to shrink"), "{e}");
+        assert_eq!(std::fs::metadata(&p).unwrap().len(), 1 << 40);
+        let e = sparse(d.path().join("no/such/dir"), 1).unwrap_err();
+        assert!(e.to_string().contains("no/such/dir"), "{e}");
+    }
+}

@@ -17,6 +17,9 @@ use std::path::Path;
 const MAGIC: &[u8; 6] = b"\x93NUMPY";
 /// numpy aligns the data offset to this.
 pub const ALIGN: usize = 64;
+/// Minimum width of the row-count field of growable headers (`u64::MAX`
+/// has 20 digits).
+const GROW_FIELD: usize = 20;
 
 /// What a `.npy` header says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,6 +115,65 @@ impl Header {
     /// Encodes with the minimal length.
     pub fn encode(&self) -> Vec<u8> {
         self.encode_into(self.min_len()).expect("min_len always fits")
+    }
+
+    /// The dict for a growable header whose first dimension is written
+    /// right-aligned in a space-padded field ending on an 8-byte boundary
+    /// of the file (`pre` is the preamble length). Returns the dict and the
+    /// field's byte range in the file.
+    fn growable_dict(&self, pre: usize) -> (String, std::ops::Range<usize>) {
+        let first = self.shape.first().copied().unwrap_or(0);
+        let rest: String = self.shape.iter().skip(1).map(|d| format!(", {d}")).collect();
+        let rest = if self.shape.len() == 1 { ",".to_owned() } else { rest };
+        let fo = if self.fortran_order { "True" } else { "False" };
+        let head = format!("{{'descr': {}, 'fortran_order': {fo}, 'shape': (", self.descr);
+        let start = pre + head.len();
+        let end = (start + GROW_FIELD).div_ceil(8) * 8;
+        let width = end - start;
+        (format!("{head}{first:>width$}{rest}), }}"), start..end)
+    }
+
+    /// Total header length (a multiple of [`ALIGN`]) for a growable header
+    /// (see [`Header::encode_growable`]) that holds any row count.
+    pub fn growable_len(&self) -> usize {
+        let (dict, _) = self.growable_dict(10);
+        let total = aligned_total(dict.len());
+        if total - 10 <= u16::MAX as usize {
+            total
+        } else {
+            aligned_total(self.growable_dict(12).0.len()).max(total)
+        }
+    }
+
+    /// Encodes a header of exactly `total` bytes in which the first
+    /// dimension is a fixed-width, right-aligned, space-padded field (numpy
+    /// parses `(     12, 3)` like `(12, 3)`), so a growable store can
+    /// rewrite its row count in place without moving anything. The field
+    /// ends on an 8-byte boundary of the file: when only its last 8 bytes
+    /// change (row counts below 10^8, and all but one in 10^8 updates
+    /// beyond) the update is one aligned 8-byte store. Returns the bytes
+    /// and the field's byte range.
+    pub fn encode_growable(&self, total: usize) -> Result<(Vec<u8>, std::ops::Range<usize>)> {
+        let pre = if total.saturating_sub(10) <= u16::MAX as usize { 10 } else { 12 };
+        let (dict, field) = self.growable_dict(pre);
+        if total % ALIGN != 0 || total < pre + dict.len() + 1 {
+            return Err(Error::InvalidArgument(format!(
+                "npy header of {total} bytes cannot hold {dict}"
+            )));
+        }
+        let mut out = Vec::with_capacity(total);
+        out.extend_from_slice(MAGIC);
+        if pre == 10 {
+            out.extend_from_slice(&[1, 0]);
+            out.extend_from_slice(&((total - pre) as u16).to_le_bytes());
+        } else {
+            out.extend_from_slice(&[2, 0]);
+            out.extend_from_slice(&((total - pre) as u32).to_le_bytes());
+        }
+        out.extend_from_slice(dict.as_bytes());
+        out.resize(total - 1, b' ');
+        out.push(b'\n');
+        Ok((out, field))
     }
 
     /// Parses the header at the start of `bytes` (at least the whole header
@@ -241,6 +303,27 @@ mod tests {
         assert!(std::str::from_utf8(&enc[10..]).unwrap().starts_with(s));
         assert_eq!(Header::decode(&enc, p()).unwrap().0, h);
         assert_eq!(h.simple_dtype(), None);
+    }
+
+    #[test]
+    fn growable_headers_parse_and_keep_their_layout() {
+        for (descr, shape) in [("'<f8'", vec![0u64]), ("'|u1'", vec![5, 3, 2]), ("[('a', '<i4'), ('b', '<f8', (2,))]", vec![7])] {
+            let mut h = Header { descr: descr.into(), fortran_order: false, shape };
+            let total = h.growable_len();
+            let (_, field) = h.encode_growable(total).unwrap();
+            assert_eq!(field.end % 8, 0);
+            assert!(field.len() >= 20);
+            for rows in [0, 9, 10, 99_999_999, 100_000_000, u64::MAX] {
+                h.shape[0] = rows;
+                let (b, f2) = h.encode_growable(total).unwrap();
+                assert_eq!((b.len(), f2.clone()), (total, field.clone()));
+                let (back, off) = Header::decode(&b, p()).unwrap();
+                assert_eq!((back, off), (h.clone(), total));
+                let text = std::str::from_utf8(&b[field.clone()]).unwrap();
+                assert_eq!(text.trim_start(), rows.to_string());
+            }
+        }
+        assert!(Header::new("<f8", vec![1]).encode_growable(64).is_err());
     }
 
     #[test]

@@ -1,0 +1,601 @@
+//! A growable `.npy` file: [`ArrayStore`].
+//!
+//! The file is a real `.npy` array whose first axis grows. Its header is
+//! written with room for any row count ([`Header::encode_growable`]), and
+//! the file is kept longer than the header says: the extra bytes are
+//! *capacity*, allocated ahead in chunks (geometric growth, at least
+//! [`StoreOptions::chunk_bytes`]), so appends are amortised O(rows) and a
+//! full disk is reported by the append that needs more room, never as a
+//! `SIGBUS` later.
+//!
+//! # Publication order
+//!
+//! An append writes the rows into the capacity, then rewrites the header's
+//! row count in place (an aligned 8-byte store, see
+//! [`Map::store_word`]). Readers (this crate's [`ArrayStore::open`] in read
+//! mode, `np.load(path, mmap_mode="r")`, anything that reads the header
+//! first) therefore only ever see rows that were completely written; rows
+//! past the count are ignored (numpy accepts a file longer than its
+//! header says). A process killed mid-append leaves the old count, and a
+//! writer reopening the file reuses the unpublished rows as capacity.
+//! [`ArrayStore::flush`] adds durability against power loss: data pages are
+//! synced before the header page.
+//!
+//! One writer at a time: writers hold an exclusive `flock` on the file;
+//! readers take no lock. Readers map only the published rows and follow
+//! growth with [`ArrayStore::refresh`]; since counts only grow and
+//! trimming ([`ArrayStore::close`]) only removes unpublished capacity, a
+//! writer never takes pages away from a reader.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::ops::Range;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use super::npy::Header;
+use crate::map::{Map, MapOptions, Mode};
+use crate::{Error, Result};
+
+/// Options for [`ArrayStore::create`] and [`ArrayStore::open_with`].
+#[derive(Clone, Debug)]
+pub struct StoreOptions {
+    /// Rows of capacity to allocate at creation.
+    pub capacity_rows: u64,
+    /// Minimum bytes of capacity added when the store runs out (growth is
+    /// otherwise geometric, ×1.5).
+    pub chunk_bytes: u64,
+    /// Address space reserved for growth in place (views stay valid while
+    /// the data fits in it; it is extended in place when possible).
+    pub reserve: usize,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions { capacity_rows: 0, chunk_bytes: 1 << 20, reserve: 64 << 30 }
+    }
+}
+
+/// A `.npy` array file whose first axis grows; see the [module docs](self).
+#[derive(Debug)]
+pub struct ArrayStore {
+    map: Map,
+    path: PathBuf,
+    header: Header,
+    item_size: usize,
+    row_bytes: usize,
+    data_off: usize,
+    /// The row-count field's bytes in the header.
+    field: Range<usize>,
+    writable: bool,
+    chunk_bytes: u64,
+}
+
+fn format_err(path: &Path, detail: String) -> Error {
+    Error::Format { path: path.to_owned(), detail }
+}
+
+/// Reads and parses the header of the `.npy` file `file`.
+fn read_header(file: &File, path: &Path) -> Result<(Header, usize)> {
+    let mut buf = vec![0u8; 4096];
+    loop {
+        let n = read_full(file, &mut buf, path)?;
+        match Header::decode(&buf[..n], path) {
+            // A longer header than we read: read more (v2 headers may be big).
+            Err(Error::Format { detail, .. }) if detail.starts_with("truncated") && n == buf.len() => {
+                buf.resize(buf.len() * 4, 0);
+            }
+            other => return other,
+        }
+    }
+}
+
+fn read_full(file: &File, buf: &mut [u8], path: &Path) -> Result<usize> {
+    let mut done = 0;
+    while done < buf.len() {
+        match file.read_at(&mut buf[done..], done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Error::io(path, "read", e)),
+        }
+    }
+    Ok(done)
+}
+
+/// Reads the header twice until two reads agree, so a read racing with a
+/// writer's in-place update cannot return a torn row count.
+fn read_header_stable(file: &File, path: &Path) -> Result<(Header, usize)> {
+    let mut last = read_header(file, path)?;
+    for _ in 0..100 {
+        let next = read_header(file, path)?;
+        if next == last {
+            return Ok(next);
+        }
+        last = next;
+    }
+    Ok(last)
+}
+
+/// Reads the header of the `.npy` file at `path`: the header and the
+/// offset of the data.
+pub fn read_header_of(path: &Path) -> Result<(Header, usize)> {
+    let file = File::open(path).map_err(|e| Error::io(path, "open", e))?;
+    read_header_stable(&file, path)
+}
+
+/// Bytes per row, from the item size and the row shape.
+fn row_bytes_of(path: &Path, item_size: usize, row_shape: &[u64]) -> Result<usize> {
+    let items = row_shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
+    match items.and_then(|n| n.checked_mul(item_size as u64)).and_then(|b| usize::try_from(b).ok()) {
+        Some(0) => Err(Error::InvalidArgument(format!(
+            "{}: rows of zero bytes cannot be stored (item size {item_size}, row shape {row_shape:?})",
+            path.display()
+        ))),
+        Some(b) => Ok(b),
+        None => Err(Error::InvalidArgument(format!("{}: row shape {row_shape:?} is too large", path.display()))),
+    }
+}
+
+// std's flock is stable since 1.89; the workspace MSRV still says 1.85
+// (to be bumped when merging), hence the allow.
+#[allow(clippy::incompatible_msrv)]
+fn lock_writer(file: &File, path: &Path) -> Result<()> {
+    match file.try_lock() {
+        Ok(()) => Ok(()),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::io(
+            path,
+            "lock (another process has the store open for writing)",
+            std::io::Error::from_raw_os_error(libc::EWOULDBLOCK),
+        )),
+        Err(std::fs::TryLockError::Error(e)) => Err(Error::io(path, "flock", e)),
+    }
+}
+
+/// A fresh hidden name next to `path` for a file that replaces it by rename.
+fn temp_path(path: &Path) -> PathBuf {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = format!(".{name}.tmp-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
+    path.with_file_name(tmp)
+}
+
+/// Writes `header` (and `copy_from` data, if any) to a new temporary file
+/// next to `path`, syncs it and renames it over `path`, so the user has
+/// either the old file or the whole new one. Returns the open new file,
+/// locked for writing.
+fn replace_atomically(path: &Path, header: &[u8], copy_from: Option<(&File, u64, u64)>) -> Result<File> {
+    let tmp = temp_path(path);
+    let result = (|| {
+        let mut f = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .map_err(|e| Error::io(&tmp, "open", e))?;
+        lock_writer(&f, &tmp)?;
+        f.write_all(header).map_err(|e| Error::io(&tmp, "write", e))?;
+        if let Some((src, off, len)) = copy_from {
+            let mut reader = std::io::Read::take(std::io::BufReader::with_capacity(1 << 20, ReadAt { file: src, pos: off }), len);
+            let n = std::io::copy(&mut reader, &mut f).map_err(|e| Error::io(path, "copy", e))?;
+            if n != len {
+                return Err(Error::FileTruncated { path: path.to_owned() });
+            }
+        }
+        f.sync_all().map_err(|e| Error::io(&tmp, "fsync", e))?;
+        std::fs::rename(&tmp, path).map_err(|e| Error::io(path, "rename", e))?;
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            // Make the rename itself durable; not all file systems allow it.
+            if let Ok(d) = File::open(dir) {
+                let _ = d.sync_all();
+            }
+        }
+        Ok(f)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// `Read` over a file from a position, with pread (leaves the file's
+/// cursor alone).
+struct ReadAt<'a> {
+    file: &'a File,
+    pos: u64,
+}
+
+impl std::io::Read for ReadAt<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.file.read_at(buf, self.pos)?;
+        self.pos += n as u64;
+        Ok(n)
+    }
+}
+
+impl ArrayStore {
+    /// Creates (or atomically replaces) `path` as an empty store of rows of
+    /// shape `row_shape` whose items are `descr` (the header literal, e.g.
+    /// `'<f8'` with quotes, or a structured-dtype list) of `item_size`
+    /// bytes. The new file appears at `path` complete (written to a
+    /// temporary file, synced, renamed).
+    pub fn create(
+        path: impl AsRef<Path>,
+        descr: &str,
+        item_size: usize,
+        row_shape: &[u64],
+        opts: &StoreOptions,
+    ) -> Result<ArrayStore> {
+        let path = path.as_ref();
+        let row_bytes = row_bytes_of(path, item_size, row_shape)?;
+        if descr.trim().is_empty() {
+            return Err(Error::InvalidArgument(format!("{}: empty dtype description", path.display())));
+        }
+        let mut shape = vec![0];
+        shape.extend_from_slice(row_shape);
+        let header = Header { descr: descr.trim().to_owned(), fortran_order: false, shape };
+        let data_off = header.growable_len();
+        let (bytes, field) = header.encode_growable(data_off)?;
+        let file = replace_atomically(path, &bytes, None)?;
+        let mut store = Self::map_writer(file, path, header, item_size, row_bytes, data_off, field, opts)?;
+        store.reserve_rows(opts.capacity_rows)?;
+        Ok(store)
+    }
+
+    /// Opens an existing `.npy` file: read-only (`writable = false`; no
+    /// lock, sees rows published so far, [`refresh`](Self::refresh) to
+    /// see more) or as the one writer. The item size is taken from the
+    /// header for simple dtypes; pass `item_size` for structured ones.
+    pub fn open(path: impl AsRef<Path>, writable: bool, item_size: Option<usize>) -> Result<ArrayStore> {
+        Self::open_with(path, writable, item_size, &StoreOptions::default())
+    }
+
+    /// [`open`](Self::open) with options (chunk size, reserve).
+    ///
+    /// A file written by `np.save` whose header has no room for a growing
+    /// row count is rewritten once, atomically, with a bigger header when
+    /// opened for writing.
+    pub fn open_with(
+        path: impl AsRef<Path>,
+        writable: bool,
+        item_size: Option<usize>,
+        opts: &StoreOptions,
+    ) -> Result<ArrayStore> {
+        let path = path.as_ref();
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(writable)
+            .open(path)
+            .map_err(|e| Error::io(path, "open", e))?;
+        if file.metadata().map_err(|e| Error::io(path, "stat", e))?.is_dir() {
+            return Err(Error::io(path, "open", std::io::Error::from_raw_os_error(libc::EISDIR)));
+        }
+        if writable {
+            lock_writer(&file, path)?;
+        }
+        let (mut header, mut data_off) = read_header_stable(&file, path)?;
+        if header.shape.is_empty() {
+            return Err(format_err(path, "a 0-d array has no rows to grow".into()));
+        }
+        if header.fortran_order && header.shape.len() > 1 {
+            return Err(format_err(path, "Fortran-order arrays cannot grow by rows (C order only)".into()));
+        }
+        header.fortran_order = false;
+        let item_size = match (item_size, header.item_size()) {
+            (Some(n), _) | (None, Some(n)) => n,
+            (None, None) => {
+                return Err(Error::InvalidArgument(format!(
+                    "{}: cannot tell the item size of dtype {}; pass it explicitly",
+                    path.display(),
+                    header.descr
+                )))
+            }
+        };
+        let row_bytes = row_bytes_of(path, item_size, &header.shape[1..])?;
+        let rows = header.shape[0];
+        let file_len = file.metadata().map_err(|e| Error::io(path, "stat", e))?.len();
+        let need = rows
+            .checked_mul(row_bytes as u64)
+            .and_then(|b| b.checked_add(data_off as u64))
+            .ok_or_else(|| format_err(path, format!("shape {:?} is too large", header.shape)))?;
+        if file_len < need {
+            return Err(format_err(
+                path,
+                format!("the header says {rows} rows ({need} bytes) but the file has only {file_len} bytes"),
+            ));
+        }
+        if !writable {
+            let len = usize::try_from(need).map_err(|_| format_err(path, "too large to map".into()))?;
+            let map = MapOptions::new().mode(Mode::Read).len(len).reserve(opts.reserve.max(len)).map(file, path)?;
+            let field = 0..0;
+            return Ok(ArrayStore {
+                map,
+                path: path.to_owned(),
+                header,
+                item_size,
+                row_bytes,
+                data_off,
+                field,
+                writable,
+                chunk_bytes: opts.chunk_bytes,
+            });
+        }
+        if header.growable_len() > data_off {
+            // No room to grow the count in place (np.save writes minimal
+            // headers): rewrite the file once with a bigger header.
+            let new_off = header.growable_len();
+            let (bytes, _) = header.encode_growable(new_off)?;
+            file = replace_atomically(path, &bytes, Some((&file, data_off as u64, need - data_off as u64)))?;
+            data_off = new_off;
+        }
+        let (bytes, field) = header.encode_growable(data_off)?;
+        let mut current = vec![0u8; data_off];
+        read_full(&file, &mut current, path)?;
+        if current != bytes {
+            // Same shape, our layout (fixed-width count field).
+            file.write_all_at(&bytes, 0).map_err(|e| Error::io(path, "write", e))?;
+        }
+        Self::map_writer(file, path, header, item_size, row_bytes, data_off, field, opts)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn map_writer(
+        file: File,
+        path: &Path,
+        header: Header,
+        item_size: usize,
+        row_bytes: usize,
+        data_off: usize,
+        field: Range<usize>,
+        opts: &StoreOptions,
+    ) -> Result<ArrayStore> {
+        let map = MapOptions::new().mode(Mode::ReadWrite).reserve(opts.reserve).map(file, path)?;
+        Ok(ArrayStore {
+            map,
+            path: path.to_owned(),
+            header,
+            item_size,
+            row_bytes,
+            data_off,
+            field,
+            writable: true,
+            chunk_bytes: opts.chunk_bytes.max(1),
+        })
+    }
+
+    // ----- accessors ------------------------------------------------------
+
+    /// Published rows.
+    pub fn len(&self) -> u64 {
+        self.header.shape[0]
+    }
+    /// Whether there are no rows.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Rows that fit without allocating more (writers; readers: `len`).
+    pub fn capacity(&self) -> u64 {
+        (self.map.len().saturating_sub(self.data_off) / self.row_bytes) as u64
+    }
+    /// The path it was opened with.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+    /// The header as last published (shape[0] is [`len`](Self::len)).
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+    /// The dtype literal of the header (`'<f8'`, or a structured list).
+    pub fn descr(&self) -> &str {
+        &self.header.descr
+    }
+    /// The shape of one row.
+    pub fn row_shape(&self) -> &[u64] {
+        &self.header.shape[1..]
+    }
+    /// Bytes per item.
+    pub fn item_size(&self) -> usize {
+        self.item_size
+    }
+    /// Bytes per row.
+    pub fn row_bytes(&self) -> usize {
+        self.row_bytes
+    }
+    /// File offset of row 0 (the header length, a multiple of 64).
+    pub fn data_offset(&self) -> usize {
+        self.data_off
+    }
+    /// Whether this handle is the writer.
+    pub fn is_writable(&self) -> bool {
+        self.writable
+    }
+    /// The published rows' bytes. The address never changes while the
+    /// store grows (it is a prefix of one mapping that grows in place).
+    pub fn data(&self) -> &[u8] {
+        let end = self.data_off + self.len() as usize * self.row_bytes;
+        &self.map.as_slice()[self.data_off..end]
+    }
+    /// Pointer to row 0, for bindings that hand out views (valid for
+    /// [`len`](Self::len) rows while the store lives; writable for writers).
+    pub fn data_ptr(&self) -> *const u8 {
+        self.map.as_ptr().wrapping_add(self.data_off)
+    }
+    /// The underlying map (header included).
+    pub fn map(&self) -> &Map {
+        &self.map
+    }
+
+    // ----- writing --------------------------------------------------------
+
+    fn need_writer(&self) -> Result<()> {
+        if self.writable {
+            Ok(())
+        } else {
+            Err(Error::ReadOnly { path: self.path.clone() })
+        }
+    }
+
+    /// Makes room for `extra` more rows past [`len`](Self::len) (allocating
+    /// file blocks: a full disk fails here). Growth never moves the data.
+    pub fn reserve_rows(&mut self, extra: u64) -> Result<()> {
+        self.need_writer()?;
+        let want = self.len().checked_add(extra).filter(|_| extra > 0);
+        let Some(want) = want else { return Ok(()) };
+        if want <= self.capacity() {
+            return Ok(());
+        }
+        let rb = self.row_bytes as u64;
+        let cap = self.capacity();
+        let grown = cap + (cap / 2).max(self.chunk_bytes.div_ceil(rb));
+        let rows = want.max(grown);
+        let bytes = rows
+            .checked_mul(rb)
+            .and_then(|b| b.checked_add(self.data_off as u64))
+            .and_then(|b| usize::try_from(b).ok())
+            .ok_or_else(|| Error::InvalidArgument(format!("{}: {rows} rows are too many", self.path.display())))?;
+        self.map.grow(bytes)
+    }
+
+    /// Appends whole rows (`bytes.len()` must be a multiple of
+    /// [`row_bytes`](Self::row_bytes)) and publishes them. Returns the new
+    /// row count.
+    pub fn append(&mut self, bytes: &[u8]) -> Result<u64> {
+        self.need_writer()?;
+        if bytes.len() % self.row_bytes != 0 {
+            return Err(Error::InvalidArgument(format!(
+                "{}: {} bytes are not a whole number of {}-byte rows",
+                self.path.display(),
+                bytes.len(),
+                self.row_bytes
+            )));
+        }
+        let n = (bytes.len() / self.row_bytes) as u64;
+        if n == 0 {
+            return Ok(self.len());
+        }
+        self.reserve_rows(n)?;
+        let at = self.data_off + self.len() as usize * self.row_bytes;
+        self.map.write_at(at, bytes)?;
+        self.publish(self.len() + n)?;
+        Ok(self.len())
+    }
+
+    /// Appends `n` rows written in place by `fill`, which gets the rows'
+    /// bytes (zeroed or stale: unpublished capacity) to fill; they are
+    /// published only after it returns Ok.
+    pub fn append_with<E>(&mut self, n: u64, fill: impl FnOnce(&mut [u8]) -> std::result::Result<(), E>) -> Result<std::result::Result<u64, E>> {
+        self.need_writer()?;
+        self.reserve_rows(n)?;
+        let at = self.data_off + self.len() as usize * self.row_bytes;
+        let len = n as usize * self.row_bytes;
+        let slice = self.map.as_mut_slice()?;
+        if let Err(e) = fill(&mut slice[at..at + len]) {
+            return Ok(Err(e));
+        }
+        self.map.check()?;
+        self.publish(self.len() + n)?;
+        Ok(Ok(self.len()))
+    }
+
+    /// Rewrites the header's row count in place: the bytes that change are
+    /// stored last, the low 8 bytes with one atomic store.
+    fn publish(&mut self, rows: u64) -> Result<()> {
+        let mut h = self.header.clone();
+        h.shape[0] = rows;
+        let (bytes, field) = h.encode_growable(self.data_off)?;
+        debug_assert_eq!(field, self.field);
+        let old = &self.map.as_slice()[field.clone()];
+        let new = &bytes[field.clone()];
+        let word = field.end - 8;
+        let high = field.start..word;
+        if old[..high.len()] != new[..high.len()] {
+            self.map.write_at(high.start, &bytes[high.clone()])?;
+        }
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&bytes[word..field.end]);
+        self.map.store_word(word, w)?;
+        self.header = h;
+        Ok(())
+    }
+
+    /// Makes everything published so far durable: syncs the data pages,
+    /// then the header page (so after a power loss the header never counts
+    /// rows that did not reach the disk).
+    pub fn flush(&self) -> Result<()> {
+        if !self.writable {
+            return Ok(());
+        }
+        let end = self.data_off + self.len() as usize * self.row_bytes;
+        self.map.flush_range(self.data_off, end - self.data_off, true)?;
+        self.map.flush_range(0, self.data_off, true)
+    }
+
+    /// Gives the reserved capacity back to the file system (the file ends
+    /// right after the last row, as `np.save` would write it). The store
+    /// stays usable; the next append reserves again.
+    pub fn trim(&mut self) -> Result<()> {
+        self.need_writer()?;
+        let end = self.data_off + self.len() as usize * self.row_bytes;
+        if self.map.len() > end {
+            self.map.resize(end)?;
+        }
+        Ok(())
+    }
+
+    /// Trims ([`trim`](Self::trim)), flushes and closes. Readers: just closes.
+    pub fn close(mut self) -> Result<()> {
+        if self.writable {
+            self.writable = false;
+            let end = self.data_off + self.len() as usize * self.row_bytes;
+            if self.map.len() > end {
+                self.map.resize(end)?;
+            }
+            self.map.flush()?;
+        }
+        Ok(())
+    }
+
+    // ----- reading --------------------------------------------------------
+
+    /// Readers: re-reads the header and maps rows published since (the
+    /// data never moves: earlier slices and views stay valid). Writers
+    /// already see everything. Returns the row count.
+    pub fn refresh(&mut self) -> Result<u64> {
+        if self.writable {
+            return Ok(self.len());
+        }
+        let (header, off) = read_header_stable(self.map.file(), &self.path)?;
+        if off != self.data_off || header.shape[1..] != self.header.shape[1..] || header.descr != self.header.descr {
+            return Err(format_err(
+                &self.path,
+                "the header changed shape or dtype (was the file replaced?); open it again".into(),
+            ));
+        }
+        let rows = header.shape[0];
+        if rows < self.len() {
+            return Err(format_err(
+                &self.path,
+                format!("the row count went down from {} to {rows} (was the file replaced?)", self.len()),
+            ));
+        }
+        let end = usize::try_from(rows as u128 * self.row_bytes as u128 + self.data_off as u128)
+            .map_err(|_| format_err(&self.path, "too large to map".into()))?;
+        self.map.grow(end)?;
+        self.header.shape[0] = rows;
+        Ok(rows)
+    }
+}
+
+impl Drop for ArrayStore {
+    /// Writers give unpublished capacity back (best effort; use
+    /// [`ArrayStore::close`] to see errors).
+    fn drop(&mut self) {
+        if self.writable {
+            let _ = self.trim();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

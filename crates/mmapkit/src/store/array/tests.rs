@@ -1,0 +1,175 @@
+use super::*;
+use proptest::prelude::*;
+
+fn tmp() -> (tempfile::TempDir, PathBuf) {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("a.npy");
+    (d, p)
+}
+
+fn rows_f64(vals: &[f64]) -> Vec<u8> {
+    vals.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+fn header_rows(path: &Path) -> (u64, usize, u64) {
+    let bytes = std::fs::read(path).unwrap();
+    let (h, off) = Header::decode(&bytes, path).unwrap();
+    (h.shape[0], off, bytes.len() as u64)
+}
+
+#[test]
+fn create_append_reopen() {
+    let (_d, p) = tmp();
+    let mut s = ArrayStore::create(&p, "'<f8'", 8, &[3], &StoreOptions::default()).unwrap();
+    assert_eq!((s.len(), s.row_bytes(), s.data_offset() % 64), (0, 24, 0));
+    assert_eq!(s.append(&rows_f64(&[1., 2., 3.])).unwrap(), 1);
+    assert_eq!(s.append(&rows_f64(&[4., 5., 6., 7., 8., 9.])).unwrap(), 3);
+    assert!(s.capacity() >= 3);
+    // Visible on disk before close, with capacity beyond the header's count.
+    let (rows, off, file_len) = header_rows(&p);
+    assert_eq!(rows, 3);
+    assert!(file_len > off as u64 + 3 * 24, "capacity is reserved ahead");
+    let e = s.append(&[0u8; 10]).unwrap_err();
+    assert!(e.to_string().contains("not a whole number of 24-byte rows"), "{e}");
+    s.close().unwrap();
+    let (rows, off, file_len) = header_rows(&p);
+    assert_eq!((rows, file_len), (3, off as u64 + 72), "close trims the capacity");
+
+    let r = ArrayStore::open(&p, false, None).unwrap();
+    assert_eq!(r.len(), 3);
+    assert_eq!(r.data(), &rows_f64(&[1., 2., 3., 4., 5., 6., 7., 8., 9.])[..]);
+    assert!(matches!(ArrayStore::open(&p, false, None).unwrap().append(&[0; 24]), Err(Error::ReadOnly { .. })));
+    let mut w = ArrayStore::open(&p, true, None).unwrap();
+    w.append(&rows_f64(&[10., 11., 12.])).unwrap();
+    assert_eq!(w.len(), 4);
+    drop(w);
+    assert_eq!(header_rows(&p).2, off as u64 + 96, "drop trims too");
+}
+
+#[test]
+fn one_writer_at_a_time() {
+    let (_d, p) = tmp();
+    let _w = ArrayStore::create(&p, "'<i4'", 4, &[], &StoreOptions::default()).unwrap();
+    let e = ArrayStore::open(&p, true, None).unwrap_err();
+    assert!(e.to_string().contains("another process has the store open for writing"), "{e}");
+    ArrayStore::open(&p, false, None).unwrap();
+}
+
+#[test]
+fn reader_refresh_follows_growth_and_slices_stay_valid() {
+    let (_d, p) = tmp();
+    let opts = StoreOptions { chunk_bytes: 64, ..StoreOptions::default() };
+    let mut w = ArrayStore::create(&p, "'<u8'", 8, &[], &opts).unwrap();
+    let mut r = ArrayStore::open(&p, false, None).unwrap();
+    let mut expect = Vec::new();
+    for i in 0..2000u64 {
+        let bytes = i.to_le_bytes();
+        w.append(&bytes).unwrap();
+        expect.extend_from_slice(&bytes);
+    }
+    let ptr = w.data_ptr();
+    assert_eq!(r.len(), 0);
+    assert_eq!(r.refresh().unwrap(), 2000);
+    let first = r.data().as_ptr();
+    assert_eq!(r.data(), &expect[..]);
+    for i in 2000..300_000u64 {
+        w.append(&i.to_le_bytes()).unwrap();
+    }
+    assert_eq!(w.data_ptr(), ptr, "writer growth never moves the data");
+    assert_eq!(r.refresh().unwrap(), 300_000);
+    assert_eq!(r.data().as_ptr(), first, "reader growth never moves the data");
+    assert_eq!(&r.data()[8 * 299_999..], &299_999u64.to_le_bytes());
+}
+
+#[test]
+fn unpublished_rows_are_invisible_and_reused() {
+    let (_d, p) = tmp();
+    let mut w = ArrayStore::create(&p, "'<u8'", 8, &[2], &StoreOptions::default()).unwrap();
+    w.append(&[1u8; 16]).unwrap();
+    // A fill that fails (as a crash would) writes rows but never publishes.
+    let r: std::result::Result<u64, &str> = w.append_with(5, |rows| {
+        rows.fill(0xee);
+        Err("boom")
+    }).unwrap();
+    assert_eq!(r, Err("boom"));
+    assert_eq!((w.len(), header_rows(&p).0), (1, 1));
+    assert_eq!(ArrayStore::open(&p, false, None).unwrap().data(), &[1u8; 16]);
+    // The next append reuses the unpublished capacity.
+    w.append(&[2u8; 16]).unwrap();
+    let mut want = vec![1u8; 16];
+    want.extend([2u8; 16]);
+    assert_eq!(ArrayStore::open(&p, false, None).unwrap().data(), &want[..]);
+}
+
+#[test]
+fn grows_np_save_files_and_rejects_bad_ones() {
+    let (_d, p) = tmp();
+    // What np.save(np.arange(4, dtype='<i2')) writes: a minimal header.
+    let h = Header::new("<i2", vec![4]);
+    let mut bytes = h.encode();
+    assert!(h.growable_len() > bytes.len() || h.growable_len() == bytes.len());
+    bytes.extend([1u8, 0, 2, 0, 3, 0, 4, 0]);
+    std::fs::write(&p, &bytes).unwrap();
+    let mut w = ArrayStore::open(&p, true, None).unwrap();
+    w.append(&[5, 0]).unwrap();
+    w.close().unwrap();
+    let r = ArrayStore::open(&p, false, None).unwrap();
+    assert_eq!(r.data(), &[1, 0, 2, 0, 3, 0, 4, 0, 5, 0]);
+
+    for (content, want) in [
+        (b"not numpy at all".to_vec(), "bad magic"),
+        (Header::new("<f8", vec![10]).encode(), "header says 10 rows"),
+        (Header::new("<f8", vec![]).encode(), "0-d array"),
+        (Header { descr: "'<f8'".into(), fortran_order: true, shape: vec![2, 2] }.encode(), "Fortran"),
+    ] {
+        std::fs::write(&p, &content).unwrap();
+        let e = ArrayStore::open(&p, false, None).unwrap_err();
+        assert!(matches!(e, Error::Format { .. }), "{e}");
+        assert!(e.to_string().contains(want) && e.to_string().contains("a.npy"), "{e}");
+    }
+    let e = ArrayStore::create(&p, "'<f8'", 8, &[0], &StoreOptions::default()).unwrap_err();
+    assert!(e.to_string().contains("zero bytes"), "{e}");
+    let s = Header { descr: "[('a', '<i4')]".into(), fortran_order: false, shape: vec![0] };
+    std::fs::write(&p, s.encode()).unwrap();
+    assert!(ArrayStore::open(&p, false, None).unwrap_err().to_string().contains("item size"));
+    assert_eq!(ArrayStore::open(&p, false, Some(4)).unwrap().len(), 0);
+}
+
+#[test]
+fn create_replaces_atomically_and_leaves_no_temp_files() {
+    let (d, p) = tmp();
+    std::fs::write(&p, b"old").unwrap();
+    let s = ArrayStore::create(&p, "'|u1'", 1, &[], &StoreOptions { capacity_rows: 1000, ..Default::default() }).unwrap();
+    assert!(s.capacity() >= 1000);
+    let names: Vec<_> = std::fs::read_dir(d.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(names, vec![std::ffi::OsString::from("a.npy")]);
+    let e = ArrayStore::create(d.path().join("missing/x.npy"), "'|u1'", 1, &[], &StoreOptions::default()).unwrap_err();
+    assert!(e.to_string().contains("missing"), "{e}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    /// Any sequence of appends, reopens and trims gives the concatenation
+    /// of the appended rows (the naive model), on disk and in memory.
+    #[test]
+    fn appends_match_a_vec(ops in prop::collection::vec((0usize..40, 0u8..4), 1..30), width in 1u64..4) {
+        let (_d, p) = tmp();
+        let rb = 2 * width as usize;
+        let opts = StoreOptions { chunk_bytes: 16, ..Default::default() };
+        let mut s = ArrayStore::create(&p, "'<i2'", 2, &[width], &opts).unwrap();
+        let mut model: Vec<u8> = Vec::new();
+        for (k, (n, op)) in ops.into_iter().enumerate() {
+            let rows: Vec<u8> = (0..n * rb).map(|i| (i + k * 7) as u8).collect();
+            s.append(&rows).unwrap();
+            model.extend_from_slice(&rows);
+            match op {
+                0 => { s.close().unwrap(); s = ArrayStore::open_with(&p, true, None, &opts).unwrap(); }
+                1 => s.trim().unwrap(),
+                _ => {}
+            }
+            prop_assert_eq!(s.data(), &model[..]);
+            let r = ArrayStore::open(&p, false, None).unwrap();
+            prop_assert_eq!(r.data(), &model[..]);
+        }
+    }
+}

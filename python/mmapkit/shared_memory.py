@@ -1,0 +1,202 @@
+"""Shared-memory numpy arrays between processes: :class:`SharedArray`.
+
+Named segments live in ``/dev/shm`` as ``.npy`` files, so a name is all
+another process needs (dtype and shape are in the segment)::
+
+    a = SharedArray.create("frames", (1000, 1024), "f4")   # zeroed
+    a[:10] = 1.0
+    # in another process (or after pickling ``a``: only the path is sent)
+    b = SharedArray.attach("frames")
+    b.numpy()                     # zero-copy view of the same memory
+
+Unlike ``multiprocessing.shared_memory``, no resource tracker unlinks a
+segment behind your back: every handle holds a shared lock, and the name is
+removed when the *last* handle with ``unlink_on_close=True`` (the default)
+closes, never while another process still holds it. :meth:`SharedArray.unlink`
+removes the name at once (mappings stay valid, like ``shm_unlink``).
+Segment memory is allocated at creation: a ``/dev/shm`` too small raises
+:class:`~mmapkit.DiskFullError` there, never ``SIGBUS`` later.
+
+:meth:`SharedArray.anonymous` makes an unnamed (memfd) segment, inherited by
+children forked later and reachable by other processes through
+``/proc/PID/fd/N`` while the creator lives (pickling sends that path).
+:meth:`SharedArray.snapshot` gives a copy-on-write (``MAP_PRIVATE``) view
+whose writes stay private to the caller.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from typing import Any, Optional, Union
+
+import numpy as np
+import numpy.typing as npt
+
+from ._native import MappedFile, SharedSegment, segment_path
+from .store import _descr, _split_dtype
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+__all__ = ["SharedArray", "SHM_DIR"]
+
+#: Where named segments are created unless ``dir=`` says otherwise.
+SHM_DIR = "/dev/shm"
+
+
+def _shape(shape: Union[int, tuple[int, ...], list[int]]) -> tuple[int, ...]:
+    return (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
+
+
+class SharedArray:
+    """A numpy array in shared memory; see the module docs.
+
+    ``np.asarray(a)`` / :meth:`numpy` give zero-copy views; ``a[...]``
+    indexes that view. Pickling sends the segment's path, so a worker
+    process attaches instead of receiving a copy.
+    """
+
+    __slots__ = ("_seg", "_dtype", "_shape", "__weakref__")
+
+    def __init__(self, seg: SharedSegment) -> None:
+        self._seg = seg
+        descr = seg.descr
+        self._dtype = np.lib.format.descr_to_dtype(ast.literal_eval(descr))
+        self._shape = tuple(int(d) for d in seg.shape)
+        expect = self._dtype.itemsize * int(np.prod(self._shape, dtype=np.int64))
+        if seg.nbytes < expect:
+            raise ValueError(f"{seg.path}: segment holds {seg.nbytes} bytes, {self._shape} of {self._dtype} needs {expect}")
+
+    @classmethod
+    def create(
+        cls,
+        name: str,
+        shape: Union[int, tuple[int, ...], list[int]],
+        dtype: npt.DTypeLike = np.float64,
+        *,
+        dir: Optional[PathLike] = None,
+        unlink_on_close: bool = True,
+    ) -> "SharedArray":
+        """Create the zeroed segment ``name`` (``FileExistsError`` if it exists).
+
+        ``dir`` defaults to ``/dev/shm``. With ``unlink_on_close`` the name
+        goes away when the last handle that has it set closes (or its
+        process exits) and no other process holds the segment.
+        """
+        dt, sub = _split_dtype(dtype, ())
+        full = _shape(shape) + sub
+        path = segment_path(name, None if dir is None else os.fspath(dir))
+        return cls(SharedSegment.create(path, _descr(dt), dt.itemsize, list(full), unlink_on_close))
+
+    @classmethod
+    def from_array(cls, name: str, array: npt.ArrayLike, *, dir: Optional[PathLike] = None, unlink_on_close: bool = True) -> "SharedArray":
+        """Create segment ``name`` holding a copy of ``array``."""
+        a = np.asarray(array)
+        out = cls.create(name, a.shape, a.dtype, dir=dir, unlink_on_close=unlink_on_close)
+        out.numpy()[...] = a
+        return out
+
+    @classmethod
+    def attach(
+        cls,
+        name: PathLike,
+        *,
+        dir: Optional[PathLike] = None,
+        readonly: bool = False,
+        unlink_on_close: bool = True,
+    ) -> "SharedArray":
+        """Attach to segment ``name`` (or a path: anything with a ``/``, such
+        as another ``.npy`` file). ``FileNotFoundError`` if it is gone."""
+        n = os.fspath(name)
+        path = n if "/" in n else segment_path(n, None if dir is None else os.fspath(dir))
+        return cls(SharedSegment.attach(path, not readonly, unlink_on_close))
+
+    @classmethod
+    def anonymous(cls, shape: Union[int, tuple[int, ...], list[int]], dtype: npt.DTypeLike = np.float64) -> "SharedArray":
+        """An unnamed zeroed segment (memfd), shared with children forked later."""
+        dt, sub = _split_dtype(dtype, ())
+        return cls(SharedSegment.anonymous(_descr(dt), dt.itemsize, list(_shape(shape) + sub)))
+
+    # ----- data -----------------------------------------------------------
+
+    def numpy(self) -> np.ndarray[Any, Any]:
+        """A zero-copy view (read-only for read-only attachments)."""
+        return np.frombuffer(self._seg, dtype=self._dtype).reshape(self._shape)
+
+    def __array__(self, dtype: Optional[npt.DTypeLike] = None, copy: Optional[bool] = None) -> np.ndarray[Any, Any]:
+        a = self.numpy()
+        if copy:
+            return np.array(a, dtype=dtype, copy=True)
+        return a if dtype is None else a.astype(dtype, copy=False)
+
+    def __getitem__(self, key: Any) -> Any:
+        return self.numpy()[key]
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self.numpy()[key] = value
+
+    def __len__(self) -> int:
+        return self._shape[0] if self._shape else 0
+
+    def snapshot(self) -> np.ndarray[Any, Any]:
+        """A copy-on-write view (``MAP_PRIVATE``): writes to it stay in this
+        process. Pages it has not written still show later changes others
+        make (that is how private file mappings work); copy it with
+        ``np.array`` for a frozen copy."""
+        m = MappedFile(self._seg.path, "c", None, self._seg.data_offset, self._seg.nbytes)
+        return np.frombuffer(m, dtype=self._dtype).reshape(self._shape)
+
+    # ----- lifetime -------------------------------------------------------
+
+    def close(self) -> None:
+        """Release this handle (memory goes when the last view does); the
+        last ``unlink_on_close`` handle of all processes removes the name."""
+        self._seg.close()
+
+    def unlink(self) -> None:
+        """Remove the name now: no new attachments; existing ones keep working."""
+        self._seg.unlink()
+
+    def __enter__(self) -> "SharedArray":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_attach_path, (os.fspath(self._seg.path), not self._seg.writable))
+
+    # ----- properties -----------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """The segment's name (the last component of its path)."""
+        return os.path.basename(os.fspath(self._seg.path))
+
+    @property
+    def path(self) -> str:
+        return os.fspath(self._seg.path)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._shape
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        return self._dtype
+
+    @property
+    def nbytes(self) -> int:
+        return int(self._seg.nbytes)
+
+    @property
+    def closed(self) -> bool:
+        return self._seg.closed
+
+    def __repr__(self) -> str:
+        return f"<mmapkit.SharedArray {self.path!r} shape={self._shape} dtype={self._dtype}{' closed' if self.closed else ''}>"
+
+
+def _attach_path(path: str, readonly: bool) -> SharedArray:
+    """Unpickles a :class:`SharedArray` by attaching to its segment."""
+    return SharedArray.attach(path, readonly=readonly)

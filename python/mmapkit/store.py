@@ -1,0 +1,243 @@
+"""Growable ``.npy`` arrays: :class:`ArrayStore` and :func:`sparse`.
+
+An :class:`ArrayStore` is a real ``.npy`` file whose first axis grows::
+
+    s = mmapkit.ArrayStore.create("runs.npy", "f8", row_shape=(3,))
+    s.append([1.0, 2.0, 3.0])          # one row
+    s.extend(np.zeros((1000, 3)))      # many rows, one header update
+    view = s[10:20]                    # zero-copy, stays valid as s grows
+    np.load("runs.npy", mmap_mode="r") # works at any moment: whole rows only
+    s.close()                          # gives the reserved capacity back
+
+Capacity is allocated ahead in chunks (appends are amortised O(rows); a full
+disk raises :class:`~mmapkit.DiskFullError` from the append), and the
+header's row count is rewritten in place only after the rows are written, so
+readers (``np.load``, :meth:`ArrayStore.open` with ``mode="r"`` and
+:meth:`~ArrayStore.refresh`) never see a partial row, and a process killed
+mid-append leaves the rows appended before. One writer at a time (an
+exclusive ``flock``); any number of readers. The logic is in the Rust core
+(``mmapkit::store::ArrayStore``); this module converts numpy dtypes.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from typing import Any, Optional, Sequence, Union
+
+import numpy as np
+import numpy.typing as npt
+
+from ._native import ArrayStoreCore, npy_header
+from ._native import sparse as _sparse
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+__all__ = ["ArrayStore", "sparse"]
+
+
+def sparse(path: PathLike, size: int) -> None:
+    """Make ``path`` a sparse file of ``size`` bytes, instantly.
+
+    No disk blocks are allocated until written (``mmapkit info`` shows the
+    apparent and the allocated size). Creates the file if missing, extends
+    a smaller one; refuses to shrink an existing file (``ValueError``).
+    """
+    _sparse(os.fspath(path), size)
+
+
+def _split_dtype(dtype: npt.DTypeLike, row_shape: Sequence[int]) -> tuple[np.dtype[Any], tuple[int, ...]]:
+    """numpy's dtype and row shape, with subarray dtypes folded into the shape."""
+    dt = np.dtype(dtype)
+    shape = tuple(int(d) for d in row_shape)
+    if dt.subdtype is not None:
+        base, sub = dt.subdtype
+        dt, shape = base, tuple(sub) + shape
+    if dt.hasobject:
+        raise TypeError(f"dtype {dt} holds Python objects; only plain data can be stored in a mapped file")
+    if dt.itemsize == 0:
+        raise TypeError(f"dtype {dt} has no size")
+    return dt, shape
+
+
+def _descr(dt: np.dtype[Any]) -> str:
+    return repr(np.lib.format.dtype_to_descr(dt))
+
+
+def _as_bytes(a: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    return np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+
+
+class ArrayStore:
+    """A ``.npy`` file whose first axis grows; see the module docs.
+
+    Create with :meth:`create`, open with :meth:`open`. Indexing
+    (``s[a:b]``, ``s[i]``) and :meth:`numpy` return zero-copy numpy views
+    (read-only in mode ``"r"``) of the rows published so far; they stay
+    valid as the store grows. Pickles as ``(path, mode)``: the receiver
+    opens the file again instead of receiving the data.
+    """
+
+    __slots__ = ("_core", "_dtype", "_row_shape", "_mode", "_row_dtype", "__weakref__")
+
+    def __init__(self, core: ArrayStoreCore, dtype: np.dtype[Any], mode: str) -> None:
+        self._core = core
+        self._dtype = dtype
+        self._row_shape = tuple(int(d) for d in core.row_shape)
+        self._row_dtype = np.dtype((dtype, self._row_shape)) if self._row_shape else dtype
+        self._mode = mode
+
+    @classmethod
+    def create(
+        cls,
+        path: PathLike,
+        dtype: npt.DTypeLike,
+        row_shape: Sequence[int] = (),
+        *,
+        capacity: int = 0,
+        chunk_bytes: int = 1 << 20,
+        reserve: Optional[int] = None,
+    ) -> "ArrayStore":
+        """Create ``path`` as an empty store of rows of ``row_shape`` and ``dtype``.
+
+        An existing file is replaced atomically (a complete new file appears
+        at ``path``, or the old one stays). ``capacity`` rows are allocated
+        up front; growth adds at least ``chunk_bytes`` (else 50%).
+        ``reserve`` is the address space kept for growth in place.
+        """
+        dt, shape = _split_dtype(dtype, row_shape)
+        core = ArrayStoreCore.create(os.fspath(path), _descr(dt), dt.itemsize, list(shape), capacity, chunk_bytes, reserve)
+        return cls(core, dt, "r+")
+
+    @classmethod
+    def open(
+        cls,
+        path: PathLike,
+        mode: str = "r",
+        *,
+        chunk_bytes: int = 1 << 20,
+        reserve: Optional[int] = None,
+    ) -> "ArrayStore":
+        """Open an existing ``.npy`` file (``np.save`` files included).
+
+        ``mode="r"``: read-only; sees the rows published when opened, and
+        more after :meth:`refresh`. ``mode="r+"``: the one writer (another
+        writer raises ``BlockingIOError``); a file whose header has no room
+        for a growing row count is rewritten once, atomically.
+        """
+        if mode not in ("r", "r+"):
+            raise ValueError(f"invalid mode {mode!r}: expected 'r' or 'r+'")
+        p = os.fspath(path)
+        descr, _fortran, _shape, _off = npy_header(p)
+        dt = np.lib.format.descr_to_dtype(ast.literal_eval(descr))
+        core = ArrayStoreCore.open(p, mode == "r+", dt.itemsize, chunk_bytes, reserve)
+        return cls(core, dt, mode)
+
+    # ----- data -----------------------------------------------------------
+
+    def numpy(self) -> np.ndarray[Any, Any]:
+        """A zero-copy view of every published row, shape ``(len,) + row_shape``."""
+        return np.frombuffer(self._core, dtype=self._row_dtype)
+
+    def __array__(self, dtype: Optional[npt.DTypeLike] = None, copy: Optional[bool] = None) -> np.ndarray[Any, Any]:
+        a = self.numpy()
+        if copy:
+            return np.array(a, dtype=dtype, copy=True)
+        return a if dtype is None else a.astype(dtype, copy=False)
+
+    def __getitem__(self, key: Any) -> Any:
+        return self.numpy()[key]
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self.numpy()[key] = value
+
+    def __len__(self) -> int:
+        return len(self._core)
+
+    def __iter__(self) -> Any:
+        return iter(self.numpy())
+
+    def append(self, row: npt.ArrayLike) -> int:
+        """Append one row (shape ``row_shape``); returns the new length."""
+        a = np.asarray(row, dtype=self._dtype)
+        if a.shape != self._row_shape:
+            raise ValueError(f"a row must have shape {self._row_shape}, got {a.shape}")
+        return self._core.append(_as_bytes(a))
+
+    def extend(self, rows: npt.ArrayLike) -> int:
+        """Append many rows (shape ``(n,) + row_shape``) with one header
+        update; returns the new length."""
+        a = np.asarray(rows, dtype=self._dtype)
+        if a.shape[1:] != self._row_shape or a.ndim != len(self._row_shape) + 1:
+            raise ValueError(f"rows must have shape (n, {', '.join(map(str, self._row_shape))}), got {a.shape}".replace(", )", ")"))
+        return self._core.append(_as_bytes(a))
+
+    def reserve(self, rows: int) -> None:
+        """Allocate room for ``rows`` more rows now (a full disk fails here)."""
+        self._core.reserve(rows)
+
+    def refresh(self) -> int:
+        """Readers: see rows appended since (views taken before stay valid).
+        Returns the row count."""
+        return self._core.refresh()
+
+    def flush(self) -> None:
+        """Make the published rows durable (data synced before the header)."""
+        self._core.flush()
+
+    def trim(self) -> None:
+        """Give unused reserved capacity back to the file system."""
+        self._core.trim()
+
+    def close(self) -> None:
+        """Trim, flush and close. Views keep the memory until they are gone."""
+        self._core.close()
+
+    # ----- properties -----------------------------------------------------
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (len(self._core),) + self._row_shape
+
+    @property
+    def row_shape(self) -> tuple[int, ...]:
+        return self._row_shape
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        return self._dtype
+
+    @property
+    def path(self) -> str:
+        return os.fspath(self._core.path)
+
+    @property
+    def mode(self) -> str:
+        return self._mode
+
+    @property
+    def capacity(self) -> int:
+        """Rows that fit before more space is allocated."""
+        return self._core.capacity
+
+    @property
+    def data_offset(self) -> int:
+        """File offset of row 0 (for ``np.memmap(path, offset=...)``)."""
+        return self._core.data_offset
+
+    @property
+    def closed(self) -> bool:
+        return self._core.closed
+
+    def __enter__(self) -> "ArrayStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ArrayStore.open, (self.path, self._mode))
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"shape={self.shape}"
+        return f"<mmapkit.ArrayStore {self.path!r} mode={self._mode!r} dtype={self._dtype} {state}>"

@@ -1,0 +1,278 @@
+"""mmapkit.ArrayStore (growable .npy files) and mmapkit.sparse."""
+
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import mmapkit
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_create_append_extend_and_views(tmp):
+    p = tmp / "a.npy"
+    s = mmapkit.ArrayStore.create(p, "f8", row_shape=(3,))
+    assert (len(s), s.shape, s.dtype, s.path, s.mode) == (0, (0, 3), np.dtype("f8"), str(p), "r+")
+    assert s.append([1, 2, 3]) == 1
+    assert s.extend(np.arange(12.0).reshape(4, 3)) == 5
+    assert s.shape == (5, 3)
+    view = s[1:3]
+    assert view.tolist() == [[0, 1, 2], [3, 4, 5]]
+    assert np.shares_memory(view, s.numpy()) and np.shares_memory(np.asarray(s), view)
+    view[0, 0] = 42  # the writer's views are writable and write the file
+    assert np.load(p, mmap_mode="r")[1, 0] == 42
+    with pytest.raises(ValueError, match=r"shape \(3,\)"):
+        s.append([1, 2])
+    with pytest.raises(ValueError, match="rows must have shape"):
+        s.extend(np.zeros((2, 4)))
+    s.close()
+    assert s.closed
+    with pytest.raises(ValueError, match="closed"):
+        len(s)
+
+
+def test_np_load_sees_a_consistent_array_while_capacity_is_reserved(tmp):
+    p = tmp / "a.npy"
+    s = mmapkit.ArrayStore.create(p, "<i4", row_shape=(2,), capacity=1000)
+    s.extend([[1, 2], [3, 4]])
+    assert os.path.getsize(p) > s.data_offset + 2 * 8  # capacity beyond the header's rows
+    for load in (lambda: np.load(p, mmap_mode="r"), lambda: np.load(p)):
+        a = load()
+        assert a.shape == (2, 2) and a.dtype == np.dtype("<i4")
+        assert a.tolist() == [[1, 2], [3, 4]]
+    s.close()
+    assert os.path.getsize(p) == s_size(p, 2, 8)
+    assert np.load(p).tolist() == [[1, 2], [3, 4]]
+
+
+def s_size(p, rows, row_bytes):
+    off = mmapkit.ArrayStore.open(p).data_offset
+    return off + rows * row_bytes
+
+
+def test_growth_keeps_views_valid(tmp):
+    s = mmapkit.ArrayStore.create(tmp / "g.npy", "u8", chunk_bytes=64)
+    s.extend(np.arange(100, dtype="u8"))
+    v = s[:100]
+    addr = v.ctypes.data
+    for k in range(50):  # many reallocations of the capacity
+        s.extend(np.arange(100 + 1000 * k, 100 + 1000 * (k + 1), dtype="u8"))
+    assert v.tolist() == list(range(100))
+    assert s.numpy().ctypes.data == addr
+    assert (s.numpy() == np.arange(len(s))).all()
+    r = mmapkit.ArrayStore.open(tmp / "g.npy")
+    rv = r[:10]
+    s.extend(np.arange(len(s), len(s) + 100_000, dtype="u8"))
+    assert r.refresh() == len(s)
+    assert rv.tolist() == list(range(10)) and r.numpy().ctypes.data == rv.ctypes.data
+    assert (r.numpy() == np.arange(len(s))).all()
+
+
+def test_readers_are_read_only_and_pickle_by_path(tmp):
+    p = tmp / "r.npy"
+    w = mmapkit.ArrayStore.create(p, "f4", row_shape=(1000,))
+    w.extend(np.ones((100, 1000), "f4"))
+    r = mmapkit.ArrayStore.open(p, "r")
+    assert not r[0].flags.writeable
+    with pytest.raises(ValueError):
+        r[0][0] = 2
+    with pytest.raises(TypeError, match="read-only"):
+        r.append(np.ones(1000, "f4"))
+    blob = pickle.dumps(r)
+    assert len(blob) < 300  # 400 KB of rows, a path and a mode
+    r2 = pickle.loads(blob)
+    assert (r2.mode, r2.shape) == ("r", (100, 1000))
+    w.extend(np.ones((1, 1000), "f4"))
+    assert len(r2) == 100 and r2.refresh() == 101
+
+
+def test_one_writer_and_clear_errors(tmp):
+    p = tmp / "w.npy"
+    w = mmapkit.ArrayStore.create(p, "i2")
+    with pytest.raises(BlockingIOError, match="open for writing") as e:
+        mmapkit.ArrayStore.open(p, "r+")
+    assert e.value.filename == str(p)
+    w.close()
+    mmapkit.ArrayStore.open(p, "r+").close()
+    with pytest.raises(FileNotFoundError) as e:
+        mmapkit.ArrayStore.open(tmp / "missing.npy")
+    assert e.value.filename == str(tmp / "missing.npy")
+    (tmp / "junk.npy").write_bytes(b"hello, not numpy")
+    with pytest.raises(mmapkit.FormatError, match="junk.npy.*bad magic"):
+        mmapkit.ArrayStore.open(tmp / "junk.npy")
+    with pytest.raises(ValueError, match="invalid mode"):
+        mmapkit.ArrayStore.open(p, "w")
+    with pytest.raises(TypeError, match="Python objects"):
+        mmapkit.ArrayStore.create(tmp / "o.npy", object)
+    np.save(tmp / "short.npy", np.zeros(10))
+    with open(tmp / "short.npy", "r+b") as f:
+        f.truncate(200)
+    with pytest.raises(mmapkit.FormatError, match="header says 10 rows"):
+        mmapkit.ArrayStore.open(tmp / "short.npy")
+
+
+def test_np_save_files_grow_and_exotic_dtypes(tmp):
+    p = tmp / "saved.npy"
+    np.save(p, np.arange(6, dtype=">i8").reshape(3, 2))
+    s = mmapkit.ArrayStore.open(p, "r+")
+    assert s.dtype == np.dtype(">i8") and s.shape == (3, 2)
+    s.append([6, 7])
+    s.close()
+    assert np.load(p).tolist() == np.arange(8).reshape(4, 2).tolist()
+
+    rec = np.dtype([("id", "<u4"), ("xy", "<f8", (2,)), ("tag", "S3")])
+    q = tmp / "rec.npy"
+    s = mmapkit.ArrayStore.create(q, rec, row_shape=(2,))
+    rows = np.zeros((3, 2), rec)
+    rows["id"] = np.arange(6).reshape(3, 2)
+    rows["tag"] = b"abc"
+    s.extend(rows)
+    s.close()
+    back = np.load(q, mmap_mode="r")
+    assert back.dtype == rec and back.shape == (3, 2)
+    assert (back == rows).all()
+    r = mmapkit.ArrayStore.open(q)
+    assert r.dtype == rec and (r[:] == rows).all()
+
+    # A subarray dtype is folded into the row shape, as np.save does.
+    t = mmapkit.ArrayStore.create(tmp / "sub.npy", ("f4", (2,)), row_shape=(3,))
+    assert t.row_shape == (2, 3)
+
+
+WRITER = """
+import sys, numpy as np, mmapkit
+s = mmapkit.ArrayStore.create(sys.argv[1], "<i8", row_shape=(8,), chunk_bytes=4096)
+print("ready", flush=True)
+batch = int(sys.argv[2])
+i = 0
+while True:
+    rows = np.repeat(np.arange(i, i + batch, dtype="<i8")[:, None] + 1, 8, axis=1)
+    s.extend(rows)
+    i += batch
+    if len(sys.argv) > 3 and i >= int(sys.argv[3]):
+        break
+s.close()
+"""
+
+
+def check_whole_rows(a):
+    """Row i holds i + 1 in every column: no torn, missing or zero rows."""
+    a = np.asarray(a)
+    assert (a == (np.arange(len(a)) + 1)[:, None]).all()
+
+
+def test_reader_by_path_while_another_process_appends(tmp):
+    p = tmp / "live.npy"
+    w = subprocess.Popen([sys.executable, "-c", WRITER, str(p), "7", "300000"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert w.stdout.readline().strip() == "ready"
+        r = mmapkit.ArrayStore.open(p)
+        seen = set()
+        deadline = time.monotonic() + 30
+        while w.poll() is None and time.monotonic() < deadline:
+            a = np.load(p, mmap_mode="r")  # any moment: whole rows only
+            check_whole_rows(a)
+            n = r.refresh()
+            check_whole_rows(r[:n])
+            seen.add(len(a))
+        assert w.wait(timeout=30) == 0
+        assert len(seen) > 3, "the reader should have seen the array grow"
+        check_whole_rows(np.load(p))
+        assert len(np.load(p)) == 300000 + (-300000) % 7
+    finally:
+        w.kill()
+        w.wait()
+
+
+def test_reopen_after_sigkill_mid_append_shows_completed_appends(tmp):
+    p = tmp / "killed.npy"
+    batch = 5000
+    w = subprocess.Popen([sys.executable, "-c", WRITER, str(p), str(batch)], stdout=subprocess.PIPE, text=True)
+    assert w.stdout.readline().strip() == "ready"
+    time.sleep(0.3 + np.random.default_rng().random() * 0.5)
+    os.kill(w.pid, signal.SIGKILL)
+    w.wait()
+    a = np.load(p, mmap_mode="r")
+    assert len(a) > 0 and len(a) % batch == 0, len(a)
+    check_whole_rows(a)
+    s = mmapkit.ArrayStore.open(p, "r+")  # the dead writer's lock is gone
+    n = len(s)
+    s.extend(np.repeat(np.arange(n, n + 3, dtype="<i8")[:, None] + 1, 8, axis=1))
+    s.close()
+    check_whole_rows(np.load(p))
+
+
+def test_close_with_live_views_keeps_them_readable(tmp):
+    s = mmapkit.ArrayStore.create(tmp / "c.npy", "u1", capacity=1 << 20)
+    s.extend(np.arange(200, dtype="u1"))
+    v = s[100:]
+    s.close()
+    assert os.path.getsize(tmp / "c.npy") == np.load(tmp / "c.npy", mmap_mode="r").offset + 200
+    assert v[-1] == 199
+
+
+class Ops:
+    """A random sequence of store operations (hypothesis strategy)."""
+
+    op = st.one_of(
+        st.tuples(st.just("append"), st.integers(0, 100)),
+        st.tuples(st.just("extend"), st.integers(0, 300)),
+        st.tuples(st.just("reopen"), st.just(0)),
+        st.tuples(st.just("trim"), st.just(0)),
+    )
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=st.lists(Ops.op, min_size=1, max_size=25), width=st.integers(1, 5), dtype=st.sampled_from(["<i2", ">f8", "u1", "<c8"]))
+def test_append_sequences_match_numpy(tmp, ops, width, dtype):
+    p = tmp / "h.npy"
+    s = mmapkit.ArrayStore.create(p, dtype, row_shape=(width,), chunk_bytes=128)
+    ref = np.zeros((0, width), dtype)
+    for k, (op, arg) in enumerate(ops):
+        if op == "append":
+            row = np.full(width, arg, dtype)
+            s.append(row)
+            ref = np.concatenate([ref, row[None]])
+        elif op == "extend":
+            rows = (np.arange(arg * width).reshape(arg, width) + k).astype(dtype)
+            s.extend(rows)
+            ref = np.concatenate([ref, rows])
+        elif op == "reopen":
+            s.close()
+            s = mmapkit.ArrayStore.open(p, "r+", chunk_bytes=128)
+        else:
+            s.trim()
+        assert s.shape == ref.shape
+        assert np.array_equal(s[:], ref)
+        assert np.array_equal(np.load(p, mmap_mode="r"), ref)
+    s.close()
+    assert np.array_equal(np.load(p), ref)
+
+
+def test_sparse_file_is_instant_and_unallocated(tmp):
+    p = tmp / "huge.bin"
+    t = time.perf_counter()
+    mmapkit.sparse(p, 24 << 30)
+    assert time.perf_counter() - t < 1
+    st_ = os.stat(p)
+    assert st_.st_size == 24 << 30 and st_.st_blocks * 512 < 1 << 20
+    with pytest.raises(ValueError, match="refusing to shrink"):
+        mmapkit.sparse(p, 10)
+    binary = ROOT / "target" / "release" / "mmapkit"
+    if binary.exists():
+        out = subprocess.run([binary, "info", "--json", p], capture_output=True, text=True, check=True).stdout
+        (info,) = json.loads(out)
+        assert info["size"] == 24 << 30 and info["allocated"] < 1 << 20
+    # numpy can map it as an array of zeros without reading anything
+    a = np.memmap(p, dtype="i2", mode="r")
+    assert a.shape == (12 << 30,) and a[123_456_789] == 0
