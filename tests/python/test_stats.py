@@ -253,3 +253,21 @@ def test_property_floats(a: np.ndarray, q: float) -> None:
         same(st.max(a, skipna=True), np.nanmax(a))
     if np.isfinite(a).all():
         hist_same(a, 13)
+
+
+@pytest.mark.skipif(not hasattr(mmapkit, "ArrayStore"), reason="ArrayStore not built on this branch")
+def test_array_store_as_object_and_by_path(tmp_path) -> None:
+    # A growing store reserves capacity past its rows: the path form must use
+    # the header's shape, not the file size.
+    path = tmp_path / "s.npy"
+    a = rand("int32", 5001, seed=11).reshape(-1, 3)[:1667]
+    store = mmapkit.ArrayStore.create(str(path), np.int32, row_shape=(3,))
+    store.extend(a[:1000])
+    store.extend(a[1000:])
+    store.flush()
+    assert store.capacity >= len(a)
+    same(st.median(store), np.median(a))
+    same(st.median(path), np.median(a))
+    same(st.quantile(path, 0.9, method="inverted_cdf"), np.quantile(a, 0.9, method="inverted_cdf"))
+    store.close()
+    same(st.max(mmapkit.ArrayStore.open(str(path), mode="r")), np.max(a))

@@ -112,8 +112,8 @@ pub fn median<T: Element>(data: &[T], skipna: bool) -> f64 {
         return f64::NAN;
     }
     if n % 2 == 1 {
-        let k = select_keys(data, &top, &[n / 2]);
-        T::mid(T::from_key(k[0]), T::from_key(k[0]))
+        // numpy's mean of one element is the element (no a + a overflow).
+        T::from_key(select_keys(data, &top, &[n / 2])[0]).to_f64()
     } else {
         let k = select_keys(data, &top, &[n / 2 - 1, n / 2]);
         T::mid(T::from_key(k[0]), T::from_key(k[1]))

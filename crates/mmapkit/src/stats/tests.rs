@@ -31,7 +31,7 @@ fn check_all<T: Element>(v: &[T]) {
         if n == 0 {
             f64::NAN
         } else if n % 2 == 1 {
-            T::mid(s[n / 2], s[n / 2])
+            s[n / 2].to_f64()
         } else {
             T::mid(s[n / 2 - 1], s[n / 2])
         }
@@ -150,6 +150,7 @@ fn median_arithmetic_is_numpys() {
     assert!(median(&[1.0, f64::NAN], false).is_nan());
     assert_eq!(median(&[1.0, f64::NAN, 3.0], true), 2.0);
     assert_eq!(median(&[7u8], false), 7.0);
+    assert_eq!(median(&[3e38f32], false), 3e38f32 as f64);
 }
 
 #[test]
