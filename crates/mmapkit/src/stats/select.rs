@@ -67,6 +67,37 @@ impl Pass1 {
         }
         self.pending += chunk.len() as u64;
         let bins = self.total.len();
+        if bins == 1 << 16 {
+            // The common case (16-bit types, and the top 16 bits of wider
+            // ones): fixed-size tables indexed by a u16, no bounds checks.
+            let (a, b) = self.h.split_at_mut(bins);
+            let h0: &mut [u32; 1 << 16] = a.try_into().expect("65536 bins");
+            let h1: &mut [u32; 1 << 16] = b.try_into().expect("65536 bins");
+            let mut pairs = chunk.chunks_exact(2);
+            for p in &mut pairs {
+                let (x, y) = (p[0], p[1]);
+                if x.is_nan() || y.is_nan() {
+                    for v in [x, y] {
+                        if v.is_nan() {
+                            self.nans += 1;
+                        } else {
+                            h0[(v.key() >> shift) as u16 as usize] += 1;
+                        }
+                    }
+                    continue;
+                }
+                h0[(x.key() >> shift) as u16 as usize] += 1;
+                h1[(y.key() >> shift) as u16 as usize] += 1;
+            }
+            for &x in pairs.remainder() {
+                if x.is_nan() {
+                    self.nans += 1;
+                } else {
+                    h0[(x.key() >> shift) as u16 as usize] += 1;
+                }
+            }
+            return;
+        }
         let (h0, h1) = self.h.split_at_mut(bins);
         let mut pairs = chunk.chunks_exact(2);
         for p in &mut pairs {
