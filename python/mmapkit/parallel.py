@@ -50,7 +50,7 @@ def _source(array: Any) -> tuple[Any, ...]:
     if isinstance(array, np.memmap) and getattr(array, "filename", None):
         if not array.flags.c_contiguous:
             raise ValueError("map_chunks needs a C-contiguous memmap")
-        mm = array._mmap  # the mmap.mmap numpy mapped; the array points into it
+        mm = getattr(array, "_mmap", None)  # the mmap.mmap numpy made; the array points into it
         if mm is None:
             raise ValueError("this memmap has no file mapping")
         start = array.offset - array.offset % _mmap.ALLOCATIONGRANULARITY

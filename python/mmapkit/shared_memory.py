@@ -121,7 +121,8 @@ class SharedArray:
 
     def numpy(self) -> np.ndarray[Any, Any]:
         """A zero-copy view (read-only for read-only attachments)."""
-        return np.frombuffer(self._seg, dtype=self._dtype).reshape(self._shape)
+        count = int(np.prod(self._shape, dtype=np.int64))
+        return np.frombuffer(memoryview(self._seg), dtype=self._dtype, count=count).reshape(self._shape)
 
     def __array__(self, dtype: Optional[npt.DTypeLike] = None, copy: Optional[bool] = None) -> np.ndarray[Any, Any]:
         a = self.numpy()
@@ -144,7 +145,8 @@ class SharedArray:
         make (that is how private file mappings work); copy it with
         ``np.array`` for a frozen copy."""
         m = MappedFile(self._seg.path, "c", None, self._seg.data_offset, self._seg.nbytes)
-        return np.frombuffer(m, dtype=self._dtype).reshape(self._shape)
+        count = int(np.prod(self._shape, dtype=np.int64))
+        return np.frombuffer(memoryview(m), dtype=self._dtype, count=count).reshape(self._shape)
 
     # ----- lifetime -------------------------------------------------------
 

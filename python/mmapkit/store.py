@@ -137,7 +137,7 @@ class ArrayStore:
 
     def numpy(self) -> np.ndarray[Any, Any]:
         """A zero-copy view of every published row, shape ``(len,) + row_shape``."""
-        return np.frombuffer(self._core, dtype=self._row_dtype)
+        return np.frombuffer(memoryview(self._core), dtype=self._row_dtype)
 
     def __array__(self, dtype: Optional[npt.DTypeLike] = None, copy: Optional[bool] = None) -> np.ndarray[Any, Any]:
         a = self.numpy()
@@ -162,7 +162,7 @@ class ArrayStore:
         a = np.asarray(row, dtype=self._dtype)
         if a.shape != self._row_shape:
             raise ValueError(f"a row must have shape {self._row_shape}, got {a.shape}")
-        return self._core.append(_as_bytes(a))
+        return self._core.append(_as_bytes(a).data)
 
     def extend(self, rows: npt.ArrayLike) -> int:
         """Append many rows (shape ``(n,) + row_shape``) with one header
@@ -170,7 +170,7 @@ class ArrayStore:
         a = np.asarray(rows, dtype=self._dtype)
         if a.shape[1:] != self._row_shape or a.ndim != len(self._row_shape) + 1:
             raise ValueError(f"rows must have shape (n, {', '.join(map(str, self._row_shape))}), got {a.shape}".replace(", )", ")"))
-        return self._core.append(_as_bytes(a))
+        return self._core.append(_as_bytes(a).data)
 
     def reserve(self, rows: int) -> None:
         """Allocate room for ``rows`` more rows now (a full disk fails here)."""

@@ -182,3 +182,32 @@ def test_small_tmpfs_full_is_disk_full_not_sigbus(small_tmpfs):
     a = SharedArray.create("ok", 512 << 10, "u1", dir=small_tmpfs)
     a[:] = 1  # allocated up front: writing every page cannot SIGBUS
     a.close()
+
+
+def test_forked_child_closing_an_inherited_handle_does_not_unlink(name):
+    a = SharedArray.create(name, 4, "i4")
+    pid = os.fork()
+    if pid == 0:
+        a[0] = 1
+        a.close()  # the child's copy shares the parent's lock: no unlink
+        del a
+        import gc
+
+        gc.collect()
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert os.path.exists(f"/dev/shm/{name}") and a[0] == 1
+    a.close()
+    assert not os.path.exists(f"/dev/shm/{name}")
+
+
+@pytest.mark.parametrize("dtype", ["<U5", "M8[ms]", [("a", "<i2"), ("b", "S3")], ">c16"])
+def test_every_plain_dtype_round_trips(name, dtype):
+    a = SharedArray.create(name, (3, 2), dtype)
+    ref = np.zeros((3, 2), dtype)
+    ref.flat[1] = np.array([1]).astype(dtype)[0] if ref.dtype.fields is None else (1, b"x")
+    a[...] = ref
+    b = SharedArray.attach(name)
+    assert b.dtype == np.dtype(dtype) and b.shape == (3, 2)
+    assert (b.numpy() == ref).all()
+    assert (np.load(a.path) == ref).all()

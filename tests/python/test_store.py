@@ -276,3 +276,40 @@ def test_sparse_file_is_instant_and_unallocated(tmp):
     # numpy can map it as an array of zeros without reading anything
     a = np.memmap(p, dtype="i2", mode="r")
     assert a.shape == (12 << 30,) and a[123_456_789] == 0
+
+
+def test_forked_child_cannot_write_or_trim_an_inherited_writer(tmp):
+    p = tmp / "f.npy"
+    s = mmapkit.ArrayStore.create(p, "i8", capacity=10_000)
+    s.extend(np.arange(10, dtype="i8"))
+    size = os.path.getsize(p)
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            s.append(1)
+            code = 3
+        except ValueError:
+            pass
+        s.close()  # must not trim the parent's capacity
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert os.path.getsize(p) == size
+    s.extend(np.arange(10, 20, dtype="i8"))
+    s.close()
+    assert np.load(p).tolist() == list(range(20))
+
+
+@pytest.mark.parametrize("dtype", ["<U5", "M8[ms]", "?", ">c16"])
+def test_every_plain_dtype_round_trips(tmp, dtype):
+    p = tmp / "d.npy"
+    ref = np.zeros((4, 2), dtype)
+    ref[1, 1] = np.array([1]).astype(dtype)[0]
+    s = mmapkit.ArrayStore.create(p, dtype, row_shape=(2,))
+    s.extend(ref[:3])
+    s.append(ref[3])
+    s.close()
+    assert np.load(p).dtype == np.dtype(dtype) and (np.load(p) == ref).all()
+    r = mmapkit.ArrayStore.open(p)
+    assert r.dtype == np.dtype(dtype) and (r[:] == ref).all()

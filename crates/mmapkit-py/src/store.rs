@@ -164,13 +164,9 @@ impl ArrayStoreCore {
             return Ok(());
         }
         let Some(s) = g.as_mut() else { return Ok(()) };
-        if s.is_writable() {
-            py.detach(|| s.trim().and_then(|_| s.flush())).py_err()?;
-        }
+        py.detach(|| s.release()).py_err()?;
         if self.exports.load(Ordering::Acquire) == 0 {
-            if let Some(s) = g.take() {
-                py.detach(|| s.close()).py_err()?;
-            }
+            g.take();
         }
         Ok(())
     }

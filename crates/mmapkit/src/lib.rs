@@ -10,7 +10,8 @@
 //!   [`Error::FileTruncated`] instead).
 //! * [`scan`]: byte-search kernels (memchr) shared by every strategy.
 //! * [`info`]: size, allocated blocks and page-cache residency of files.
-//! * [`store`]: the `.npy` header and growable array stores.
+//! * [`store`]: the `.npy` header, growable `.npy` array stores, shared-memory
+//!   arrays (reference-counted `/dev/shm` and memfd segments) and sparse files.
 //! * [`stats`]: exact out-of-core statistics (median, quantiles, histogram,
 //!   min/max/sum/mean) over typed slices or mapped files, multithreaded,
 //!   in bounded memory.

@@ -11,8 +11,8 @@
 //! # Publication order
 //!
 //! An append writes the rows into the capacity, then rewrites the header's
-//! row count in place (an aligned 8-byte store, see
-//! [`Map::store_word`]). Readers (this crate's [`ArrayStore::open`] in read
+//! row count in place (an aligned 8-byte store, see [`Map::store_word`],
+//! and `publish` for the one update in 10^8 that changes more digits). Readers (this crate's [`ArrayStore::open`] in read
 //! mode, `np.load(path, mmap_mode="r")`, anything that reads the header
 //! first) therefore only ever see rows that were completely written; rows
 //! past the count are ignored (numpy accepts a file longer than its
@@ -69,6 +69,9 @@ pub struct ArrayStore {
     field: Range<usize>,
     writable: bool,
     chunk_bytes: u64,
+    /// The process that opened it: a forked child dropping its inherited
+    /// copy must not trim the parent's file.
+    owner: u32,
 }
 
 fn format_err(path: &Path, detail: String) -> Error {
@@ -237,6 +240,11 @@ impl ArrayStore {
         let header = Header { descr: descr.trim().to_owned(), fortran_order: false, shape };
         let data_off = header.growable_len();
         let (bytes, field) = header.encode_growable(data_off)?;
+        // Replacing a store that another process is writing would leave
+        // that writer appending to a file nobody can see.
+        if let Ok(old) = File::open(path) {
+            lock_writer(&old, path)?;
+        }
         let file = replace_atomically(path, &bytes, None)?;
         let mut store = Self::map_writer(file, path, header, item_size, row_bytes, data_off, field, opts)?;
         store.reserve_rows(opts.capacity_rows)?;
@@ -319,6 +327,7 @@ impl ArrayStore {
                 field,
                 writable,
                 chunk_bytes: opts.chunk_bytes,
+                owner: std::process::id(),
             });
         }
         if header.growable_len() > data_off {
@@ -361,6 +370,7 @@ impl ArrayStore {
             field,
             writable: true,
             chunk_bytes: opts.chunk_bytes.max(1),
+            owner: std::process::id(),
         })
     }
 
@@ -429,11 +439,16 @@ impl ArrayStore {
     // ----- writing --------------------------------------------------------
 
     fn need_writer(&self) -> Result<()> {
-        if self.writable {
-            Ok(())
-        } else {
-            Err(Error::ReadOnly { path: self.path.clone() })
+        if !self.writable {
+            return Err(Error::ReadOnly { path: self.path.clone() });
         }
+        if self.owner != std::process::id() {
+            return Err(Error::InvalidArgument(format!(
+                "{}: this writer was inherited from the parent process (fork), which still owns it; open the store again",
+                self.path.display()
+            )));
+        }
+        Ok(())
     }
 
     /// Makes room for `extra` more rows past [`len`](Self::len) (allocating
@@ -498,23 +513,25 @@ impl ArrayStore {
         Ok(Ok(self.len()))
     }
 
-    /// Rewrites the header's row count in place: the bytes that change are
-    /// stored last, the low 8 bytes with one atomic store.
+    /// Rewrites the header's row count in place. The low 8 bytes of the
+    /// count field go first, with one atomic store; the digits above them
+    /// change only when the count crosses a multiple of 10^8, and are
+    /// written after, so a reader racing with that rare update sees a
+    /// count no larger than the new one (or, numpy, for an instant, a
+    /// header it cannot parse), never rows that were not written.
     fn publish(&mut self, rows: u64) -> Result<()> {
         let mut h = self.header.clone();
         h.shape[0] = rows;
         let (bytes, field) = h.encode_growable(self.data_off)?;
         debug_assert_eq!(field, self.field);
-        let old = &self.map.as_slice()[field.clone()];
-        let new = &bytes[field.clone()];
         let word = field.end - 8;
-        let high = field.start..word;
-        if old[..high.len()] != new[..high.len()] {
-            self.map.write_at(high.start, &bytes[high.clone()])?;
-        }
         let mut w = [0u8; 8];
         w.copy_from_slice(&bytes[word..field.end]);
         self.map.store_word(word, w)?;
+        let high = field.start..word;
+        if self.map.as_slice()[high.clone()] != bytes[high.clone()] {
+            self.map.write_at(high.start, &bytes[high])?;
+        }
         self.header = h;
         Ok(())
     }
@@ -543,17 +560,22 @@ impl ArrayStore {
         Ok(())
     }
 
-    /// Trims ([`trim`](Self::trim)), flushes and closes. Readers: just closes.
-    pub fn close(mut self) -> Result<()> {
-        if self.writable {
-            self.writable = false;
-            let end = self.data_off + self.len() as usize * self.row_bytes;
-            if self.map.len() > end {
-                self.map.resize(end)?;
-            }
-            self.map.flush()?;
+    /// Ends writing: trims ([`trim`](Self::trim)) and flushes, then the
+    /// handle is read-only (its data stays mapped for existing views).
+    /// Readers and a forked child's inherited copy of a writer: nothing
+    /// to do.
+    pub fn release(&mut self) -> Result<()> {
+        if self.writable && self.owner == std::process::id() {
+            self.trim()?;
+            self.flush()?;
         }
+        self.writable = false;
         Ok(())
+    }
+
+    /// [`release`](Self::release)s and closes.
+    pub fn close(mut self) -> Result<()> {
+        self.release()
     }
 
     // ----- reading --------------------------------------------------------
@@ -591,7 +613,7 @@ impl Drop for ArrayStore {
     /// Writers give unpublished capacity back (best effort; use
     /// [`ArrayStore::close`] to see errors).
     fn drop(&mut self) {
-        if self.writable {
+        if self.writable && self.owner == std::process::id() {
             let _ = self.trim();
         }
     }

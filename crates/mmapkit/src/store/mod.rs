@@ -1,6 +1,24 @@
 //! Array files: the `.npy` format ([`npy`]), growable `.npy` array stores
 //! ([`array::ArrayStore`]), shared-memory arrays ([`shared::Segment`]) and
 //! sparse files ([`sparse`]).
+//!
+//! Every file here is a real `.npy` file, so numpy reads it directly
+//! (`np.load(path, mmap_mode="r")`), and dtypes are passed around as the
+//! header's `descr` literal plus an item size (the Python binding gets
+//! both from numpy).
+//!
+//! ```
+//! use mmapkit::store::{ArrayStore, StoreOptions};
+//! # let dir = tempfile::tempdir()?;
+//! # let path = dir.path().join("rows.npy");
+//! // rows of 2 little-endian u32
+//! let mut w = ArrayStore::create(&path, "'<u4'", 4, &[2], &StoreOptions::default())?;
+//! w.append(&[1, 0, 0, 0, 2, 0, 0, 0])?;
+//! let r = ArrayStore::open(&path, false, None)?; // a reader, e.g. another process
+//! assert_eq!((r.len(), r.data().len()), (1, 8));
+//! w.close()?; // trims the capacity reserved ahead
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 pub mod array;
 pub mod npy;
 pub mod shared;

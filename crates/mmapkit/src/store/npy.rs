@@ -51,7 +51,9 @@ impl Header {
         let d = self.simple_dtype()?;
         let digits = d.trim_start_matches(['<', '>', '|', '=']);
         let n: String = digits.chars().skip_while(|c| c.is_ascii_alphabetic()).collect();
-        n.parse().ok()
+        // `<U10` counts UCS-4 characters, 4 bytes each.
+        let per = if digits.starts_with('U') { 4 } else { 1 };
+        n.parse::<usize>().ok().map(|n| n * per)
     }
 
     /// The dict literal without padding.
@@ -303,6 +305,9 @@ mod tests {
         assert!(std::str::from_utf8(&enc[10..]).unwrap().starts_with(s));
         assert_eq!(Header::decode(&enc, p()).unwrap().0, h);
         assert_eq!(h.simple_dtype(), None);
+        assert_eq!(Header::new("<U10", vec![1]).item_size(), Some(40));
+        assert_eq!(Header::new("|S3", vec![1]).item_size(), Some(3));
+        assert_eq!(Header::new("<M8[ns]", vec![1]).item_size(), None);
     }
 
     #[test]

@@ -48,6 +48,9 @@ pub struct Segment {
     /// (device, inode) of the named file, to recognise it at unlink time.
     id: Option<(u64, u64)>,
     unlink_on_close: bool,
+    /// The process that made this handle: a forked child inherits the
+    /// handle but not the right to unlink (it shares the parent's lock).
+    owner: u32,
 }
 
 // std's flock is stable since 1.89; the workspace MSRV still says 1.85
@@ -118,6 +121,7 @@ impl Segment {
                 nbytes,
                 id: Some(id),
                 unlink_on_close,
+                owner: std::process::id(),
             })
         })();
         if result.is_err() {
@@ -183,6 +187,7 @@ impl Segment {
             nbytes,
             id: named.then_some(id),
             unlink_on_close: unlink_on_close && named,
+            owner: std::process::id(),
         })
     }
 
@@ -199,7 +204,7 @@ impl Segment {
         map.write_at(0, &bytes)?;
         use std::os::fd::AsRawFd;
         let path = PathBuf::from(format!("/proc/{}/fd/{}", std::process::id(), map.file().as_raw_fd()));
-        Ok(Segment { map, path, header, data_off: bytes.len(), nbytes, id: None, unlink_on_close: false })
+        Ok(Segment { map, path, header, data_off: bytes.len(), nbytes, id: None, unlink_on_close: false, owner: std::process::id() })
     }
 
     /// The file behind the segment (for anonymous ones, a `/proc` path
@@ -268,7 +273,7 @@ impl Drop for Segment {
     /// Releases this handle; with `unlink_on_close`, removes the name if no
     /// other process holds the segment (see the module docs).
     fn drop(&mut self) {
-        if self.unlink_on_close && try_lock(self.map.file()) {
+        if self.unlink_on_close && self.owner == std::process::id() && try_lock(self.map.file()) {
             let _ = self.unlink();
         }
     }

@@ -52,6 +52,8 @@ fn one_writer_at_a_time() {
     let _w = ArrayStore::create(&p, "'<i4'", 4, &[], &StoreOptions::default()).unwrap();
     let e = ArrayStore::open(&p, true, None).unwrap_err();
     assert!(e.to_string().contains("another process has the store open for writing"), "{e}");
+    let e = ArrayStore::create(&p, "'<i4'", 4, &[], &StoreOptions::default()).unwrap_err();
+    assert!(e.to_string().contains("open for writing"), "{e}");
     ArrayStore::open(&p, false, None).unwrap();
 }
 
@@ -145,6 +147,53 @@ fn create_replaces_atomically_and_leaves_no_temp_files() {
     assert_eq!(names, vec![std::ffi::OsString::from("a.npy")]);
     let e = ArrayStore::create(d.path().join("missing/x.npy"), "'|u1'", 1, &[], &StoreOptions::default()).unwrap_err();
     assert!(e.to_string().contains("missing"), "{e}");
+}
+
+#[test]
+fn concurrent_reader_sees_only_whole_published_rows() {
+    let (_d, p) = tmp();
+    let opts = StoreOptions { chunk_bytes: 4096, ..Default::default() };
+    let mut w = ArrayStore::create(&p, "'<u8'", 8, &[4], &opts).unwrap();
+    let p2 = p.clone();
+    let reader = std::thread::spawn(move || {
+        let mut r = ArrayStore::open(&p2, false, None).unwrap();
+        let mut last = 0;
+        let mut checks = 0;
+        while last < 50_000 {
+            let n = r.refresh().unwrap();
+            assert!(n >= last);
+            // Every published row is complete: row i holds i + 1 four times.
+            for (i, row) in r.data().chunks_exact(32).enumerate().skip(last as usize) {
+                for k in 0..4 {
+                    let v = u64::from_le_bytes(row[8 * k..8 * k + 8].try_into().unwrap());
+                    assert_eq!(v, i as u64 + 1, "row {i} of {n}");
+                }
+            }
+            last = n;
+            checks += 1;
+        }
+        checks
+    });
+    for i in 0..50_000u64 {
+        let row: Vec<u8> = std::iter::repeat_n((i + 1).to_le_bytes(), 4).flatten().collect();
+        w.append(&row).unwrap();
+    }
+    assert!(reader.join().unwrap() > 1);
+}
+
+#[test]
+fn row_counts_crossing_ten_to_the_eight() {
+    let (_d, p) = tmp();
+    let h = Header::new("|u1", vec![99_999_999]);
+    let off = h.growable_len();
+    std::fs::write(&p, h.encode_growable(off).unwrap().0).unwrap();
+    crate::store::sparse(&p, off as u64 + 99_999_999).unwrap(); // no blocks written
+    let mut w = ArrayStore::open(&p, true, None).unwrap();
+    assert_eq!(w.len(), 99_999_999);
+    w.append(&[7, 8, 9]).unwrap();
+    assert_eq!(header_rows(&p).0, 100_000_002);
+    let r = ArrayStore::open(&p, false, None).unwrap();
+    assert_eq!(&r.data()[99_999_999..], &[7, 8, 9]);
 }
 
 proptest! {
