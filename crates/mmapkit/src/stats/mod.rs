@@ -7,7 +7,11 @@
 //! a `.npy` file). Every function is parallel (rayon) and needs memory
 //! independent of the input length:
 //!
-//! * 8/16-bit integers: one counting pass (256 / 65536 counters).
+//! * 8/16-bit integers: one counting pass (256 / 65536 counters). For the
+//!   median and nearby quantiles of 16-bit data, a strided sample first
+//!   guesses a narrow window of values holding the wanted ranks, and the one
+//!   pass counts values below it and histograms only those inside (an
+//!   L1-sized table); if the sample misled, the plain counting pass runs.
 //! * 32/64-bit integers and floats: two-pass radix selection on an
 //!   order-preserving unsigned key (floats: sign-flipped bits): pass 1
 //!   counts the top 16 bits, pass 2 collects the one bucket that holds the
@@ -56,7 +60,7 @@ pub use hist::{histogram, Histogram};
 use rayon::prelude::*;
 
 use crate::{Error, Result};
-use select::{select_keys, top_counts, CHUNK};
+use select::{select_keys, select_keys_window, top_counts, TopCounts, CHUNK};
 
 /// A single value of an array, widened.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -106,18 +110,42 @@ impl std::str::FromStr for Method {
 
 /// The median; see the [module docs](self) for NaN and empty input.
 pub fn median<T: Element>(data: &[T], skipna: bool) -> f64 {
-    let top = top_counts(data);
-    let n = top.valid();
-    if (top.nans > 0 && !skipna) || n == 0 {
+    let (n, nans, top) = counts(data);
+    if (nans > 0 && !skipna) || n == 0 {
         return f64::NAN;
     }
     if n % 2 == 1 {
         // numpy's mean of one element is the element (no a + a overflow).
-        T::from_key(select_keys(data, &top, &[n / 2])[0]).to_f64()
+        T::from_key(select(data, top, &[n / 2])[0]).to_f64()
     } else {
-        let k = select_keys(data, &top, &[n / 2 - 1, n / 2]);
+        let k = select(data, top, &[n / 2 - 1, n / 2]);
         T::mid(T::from_key(k[0]), T::from_key(k[1]))
     }
+}
+
+/// (non-NaN count, NaN count, pass-1 counts). 16-bit data (integers: no
+/// NaN) skips pass 1: [`select`] tries the one-pass window first.
+fn counts<T: Element>(data: &[T]) -> (u64, u64, Option<TopCounts>) {
+    if T::BITS == 16 {
+        (data.len() as u64, 0, None)
+    } else {
+        let top = top_counts(data);
+        (top.valid(), top.nans, Some(top))
+    }
+}
+
+/// Keys of `ranks`, by the window fast path when pass 1 was skipped.
+fn select<T: Element>(data: &[T], top: Option<TopCounts>, ranks: &[u64]) -> Vec<u64> {
+    let top = match top {
+        Some(t) => t,
+        None => {
+            if let Some(k) = select_keys_window(data, ranks) {
+                return k;
+            }
+            top_counts(data)
+        }
+    };
+    select_keys(data, &top, ranks)
 }
 
 /// The quantiles `qs` (each in `[0, 1]`): `Value::Float` for
@@ -143,9 +171,8 @@ fn quantiles_with<T: Element>(data: &[T], qs: &[f64], method: Method, skipna: bo
     if data.is_empty() {
         return Err(Error::InvalidArgument("cannot compute a quantile of an empty array".into()));
     }
-    let top = top_counts(data);
-    let n = top.valid();
-    if (top.nans > 0 && !skipna) || n == 0 {
+    let (n, nans, top) = counts(data);
+    if (nans > 0 && !skipna) || n == 0 {
         return Ok(vec![Value::Float(f64::NAN); qs.len()]);
     }
     // Per q: (lower rank, upper rank, interpolation weight), exactly as
@@ -176,7 +203,7 @@ fn quantiles_with<T: Element>(data: &[T], qs: &[f64], method: Method, skipna: bo
     let mut ranks: Vec<u64> = plan.iter().flat_map(|&(a, b, _)| [a, b]).collect();
     ranks.sort_unstable();
     ranks.dedup();
-    let keys = select_keys(data, &top, &ranks);
+    let keys = select(data, top, &ranks);
     let at = |r: u64| T::from_key(keys[ranks.binary_search(&r).expect("rank selected")]);
     Ok(plan
         .into_iter()

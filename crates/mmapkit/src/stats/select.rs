@@ -327,3 +327,68 @@ fn refine<T: Element>(data: &[T], prefixes: &[u64], shift: u32, width: u32) -> V
             },
         )
 }
+
+/// Elements sampled to place the window of [`select_keys_window`].
+const SAMPLE: usize = 1 << 16;
+
+/// Fast path for NaN-free data whose wanted ranks lie close together (a
+/// median): a strided sample guesses a key window that very likely holds
+/// every wanted rank; one pass then counts the keys below the window and
+/// histograms the keys inside it (a table small enough for L1 instead of
+/// 65536 counters). `None` when a rank falls outside the window (the
+/// sample misled): the caller then does the ordinary counting passes, so
+/// the answer is exact either way.
+pub(crate) fn select_keys_window<T: Element>(data: &[T], ranks: &[u64]) -> Option<Vec<u64>> {
+    select_keys_window_with(data, ranks, SAMPLE)
+}
+
+pub(crate) fn select_keys_window_with<T: Element>(data: &[T], ranks: &[u64], sample: usize) -> Option<Vec<u64>> {
+    let n = data.len();
+    if n == 0 || ranks.is_empty() {
+        return None;
+    }
+    let step = (n / sample).max(1);
+    let mut keys: Vec<u64> = data.iter().step_by(step).map(|x| x.key()).collect();
+    keys.sort_unstable();
+    let s = keys.len();
+    // ±8 standard deviations of a sample quantile's position, at least 2.
+    let margin = ((s as f64).sqrt() * 4.0) as usize + 2;
+    let pos = |r: u64| ((r as f64 / n as f64) * s as f64) as usize;
+    let lo_pos = pos(*ranks.iter().min()?).saturating_sub(margin);
+    let hi_pos = (pos(*ranks.iter().max()?) + margin).min(s - 1);
+    let (lo, hi) = (keys[lo_pos], keys[hi_pos]);
+    if hi - lo >= 1 << 16 {
+        return None; // wider than plain counting: no gain (only 16-bit data comes here)
+    }
+    let width = (hi - lo + 1) as usize;
+    let (below, table) = data
+        .par_chunks(CHUNK)
+        .fold(
+            || (0u64, vec![0u64; width]),
+            |(mut below, mut t), chunk| {
+                for &x in chunk {
+                    let k = x.key();
+                    let d = k.wrapping_sub(lo) as usize;
+                    if d < width {
+                        t[d] += 1;
+                    } else if k < lo {
+                        below += 1;
+                    }
+                }
+                (below, t)
+            },
+        )
+        .reduce(
+            || (0, vec![0u64; width]),
+            |(a, mut t), (b, u)| {
+                t.iter_mut().zip(&u).for_each(|(x, y)| *x += y);
+                (a + b, t)
+            },
+        );
+    let inside: u64 = table.iter().sum();
+    if ranks.iter().any(|&r| r < below || r >= below + inside) {
+        return None;
+    }
+    let cum = Cumulative::new(&table);
+    Some(ranks.iter().map(|&r| lo + cum.locate(r - below).0).collect())
+}

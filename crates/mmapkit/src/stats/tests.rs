@@ -1,4 +1,4 @@
-use super::select::{select_keys, select_keys_limit, top_counts};
+use super::select::{select_keys, select_keys_limit, select_keys_window_with, top_counts};
 use super::*;
 use proptest::prelude::*;
 
@@ -16,7 +16,20 @@ fn same(a: f64, b: f64) -> bool {
 fn check_all<T: Element>(v: &[T]) {
     let s = sorted(v);
     let has_nan = s.len() < v.len();
-    // Every rank by selection equals the sorted order.
+    // Every rank by selection equals the sorted order, and the window fast
+    // path (small samples, so it also misses and says so) never lies.
+    if !s.is_empty() && !has_nan {
+        for sample in [1, 3, 50] {
+            let mid = s.len() as u64 / 2;
+            for ranks in [vec![mid], vec![0], vec![s.len() as u64 - 1], vec![mid.saturating_sub(1), mid]] {
+                if let Some(keys) = select_keys_window_with(v, &ranks, sample) {
+                    for (r, k) in ranks.iter().zip(keys) {
+                        assert!(T::from_key(k) == s[*r as usize], "window rank {r}");
+                    }
+                }
+            }
+        }
+    }
     if !s.is_empty() {
         let top = top_counts(v);
         let ranks: Vec<u64> = (0..s.len() as u64).collect();
@@ -137,6 +150,19 @@ fn big_bucket_is_narrowed_again() {
     }
     check(&v32);
     check(&v64);
+}
+
+#[test]
+fn window_misled_by_the_sample_falls_back() {
+    // Every sampled position (stride 10) holds 1000, the rest 0: the sample
+    // puts the window around 1000, the true median is 0.
+    let v: Vec<i16> = (0..100_000).map(|i| if i % 10 == 0 { 1000 } else { 0 }).collect();
+    assert_eq!(select_keys_window_with(&v, &[50_000], 10_000), None);
+    assert_eq!(median(&v, false), 0.0);
+    let u: Vec<u16> = (0..100_001u32).map(|i| (i % 65536) as u16).collect();
+    let mut s = u.clone();
+    s.sort_unstable();
+    assert_eq!(median(&u, false), s[50_000] as f64);
 }
 
 #[test]
