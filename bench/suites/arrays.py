@@ -240,7 +240,10 @@ def _worker_loop(conn: Any) -> None:
         handle = conn.recv()
         if handle is None:
             return
-        conn.send(_read_handle(handle))
+        reading = _read_handle(handle)
+        # Free a pickled copy now, inside this hand-off's time, not the next one's.
+        del handle
+        conn.send(reading)
 
 
 def _read_handle(handle: Any) -> tuple[int, float, float, float]:
