@@ -173,6 +173,7 @@ def test_too_big_for_dev_shm_is_a_clear_error(name):
         SharedArray.create(name, too_big, "u1")
     assert e.value.filename == f"/dev/shm/{name}"
     assert not os.path.exists(f"/dev/shm/{name}"), "no half-made segment left"
+    assert not [f for f in os.listdir("/dev/shm") if f.startswith(f".{name}")], "no temporary file left"
 
 
 def test_small_tmpfs_full_is_disk_full_not_sigbus(small_tmpfs):
@@ -211,3 +212,31 @@ def test_every_plain_dtype_round_trips(name, dtype):
     assert b.dtype == np.dtype(dtype) and b.shape == (3, 2)
     assert (b.numpy() == ref).all()
     assert (np.load(a.path) == ref).all()
+
+
+ATTACHER = """
+import sys, mmapkit
+print("ready", flush=True)
+while True:
+    try:
+        a = mmapkit.SharedArray.attach(sys.argv[1])
+        break
+    except FileNotFoundError:
+        pass
+print(a.shape, int(a[-1]), flush=True)
+"""
+
+
+def test_attach_never_sees_a_segment_being_created(name):
+    p = subprocess.Popen([sys.executable, "-c", ATTACHER, name], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        a = SharedArray.create(name, 64 << 20, "u4")  # 256 MiB: allocating takes a while
+        a[-1] = 5  # the attacher may read before this: 0 or 5, never an error
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+        assert out.split("\n")[0] in (f"({64 << 20},) 0", f"({64 << 20},) 5")
+        a.close()
+    finally:
+        p.kill()
+        p.wait()

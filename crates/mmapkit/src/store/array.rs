@@ -156,7 +156,7 @@ fn lock_writer(file: &File, path: &Path) -> Result<()> {
 }
 
 /// A fresh hidden name next to `path` for a file that replaces it by rename.
-fn temp_path(path: &Path) -> PathBuf {
+pub(super) fn temp_path(path: &Path) -> PathBuf {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();

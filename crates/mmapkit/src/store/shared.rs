@@ -100,19 +100,25 @@ impl Segment {
         let header = Header { descr: descr.trim().to_owned(), fortran_order: false, shape: shape.to_vec() };
         let bytes = header.encode();
         let total = (bytes.len() as u64).saturating_add(nbytes as u64);
+        // Built under a temporary name and linked into place complete
+        // (link fails if the name exists), so an attacher never sees a
+        // segment without its header.
+        let tmp = super::array::temp_path(path);
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create_new(true)
             .mode(0o600)
-            .open(path)
+            .open(&tmp)
             .map_err(|e| Error::io(path, "create", e))?;
+        let tmp_path = tmp.as_path();
         let result = (move || {
             lock_shared(&file).map_err(|e| Error::io(path, "flock", e))?;
             let id = ident(&file.metadata().map_err(|e| Error::io(path, "stat", e))?);
             crate::map::allocate(&file, path, total)?;
             let map = MapOptions::new().mode(Mode::ReadWrite).map(file, path)?;
             map.write_at(0, &bytes)?;
+            std::fs::hard_link(tmp_path, path).map_err(|e| Error::io(path, "create", e))?;
             Ok(Segment {
                 map,
                 path: path.to_owned(),
@@ -124,9 +130,7 @@ impl Segment {
                 owner: std::process::id(),
             })
         })();
-        if result.is_err() {
-            let _ = std::fs::remove_file(path);
-        }
+        let _ = std::fs::remove_file(&tmp);
         result
     }
 
