@@ -205,9 +205,13 @@ class Suite:
 
 
 def human_bytes(n: int) -> str:
-    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20)):
         if n >= div and n % div == 0:
             return f"{n // div} {unit}"
+    if n >= 1_000_000_000 and n % 1_000_000 == 0:  # decimal sizes ("10 GB"), not "9765625 KiB"
+        return f"{n / 1e9:g} GB"
+    if n >= 1 << 10 and n % (1 << 10) == 0:
+        return f"{n >> 10} KiB"
     if n >= 1_000_000:
         return f"{n / 1e6:.3g} MB"
     if n >= 1_000:

@@ -16,8 +16,8 @@ SUITES: dict[str, str] = {
     "pyio": "bench.suites.pyio:PyioSuite",
     "files": "bench.suites.files:FilesSuite",
     # "logs": "bench.suites.logs:LogsSuite",
-    # "arrays": "bench.suites.arrays:ArraysSuite",
     "kmers": "bench.suites.kmers:KmersSuite",
+    "arrays": "bench.suites.arrays:ArraysSuite",
 }
 
 

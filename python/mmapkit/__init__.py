@@ -86,6 +86,7 @@ from ._native import (
     page_size,
     replace,
 )
+from . import stats  # exact out-of-core statistics: mmapkit.stats.median(...)
 from . import parallel, shared_memory
 from .shared_memory import SharedArray
 from .store import ArrayStore, sparse
@@ -99,6 +100,7 @@ globals().update(
 )
 
 __all__ = [
+    "stats",
     "ACCESS_COPY",
     "ACCESS_DEFAULT",
     "ArrayStore",

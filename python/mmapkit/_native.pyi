@@ -32,6 +32,12 @@ __all__ = [
     "kmers",
     "kmer_labels",
     "RecordWriter",
+    "stats_median",
+    "stats_quantile",
+    "stats_histogram",
+    "stats_extreme",
+    "stats_sum",
+    "stats_mean",
     "ArrayStoreCore",
     "SharedSegment",
     "sparse",
@@ -60,6 +66,49 @@ def page_size() -> int: ...
 
 _Path = Union[str, os.PathLike[str]]
 _Pattern = Union[bytes, str]
+
+# mmapkit.stats natives: ``src`` is a contiguous numpy array or a path;
+# each returns the source's dtype name with the result.
+_Src = Union[npt.NDArray[Any], str, os.PathLike[str]]
+
+def stats_median(
+    src: _Src, *, dtype: Optional[str] = None, offset: int = 0, count: Optional[int] = None, skipna: bool = False
+) -> tuple[str, float]: ...
+def stats_quantile(
+    src: _Src,
+    qs: Sequence[float],
+    *,
+    method: str = "linear",
+    wide: bool = False,
+    dtype: Optional[str] = None,
+    offset: int = 0,
+    count: Optional[int] = None,
+    skipna: bool = False,
+) -> tuple[str, list[Union[int, float]]]: ...
+def stats_histogram(
+    src: _Src,
+    bins: int = 10,
+    range: Optional[tuple[float, float]] = None,
+    *,
+    dtype: Optional[str] = None,
+    offset: int = 0,
+    count: Optional[int] = None,
+) -> tuple[str, npt.NDArray[np.int64], npt.NDArray[np.float64]]: ...
+def stats_extreme(
+    src: _Src,
+    which: str,
+    *,
+    dtype: Optional[str] = None,
+    offset: int = 0,
+    count: Optional[int] = None,
+    skipna: bool = False,
+) -> tuple[str, Union[int, float]]: ...
+def stats_sum(
+    src: _Src, *, dtype: Optional[str] = None, offset: int = 0, count: Optional[int] = None, skipna: bool = False
+) -> tuple[str, Union[int, float]]: ...
+def stats_mean(
+    src: _Src, *, dtype: Optional[str] = None, offset: int = 0, count: Optional[int] = None, skipna: bool = False
+) -> tuple[str, float]: ...
 
 def count(path: _Path, sub: _Pattern, *, strategy: str = "auto", threads: int = 0) -> int: ...
 def find(path: _Path, sub: _Pattern, *, last: bool = False, strategy: str = "auto", threads: int = 0) -> int: ...

@@ -18,6 +18,9 @@
 //!   arrays (reference-counted `/dev/shm` and memfd segments) and sparse files.
 //! * [`log`]: a segmented, checksummed, crash-safe write-ahead log
 //!   ([`log::CommitLog`]) with group commit and zero-copy reads.
+//! * [`stats`]: exact out-of-core statistics (median, quantiles, histogram,
+//!   min/max/sum/mean) over typed slices or mapped files, multithreaded,
+//!   in bounded memory.
 //!
 //! All unsafe code lives in [`map`]; everything else is built on its
 //! documented API.
@@ -30,6 +33,7 @@ pub mod kmer;
 pub mod log;
 pub mod map;
 pub mod scan;
+pub mod stats;
 pub mod store;
 pub mod writer;
 

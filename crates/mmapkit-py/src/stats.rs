@@ -1,0 +1,203 @@
+//! `mmapkit.stats` natives: exact statistics over a contiguous numpy array
+//! (borrowed zero-copy) or a file mapped by path. Each returns the source's
+//! dtype name with the result so `mmapkit/stats.py` can build numpy-typed
+//! results; the work runs with the GIL released.
+
+use std::path::PathBuf;
+
+use mmapkit::stats::{self, DType, Data, MappedArray, Method, Sum, Value};
+use mmapkit::with_data;
+use numpy::{IntoPyArray, PyArray1, PyReadonlyArrayDyn, PyUntypedArray, PyUntypedArrayMethods};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::IntoPyObjectExt;
+
+use crate::errors::IntoPy;
+
+fn dtype_name(d: DType) -> &'static str {
+    match d {
+        DType::I8 => "int8",
+        DType::U8 => "uint8",
+        DType::I16 => "int16",
+        DType::U16 => "uint16",
+        DType::I32 => "int32",
+        DType::U32 => "uint32",
+        DType::I64 => "int64",
+        DType::U64 => "uint64",
+        DType::F32 => "float32",
+        DType::F64 => "float64",
+    }
+}
+
+/// Runs `f` on the data of `src` (a numpy array, or a path read with
+/// `dtype`/`offset`/`count`, or as `.npy` without a dtype) with the GIL
+/// released. Returns the dtype name and `f`'s result.
+fn run<R: Send>(
+    py: Python<'_>,
+    src: &Bound<'_, PyAny>,
+    dtype: Option<&str>,
+    offset: u64,
+    count: Option<u64>,
+    f: impl Fn(Data<'_>) -> mmapkit::Result<R> + Send + Sync,
+) -> PyResult<(&'static str, R)> {
+    if let Ok(arr) = src.cast::<PyUntypedArray>() {
+        if dtype.is_some() || offset != 0 || count.is_some() {
+            return Err(PyTypeError::new_err("dtype, offset and count apply to paths, not to arrays"));
+        }
+        macro_rules! try_type {
+            ($($t:ty => $v:ident),*) => {$(
+                if let Ok(a) = arr.extract::<PyReadonlyArrayDyn<'_, $t>>() {
+                    let s = a.as_slice().map_err(|_| {
+                        PyValueError::new_err("array is not contiguous (mmapkit.stats copies such arrays; call it through mmapkit.stats)")
+                    })?;
+                    let data = Data::$v(s);
+                    let r = py.detach(|| f(data)).py_err()?;
+                    return Ok((dtype_name(data.dtype()), r));
+                }
+            )*};
+        }
+        try_type!(i8 => I8, u8 => U8, i16 => I16, u16 => U16, i32 => I32, u32 => U32,
+                  i64 => I64, u64 => U64, f32 => F32, f64 => F64);
+        let d = arr.dtype().to_string();
+        return Err(PyTypeError::new_err(format!(
+            "unsupported dtype {d}: mmapkit.stats handles int8..int64, uint8..uint64, float32 and float64 in native byte order"
+        )));
+    }
+    let path: PathBuf = src
+        .extract()
+        .map_err(|_| PyTypeError::new_err("expected a numpy array, an object with __array__, or a path"))?;
+    let dtype = dtype.map(str::parse::<DType>).transpose().py_err()?;
+    let r = py
+        .detach(|| {
+            let a = MappedArray::open(&path, dtype, offset, count)?;
+            let r = a.with(&f)??;
+            Ok((dtype_name(a.dtype()), r))
+        })
+        .py_err()?;
+    Ok(r)
+}
+
+fn value_obj(py: Python<'_>, v: Value) -> PyResult<Py<PyAny>> {
+    match v {
+        Value::Int(i) => i.into_py_any(py),
+        Value::UInt(u) => u.into_py_any(py),
+        Value::Float(f) => f.into_py_any(py),
+    }
+}
+
+/// Median of `src` (see `mmapkit.stats.median`): (dtype name, value).
+#[pyfunction]
+#[pyo3(signature = (src, *, dtype = None, offset = 0, count = None, skipna = false))]
+pub fn stats_median(
+    py: Python<'_>,
+    src: &Bound<'_, PyAny>,
+    dtype: Option<&str>,
+    offset: u64,
+    count: Option<u64>,
+    skipna: bool,
+) -> PyResult<(&'static str, f64)> {
+    run(py, src, dtype, offset, count, |d| Ok(with_data!(d, |s| stats::median(s, skipna))))
+}
+
+/// Quantiles `qs` of `src`: (dtype name, values as int or float); `wide`:
+/// float32 data interpolates in float64 (numpy's way for an array of q).
+#[pyfunction]
+#[pyo3(signature = (src, qs, *, method = "linear", wide = false, dtype = None, offset = 0, count = None, skipna = false))]
+#[allow(clippy::too_many_arguments)]
+pub fn stats_quantile(
+    py: Python<'_>,
+    src: &Bound<'_, PyAny>,
+    qs: Vec<f64>,
+    method: &str,
+    wide: bool,
+    dtype: Option<&str>,
+    offset: u64,
+    count: Option<u64>,
+    skipna: bool,
+) -> PyResult<(&'static str, Vec<Py<PyAny>>)> {
+    let method: Method = method.parse().py_err()?;
+    let (name, vals) = run(py, src, dtype, offset, count, |d| {
+        with_data!(d, |s| if wide {
+            stats::quantiles_wide(s, &qs, method, skipna)
+        } else {
+            stats::quantiles(s, &qs, method, skipna)
+        })
+    })?;
+    Ok((name, vals.into_iter().map(|v| value_obj(py, v)).collect::<PyResult<_>>()?))
+}
+
+/// (dtype name, counts, edges).
+type HistogramResult<'py> = (&'static str, Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<f64>>);
+
+/// Histogram of `src`: (dtype name, counts, edges).
+#[pyfunction]
+#[pyo3(signature = (src, bins = 10, range = None, *, dtype = None, offset = 0, count = None))]
+pub fn stats_histogram<'py>(
+    py: Python<'py>,
+    src: &Bound<'py, PyAny>,
+    bins: usize,
+    range: Option<(f64, f64)>,
+    dtype: Option<&str>,
+    offset: u64,
+    count: Option<u64>,
+) -> PyResult<HistogramResult<'py>> {
+    let (name, h) = run(py, src, dtype, offset, count, |d| with_data!(d, |s| stats::histogram(s, bins, range)))?;
+    let counts: Vec<i64> = h.counts.into_iter().map(|c| c as i64).collect();
+    Ok((name, counts.into_pyarray(py), h.edges.into_pyarray(py)))
+}
+
+/// Minimum (`which == "min"`) or maximum (`"max"`) of `src`: (dtype name, value).
+#[pyfunction]
+#[pyo3(signature = (src, which, *, dtype = None, offset = 0, count = None, skipna = false))]
+pub fn stats_extreme(
+    py: Python<'_>,
+    src: &Bound<'_, PyAny>,
+    which: &str,
+    dtype: Option<&str>,
+    offset: u64,
+    count: Option<u64>,
+    skipna: bool,
+) -> PyResult<(&'static str, Py<PyAny>)> {
+    let max = match which {
+        "min" => false,
+        "max" => true,
+        _ => return Err(PyValueError::new_err("which must be \"min\" or \"max\"")),
+    };
+    let (name, v) = run(py, src, dtype, offset, count, |d| {
+        with_data!(d, |s| if max { stats::max(s, skipna) } else { stats::min(s, skipna) })
+    })?;
+    Ok((name, value_obj(py, v)?))
+}
+
+/// Sum of `src`: (dtype name, exact int or compensated float).
+#[pyfunction]
+#[pyo3(signature = (src, *, dtype = None, offset = 0, count = None, skipna = false))]
+pub fn stats_sum(
+    py: Python<'_>,
+    src: &Bound<'_, PyAny>,
+    dtype: Option<&str>,
+    offset: u64,
+    count: Option<u64>,
+    skipna: bool,
+) -> PyResult<(&'static str, Py<PyAny>)> {
+    let (name, s) = run(py, src, dtype, offset, count, |d| Ok(with_data!(d, |s| stats::sum(s, skipna))))?;
+    let obj = match s {
+        Sum::Int(i) => i.into_py_any(py)?,
+        f @ Sum::Float(..) => f.as_f64().into_py_any(py)?,
+    };
+    Ok((name, obj))
+}
+
+/// Mean of `src` as float64: (dtype name, value).
+#[pyfunction]
+#[pyo3(signature = (src, *, dtype = None, offset = 0, count = None, skipna = false))]
+pub fn stats_mean(
+    py: Python<'_>,
+    src: &Bound<'_, PyAny>,
+    dtype: Option<&str>,
+    offset: u64,
+    count: Option<u64>,
+    skipna: bool,
+) -> PyResult<(&'static str, f64)> {
+    run(py, src, dtype, offset, count, |d| Ok(with_data!(d, |s| stats::mean(s, skipna))))
+}

@@ -1,0 +1,261 @@
+use super::select::{select_keys, select_keys_limit, select_keys_window_with, top_counts};
+use super::*;
+use proptest::prelude::*;
+
+/// Sorted non-NaN values: the naive reference model.
+fn sorted<T: Element>(v: &[T]) -> Vec<T> {
+    let mut s: Vec<T> = v.iter().copied().filter(|x| !x.is_nan()).collect();
+    s.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    s
+}
+
+fn same(a: f64, b: f64) -> bool {
+    a == b || (a.is_nan() && b.is_nan())
+}
+
+fn check_all<T: Element>(v: &[T]) {
+    let s = sorted(v);
+    let has_nan = s.len() < v.len();
+    // Every rank by selection equals the sorted order, and the window fast
+    // path (small samples, so it also misses and says so) never lies.
+    if !s.is_empty() && !has_nan {
+        for sample in [1, 3, 50] {
+            let mid = s.len() as u64 / 2;
+            for ranks in [vec![mid], vec![0], vec![s.len() as u64 - 1], vec![mid.saturating_sub(1), mid]] {
+                if let Some(keys) = select_keys_window_with(v, &ranks, sample) {
+                    for (r, k) in ranks.iter().zip(keys) {
+                        assert!(T::from_key(k) == s[*r as usize], "window rank {r}");
+                    }
+                }
+            }
+        }
+    }
+    if !s.is_empty() {
+        let top = top_counts(v);
+        let ranks: Vec<u64> = (0..s.len() as u64).collect();
+        let keys = select_keys(v, &top, &ranks);
+        for (i, k) in keys.into_iter().enumerate() {
+            assert!(T::from_key(k) == s[i], "rank {i}: {:?} != {:?}", T::from_key(k), s[i]);
+        }
+    }
+    // Median, with and without NaN skipping.
+    let want = |s: &[T]| {
+        let n = s.len();
+        if n == 0 {
+            f64::NAN
+        } else if n % 2 == 1 {
+            s[n / 2].to_f64()
+        } else {
+            T::mid(s[n / 2 - 1], s[n / 2])
+        }
+    };
+    assert!(same(median(v, true), want(&s)));
+    assert!(same(median(v, false), if has_nan { f64::NAN } else { want(&s) }));
+    // Inverted-CDF quantiles are elements at ceil(n q) - 1.
+    if !s.is_empty() && !has_nan {
+        let qs = [0.0, 0.1, 0.25, 0.5, 0.9, 1.0];
+        let got = quantiles(v, &qs, Method::InvertedCdf, false).unwrap();
+        for (q, g) in qs.iter().zip(got) {
+            let idx = ((s.len() as f64 * q).ceil() as usize).saturating_sub(1);
+            assert_eq!(g, s[idx].value(), "q={q}");
+        }
+        let lin = quantiles(v, &[0.0, 1.0], Method::Linear, false).unwrap();
+        assert!(same(lin[0].as_f64(), s[0].to_f64()) || s[0].to_f64().is_infinite());
+        assert!(same(lin[1].as_f64(), s[s.len() - 1].to_f64()) || s[s.len() - 1].to_f64().is_infinite());
+        assert_eq!(min(v, false).unwrap(), s[0].value());
+        assert_eq!(max(v, false).unwrap(), s[s.len() - 1].value());
+    }
+    if has_nan {
+        assert!(min(v, false).unwrap().as_f64().is_nan());
+        if !s.is_empty() {
+            assert_eq!(max(v, true).unwrap(), s[s.len() - 1].value());
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(40))]
+    #[test]
+    fn i8_matches_sort(v in prop::collection::vec(any::<i8>(), 0..300)) { check_all(&v) }
+    #[test]
+    fn u8_matches_sort(v in prop::collection::vec(any::<u8>(), 0..300)) { check_all(&v) }
+    #[test]
+    fn i16_matches_sort(v in prop::collection::vec(any::<i16>(), 0..300)) { check_all(&v) }
+    #[test]
+    fn u16_matches_sort(v in prop::collection::vec(any::<u16>(), 0..300)) { check_all(&v) }
+    #[test]
+    fn i32_matches_sort(v in prop::collection::vec(any::<i32>(), 0..300)) { check_all(&v) }
+    #[test]
+    fn u32_matches_sort(v in prop::collection::vec(any::<u32>(), 0..300)) { check_all(&v) }
+    #[test]
+    fn i64_matches_sort(v in prop::collection::vec(any::<i64>(), 0..300)) { check_all(&v) }
+    #[test]
+    fn u64_matches_sort(v in prop::collection::vec(any::<u64>(), 0..300)) { check_all(&v) }
+    #[test]
+    fn f32_matches_sort(v in prop::collection::vec(
+        prop_oneof![any::<f32>(), Just(f32::NAN), Just(f32::INFINITY), Just(f32::NEG_INFINITY), Just(-0.0f32), -3.0f32..3.0], 0..300)) {
+        check_all(&v)
+    }
+    #[test]
+    fn f64_matches_sort(v in prop::collection::vec(
+        prop_oneof![any::<f64>(), Just(f64::NAN), Just(f64::INFINITY), Just(f64::NEG_INFINITY), Just(-0.0f64), -3.0f64..3.0], 0..300)) {
+        check_all(&v)
+    }
+    #[test]
+    fn int_sum_is_exact(v in prop::collection::vec(any::<i64>(), 0..200)) {
+        let want: i128 = v.iter().map(|&x| x as i128).sum();
+        prop_assert_eq!(sum(&v, false), Sum::Int(want));
+    }
+    #[test]
+    fn histogram_counts_match_edges(v in prop::collection::vec(-100.0f64..100.0, 1..300), bins in 1usize..40) {
+        let h = histogram(&v, bins, None).unwrap();
+        prop_assert_eq!(h.counts.iter().sum::<u64>(), v.len() as u64);
+        for &x in &v {
+            let i = h.edges.partition_point(|&e| e <= x).saturating_sub(1).min(bins - 1);
+            prop_assert!(h.edges[i] <= x && (x < h.edges[i + 1] || i == bins - 1));
+        }
+    }
+}
+
+#[test]
+fn keys_preserve_order() {
+    let f = [f64::NEG_INFINITY, -1e300, -1.0, -f64::MIN_POSITIVE, -0.0, 0.0, 1e-310, 1.0, f64::MAX, f64::INFINITY];
+    for w in f.windows(2) {
+        assert!(w[0].key() < w[1].key(), "{:?}", w);
+        assert_eq!(f64::from_key(w[0].key()).to_bits(), w[0].to_bits());
+    }
+    assert!(i64::MIN.key() < (-1i64).key() && (-1i64).key() < 0i64.key() && 0i64.key() < i64::MAX.key());
+    assert_eq!(i8::from_key((-5i8).key()), -5);
+}
+
+#[test]
+fn big_bucket_is_narrowed_again() {
+    // More than COLLECT values share their top 16 bits: forces the
+    // histogram-the-next-16-bits path for 32-bit keys (and a third pass
+    // for 64-bit ones).
+    // 20000 values in 4096 distinct top-16-bit buckets of a 32-bit key,
+    // with a collect limit of 3: every bucket is too big and is
+    // histogrammed on its next 16 bits (64-bit keys: twice).
+    let v32: Vec<u32> = (0..20_000u32).map(|i| (i.wrapping_mul(2654435761) % 4096) << 16 | (i % 7)).collect();
+    let v64: Vec<u64> = v32.iter().map(|&x| (x as u64) << 32 | (x as u64 % 5)).collect();
+    fn check<T: Element + Ord>(v: &[T]) {
+        let mut s = v.to_vec();
+        s.sort_unstable();
+        let top = top_counts(v);
+        let ranks = [0, 1, 4999, 10_000, 19_999];
+        let got = select_keys_limit(v, &top, &ranks, 3);
+        for (r, k) in ranks.iter().zip(got) {
+            assert_eq!(T::from_key(k), s[*r as usize], "rank {r}");
+        }
+    }
+    check(&v32);
+    check(&v64);
+}
+
+#[test]
+fn window_misled_by_the_sample_falls_back() {
+    // Every sampled position (stride 10) holds 1000, the rest 0: the sample
+    // puts the window around 1000, the true median is 0.
+    let v: Vec<i16> = (0..100_000).map(|i| if i % 10 == 0 { 1000 } else { 0 }).collect();
+    assert_eq!(select_keys_window_with(&v, &[50_000], 10_000), None);
+    assert_eq!(median(&v, false), 0.0);
+    let u: Vec<u16> = (0..100_001u32).map(|i| (i % 65536) as u16).collect();
+    let mut s = u.clone();
+    s.sort_unstable();
+    assert_eq!(median(&u, false), s[50_000] as f64);
+}
+
+#[test]
+fn median_arithmetic_is_numpys() {
+    // Even length: mean of the middle two, float32 overflow like numpy.
+    assert_eq!(median(&[3e38f32, 3e38], false), f64::INFINITY);
+    assert_eq!(median(&[1i64, 2], false), 1.5);
+    assert_eq!(median(&[i64::MAX, i64::MAX], false), i64::MAX as f64);
+    assert!(median(&[f64::NEG_INFINITY, f64::INFINITY], false).is_nan());
+    assert!(median::<f64>(&[], false).is_nan());
+    assert!(median(&[1.0, f64::NAN], false).is_nan());
+    assert_eq!(median(&[1.0, f64::NAN, 3.0], true), 2.0);
+    assert_eq!(median(&[7u8], false), 7.0);
+    assert_eq!(median(&[3e38f32], false), 3e38f32 as f64);
+}
+
+#[test]
+fn linear_quantile_matches_numpy_values() {
+    // np.quantile(np.arange(10), [0.1, 0.33, 0.5, 0.99]) == [0.9, 2.97, 4.5, 8.91]
+    let v: Vec<i32> = (0..10).collect();
+    let got: Vec<f64> = quantiles(&v, &[0.1, 0.33, 0.5, 0.99], Method::Linear, false)
+        .unwrap()
+        .into_iter()
+        .map(Value::as_f64)
+        .collect();
+    assert_eq!(got, vec![0.9, 2.0 + (9.0f64 * 0.33 - 2.0), 4.5, 8.91]);
+    // The int16 case numpy gets wrong (it wraps b - a): exact here.
+    assert_eq!(quantiles(&[-30000i16, 30000], &[0.5], Method::Linear, false).unwrap(), vec![Value::Float(0.0)]);
+    assert!(quantiles(&[1.0f64], &[1.5], Method::Linear, false).is_err());
+    assert!(quantiles::<f64>(&[], &[0.5], Method::Linear, false).is_err());
+}
+
+#[test]
+fn min_max_sum_mean_edge_cases() {
+    assert!(min::<i32>(&[], false).is_err());
+    assert_eq!(max(&[1.0, f64::NAN, 5.0], true).unwrap(), Value::Float(5.0));
+    assert!(max(&[f64::NAN], true).unwrap().as_f64().is_nan());
+    assert_eq!(sum(&[u64::MAX, u64::MAX], false), Sum::Int(2 * u64::MAX as i128));
+    assert!(sum(&[f64::INFINITY, f64::NEG_INFINITY], false).as_f64().is_nan());
+    assert_eq!(sum(&[f64::INFINITY, 1.0], false).as_f64(), f64::INFINITY);
+    assert_eq!(sum(&[1.0, f64::NAN, 2.0], true).as_f64(), 3.0);
+    // Compensated: 1 + 1e100 - 1e100 summed in one order loses the 1 naively.
+    assert_eq!(sum(&[1.0, 1e100, 1.0, -1e100], false).as_f64(), 2.0);
+    assert_eq!(mean(&[1u8, 2, 3, 4], false), 2.5);
+    assert!(mean::<f32>(&[], false).is_nan());
+    assert_eq!(mean(&[1.0f32, f32::NAN, 3.0], true), 2.0);
+}
+
+#[test]
+fn histogram_matches_numpy_examples() {
+    // np.histogram([1, 2, 1], bins=[0, 1, 2, 3]) style, equal bins:
+    // np.histogram([0, 1, 1, 2, 3], bins=3) -> [1, 2, 2], edges [0, 1, 2, 3]
+    let h = histogram(&[0i32, 1, 1, 2, 3], 3, None).unwrap();
+    assert_eq!(h.counts, vec![1, 2, 2]);
+    assert_eq!(h.edges, vec![0.0, 1.0, 2.0, 3.0]);
+    // Constant data: range widened by 0.5 each side.
+    let h = histogram(&[5u16; 4], 2, None).unwrap();
+    assert_eq!((h.counts, h.edges), (vec![0, 4], vec![4.5, 5.0, 5.5]));
+    // Out-of-range and NaN values are dropped with an explicit range.
+    let h = histogram(&[f64::NAN, -1.0, 0.0, 0.5, 1.0, 2.0], 2, Some((0.0, 1.0))).unwrap();
+    assert_eq!(h.counts, vec![1, 2]);
+    assert!(histogram(&[1.0, f64::INFINITY], 2, None).is_err());
+    assert!(histogram(&[1.0], 0, None).is_err());
+    assert!(histogram(&[1.0], 2, Some((1.0, 0.0))).is_err());
+    let h = histogram::<f64>(&[], 2, None).unwrap();
+    assert_eq!((h.counts, h.edges), (vec![0, 0], vec![0.0, 0.5, 1.0]));
+}
+
+#[test]
+fn mapped_file_raw_and_npy() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let raw = dir.path().join("a.bin");
+    let vals: Vec<i16> = vec![5, -3, 9, 0, 2];
+    let mut f = std::fs::File::create(&raw).unwrap();
+    f.write_all(&[0u8; 4]).unwrap();
+    f.write_all(bytemuck::cast_slice(&vals)).unwrap();
+    drop(f);
+    let a = MappedArray::open(&raw, Some(DType::I16), 4, None).unwrap();
+    assert_eq!(a.with(|d| crate::with_data!(d, |s| median(s, false))).unwrap(), 2.0);
+    let a = MappedArray::open(&raw, Some(DType::I16), 4, Some(2)).unwrap();
+    assert_eq!(a.with(|d| d.len()).unwrap(), 2);
+    // Odd byte count and misalignment are clear errors.
+    assert!(MappedArray::open(&raw, Some(DType::I16), 3, None).unwrap().with(|_| ()).is_err());
+
+    let npy = dir.path().join("a.npy");
+    let header = crate::store::npy::Header::new("<f8", vec![3]);
+    let mut bytes = header.encode();
+    bytes.extend_from_slice(bytemuck::cast_slice(&[1.0f64, 3.0, 2.0, 99.0])); // 99: reserved capacity past the shape
+    std::fs::write(&npy, bytes).unwrap();
+    let a = MappedArray::open(&npy, None, 0, None).unwrap();
+    assert_eq!(a.dtype(), DType::F64);
+    assert_eq!(a.with(|d| crate::with_data!(d, |s| median(s, false))).unwrap(), 2.0);
+    assert!(MappedArray::open(&raw, None, 0, None).is_err());
+    assert!("<i2".parse::<DType>().is_ok() && ">i2".parse::<DType>().is_err() && "complex64".parse::<DType>().is_err());
+}

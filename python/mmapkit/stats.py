@@ -1,0 +1,211 @@
+"""Exact statistics over arrays larger than memory.
+
+:func:`median`, :func:`quantile`, :func:`histogram`, :func:`min`,
+:func:`max`, :func:`sum` and :func:`mean` take
+
+* a numpy array (``np.memmap`` included) or anything with ``__array__``
+  (e.g. an :class:`mmapkit.ArrayStore`): read in place when it is C- or
+  Fortran-contiguous; any other layout is **copied** first with
+  ``np.ascontiguousarray`` (slice a memmap along its first axis to stay
+  zero-copy);
+* or a path: a raw binary file read as ``dtype`` from byte ``offset``
+  (``count`` elements, default: to the end of the file), or, without
+  ``dtype``, a ``.npy`` file (dtype, offset and shape from its header).
+  The file is mapped by the Rust core; nothing is loaded into memory.
+
+The work runs in Rust on every core with the GIL released and needs memory
+independent of the array's size: one counting pass for 8/16-bit integers,
+two radix-selection passes for 32/64-bit integers and floats. Supported
+dtypes: ``int8`` ... ``int64``, ``uint8`` ... ``uint64``, ``float32``,
+``float64`` (native byte order).
+
+Results agree with numpy:
+
+* :func:`median` equals ``np.median`` exactly (``float64`` for integer
+  input, the input's float type otherwise).
+* :func:`quantile` equals ``np.quantile(a, q, method=...)`` for
+  ``method="linear"`` (numpy's default) and ``"inverted_cdf"``, with one
+  deliberate difference: for integer input numpy computes the difference of
+  the two neighbours in the integer type, which wraps around on overflow
+  (``np.quantile(np.array([-30000, 30000], np.int16), 0.5)`` is 32768.0);
+  here it is exact (0.0).
+* :func:`histogram` equals ``np.histogram(a, bins, range)`` (equal-width
+  bins given by their number) count for count and edge for edge.
+* :func:`min`/:func:`max` equal ``np.min``/``np.max``.
+* NaN: with ``skipna=False`` (default) any NaN makes the median, quantile,
+  min and max NaN, like numpy; ``skipna=True`` ignores NaNs like
+  ``np.nanmedian``/``np.nanquantile``/``np.nanmin``/``np.nansum``. ±inf are
+  ordinary values.
+* :func:`sum` of integers is **exact** (a Python ``int``; numpy's
+  ``int64`` accumulator wraps around); of floats it is a compensated sum in
+  ``float64``, accurate to about one unit in the last place whatever the
+  length, so it can differ from numpy's pairwise sum in the last bits.
+  :func:`mean` is that sum divided by the count (``float64``).
+* Empty input: :func:`median` and :func:`mean` return NaN with a
+  ``RuntimeWarning`` (as numpy); :func:`min`, :func:`max` and
+  :func:`quantile` raise ``ValueError`` (numpy raises ``ValueError`` /
+  ``IndexError``).
+
+>>> import numpy as np, mmapkit.stats as st
+>>> st.median(np.array([3, 1, 2, 10], dtype=np.int16))
+np.float64(2.5)
+>>> st.quantile(np.arange(10), [0.5, 0.9], method="inverted_cdf")
+array([4, 8])
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import warnings
+from typing import Any, Optional, Sequence, Union
+
+import numpy as np
+import numpy.typing as npt
+
+from . import _native
+
+__all__ = ["histogram", "max", "mean", "median", "min", "quantile", "sum"]
+
+Source = Union[npt.ArrayLike, str, "os.PathLike[str]"]
+
+
+def _src(a: Any, dtype: Any, offset: int, count: Optional[int]) -> tuple[Any, dict[str, Any]]:
+    """The native source (array or path) and the path-only keyword arguments."""
+    if isinstance(a, (str, os.PathLike)):
+        kw: dict[str, Any] = {"offset": offset, "count": count}
+        if dtype is not None:
+            kw["dtype"] = np.dtype(dtype).str
+        return os.fspath(a), kw
+    if dtype is not None or offset or count is not None:
+        raise TypeError("dtype, offset and count apply to paths, not to arrays")
+    arr = np.asarray(a)
+    if arr.flags.c_contiguous:
+        pass
+    elif arr.flags.f_contiguous:
+        arr = arr.T  # same elements, C order, no copy (order does not matter here)
+    else:
+        arr = np.ascontiguousarray(arr)
+    if not arr.dtype.isnative:
+        arr = arr.astype(arr.dtype.newbyteorder("="))
+    return arr, {}
+
+
+def _float_type(dtype_name: str) -> type[np.floating[Any]]:
+    return np.float32 if dtype_name == "float32" else np.float64
+
+
+def median(
+    a: Source, *, dtype: Any = None, offset: int = 0, count: Optional[int] = None, skipna: bool = False
+) -> np.floating[Any]:
+    """Exact median, equal to ``np.median(a)`` (``np.nanmedian`` with ``skipna``)."""
+    src, kw = _src(a, dtype, offset, count)
+    name, value = _native.stats_median(src, skipna=skipna, **kw)
+    if value != value and _size(src, name, kw) == 0:
+        warnings.warn("Mean of empty slice.", RuntimeWarning, stacklevel=2)
+    return _float_type(name)(value)
+
+
+def _size(src: Any, name: str, kw: dict[str, Any]) -> int:
+    if isinstance(src, np.ndarray):
+        return int(src.size)
+    return -1  # a path: emptiness is not worth a second open just for the warning
+
+
+def quantile(
+    a: Source,
+    q: Union[float, Sequence[float], npt.NDArray[Any]],
+    *,
+    method: str = "linear",
+    dtype: Any = None,
+    offset: int = 0,
+    count: Optional[int] = None,
+    skipna: bool = False,
+) -> Any:
+    """Exact quantile(s) ``q`` in [0, 1], equal to ``np.quantile(a, q, method=method)``.
+
+    ``method``: ``"linear"`` (numpy's default: interpolates; ``float64`` for
+    integer input) or ``"inverted_cdf"`` (always an element of the array, in
+    its dtype). A scalar ``q`` gives a numpy scalar, a sequence an array of
+    the same shape. As in numpy, ``float32`` data interpolates in
+    ``float32`` for a Python ``float`` ``q`` and in ``float64`` (returning
+    ``float64``) for an array or numpy scalar ``q``.
+    """
+    src, kw = _src(a, dtype, offset, count)
+    qa = np.asarray(q, dtype=np.float64)
+    # numpy interpolates float32 data in float32 only for a Python scalar q
+    # (a "weak" scalar); for arrays and numpy scalars in float64.
+    wide = type(q) not in (float, builtins.int)
+    qs = [float(x) for x in qa.ravel()]
+    name, values = _native.stats_quantile(src, qs, method=method, wide=wide, skipna=skipna, **kw)
+    if method == "inverted_cdf":
+        out_type: Any = np.dtype(name).type  # an element (NaN only for float data)
+    elif wide:
+        out_type = np.float64
+    else:
+        out_type = _float_type(name)
+    out = np.array(values, dtype=out_type).reshape(qa.shape)
+    return out[()] if qa.ndim == 0 else out
+
+
+def histogram(
+    a: Source,
+    bins: int = 10,
+    range: Optional[tuple[float, float]] = None,
+    *,
+    dtype: Any = None,
+    offset: int = 0,
+    count: Optional[int] = None,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.floating[Any]]]:
+    """``np.histogram(a, bins, range)`` with ``bins`` equal-width bins: (counts, edges).
+
+    Without ``range`` it is the data's ``[min, max]`` (NaN or ±inf is then a
+    ``ValueError``, as in numpy); with it, values outside (and NaNs) are not
+    counted. Edges are ``float32`` for ``float32`` data, else ``float64``.
+    """
+    if not isinstance(bins, (int, np.integer)) or isinstance(bins, bool):
+        raise TypeError("bins must be an integer number of equal-width bins")
+    if bins < 1:
+        raise ValueError("`bins` must be positive, when an integer")
+    src, kw = _src(a, dtype, offset, count)
+    rng = None if range is None else (float(range[0]), float(range[1]))
+    name, counts, edges = _native.stats_histogram(src, int(bins), rng, **kw)
+    return counts, edges.astype(_float_type(name), copy=False)
+
+
+def _extreme(which: str, a: Source, dtype: Any, offset: int, count: Optional[int], skipna: bool) -> Any:
+    src, kw = _src(a, dtype, offset, count)
+    name, value = _native.stats_extreme(src, which, skipna=skipna, **kw)
+    if isinstance(value, float) and value != value:
+        return _float_type(name)(value)
+    return np.dtype(name).type(value)
+
+
+def min(a: Source, *, dtype: Any = None, offset: int = 0, count: Optional[int] = None, skipna: bool = False) -> Any:
+    """Smallest element, like ``np.min`` (``np.nanmin`` with ``skipna``)."""
+    return _extreme("min", a, dtype, offset, count, skipna)
+
+
+def max(a: Source, *, dtype: Any = None, offset: int = 0, count: Optional[int] = None, skipna: bool = False) -> Any:
+    """Largest element, like ``np.max`` (``np.nanmax`` with ``skipna``)."""
+    return _extreme("max", a, dtype, offset, count, skipna)
+
+
+def sum(
+    a: Source, *, dtype: Any = None, offset: int = 0, count: Optional[int] = None, skipna: bool = False
+) -> Union[int, np.float64]:
+    """Sum: an exact Python ``int`` for integer input, a compensated ``float64`` for floats."""
+    src, kw = _src(a, dtype, offset, count)
+    _, value = _native.stats_sum(src, skipna=skipna, **kw)
+    return value if isinstance(value, builtins.int) else np.float64(value)
+
+
+def mean(
+    a: Source, *, dtype: Any = None, offset: int = 0, count: Optional[int] = None, skipna: bool = False
+) -> np.float64:
+    """Arithmetic mean as ``float64`` (exact-sum based; NaN with a warning when empty)."""
+    src, kw = _src(a, dtype, offset, count)
+    _, value = _native.stats_mean(src, skipna=skipna, **kw)
+    if value != value and _size(src, "", kw) == 0:
+        warnings.warn("Mean of empty slice.", RuntimeWarning, stacklevel=2)
+    return np.float64(value)

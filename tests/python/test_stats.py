@@ -1,0 +1,273 @@
+"""mmapkit.stats against numpy: exact equality for every supported dtype,
+with NaN and ±inf, odd and even lengths, empty and length-1 input, from
+arrays, memmaps, raw files and .npy files."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st_
+from hypothesis.extra import numpy as hnp
+
+import mmapkit
+import mmapkit.stats as st
+
+INTS = ["int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64"]
+FLOATS = ["float32", "float64"]
+DTYPES = INTS + FLOATS
+QS = [0.0, 0.01, 0.1, 0.25, 1 / 3, 0.5, 0.75, 0.9, 0.999, 1.0]
+
+
+def rand(dtype: str, n: int, seed: int, special: bool = False) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    dt = np.dtype(dtype)
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        # Mix the full range with a narrow band (many duplicates).
+        a = rng.integers(info.min, info.max, size=n, dtype=dt, endpoint=True)
+        a[: n // 3] = rng.integers(0, 5, size=n // 3).astype(dt)
+        return a
+    a = (rng.standard_normal(n) * 10.0 ** rng.integers(-3, 30, size=n)).astype(dt)
+    a[: n // 4] = rng.integers(-3, 3, size=n // 4).astype(dt)  # duplicates, ±0
+    if special and n >= 4:
+        a[rng.integers(0, n, size=2)] = np.inf
+        a[rng.integers(0, n, size=1)] = -np.inf
+    rng.shuffle(a)
+    return a
+
+
+def same(got: object, want: object) -> None:
+    g, w = np.asarray(got), np.asarray(want)
+    assert g.dtype == w.dtype, (g.dtype, w.dtype)
+    np.testing.assert_array_equal(g, w)
+
+
+def close(got: object, want: object) -> None:
+    """Float sums: numpy's pairwise sum vs a compensated one (NaN/inf exact)."""
+    g, w = float(got), float(want)  # type: ignore[arg-type]
+    if np.isfinite(w):
+        assert g == pytest.approx(w, rel=1e-9, abs=1e-300)
+    else:
+        assert g == w or (np.isnan(g) and np.isnan(w))
+
+
+def hist_same(a: np.ndarray, bins: int, range: tuple[float, float] | None = None) -> None:
+    """Same counts and edges as np.histogram, or the same refusal."""
+    try:
+        nc, ne = np.histogram(a, bins, range=range)
+    except ValueError as e:
+        with pytest.raises(ValueError):
+            st.histogram(a, bins, range=range)
+        return
+    c, e = st.histogram(a, bins, range=range)
+    same(c, nc.astype(np.int64))
+    same(e, ne)
+
+
+def with_nan(a: np.ndarray) -> np.ndarray:
+    b = a.copy()
+    b[len(b) // 2] = np.nan
+    return b
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", [1, 2, 7, 1000, 1001, 70_001])
+def test_matches_numpy(dtype: str, n: int) -> None:
+    a = rand(dtype, n, seed=n, special=True)
+    same(st.median(a), np.median(a))
+    same(st.min(a), np.min(a))
+    same(st.max(a), np.max(a))
+    same(st.quantile(a, QS, method="inverted_cdf"), np.quantile(a, QS, method="inverted_cdf"))
+    for q in QS:
+        same(st.quantile(a, q, method="inverted_cdf"), np.quantile(a, q, method="inverted_cdf"))
+    if dtype in FLOATS or dtype in ("uint8", "uint16"):
+        # (signed ints: numpy's own linear quantile wraps around; see below)
+        for q in QS:
+            same(st.quantile(a, q), np.quantile(a, q))
+    else:
+        wide = a.astype(np.float64) if np.dtype(dtype).itemsize <= 4 else None
+        if wide is not None:
+            for q in QS:
+                same(st.quantile(a, q), np.quantile(wide, q))
+    if np.isfinite(a.astype(np.float64)).all():
+        for bins in (1, 7, 64):
+            hist_same(a, bins)
+    lo, hi = (float(np.quantile(a, 0.2, method="inverted_cdf")), float(np.quantile(a, 0.8, method="inverted_cdf")))
+    hist_same(a, 10, (lo, hi))
+    if dtype in INTS:
+        assert st.sum(a) == int(a.astype(object).sum())
+        assert st.mean(a) == pytest.approx(float(np.mean(a.astype(np.float64))), rel=1e-12)
+    else:
+        close(st.sum(a), np.sum(a.astype(np.float64)))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("n", [1, 2, 1000, 1001])
+def test_nan_like_numpy(dtype: str, n: int) -> None:
+    a = with_nan(rand(dtype, n, seed=7 * n, special=True))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        same(st.median(a), np.median(a))
+        same(st.median(a, skipna=True), np.nanmedian(a))
+        same(st.quantile(a, 0.3), np.quantile(a, 0.3))
+        same(st.quantile(a, 0.3, skipna=True), np.nanquantile(a, 0.3))
+        same(st.quantile(a, QS, method="inverted_cdf", skipna=True), np.nanquantile(a, QS, method="inverted_cdf"))
+        same(st.min(a), np.min(a))
+        same(st.max(a), np.max(a))
+        same(st.min(a, skipna=True), np.nanmin(a))
+        same(st.max(a, skipna=True), np.nanmax(a))
+        assert np.isnan(st.sum(a)) and np.isnan(st.mean(a))
+        close(st.sum(a, skipna=True), np.nansum(a.astype(np.float64)))
+    c, _ = st.histogram(a, 5, range=(-1.0, 1.0))
+    same(c, np.histogram(a, 5, range=(-1.0, 1.0))[0].astype(np.int64))
+    with pytest.raises(ValueError, match="not finite"):
+        st.histogram(a, 5)
+    with pytest.raises(ValueError):
+        np.histogram(a, 5)
+
+
+def test_empty_and_errors() -> None:
+    e = np.array([], dtype=np.float64)
+    with pytest.warns(RuntimeWarning):
+        assert np.isnan(st.median(e))
+    with pytest.warns(RuntimeWarning):
+        assert np.isnan(st.mean(e))
+    assert st.sum(e) == 0.0 and st.sum(np.array([], np.int32)) == 0
+    for f in (st.min, st.max):
+        with pytest.raises(ValueError, match="zero-size"):
+            f(e)
+    with pytest.raises(ValueError, match="empty"):
+        st.quantile(e, 0.5)
+    same(st.histogram(e, 3)[0], np.histogram(e, 3)[0].astype(np.int64))
+    with pytest.raises(ValueError, match="range"):
+        st.quantile(np.arange(3), 1.5)
+    with pytest.raises(ValueError, match="method"):
+        st.quantile(np.arange(3), 0.5, method="nearest")
+    with pytest.raises(TypeError, match="unsupported dtype"):
+        st.median(np.array([1 + 2j]))
+    with pytest.raises(TypeError, match="unsupported dtype"):
+        st.median(np.array([True, False]))
+    with pytest.raises(ValueError, match="max must be larger"):
+        st.histogram(np.arange(3), 2, range=(2, 1))
+    with pytest.raises(TypeError):
+        st.median(np.arange(3), dtype="int64")
+
+
+def test_numpy_quirks_documented() -> None:
+    # numpy wraps b - a in the integer type; mmapkit is exact.
+    a = np.array([-30000, 30000], dtype=np.int16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        assert np.quantile(a, 0.5) == 32768.0
+        # ... but median (a mean in float64) agrees.
+        same(st.median(a), np.median(a))
+        # float32 median of two huge values overflows in numpy, and here.
+        big = np.array([3e38, 3e38], dtype=np.float32)
+        same(st.median(big), np.median(big))
+    assert st.quantile(a, 0.5) == 0.0
+    assert st.sum(np.array([2**62, 2**62, 2**62], dtype=np.int64)) == 3 * 2**62
+
+
+def test_layouts_and_sources(tmp_path) -> None:
+    a = rand("float32", 6000, seed=3).reshape(60, 100)
+    same(st.median(a), np.median(a))
+    same(st.median(a.T), np.median(a))  # Fortran order: no copy needed
+    same(st.median(a[:, ::3]), np.median(a[:, ::3]))  # strided: copied
+    same(st.median(a.astype(">f4")), np.median(a))  # byte-swapped: converted
+    same(st.quantile(a, [[0.1, 0.2], [0.3, 0.4]]), np.quantile(a, [[0.1, 0.2], [0.3, 0.4]]))
+    # Raw file with an offset, and a count.
+    raw = tmp_path / "a.bin"
+    raw.write_bytes(b"HEADER--" + a.tobytes())
+    same(st.median(raw, dtype=np.float32, offset=8), np.median(a))
+    same(st.median(str(raw), dtype="<f4", offset=8, count=101), np.median(a.ravel()[:101]))
+    same(st.histogram(raw, 9, dtype="float32", offset=8)[0], np.histogram(a, 9)[0].astype(np.int64))
+    # np.memmap and .npy (dtype from the header).
+    mm = np.memmap(raw, dtype=np.float32, mode="r", offset=8)
+    same(st.max(mm), np.max(a))
+    npy = tmp_path / "a.npy"
+    np.save(npy, a)
+    same(st.median(npy), np.median(a))
+    same(st.quantile(npy, 0.3, method="inverted_cdf"), np.quantile(a, 0.3, method="inverted_cdf"))
+    same(st.min(np.load(npy, mmap_mode="r")), np.min(a))
+    # Errors name the file.
+    with pytest.raises(FileNotFoundError) as ei:
+        st.median(tmp_path / "missing.bin", dtype="int16")
+    assert ei.value.filename == str(tmp_path / "missing.bin")
+    with pytest.raises(mmapkit.FormatError, match="a.bin"):
+        st.median(raw, dtype="float64", offset=4)  # 24004 bytes: not whole float64s
+    with pytest.raises(mmapkit.FormatError, match="npy"):
+        st.median(raw)
+    with pytest.raises(ValueError, match="aligned"):
+        st.median(raw, dtype="float32", offset=2, count=10)
+
+
+def test_object_with_array_interface() -> None:
+    class Holder:
+        def __init__(self, a: np.ndarray) -> None:
+            self.a = a
+
+        def __array__(self, dtype=None, copy=None):  # noqa: ANN001, ANN204
+            return self.a
+
+    a = rand("int32", 999, seed=5)
+    same(st.median(Holder(a)), np.median(a))
+
+
+_finite = {"allow_nan": False, "allow_infinity": True}
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    hnp.arrays(
+        st_.sampled_from([np.int8, np.uint16, np.int32, np.int64, np.uint64]),
+        st_.integers(1, 200),
+        elements=None,
+    ),
+    st_.floats(0, 1),
+)
+def test_property_ints(a: np.ndarray, q: float) -> None:
+    same(st.median(a), np.median(a))
+    same(st.quantile(a, q, method="inverted_cdf"), np.quantile(a, q, method="inverted_cdf"))
+    same(st.min(a), np.min(a))
+    same(st.max(a), np.max(a))
+    assert st.sum(a) == int(a.astype(object).sum())
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    hnp.arrays(st_.sampled_from([np.float32, np.float64]), st_.integers(1, 200), elements=st_.floats(width=32)),
+    st_.floats(0, 1),
+)
+def test_property_floats(a: np.ndarray, q: float) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        same(st.median(a), np.median(a))
+        same(st.median(a, skipna=True), np.nanmedian(a))
+        same(st.quantile(a, q), np.quantile(a, q))
+        same(st.quantile(a, q, method="inverted_cdf"), np.quantile(a, q, method="inverted_cdf"))
+        same(st.min(a), np.min(a))
+        same(st.max(a, skipna=True), np.nanmax(a))
+    if np.isfinite(a).all():
+        hist_same(a, 13)
+
+
+@pytest.mark.skipif(not hasattr(mmapkit, "ArrayStore"), reason="ArrayStore not built on this branch")
+def test_array_store_as_object_and_by_path(tmp_path) -> None:
+    # A growing store reserves capacity past its rows: the path form must use
+    # the header's shape, not the file size.
+    path = tmp_path / "s.npy"
+    a = rand("int32", 5001, seed=11).reshape(-1, 3)[:1667]
+    store = mmapkit.ArrayStore.create(str(path), np.int32, row_shape=(3,))
+    store.extend(a[:1000])
+    store.extend(a[1000:])
+    store.flush()
+    assert store.capacity >= len(a)
+    same(st.median(store), np.median(a))
+    same(st.median(path), np.median(a))
+    same(st.quantile(path, 0.9, method="inverted_cdf"), np.quantile(a, 0.9, method="inverted_cdf"))
+    store.close()
+    same(st.max(mmapkit.ArrayStore.open(str(path), mode="r")), np.max(a))
