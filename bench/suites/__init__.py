@@ -15,7 +15,7 @@ from ..harness import Suite
 SUITES: dict[str, str] = {
     "pyio": "bench.suites.pyio:PyioSuite",
     "files": "bench.suites.files:FilesSuite",
-    # "logs": "bench.suites.logs:LogsSuite",
+    "log": "bench.suites.log:LogSuite",
     # "arrays": "bench.suites.arrays:ArraysSuite",
     # "kmers": "bench.suites.kmers:KmersSuite",
 }
