@@ -17,6 +17,10 @@ Whole-file tools run on every core over one file, by mmap or pread
 when lengths match, else atomically through a temporary file) and
 :func:`keep_lines` (truncate after line N, no rewrite).
 
+:class:`CommitLog` is a segmented, checksummed, crash-safe write-ahead log
+(Raft-style ``append``/``read``/``truncate_after``/``purge_before``, group
+commit, recovery of a torn tail).
+
 Everything raises :class:`FileTruncatedError` (an ``OSError``) instead of
 crashing with SIGBUS when another process truncates the mapped file.
 """
@@ -48,6 +52,7 @@ from ._native import (
     ACCESS_DEFAULT,
     ACCESS_READ,
     ACCESS_WRITE,
+    CommitLog,
     CorruptError,
     DiskFullError,
     FileTruncatedError,
@@ -81,6 +86,7 @@ __all__ = [
     "ACCESS_READ",
     "ACCESS_WRITE",
     "ALLOCATIONGRANULARITY",
+    "CommitLog",
     "CorruptError",
     "DiskFullError",
     "FileTruncatedError",

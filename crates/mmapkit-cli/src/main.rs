@@ -11,6 +11,7 @@ use mmapkit::info::FileInfo;
 mod common;
 mod count;
 mod grep;
+mod log;
 mod replace;
 
 const AFTER_HELP: &str = "\
@@ -21,6 +22,7 @@ Examples:
   mmapkit keep-lines 1 big.csv       truncate after the first line, no rewrite
   mmapkit info data/*.bin            how much of each file is in the page cache
   mmapkit info --json big.db         the same as JSON, exact byte counts
+  mmapkit log append wal < cmds.txt  append lines to a write-ahead log
   mmapkit evict big.db && mmapkit info big.db
                                      drop a file from the cache (cold-start benchmarks)
 
@@ -95,6 +97,9 @@ enum Command {
     /// Keep the first N lines of a file, truncating it in place (no rewrite).
     #[command(name = "keep-lines", after_help = replace::KEEP_HELP)]
     KeepLines(replace::KeepArgs),
+    /// A crash-safe write-ahead log: init, append, read, stat, verify, truncate, purge.
+    #[command(after_help = log::LOG_HELP)]
+    Log(log::LogArgs),
     /// `head --in-place -n N FILE`: the same as keep-lines.
     #[command(after_help = replace::KEEP_HELP)]
     Head(replace::HeadArgs),
@@ -120,6 +125,7 @@ fn main() -> ExitCode {
         Command::Replace(a) => replace::replace(a),
         Command::KeepLines(a) => replace::keep_lines(a),
         Command::Head(a) => replace::head(a),
+        Command::Log(a) => log::run(a),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -6,6 +6,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod errors;
+mod log;
 mod mapped;
 mod tools;
 
@@ -31,6 +32,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<mapped::MappedFile>()?;
     m.add_class::<mapped::Mmap>()?;
+    m.add_class::<log::CommitLog>()?;
+    m.add_class::<log::CommitLogIter>()?;
     m.add("FileTruncatedError", py.get_type::<errors::FileTruncatedError>())?;
     m.add("DiskFullError", py.get_type::<errors::DiskFullError>())?;
     m.add("CorruptError", py.get_type::<errors::CorruptError>())?;

@@ -11,6 +11,8 @@
 //! * [`scan`]: byte-search kernels (memchr) shared by every strategy.
 //! * [`info`]: size, allocated blocks and page-cache residency of files.
 //! * [`store`]: the `.npy` header and growable array stores.
+//! * [`log`]: a segmented, checksummed, crash-safe write-ahead log
+//!   ([`log::CommitLog`]) with group commit and zero-copy reads.
 //!
 //! All unsafe code lives in [`map`]; everything else is built on its
 //! documented API.
@@ -19,6 +21,7 @@
 
 mod error;
 pub mod info;
+pub mod log;
 pub mod map;
 pub mod scan;
 pub mod store;

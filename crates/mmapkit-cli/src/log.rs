@@ -1,0 +1,401 @@
+//! `mmapkit log init|append|read|stat|verify|truncate|purge DIR ...`: the
+//! commit log (`mmapkit::log`) from the shell.
+
+use std::io::{self, BufRead, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use clap::{Args, Subcommand, ValueEnum};
+use mmapkit::log::{CommitLog, LogOptions, SyncMode};
+
+use crate::common::{EXIT_NO_MATCH, EXIT_OK};
+
+pub const LOG_HELP: &str = "\
+Examples:
+  mmapkit log init wal --segment-size 16M
+  printf 'set x=1\\nset y=2\\n' | mmapkit log append wal --term 1
+  mmapkit log read wal                 every entry, one per line
+  mmapkit log read wal 5 10 --json     entries 5..9 with index and term
+  mmapkit log stat wal
+  mmapkit log verify wal               exit 1 if a checksum fails
+  mmapkit log truncate wal 3           drop everything after entry 3
+  mmapkit log purge wal 100            drop whole segments below entry 100
+
+A log is a directory of segment files; one process may write it at a time,
+any number may read it (read, stat and verify open it read-only).";
+
+/// Subcommands of `mmapkit log`.
+#[derive(Args, Debug)]
+pub struct LogArgs {
+    #[command(subcommand)]
+    cmd: LogCmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum LogCmd {
+    /// Create an empty log in DIR (nothing happens if one exists).
+    #[command(after_help = "Example:\n  mmapkit log init wal --segment-size 64M --first-index 1")]
+    Init {
+        dir: PathBuf,
+        /// Bytes per segment file (suffixes K, M, G).
+        #[arg(long, default_value = "64M", value_parser = parse_size)]
+        segment_size: u64,
+        /// Index of the first entry.
+        #[arg(long, default_value_t = 1)]
+        first_index: u64,
+    },
+    /// Append entries read from stdin: one per line, or length-prefixed records.
+    #[command(after_help = "\
+Examples:
+  printf 'a\\nb\\n' | mmapkit log append wal --term 2
+  mmapkit log read wal --records | mmapkit log append copy --records
+
+--records reads [u32 little-endian length][bytes] records (what
+`log read --records` writes), for entries that contain newlines.
+Prints the first and last index appended (--json: an object).")]
+    Append {
+        dir: PathBuf,
+        /// Term stored with every entry.
+        #[arg(long, default_value_t = 0)]
+        term: u64,
+        /// Length-prefixed records instead of lines.
+        #[arg(long)]
+        records: bool,
+        /// Entries per batch (each batch is committed, and synced, as one).
+        #[arg(long, default_value_t = 1000)]
+        batch: usize,
+        /// never, batch or interval:<N>ms.
+        #[arg(long, default_value = "batch", value_parser = parse_sync)]
+        sync: SyncMode,
+        /// Segment size if the log is created here.
+        #[arg(long, default_value = "64M", value_parser = parse_size)]
+        segment_size: u64,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print entries LO..HI-1 (default: all), one per line.
+    #[command(after_help = "\
+Examples:
+  mmapkit log read wal
+  mmapkit log read wal 10 20 --json | jq '.[].term'
+  mmapkit log read wal 10 --max-bytes 4096
+
+--json prints [{\"index\", \"term\", \"data\"}], data as a string when it is
+UTF-8, else \"data_hex\". --records writes length-prefixed records.")]
+    Read {
+        dir: PathBuf,
+        /// First index (default: the log's first).
+        lo: Option<u64>,
+        /// One past the last index (default: after the log's last).
+        hi: Option<u64>,
+        /// At most this many payload bytes (but at least one entry).
+        #[arg(long)]
+        max_bytes: Option<usize>,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "lines", conflicts_with_all = ["json", "records"])]
+        format: Format,
+        /// Same as --format json.
+        #[arg(long)]
+        json: bool,
+        /// Same as --format records.
+        #[arg(long)]
+        records: bool,
+    },
+    /// Show first/last index, entry count and segments.
+    #[command(after_help = "Examples:\n  mmapkit log stat wal\n  mmapkit log stat wal --json | jq .entries")]
+    Stat {
+        dir: PathBuf,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check every entry's checksum and batch commit.
+    #[command(after_help = "\
+Example:
+  mmapkit log verify wal && echo intact
+
+Exit status: 0 intact, 1 corrupt (the message names the entry and segment),
+2 other errors.")]
+    Verify {
+        dir: PathBuf,
+        /// Print the result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Drop every entry after INDEX (the next append gets INDEX+1).
+    #[command(after_help = "Example:\n  mmapkit log truncate wal 41    keep entries up to 41")]
+    Truncate { dir: PathBuf, index: u64 },
+    /// Drop whole segments whose entries are all below INDEX.
+    #[command(after_help = "Example:\n  mmapkit log purge wal 1000    entries from 1000 on stay")]
+    Purge { dir: PathBuf, index: u64 },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Format {
+    Lines,
+    Json,
+    Records,
+}
+
+fn parse_sync(s: &str) -> Result<SyncMode, String> {
+    s.parse().map_err(|e: mmapkit::Error| e.to_string())
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, mul) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let m = match c.to_ascii_uppercase() {
+                'K' => 1u64 << 10,
+                'M' => 1 << 20,
+                'G' => 1 << 30,
+                _ => return Err(format!("unknown size suffix in {s:?} (use K, M or G)")),
+            };
+            (&t[..i], m)
+        }
+        _ => (t, 1),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mul))
+        .ok_or_else(|| format!("invalid size {s:?}"))
+}
+
+fn open_ro(dir: &Path) -> mmapkit::Result<CommitLog> {
+    CommitLog::open(dir, LogOptions { read_only: true, ..Default::default() })
+}
+
+fn open_rw(dir: &Path, sync: SyncMode, segment_size: u64) -> mmapkit::Result<CommitLog> {
+    if !dir.is_dir() {
+        return Err(mmapkit::Error::InvalidArgument(format!(
+            "{}: no log here (create it with `mmapkit log init`)",
+            dir.display()
+        )));
+    }
+    CommitLog::open(dir, LogOptions { sync, segment_size, ..Default::default() })
+}
+
+pub fn run(a: LogArgs) -> anyhow::Result<u8> {
+    match a.cmd {
+        LogCmd::Init { dir, segment_size, first_index } => {
+            let log = CommitLog::open(&dir, LogOptions { segment_size, first_index, ..Default::default() })?;
+            report_recovery(&log);
+            Ok(EXIT_OK)
+        }
+        LogCmd::Append { dir, term, records, batch, sync, segment_size, json } => {
+            let log = open_rw(&dir, sync, segment_size)?;
+            report_recovery(&log);
+            append(&log, term, records, batch.max(1), json)
+        }
+        LogCmd::Read { dir, lo, hi, max_bytes, format, json, records } => {
+            let format = if json {
+                Format::Json
+            } else if records {
+                Format::Records
+            } else {
+                format
+            };
+            let log = open_ro(&dir)?;
+            let lo = lo.unwrap_or_else(|| log.first_index());
+            let hi = hi.unwrap_or_else(|| log.last_index() + 1);
+            read(&log, lo, hi, max_bytes, format)
+        }
+        LogCmd::Stat { dir, json } => stat(&open_ro(&dir)?, json),
+        LogCmd::Verify { dir, json } => {
+            let log = open_ro(&dir)?;
+            match log.verify() {
+                Ok(r) => {
+                    let mut out = io::stdout().lock();
+                    if json {
+                        writeln!(
+                            out,
+                            "{}",
+                            serde_json::json!({"ok": true, "segments": r.segments, "entries": r.entries, "bytes": r.bytes})
+                        )?;
+                    } else {
+                        writeln!(out, "{}: ok: {} entries, {} bytes in {} segments", dir.display(), r.entries, r.bytes, r.segments)?;
+                    }
+                    Ok(EXIT_OK)
+                }
+                Err(e @ mmapkit::Error::Corrupt { .. }) => {
+                    if json {
+                        println!("{}", serde_json::json!({"ok": false, "error": e.to_string()}));
+                    }
+                    eprintln!("mmapkit: {e}");
+                    Ok(EXIT_NO_MATCH)
+                }
+                Err(e) => Err(e.into()),
+            }
+        }
+        LogCmd::Truncate { dir, index } => {
+            open_rw(&dir, SyncMode::Batch, 64 << 20)?.truncate_after(index)?;
+            Ok(EXIT_OK)
+        }
+        LogCmd::Purge { dir, index } => {
+            open_rw(&dir, SyncMode::Batch, 64 << 20)?.purge_before(index)?;
+            Ok(EXIT_OK)
+        }
+    }
+}
+
+fn report_recovery(log: &CommitLog) {
+    let r = log.recovery();
+    if r.dropped_bytes > 0 {
+        eprintln!(
+            "mmapkit: {}: recovery dropped an incomplete last batch ({} entries, {} bytes)",
+            r.tail_segment.display(),
+            r.dropped_entries,
+            r.dropped_bytes
+        );
+    }
+}
+
+fn append(log: &CommitLog, term: u64, records: bool, batch: usize, json: bool) -> anyhow::Result<u8> {
+    let stdin = io::stdin();
+    let mut input = io::BufReader::with_capacity(1 << 20, stdin.lock());
+    let mut buf: Vec<(u64, Vec<u8>)> = Vec::with_capacity(batch);
+    let (mut first, mut count) = (None, 0u64);
+    let mut flush = |buf: &mut Vec<(u64, Vec<u8>)>| -> anyhow::Result<()> {
+        if !buf.is_empty() {
+            let f = log.append(buf)?;
+            first.get_or_insert(f);
+            count += buf.len() as u64;
+            buf.clear();
+        }
+        Ok(())
+    };
+    loop {
+        let mut entry = Vec::new();
+        if records {
+            let mut len = [0u8; 4];
+            match input.read_exact(&mut len) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => break,
+                Err(e) => return Err(e).context("reading stdin"),
+            }
+            let n = u32::from_le_bytes(len) as u64;
+            (&mut input).take(n).read_to_end(&mut entry).context("reading stdin")?;
+            if entry.len() as u64 != n {
+                anyhow::bail!("stdin: record of {n} bytes is cut short after {} bytes", entry.len());
+            }
+        } else {
+            if input.read_until(b'\n', &mut entry).context("reading stdin")? == 0 {
+                break;
+            }
+            if entry.last() == Some(&b'\n') {
+                entry.pop();
+            }
+        }
+        buf.push((term, entry));
+        if buf.len() >= batch {
+            flush(&mut buf)?;
+        }
+    }
+    flush(&mut buf)?;
+    let first = first.unwrap_or(log.last_index() + 1);
+    let last = first + count - 1;
+    if json {
+        println!("{}", serde_json::json!({"first_index": first, "last_index": last, "appended": count}));
+    } else if count > 0 {
+        println!("{first} {last}");
+    }
+    Ok(EXIT_OK)
+}
+
+fn read(log: &CommitLog, lo: u64, hi: u64, max_bytes: Option<usize>, format: Format) -> anyhow::Result<u8> {
+    let mut out = BufWriter::with_capacity(1 << 16, io::stdout().lock());
+    let mut budget = max_bytes;
+    let mut i = lo;
+    let mut first = true;
+    if format == Format::Json {
+        out.write_all(b"[")?;
+    }
+    // In chunks, so a huge log is never held in memory at once.
+    while i < hi {
+        let chunk_hi = hi.min(i + 4096);
+        let es = log.read(i, chunk_hi, budget)?;
+        for e in es.iter() {
+            match format {
+                Format::Lines => {
+                    out.write_all(e.data())?;
+                    out.write_all(b"\n")?;
+                }
+                Format::Records => {
+                    out.write_all(&(e.data().len() as u32).to_le_bytes())?;
+                    out.write_all(e.data())?;
+                }
+                Format::Json => {
+                    let v = match std::str::from_utf8(e.data()) {
+                        Ok(s) => serde_json::json!({"index": e.index(), "term": e.term(), "data": s}),
+                        Err(_) => serde_json::json!({"index": e.index(), "term": e.term(), "data_hex": hex(e.data())}),
+                    };
+                    out.write_all(if first { b"\n  " } else { b",\n  " })?;
+                    serde_json::to_writer(&mut out, &v)?;
+                    first = false;
+                }
+            }
+        }
+        let got = es.len() as u64;
+        if let Some(b) = budget.as_mut() {
+            *b = b.saturating_sub(es.total_bytes());
+            if got < chunk_hi - i || *b == 0 {
+                break;
+            }
+        }
+        i += got;
+    }
+    if format == Format::Json {
+        out.write_all(if first { b"]\n" } else { b"\n]\n" })?;
+    }
+    out.flush()?;
+    Ok(EXIT_OK)
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn stat(log: &CommitLog, json: bool) -> anyhow::Result<u8> {
+    let s = log.stat()?;
+    let mut out = io::stdout().lock();
+    if json {
+        let segs: Vec<_> = s
+            .segments
+            .iter()
+            .map(|g| {
+                serde_json::json!({
+                    "path": g.path.to_string_lossy(), "first_index": g.first_index,
+                    "entries": g.entries, "generation": g.generation, "size": g.size,
+                })
+            })
+            .collect();
+        let v = serde_json::json!({
+            "path": s.dir.to_string_lossy(), "first_index": s.first_index, "last_index": s.last_index,
+            "entries": s.entries, "segments": segs,
+        });
+        serde_json::to_writer_pretty(&mut out, &v)?;
+        writeln!(out)?;
+    } else {
+        writeln!(out, "log:          {}", s.dir.display())?;
+        writeln!(out, "entries:      {} ({}..={})", s.entries, s.first_index, s.last_index)?;
+        writeln!(out, "segments:     {}", s.segments.len())?;
+        for g in &s.segments {
+            let name = g.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            writeln!(out, "  {name}  first {}  {} entries  {} bytes", g.first_index, g.entries, g.size)?;
+        }
+    }
+    Ok(EXIT_OK)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn sizes() {
+        assert_eq!(super::parse_size("4096"), Ok(4096));
+        assert_eq!(super::parse_size("16M"), Ok(16 << 20));
+        assert_eq!(super::parse_size("1g"), Ok(1 << 30));
+        assert!(super::parse_size("1T").is_err());
+        assert!(super::parse_size("x").is_err());
+    }
+}

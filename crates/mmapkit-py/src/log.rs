@@ -1,0 +1,349 @@
+//! `mmapkit.CommitLog`: the write-ahead log of `mmapkit::log`, converted
+//! for Python. Entries come back as `bytes` (one copy out of the mapping:
+//! a view could be overwritten by appends after a `truncate_after`).
+
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use mmapkit::log::{CommitLog as Core, LogOptions, SyncMode};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+
+use crate::errors::IntoPy;
+
+/// Batches smaller than this in `never` mode are appended without
+/// releasing the GIL (releasing costs more than the append).
+const DETACH_MIN: usize = 64 << 10;
+
+/// A segmented, checksummed, crash-safe write-ahead log in directory `path`
+/// (created if missing).
+///
+/// ``sync``: ``"batch"`` (durable before ``append`` returns; concurrent
+/// appenders share syncs), ``"never"`` (the OS decides), or an interval:
+/// a number of milliseconds or ``"interval:10ms"``. ``first_index`` is the
+/// index of the first entry of a new log. ``read_only=True`` opens a log
+/// that another process writes.
+///
+/// ``append`` takes a list of ``bytes`` (all with ``term``) or of
+/// ``(term, bytes)`` tuples and returns the first new index; ``read(lo,
+/// hi)`` returns the entries ``lo..hi-1`` as a list of ``bytes`` (copies:
+/// the log's mapping may be reused after ``truncate_after``). Iterating
+/// yields every entry's bytes. Pickles by path.
+#[pyclass(module = "mmapkit._native", frozen)]
+pub struct CommitLog {
+    inner: RwLock<Option<Arc<Core>>>,
+    path: PathBuf,
+    segment_size: u64,
+    sync: String,
+    first_index: u64,
+    read_only: bool,
+    never: bool,
+}
+
+fn parse_sync(obj: &Bound<'_, PyAny>) -> PyResult<SyncMode> {
+    if let Ok(s) = obj.extract::<String>() {
+        return s.parse().py_err();
+    }
+    if obj.is_instance_of::<pyo3::types::PyBool>() {
+        return Err(PyTypeError::new_err("sync must be 'batch', 'never', or an interval in milliseconds"));
+    }
+    match obj.extract::<f64>() {
+        Ok(ms) if ms.is_finite() && ms >= 0.0 => Ok(SyncMode::Interval(Duration::from_secs_f64(ms / 1e3))),
+        Ok(ms) => Err(PyValueError::new_err(format!("sync interval must be >= 0 ms, not {ms}"))),
+        Err(_) => Err(PyTypeError::new_err("sync must be 'batch', 'never', or an interval in milliseconds")),
+    }
+}
+
+fn push_entry<'py>(item: Bound<'py, PyAny>, term: u64, keep: &mut Vec<(u64, Bound<'py, PyBytes>)>, total: &mut usize) -> PyResult<()> {
+    let bad = || PyTypeError::new_err("entries must be bytes or (term, bytes) tuples");
+    let (t, b) = match item.cast_into::<PyBytes>() {
+        Ok(b) => (term, b),
+        Err(e) => {
+            let item = e.into_inner();
+            let tup = item.cast::<PyTuple>().map_err(|_| bad())?;
+            let (t, b): (u64, Bound<'py, PyAny>) = tup.extract()?;
+            (t, b.cast_into::<PyBytes>().map_err(|_| bad())?)
+        }
+    };
+    *total += b.as_bytes().len();
+    keep.push((t, b));
+    Ok(())
+}
+
+impl CommitLog {
+    fn log(&self) -> PyResult<Arc<Core>> {
+        self.inner
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .ok_or_else(|| PyValueError::new_err("I/O operation on a closed CommitLog"))
+    }
+}
+
+#[pymethods]
+impl CommitLog {
+    #[new]
+    #[pyo3(signature = (path, segment_size = 64 << 20, sync = None, first_index = 1, read_only = false))]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        segment_size: u64,
+        sync: Option<&Bound<'_, PyAny>>,
+        first_index: u64,
+        read_only: bool,
+    ) -> PyResult<Self> {
+        let mode = match sync {
+            None => SyncMode::Batch,
+            Some(s) => parse_sync(s)?,
+        };
+        let opts = LogOptions { segment_size, first_index, sync: mode, read_only, ..Default::default() };
+        let log = py.detach(|| Core::open(&path, opts)).py_err()?;
+        Ok(CommitLog {
+            inner: RwLock::new(Some(Arc::new(log))),
+            path,
+            segment_size,
+            sync: mode.to_string(),
+            first_index,
+            read_only,
+            never: mode == SyncMode::Never,
+        })
+    }
+
+    /// Appends one batch: a list of ``bytes`` (each with ``term``) or of
+    /// ``(term, bytes)`` tuples. Returns the index of the first entry.
+    #[pyo3(signature = (entries, term = 0))]
+    fn append(&self, py: Python<'_>, entries: &Bound<'_, PyAny>, term: u64) -> PyResult<u64> {
+        let log = self.log()?;
+        // Own a reference to every bytes object, so their buffers stay
+        // alive while the GIL is released even if the list is changed.
+        let mut keep: Vec<(u64, Bound<'_, PyBytes>)> = Vec::new();
+        let mut total = 0usize;
+        if let Ok(list) = entries.cast::<PyList>() {
+            keep.reserve(list.len());
+            for item in list.iter() {
+                push_entry(item, term, &mut keep, &mut total)?;
+            }
+        } else {
+            for item in entries.try_iter()? {
+                push_entry(item?, term, &mut keep, &mut total)?;
+            }
+        }
+        let batch: Vec<(u64, &[u8])> = keep.iter().map(|(t, b)| (*t, b.as_bytes())).collect();
+        if self.never && total < DETACH_MIN {
+            log.append(&batch).py_err()
+        } else {
+            py.detach(|| log.append(&batch)).py_err()
+        }
+    }
+
+    /// Entries ``lo..hi-1`` as a list of ``bytes`` (copies). With
+    /// ``max_bytes``: as many whole entries from ``lo`` as fit, at least one.
+    #[pyo3(signature = (lo, hi, max_bytes = None))]
+    fn read<'py>(&self, py: Python<'py>, lo: u64, hi: u64, max_bytes: Option<usize>) -> PyResult<Bound<'py, PyList>> {
+        let log = self.log()?;
+        let es = if hi.saturating_sub(lo) > 4096 {
+            py.detach(|| log.read(lo, hi, max_bytes)).py_err()?
+        } else {
+            log.read(lo, hi, max_bytes).py_err()?
+        };
+        PyList::new(py, es.iter().map(|e| PyBytes::new(py, e.data())))
+    }
+
+    /// Entries ``lo..hi-1`` as a list of ``(index, term, bytes)`` tuples.
+    #[pyo3(signature = (lo, hi, max_bytes = None))]
+    fn read_entries<'py>(&self, py: Python<'py>, lo: u64, hi: u64, max_bytes: Option<usize>) -> PyResult<Bound<'py, PyList>> {
+        let log = self.log()?;
+        let es = py.detach(|| log.read(lo, hi, max_bytes)).py_err()?;
+        let items: Vec<(u64, u64, Bound<'py, PyBytes>)> = es.iter().map(|e| (e.index(), e.term(), PyBytes::new(py, e.data()))).collect();
+        PyList::new(py, items)
+    }
+
+    /// The bytes of entry ``index``.
+    fn get<'py>(&self, py: Python<'py>, index: u64) -> PyResult<Bound<'py, PyBytes>> {
+        let e = self.log()?.get(index).py_err()?;
+        Ok(PyBytes::new(py, e.data()))
+    }
+
+    /// The term of entry ``index``.
+    fn term(&self, index: u64) -> PyResult<u64> {
+        self.log()?.term(index).py_err()
+    }
+
+    /// Index of the first entry (of the next one, when empty).
+    fn first_index(&self) -> PyResult<u64> {
+        Ok(self.log()?.first_index())
+    }
+
+    /// Index of the last entry (``first_index() - 1`` when empty).
+    fn last_index(&self) -> PyResult<u64> {
+        Ok(self.log()?.last_index())
+    }
+
+    fn __len__(&self) -> PyResult<usize> {
+        Ok(self.log()?.len() as usize)
+    }
+
+    /// Drops every entry after ``index``; the next append gets ``index + 1``.
+    fn truncate_after(&self, py: Python<'_>, index: u64) -> PyResult<()> {
+        let log = self.log()?;
+        py.detach(|| log.truncate_after(index)).py_err()
+    }
+
+    /// Drops whole segments whose entries are all below ``index``.
+    fn purge_before(&self, py: Python<'_>, index: u64) -> PyResult<()> {
+        let log = self.log()?;
+        py.detach(|| log.purge_before(index)).py_err()
+    }
+
+    /// Makes everything appended so far durable.
+    fn sync(&self, py: Python<'_>) -> PyResult<()> {
+        let log = self.log()?;
+        py.detach(|| log.sync()).py_err()
+    }
+
+    /// Number of syncs (fdatasync of a range) this handle has made.
+    fn sync_count(&self) -> PyResult<u64> {
+        Ok(self.log()?.sync_count())
+    }
+
+    /// Checks every entry's checksum and batch commit; returns counts,
+    /// raises ``CorruptError`` naming the entry and segment.
+    fn verify<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let log = self.log()?;
+        let r = py.detach(|| log.verify()).py_err()?;
+        let d = PyDict::new(py);
+        d.set_item("segments", r.segments)?;
+        d.set_item("entries", r.entries)?;
+        d.set_item("bytes", r.bytes)?;
+        Ok(d)
+    }
+
+    /// First/last index, entry count and the segments.
+    fn stat<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.log()?.stat().py_err()?;
+        let d = PyDict::new(py);
+        d.set_item("path", s.dir.display().to_string())?;
+        d.set_item("first_index", s.first_index)?;
+        d.set_item("last_index", s.last_index)?;
+        d.set_item("entries", s.entries)?;
+        d.set_item("sync_count", s.sync_count)?;
+        let segs = PyList::empty(py);
+        for g in s.segments {
+            let e = PyDict::new(py);
+            e.set_item("path", g.path.display().to_string())?;
+            e.set_item("first_index", g.first_index)?;
+            e.set_item("entries", g.entries)?;
+            e.set_item("generation", g.generation)?;
+            e.set_item("size", g.size)?;
+            segs.append(e)?;
+        }
+        d.set_item("segments", segs)?;
+        Ok(d)
+    }
+
+    /// What recovery found on open: ``dropped_entries`` (of a torn last
+    /// batch), ``dropped_bytes``, ``tail_segment``.
+    #[getter]
+    fn recovery<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let log = self.log()?;
+        let r = log.recovery();
+        let d = PyDict::new(py);
+        d.set_item("dropped_entries", r.dropped_entries)?;
+        d.set_item("dropped_bytes", r.dropped_bytes)?;
+        d.set_item("tail_segment", r.tail_segment.display().to_string())?;
+        Ok(d)
+    }
+
+    /// The log's directory.
+    #[getter]
+    fn path(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    /// Whether :meth:`close` was called.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.inner.read().unwrap_or_else(|e| e.into_inner()).is_none()
+    }
+
+    /// Syncs (unless ``sync="never"``) and closes; reads already returned
+    /// stay valid (they are copies).
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let taken = self.inner.write().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(log) = taken {
+            // Dropping the last reference syncs (batch/interval) and unlocks.
+            py.detach(move || drop(log));
+        }
+        Ok(())
+    }
+
+    fn __enter__(slf: Bound<'_, Self>) -> PyResult<Bound<'_, Self>> {
+        slf.get().log()?;
+        Ok(slf)
+    }
+
+    #[pyo3(signature = (*_args))]
+    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, PyTuple>) -> PyResult<()> {
+        self.close(py)
+    }
+
+    fn __iter__(slf: Bound<'_, Self>) -> PyResult<CommitLogIter> {
+        let log = slf.get().log()?;
+        let (next, end) = (log.first_index(), log.last_index() + 1);
+        Ok(CommitLogIter { log, next, end, buf: Vec::new() })
+    }
+
+    fn __repr__(&self) -> String {
+        match self.log() {
+            Ok(l) => format!(
+                "<mmapkit.CommitLog path={:?} first_index={} last_index={} sync={:?}>",
+                self.path.display().to_string(),
+                l.first_index(),
+                l.last_index(),
+                self.sync
+            ),
+            Err(_) => format!("<mmapkit.CommitLog path={:?} closed=True>", self.path.display().to_string()),
+        }
+    }
+
+    /// Pickles by path: the receiver opens the log again (close it here
+    /// first, or pickle a ``read_only=True`` log: one writer at a time).
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
+        let py = slf.py();
+        let t = slf.get();
+        let args = (t.path.clone(), t.segment_size, t.sync.clone(), t.first_index, t.read_only);
+        PyTuple::new(py, [py.get_type::<CommitLog>().into_any(), args.into_pyobject(py)?.into_any()])
+    }
+}
+
+/// Iterator over a :class:`CommitLog`'s entries (bytes), reading ahead in
+/// chunks; sees the entries that existed when it was created.
+#[pyclass(module = "mmapkit._native")]
+pub struct CommitLogIter {
+    log: Arc<Core>,
+    next: u64,
+    end: u64,
+    buf: Vec<Py<PyBytes>>,
+}
+
+#[pymethods]
+impl CommitLogIter {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__(&mut self, py: Python<'_>) -> PyResult<Option<Py<PyBytes>>> {
+        if self.buf.is_empty() {
+            if self.next >= self.end {
+                return Ok(None);
+            }
+            let hi = self.end.min(self.next + 1024);
+            let es = self.log.read(self.next, hi, None).py_err()?;
+            self.buf = es.iter().rev().map(|e| PyBytes::new(py, e.data()).unbind()).collect();
+            self.next = hi;
+        }
+        Ok(self.buf.pop())
+    }
+}

@@ -1,0 +1,307 @@
+//! On-disk format of a log segment, as pure functions over byte slices
+//! (so every rule is unit-testable without files).
+//!
+//! ```text
+//! segment  = header(32) record*  (zeros or stale bytes after the last record)
+//! header   = "MMKLOG01" first_index:u64 reserved:[u8;12] crc32c:u32
+//! record   = entry | commit          (each starts 16-byte aligned)
+//! entry    = crc:u32 len:u32 term:u64 payload[len] zero-pad-to-16
+//!            crc = CRC32C, seeded from the entry's index, of every byte after it
+//! commit   = crc:u32 0xFFFF_FFFF count:u32 epoch:u32
+//!            crc = crc32c(first:u64 ‖ count ‖ epoch ‖ crc of each entry of the batch)
+//! ```
+//!
+//! * The entry CRC (one pass over the contiguous frame) is seeded with the
+//!   entry's **index**, so a frame left over from
+//!   an earlier layout (stale bytes after a truncation) never validates at
+//!   a position where another index is expected.
+//! * A batch counts only once its commit record validates: it binds the
+//!   batch's first index, its length and every entry's CRC, so recovery can
+//!   tell a complete batch from a torn one even when the disk wrote pages
+//!   out of order.
+//! * `epoch` is the segment file's generation when the batch was written
+//!   (the number in its name, bumped by every truncation inside it). A
+//!   valid batch must have an epoch no smaller than the batch before it and
+//!   no larger than the file's generation, so stale batches that a
+//!   truncation left behind are never resurrected: everything written
+//!   after a truncation carries a larger epoch than everything before it.
+//! * 16-byte alignment keeps every 16-byte record header inside one disk
+//!   sector, so rewriting one (truncation) is atomic.
+
+pub(crate) const MAGIC: [u8; 8] = *b"MMKLOG01";
+/// Bytes of the segment header; records start here.
+pub(crate) const HEADER_LEN: usize = 32;
+/// Bytes of an entry header and of a commit record.
+pub(crate) const REC: usize = 16;
+/// `len` value that marks a commit record.
+pub(crate) const COMMIT_MARK: u32 = u32::MAX;
+/// Largest payload an entry may have.
+pub(crate) const MAX_ENTRY: usize = (u32::MAX - 16) as usize;
+
+/// Payload length rounded up to the 16-byte record alignment.
+#[inline]
+pub(crate) fn padded(len: usize) -> usize {
+    (len + 15) & !15
+}
+
+/// Bytes an entry with `len` payload bytes takes.
+#[inline]
+pub(crate) fn frame_size(len: usize) -> usize {
+    REC + padded(len)
+}
+
+#[inline]
+pub(crate) fn u32_at(d: &[u8], pos: usize) -> u32 {
+    u32::from_le_bytes(d[pos..pos + 4].try_into().expect("4 bytes"))
+}
+
+#[inline]
+pub(crate) fn u64_at(d: &[u8], pos: usize) -> u64 {
+    u64::from_le_bytes(d[pos..pos + 8].try_into().expect("8 bytes"))
+}
+
+/// The segment header for a segment whose first entry is `first_index`.
+pub(crate) fn encode_header(first_index: u64) -> [u8; HEADER_LEN] {
+    let mut h = [0u8; HEADER_LEN];
+    h[..8].copy_from_slice(&MAGIC);
+    h[8..16].copy_from_slice(&first_index.to_le_bytes());
+    let crc = crc32c::crc32c(&h[..28]);
+    h[28..].copy_from_slice(&crc.to_le_bytes());
+    h
+}
+
+/// The first index stored in a segment header, or why it is invalid.
+pub(crate) fn decode_header(d: &[u8]) -> Result<u64, &'static str> {
+    if d.len() < HEADER_LEN {
+        return Err("shorter than a segment header");
+    }
+    if d[..8] != MAGIC {
+        return Err("not a mmapkit log segment (bad magic)");
+    }
+    if crc32c::crc32c(&d[..28]) != u32_at(d, 28) {
+        return Err("segment header checksum mismatch");
+    }
+    Ok(u64_at(d, 8))
+}
+
+/// Zeros for padding.
+pub(crate) const PAD: [u8; 16] = [0; 16];
+
+/// Initial CRC state for the entry at `index`: the same bytes at another
+/// index do not validate.
+#[inline]
+fn seed(index: u64) -> u32 {
+    (index as u32) ^ ((index >> 32) as u32).rotate_left(16) ^ 0x6d6d_6b6c
+}
+
+/// Payload length of the frame at `pos`.
+#[inline]
+pub(crate) fn len_at(d: &[u8], pos: usize) -> usize {
+    u32_at(d, pos + 4) as usize
+}
+
+/// Appends the frame of an entry (index, term, payload) to `buf` and
+/// returns its CRC (also stored in the frame).
+#[inline]
+pub(crate) fn encode_entry(buf: &mut Vec<u8>, index: u64, term: u64, payload: &[u8]) -> u32 {
+    let start = buf.len();
+    buf.extend_from_slice(&[0; 4]);
+    buf.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    buf.extend_from_slice(&term.to_le_bytes());
+    buf.extend_from_slice(payload);
+    buf.extend_from_slice(&PAD[..padded(payload.len()) - payload.len()]);
+    let crc = crc32c::crc32c_append(seed(index), &buf[start + 4..]);
+    buf[start..start + 4].copy_from_slice(&crc.to_le_bytes());
+    crc
+}
+
+/// CRC of an entry at `index` (for tests).
+#[cfg(test)]
+pub(crate) fn entry_crc(index: u64, term: u64, payload: &[u8]) -> u32 {
+    encode_entry(&mut Vec::new(), index, term, payload)
+}
+
+/// CRC computed over the frame stored at `pos` (the caller checked that
+/// the padded frame fits in `d`).
+#[inline]
+pub(crate) fn frame_crc(d: &[u8], pos: usize, index: u64) -> u32 {
+    let len = len_at(d, pos);
+    crc32c::crc32c_append(seed(index), &d[pos + 4..pos + REC + padded(len)])
+}
+
+/// Whether the frame at `pos` holds the CRC it should at `index`.
+#[inline]
+pub(crate) fn frame_ok(d: &[u8], pos: usize, index: u64) -> bool {
+    frame_crc(d, pos, index) == u32_at(d, pos)
+}
+
+/// Appends the commit record of a batch (first index, epoch, the
+/// entries' CRCs) to `buf`.
+pub(crate) fn encode_commit(buf: &mut Vec<u8>, first: u64, epoch: u32, crcs: &[u32]) {
+    let count = crcs.len() as u32;
+    let mut c = CommitCrc::new(first, count, epoch);
+    // In chunks through a stack buffer: one CRC call per 64 entries.
+    let mut tmp = [0u8; 256];
+    for chunk in crcs.chunks(64) {
+        for (t, x) in tmp.chunks_exact_mut(4).zip(chunk) {
+            t.copy_from_slice(&x.to_le_bytes());
+        }
+        c.0 = crc32c::crc32c_append(c.0, &tmp[..chunk.len() * 4]);
+    }
+    buf.extend_from_slice(&c.record(count, epoch));
+}
+
+/// Running CRC of a commit record; feed it each entry's CRC in order.
+#[derive(Clone, Copy)]
+pub(crate) struct CommitCrc(u32);
+
+impl CommitCrc {
+    pub(crate) fn new(first: u64, count: u32, epoch: u32) -> Self {
+        let mut pre = [0u8; 16];
+        pre[..8].copy_from_slice(&first.to_le_bytes());
+        pre[8..12].copy_from_slice(&count.to_le_bytes());
+        pre[12..].copy_from_slice(&epoch.to_le_bytes());
+        CommitCrc(crc32c::crc32c(&pre))
+    }
+    #[inline]
+    pub(crate) fn add(&mut self, entry_crc: u32) {
+        self.0 = crc32c::crc32c_append(self.0, &entry_crc.to_le_bytes());
+    }
+    pub(crate) fn record(self, count: u32, epoch: u32) -> [u8; REC] {
+        let mut r = [0u8; REC];
+        r[..4].copy_from_slice(&self.0.to_le_bytes());
+        r[4..8].copy_from_slice(&COMMIT_MARK.to_le_bytes());
+        r[8..12].copy_from_slice(&count.to_le_bytes());
+        r[12..].copy_from_slice(&epoch.to_le_bytes());
+        r
+    }
+}
+
+/// The commit record for the batch whose entries start at `offsets`
+/// (positions of entry headers in `d`), reading their stored CRCs.
+pub(crate) fn commit_for(d: &[u8], first: u64, offsets: &[u64], epoch: u32) -> [u8; REC] {
+    let count = offsets.len() as u32;
+    let mut c = CommitCrc::new(first, count, epoch);
+    for &o in offsets {
+        c.add(u32_at(d, o as usize));
+    }
+    c.record(count, epoch)
+}
+
+/// Why a scan stopped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Stop {
+    /// Zeros where the next record would be: the clean end of the data.
+    Clean,
+    /// The segment is full (or the expected number of entries was found).
+    End,
+    /// An entry whose CRC does not match (index, position).
+    BadEntry(u64, usize),
+    /// A record that is not a valid entry or commit (position).
+    BadRecord(usize),
+}
+
+/// Result of scanning a segment's records.
+#[derive(Debug)]
+pub(crate) struct Scan {
+    /// Header positions of the committed entries.
+    pub offsets: Vec<u64>,
+    /// Byte position just after the last committed record.
+    pub end: usize,
+    /// Epoch of the last committed batch (0 if none).
+    pub epoch: u32,
+    /// Committed batches.
+    pub batches: u64,
+    /// Entries seen after the last commit (a torn batch).
+    pub pending: u64,
+    /// Position where scanning stopped.
+    pub stop_pos: usize,
+    /// Why.
+    pub stop: Stop,
+}
+
+/// Scans records of segment data `d` whose first entry is `first`, in a
+/// file of generation `gen`. Stops after `limit` committed entries (sealed
+/// segments know their count), at the end of the data, or at the first
+/// record that does not validate. `lenient`: accept entries whose CRC
+/// does not match as long as their batch's commit (computed from the
+/// stored CRCs) does (used only to tell corruption from a torn tail).
+pub(crate) fn scan(d: &[u8], first: u64, gen: u32, limit: Option<u64>, lenient: bool) -> Scan {
+    let mut s = Scan {
+        offsets: Vec::new(),
+        end: HEADER_LEN,
+        epoch: 0,
+        batches: 0,
+        pending: 0,
+        stop_pos: HEADER_LEN,
+        stop: Stop::End,
+    };
+    let mut committed = 0usize;
+    let mut pos = HEADER_LEN;
+    let stop = loop {
+        if limit.is_some_and(|l| committed as u64 >= l) {
+            break Stop::End;
+        }
+        if pos + REC > d.len() {
+            break Stop::End;
+        }
+        let len = u32_at(d, pos + 4);
+        if len == COMMIT_MARK {
+            let count = u32_at(d, pos + 8);
+            let epoch = u32_at(d, pos + 12);
+            let pend = &s.offsets[committed..];
+            let batch_first = first + committed as u64;
+            if count as usize != pend.len()
+                || pend.is_empty()
+                || epoch < s.epoch
+                || epoch > gen
+                || commit_for(d, batch_first, pend, epoch) != d[pos..pos + REC]
+                || limit.is_some_and(|l| (s.offsets.len() as u64) > l)
+            {
+                break Stop::BadRecord(pos);
+            }
+            pos += REC;
+            committed = s.offsets.len();
+            s.end = pos;
+            s.epoch = epoch;
+            s.batches += 1;
+            continue;
+        }
+        if len == 0 && d[pos..pos + REC].iter().all(|&b| b == 0) {
+            break Stop::Clean;
+        }
+        let len = len as usize;
+        let size = frame_size(len);
+        if len > MAX_ENTRY || pos + size > d.len() {
+            break Stop::BadRecord(pos);
+        }
+        let index = first + s.offsets.len() as u64;
+        if !lenient && !frame_ok(d, pos, index) {
+            break Stop::BadEntry(index, pos);
+        }
+        s.offsets.push(pos as u64);
+        pos += size;
+    };
+    s.pending = (s.offsets.len() - committed) as u64;
+    s.offsets.truncate(committed);
+    s.stop_pos = pos;
+    s.stop = stop;
+    s
+}
+
+/// Position just after entry `k` (its frame), given the entry offsets.
+pub(crate) fn entry_end(d: &[u8], offsets: &[u64], k: usize) -> usize {
+    let o = offsets[k] as usize;
+    o + frame_size(len_at(d, o))
+}
+
+/// Start (entry number within the segment) of the batch containing entry
+/// `k`: walk back while the previous entry ends exactly where the next
+/// begins (a commit record sits between batches).
+pub(crate) fn batch_start(d: &[u8], offsets: &[u64], k: usize) -> usize {
+    let mut j = k;
+    while j > 0 && entry_end(d, offsets, j - 1) == offsets[j] as usize {
+        j -= 1;
+    }
+    j
+}

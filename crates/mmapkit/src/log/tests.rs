@@ -1,0 +1,403 @@
+//! Unit and model-based property tests of the log.
+
+use super::format::{self, HEADER_LEN, REC};
+use super::*;
+use proptest::prelude::*;
+
+fn opts(seg: u64) -> LogOptions {
+    LogOptions { segment_size: seg, sync: SyncMode::Never, ..Default::default() }
+}
+
+fn collect(log: &CommitLog, lo: u64, hi: u64) -> Vec<(u64, u64, Vec<u8>)> {
+    log.read(lo, hi, None).unwrap().iter().map(|e| (e.index(), e.term(), e.data().to_vec())).collect()
+}
+
+fn seg_files(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn format_roundtrip_and_alignment() {
+    assert_eq!(format::padded(0), 0);
+    assert_eq!(format::padded(1), 16);
+    assert_eq!(format::padded(16), 16);
+    assert_eq!(format::frame_size(50), 80);
+    let h = format::encode_header(42);
+    assert_eq!(format::decode_header(&h), Ok(42));
+    let mut bad = h;
+    bad[9] ^= 1;
+    assert!(format::decode_header(&bad).is_err());
+    // The all-zero record is never a valid entry (its CRC is not zero).
+    assert_ne!(format::entry_crc(1, 0, b""), 0);
+    assert_eq!(segment::parse_name(&segment::seg_name(7, 3)), Some((7, 3)));
+    assert_eq!(segment::parse_name("00000000000000000007-00000003.seg.tmp"), None);
+    assert_eq!(segment::parse_name("7-3.seg"), None);
+}
+
+#[test]
+fn append_read_get_term() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = CommitLog::open(dir.path(), opts(1 << 20)).unwrap();
+    assert_eq!((log.first_index(), log.last_index(), log.len()), (1, 0, 0));
+    assert_eq!(log.append(&[(1, b"a".as_slice()), (1, b"bb")]).unwrap(), 1);
+    assert_eq!(log.append(&[(2, b"".as_slice())]).unwrap(), 3);
+    assert_eq!(log.append::<&[u8]>(&[]).unwrap(), 4);
+    assert_eq!((log.first_index(), log.last_index(), log.len()), (1, 3, 3));
+    assert_eq!(collect(&log, 1, 4), vec![(1, 1, b"a".to_vec()), (2, 1, b"bb".to_vec()), (3, 2, vec![])]);
+    assert_eq!(log.get(2).unwrap().data(), b"bb");
+    assert_eq!(log.term(3).unwrap(), 2);
+    assert!(log.read(0, 2, None).is_err());
+    assert!(log.read(1, 5, None).is_err());
+    assert!(log.read(3, 2, None).is_err());
+    assert!(log.read(2, 2, None).unwrap().is_empty());
+    // max_bytes: whole entries that fit, at least one.
+    assert_eq!(log.read(1, 4, Some(0)).unwrap().len(), 1);
+    assert_eq!(log.read(1, 4, Some(2)).unwrap().len(), 1);
+    assert_eq!(log.read(1, 4, Some(3)).unwrap().len(), 3);
+    assert_eq!(log.read(2, 4, Some(2)).unwrap().len(), 2);
+}
+
+#[test]
+fn first_index_is_configurable_and_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = LogOptions { first_index: 100, ..opts(4096) };
+    let log = CommitLog::open(dir.path(), o.clone()).unwrap();
+    assert_eq!(log.append(&[(0, b"x")]).unwrap(), 100);
+    drop(log);
+    let log = CommitLog::open(dir.path(), opts(4096)).unwrap();
+    assert_eq!((log.first_index(), log.last_index()), (100, 100));
+    assert!(CommitLog::open(tempfile::tempdir().unwrap().path(), LogOptions { first_index: 0, ..opts(4096) }).is_err());
+    assert!(CommitLog::open(tempfile::tempdir().unwrap().path(), opts(100)).is_err());
+}
+
+#[test]
+fn second_writer_is_refused_readers_are_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = CommitLog::open(dir.path(), opts(4096)).unwrap();
+    log.append(&[(1, b"x")]).unwrap();
+    let e = CommitLog::open(dir.path(), opts(4096)).unwrap_err();
+    assert!(e.to_string().contains("another process"), "{e}");
+    let ro = CommitLog::open(dir.path(), LogOptions { read_only: true, ..opts(4096) }).unwrap();
+    assert_eq!(collect(&ro, 1, 2), vec![(1, 1, b"x".to_vec())]);
+    assert!(matches!(ro.append(&[(1, b"y")]), Err(Error::ReadOnly { .. })));
+}
+
+#[test]
+fn rollover_and_oversized_entries() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = CommitLog::open(dir.path(), opts(4096)).unwrap();
+    let big = vec![7u8; 10_000];
+    for i in 0..100u64 {
+        log.append(&[(i, vec![i as u8; 100])]).unwrap();
+    }
+    assert_eq!(log.append(&[(9, big.as_slice())]).unwrap(), 101);
+    log.append(&[(10, b"after")]).unwrap();
+    assert!(seg_files(dir.path()).len() > 3);
+    drop(log);
+    let log = CommitLog::open(dir.path(), opts(4096)).unwrap();
+    assert_eq!(log.last_index(), 102);
+    assert_eq!(log.get(101).unwrap().data(), &big[..]);
+    assert_eq!(log.get(50).unwrap().data(), &[49u8; 100][..]);
+    assert_eq!(log.read(1, 103, None).unwrap().len(), 102);
+    assert_eq!(log.verify().unwrap().entries, 102);
+}
+
+#[test]
+fn truncate_mid_batch_and_at_boundary_survive_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = CommitLog::open(dir.path(), opts(1 << 16)).unwrap();
+    let batch: Vec<(u64, Vec<u8>)> = (0..10).map(|i| (1, vec![i as u8; 20])).collect();
+    log.append(&batch).unwrap(); // 1..=10
+    log.append(&batch).unwrap(); // 11..=20
+    log.truncate_after(15).unwrap(); // mid-batch
+    assert_eq!(log.last_index(), 15);
+    drop(log);
+    let log = CommitLog::open(dir.path(), opts(1 << 16)).unwrap();
+    assert_eq!(log.last_index(), 15);
+    assert_eq!(log.recovery().dropped_entries, 0);
+    log.truncate_after(10).unwrap(); // at a batch boundary
+    drop(log);
+    let log = CommitLog::open(dir.path(), opts(1 << 16)).unwrap();
+    assert_eq!(log.last_index(), 10);
+    // Re-append entries of identical sizes: the stale ones must not come back.
+    log.append(&[(2, vec![0u8; 20])]).unwrap();
+    drop(log);
+    let log = CommitLog::open(dir.path(), opts(1 << 16)).unwrap();
+    assert_eq!(log.last_index(), 11);
+    assert_eq!(log.term(11).unwrap(), 2);
+    log.truncate_after(0).unwrap();
+    assert!(log.is_empty());
+    assert_eq!(log.append(&[(3, b"z")]).unwrap(), 1);
+    assert!(log.truncate_after(5).is_ok()); // no-op past the end
+}
+
+#[test]
+fn stale_single_entry_batches_are_not_resurrected() {
+    // Raft-like: one entry per batch, same sizes; truncate and re-append.
+    let dir = tempfile::tempdir().unwrap();
+    let log = CommitLog::open(dir.path(), opts(1 << 16)).unwrap();
+    for _ in 0..20 {
+        log.append(&[(1, [5u8; 30])]).unwrap();
+    }
+    log.truncate_after(5).unwrap();
+    log.append(&[(2, [5u8; 30])]).unwrap();
+    drop(log);
+    let log = CommitLog::open(dir.path(), opts(1 << 16)).unwrap();
+    assert_eq!(log.last_index(), 6);
+    assert_eq!(log.term(6).unwrap(), 2);
+}
+
+#[test]
+fn truncate_across_segments_and_purge() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = CommitLog::open(dir.path(), opts(4096)).unwrap();
+    let data = |i: u64| [i.to_le_bytes(); 8].concat();
+    for i in 1..=200u64 {
+        log.append(&[(i, data(i))]).unwrap();
+    }
+    let n = seg_files(dir.path()).len();
+    assert!(n >= 5, "{n}");
+    log.truncate_after(100).unwrap();
+    assert_eq!(log.last_index(), 100);
+    assert!(seg_files(dir.path()).len() < n);
+    log.append(&[(999, b"new")]).unwrap();
+    log.purge_before(60).unwrap();
+    let first = log.first_index();
+    assert!(first <= 60 && first > 1, "{first}");
+    assert!(log.get(first - 1).is_err());
+    drop(log);
+    let log = CommitLog::open(dir.path(), opts(4096)).unwrap();
+    assert_eq!((log.first_index(), log.last_index()), (first, 101));
+    assert_eq!(log.get(101).unwrap().data(), b"new");
+    assert_eq!(log.get(75).unwrap().data(), data(75));
+    assert!(log.truncate_after(first - 2).is_err());
+    log.purge_before(u64::MAX).unwrap(); // never drops the tail
+    assert_eq!(log.last_index(), 101);
+}
+
+#[test]
+fn torn_tail_is_dropped_and_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = CommitLog::open(dir.path(), opts(1 << 16)).unwrap();
+    log.append(&[(1, b"keep")]).unwrap();
+    log.append(&[(1, b"torn1"), (1, b"torn2")]).unwrap();
+    let end = log.stat().unwrap().tail_used as usize;
+    drop(log);
+    let seg = seg_files(dir.path()).pop().unwrap();
+    let mut bytes = std::fs::read(&seg).unwrap();
+    bytes[end - REC..end].fill(0); // the commit record never made it
+    std::fs::write(&seg, &bytes).unwrap();
+    let log = CommitLog::open(dir.path(), opts(1 << 16)).unwrap();
+    assert_eq!(log.last_index(), 1);
+    assert_eq!(log.recovery().dropped_entries, 2);
+    assert!(log.recovery().dropped_bytes > 0);
+    assert_eq!(log.append(&[(2, b"next")]).unwrap(), 2);
+    drop(log);
+    let log = CommitLog::open(dir.path(), opts(1 << 16)).unwrap();
+    assert_eq!(collect(&log, 1, 3), vec![(1, 1, b"keep".to_vec()), (2, 2, b"next".to_vec())]);
+    assert_eq!(log.recovery().dropped_bytes, 0);
+}
+
+#[test]
+fn flipped_byte_in_tail_middle_is_corruption() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = CommitLog::open(dir.path(), opts(1 << 16)).unwrap();
+    for _ in 0..3 {
+        log.append(&[(1, b"payload!")]).unwrap();
+    }
+    drop(log);
+    let seg = seg_files(dir.path()).pop().unwrap();
+    let mut bytes = std::fs::read(&seg).unwrap();
+    bytes[HEADER_LEN + REC + 2] ^= 0x40; // payload of entry 1
+    std::fs::write(&seg, &bytes).unwrap();
+    let e = CommitLog::open(dir.path(), opts(1 << 16)).unwrap_err();
+    assert!(matches!(e, Error::Corrupt { .. }), "{e}");
+    assert!(e.to_string().contains("entry 1"), "{e}");
+}
+
+#[test]
+fn flipped_byte_in_sealed_segment_is_reported_by_read_and_verify() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = CommitLog::open(dir.path(), opts(4096)).unwrap();
+    for i in 0..100u64 {
+        log.append(&[(1, [i as u8; 40])]).unwrap();
+    }
+    drop(log);
+    let seg = seg_files(dir.path()).remove(0);
+    let mut bytes = std::fs::read(&seg).unwrap();
+    bytes[HEADER_LEN + 2 * 80 + REC + 5] ^= 1; // entry 3's payload (80 B per batch)
+    std::fs::write(&seg, &bytes).unwrap();
+    let log = CommitLog::open(dir.path(), opts(4096)).unwrap(); // only the tail is scanned
+    let e = log.verify().unwrap_err();
+    assert!(e.to_string().contains("entry 3"), "{e}");
+    assert!(e.to_string().contains(&*seg.file_name().unwrap().to_string_lossy()), "{e}");
+    assert!(matches!(log.read(1, 10, None), Err(Error::Corrupt { .. })));
+    assert!(log.get(90).is_ok());
+}
+
+#[test]
+fn sync_modes_count_syncs() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = LogOptions { sync: SyncMode::Batch, ..opts(1 << 16) };
+    let log = CommitLog::open(dir.path(), o).unwrap();
+    for _ in 0..5 {
+        log.append(&[(1, b"x")]).unwrap();
+    }
+    assert_eq!(log.sync_count(), 5);
+    log.sync().unwrap();
+    assert_eq!(log.sync_count(), 5); // nothing new to sync
+    let dir2 = tempfile::tempdir().unwrap();
+    let log = CommitLog::open(dir2.path(), opts(1 << 16)).unwrap();
+    for _ in 0..5 {
+        log.append(&[(1, b"x")]).unwrap();
+    }
+    assert_eq!(log.sync_count(), 0);
+    assert_eq!("never".parse::<SyncMode>().unwrap(), SyncMode::Never);
+    assert_eq!("interval:10ms".parse::<SyncMode>().unwrap(), SyncMode::Interval(Duration::from_millis(10)));
+    assert_eq!("2s".parse::<SyncMode>().unwrap(), SyncMode::Interval(Duration::from_secs(2)));
+    assert!("sometimes".parse::<SyncMode>().is_err());
+}
+
+#[test]
+fn group_commit_shares_syncs() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = CommitLog::open(dir.path(), LogOptions { sync: SyncMode::Batch, ..opts(1 << 20) }).unwrap();
+    let per = 50;
+    std::thread::scope(|sc| {
+        for t in 0..4u64 {
+            let log = &log;
+            sc.spawn(move || {
+                for _ in 0..per {
+                    log.append(&[(t, [t as u8; 32])]).unwrap();
+                }
+            });
+        }
+    });
+    assert_eq!(log.len(), 4 * per);
+    assert!(log.sync_count() <= 4 * per, "{}", log.sync_count());
+    for e in log.read(1, log.last_index() + 1, None).unwrap().iter() {
+        assert_eq!(e.data(), [e.term() as u8; 32]);
+    }
+}
+
+#[test]
+fn concurrent_readers_see_whole_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = CommitLog::open(dir.path(), opts(1 << 14)).unwrap();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|sc| {
+        let (log, stop) = (&log, &stop);
+        for _ in 0..2 {
+            sc.spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let last = log.last_index();
+                    // Batches are 7 entries with term = batch number.
+                    assert_eq!(last % 7, 0, "a partial batch is visible");
+                    if last > 0 {
+                        let es = log.read(log.first_index(), last + 1, None).unwrap();
+                        for e in es.iter() {
+                            assert_eq!(e.term(), (e.index() - 1) / 7);
+                            assert_eq!(e.data(), e.index().to_le_bytes());
+                        }
+                    }
+                }
+            });
+        }
+        for b in 0..300u64 {
+            let batch: Vec<(u64, [u8; 8])> = (0..7).map(|k| (b, (b * 7 + k + 1).to_le_bytes())).collect();
+            log.append(&batch).unwrap();
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+}
+
+#[test]
+fn reads_stay_valid_after_truncate_and_purge() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = CommitLog::open(dir.path(), opts(4096)).unwrap();
+    for i in 0..100u64 {
+        log.append(&[(1, [i as u8; 60])]).unwrap();
+    }
+    let es = log.read(1, 101, None).unwrap();
+    log.truncate_after(2).unwrap();
+    log.purge_before(2).unwrap();
+    // The segments are unlinked but still mapped by `es`.
+    assert_eq!(es.get(99).unwrap().data(), [99u8; 60]);
+}
+
+// ----- model-based property test ------------------------------------------
+
+#[derive(Clone, Debug)]
+enum Op {
+    Append(Vec<(u64, Vec<u8>)>),
+    Truncate(u64),
+    Purge(u64),
+    Reopen,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => proptest::collection::vec((0u64..5, proptest::collection::vec(any::<u8>(), 0..300)), 0..6).prop_map(Op::Append),
+        2 => (0u64..120).prop_map(Op::Truncate),
+        1 => (0u64..120).prop_map(Op::Purge),
+        1 => Just(Op::Reopen),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #[test]
+    fn matches_model(ops in proptest::collection::vec(op(), 1..40)) {
+        let dir = tempfile::tempdir().unwrap();
+        let o = opts(4096);
+        let mut log = Some(CommitLog::open(dir.path(), o.clone()).unwrap());
+        // Model: first index and the entries from it.
+        let mut first = 1u64;
+        let mut model: Vec<(u64, Vec<u8>)> = Vec::new();
+        for op in ops {
+            let l = log.as_ref().unwrap();
+            match op {
+                Op::Append(b) => {
+                    let got = l.append(&b).unwrap();
+                    prop_assert_eq!(got, first + model.len() as u64);
+                    model.extend(b);
+                }
+                Op::Truncate(i) => {
+                    let r = l.truncate_after(i);
+                    if i + 1 < first {
+                        prop_assert!(r.is_err());
+                    } else {
+                        r.unwrap();
+                        model.truncate((i + 1 - first).min(model.len() as u64) as usize);
+                    }
+                }
+                Op::Purge(i) => {
+                    l.purge_before(i).unwrap();
+                    let nf = l.first_index();
+                    prop_assert!(nf >= first && nf <= i.max(first));
+                    prop_assert!(nf <= first + model.len() as u64);
+                    model.drain(..(nf - first) as usize);
+                    first = nf;
+                }
+                Op::Reopen => {
+                    drop(log.take());
+                    log = Some(CommitLog::open(dir.path(), o.clone()).unwrap());
+                    prop_assert_eq!(log.as_ref().unwrap().recovery().dropped_entries, 0);
+                }
+            }
+            let l = log.as_ref().unwrap();
+            prop_assert_eq!(l.first_index(), first);
+            prop_assert_eq!(l.last_index(), first + model.len() as u64 - 1);
+            let got: Vec<(u64, Vec<u8>)> = l.read(first, first + model.len() as u64, None).unwrap().iter().map(|e| (e.term(), e.data().to_vec())).collect();
+            prop_assert_eq!(&got, &model);
+        }
+        let l = log.as_ref().unwrap();
+        prop_assert_eq!(l.verify().unwrap().entries, model.len() as u64);
+    }
+}
