@@ -176,6 +176,7 @@ class Suite:
     tasks: Sequence[Task] = ()
     contenders: Sequence[Contender] = ()
     notes: Sequence[str] = ()  # extra markdown bullet points for the report
+    timing: str = ""  # what a cell's time is, if not the wall time of the call
     layout: str = "columns"  # or "rows": see the module docstring
     # name -> {"title": ..., "unit": "bytes" | ""}: per-run numbers from Measured results
     metrics: dict[str, dict[str, str]] = {}
@@ -664,6 +665,7 @@ def run_suite(suite: Suite, opts: RunOptions) -> dict[str, Any]:
         "title": suite.title,
         "description": suite.description,
         "notes": list(suite.notes),
+        "timing": suite.timing,
         "mode": "quick" if opts.quick else "full",
         "baseline": suite.baseline,
         "reference": suite.reference_name,

@@ -483,7 +483,8 @@ def markdown(doc: dict[str, Any], suite_name: str) -> str:
         "the ratio to the task's baseline (marked ◆; median / median of the baseline's, "
         "**below 1 is faster**)")
     lines += ["## Results", "",
-              f"Cells: median wall time (`time.perf_counter`) of the timed runs, and in "
+              f"Cells: median {doc.get('timing') or 'wall time (`time.perf_counter`)'} of "
+              f"the timed runs, and in "
               f"brackets {ratio_text}. Min and max of every cell are "
               f"in the details below and in the JSON.", ""]
     if doc.get("layout") == "rows":
