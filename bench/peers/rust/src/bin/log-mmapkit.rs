@@ -52,7 +52,10 @@ impl Driver for Mk {
     }
 
     fn read_range(&mut self, lo: u64, hi: u64, sink: &mut Sink) -> Result<(), String> {
-        let entries = self.log.read(lo + 1, hi + 1, None).map_err(|e| e.to_string())?;
+        let entries = self
+            .log
+            .read(lo + 1, hi + 1, None)
+            .map_err(|e| e.to_string())?;
         for e in entries.iter() {
             sink.push(e.data());
         }
