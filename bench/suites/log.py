@@ -180,6 +180,9 @@ class LogSuite(Suite):
         t = time.perf_counter()
         data = generate(SEED, w.nbytes)
         sync_entries = self.sync_batches * BATCH
+        if w.sync and sync_entries > w.entries:
+            raise ValueError(f"{w.label}: {self.sync_batches} sync batches of {BATCH} is more "
+                             f"than its {w.entries} entries")
         self._expected[(w.label, w.entries)] = checksums(data, w.size)
         self._expected[(w.label, sync_entries)] = checksums(
             memoryview(data)[:sync_entries * w.size], w.size)
@@ -203,7 +206,8 @@ class LogSuite(Suite):
 
     def _rundir(self, path: Path, who: str) -> Path:
         self._runs += 1
-        return _fresh(path.parent / "runs" / f"{who.replace('/', '-').replace(' ', '')}-{self._runs}")
+        slug = who.replace("/", "-").replace(" ", "")
+        return _fresh(path.parent / "runs" / f"{slug}-{self._runs}")
 
     # ----------------------------------------------------------------- verification
 
@@ -301,9 +305,16 @@ class LogSuite(Suite):
             if got != "verified":
                 raise DriverError(f"writing the log to read gave {got}")
             done.touch()
+            files = [p for p in sorted(d.rglob("*")) if p.is_file() and p != done]
+            for f in files:  # not left in the page cache by writing it (--cache cold)
+                fd = os.open(f, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                finally:
+                    os.close(fd)
             # evicted before cold runs too when the cache is dropped file by file
-            self._datasets[path.parent.name].files.extend(
-                p for p in sorted(d.rglob("*")) if p.is_file() and p != done)
+            self._datasets[path.parent.name].files.extend(files)
         return d
 
     def _driver(self, exe: Path, appenders_ok: bool = True) -> Callable[[], dict]:
