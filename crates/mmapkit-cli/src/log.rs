@@ -103,7 +103,9 @@ UTF-8, else \"data_hex\". --records writes length-prefixed records.")]
         records: bool,
     },
     /// Show first/last index, entry count and segments.
-    #[command(after_help = "Examples:\n  mmapkit log stat wal\n  mmapkit log stat wal --json | jq .entries")]
+    #[command(
+        after_help = "Examples:\n  mmapkit log stat wal\n  mmapkit log stat wal --json | jq .entries"
+    )]
     Stat {
         dir: PathBuf,
         /// Print the result as JSON.
@@ -163,7 +165,13 @@ fn parse_size(s: &str) -> Result<u64, String> {
 }
 
 fn open_ro(dir: &Path) -> mmapkit::Result<CommitLog> {
-    CommitLog::open(dir, LogOptions { read_only: true, ..Default::default() })
+    CommitLog::open(
+        dir,
+        LogOptions {
+            read_only: true,
+            ..Default::default()
+        },
+    )
 }
 
 fn open_rw(dir: &Path, sync: SyncMode, segment_size: u64) -> mmapkit::Result<CommitLog> {
@@ -173,22 +181,56 @@ fn open_rw(dir: &Path, sync: SyncMode, segment_size: u64) -> mmapkit::Result<Com
             dir.display()
         )));
     }
-    CommitLog::open(dir, LogOptions { sync, segment_size, ..Default::default() })
+    CommitLog::open(
+        dir,
+        LogOptions {
+            sync,
+            segment_size,
+            ..Default::default()
+        },
+    )
 }
 
 pub fn run(a: LogArgs) -> anyhow::Result<u8> {
     match a.cmd {
-        LogCmd::Init { dir, segment_size, first_index } => {
-            let log = CommitLog::open(&dir, LogOptions { segment_size, first_index, ..Default::default() })?;
+        LogCmd::Init {
+            dir,
+            segment_size,
+            first_index,
+        } => {
+            let log = CommitLog::open(
+                &dir,
+                LogOptions {
+                    segment_size,
+                    first_index,
+                    ..Default::default()
+                },
+            )?;
             report_recovery(&log);
             Ok(EXIT_OK)
         }
-        LogCmd::Append { dir, term, records, batch, sync, segment_size, json } => {
+        LogCmd::Append {
+            dir,
+            term,
+            records,
+            batch,
+            sync,
+            segment_size,
+            json,
+        } => {
             let log = open_rw(&dir, sync, segment_size)?;
             report_recovery(&log);
             append(&log, term, records, batch.max(1), json)
         }
-        LogCmd::Read { dir, lo, hi, max_bytes, format, json, records } => {
+        LogCmd::Read {
+            dir,
+            lo,
+            hi,
+            max_bytes,
+            format,
+            json,
+            records,
+        } => {
             let format = if json {
                 Format::Json
             } else if records {
@@ -214,13 +256,23 @@ pub fn run(a: LogArgs) -> anyhow::Result<u8> {
                             serde_json::json!({"ok": true, "segments": r.segments, "entries": r.entries, "bytes": r.bytes})
                         )?;
                     } else {
-                        writeln!(out, "{}: ok: {} entries, {} bytes in {} segments", dir.display(), r.entries, r.bytes, r.segments)?;
+                        writeln!(
+                            out,
+                            "{}: ok: {} entries, {} bytes in {} segments",
+                            dir.display(),
+                            r.entries,
+                            r.bytes,
+                            r.segments
+                        )?;
                     }
                     Ok(EXIT_OK)
                 }
                 Err(e @ mmapkit::Error::Corrupt { .. }) => {
                     if json {
-                        println!("{}", serde_json::json!({"ok": false, "error": e.to_string()}));
+                        println!(
+                            "{}",
+                            serde_json::json!({"ok": false, "error": e.to_string()})
+                        );
                     }
                     eprintln!("mmapkit: {e}");
                     Ok(EXIT_NO_MATCH)
@@ -251,7 +303,13 @@ fn report_recovery(log: &CommitLog) {
     }
 }
 
-fn append(log: &CommitLog, term: u64, records: bool, batch: usize, json: bool) -> anyhow::Result<u8> {
+fn append(
+    log: &CommitLog,
+    term: u64,
+    records: bool,
+    batch: usize,
+    json: bool,
+) -> anyhow::Result<u8> {
     let stdin = io::stdin();
     let mut input = io::BufReader::with_capacity(1 << 20, stdin.lock());
     let mut buf: Vec<(u64, Vec<u8>)> = Vec::with_capacity(batch);
@@ -275,12 +333,22 @@ fn append(log: &CommitLog, term: u64, records: bool, batch: usize, json: bool) -
                 Err(e) => return Err(e).context("reading stdin"),
             }
             let n = u32::from_le_bytes(len) as u64;
-            (&mut input).take(n).read_to_end(&mut entry).context("reading stdin")?;
+            (&mut input)
+                .take(n)
+                .read_to_end(&mut entry)
+                .context("reading stdin")?;
             if entry.len() as u64 != n {
-                anyhow::bail!("stdin: record of {n} bytes is cut short after {} bytes", entry.len());
+                anyhow::bail!(
+                    "stdin: record of {n} bytes is cut short after {} bytes",
+                    entry.len()
+                );
             }
         } else {
-            if input.read_until(b'\n', &mut entry).context("reading stdin")? == 0 {
+            if input
+                .read_until(b'\n', &mut entry)
+                .context("reading stdin")?
+                == 0
+            {
                 break;
             }
             if entry.last() == Some(&b'\n') {
@@ -296,14 +364,23 @@ fn append(log: &CommitLog, term: u64, records: bool, batch: usize, json: bool) -
     let first = first.unwrap_or(log.last_index() + 1);
     let last = first + count - 1;
     if json {
-        println!("{}", serde_json::json!({"first_index": first, "last_index": last, "appended": count}));
+        println!(
+            "{}",
+            serde_json::json!({"first_index": first, "last_index": last, "appended": count})
+        );
     } else if count > 0 {
         println!("{first} {last}");
     }
     Ok(EXIT_OK)
 }
 
-fn read(log: &CommitLog, lo: u64, hi: u64, max_bytes: Option<usize>, format: Format) -> anyhow::Result<u8> {
+fn read(
+    log: &CommitLog,
+    lo: u64,
+    hi: u64,
+    max_bytes: Option<usize>,
+    format: Format,
+) -> anyhow::Result<u8> {
     let mut out = BufWriter::with_capacity(1 << 16, io::stdout().lock());
     let mut budget = max_bytes;
     let mut i = lo;
@@ -327,8 +404,12 @@ fn read(log: &CommitLog, lo: u64, hi: u64, max_bytes: Option<usize>, format: For
                 }
                 Format::Json => {
                     let v = match std::str::from_utf8(e.data()) {
-                        Ok(s) => serde_json::json!({"index": e.index(), "term": e.term(), "data": s}),
-                        Err(_) => serde_json::json!({"index": e.index(), "term": e.term(), "data_hex": hex(e.data())}),
+                        Ok(s) => {
+                            serde_json::json!({"index": e.index(), "term": e.term(), "data": s})
+                        }
+                        Err(_) => {
+                            serde_json::json!({"index": e.index(), "term": e.term(), "data_hex": hex(e.data())})
+                        }
                     };
                     out.write_all(if first { b"\n  " } else { b",\n  " })?;
                     serde_json::to_writer(&mut out, &v)?;
@@ -378,11 +459,23 @@ fn stat(log: &CommitLog, json: bool) -> anyhow::Result<u8> {
         writeln!(out)?;
     } else {
         writeln!(out, "log:          {}", s.dir.display())?;
-        writeln!(out, "entries:      {} ({}..={})", s.entries, s.first_index, s.last_index)?;
+        writeln!(
+            out,
+            "entries:      {} ({}..={})",
+            s.entries, s.first_index, s.last_index
+        )?;
         writeln!(out, "segments:     {}", s.segments.len())?;
         for g in &s.segments {
-            let name = g.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            writeln!(out, "  {name}  first {}  {} entries  {} bytes", g.first_index, g.entries, g.size)?;
+            let name = g
+                .path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            writeln!(
+                out,
+                "  {name}  first {}  {} entries  {} bytes",
+                g.first_index, g.entries, g.size
+            )?;
         }
     }
     Ok(EXIT_OK)

@@ -47,16 +47,29 @@ fn parse_sync(obj: &Bound<'_, PyAny>) -> PyResult<SyncMode> {
         return s.parse().py_err();
     }
     if obj.is_instance_of::<pyo3::types::PyBool>() {
-        return Err(PyTypeError::new_err("sync must be 'batch', 'never', or an interval in milliseconds"));
+        return Err(PyTypeError::new_err(
+            "sync must be 'batch', 'never', or an interval in milliseconds",
+        ));
     }
     match obj.extract::<f64>() {
-        Ok(ms) if ms.is_finite() && ms >= 0.0 => Ok(SyncMode::Interval(Duration::from_secs_f64(ms / 1e3))),
-        Ok(ms) => Err(PyValueError::new_err(format!("sync interval must be >= 0 ms, not {ms}"))),
-        Err(_) => Err(PyTypeError::new_err("sync must be 'batch', 'never', or an interval in milliseconds")),
+        Ok(ms) if ms.is_finite() && ms >= 0.0 => {
+            Ok(SyncMode::Interval(Duration::from_secs_f64(ms / 1e3)))
+        }
+        Ok(ms) => Err(PyValueError::new_err(format!(
+            "sync interval must be >= 0 ms, not {ms}"
+        ))),
+        Err(_) => Err(PyTypeError::new_err(
+            "sync must be 'batch', 'never', or an interval in milliseconds",
+        )),
     }
 }
 
-fn push_entry<'py>(item: Bound<'py, PyAny>, term: u64, keep: &mut Vec<(u64, Bound<'py, PyBytes>)>, total: &mut usize) -> PyResult<()> {
+fn push_entry<'py>(
+    item: Bound<'py, PyAny>,
+    term: u64,
+    keep: &mut Vec<(u64, Bound<'py, PyBytes>)>,
+    total: &mut usize,
+) -> PyResult<()> {
     let bad = || PyTypeError::new_err("entries must be bytes or (term, bytes) tuples");
     let (t, b) = match item.cast_into::<PyBytes>() {
         Ok(b) => (term, b),
@@ -98,7 +111,13 @@ impl CommitLog {
             None => SyncMode::Batch,
             Some(s) => parse_sync(s)?,
         };
-        let opts = LogOptions { segment_size, first_index, sync: mode, read_only, ..Default::default() };
+        let opts = LogOptions {
+            segment_size,
+            first_index,
+            sync: mode,
+            read_only,
+            ..Default::default()
+        };
         let log = py.detach(|| Core::open(&path, opts)).py_err()?;
         Ok(CommitLog {
             inner: RwLock::new(Some(Arc::new(log))),
@@ -141,7 +160,13 @@ impl CommitLog {
     /// Entries ``lo..hi-1`` as a list of ``bytes`` (copies). With
     /// ``max_bytes``: as many whole entries from ``lo`` as fit, at least one.
     #[pyo3(signature = (lo, hi, max_bytes = None))]
-    fn read<'py>(&self, py: Python<'py>, lo: u64, hi: u64, max_bytes: Option<usize>) -> PyResult<Bound<'py, PyList>> {
+    fn read<'py>(
+        &self,
+        py: Python<'py>,
+        lo: u64,
+        hi: u64,
+        max_bytes: Option<usize>,
+    ) -> PyResult<Bound<'py, PyList>> {
         let log = self.log()?;
         let es = if hi.saturating_sub(lo) > 4096 {
             py.detach(|| log.read(lo, hi, max_bytes)).py_err()?
@@ -153,10 +178,19 @@ impl CommitLog {
 
     /// Entries ``lo..hi-1`` as a list of ``(index, term, bytes)`` tuples.
     #[pyo3(signature = (lo, hi, max_bytes = None))]
-    fn read_entries<'py>(&self, py: Python<'py>, lo: u64, hi: u64, max_bytes: Option<usize>) -> PyResult<Bound<'py, PyList>> {
+    fn read_entries<'py>(
+        &self,
+        py: Python<'py>,
+        lo: u64,
+        hi: u64,
+        max_bytes: Option<usize>,
+    ) -> PyResult<Bound<'py, PyList>> {
         let log = self.log()?;
         let es = py.detach(|| log.read(lo, hi, max_bytes)).py_err()?;
-        let items: Vec<(u64, u64, Bound<'py, PyBytes>)> = es.iter().map(|e| (e.index(), e.term(), PyBytes::new(py, e.data()))).collect();
+        let items: Vec<(u64, u64, Bound<'py, PyBytes>)> = es
+            .iter()
+            .map(|e| (e.index(), e.term(), PyBytes::new(py, e.data())))
+            .collect();
         PyList::new(py, items)
     }
 
@@ -201,6 +235,13 @@ impl CommitLog {
     fn sync(&self, py: Python<'_>) -> PyResult<()> {
         let log = self.log()?;
         py.detach(|| log.sync()).py_err()
+    }
+
+    /// For a ``read_only=True`` log: picks up what the writing process has
+    /// appended, truncated or purged since. Does nothing on a writable log.
+    fn refresh(&self, py: Python<'_>) -> PyResult<()> {
+        let log = self.log()?;
+        py.detach(|| log.refresh()).py_err()
     }
 
     /// Number of syncs (fdatasync of a range) this handle has made.
@@ -265,7 +306,10 @@ impl CommitLog {
     /// Whether :meth:`close` was called.
     #[getter]
     fn closed(&self) -> bool {
-        self.inner.read().unwrap_or_else(|e| e.into_inner()).is_none()
+        self.inner
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_none()
     }
 
     /// Syncs (unless ``sync="never"``) and closes; reads already returned
@@ -292,7 +336,12 @@ impl CommitLog {
     fn __iter__(slf: Bound<'_, Self>) -> PyResult<CommitLogIter> {
         let log = slf.get().log()?;
         let (next, end) = (log.first_index(), log.last_index() + 1);
-        Ok(CommitLogIter { log, next, end, buf: Vec::new() })
+        Ok(CommitLogIter {
+            log,
+            next,
+            end,
+            buf: Vec::new(),
+        })
     }
 
     fn __repr__(&self) -> String {
@@ -304,7 +353,10 @@ impl CommitLog {
                 l.last_index(),
                 self.sync
             ),
-            Err(_) => format!("<mmapkit.CommitLog path={:?} closed=True>", self.path.display().to_string()),
+            Err(_) => format!(
+                "<mmapkit.CommitLog path={:?} closed=True>",
+                self.path.display().to_string()
+            ),
         }
     }
 
@@ -313,8 +365,20 @@ impl CommitLog {
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
         let py = slf.py();
         let t = slf.get();
-        let args = (t.path.clone(), t.segment_size, t.sync.clone(), t.first_index, t.read_only);
-        PyTuple::new(py, [py.get_type::<CommitLog>().into_any(), args.into_pyobject(py)?.into_any()])
+        let args = (
+            t.path.clone(),
+            t.segment_size,
+            t.sync.clone(),
+            t.first_index,
+            t.read_only,
+        );
+        PyTuple::new(
+            py,
+            [
+                py.get_type::<CommitLog>().into_any(),
+                args.into_pyobject(py)?.into_any(),
+            ],
+        )
     }
 }
 
@@ -341,7 +405,11 @@ impl CommitLogIter {
             }
             let hi = self.end.min(self.next + 1024);
             let es = self.log.read(self.next, hi, None).py_err()?;
-            self.buf = es.iter().rev().map(|e| PyBytes::new(py, e.data()).unbind()).collect();
+            self.buf = es
+                .iter()
+                .rev()
+                .map(|e| PyBytes::new(py, e.data()).unbind())
+                .collect();
             self.next = hi;
         }
         Ok(self.buf.pop())

@@ -8,7 +8,11 @@ use mmapkit::log::{CommitLog, LogOptions, SyncMode};
 use mmapkit::Error;
 
 fn opts() -> LogOptions {
-    LogOptions { segment_size: 1 << 16, sync: SyncMode::Never, ..Default::default() }
+    LogOptions {
+        segment_size: 1 << 16,
+        sync: SyncMode::Never,
+        ..Default::default()
+    }
 }
 
 fn tail_segment(dir: &Path) -> PathBuf {
@@ -25,21 +29,35 @@ fn entries(log: &CommitLog) -> Vec<(u64, Vec<u8>)> {
     if log.is_empty() {
         return Vec::new();
     }
-    log.read(log.first_index(), log.last_index() + 1, None).unwrap().iter().map(|e| (e.term(), e.data().to_vec())).collect()
+    log.read(log.first_index(), log.last_index() + 1, None)
+        .unwrap()
+        .iter()
+        .map(|e| (e.term(), e.data().to_vec()))
+        .collect()
 }
 
 /// A log of three batches; returns the directory, the byte range of the
 /// last batch in the tail segment, and the entries before it.
-type Fixture = (tempfile::TempDir, std::ops::Range<usize>, Vec<(u64, Vec<u8>)>);
+type Fixture = (
+    tempfile::TempDir,
+    std::ops::Range<usize>,
+    Vec<(u64, Vec<u8>)>,
+);
 
 fn three_batches() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let log = CommitLog::open(dir.path(), opts()).unwrap();
-    log.append(&[(1, b"first batch".as_slice()), (1, b"x")]).unwrap();
+    log.append(&[(1, b"first batch".as_slice()), (1, b"x")])
+        .unwrap();
     log.append(&[(2, b"second".as_slice())]).unwrap();
     let before = entries(&log);
     let start = log.stat().unwrap().tail_used as usize;
-    log.append(&[(3, b"the last batch, entry one".as_slice()), (3, b""), (3, b"three")]).unwrap();
+    log.append(&[
+        (3, b"the last batch, entry one".as_slice()),
+        (3, b""),
+        (3, b"three"),
+    ])
+    .unwrap();
     let end = log.stat().unwrap().tail_used as usize;
     drop(log);
     (dir, start..end, before)
@@ -70,16 +88,24 @@ fn cut_at_every_offset_of_the_last_batch_drops_exactly_that_batch() {
                 b[cut..].fill(0);
                 std::fs::write(&s, &b).unwrap();
             }
-            let log = CommitLog::open(d.path(), opts()).unwrap_or_else(|e| panic!("cut at {cut}: {e}"));
+            let log =
+                CommitLog::open(d.path(), opts()).unwrap_or_else(|e| panic!("cut at {cut}: {e}"));
             // Zeroing bytes that were zero already (the epoch's high bytes) damages nothing.
             if !truncate_file && orig[cut..last.end].iter().all(|&b| b == 0) {
                 assert_eq!(log.last_index(), 6, "cut at {cut}");
                 continue;
             }
-            assert_eq!(entries(&log), before, "cut at {cut} (truncated file: {truncate_file})");
+            assert_eq!(
+                entries(&log),
+                before,
+                "cut at {cut} (truncated file: {truncate_file})"
+            );
             assert_eq!(log.last_index(), 3);
             let r = log.recovery();
-            assert!(cut == last.start || r.dropped_bytes > 0, "cut at {cut}: nothing reported");
+            assert!(
+                cut == last.start || r.dropped_bytes > 0,
+                "cut at {cut}: nothing reported"
+            );
             // The log stays usable: the next append gets index 4 and survives reopening.
             if !truncate_file {
                 assert_eq!(log.append(&[(9, b"after")]).unwrap(), 4);
@@ -107,9 +133,13 @@ fn flipping_any_byte_of_the_last_batch_drops_exactly_that_batch() {
             let mut b = orig.clone();
             b[at] ^= bit;
             std::fs::write(d.path().join(seg.file_name().unwrap()), &b).unwrap();
-            let log = CommitLog::open(d.path(), opts()).unwrap_or_else(|e| panic!("flip at {at}: {e}"));
+            let log =
+                CommitLog::open(d.path(), opts()).unwrap_or_else(|e| panic!("flip at {at}: {e}"));
             assert_eq!(entries(&log), before, "flip at {at}");
-            assert!(log.recovery().dropped_bytes > 0, "flip at {at} not reported");
+            assert!(
+                log.recovery().dropped_bytes > 0,
+                "flip at {at} not reported"
+            );
             log.verify().unwrap();
         }
     }
@@ -131,12 +161,23 @@ fn a_flipped_byte_before_the_last_batch_is_corruption_not_a_torn_tail() {
 #[test]
 fn flipped_byte_in_sealed_data_is_reported_by_verify_and_reads() {
     let dir = tempfile::tempdir().unwrap();
-    let log = CommitLog::open(dir.path(), LogOptions { segment_size: 4096, ..opts() }).unwrap();
+    let log = CommitLog::open(
+        dir.path(),
+        LogOptions {
+            segment_size: 4096,
+            ..opts()
+        },
+    )
+    .unwrap();
     for i in 0..300u64 {
         log.append(&[(i, i.to_le_bytes())]).unwrap();
     }
     drop(log);
-    let mut segs: Vec<PathBuf> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "seg")).collect();
+    let mut segs: Vec<PathBuf> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
+        .collect();
     segs.sort();
     assert!(segs.len() >= 3);
     // Flip one payload byte of the 10th entry of the second segment:
@@ -145,13 +186,26 @@ fn flipped_byte_in_sealed_data_is_reported_by_verify_and_reads() {
     let mut b = std::fs::read(victim).unwrap();
     b[32 + 9 * 48 + 16] ^= 0xff;
     std::fs::write(victim, &b).unwrap();
-    let log = CommitLog::open(dir.path(), LogOptions { segment_size: 4096, ..opts() }).unwrap();
-    let first_of_victim: u64 = victim.file_name().unwrap().to_str().unwrap()[..20].parse().unwrap();
+    let log = CommitLog::open(
+        dir.path(),
+        LogOptions {
+            segment_size: 4096,
+            ..opts()
+        },
+    )
+    .unwrap();
+    let first_of_victim: u64 = victim.file_name().unwrap().to_str().unwrap()[..20]
+        .parse()
+        .unwrap();
     let bad = first_of_victim + 9;
     let e = log.verify().unwrap_err();
     assert!(matches!(e, Error::Corrupt { .. }));
     assert!(e.to_string().contains(&format!("entry {bad}")), "{e}");
-    assert!(e.to_string().contains(victim.file_name().unwrap().to_str().unwrap()), "{e}");
+    assert!(
+        e.to_string()
+            .contains(victim.file_name().unwrap().to_str().unwrap()),
+        "{e}"
+    );
     assert!(log.read(bad, bad + 1, None).is_err());
     // Other segments still read.
     assert_eq!(log.get(1).unwrap().data(), 0u64.to_le_bytes());
@@ -185,7 +239,10 @@ fn full_filesystem_fails_cleanly() {
     }
     let _u = Umount(mnt.path().to_owned());
     let dir = mnt.path().join("wal");
-    let o = LogOptions { segment_size: 128 << 10, ..opts() };
+    let o = LogOptions {
+        segment_size: 128 << 10,
+        ..opts()
+    };
     let log = CommitLog::open(&dir, o.clone()).unwrap();
     let mut acked = 0u64;
     let err = loop {
@@ -202,7 +259,11 @@ fn full_filesystem_fails_cleanly() {
     assert_eq!(log.len(), acked);
     assert!(log.append(&[(1, [0u8; 1000])]).is_err());
     assert_eq!(log.read(1, acked + 1, None).unwrap().len() as u64, acked);
-    assert!(!std::fs::read_dir(&dir).unwrap().any(|e| e.unwrap().path().to_string_lossy().ends_with(".tmp")));
+    assert!(!std::fs::read_dir(&dir).unwrap().any(|e| e
+        .unwrap()
+        .path()
+        .to_string_lossy()
+        .ends_with(".tmp")));
     // Freeing space (compaction) lets appends continue.
     log.purge_before(acked / 2).unwrap();
     assert_eq!(log.append(&[(2, b"more")]).unwrap(), acked + 1);

@@ -103,7 +103,9 @@ impl std::str::FromStr for SyncMode {
             (d, 1e-3)
         };
         match num.trim().parse::<f64>() {
-            Ok(v) if v.is_finite() && v >= 0.0 => Ok(SyncMode::Interval(Duration::from_secs_f64(v * scale))),
+            Ok(v) if v.is_finite() && v >= 0.0 => {
+                Ok(SyncMode::Interval(Duration::from_secs_f64(v * scale)))
+            }
             _ => Err(Error::InvalidArgument(format!(
                 "unknown sync mode {s:?} (expected never, batch or interval:<N>ms)"
             ))),
@@ -144,7 +146,13 @@ pub struct LogOptions {
 
 impl Default for LogOptions {
     fn default() -> Self {
-        LogOptions { segment_size: 64 << 20, first_index: 1, sync: SyncMode::Batch, verify_reads: false, read_only: false }
+        LogOptions {
+            segment_size: 64 << 20,
+            first_index: 1,
+            sync: SyncMode::Batch,
+            verify_reads: false,
+            read_only: false,
+        }
     }
 }
 
@@ -225,7 +233,9 @@ impl State {
     }
     /// Position in `segs` of the segment holding `index`.
     fn seg_of(&self, index: u64) -> usize {
-        self.segs.partition_point(|s| s.file.first <= index).saturating_sub(1)
+        self.segs
+            .partition_point(|s| s.file.first <= index)
+            .saturating_sub(1)
     }
     /// Entries in segment `k` (sealed: up to the next one's first index).
     fn count(&self, k: usize) -> u64 {
@@ -251,6 +261,11 @@ struct SyncState {
     durable: u64,
     running: bool,
     last: Instant,
+    /// (tail segment, byte position) synced so far: the next sync starts there.
+    synced: (u64, usize),
+    /// Bumped by every truncation: a sync that started before one must
+    /// not mark the re-appended indexes durable.
+    cuts: u64,
 }
 
 /// The log; see the [module docs](self).
@@ -280,13 +295,124 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+struct Loaded {
+    segs: Vec<Seg>,
+    last: u64,
+    tail_end: usize,
+    next_gen: u32,
+    recovery: Recovery,
+    tail: Arc<SegFile>,
+}
+
+/// Lists, maps and checks the segments of `dir` and recovers the tail.
+fn load(dir: &Path, opts: &LogOptions) -> Result<Loaded> {
+    let writable = !opts.read_only;
+    let mut found: Vec<(u64, u32, PathBuf)> = Vec::new();
+    let rd = std::fs::read_dir(dir).map_err(|e| Error::io(dir, "read_dir", e))?;
+    for ent in rd {
+        let ent = ent.map_err(|e| Error::io(dir, "read_dir", e))?;
+        let name = ent.file_name();
+        let name = name.to_string_lossy();
+        if let Some((first, gen)) = segment::parse_name(&name) {
+            found.push((first, gen, ent.path()));
+        } else if writable && name.ends_with(".seg.tmp") {
+            // A segment whose creation a crash interrupted.
+            let _ = std::fs::remove_file(ent.path());
+        }
+    }
+    found.sort();
+    for w in found.windows(2) {
+        if w[0].0 == w[1].0 {
+            return Err(Error::Corrupt {
+                path: dir.to_owned(),
+                detail: format!(
+                    "two segments start at index {}: {} and {}",
+                    w[0].0,
+                    w[0].2.display(),
+                    w[1].2.display()
+                ),
+            });
+        }
+    }
+    let mut next_gen = found.iter().map(|f| f.1).max().unwrap_or(0) + 1;
+    let mut segs = Vec::with_capacity(found.len().max(1));
+    if found.is_empty() {
+        if !writable {
+            return Err(Error::Format {
+                path: dir.to_owned(),
+                detail: "no log segments here".into(),
+            });
+        }
+        let f = SegFile::create(dir, opts.first_index, next_gen, opts.segment_size)?;
+        next_gen += 1;
+        segs.push(Seg {
+            file: Arc::new(f),
+            offsets: Some(Vec::new()),
+        });
+    } else {
+        for (first, gen, path) in found {
+            segs.push(Seg {
+                file: Arc::new(SegFile::open(path, first, gen, writable)?),
+                offsets: None,
+            });
+        }
+    }
+
+    // Recover the tail.
+    let tail = segs.last().expect("one segment").file.clone();
+    let d = tail.data();
+    let sc = format::scan(d, tail.first, tail.gen(), None, false);
+    if let format::Stop::BadEntry(index, _) = sc.stop {
+        // Torn batch, or corruption? If the entries' stored CRCs still
+        // commit and a later batch follows, the bytes were damaged
+        // after being written whole: report, never skip.
+        let lenient = format::scan(d, tail.first, tail.gen(), None, true);
+        if lenient.batches > sc.batches + 1 {
+            return Err(tail.corrupt(format!(
+                "entry {index} fails its checksum and {} later batch(es) follow it",
+                lenient.batches - sc.batches - 1
+            )));
+        }
+    }
+    let rest_zero = d[sc.stop_pos.min(d.len())..]
+        .iter()
+        .take(REC)
+        .all(|&b| b == 0);
+    let dropped_bytes = match sc.stop {
+        format::Stop::Clean if sc.pending == 0 => 0,
+        format::Stop::End if sc.pending == 0 && rest_zero => 0,
+        format::Stop::Clean => sc.stop_pos - sc.end,
+        // A bad record, or a few bytes too short to be one.
+        _ => (sc.stop_pos + REC).min(d.len()) - sc.end,
+    } as u64;
+    let recovery = Recovery {
+        dropped_entries: sc.pending,
+        dropped_bytes,
+        tail_segment: tail.path(),
+    };
+    let last = tail.first + sc.offsets.len() as u64 - 1;
+    let tail_end = sc.end;
+    segs.last_mut().expect("one segment").offsets = Some(sc.offsets);
+    Ok(Loaded {
+        segs,
+        last,
+        tail_end,
+        next_gen,
+        recovery,
+        tail,
+    })
+}
+
 impl CommitLog {
     /// Opens the log in `dir`, creating the directory and an empty log if
     /// missing (unless read-only), and recovers its tail.
     pub fn open(dir: impl AsRef<Path>, opts: LogOptions) -> Result<CommitLog> {
         let dir = dir.as_ref().to_owned();
         if opts.first_index == 0 {
-            return Err(Error::InvalidArgument(format!("{}: first_index must be at least 1", dir.display())));
+            return Err(Error::InvalidArgument(format!(
+                "{}: first_index must be at least 1",
+                dir.display()
+            )));
         }
         if opts.segment_size < 4096 {
             return Err(Error::InvalidArgument(format!(
@@ -325,81 +451,35 @@ impl CommitLog {
             None
         };
 
-        let mut found: Vec<(u64, u32, PathBuf)> = Vec::new();
-        let rd = std::fs::read_dir(&dir).map_err(|e| Error::io(&dir, "read_dir", e))?;
-        for ent in rd {
-            let ent = ent.map_err(|e| Error::io(&dir, "read_dir", e))?;
-            let name = ent.file_name();
-            let name = name.to_string_lossy();
-            if let Some((first, gen)) = segment::parse_name(&name) {
-                found.push((first, gen, ent.path()));
-            } else if writable && name.ends_with(".seg.tmp") {
-                // A segment whose creation a crash interrupted.
-                let _ = std::fs::remove_file(ent.path());
-            }
-        }
-        found.sort();
-        for w in found.windows(2) {
-            if w[0].0 == w[1].0 {
-                return Err(Error::Corrupt {
-                    path: dir.clone(),
-                    detail: format!(
-                        "two segments start at index {}: {} and {}",
-                        w[0].0,
-                        w[0].2.display(),
-                        w[1].2.display()
-                    ),
-                });
-            }
-        }
-        let mut next_gen = found.iter().map(|f| f.1).max().unwrap_or(0) + 1;
-        let mut segs = Vec::with_capacity(found.len().max(1));
-        if found.is_empty() {
-            if !writable {
-                return Err(Error::Format { path: dir.clone(), detail: "no log segments here".into() });
-            }
-            let f = SegFile::create(&dir, opts.first_index, next_gen, opts.segment_size)?;
-            next_gen += 1;
-            segs.push(Seg { file: Arc::new(f), offsets: Some(Vec::new()) });
-        } else {
-            for (first, gen, path) in found {
-                segs.push(Seg { file: Arc::new(SegFile::open(path, first, gen, writable)?), offsets: None });
-            }
-        }
-
-        // Recover the tail.
-        let tail = segs.last().expect("one segment").file.clone();
-        let d = tail.data();
-        let sc = format::scan(d, tail.first, tail.gen(), None, false);
-        if let format::Stop::BadEntry(index, _) = sc.stop {
-            // Torn batch, or corruption? If the entries' stored CRCs still
-            // commit and a later batch follows, the bytes were damaged
-            // after being written whole: report, never skip.
-            let lenient = format::scan(d, tail.first, tail.gen(), None, true);
-            if lenient.batches > sc.batches + 1 {
-                return Err(tail.corrupt(format!(
-                    "entry {index} fails its checksum and {} later batch(es) follow it",
-                    lenient.batches - sc.batches - 1
-                )));
-            }
-        }
-        let rest_zero = d[sc.stop_pos.min(d.len())..].iter().take(REC).all(|&b| b == 0);
-        let dropped_bytes = match sc.stop {
-            format::Stop::Clean if sc.pending == 0 => 0,
-            format::Stop::End if sc.pending == 0 && rest_zero => 0,
-            format::Stop::Clean => sc.stop_pos - sc.end,
-            // A bad record, or a few bytes too short to be one.
-            _ => (sc.stop_pos + REC).min(d.len()) - sc.end,
-        } as u64;
-        let recovery = Recovery { dropped_entries: sc.pending, dropped_bytes, tail_segment: tail.path() };
-        let last = tail.first + sc.offsets.len() as u64 - 1;
-        let tail_end = sc.end;
-        segs.last_mut().expect("one segment").offsets = Some(sc.offsets);
+        let ld = load(&dir, &opts)?;
+        let Loaded {
+            segs,
+            last,
+            tail_end,
+            next_gen,
+            recovery,
+            tail,
+        } = ld;
         let log = CommitLog {
             dir,
-            state: RwLock::new(State { segs, last, tail_end }),
-            writer: Mutex::new(Writer { next_gen, scratch: Vec::new(), buf: Vec::new(), crcs: Vec::new() }),
-            sync: Mutex::new(SyncState { durable: last, running: false, last: Instant::now() }),
+            state: RwLock::new(State {
+                segs,
+                last,
+                tail_end,
+            }),
+            writer: Mutex::new(Writer {
+                next_gen,
+                scratch: Vec::new(),
+                buf: Vec::new(),
+                crcs: Vec::new(),
+            }),
+            sync: Mutex::new(SyncState {
+                durable: last,
+                running: false,
+                last: Instant::now(),
+                synced: (0, 0),
+                cuts: 0,
+            }),
             synced: Condvar::new(),
             syncs: AtomicU64::new(0),
             recovery,
@@ -420,6 +500,23 @@ impl CommitLog {
     }
     fn write_state(&self) -> RwLockWriteGuard<'_, State> {
         self.state.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// For a read-only log: picks up what the writing process has done
+    /// since (new entries and segments, truncations, purges) by loading the
+    /// log again. Entries already returned stay valid. A writable log is
+    /// always current, so this does nothing there.
+    pub fn refresh(&self) -> Result<()> {
+        if !self.opts.read_only {
+            return Ok(());
+        }
+        let ld = load(&self.dir, &self.opts)?;
+        *self.write_state() = State {
+            segs: ld.segs,
+            last: ld.last,
+            tail_end: ld.tail_end,
+        };
+        Ok(())
     }
 
     /// The directory.
@@ -459,7 +556,9 @@ impl CommitLog {
 
     fn check_writable(&self) -> Result<()> {
         if self.opts.read_only {
-            return Err(Error::ReadOnly { path: self.dir.clone() });
+            return Err(Error::ReadOnly {
+                path: self.dir.clone(),
+            });
         }
         Ok(())
     }
@@ -487,7 +586,11 @@ impl CommitLog {
         let mut w = lock(&self.writer);
         let (mut tail, first, mut pos) = {
             let s = self.read_state();
-            (s.segs.last().expect("one segment").file.clone(), s.last + 1, s.tail_end)
+            (
+                s.segs.last().expect("one segment").file.clone(),
+                s.last + 1,
+                s.tail_end,
+            )
         };
         if entries.is_empty() {
             return Ok(first);
@@ -499,27 +602,37 @@ impl CommitLog {
         let epoch = tail.gen();
         // The batch is framed in a reused buffer and copied into the map
         // in one write: no per-entry allocation or bounds checks.
-        let Writer { buf, crcs, scratch, .. } = &mut *w;
-        buf.clear();
-        crcs.clear();
-        scratch.clear();
+        let wr: &mut Writer = &mut w;
+        wr.buf.clear();
+        wr.crcs.clear();
+        wr.scratch.clear();
         for (k, (term, b)) in entries.iter().enumerate() {
-            scratch.push((pos + buf.len()) as u64);
-            crcs.push(format::encode_entry(buf, first + k as u64, *term, b.as_ref()));
+            wr.scratch.push((pos + wr.buf.len()) as u64);
+            wr.crcs.push(format::encode_entry(
+                &mut wr.buf,
+                first + k as u64,
+                *term,
+                b.as_ref(),
+            ));
         }
-        format::encode_commit(buf, first, epoch, crcs);
+        format::encode_commit(&mut wr.buf, first, epoch, &wr.crcs);
         // A zero record after every batch: the clean end is explicit, so
         // anything else found there on recovery is a torn batch.
-        let zero_fits = pos + buf.len() + REC <= tail.map.len();
+        let zero_fits = pos + wr.buf.len() + REC <= tail.map.len();
         if zero_fits {
-            buf.extend_from_slice(&[0u8; REC]);
+            wr.buf.extend_from_slice(&[0u8; REC]);
         }
-        tail.map.write_at(pos, buf)?;
-        pos += buf.len() - if zero_fits { REC } else { 0 };
+        tail.map.write_at(pos, &wr.buf)?;
+        pos += wr.buf.len() - if zero_fits { REC } else { 0 };
         let last = first + entries.len() as u64 - 1;
         {
             let mut s = self.write_state();
-            s.segs.last_mut().expect("one segment").offsets.get_or_insert_with(Vec::new).extend_from_slice(scratch);
+            s.segs
+                .last_mut()
+                .expect("one segment")
+                .offsets
+                .get_or_insert_with(Vec::new)
+                .extend_from_slice(&wr.scratch);
             s.last = last;
             s.tail_end = pos;
         }
@@ -538,18 +651,32 @@ impl CommitLog {
 
     /// Seals the tail (synced whole, so a crash can never leave a gap
     /// before the new segment) and starts a new segment at `first`.
-    fn roll_over(&self, w: &mut Writer, old: &Arc<SegFile>, end: usize, first: u64, need: usize) -> Result<Arc<SegFile>> {
+    fn roll_over(
+        &self,
+        w: &mut Writer,
+        old: &Arc<SegFile>,
+        end: usize,
+        first: u64,
+        need: usize,
+    ) -> Result<Arc<SegFile>> {
         let page = crate::map::page_size() as u64;
-        let size = self.opts.segment_size.max(((HEADER_LEN + need) as u64).div_ceil(page) * page);
+        let size = self
+            .opts
+            .segment_size
+            .max(((HEADER_LEN + need) as u64).div_ceil(page) * page);
         let seg = Arc::new(SegFile::create(&self.dir, first, w.next_gen, size)?);
         w.next_gen += 1;
         old.map.flush_range(0, end, true)?;
         self.syncs.fetch_add(1, Ordering::Relaxed);
         let mut s = self.write_state();
-        s.segs.push(Seg { file: seg.clone(), offsets: Some(Vec::new()) });
+        s.segs.push(Seg {
+            file: seg.clone(),
+            offsets: Some(Vec::new()),
+        });
         s.tail_end = HEADER_LEN;
         let mut st = lock(&self.sync);
         st.durable = st.durable.max(first - 1);
+        st.synced = (first, HEADER_LEN);
         Ok(seg)
     }
 
@@ -566,16 +693,30 @@ impl CommitLog {
                 drop(st);
                 let (tail, end, upto) = {
                     let s = self.read_state();
-                    (s.segs.last().expect("one segment").file.clone(), s.tail_end, s.last)
+                    (
+                        s.segs.last().expect("one segment").file.clone(),
+                        s.tail_end,
+                        s.last,
+                    )
+                };
+                let (from, cuts) = {
+                    let st = lock(&self.sync);
+                    let from = if st.synced.0 == tail.first {
+                        st.synced.1.min(end)
+                    } else {
+                        0
+                    };
+                    (from, st.cuts)
                 };
                 // Earlier segments were synced when they were sealed.
-                let r = tail.map.flush_range(0, end, true);
+                let r = tail.map.flush_range(from, end - from, true);
                 self.syncs.fetch_add(1, Ordering::Relaxed);
                 st = lock(&self.sync);
                 st.running = false;
                 st.last = Instant::now();
-                if r.is_ok() {
+                if r.is_ok() && st.cuts == cuts {
                     st.durable = st.durable.max(upto);
+                    st.synced = (tail.first, end);
                 }
                 self.synced.notify_all();
                 r?;
@@ -618,11 +759,19 @@ impl CommitLog {
         if (sc.offsets.len() as u64) < want {
             let at = f.first + sc.offsets.len() as u64;
             let why = match sc.stop {
-                format::Stop::BadEntry(i, pos) => format!("entry {i} (byte {pos}) fails its checksum"),
-                format::Stop::BadRecord(pos) => format!("batch from entry {at}: broken record at byte {pos}"),
+                format::Stop::BadEntry(i, pos) => {
+                    format!("entry {i} (byte {pos}) fails its checksum")
+                }
+                format::Stop::BadRecord(pos) => {
+                    format!("batch from entry {at}: broken record at byte {pos}")
+                }
                 _ => format!("entry {at} is missing: the segment ends early"),
             };
-            return Err(f.corrupt(format!("sealed segment should hold entries {}..={}: {why}", f.first, f.first + want - 1)));
+            return Err(f.corrupt(format!(
+                "sealed segment should hold entries {}..={}: {why}",
+                f.first,
+                f.first + want - 1
+            )));
         }
         Ok(sc.offsets)
     }
@@ -645,7 +794,10 @@ impl CommitLog {
     /// entries were checksum-verified when their segment was first
     /// indexed (and on every read with [`LogOptions::verify_reads`]).
     pub fn read(&self, lo: u64, hi: u64, max_bytes: Option<usize>) -> Result<Entries> {
-        let mut out = Entries { segs: Vec::new(), items: Vec::with_capacity((hi.saturating_sub(lo)).min(1 << 16) as usize) };
+        let mut out = Entries {
+            segs: Vec::new(),
+            items: Vec::with_capacity((hi.saturating_sub(lo)).min(1 << 16) as usize),
+        };
         let mut budget = max_bytes.unwrap_or(usize::MAX);
         let mut i = lo;
         loop {
@@ -665,7 +817,9 @@ impl CommitLog {
             let d = seg.file.data();
             let stop = hi.min(seg.file.first + offs.len() as u64);
             if stop <= i {
-                return Err(seg.file.corrupt(format!("entry {i} is missing from its segment")));
+                return Err(seg
+                    .file
+                    .corrupt(format!("entry {i} is missing from its segment")));
             }
             let segno = out.segs.len() as u32;
             let mut used = false;
@@ -679,9 +833,17 @@ impl CommitLog {
                 budget = budget.saturating_sub(len);
                 let term = u64_at(d, pos + 8);
                 if self.opts.verify_reads && !format::frame_ok(d, pos, i) {
-                    return Err(seg.file.corrupt(format!("entry {i} (byte {pos}) fails its checksum")));
+                    return Err(seg
+                        .file
+                        .corrupt(format!("entry {i} (byte {pos}) fails its checksum")));
                 }
-                out.items.push(Item { index: i, term, seg: segno, pos: pos + REC, len });
+                out.items.push(Item {
+                    index: i,
+                    term,
+                    seg: segno,
+                    pos: pos + REC,
+                    len,
+                });
                 used = true;
                 i += 1;
             }
@@ -696,7 +858,10 @@ impl CommitLog {
     pub fn get(&self, index: u64) -> Result<LogEntry> {
         let mut e = self.read(index, index + 1, None)?;
         let item = e.items.pop().expect("one entry");
-        Ok(LogEntry { seg: e.segs.pop().expect("one segment"), item })
+        Ok(LogEntry {
+            seg: e.segs.pop().expect("one segment"),
+            item,
+        })
     }
 
     /// Term of entry `index` (no payload check beyond the entry's CRC).
@@ -749,16 +914,35 @@ impl CommitLog {
             let s = self.read_state();
             let t = &s.segs[k];
             let offs = t.offsets.as_deref().expect("indexed");
-            let end = if offs.is_empty() { HEADER_LEN } else { format::entry_end(t.file.data(), offs, offs.len() - 1) + REC };
-            (t.file.clone(), (index + 1 - t.file.first) as usize, offs.len(), end)
+            let end = if offs.is_empty() {
+                HEADER_LEN
+            } else {
+                format::entry_end(t.file.data(), offs, offs.len() - 1) + REC
+            };
+            (
+                t.file.clone(),
+                (index + 1 - t.file.first) as usize,
+                offs.len(),
+                end,
+            )
         };
-        let end = if keep < count { self.cut_entries(&mut w, &tail, keep)? } else { end };
+        let end = if keep < count {
+            self.cut_entries(&mut w, &tail, keep)?
+        } else {
+            end
+        };
         let mut s = self.write_state();
         s.segs[k].offsets.as_mut().expect("indexed").truncate(keep);
         s.last = index;
         s.tail_end = end;
         let mut st = lock(&self.sync);
         st.durable = st.durable.min(index);
+        st.cuts += 1;
+        if st.synced.0 == tail.first {
+            st.synced.1 = st.synced.1.min(end);
+        } else {
+            st.synced = (tail.first, 0);
+        }
         Ok(())
     }
 
@@ -768,7 +952,13 @@ impl CommitLog {
         let d = seg.data();
         let (end, commit) = {
             let s = self.read_state();
-            let offs = s.segs.last().expect("tail").offsets.as_deref().expect("indexed");
+            let offs = s
+                .segs
+                .last()
+                .expect("tail")
+                .offsets
+                .as_deref()
+                .expect("indexed");
             if keep == 0 {
                 (HEADER_LEN, None)
             } else {
@@ -847,7 +1037,11 @@ impl CommitLog {
     /// Checks every entry's CRC and every batch commit of every segment.
     pub fn verify(&self) -> Result<VerifyReport> {
         let s = self.read_state();
-        let mut rep = VerifyReport { segments: s.segs.len(), entries: 0, bytes: 0 };
+        let mut rep = VerifyReport {
+            segments: s.segs.len(),
+            entries: 0,
+            bytes: 0,
+        };
         for k in 0..s.segs.len() {
             let f = &s.segs[k].file;
             let want = s.count(k);
@@ -856,12 +1050,18 @@ impl CommitLog {
             } else {
                 let sc = format::scan(f.data(), f.first, f.gen(), Some(want), false);
                 if (sc.offsets.len() as u64) < want {
-                    return Err(f.corrupt(format!("entry {} fails verification", f.first + sc.offsets.len() as u64)));
+                    return Err(f.corrupt(format!(
+                        "entry {} fails verification",
+                        f.first + sc.offsets.len() as u64
+                    )));
                 }
                 sc.offsets
             };
             rep.entries += offs.len() as u64;
-            rep.bytes += offs.iter().map(|&o| format::len_at(f.data(), o as usize) as u64).sum::<u64>();
+            rep.bytes += offs
+                .iter()
+                .map(|&o| format::len_at(f.data(), o as usize) as u64)
+                .sum::<u64>();
         }
         Ok(rep)
     }
@@ -895,7 +1095,8 @@ impl CommitLog {
 
 impl Drop for CommitLog {
     fn drop(&mut self) {
-        if !self.opts.read_only && matches!(self.opts.sync, SyncMode::Interval(_) | SyncMode::Batch) {
+        if !self.opts.read_only && matches!(self.opts.sync, SyncMode::Interval(_) | SyncMode::Batch)
+        {
             let _ = self.sync();
         }
     }
@@ -956,7 +1157,11 @@ impl Entries {
     }
     fn entry(&self, it: &Item) -> Entry<'_> {
         let d = self.segs[it.seg as usize].data();
-        Entry { index: it.index, term: it.term, data: &d[it.pos..it.pos + it.len] }
+        Entry {
+            index: it.index,
+            term: it.term,
+            data: &d[it.pos..it.pos + it.len],
+        }
     }
     /// The entries in index order.
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = Entry<'_>> + ExactSizeIterator + '_ {
@@ -1005,7 +1210,11 @@ impl LogEntry {
 
 impl std::fmt::Debug for LogEntry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LogEntry").field("index", &self.index()).field("term", &self.term()).field("data", &self.data()).finish()
+        f.debug_struct("LogEntry")
+            .field("index", &self.index())
+            .field("term", &self.term())
+            .field("data", &self.data())
+            .finish()
     }
 }
 

@@ -66,7 +66,14 @@ impl SegFile {
 
     /// Maps an existing segment and checks its header.
     pub fn open(path: PathBuf, first: u64, gen: u32, writable: bool) -> Result<SegFile> {
-        let map = Map::open(&path, if writable { Mode::ReadWrite } else { Mode::Read })?;
+        let map = Map::open(
+            &path,
+            if writable {
+                Mode::ReadWrite
+            } else {
+                Mode::Read
+            },
+        )?;
         match format::decode_header(map.as_slice()) {
             Ok(f) if f == first => {}
             Ok(f) => {
@@ -75,9 +82,19 @@ impl SegFile {
                     detail: format!("segment header says first index {f}, its name says {first}"),
                 })
             }
-            Err(what) => return Err(Error::Corrupt { path, detail: what.into() }),
+            Err(what) => {
+                return Err(Error::Corrupt {
+                    path,
+                    detail: what.into(),
+                })
+            }
         }
-        Ok(SegFile { first, gen: AtomicU32::new(gen), path: Mutex::new(path), map })
+        Ok(SegFile {
+            first,
+            gen: AtomicU32::new(gen),
+            path: Mutex::new(path),
+            map,
+        })
     }
 
     pub fn gen(&self) -> u32 {
@@ -105,6 +122,9 @@ impl SegFile {
     }
 
     pub fn corrupt(&self, detail: String) -> Error {
-        Error::Corrupt { path: self.path(), detail }
+        Error::Corrupt {
+            path: self.path(),
+            detail,
+        }
     }
 }

@@ -5,11 +5,19 @@ use super::*;
 use proptest::prelude::*;
 
 fn opts(seg: u64) -> LogOptions {
-    LogOptions { segment_size: seg, sync: SyncMode::Never, ..Default::default() }
+    LogOptions {
+        segment_size: seg,
+        sync: SyncMode::Never,
+        ..Default::default()
+    }
 }
 
 fn collect(log: &CommitLog, lo: u64, hi: u64) -> Vec<(u64, u64, Vec<u8>)> {
-    log.read(lo, hi, None).unwrap().iter().map(|e| (e.index(), e.term(), e.data().to_vec())).collect()
+    log.read(lo, hi, None)
+        .unwrap()
+        .iter()
+        .map(|e| (e.index(), e.term(), e.data().to_vec()))
+        .collect()
 }
 
 fn seg_files(dir: &Path) -> Vec<PathBuf> {
@@ -36,7 +44,10 @@ fn format_roundtrip_and_alignment() {
     // The all-zero record is never a valid entry (its CRC is not zero).
     assert_ne!(format::entry_crc(1, 0, b""), 0);
     assert_eq!(segment::parse_name(&segment::seg_name(7, 3)), Some((7, 3)));
-    assert_eq!(segment::parse_name("00000000000000000007-00000003.seg.tmp"), None);
+    assert_eq!(
+        segment::parse_name("00000000000000000007-00000003.seg.tmp"),
+        None
+    );
     assert_eq!(segment::parse_name("7-3.seg"), None);
 }
 
@@ -49,7 +60,14 @@ fn append_read_get_term() {
     assert_eq!(log.append(&[(2, b"".as_slice())]).unwrap(), 3);
     assert_eq!(log.append::<&[u8]>(&[]).unwrap(), 4);
     assert_eq!((log.first_index(), log.last_index(), log.len()), (1, 3, 3));
-    assert_eq!(collect(&log, 1, 4), vec![(1, 1, b"a".to_vec()), (2, 1, b"bb".to_vec()), (3, 2, vec![])]);
+    assert_eq!(
+        collect(&log, 1, 4),
+        vec![
+            (1, 1, b"a".to_vec()),
+            (2, 1, b"bb".to_vec()),
+            (3, 2, vec![])
+        ]
+    );
     assert_eq!(log.get(2).unwrap().data(), b"bb");
     assert_eq!(log.term(3).unwrap(), 2);
     assert!(log.read(0, 2, None).is_err());
@@ -66,13 +84,23 @@ fn append_read_get_term() {
 #[test]
 fn first_index_is_configurable_and_kept() {
     let dir = tempfile::tempdir().unwrap();
-    let o = LogOptions { first_index: 100, ..opts(4096) };
+    let o = LogOptions {
+        first_index: 100,
+        ..opts(4096)
+    };
     let log = CommitLog::open(dir.path(), o.clone()).unwrap();
     assert_eq!(log.append(&[(0, b"x")]).unwrap(), 100);
     drop(log);
     let log = CommitLog::open(dir.path(), opts(4096)).unwrap();
     assert_eq!((log.first_index(), log.last_index()), (100, 100));
-    assert!(CommitLog::open(tempfile::tempdir().unwrap().path(), LogOptions { first_index: 0, ..opts(4096) }).is_err());
+    assert!(CommitLog::open(
+        tempfile::tempdir().unwrap().path(),
+        LogOptions {
+            first_index: 0,
+            ..opts(4096)
+        }
+    )
+    .is_err());
     assert!(CommitLog::open(tempfile::tempdir().unwrap().path(), opts(100)).is_err());
 }
 
@@ -83,9 +111,19 @@ fn second_writer_is_refused_readers_are_not() {
     log.append(&[(1, b"x")]).unwrap();
     let e = CommitLog::open(dir.path(), opts(4096)).unwrap_err();
     assert!(e.to_string().contains("another process"), "{e}");
-    let ro = CommitLog::open(dir.path(), LogOptions { read_only: true, ..opts(4096) }).unwrap();
+    let ro = CommitLog::open(
+        dir.path(),
+        LogOptions {
+            read_only: true,
+            ..opts(4096)
+        },
+    )
+    .unwrap();
     assert_eq!(collect(&ro, 1, 2), vec![(1, 1, b"x".to_vec())]);
-    assert!(matches!(ro.append(&[(1, b"y")]), Err(Error::ReadOnly { .. })));
+    assert!(matches!(
+        ro.append(&[(1, b"y")]),
+        Err(Error::ReadOnly { .. })
+    ));
 }
 
 #[test]
@@ -200,7 +238,10 @@ fn torn_tail_is_dropped_and_reported() {
     assert_eq!(log.append(&[(2, b"next")]).unwrap(), 2);
     drop(log);
     let log = CommitLog::open(dir.path(), opts(1 << 16)).unwrap();
-    assert_eq!(collect(&log, 1, 3), vec![(1, 1, b"keep".to_vec()), (2, 2, b"next".to_vec())]);
+    assert_eq!(
+        collect(&log, 1, 3),
+        vec![(1, 1, b"keep".to_vec()), (2, 2, b"next".to_vec())]
+    );
     assert_eq!(log.recovery().dropped_bytes, 0);
 }
 
@@ -236,7 +277,11 @@ fn flipped_byte_in_sealed_segment_is_reported_by_read_and_verify() {
     let log = CommitLog::open(dir.path(), opts(4096)).unwrap(); // only the tail is scanned
     let e = log.verify().unwrap_err();
     assert!(e.to_string().contains("entry 3"), "{e}");
-    assert!(e.to_string().contains(&*seg.file_name().unwrap().to_string_lossy()), "{e}");
+    assert!(
+        e.to_string()
+            .contains(&*seg.file_name().unwrap().to_string_lossy()),
+        "{e}"
+    );
     assert!(matches!(log.read(1, 10, None), Err(Error::Corrupt { .. })));
     assert!(log.get(90).is_ok());
 }
@@ -244,7 +289,10 @@ fn flipped_byte_in_sealed_segment_is_reported_by_read_and_verify() {
 #[test]
 fn sync_modes_count_syncs() {
     let dir = tempfile::tempdir().unwrap();
-    let o = LogOptions { sync: SyncMode::Batch, ..opts(1 << 16) };
+    let o = LogOptions {
+        sync: SyncMode::Batch,
+        ..opts(1 << 16)
+    };
     let log = CommitLog::open(dir.path(), o).unwrap();
     for _ in 0..5 {
         log.append(&[(1, b"x")]).unwrap();
@@ -259,15 +307,28 @@ fn sync_modes_count_syncs() {
     }
     assert_eq!(log.sync_count(), 0);
     assert_eq!("never".parse::<SyncMode>().unwrap(), SyncMode::Never);
-    assert_eq!("interval:10ms".parse::<SyncMode>().unwrap(), SyncMode::Interval(Duration::from_millis(10)));
-    assert_eq!("2s".parse::<SyncMode>().unwrap(), SyncMode::Interval(Duration::from_secs(2)));
+    assert_eq!(
+        "interval:10ms".parse::<SyncMode>().unwrap(),
+        SyncMode::Interval(Duration::from_millis(10))
+    );
+    assert_eq!(
+        "2s".parse::<SyncMode>().unwrap(),
+        SyncMode::Interval(Duration::from_secs(2))
+    );
     assert!("sometimes".parse::<SyncMode>().is_err());
 }
 
 #[test]
 fn group_commit_shares_syncs() {
     let dir = tempfile::tempdir().unwrap();
-    let log = CommitLog::open(dir.path(), LogOptions { sync: SyncMode::Batch, ..opts(1 << 20) }).unwrap();
+    let log = CommitLog::open(
+        dir.path(),
+        LogOptions {
+            sync: SyncMode::Batch,
+            ..opts(1 << 20)
+        },
+    )
+    .unwrap();
     let per = 50;
     std::thread::scope(|sc| {
         for t in 0..4u64 {
@@ -310,7 +371,8 @@ fn concurrent_readers_see_whole_batches() {
             });
         }
         for b in 0..300u64 {
-            let batch: Vec<(u64, [u8; 8])> = (0..7).map(|k| (b, (b * 7 + k + 1).to_le_bytes())).collect();
+            let batch: Vec<(u64, [u8; 8])> =
+                (0..7).map(|k| (b, (b * 7 + k + 1).to_le_bytes())).collect();
             log.append(&batch).unwrap();
         }
         stop.store(true, Ordering::Relaxed);
