@@ -48,13 +48,15 @@ bench-tools:
 # Rust API, raft-engine and commitlog from crates.io) into bench/peers/rust/target,
 # Go (tidwall/wal, etcd's wal from the Go module proxy) into bench/peers/go/bin; both
 # git-ignored. cargo and go rebuild only what is missing or outdated. The baseline and
-# mmapkit drivers must build; a peer that does not is reported and shown as n/a.
+# mmapkit drivers must build; a peer that does not is reported and shown as n/a. No
+# --locked for cargo: the lock file also pins mmapkit's own dependencies (a path
+# dependency), which change with the core; the peers' versions stay as locked.
 PEERS_RS := bench/peers/rust
 PEERS_GO := bench/peers/go
 bench-peers:
-	cargo build --release --locked --quiet --manifest-path $(PEERS_RS)/Cargo.toml \
+	cargo build --release --quiet --manifest-path $(PEERS_RS)/Cargo.toml \
 		--bin log-baseline --bin log-mmapkit
-	@cargo build --release --locked --quiet --manifest-path $(PEERS_RS)/Cargo.toml \
+	@cargo build --release --quiet --manifest-path $(PEERS_RS)/Cargo.toml \
 		--bin log-raft-engine --bin log-commitlog \
 		|| echo "warning: the raft-engine/commitlog drivers did not build; the log suite shows them as n/a"
 	@if command -v go >/dev/null; then \
