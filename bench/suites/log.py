@@ -422,8 +422,7 @@ class LogSuite(Suite):
             syncs = log.sync_count() - before
             out, _ = read_all(log, len(batches) * BATCH)
             r = result(out, w, {"syncs": syncs, "batches": len(batches)})
-            if hasattr(log, "close"):
-                log.close()
+            log.close()
             return r, elapsed
 
         def append(sync: bool, k: int) -> Callable[[Path], Any]:
@@ -444,8 +443,7 @@ class LogSuite(Suite):
             opened = time.perf_counter() - t
             out, elapsed = read_all(log, w.entries)
             r = result(out, w, {})
-            if hasattr(log, "close"):
-                log.close()
+            log.close()
             return Measured(r, {"open_ms": round(opened * 1e3, 2)}, seconds=elapsed)
 
         return {"append": append(False, 1), "read": read, "append_sync": append(True, 1),
