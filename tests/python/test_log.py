@@ -339,3 +339,52 @@ def test_cli_and_python_share_the_format(tmp_path):
     subprocess.run([exe, "log", "append", d, "--term", "8"], input=b"from the cli\n", check=True)
     with mmapkit.CommitLog(d, sync="never") as log:
         assert log.read_entries(1, 3) == [(1, 7, b"from python"), (2, 8, b"from the cli")]
+
+
+READER = textwrap.dedent(
+    """
+    import sys, mmapkit
+    log = mmapkit.CommitLog(sys.argv[1], read_only=True)
+    seen = 0
+    for _ in range(300):
+        log.refresh()
+        n = log.last_index()
+        assert n % 3 == 0, f"partial batch visible: {n}"
+        for i, term, data in log.read_entries(max(1, n - 30), n + 1) if n else []:
+            assert data == b"%d" % i and term == (i - 1) // 3, (i, term, data)
+        seen = max(seen, n)
+    print(seen)
+    """
+)
+
+
+def test_reader_in_another_process_sees_whole_batches(tmp_path):
+    d = tmp_path / "wal"
+    log = mmapkit.CommitLog(d, segment_size=64 << 10, sync="never")
+    log.append([(0, b"1"), (0, b"2"), (0, b"3")])
+    p = subprocess.Popen([sys.executable, "-c", READER, str(d)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    i = 4
+    while p.poll() is None and i < 60_000:
+        log.append([((i - 1) // 3, b"%d" % (i + k)) for k in range(3)])
+        i += 3
+    out, err = p.communicate()
+    assert p.returncode == 0, err
+    assert int(out) > 3  # it saw the log grow
+    log.close()
+
+
+def test_damaged_tail_refuses_to_open_unless_repair(tmp_path):
+    d = tmp_path / "wal"
+    with mmapkit.CommitLog(d, sync="never") as log:
+        for i in range(5):
+            log.append([b"entry %d" % i])
+    seg = next(d.glob("*.seg"))
+    b = bytearray(seg.read_bytes())
+    b[32 + 48 + 16 + 1] ^= 1  # payload of entry 2; batches 3..5 follow
+    seg.write_bytes(bytes(b))
+    with pytest.raises(mmapkit.CorruptError, match="entry 2"):
+        mmapkit.CommitLog(d, sync="never")
+    with mmapkit.CommitLog(d, sync="never", repair=True) as log:
+        assert list(log) == [b"entry 0"]
+        assert log.recovery["dropped_entries"] == 4
+        assert log.append([b"again"]) == 2

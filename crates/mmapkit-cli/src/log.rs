@@ -1,14 +1,18 @@
 //! `mmapkit log init|append|read|stat|verify|truncate|purge DIR ...`: the
 //! commit log (`mmapkit::log`) from the shell.
 
-use std::io::{self, BufRead, BufWriter, Read, Write};
+use std::io::{self, BufRead, BufWriter, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 use mmapkit::log::{CommitLog, LogOptions, SyncMode};
 
 use crate::common::{EXIT_NO_MATCH, EXIT_OK};
+
+/// Logs at least this large get a progress bar in `verify` (on a terminal).
+const PROGRESS_MIN: u64 = 1 << 30;
 
 pub const LOG_HELP: &str = "\
 Examples:
@@ -246,7 +250,7 @@ pub fn run(a: LogArgs) -> anyhow::Result<u8> {
         LogCmd::Stat { dir, json } => stat(&open_ro(&dir)?, json),
         LogCmd::Verify { dir, json } => {
             let log = open_ro(&dir)?;
-            match log.verify() {
+            match verify_with_bar(&log) {
                 Ok(r) => {
                     let mut out = io::stdout().lock();
                     if json {
@@ -289,6 +293,36 @@ pub fn run(a: LogArgs) -> anyhow::Result<u8> {
             Ok(EXIT_OK)
         }
     }
+}
+
+/// `verify`, with a progress bar on stderr when it is a terminal and the
+/// log is large.
+fn verify_with_bar(log: &CommitLog) -> mmapkit::Result<mmapkit::log::VerifyReport> {
+    let total: u64 = log.stat()?.segments.iter().map(|s| s.size).sum();
+    if total < PROGRESS_MIN || !io::stderr().is_terminal() {
+        return log.verify();
+    }
+    let done = AtomicU64::new(0);
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|sc| {
+        sc.spawn(|| {
+            let bar = indicatif::ProgressBar::new(total);
+            bar.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "verify {wide_bar} {bytes}/{total_bytes} eta {eta}",
+                )
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            );
+            while !stop.load(Ordering::Relaxed) {
+                bar.set_position(done.load(Ordering::Relaxed));
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            bar.finish_and_clear();
+        });
+        let r = log.verify_progress(&done);
+        stop.store(true, Ordering::Relaxed);
+        r
+    })
 }
 
 fn report_recovery(log: &CommitLog) {

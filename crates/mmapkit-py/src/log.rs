@@ -24,7 +24,10 @@ const DETACH_MIN: usize = 64 << 10;
 /// appenders share syncs), ``"never"`` (the OS decides), or an interval:
 /// a number of milliseconds or ``"interval:10ms"``. ``first_index`` is the
 /// index of the first entry of a new log. ``read_only=True`` opens a log
-/// that another process writes.
+/// that another process writes. ``repair=True`` opens a log whose tail
+/// segment is damaged in the middle by dropping everything from the
+/// damaged batch on (see ``recovery``); by default that raises
+/// ``CorruptError``.
 ///
 /// ``append`` takes a list of ``bytes`` (all with ``term``) or of
 /// ``(term, bytes)`` tuples and returns the first new index; ``read(lo,
@@ -98,7 +101,7 @@ impl CommitLog {
 #[pymethods]
 impl CommitLog {
     #[new]
-    #[pyo3(signature = (path, segment_size = 64 << 20, sync = None, first_index = 1, read_only = false))]
+    #[pyo3(signature = (path, segment_size = 64 << 20, sync = None, first_index = 1, read_only = false, repair = false))]
     fn new(
         py: Python<'_>,
         path: PathBuf,
@@ -106,6 +109,7 @@ impl CommitLog {
         sync: Option<&Bound<'_, PyAny>>,
         first_index: u64,
         read_only: bool,
+        repair: bool,
     ) -> PyResult<Self> {
         let mode = match sync {
             None => SyncMode::Batch,
@@ -116,6 +120,7 @@ impl CommitLog {
             first_index,
             sync: mode,
             read_only,
+            repair,
             ..Default::default()
         };
         let log = py.detach(|| Core::open(&path, opts)).py_err()?;

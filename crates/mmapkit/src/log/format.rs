@@ -212,6 +212,8 @@ pub(crate) struct Scan {
     pub epoch: u32,
     /// Committed batches.
     pub batches: u64,
+    /// Lenient scans: the first entry whose CRC did not match.
+    pub first_bad: Option<u64>,
     /// Entries seen after the last commit (a torn batch).
     pub pending: u64,
     /// Position where scanning stopped.
@@ -232,6 +234,7 @@ pub(crate) fn scan(d: &[u8], first: u64, gen: u32, limit: Option<u64>, lenient: 
         end: HEADER_LEN,
         epoch: 0,
         batches: 0,
+        first_bad: None,
         pending: 0,
         stop_pos: HEADER_LEN,
         stop: Stop::End,
@@ -276,8 +279,11 @@ pub(crate) fn scan(d: &[u8], first: u64, gen: u32, limit: Option<u64>, lenient: 
             break Stop::BadRecord(pos);
         }
         let index = first + s.offsets.len() as u64;
-        if !lenient && !frame_ok(d, pos, index) {
-            break Stop::BadEntry(index, pos);
+        if !frame_ok(d, pos, index) {
+            if !lenient {
+                break Stop::BadEntry(index, pos);
+            }
+            s.first_bad.get_or_insert(index);
         }
         s.offsets.push(pos as u64);
         pos += size;

@@ -142,6 +142,12 @@ pub struct LogOptions {
     /// see [`CommitLog::refresh`]). No lock is taken and no recovery
     /// repair is written.
     pub read_only: bool,
+    /// Recover from a damaged tail segment (a bad entry followed by valid
+    /// batches, e.g. after a power loss with [`SyncMode::Never`]) by
+    /// dropping everything from the damaged batch on, as for a torn batch;
+    /// [`Recovery`] reports what was dropped. Default: refuse to open with
+    /// [`Error::Corrupt`].
+    pub repair: bool,
 }
 
 impl Default for LogOptions {
@@ -151,6 +157,7 @@ impl Default for LogOptions {
             first_index: 1,
             sync: SyncMode::Batch,
             verify_reads: false,
+            repair: false,
             read_only: false,
         }
     }
@@ -305,7 +312,9 @@ struct Loaded {
 }
 
 /// Lists, maps and checks the segments of `dir` and recovers the tail.
-fn load(dir: &Path, opts: &LogOptions) -> Result<Loaded> {
+/// Sealed segments of `reuse` (a previous load) that are still there are
+/// kept as they are, mapped and indexed.
+fn load(dir: &Path, opts: &LogOptions, reuse: &[Seg]) -> Result<Loaded> {
     let writable = !opts.read_only;
     let mut found: Vec<(u64, u32, PathBuf)> = Vec::new();
     let rd = std::fs::read_dir(dir).map_err(|e| Error::io(dir, "read_dir", e))?;
@@ -350,10 +359,32 @@ fn load(dir: &Path, opts: &LogOptions) -> Result<Loaded> {
             offsets: Some(Vec::new()),
         });
     } else {
-        for (first, gen, path) in found {
-            segs.push(Seg {
-                file: Arc::new(SegFile::open(path, first, gen, writable)?),
-                offsets: None,
+        let nexts: Vec<Option<u64>> = found
+            .iter()
+            .skip(1)
+            .map(|f| Some(f.0))
+            .chain([None])
+            .collect();
+        for ((first, gen, path), next) in found.into_iter().zip(nexts) {
+            let old = reuse
+                .iter()
+                .find(|s| s.file.first == first && s.file.gen() == gen);
+            segs.push(match (old, next) {
+                (Some(s), Some(next)) => {
+                    // An index built while it was still the tail may be short.
+                    let whole = s
+                        .offsets
+                        .as_ref()
+                        .is_some_and(|o| o.len() as u64 == next - first);
+                    Seg {
+                        file: s.file.clone(),
+                        offsets: if whole { s.offsets.clone() } else { None },
+                    }
+                }
+                _ => Seg {
+                    file: Arc::new(SegFile::open(path, first, gen, writable)?),
+                    offsets: None,
+                },
             });
         }
     }
@@ -361,19 +392,38 @@ fn load(dir: &Path, opts: &LogOptions) -> Result<Loaded> {
     // Recover the tail.
     let tail = segs.last().expect("one segment").file.clone();
     let d = tail.data();
-    let sc = format::scan(d, tail.first, tail.gen(), None, false);
-    if let format::Stop::BadEntry(index, _) = sc.stop {
+    // What a repair drops beyond a torn batch: (entries, bytes).
+    let mut repaired = (0u64, 0usize);
+    let mut tries = 0;
+    let sc = loop {
+        let sc = format::scan(d, tail.first, tail.gen(), None, false);
+        let format::Stop::BadEntry(index, _) = sc.stop else {
+            break sc;
+        };
         // Torn batch, or corruption? If the entries' stored CRCs still
-        // commit and a later batch follows, the bytes were damaged
-        // after being written whole: report, never skip.
+        // commit and a later batch follows, the bytes were damaged after
+        // being written whole: report, never skip.
         let lenient = format::scan(d, tail.first, tail.gen(), None, true);
-        if lenient.batches > sc.batches + 1 {
-            return Err(tail.corrupt(format!(
-                "entry {index} fails its checksum and {} later batch(es) follow it",
-                lenient.batches - sc.batches - 1
-            )));
+        if lenient.first_bad != Some(index) && !writable && tries < 100 {
+            // A read-only scan raced the writing process: look again.
+            tries += 1;
+            continue;
         }
-    }
+        if lenient.batches > sc.batches + 1 {
+            if !opts.repair {
+                return Err(tail.corrupt(format!(
+                    "entry {index} fails its checksum and {} later batch(es) follow it \
+                     (open with repair to drop everything from that batch on)",
+                    lenient.batches - sc.batches - 1
+                )));
+            }
+            repaired = (
+                (lenient.offsets.len() - sc.offsets.len()) as u64,
+                lenient.end - sc.end,
+            );
+        }
+        break sc;
+    };
     let rest_zero = d[sc.stop_pos.min(d.len())..]
         .iter()
         .take(REC)
@@ -386,8 +436,8 @@ fn load(dir: &Path, opts: &LogOptions) -> Result<Loaded> {
         _ => (sc.stop_pos + REC).min(d.len()) - sc.end,
     } as u64;
     let recovery = Recovery {
-        dropped_entries: sc.pending,
-        dropped_bytes,
+        dropped_entries: sc.pending.max(repaired.0),
+        dropped_bytes: dropped_bytes.max(repaired.1 as u64),
         tail_segment: tail.path(),
     };
     let last = tail.first + sc.offsets.len() as u64 - 1;
@@ -451,7 +501,7 @@ impl CommitLog {
             None
         };
 
-        let ld = load(&dir, &opts)?;
+        let ld = load(&dir, &opts, &[])?;
         let Loaded {
             segs,
             last,
@@ -510,7 +560,10 @@ impl CommitLog {
         if !self.opts.read_only {
             return Ok(());
         }
-        let ld = load(&self.dir, &self.opts)?;
+        let ld = {
+            let s = self.read_state();
+            load(&self.dir, &self.opts, &s.segs)?
+        };
         *self.write_state() = State {
             segs: ld.segs,
             last: ld.last,
@@ -740,21 +793,29 @@ impl CommitLog {
     /// Builds the entry index of sealed segment `k` (verifying its
     /// records) if it has not been read yet.
     fn ensure_index(&self, k: usize) -> Result<()> {
-        if self.read_state().segs[k].offsets.is_some() {
-            return Ok(());
-        }
+        let (file, want) = {
+            let s = self.read_state();
+            if k >= s.segs.len() || s.segs[k].offsets.is_some() {
+                return Ok(());
+            }
+            (s.segs[k].file.clone(), s.count(k))
+        };
+        // Scanned without the lock, so appends and reads go on meanwhile.
+        let offsets = index_sealed(&file, want)?;
         let mut s = self.write_state();
-        if k >= s.segs.len() || s.segs[k].offsets.is_some() {
-            return Ok(());
+        if let Some(seg) = s.segs.get_mut(k) {
+            if seg.offsets.is_none() && Arc::ptr_eq(&seg.file, &file) {
+                seg.offsets = Some(offsets);
+            }
         }
-        let offsets = self.index_sealed(&s, k)?;
-        s.segs[k].offsets = Some(offsets);
         Ok(())
     }
+}
 
-    fn index_sealed(&self, s: &State, k: usize) -> Result<Vec<u64>> {
-        let f = &s.segs[k].file;
-        let want = s.count(k);
+/// Entry offsets of a sealed segment holding `want` entries, every
+/// record verified on the way.
+fn index_sealed(f: &SegFile, want: u64) -> Result<Vec<u64>> {
+    {
         let sc = format::scan(f.data(), f.first, f.gen(), Some(want), false);
         if (sc.offsets.len() as u64) < want {
             let at = f.first + sc.offsets.len() as u64;
@@ -768,14 +829,16 @@ impl CommitLog {
                 _ => format!("entry {at} is missing: the segment ends early"),
             };
             return Err(f.corrupt(format!(
-                "sealed segment should hold entries {}..={}: {why}",
+                "segment should hold entries {}..={}: {why}",
                 f.first,
                 f.first + want - 1
             )));
         }
         Ok(sc.offsets)
     }
+}
 
+impl CommitLog {
     fn range_check(&self, s: &State, lo: u64, hi: u64) -> Result<()> {
         if lo > hi || lo < s.first() || hi > s.last + 1 {
             return Err(Error::InvalidArgument(format!(
@@ -1036,32 +1099,32 @@ impl CommitLog {
 
     /// Checks every entry's CRC and every batch commit of every segment.
     pub fn verify(&self) -> Result<VerifyReport> {
-        let s = self.read_state();
+        self.verify_progress(&AtomicU64::new(0))
+    }
+
+    /// [`CommitLog::verify`], adding each segment's size to `done` once it
+    /// is checked (for progress bars). Appends and reads go on meanwhile;
+    /// the segments checked are those of the moment it started.
+    pub fn verify_progress(&self, done: &AtomicU64) -> Result<VerifyReport> {
+        let segs: Vec<(Arc<SegFile>, u64)> = {
+            let s = self.read_state();
+            (0..s.segs.len())
+                .map(|k| (s.segs[k].file.clone(), s.count(k)))
+                .collect()
+        };
         let mut rep = VerifyReport {
-            segments: s.segs.len(),
+            segments: segs.len(),
             entries: 0,
             bytes: 0,
         };
-        for k in 0..s.segs.len() {
-            let f = &s.segs[k].file;
-            let want = s.count(k);
-            let offs = if k + 1 < s.segs.len() {
-                self.index_sealed(&s, k)?
-            } else {
-                let sc = format::scan(f.data(), f.first, f.gen(), Some(want), false);
-                if (sc.offsets.len() as u64) < want {
-                    return Err(f.corrupt(format!(
-                        "entry {} fails verification",
-                        f.first + sc.offsets.len() as u64
-                    )));
-                }
-                sc.offsets
-            };
+        for (f, want) in &segs {
+            let offs = index_sealed(f, *want)?;
             rep.entries += offs.len() as u64;
             rep.bytes += offs
                 .iter()
                 .map(|&o| format::len_at(f.data(), o as usize) as u64)
                 .sum::<u64>();
+            done.fetch_add(f.map.len() as u64, Ordering::Relaxed);
         }
         Ok(rep)
     }

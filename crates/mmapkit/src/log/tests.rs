@@ -260,6 +260,22 @@ fn flipped_byte_in_tail_middle_is_corruption() {
     let e = CommitLog::open(dir.path(), opts(1 << 16)).unwrap_err();
     assert!(matches!(e, Error::Corrupt { .. }), "{e}");
     assert!(e.to_string().contains("entry 1"), "{e}");
+    // With repair, everything from the damaged batch on is dropped and reported.
+    let log = CommitLog::open(
+        dir.path(),
+        LogOptions {
+            repair: true,
+            ..opts(1 << 16)
+        },
+    )
+    .unwrap();
+    assert!(log.is_empty());
+    assert_eq!(log.recovery().dropped_entries, 3);
+    assert_eq!(log.recovery().dropped_bytes, 3 * (32 + 16));
+    assert_eq!(log.append(&[(2, b"fresh")]).unwrap(), 1);
+    drop(log);
+    let log = CommitLog::open(dir.path(), opts(1 << 16)).unwrap();
+    assert_eq!(collect(&log, 1, 2), vec![(1, 2, b"fresh".to_vec())]);
 }
 
 #[test]
@@ -345,6 +361,36 @@ fn group_commit_shares_syncs() {
     for e in log.read(1, log.last_index() + 1, None).unwrap().iter() {
         assert_eq!(e.data(), [e.term() as u8; 32]);
     }
+}
+
+#[test]
+fn appenders_waiting_for_a_running_sync_share_the_next_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = CommitLog::open(
+        dir.path(),
+        LogOptions {
+            sync: SyncMode::Batch,
+            ..opts(1 << 20)
+        },
+    )
+    .unwrap();
+    // Pretend a sync is running: every appender writes, then waits for it.
+    lock(&log.sync).running = true;
+    std::thread::scope(|sc| {
+        for t in 0..4u64 {
+            let log = &log;
+            sc.spawn(move || log.append(&[(t, [t as u8; 16])]).unwrap());
+        }
+        while log.last_index() < 4 {
+            std::thread::yield_now();
+        }
+        assert_eq!(log.sync_count(), 0);
+        let mut st = lock(&log.sync);
+        st.running = false;
+        log.synced.notify_all();
+    });
+    // The first appender to wake syncs everything; the others find it durable.
+    assert_eq!(log.sync_count(), 1);
 }
 
 #[test]
