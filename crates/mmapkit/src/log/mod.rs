@@ -58,7 +58,7 @@ mod tests;
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
@@ -285,6 +285,8 @@ pub struct CommitLog {
     synced: Condvar,
     syncs: AtomicU64,
     recovery: Recovery,
+    /// Set when a truncation failed part-way: no more writes until reopened.
+    poisoned: AtomicBool,
     _lock: Option<File>,
 }
 
@@ -484,18 +486,28 @@ impl CommitLog {
                 .open(&p)
                 .map_err(|e| Error::io(&p, "open", e))?;
             // std's flock (stable since 1.89; the workspace MSRV still says
-            // 1.85, see the report: bump it rather than use libc).
-            #[allow(clippy::incompatible_msrv)]
-            let locked = f.try_lock();
-            match locked {
-                Ok(()) => Some(f),
-                Err(std::fs::TryLockError::WouldBlock) => {
-                    return Err(Error::InvalidArgument(format!(
-                        "{}: the log is open for writing by another process (open it read-only)",
-                        dir.display()
-                    )))
+            // 1.85, see the report: bump it rather than use libc). A lock
+            // released a moment ago can still be held by a child process
+            // forked (by any thread) before it was closed, until that child
+            // execs: retry briefly before calling it another writer.
+            let mut tries = 0;
+            loop {
+                #[allow(clippy::incompatible_msrv)]
+                let locked = f.try_lock();
+                match locked {
+                    Ok(()) => break Some(f),
+                    Err(std::fs::TryLockError::WouldBlock) if tries < 50 => {
+                        tries += 1;
+                        std::thread::sleep(std::time::Duration::from_millis(10));
+                    }
+                    Err(std::fs::TryLockError::WouldBlock) => {
+                        return Err(Error::InvalidArgument(format!(
+                            "{}: the log is open for writing by another process (open it read-only)",
+                            dir.display()
+                        )))
+                    }
+                    Err(std::fs::TryLockError::Error(e)) => return Err(Error::io(&p, "flock", e)),
                 }
-                Err(std::fs::TryLockError::Error(e)) => return Err(Error::io(&p, "flock", e)),
             }
         } else {
             None
@@ -533,6 +545,7 @@ impl CommitLog {
             synced: Condvar::new(),
             syncs: AtomicU64::new(0),
             recovery,
+            poisoned: AtomicBool::new(false),
             opts,
             _lock: lock_file,
         };
@@ -612,6 +625,12 @@ impl CommitLog {
             return Err(Error::ReadOnly {
                 path: self.dir.clone(),
             });
+        }
+        if self.poisoned.load(Ordering::Acquire) {
+            return Err(Error::InvalidArgument(format!(
+                "{}: a truncation failed half-way (I/O error); reopen the log to recover it",
+                self.dir.display()
+            )));
         }
         Ok(())
     }
@@ -953,6 +972,19 @@ impl CommitLog {
                 )));
             }
         }
+        // The segment that becomes the tail is indexed (verified) first,
+        // so a corrupt one fails the call before anything is deleted.
+        let k = self.read_state().seg_of(index);
+        self.ensure_index(k)?;
+        let r = self.truncate_locked(&mut w, index, k);
+        if r.is_err() {
+            // Part of the cut may be on disk: refuse to write on a guess.
+            self.poisoned.store(true, Ordering::Release);
+        }
+        r
+    }
+
+    fn truncate_locked(&self, w: &mut Writer, index: u64, k: usize) -> Result<()> {
         // Whole segments after `index`, from the far end inwards: a crash
         // in between leaves a prefix of the old log.
         loop {
@@ -971,8 +1003,7 @@ impl CommitLog {
             sync_dir(&self.dir)?;
         }
         // Inside the (possibly new) tail.
-        let k = self.read_state().segs.len() - 1;
-        self.ensure_index(k)?;
+        debug_assert_eq!(k, self.read_state().segs.len() - 1);
         let (tail, keep, count, end) = {
             let s = self.read_state();
             let t = &s.segs[k];
@@ -990,7 +1021,7 @@ impl CommitLog {
             )
         };
         let end = if keep < count {
-            self.cut_entries(&mut w, &tail, keep)?
+            self.cut_entries(w, &tail, keep)?
         } else {
             end
         };
