@@ -6,12 +6,12 @@ VPY    := $(VENV)/bin/python
 export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(VENV))/tools/bin:$(abspath $(VENV))/bin:$(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: run test bench bench-tools setup develop cli rust-test lint py-test stubtest clean
+.PHONY: run test bench bench-tools bench-peers setup develop cli rust-test lint py-test stubtest clean
 
-run: develop cli bench-tools
+run: develop cli bench-tools bench-peers
 	$(VPY) -m bench all --quick
 
-bench: develop cli bench-tools
+bench: develop cli bench-tools bench-peers
 	$(VPY) -m bench all
 
 test: develop rust-test lint py-test stubtest
@@ -44,6 +44,26 @@ bench-tools:
 		cargo install --locked --quiet --root $(abspath $(TOOLS)) ripgrep@^15 sd@^1; \
 	fi
 
+# The drivers of the `log` benchmark (bench/peers/): Rust (the baseline, mmapkit's
+# Rust API, raft-engine and commitlog from crates.io) into bench/peers/rust/target,
+# Go (tidwall/wal, etcd's wal from the Go module proxy) into bench/peers/go/bin; both
+# git-ignored. cargo and go rebuild only what is missing or outdated. The baseline and
+# mmapkit drivers must build; a peer that does not is reported and shown as n/a. No
+# --locked for cargo: the lock file also pins mmapkit's own dependencies (a path
+# dependency), which change with the core; the peers' versions stay as locked.
+PEERS_RS := bench/peers/rust
+PEERS_GO := bench/peers/go
+bench-peers:
+	cargo build --release --quiet --manifest-path $(PEERS_RS)/Cargo.toml \
+		--bin log-baseline --bin log-mmapkit
+	@cargo build --release --quiet --manifest-path $(PEERS_RS)/Cargo.toml \
+		--bin log-raft-engine --bin log-commitlog \
+		|| echo "warning: the raft-engine/commitlog drivers did not build; the log suite shows them as n/a"
+	@if command -v go >/dev/null; then \
+		cd $(PEERS_GO) && go build -mod=readonly -buildvcs=false -o bin/ ./cmd/... \
+		|| echo "warning: the Go drivers did not build; the log suite shows them as n/a"; \
+	else echo "warning: no go toolchain: the log suite shows tidwall/wal and etcd/wal as n/a"; fi
+
 # --- checks ---------------------------------------------------------------
 rust-test:
 	cargo test --quiet
@@ -51,7 +71,7 @@ rust-test:
 lint:
 	cargo clippy --workspace --all-targets --quiet -- -D warnings
 
-py-test: cli
+py-test: cli bench-peers
 	$(VPY) -m pytest -q tests/python
 
 stubtest:

@@ -93,6 +93,10 @@ class Measured:
 
     value: Any
     metrics: dict[str, float] = field(default_factory=dict)
+    # the contender's own measurement of the operation, used instead of the wall time
+    # of the call: for drivers (subprocesses) that time only the operation, not their
+    # start-up or the generation of their input
+    seconds: float | None = None
 
 
 @dataclass
@@ -115,6 +119,9 @@ class Task:
     baseline, reference: override the suite's for this task (ratios / answers).
     throughput: whether "bytes of data per second" means something for this task
              (the report's GB/s column; False for e.g. "find near the start").
+    caches:  the cache states that mean something for this task (default: all; e.g.
+             only "warm" for writing a fresh file); the others are shown as n/a.
+    sizes:   the size labels the task runs at (default: all); n/a at the others.
     """
 
     name: str
@@ -129,6 +136,8 @@ class Task:
     baseline: str | None = None
     reference: str | None = None
     throughput: bool = True
+    caches: tuple[str, ...] | None = None
+    sizes: tuple[str, ...] | None = None
 
     def warmup_for(self, size: Size) -> str:
         return self.warmup(size) if callable(self.warmup) else self.warmup
@@ -167,6 +176,7 @@ class Suite:
     tasks: Sequence[Task] = ()
     contenders: Sequence[Contender] = ()
     notes: Sequence[str] = ()  # extra markdown bullet points for the report
+    timing: str = ""  # what a cell's time is, if not the wall time of the call
     layout: str = "columns"  # or "rows": see the module docstring
     # name -> {"title": ..., "unit": "bytes" | ""}: per-run numbers from Measured results
     metrics: dict[str, dict[str, str]] = {}
@@ -438,8 +448,8 @@ class _TaskRun:
     def _retire(self, c: Contender, status: str, reason: str) -> None:
         for cache in CACHES:
             cell = self.cells.get((c.name, cache))
-            if cell is None:
-                continue
+            if cell is None or (cell.status == "n/a" and not cell.times):
+                continue  # not measured in this run / for this task
             cell.times.clear()  # a cell is either ok with times, or not ok without
             cell.metrics.clear()
             cell.status, cell.reason = status, reason
@@ -500,6 +510,8 @@ class _TaskRun:
         self.metrics = {}
         if isinstance(result, Measured):
             self.metrics = dict(result.metrics)
+            if result.seconds is not None:
+                elapsed = result.seconds
             result = result.value
         try:
             value = task.check(path, result) if task.check else task.digest(result)
@@ -609,17 +621,26 @@ def run_suite(suite: Suite, opts: RunOptions) -> dict[str, Any]:
             log(f"  {task.name} @ {size.label}: {repeats} timed run(s) per cache state")
             cells = {(c.name, cache): Cell(size.label, task.name, c.name, cache)
                      for c in contenders for cache in CACHES}
+            caches = tuple(c for c in opts.caches if task.caches is None or c in task.caches)
             for (name, cache), cell in cells.items():
                 if cache not in opts.caches:
                     cell.status, cell.reason = "n/a", "cache state not measured in this run"
+                elif cache not in caches:
+                    cell.status, cell.reason = "n/a", "cache state not measured (not meaningful for this task)"
+            if task.sizes is not None and size.label not in task.sizes or not caches:
+                for cell in cells.values():
+                    if cell.status != "n/a":
+                        cell.status, cell.reason = "n/a", "not measured at this size"
+                results.extend(cell.as_dict() for cell in cells.values())
+                continue
             live: list[Contender] = []
             for c in contenders:
                 if c.name in unavailable:
-                    for cache in opts.caches:
+                    for cache in caches:
                         cells[(c.name, cache)].status = "n/a"
                         cells[(c.name, cache)].reason = unavailable[c.name]
                 elif task.name not in c.resolve():
-                    for cache in opts.caches:
+                    for cache in caches:
                         cells[(c.name, cache)].status = "n/a"
                         cells[(c.name, cache)].reason = "no implementation of this task"
                 else:
@@ -628,7 +649,7 @@ def run_suite(suite: Suite, opts: RunOptions) -> dict[str, Any]:
             gc.collect()
             t_task = time.perf_counter()
             try:
-                runner.run(repeats, opts.caches)
+                runner.run(repeats, caches)
             finally:
                 if task.teardown:
                     task.teardown(dataset)
@@ -648,6 +669,7 @@ def run_suite(suite: Suite, opts: RunOptions) -> dict[str, Any]:
         "title": suite.title,
         "description": suite.description,
         "notes": list(suite.notes),
+        "timing": suite.timing,
         "mode": "quick" if opts.quick else "full",
         "baseline": suite.baseline,
         "reference": suite.reference_name,

@@ -265,35 +265,54 @@ def _md_table(rows: list[list[str]], numeric_from: int) -> list[str]:
 
 
 def targets_rows(doc: dict[str, Any], markdown: bool) -> list[list[str]]:
-    """Header + one row per target: measured speed-up (and metric) vs the goal."""
+    """Header + one row per target: measured speed-up (and metric) vs the goal.
+
+    A target compares its contender with another one (``versus``, ``min_speedup``),
+    and/or bounds its median time (``max_seconds``) or a metric (``max_metric``)."""
     idx = _index(doc)
-    rows = [["target", "measured at", "speed-up", "goal", "met?"]]
+    plain = all(g.get("versus") and g.get("max_seconds") is None for g in doc.get("targets", []))
+    rows = [["target", "measured at", "speed-up" if plain else "measured", "goal", "met?"]]
     for g in doc.get("targets", []):
         size = next((s for s in doc["sizes"] if s["label"] == g["size"]), None)
         where = f"{g['size']} ({size['human']}), {g['cache']}" if size else g["size"]
         mine = idx.get((g["size"], g["task"], g["contender"], g["cache"]))
-        other = idx.get((g["size"], g["task"], g["versus"], g["cache"]))
-        goal = f"≥ {g['min_speedup']:g}×"
-        if mine is None or other is None:
+        versus = g.get("versus")
+        other = idx.get((g["size"], g["task"], versus, g["cache"])) if versus else None
+        goals = []
+        if versus:
+            goals.append(f"≥ {g['min_speedup']:g}× {versus}" if g.get("name_versus")
+                         else f"≥ {g['min_speedup']:g}×")
+        if g.get("max_seconds") is not None:
+            goals.append(f"≤ {fmt_seconds(g['max_seconds'])} s")
+        goal = ", ".join(goals)
+        if mine is None or (versus and other is None):
             rows.append([g["label"], where, "–", goal, "n/a (not measured)"])
             continue
         ok_m = mine["status"] == "ok" and mine.get("median")
-        ok_o = other["status"] == "ok" and other.get("median")
+        ok_o = not versus or (other["status"] == "ok" and other.get("median"))
         if not (ok_m and ok_o):
-            bad_name, bad = (g["contender"], mine) if not ok_m else (g["versus"], other)
+            bad_name, bad = (g["contender"], mine) if not ok_m else (versus, other)
             rows.append([g["label"], where, "–", goal, f"n/a ({bad_name} {bad['status']})"])
             continue
-        speedup = other["median"] / mine["median"]
-        met = speedup >= g["min_speedup"]
-        measured = f"{speedup:.2f}×"
+        met = True
+        parts = []
+        if versus:
+            speedup = other["median"] / mine["median"]
+            met = speedup >= g["min_speedup"]
+            parts.append(f"{speedup:.2f}×")
+        if g.get("max_seconds") is not None:
+            met = met and mine["median"] <= g["max_seconds"]
+            parts.append(f"{fmt_seconds(mine['median'])} s")
+        measured = ", ".join(parts)
         for m, limit in g.get("max_metric", {}).items():
             v = mine.get("metrics", {}).get(m, {}).get("max")
-            goal += f", {doc['metrics'].get(m, {}).get('title', m)} ≤ {_metric_text(doc, m, limit)}"
+            goal += (", " if goal else "") + \
+                f"{doc['metrics'].get(m, {}).get('title', m)} ≤ {_metric_text(doc, m, limit)}"
             if v is None:
                 measured += f", {m} not measured"
                 met = False
             else:
-                measured += f", {_metric_text(doc, m, v)}"
+                measured += (", " if measured else "") + _metric_text(doc, m, v)
                 met = met and v <= limit
         rows.append([g["label"], where, measured, goal,
                      ("**met**" if met else "**missed**") if markdown else
@@ -340,7 +359,8 @@ def _md_rows_results(doc: dict[str, Any], heading: str) -> list[str]:
         lines += _md_table(_rows_throughput(doc, size), 2) + [""]
     if doc.get("targets"):
         lines += [f"{heading} Targets", "",
-                  "Speed-up = the other tool's median time / mmapkit's, same size and cache.", ""]
+                  "Speed-up = the other tool's median time / mmapkit's, same size and cache; "
+                  "times are medians.", ""]
         lines += _md_table(targets_rows(doc, True), 2) + [""]
     return lines
 
@@ -463,7 +483,8 @@ def markdown(doc: dict[str, Any], suite_name: str) -> str:
         "the ratio to the task's baseline (marked ◆; median / median of the baseline's, "
         "**below 1 is faster**)")
     lines += ["## Results", "",
-              f"Cells: median wall time (`time.perf_counter`) of the timed runs, and in "
+              f"Cells: median {doc.get('timing') or 'wall time (`time.perf_counter`)'} of "
+              f"the timed runs, and in "
               f"brackets {ratio_text}. Min and max of every cell are "
               f"in the details below and in the JSON.", ""]
     if doc.get("layout") == "rows":

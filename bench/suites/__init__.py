@@ -15,9 +15,9 @@ from ..harness import Suite
 SUITES: dict[str, str] = {
     "pyio": "bench.suites.pyio:PyioSuite",
     "files": "bench.suites.files:FilesSuite",
-    # "logs": "bench.suites.logs:LogsSuite",
-    "kmers": "bench.suites.kmers:KmersSuite",
+    "log": "bench.suites.log:LogSuite",
     "arrays": "bench.suites.arrays:ArraysSuite",
+    "kmers": "bench.suites.kmers:KmersSuite",
 }
 
 
