@@ -100,6 +100,22 @@ def test_identical_output_across_modes_and_threads(tmp_path):
     np.testing.assert_allclose(csv, arr, atol=5e-7)
 
 
+def test_npy_output_is_an_array_store(tmp_path):
+    # The .npy vectors use ArrayStore's growable header: a store opens them
+    # as they are (no rewrite) and appends more rows in place.
+    path = write_fasta(tmp_path / "r.fa", random_seqs(50, 2))
+    out = tmp_path / "v.npy"
+    mmapkit.kmers(path, 4, out, mode="mmap", threads=2)
+    before = out.read_bytes()
+    with mmapkit.ArrayStore.open(out, mode="r+") as store:
+        assert store.shape == (50, 136) and store.dtype == np.float32
+        assert out.read_bytes()[:128] == before[:128]  # header kept as written
+        store.extend(mmapkit.kmers(path, 4)[:5])
+    arr = np.load(out)
+    assert arr.shape == (55, 136)
+    np.testing.assert_array_equal(arr[50:], arr[:5])
+
+
 def test_gzip_and_plain_agree(tmp_path):
     seqs = random_seqs(300, 2)
     plain = write_fastq(tmp_path / "r.fq", seqs)

@@ -22,7 +22,7 @@
 //!   complete. Dropping an unfinished writer removes the temporary file.
 //! * **Header**: optional bytes before the first record; for `.npy` output
 //!   with an unknown count the header is reserved at its widest
-//!   ([`Header::reserved_len`]) and rewritten with the final shape by
+//!   ([`Header::growable_len`]) and rewritten with the final shape by
 //!   `finish()`, in place.
 //! * **Bounded memory**: [`RecordWriter::release`] drops the pages of
 //!   records that are complete from this process's memory (they stay in the
@@ -57,8 +57,10 @@ pub enum HeaderSpec {
     /// These exact bytes.
     Bytes(Vec<u8>),
     /// A `.npy` header for an array of shape `(records, *row_shape)` of the
-    /// simple dtype `dtype` (e.g. `<f4`); always `reserved_len()` long so the
-    /// output is the same bytes whether the count was known or not.
+    /// simple dtype `dtype` (e.g. `<f4`), in the growable layout of
+    /// [`crate::store`]'s array stores (`Header::encode_growable`): the
+    /// output is the same bytes whether the count was known or not, and an
+    /// `ArrayStore` can open it and append rows without rewriting it.
     Npy {
         /// numpy dtype string such as `<f4` or `<u4`.
         dtype: String,
@@ -79,7 +81,7 @@ impl HeaderSpec {
         match self {
             HeaderSpec::None => 0,
             HeaderSpec::Bytes(b) => b.len(),
-            HeaderSpec::Npy { dtype, row_shape } => Self::npy_header(dtype, row_shape, 0).reserved_len(),
+            HeaderSpec::Npy { dtype, row_shape } => Self::npy_header(dtype, row_shape, 0).growable_len(),
         }
     }
 
@@ -95,8 +97,8 @@ impl HeaderSpec {
             HeaderSpec::Bytes(b) => b.clone(),
             HeaderSpec::Npy { dtype, row_shape } => {
                 let h = Self::npy_header(dtype, row_shape, n);
-                let total = Self::npy_header(dtype, row_shape, 0).reserved_len();
-                h.encode_into(total)?
+                let total = Self::npy_header(dtype, row_shape, 0).growable_len();
+                h.encode_growable(total)?.0
             }
         })
     }

@@ -4,7 +4,10 @@
 //! term, at consecutive indexes (from 1 by default, Raft's convention). It
 //! lives in a directory of **segments**: preallocated (`fallocate`) files,
 //! memory-mapped, rolled over when full; an entry larger than a segment
-//! gets an oversized segment of its own.
+//! gets an oversized segment of its own. Batches are written into the
+//! segment's page cache with one `pwrite` each (cheaper than write faults on
+//! fresh mapped pages) and read back as zero-copy slices of the mapping,
+//! which shows the same pages.
 //!
 //! ```no_run
 //! use mmapkit::log::{CommitLog, LogOptions, SyncMode};
@@ -57,6 +60,7 @@ mod segment;
 mod tests;
 
 use std::fs::File;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -692,7 +696,15 @@ impl CommitLog {
         if zero_fits {
             wr.buf.extend_from_slice(&[0u8; REC]);
         }
-        tail.map.write_at(pos, &wr.buf)?;
+        // pwrite, not a store through the mapping: the page cache is the
+        // same pages the map shows (readers see the batch once it is
+        // published below), but writing through the mapping would take a
+        // write fault per fresh page, plus ext4's conversion of the
+        // fallocated extent, and measured 2.5x slower for 4 KiB entries.
+        tail.map
+            .file()
+            .write_all_at(&wr.buf, pos as u64)
+            .map_err(|e| Error::io(tail.map.path(), "pwrite", e))?;
         pos += wr.buf.len() - if zero_fits { REC } else { 0 };
         let last = first + entries.len() as u64 - 1;
         {

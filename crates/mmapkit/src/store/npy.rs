@@ -87,9 +87,7 @@ impl Header {
 
     /// Encodes the header padded to exactly `total` bytes (preamble, dict,
     /// spaces, `\n`); `total` must be a multiple of [`ALIGN`] and at least
-    /// [`Header::min_len`]. Uses format 1.0 when the length fits in a u16,
-    /// else 2.0 (3.0 only for non-ASCII descr, which numpy never writes for
-    /// dtypes it can memmap).
+    /// [`Header::min_len`].
     pub fn encode_into(&self, total: usize) -> Result<Vec<u8>> {
         let dict = self.dict();
         if !total.is_multiple_of(ALIGN) || total < aligned_total(dict.len()) {
@@ -97,21 +95,7 @@ impl Header {
                 "npy header of {total} bytes cannot hold {dict}"
             )));
         }
-        let v1 = total - 10 <= u16::MAX as usize;
-        let pre = if v1 { 10 } else { 12 };
-        let mut out = Vec::with_capacity(total);
-        out.extend_from_slice(MAGIC);
-        if v1 {
-            out.extend_from_slice(&[1, 0]);
-            out.extend_from_slice(&((total - pre) as u16).to_le_bytes());
-        } else {
-            out.extend_from_slice(&[2, 0]);
-            out.extend_from_slice(&((total - pre) as u32).to_le_bytes());
-        }
-        out.extend_from_slice(dict.as_bytes());
-        out.resize(total - 1, b' ');
-        out.push(b'\n');
-        Ok(out)
+        Ok(framed(&dict, total))
     }
 
     /// Encodes with the minimal length.
@@ -163,19 +147,7 @@ impl Header {
                 "npy header of {total} bytes cannot hold {dict}"
             )));
         }
-        let mut out = Vec::with_capacity(total);
-        out.extend_from_slice(MAGIC);
-        if pre == 10 {
-            out.extend_from_slice(&[1, 0]);
-            out.extend_from_slice(&((total - pre) as u16).to_le_bytes());
-        } else {
-            out.extend_from_slice(&[2, 0]);
-            out.extend_from_slice(&((total - pre) as u32).to_le_bytes());
-        }
-        out.extend_from_slice(dict.as_bytes());
-        out.resize(total - 1, b' ');
-        out.push(b'\n');
-        Ok((out, field))
+        Ok((framed(&dict, total), field))
     }
 
     /// Parses the header at the start of `bytes` (at least the whole header
@@ -222,6 +194,27 @@ impl Header {
         };
         Ok((Header { descr: descr.trim().to_owned(), fortran_order, shape }, end))
     }
+}
+
+/// Preamble + `dict` + space padding + `\n`, exactly `total` bytes: format
+/// 1.0 when the header length fits in a u16, else 2.0 (3.0 only differs for
+/// non-ASCII descr, which numpy never writes for dtypes it can memmap).
+fn framed(dict: &str, total: usize) -> Vec<u8> {
+    let v1 = total.saturating_sub(10) <= u16::MAX as usize;
+    let pre = if v1 { 10 } else { 12 };
+    let mut out = Vec::with_capacity(total);
+    out.extend_from_slice(MAGIC);
+    if v1 {
+        out.extend_from_slice(&[1, 0]);
+        out.extend_from_slice(&((total - pre) as u16).to_le_bytes());
+    } else {
+        out.extend_from_slice(&[2, 0]);
+        out.extend_from_slice(&((total - pre) as u32).to_le_bytes());
+    }
+    out.extend_from_slice(dict.as_bytes());
+    out.resize(total - 1, b' ');
+    out.push(b'\n');
+    out
 }
 
 fn aligned_total(dict_len: usize) -> usize {
