@@ -141,10 +141,28 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("mmapkit: {e:#}");
+            eprintln!("mmapkit: {}", error_line(&e));
             ExitCode::from(common::EXIT_ERROR)
         }
     }
+}
+
+/// The error and its causes on one line, like `{:#}`, but without a cause
+/// the message already says: core errors name the file and include the OS
+/// text, so their `io::Error` source would otherwise be printed twice.
+fn error_line(e: &anyhow::Error) -> String {
+    let mut line = e.to_string();
+    for cause in e.chain().skip(1) {
+        let text = match cause.downcast_ref::<io::Error>() {
+            Some(io) => mmapkit::os_message(io),
+            None => cause.to_string(),
+        };
+        if !line.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+    }
+    line
 }
 
 fn info(paths: &[PathBuf], bytes: bool, json: bool) -> anyhow::Result<u8> {

@@ -105,7 +105,9 @@ fn malformed_input_exit_2_naming_file_and_record() {
     assert_eq!(r.status.code(), Some(2));
     let r = mmapkit(&["kmers", "missing.fa", "-o", out.to_str().unwrap()]);
     assert_eq!(r.status.code(), Some(2));
-    assert!(String::from_utf8(r.stderr).unwrap().contains("missing.fa: open: No such file or directory"));
+    let err = String::from_utf8(r.stderr).unwrap();
+    assert!(err.contains("missing.fa: open: No such file or directory"), "{err}");
+    assert_eq!(err.matches("No such file or directory").count(), 1, "OS text once: {err}");
 }
 
 #[test]
