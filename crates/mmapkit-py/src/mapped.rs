@@ -1,7 +1,8 @@
 //! `MappedFile` (mmapkit's own API) and `mmap` (the drop-in for the
 //! stdlib class, a subclass with the stdlib constructor).
 //!
-//! The open map lives in `Mutex<Option<Arc<Map>>>`: every call clones the
+//! The open map lives in `Mutex<Option<Arc<SharedMap>>>` (a map that hands
+//! out no slices, since Python code writes while views exist): every call clones the
 //! `Arc` under a short lock and then works without it, so long operations
 //! can release the GIL and a concurrent `close()` only drops our handle
 //! (the memory goes away when the last in-flight call finishes). Growth is
@@ -13,7 +14,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use mmapkit::map::{self, Advice, Map, MapOptions, Mode};
+use mmapkit::map::{self, Advice, Map, MapOptions, Mode, SharedMap};
 use numpy::{IntoPyArray, PyArray1};
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyBufferError, PyIndexError, PyOSError, PyOverflowError, PyTypeError, PyValueError};
@@ -76,7 +77,7 @@ fn clamp(i: isize, len: usize) -> usize {
 /// flush, fast search and pickling by path.
 #[pyclass(module = "mmapkit", subclass, weakref, frozen)]
 pub struct MappedFile {
-    map: Mutex<Option<Arc<Map>>>,
+    map: Mutex<Option<Arc<SharedMap>>>,
     pos: AtomicUsize,
     exports: AtomicUsize,
     access: i32,
@@ -89,7 +90,7 @@ pub struct MappedFile {
 impl MappedFile {
     fn new_inner(map: Map, access: i32, reopen: Option<(PathBuf, &'static str)>, to_end: bool, trackfd: bool) -> Self {
         MappedFile {
-            map: Mutex::new(Some(Arc::new(map))),
+            map: Mutex::new(Some(Arc::new(map.into_shared()))),
             pos: AtomicUsize::new(0),
             exports: AtomicUsize::new(0),
             access,
@@ -99,16 +100,16 @@ impl MappedFile {
         }
     }
 
-    fn slot(&self) -> std::sync::MutexGuard<'_, Option<Arc<Map>>> {
+    fn slot(&self) -> std::sync::MutexGuard<'_, Option<Arc<SharedMap>>> {
         self.map.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The open map, or ValueError("mmap closed or invalid").
-    pub(crate) fn get(&self) -> PyResult<Arc<Map>> {
+    pub(crate) fn get(&self) -> PyResult<Arc<SharedMap>> {
         self.slot().clone().ok_or_else(closed_err)
     }
 
-    fn writable(&self) -> PyResult<Arc<Map>> {
+    fn writable(&self) -> PyResult<Arc<SharedMap>> {
         let m = self.get()?;
         if m.is_writable() {
             Ok(m)
@@ -120,7 +121,7 @@ impl MappedFile {
     /// `bytes(m[start:end])`, copied once (PyBytes::new_with would zero
     /// the buffer first: a whole extra pass over large reads), with the GIL
     /// released for large copies and truncation reported.
-    fn copy_out(py: Python<'_>, m: &Map, start: usize, end: usize) -> PyResult<Py<PyBytes>> {
+    fn copy_out(py: Python<'_>, m: &SharedMap, start: usize, end: usize) -> PyResult<Py<PyBytes>> {
         let n = end - start;
         // SAFETY: a NULL source asks CPython for an uninitialised bytes
         // object of `n` bytes, which we own until it is returned.
@@ -169,7 +170,7 @@ impl MappedFile {
     /// The map and the in-bounds offset for an integer key (negative counts
     /// from the end), converting the key before looking at the map, as the
     /// stdlib does (its __index__ may close the map).
-    fn item_offset(&self, key: &Bound<'_, PyAny>) -> PyResult<(Arc<Map>, usize)> {
+    fn item_offset(&self, key: &Bound<'_, PyAny>) -> PyResult<(Arc<SharedMap>, usize)> {
         let i: isize = key
             .extract()
             .map_err(|_| PyTypeError::new_err("mmap indices must be integers"))?;
@@ -183,7 +184,7 @@ impl MappedFile {
     }
 
     /// The map and resolved indices of a slice key (same ordering rule).
-    fn slice_indices(&self, slice: &Bound<'_, PySlice>) -> PyResult<(Arc<Map>, PySliceIndices)> {
+    fn slice_indices(&self, slice: &Bound<'_, PySlice>) -> PyResult<(Arc<SharedMap>, PySliceIndices)> {
         let len = self.get()?.len();
         let ix = slice.indices(len as isize)?;
         Ok((self.get()?, ix))
@@ -363,21 +364,8 @@ impl MappedFile {
     fn refresh(&self, py: Python<'_>) -> PyResult<usize> {
         let to_end = self.to_end.load(Ordering::Relaxed);
         let m = self.get()?;
-        if m.check().is_ok() && to_end {
-            let avail = m.file_len().py_err()?.saturating_sub(m.offset()) as usize;
-            if avail >= m.len() {
-                py.detach(|| m.grow(avail)).py_err()?;
-                return Ok(m.len());
-            }
-        }
-        if self.exports.load(Ordering::Acquire) > 0 {
-            return Err(PyBufferError::new_err("cannot shrink the map while buffers are exported"));
-        }
-        drop(m);
-        let mut slot = self.slot();
-        let arc = slot.as_mut().ok_or_else(closed_err)?;
-        let m = Arc::get_mut(arc).ok_or_else(|| PyBufferError::new_err("mmap is in use by another thread"))?;
-        m.refresh(to_end).py_err()
+        // Remaps in place: exported buffers and numpy views stay valid.
+        py.detach(|| m.resync(to_end)).py_err()
     }
 
     // ----- file-like interface ------------------------------------------
@@ -403,7 +391,7 @@ impl MappedFile {
         if pos >= m.len() {
             return Err(PyValueError::new_err("read byte out of range"));
         }
-        let b = m.read_with(|d| d[pos]).py_err()?;
+        let b = m.byte_at(pos).py_err()?;
         self.pos.store(pos + 1, Ordering::Relaxed);
         Ok(b)
     }
@@ -412,9 +400,7 @@ impl MappedFile {
     fn readline(&self, py: Python<'_>) -> PyResult<Py<PyBytes>> {
         let m = self.get()?;
         let pos = self.pos.load(Ordering::Relaxed).min(m.len());
-        let end = m
-            .read_with(|d| memchr_end(&d[pos..]).map_or(d.len(), |i| pos + i + 1))
-            .py_err()?;
+        let end = m.find(b"\n", pos, m.len()).py_err()?.map_or(m.len(), |i| i + 1);
         let out = Self::copy_out(py, &m, pos, end)?;
         self.pos.store(end, Ordering::Relaxed);
         Ok(out)
@@ -680,17 +666,18 @@ impl MappedFile {
                 let s = ix.start as usize;
                 return Ok(Self::copy_out(py, &m, s, s + ix.slicelength)?.into_any());
             }
-            let out = m
-                .read_with(|d| {
-                    (0..ix.slicelength)
-                        .map(|k| d[(ix.start + k as isize * ix.step) as usize])
-                        .collect::<Vec<u8>>()
-                })
-                .py_err()?;
+            // Copy the span once, then pick every step-th byte.
+            let last = ix.start + (ix.slicelength as isize - 1) * ix.step;
+            let lo = ix.start.min(last) as usize;
+            let mut span = vec![0u8; ix.start.max(last) as usize + 1 - lo];
+            m.read_at(lo, &mut span).py_err()?;
+            let out: Vec<u8> = (0..ix.slicelength)
+                .map(|k| span[(ix.start + k as isize * ix.step) as usize - lo])
+                .collect();
             return Ok(PyBytes::new(py, &out).into_any().unbind());
         }
         let (m, i) = self.item_offset(key)?;
-        Ok(m.read_with(|d| d[i]).py_err()?.into_pyobject(py)?.into_any().unbind())
+        Ok(m.byte_at(i).py_err()?.into_pyobject(py)?.into_any().unbind())
     }
 
     fn __setitem__(&self, key: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<()> {
@@ -757,9 +744,6 @@ impl MappedFile {
     }
 }
 
-fn memchr_end(hay: &[u8]) -> Option<usize> {
-    mmapkit::scan::bytes::find(hay, b"\n")
-}
 
 // ---------------------------------------------------------------------------
 

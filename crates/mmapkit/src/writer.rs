@@ -44,7 +44,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use crate::map::{page_size, Advice, Map, MapOptions, Mode};
+use crate::map::{page_size, Advice, Map, MapOptions, Mode, SharedMap};
 use crate::store::npy::Header;
 use crate::{Error, Result};
 
@@ -126,7 +126,7 @@ enum Dest {
 
 /// Fixed-width records written from any thread; see the [module docs](self).
 pub struct RecordWriter {
-    map: Map,
+    map: SharedMap,
     dest: Dest,
     width: usize,
     header: HeaderSpec,
@@ -235,7 +235,7 @@ impl RecordWriter {
         let grow_records = if opts.grow_records > 0 { opts.grow_records } else { ((64 << 20) / width as u64).max(1) };
         let header_len = opts.header.len();
         let w = RecordWriter {
-            map,
+            map: map.into_shared(),
             dest,
             width,
             header: opts.header.clone(),

@@ -454,6 +454,15 @@ fn load(dir: &Path, opts: &LogOptions, reuse: &[Seg]) -> Result<Loaded> {
     let last = tail.first + sc.offsets.len() as u64 - 1;
     let tail_end = sc.end;
     segs.last_mut().expect("one segment").offsets = Some(sc.offsets);
+    // The tail was mapped sealed whole for the scan: from here on only
+    // its committed prefix may be handed out, and appends go after it.
+    drop(tail);
+    let t = &mut segs.last_mut().expect("one segment").file;
+    Arc::get_mut(t)
+        .expect("the tail is mapped fresh by every load")
+        .map
+        .set_sealed(tail_end)?;
+    let tail = t.clone();
     Ok(Loaded {
         segs,
         last,
@@ -559,8 +568,9 @@ impl CommitLog {
         if writable && log.recovery.dropped_bytes > 0 {
             // Cut the torn bytes off for good: new generation, then a zero
             // record at the end, so they can never complete later.
+            drop(tail);
             let mut w = lock(&log.writer);
-            log.cut_tail(&mut w, &tail, tail_end)?;
+            log.cut_tail(&mut w, tail_end)?;
         }
         Ok(log)
     }
@@ -713,9 +723,10 @@ impl CommitLog {
                 .write_all_at(&wr.buf, pos as u64)
                 .map_err(|e| Error::io(tail.map.path(), "pwrite", e))?;
         } else {
-            tail.map.write_at(pos, &wr.buf)?;
+            tail.map.append_at(pos, &wr.buf)?;
         }
         pos += wr.buf.len() - if zero_fits { REC } else { 0 };
+        tail.map.seal(pos)?;
         let last = first + entries.len() as u64 - 1;
         {
             let mut s = self.write_state();
@@ -1024,7 +1035,7 @@ impl CommitLog {
         }
         // Inside the (possibly new) tail.
         debug_assert_eq!(k, self.read_state().segs.len() - 1);
-        let (tail, keep, count, end) = {
+        let (tail_first, keep, count, end) = {
             let s = self.read_state();
             let t = &s.segs[k];
             let offs = t.offsets.as_deref().expect("indexed");
@@ -1034,14 +1045,14 @@ impl CommitLog {
                 format::entry_end(t.file.data(), offs, offs.len() - 1) + REC
             };
             (
-                t.file.clone(),
+                t.file.first,
                 (index + 1 - t.file.first) as usize,
                 offs.len(),
                 end,
             )
         };
         let end = if keep < count {
-            self.cut_entries(w, &tail, keep)?
+            self.cut_entries(w, keep)?
         } else {
             end
         };
@@ -1052,19 +1063,20 @@ impl CommitLog {
         let mut st = lock(&self.sync);
         st.durable = st.durable.min(index);
         st.cuts += 1;
-        if st.synced.0 == tail.first {
+        if st.synced.0 == tail_first {
             st.synced.1 = st.synced.1.min(end);
         } else {
-            st.synced = (tail.first, 0);
+            st.synced = (tail_first, 0);
         }
         Ok(())
     }
 
-    /// Cuts segment `seg` (the tail) after its first `keep` entries;
-    /// returns the new end position.
-    fn cut_entries(&self, w: &mut Writer, seg: &Arc<SegFile>, keep: usize) -> Result<usize> {
-        let d = seg.data();
+    /// Cuts the tail segment after its first `keep` entries; returns the
+    /// new end position.
+    fn cut_entries(&self, w: &mut Writer, keep: usize) -> Result<usize> {
+        let seg = self.tail();
         let (end, commit) = {
+            let d = seg.data();
             let s = self.read_state();
             let offs = s
                 .segs
@@ -1086,21 +1098,26 @@ impl CommitLog {
                 }
             }
         };
-        self.bump(w, seg)?;
-        match commit {
+        self.bump(w, &seg)?;
+        let rec = commit.map(|(bfirst, offs)| format::commit_for(seg.data(), bfirst, &offs, seg.gen()));
+        drop(seg);
+        match rec {
             None => {
-                self.zero_at(seg, end)?;
+                self.zero_at(end)?;
                 Ok(end)
             }
-            Some((bfirst, offs)) => {
-                let rec = format::commit_for(d, bfirst, &offs, seg.gen());
-                seg.map.write_at(end, &rec)?;
-                seg.map.flush_range(end, REC, true)?;
-                self.syncs.fetch_add(1, Ordering::Relaxed);
-                self.zero_at(seg, end + REC)?;
+            Some(rec) => {
+                // The commit record is durable before the zero record after
+                // it is written: a torn pair never uncommits the kept part.
+                self.rewrite_tail(end, &rec)?;
+                self.zero_at(end + REC)?;
                 Ok(end + REC)
             }
         }
+    }
+
+    fn tail(&self) -> Arc<SegFile> {
+        self.read_state().segs.last().expect("one segment").file.clone()
     }
 
     fn bump(&self, w: &mut Writer, seg: &SegFile) -> Result<()> {
@@ -1109,19 +1126,32 @@ impl CommitLog {
         Ok(())
     }
 
-    /// New generation for `seg`, then a zero record at `end`: whatever
+    /// New generation for the tail, then a zero record at `end`: whatever
     /// follows can never validate again.
-    fn cut_tail(&self, w: &mut Writer, seg: &SegFile, end: usize) -> Result<()> {
-        self.bump(w, seg)?;
-        self.zero_at(seg, end)
+    fn cut_tail(&self, w: &mut Writer, end: usize) -> Result<()> {
+        self.bump(w, &self.tail())?;
+        self.zero_at(end)
     }
 
-    fn zero_at(&self, seg: &SegFile, pos: usize) -> Result<()> {
-        if pos + REC <= seg.map.len() {
-            seg.map.write_at(pos, &[0u8; REC])?;
-            seg.map.flush_range(pos, REC, true)?;
-            self.syncs.fetch_add(1, Ordering::Relaxed);
+    fn zero_at(&self, pos: usize) -> Result<()> {
+        if pos + REC <= self.tail().map.len() {
+            self.rewrite_tail(pos, &[0u8; REC])?;
         }
+        Ok(())
+    }
+
+    /// Writes `bytes` at `pos` of the tail segment, below its seal, and
+    /// syncs them. Entries handed out earlier must never change, so when
+    /// readers still hold the tail's mapping, the rewrite goes to a copy
+    /// of the file renamed over it (they keep the old file's pages).
+    fn rewrite_tail(&self, pos: usize, bytes: &[u8]) -> Result<()> {
+        let mut s = self.write_state();
+        let seg = &mut s.segs.last_mut().expect("one segment").file;
+        if Arc::get_mut(seg).is_none() {
+            *seg = Arc::new(seg.copy_for_rewrite(&self.dir)?);
+        }
+        Arc::get_mut(seg).expect("exclusive").rewrite(pos, bytes)?;
+        self.syncs.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 

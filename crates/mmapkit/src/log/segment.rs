@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 
 use super::format::{self, HEADER_LEN};
-use crate::map::{Map, Mode};
+use crate::map::{AppendMap, Map, Mode};
 use crate::{Error, Result};
 
 /// `{first_index:020}-{generation:08}.seg`: sorted by name = sorted by
@@ -38,7 +38,10 @@ pub(crate) struct SegFile {
     pub first: u64,
     gen: AtomicU32,
     path: Mutex<PathBuf>,
-    pub map: Map,
+    /// Sealed up to the end of the last committed batch: entries read
+    /// from it never change; appends go past the seal, and only exclusive
+    /// access ([`SegFile::rewrite`]) writes below it.
+    pub map: AppendMap,
 }
 
 impl SegFile {
@@ -50,7 +53,7 @@ impl SegFile {
         let path = dir.join(seg_name(first, gen));
         let tmp = dir.join(format!("{}.tmp", seg_name(first, gen)));
         let made = (|| {
-            let m = Map::create(&tmp, size)?;
+            let mut m = Map::create(&tmp, size)?;
             m.write_at(0, &format::encode_header(first))?;
             m.flush_range(0, HEADER_LEN, true)?;
             Ok::<_, Error>(())
@@ -61,7 +64,9 @@ impl SegFile {
         }
         std::fs::rename(&tmp, &path).map_err(|e| Error::io(&tmp, "rename", e))?;
         sync_dir(dir)?;
-        Self::open(path, first, gen, true)
+        let mut f = Self::open(path, first, gen, true)?;
+        f.map.set_sealed(HEADER_LEN)?;
+        Ok(f)
     }
 
     /// Maps an existing segment and checks its header.
@@ -89,12 +94,43 @@ impl SegFile {
                 })
             }
         }
+        let len = map.len();
         Ok(SegFile {
             first,
             gen: AtomicU32::new(gen),
             path: Mutex::new(path),
-            map,
+            map: AppendMap::new(map, 0, len)?,
         })
+    }
+
+    /// A copy of this segment under the same name (the old file stays
+    /// mapped, unchanged, for readers still holding entries of it), for a
+    /// rewrite below the seal while it is shared.
+    pub fn copy_for_rewrite(&self, dir: &Path) -> Result<SegFile> {
+        let path = self.path();
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let tmp = dir.join(format!("{name}.tmp"));
+        let made = (|| {
+            std::fs::copy(&path, &tmp).map_err(|e| Error::io(&tmp, "copy", e))?;
+            File::open(&tmp)
+                .and_then(|f| f.sync_all())
+                .map_err(|e| Error::io(&tmp, "fsync", e))
+        })();
+        if let Err(e) = made {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
+        std::fs::rename(&tmp, &path).map_err(|e| Error::io(&tmp, "rename", e))?;
+        sync_dir(dir)?;
+        Self::open(path, self.first, self.gen(), true)
+    }
+
+    /// Unseals from `pos` on and writes `bytes` there, durably (exclusive
+    /// access: no entry of this mapping is being read).
+    pub fn rewrite(&mut self, pos: usize, bytes: &[u8]) -> Result<()> {
+        self.map.set_sealed(pos)?;
+        self.map.get_mut().write_at(pos, bytes)?;
+        self.map.flush_range(pos, bytes.len(), true)
     }
 
     pub fn gen(&self) -> u32 {
@@ -117,8 +153,9 @@ impl SegFile {
         Ok(())
     }
 
+    /// The sealed bytes, from offset 0 (header included).
     pub fn data(&self) -> &[u8] {
-        self.map.as_slice()
+        self.map.sealed_slice()
     }
 
     pub fn corrupt(&self, detail: String) -> Error {

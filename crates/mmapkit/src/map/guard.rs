@@ -33,6 +33,45 @@ use libc::{c_int, c_void, siginfo_t};
 const CHUNK: usize = 1024;
 const CHUNKS: usize = 64; // up to 65,536 live mappings, the default vm.max_map_count
 
+/// Slots in use, and maps that found the table full (sticky total).
+static IN_USE: AtomicUsize = AtomicUsize::new(0);
+static UNPROTECTED: AtomicUsize = AtomicUsize::new(0);
+static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The table's capacity: 65,536 slots, or fewer when the environment
+/// variable `MMAPKIT_GUARD_SLOTS` says so when the first map is made (for
+/// tests of the full-table state).
+fn capacity() -> usize {
+    static CAP: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CAP.get_or_init(|| {
+        std::env::var("MMAPKIT_GUARD_SLOTS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map_or(CHUNK * CHUNKS, |n: usize| n.min(CHUNK * CHUNKS))
+    })
+}
+
+/// The state of the truncation guard ([`super::guard_stats`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GuardStats {
+    /// Mappings the guard can protect at once.
+    pub capacity: usize,
+    /// Mappings protected now.
+    pub in_use: usize,
+    /// Mappings made while the table was full, since the process started:
+    /// they work, but a truncation of their file raises `SIGBUS` as with a
+    /// plain `mmap` (and [`super::Map::is_protected`] says false).
+    pub unprotected: usize,
+}
+
+pub(crate) fn stats() -> GuardStats {
+    GuardStats {
+        capacity: capacity(),
+        in_use: IN_USE.load(Ordering::Acquire),
+        unprotected: UNPROTECTED.load(Ordering::Acquire),
+    }
+}
+
 struct Entry {
     start: AtomicUsize, // 0 = free
     end: AtomicUsize,   // end of the file-backed part
@@ -69,6 +108,9 @@ impl Slot {
     pub(crate) fn register(start: usize, end: usize, prot: c_int) -> Option<Slot> {
         install();
         let _g = INSTALL.lock().unwrap_or_else(|e| e.into_inner());
+        if IN_USE.load(Ordering::Acquire) >= capacity() {
+            return Self::full();
+        }
         for chunk_ptr in TABLE.iter() {
             let mut chunk = chunk_ptr.load(Ordering::Acquire);
             if chunk.is_null() {
@@ -86,10 +128,24 @@ impl Slot {
                 entry.prot.store(prot, Ordering::Relaxed);
                 entry.faults.store(0, Ordering::Relaxed);
                 entry.start.store(start.max(1), Ordering::Release);
+                IN_USE.fetch_add(1, Ordering::AcqRel);
                 return Some(Slot { entry });
             }
         }
-        None // table full: the mapping works, unprotected
+        Self::full()
+    }
+
+    /// Table full: the mapping works, unprotected; counted, and said once.
+    fn full() -> Option<Slot> {
+        UNPROTECTED.fetch_add(1, Ordering::AcqRel);
+        if !WARNED.swap(true, Ordering::AcqRel) {
+            eprintln!(
+                "mmapkit: warning: {} mappings are already protected against truncation; \
+                 new ones are not (a truncated file raises SIGBUS for them; see map::guard_stats)",
+                capacity()
+            );
+        }
+        None
     }
 
     pub(crate) fn set_range(&self, start: usize, end: usize) {
@@ -109,6 +165,7 @@ impl Slot {
 impl Drop for Slot {
     fn drop(&mut self) {
         self.entry.start.store(0, Ordering::Release);
+        IN_USE.fetch_sub(1, Ordering::AcqRel);
     }
 }
 

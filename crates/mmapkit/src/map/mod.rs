@@ -41,7 +41,17 @@
 //!   locks or an append-only protocol when that matters.
 
 mod guard;
+mod share;
 mod sys;
+
+pub use guard::GuardStats;
+pub use share::{AppendMap, SharedMap};
+
+/// How many mappings the `SIGBUS` guard protects, can protect, and had to
+/// leave unprotected because its table was full (see [`Map::is_protected`]).
+pub fn guard_stats() -> GuardStats {
+    guard::stats()
+}
 
 use std::fs::{File, OpenOptions};
 use std::mem::MaybeUninit;
@@ -465,6 +475,12 @@ impl Map {
     pub fn is_anonymous(&self) -> bool {
         self.anonymous
     }
+    /// Whether a truncation of the file by another process is turned into
+    /// an error (zero pages + [`Error::FileTruncated`]). False only when
+    /// the guard's table was full when the map was made ([`guard_stats`]).
+    pub fn is_protected(&self) -> bool {
+        self.slot.is_some()
+    }
     /// The underlying file (a memfd for anonymous maps).
     pub fn file(&self) -> &File {
         &self.file
@@ -564,27 +580,49 @@ impl Map {
 
     /// Writes `data` at `offset`.
     ///
-    /// Takes `&self` so bindings can write while views exist; the bytes are
-    /// plain memory and concurrent readers may observe a partial write.
-    pub fn write_at(&self, offset: usize, data: &[u8]) -> Result<()> {
+    /// Takes `&mut self`: no slice of this map can be alive, so nothing
+    /// safe can watch the bytes change. To write while readers hold
+    /// slices or views, use [`SharedMap`] (no slices at all) or
+    /// [`AppendMap`] (slices of a sealed prefix, writes only after it).
+    pub fn write_at(&mut self, offset: usize, data: &[u8]) -> Result<()> {
+        self.raw_write(offset, data)
+    }
+
+    /// Writes the 8 bytes `bytes` at `offset` with one aligned atomic
+    /// store (release ordering), so a concurrent reader of the page in
+    /// another process (or through a raw view) sees either the old or the
+    /// new 8 bytes and everything written before this call (used to
+    /// publish row counts). `offset` must be 8-byte aligned in memory
+    /// (file offsets that are multiples of 8 are, since mappings are page
+    /// aligned).
+    pub fn store_word(&mut self, offset: usize, bytes: [u8; 8]) -> Result<()> {
+        self.raw_store_word(offset, bytes)
+    }
+
+    /// Copies `count` bytes from `src` to `dest` within the map (overlap allowed).
+    pub fn copy_within(&mut self, src: usize, dest: usize, count: usize) -> Result<()> {
+        self.raw_copy_within(src, dest, count)
+    }
+
+    // The `&self` writers behind the public ones. Private to this module:
+    // only `Map`'s `&mut self` methods, `SharedMap` (which hands out no
+    // slices) and `AppendMap` (which writes only past its sealed prefix)
+    // call them, which is what makes them sound.
+
+    fn raw_write(&self, offset: usize, data: &[u8]) -> Result<()> {
         if !self.is_writable() {
             return Err(Error::ReadOnly { path: self.path.clone() });
         }
         self.bounds(offset, data.len())?;
         self.check()?;
-        // SAFETY: in bounds of a writable mapping; `copy` allows overlap
-        // with `data` should it point into this map.
+        // SAFETY: in bounds of a writable mapping; no slice covers the
+        // range (see above); `copy` allows overlap with `data` should it
+        // point into this map (a raw view).
         unsafe { std::ptr::copy(data.as_ptr(), self.data().add(offset), data.len()) };
         self.check()
     }
 
-    /// Writes the 8 bytes `bytes` at `offset` with one aligned atomic
-    /// store (release ordering), so a concurrent reader of the page, in
-    /// this or another process, sees either the old or the new 8 bytes and
-    /// everything written before this call (used to publish row counts).
-    /// `offset` must be 8-byte aligned in memory (file offsets that are
-    /// multiples of 8 are, since mappings are page aligned).
-    pub fn store_word(&self, offset: usize, bytes: [u8; 8]) -> Result<()> {
+    fn raw_store_word(&self, offset: usize, bytes: [u8; 8]) -> Result<()> {
         if !self.is_writable() {
             return Err(Error::ReadOnly { path: self.path.clone() });
         }
@@ -606,8 +644,7 @@ impl Map {
         self.check()
     }
 
-    /// Copies `count` bytes from `src` to `dest` within the map (overlap allowed).
-    pub fn copy_within(&self, src: usize, dest: usize, count: usize) -> Result<()> {
+    fn raw_copy_within(&self, src: usize, dest: usize, count: usize) -> Result<()> {
         if !self.is_writable() {
             return Err(Error::ReadOnly { path: self.path.clone() });
         }
@@ -805,6 +842,50 @@ impl Map {
         }
         if new_len > self.len() {
             self.resize(new_len)?;
+        }
+        Ok(self.len())
+    }
+
+    /// `refresh` through `&self`, for maps that hand out no slices
+    /// ([`SharedMap`]): the file is mapped again over the same addresses
+    /// (views keep their address; pages a truncation replaced with zeros
+    /// show the file again), pages now past the end of the file become
+    /// zero pages instead of being unmapped, and the length follows the
+    /// file. Nothing is unmapped, so raw views stay valid.
+    fn raw_resync(&self, to_end: bool) -> Result<usize> {
+        if self.anonymous {
+            return Ok(self.len());
+        }
+        let _g = self.resize.lock().unwrap_or_else(|e| e.into_inner());
+        let file_len = self.file_len()?;
+        let avail = usize::try_from(file_len.saturating_sub(self.offset)).unwrap_or(usize::MAX);
+        let backed = sys::round_up(usize::try_from(file_len.saturating_sub(self.aligned)).unwrap_or(usize::MAX));
+        let mapped = self.mapped.load(Ordering::Acquire);
+        let keep = backed.min(mapped);
+        let faulted = self.slot.as_ref().is_some_and(|s| s.faults() > 0);
+        if faulted && keep > 0 {
+            // SAFETY: remapping the file over its own range inside our
+            // reservation; nothing is unmapped, so raw views stay valid,
+            // and SharedMap hands out no slices that could see the change.
+            unsafe { sys::map_fixed(self.base, keep, self.prot, self.flags, self.file.as_raw_fd(), self.aligned) }
+                .map_err(|e| self.err("mmap", e))?;
+        }
+        if keep < mapped {
+            // SAFETY: as above: the pages past the file's end become zero
+            // pages (still mapped) instead of raising SIGBUS when touched.
+            unsafe { sys::map_zero(self.base.add(keep), mapped - keep, self.prot) }
+                .map_err(|e| self.err("mmap", e))?;
+            self.mapped.store(keep, Ordering::Release);
+        }
+        if let Some(s) = &self.slot {
+            s.set_range(self.base as usize, self.base as usize + keep);
+            s.clear_faults();
+        }
+        let len = self.len();
+        let new_len = if to_end { avail } else { len.min(avail) };
+        self.len.store(new_len.min(keep.saturating_sub(self.delta)), Ordering::Release);
+        if new_len > self.len() {
+            self.grow_locked(new_len)?;
         }
         Ok(self.len())
     }

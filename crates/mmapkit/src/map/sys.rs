@@ -90,6 +90,30 @@ pub(super) fn reserve_exact(addr: *mut u8, len: usize) -> io::Result<()> {
     Ok(())
 }
 
+/// Replaces `[addr, addr+len)` with private anonymous zero pages.
+///
+/// # Safety
+/// As for [`map_fixed`]: the range lies inside a reservation owned by the
+/// caller, and no live reference relies on its old contents.
+pub(super) unsafe fn map_zero(addr: *mut u8, len: usize, prot: c_int) -> io::Result<()> {
+    // SAFETY: guaranteed by the caller.
+    let p = unsafe {
+        libc::mmap(
+            addr.cast(),
+            len,
+            prot,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
 /// Maps `len` bytes of `fd` at file offset `off` over `[addr, addr+len)`.
 ///
 /// # Safety
@@ -191,13 +215,22 @@ pub(super) unsafe fn mincore(addr: *mut u8, len: usize) -> io::Result<Vec<u8>> {
     Ok(vec)
 }
 
-/// Makes sure the file has blocks for `[0, len)`, extending it if needed,
-/// so later writes through a mapping cannot hit ENOSPC (which the kernel
-/// reports as SIGBUS).
+/// Allocates blocks for `[from, from+len)` of `file`, extending it if
+/// needed, so later writes through a mapping cannot hit ENOSPC (which the
+/// kernel reports as SIGBUS).
+///
+/// A failed `fallocate` may have allocated part of the range before it
+/// ran out of space (ext4 allocates extent by extent and keeps what it
+/// got, even growing the file): on failure the file is cut back to its old
+/// size, which also frees blocks preallocated past the end, so disk usage
+/// returns to what it was. (Holes inside the old size that were filled
+/// before the failure stay allocated; callers only ever allocate past the
+/// end of the file.)
 pub(super) fn allocate(file: &File, from: u64, len: u64) -> io::Result<()> {
     if len == 0 {
         return Ok(());
     }
+    let old = file.metadata()?.len();
     // SAFETY: plain syscall on a valid descriptor.
     let r = unsafe {
         libc::fallocate(
@@ -214,13 +247,17 @@ pub(super) fn allocate(file: &File, from: u64, len: u64) -> io::Result<()> {
     match err.raw_os_error() {
         // File systems without fallocate: extend sparsely, the best we can do.
         Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) => {
-            let cur = file.metadata()?.len();
-            if cur < from + len {
+            if old < from + len {
                 file.set_len(from + len)?;
             }
             Ok(())
         }
-        _ => Err(err),
+        _ => {
+            // ftruncate to the same size still frees blocks past the end
+            // (ext4 and xfs truncate preallocations on every size change).
+            let _ = file.set_len(old);
+            Err(err)
+        }
     }
 }
 

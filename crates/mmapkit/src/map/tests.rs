@@ -15,7 +15,7 @@ fn pattern(n: usize) -> Vec<u8> {
 #[test]
 fn empty_file_maps_and_grows() {
     let (_d, path) = file_with(b"");
-    let m = Map::open(&path, Mode::ReadWrite).unwrap();
+    let mut m = Map::open(&path, Mode::ReadWrite).unwrap();
     assert_eq!(m.len(), 0);
     assert!(m.as_slice().is_empty());
     m.grow(10_000).unwrap();
@@ -115,7 +115,7 @@ fn any_offset_and_length() {
 #[test]
 fn unaligned_flush_and_advise() {
     let (_d, path) = file_with(&pattern(20_000));
-    let m = Map::options().mode(Mode::ReadWrite).offset(123).open(&path).unwrap();
+    let mut m = Map::options().mode(Mode::ReadWrite).offset(123).open(&path).unwrap();
     m.write_at(5000, b"zz").unwrap();
     m.flush_range(4999, 3, true).unwrap();
     m.flush_range(1, 1, false).unwrap();
@@ -228,7 +228,7 @@ fn disk_full_is_an_error_not_a_sigbus() {
         return;
     }
     let result = (|| {
-        let m = Map::create(dir.path().join("big"), 4096)?;
+        let mut m = Map::create(dir.path().join("big"), 4096)?;
         m.grow(512 << 10)?;
         m.write_at(500_000, b"fits")?;
         m.grow(8 << 20)
@@ -247,7 +247,7 @@ fn disk_full_is_an_error_not_a_sigbus() {
 fn large_reads_via_pread_equal_memcpy_and_see_map_writes() {
     let data = pattern(3 << 20);
     let (_d, path) = file_with(&data);
-    let m = Map::options().mode(Mode::ReadWrite).offset(4097).open(&path).unwrap();
+    let mut m = Map::options().mode(Mode::ReadWrite).offset(4097).open(&path).unwrap();
     m.write_at(1 << 20, b"written through the map").unwrap();
     let mut big = vec![0u8; 2 << 20]; // pread path
     m.read_at(1000, &mut big).unwrap();

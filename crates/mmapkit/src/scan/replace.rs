@@ -436,7 +436,9 @@ impl InPlace<'_, '_> {
 
     fn write(&self, off: u64, data: &[u8]) -> Result<()> {
         match &self.job.src {
-            Source::Mapped(m) => m.write_at(off as usize, data),
+            // Through the file, not the mapping: workers hold slices of
+            // the mapping (their own chunks), which a `&self` store would alias.
+            Source::Mapped(m) => m.file().write_all_at(data, off).map_err(|e| Error::io(m.path(), "write", e)),
             Source::Read { file, path, .. } => file.write_all_at(data, off).map_err(|e| Error::io(path, "write", e)),
         }
     }

@@ -31,7 +31,7 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use super::npy::Header;
-use crate::map::{Map, MapOptions, Mode};
+use crate::map::{Map, MapOptions, Mode, SharedMap};
 use crate::{Error, Result};
 
 /// Where named segments live by default.
@@ -40,7 +40,7 @@ pub const SHM_DIR: &str = "/dev/shm";
 /// A shared-memory array; see the [module docs](self).
 #[derive(Debug)]
 pub struct Segment {
-    map: Map,
+    map: SharedMap,
     path: PathBuf,
     header: Header,
     data_off: usize,
@@ -114,8 +114,9 @@ impl Segment {
             lock_shared(&file).map_err(|e| Error::io(path, "flock", e))?;
             let id = ident(&file.metadata().map_err(|e| Error::io(path, "stat", e))?);
             crate::map::allocate(&file, path, total)?;
-            let map = MapOptions::new().mode(Mode::ReadWrite).map(file, path)?;
+            let mut map = MapOptions::new().mode(Mode::ReadWrite).map(file, path)?;
             map.write_at(0, &bytes)?;
+            let map = map.into_shared();
             std::fs::hard_link(tmp_path, path).map_err(|e| Error::io(path, "create", e))?;
             Ok(Segment {
                 map,
@@ -180,7 +181,7 @@ impl Segment {
             });
         }
         let mode = if writable { Mode::ReadWrite } else { Mode::Read };
-        let map = MapOptions::new().mode(mode).len(data_off + nbytes).map(file, path)?;
+        let map = MapOptions::new().mode(mode).len(data_off + nbytes).map(file, path)?.into_shared();
         Ok(Segment {
             map,
             path: path.to_owned(),
@@ -201,9 +202,10 @@ impl Segment {
         let nbytes = nbytes_of(label, item_size, shape)?;
         let header = Header { descr: descr.trim().to_owned(), fortran_order: false, shape: shape.to_vec() };
         let bytes = header.encode();
-        let map = Map::anonymous(bytes.len() + nbytes)?;
+        let mut map = Map::anonymous(bytes.len() + nbytes)?;
         crate::map::allocate(map.file(), label, (bytes.len() + nbytes) as u64)?;
         map.write_at(0, &bytes)?;
+        let map = map.into_shared();
         use std::os::fd::AsRawFd;
         let path = PathBuf::from(format!("/proc/{}/fd/{}", std::process::id(), map.file().as_raw_fd()));
         Ok(Segment { map, path, header, data_off: bytes.len(), nbytes, id: None, unlink_on_close: false, owner: std::process::id() })
@@ -239,9 +241,18 @@ impl Segment {
     pub fn data_ptr(&self) -> *const u8 {
         self.map.as_ptr().wrapping_add(self.data_off)
     }
-    /// The data bytes.
-    pub fn data(&self) -> &[u8] {
-        &self.map.as_slice()[self.data_off..self.data_off + self.nbytes]
+    /// A copy of `buf.len()` data bytes from `offset` (the data is shared
+    /// and written through raw views, so no slice of it is handed out).
+    pub fn read_at(&self, offset: usize, buf: &mut [u8]) -> Result<()> {
+        if offset.checked_add(buf.len()).is_none_or(|e| e > self.nbytes) {
+            return Err(Error::InvalidArgument(format!(
+                "{}: read of {} bytes at {offset} is outside the {}-byte array",
+                self.path.display(),
+                buf.len(),
+                self.nbytes
+            )));
+        }
+        self.map.read_at(self.data_off + offset, buf)
     }
     /// Writes `bytes` at `offset` into the data.
     pub fn write_at(&self, offset: usize, bytes: &[u8]) -> Result<()> {
