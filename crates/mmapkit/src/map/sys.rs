@@ -231,6 +231,14 @@ pub(super) fn allocate(file: &File, from: u64, len: u64) -> io::Result<()> {
         return Ok(());
     }
     let old = file.metadata()?.len();
+    // Asking for more than is free fails at once, before fallocate
+    // allocates (and ext4 grows the extent tree for) a partial range that
+    // would have to be given back.
+    if let Ok(free) = free_bytes(file) {
+        if from.saturating_add(len).saturating_sub(old) > free {
+            return Err(io::Error::from_raw_os_error(libc::ENOSPC));
+        }
+    }
     // SAFETY: plain syscall on a valid descriptor.
     let r = unsafe {
         libc::fallocate(
@@ -259,6 +267,19 @@ pub(super) fn allocate(file: &File, from: u64, len: u64) -> io::Result<()> {
             Err(err)
         }
     }
+}
+
+/// Bytes available to this process on the file's file system.
+fn free_bytes(file: &File) -> io::Result<u64> {
+    let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: valid descriptor and a properly sized out-pointer.
+    check(unsafe { libc::fstatvfs(file.as_raw_fd(), st.as_mut_ptr()) })?;
+    // SAFETY: fstatvfs succeeded, so the struct is initialised.
+    let st = unsafe { st.assume_init() };
+    // Root may use the reserved blocks too.
+    // SAFETY: geteuid has no preconditions.
+    let avail = if unsafe { libc::geteuid() } == 0 { st.f_bfree } else { st.f_bavail };
+    Ok((avail as u64).saturating_mul(st.f_frsize as u64))
 }
 
 /// An anonymous in-memory file (memfd); anonymous mappings are made over

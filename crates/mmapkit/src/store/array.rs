@@ -167,7 +167,7 @@ pub(super) fn temp_path(path: &Path) -> PathBuf {
 /// next to `path`, syncs it and renames it over `path`, so the user has
 /// either the old file or the whole new one. Returns the open new file,
 /// locked for writing.
-fn replace_atomically(path: &Path, header: &[u8], copy_from: Option<(&File, u64, u64)>) -> Result<File> {
+fn replace_atomically(path: &Path, header: &[u8], copy_from: Option<(&File, u64, u64)>, allocate: u64) -> Result<File> {
     let tmp = temp_path(path);
     let result = (|| {
         let mut f = OpenOptions::new()
@@ -185,6 +185,9 @@ fn replace_atomically(path: &Path, header: &[u8], copy_from: Option<(&File, u64,
                 return Err(Error::FileTruncated { path: path.to_owned() });
             }
         }
+        // Capacity is allocated before the rename: a full disk fails here,
+        // with the old file still in place.
+        crate::map::allocate(&f, path, allocate)?;
         f.sync_all().map_err(|e| Error::io(&tmp, "fsync", e))?;
         std::fs::rename(&tmp, path).map_err(|e| Error::io(path, "rename", e))?;
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -244,7 +247,12 @@ impl ArrayStore {
         if let Ok(old) = File::open(path) {
             lock_writer(&old, path)?;
         }
-        let file = replace_atomically(path, &bytes, None)?;
+        let capacity = opts
+            .capacity_rows
+            .checked_mul(row_bytes as u64)
+            .and_then(|b| b.checked_add(data_off as u64))
+            .ok_or_else(|| Error::InvalidArgument(format!("{}: {} rows are too many", path.display(), opts.capacity_rows)))?;
+        let file = replace_atomically(path, &bytes, None, capacity)?;
         let mut store = Self::map_writer(file, path, header, item_size, row_bytes, data_off, field, opts)?;
         store.reserve_rows(opts.capacity_rows)?;
         Ok(store)
@@ -334,7 +342,7 @@ impl ArrayStore {
             // headers): rewrite the file once with a bigger header.
             let new_off = header.growable_len();
             let (bytes, _) = header.encode_growable(new_off)?;
-            file = replace_atomically(path, &bytes, Some((&file, data_off as u64, need - data_off as u64)))?;
+            file = replace_atomically(path, &bytes, Some((&file, data_off as u64, need - data_off as u64)), 0)?;
             data_off = new_off;
         }
         let (bytes, field) = header.encode_growable(data_off)?;
