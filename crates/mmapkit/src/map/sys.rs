@@ -272,3 +272,17 @@ pub(super) fn pread_full(file: &File, buf: &mut [std::mem::MaybeUninit<u8>], mut
     }
     Ok(done)
 }
+
+/// The file system type of `file` (`statfs` f_type), None when unknown.
+pub fn fs_type(file: &File) -> Option<i64> {
+    let mut st = std::mem::MaybeUninit::<libc::statfs>::zeroed();
+    // SAFETY: fstatfs writes at most one `statfs` into `st`, valid for writes.
+    let rc = unsafe { libc::fstatfs(file.as_raw_fd(), st.as_mut_ptr()) };
+    if rc != 0 {
+        return None;
+    }
+    // SAFETY: fstatfs succeeded, so `st` is initialised.
+    let st = unsafe { st.assume_init() };
+    #[allow(clippy::unnecessary_cast)] // f_type is not i64 on every target
+    Some(st.f_type as i64)
+}

@@ -194,7 +194,7 @@ pub fn keep_lines(path: impl AsRef<Path>, n: u64, opts: &ScanOptions) -> Result<
     }
     let old_len = meta.len();
     let unchanged = KeepReport { new_len: old_len, old_len, truncated: false };
-    let cut = if n == 0 { Some(0) } else { nth_line_end(path, n, opts)? };
+    let cut = if n == 0 || old_len == 0 { Some(0) } else { nth_line_end(path, n, opts)? };
     match cut {
         Some(cut) if cut < old_len => {
             file.set_len(cut).map_err(|e| Error::io(path, "ftruncate", e))?;

@@ -11,7 +11,7 @@ use regex::bytes::Regex;
 
 use super::*;
 
-const STRATEGIES: [Strategy; 2] = [Strategy::Mmap, Strategy::Read];
+const STRATEGIES: [Strategy; 3] = [Strategy::Mmap, Strategy::Read, Strategy::Stream];
 const THREADS: [usize; 2] = [1, 3];
 const CHUNKS: [usize; 5] = [1, 3, 7, 64, 0];
 
