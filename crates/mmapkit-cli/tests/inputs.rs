@@ -1,0 +1,157 @@
+//! Inputs that are not plain regular files (stdin, `-`, `/dev/stdin`,
+//! FIFOs, /proc and /sys files whose size reads as 0), escapes, and the
+//! order of output and error lines in one pipe.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_mmapkit");
+
+fn run(args: &[&str], stdin: Option<&[u8]>) -> Output {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    if let Some(data) = stdin {
+        let mut w = child.stdin.take().unwrap();
+        let data = data.to_vec();
+        std::thread::spawn(move || {
+            let _ = w.write_all(&data);
+        });
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn tempdir() -> tempfile::TempDir {
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+#[test]
+fn proc_files_whose_size_reads_0_are_read() {
+    let out = run(&["grep", "MemTotal", "/proc/meminfo"], None);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).starts_with("MemTotal:"), "{}", text(&out.stdout));
+    let want = fs::read("/proc/cpuinfo").unwrap().iter().filter(|&&b| b == b'\n').count();
+    assert!(want > 0);
+    for strategy in ["auto", "mmap", "read", "stream"] {
+        let out = run(&["count", "--lines", "--strategy", strategy, "/proc/cpuinfo"], None);
+        assert_eq!(out.status.code(), Some(0), "{strategy}: {}", text(&out.stderr));
+        assert_eq!(text(&out.stdout).trim(), want.to_string(), "{strategy}");
+    }
+    let out = run(&["find", "MemTotal", "/proc/meminfo"], None);
+    assert_eq!(text(&out.stdout), "0\n", "{}", text(&out.stderr));
+    // sysfs attributes claim 4096 bytes: never a bogus "truncated".
+    let sys = "/sys/devices/system/cpu/online";
+    if Path::new(sys).exists() {
+        let out = run(&["count", "--lines", sys], None);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        assert_eq!(text(&out.stdout), "1\n");
+    }
+}
+
+#[test]
+fn dash_and_dev_stdin_everywhere_a_file_is_read() {
+    let data = b"alpha\nbeta alpha\ngamma\n".repeat(1000);
+    let d = tempdir();
+    let f: PathBuf = d.path().join("f.txt");
+    fs::write(&f, &data).unwrap();
+    let cases: [&[&str]; 6] = [
+        &["count", "--lines"],
+        &["count", "alpha"],
+        &["find", "gamma"],
+        &["find", "--last", "alpha"],
+        &["find", "--all", "-m", "3", "beta"],
+        &["grep", "-n", "-c", "beta"],
+    ];
+    for args in cases {
+        let want = run(&[args, &[s(&f)]].concat(), None);
+        assert_eq!(want.status.code(), Some(0), "{args:?}: {}", text(&want.stderr));
+        for input in ["-", "/dev/stdin"] {
+            let got = run(&[args, &[input]].concat(), Some(&data));
+            assert_eq!(got.status.code(), Some(0), "{args:?} {input}: {}", text(&got.stderr));
+            assert_eq!(text(&got.stdout), text(&want.stdout), "{args:?} {input}");
+        }
+    }
+}
+
+#[test]
+fn fifos_are_streamed() {
+    let d = tempdir();
+    let fifo = d.path().join("ff");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let p = fifo.clone();
+    let h = std::thread::spawn(move || fs::write(&p, b"x\ny\nx\n").unwrap());
+    let out = run(&["count", "--lines", s(&fifo)], None);
+    h.join().unwrap();
+    assert_eq!((out.status.code(), text(&out.stdout)), (Some(0), "3\n".into()), "{}", text(&out.stderr));
+    let p = fifo.clone();
+    let h = std::thread::spawn(move || fs::write(&p, b"x\ny\nx\n").unwrap());
+    let out = run(&["grep", "-n", "x", s(&fifo)], None);
+    h.join().unwrap();
+    assert_eq!(text(&out.stdout), "1:x\n3:x\n", "{}", text(&out.stderr));
+}
+
+/// Runs `mmapkit ARGS 2>&1 | cat`: stdout and stderr into one pipe.
+fn one_pipe(args: &[&str]) -> String {
+    let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
+    let out = Command::new("sh").arg("-c").arg(format!("'{BIN}' {} 2>&1 | cat", quoted.join(" "))).output().unwrap();
+    text(&out.stdout)
+}
+
+#[test]
+fn errors_never_overtake_earlier_output_in_one_pipe() {
+    let d = tempdir();
+    let a = d.path().join("a.txt");
+    let b = d.path().join("b.txt");
+    fs::write(&a, b"hit 1\nmiss\nhit 2\n").unwrap();
+    fs::write(&b, b"hit 3\n").unwrap();
+    let missing = d.path().join("missing.txt");
+    let out = one_pipe(&["grep", "-h", "hit", s(&a), s(&missing), s(&b)]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 4, "{out}");
+    assert_eq!(&lines[..2], ["hit 1", "hit 2"], "{out}");
+    assert!(lines[2].starts_with("mmapkit: ") && lines[2].contains("missing.txt"), "{out}");
+    assert_eq!(lines[3], "hit 3", "{out}");
+    let out = one_pipe(&["count", "hit", s(&a), s(&missing), s(&b)]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].ends_with("a.txt:2") && lines[1].contains("missing.txt") && lines[2].ends_with("b.txt:1"), "{out}");
+}
+
+#[test]
+fn unknown_escapes_are_errors_and_touch_nothing() {
+    let d = tempdir();
+    let f = d.path().join("f.txt");
+    fs::write(&f, b"a\\qb AB\n").unwrap();
+    for (args, esc) in [
+        (vec!["count", r"\q"], r"\q"),
+        (vec!["find", r"\xZZ"], r"\xZZ"),
+        (vec!["find", "a\\"], "trailing backslash"),
+        (vec!["replace", "-F", r"\q", "xx"], r"\q"),
+        (vec!["replace", "-F", "AB", r"\xZZ"], r"\xZZ"),
+        (vec!["replace", "A", r"\q"], r"\q"),
+    ] {
+        let out = run(&[&args[..], &[s(&f)]].concat(), None);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out.stdout));
+        assert!(text(&out.stderr).contains(esc), "{args:?}: {}", text(&out.stderr));
+        assert_eq!(fs::read(&f).unwrap(), b"a\\qb AB\n", "{args:?}");
+    }
+    // The supported ones keep working.
+    let out = run(&["count", r"\x41\x42\n", s(&f)], None);
+    assert_eq!(text(&out.stdout), "1\n", "{}", text(&out.stderr));
+    let out = run(&["replace", "-F", r"\\q", r"\t!", s(&f)], None);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(fs::read(&f).unwrap(), b"a\t!b AB\n");
+}
