@@ -134,6 +134,9 @@ pub fn replace(
         return Err(Error::InvalidArgument("the pattern is empty".into()));
     }
     let regex = if ropts.regex { Some(compile(pattern)?) } else { None };
+    if let Some(re) = &regex {
+        check_group_refs(re, replacement)?;
+    }
     if let Some(sfx) = &ropts.backup {
         if sfx.is_empty() || sfx.contains('/') || sfx.contains('\0') {
             return Err(Error::InvalidArgument(format!(
@@ -251,6 +254,63 @@ fn compile(pattern: &[u8]) -> Result<Regex> {
     let p = std::str::from_utf8(pattern)
         .map_err(|_| Error::InvalidArgument("invalid regex: the pattern is not valid UTF-8".into()))?;
     RegexBuilder::new(p).build().map_err(|e| Error::InvalidArgument(format!("invalid regex: {e}")))
+}
+
+/// Rejects references to groups the regex does not have (`$2` with one
+/// group, `${nme}`), like sed's "invalid reference \\2": expanding them
+/// would silently delete the match. Parses `$` references exactly as
+/// [`regex::bytes::Captures::expand`] does (`$$` is a literal `$`, and a
+/// `$` not followed by a name is literal).
+fn check_group_refs(re: &Regex, repl: &[u8]) -> Result<()> {
+    let mut i = 0;
+    while let Some(k) = memchr::memchr(b'$', &repl[i..]) {
+        let at = i + k;
+        let rest = &repl[at + 1..];
+        let (name, used) = if rest.first() == Some(&b'$') {
+            i = at + 2;
+            continue;
+        } else if rest.first() == Some(&b'{') {
+            match memchr::memchr(b'}', rest).and_then(|e| std::str::from_utf8(&rest[1..e]).ok().map(|n| (n, e + 1))) {
+                Some((n, used)) if !n.is_empty() => (n, used),
+                _ => {
+                    i = at + 1;
+                    continue;
+                }
+            }
+        } else {
+            let n = rest.iter().take_while(|&&b| b == b'_' || b.is_ascii_alphanumeric()).count();
+            if n == 0 {
+                i = at + 1;
+                continue;
+            }
+            (std::str::from_utf8(&rest[..n]).expect("ASCII"), n)
+        };
+        let shown = String::from_utf8_lossy(&repl[at..at + 1 + used]);
+        let groups = re.captures_len() - 1;
+        match name.parse::<usize>() {
+            Ok(g) if g <= groups => {}
+            Ok(_) => {
+                return Err(Error::InvalidArgument(format!(
+                    "invalid reference {shown} in the replacement: the pattern has {groups} group{} ($0 is the whole match)",
+                    if groups == 1 { "" } else { "s" }
+                )))
+            }
+            Err(_) if re.capture_names().flatten().any(|n| n == name) => {}
+            Err(_) => {
+                let digits = name.bytes().take_while(u8::is_ascii_digit).count();
+                let hint = if digits > 0 {
+                    format!(" (write ${{{}}}{} for group {} followed by {:?})", &name[..digits], &name[digits..], &name[..digits], &name[digits..])
+                } else {
+                    String::new()
+                };
+                return Err(Error::InvalidArgument(format!(
+                    "invalid reference {shown} in the replacement: the pattern has no group named {name:?}{hint}"
+                )));
+            }
+        }
+        i = at + 1 + used;
+    }
+    Ok(())
 }
 
 // ----- matching ---------------------------------------------------------

@@ -351,3 +351,29 @@ fn shared_zones() {
         }
     }
 }
+
+#[test]
+fn unknown_capture_groups_are_rejected_before_touching_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("g");
+    fs::write(&path, "foo bar\n").unwrap();
+    let ro = ReplaceOptions { regex: true, ..Default::default() };
+    let o = ScanOptions::default();
+    for (pat, rep, names) in [
+        (&br"(foo)"[..], &b"$2"[..], "$2"),
+        (br"(foo)", b"${2}", "${2}"),
+        (br"foo", b"<$1>", "$1"),
+        (br"(?P<k>foo)", b"${kk}", "kk"),
+        (br"(foo)", b"$1a", "${1}a"),
+    ] {
+        match replace(&path, pat, rep, &ro, &o) {
+            Err(Error::InvalidArgument(m)) => assert!(m.contains(names), "{m}"),
+            other => panic!("{:?} -> {:?}: {other:?}", String::from_utf8_lossy(pat), String::from_utf8_lossy(rep)),
+        }
+        assert_eq!(fs::read(&path).unwrap(), b"foo bar\n");
+    }
+    // What exists keeps working: $0, ${0}, names, $$ and a lone $.
+    let r = replace(&path, br"(?P<w>o+)", b"[$0|${0}|$w|${1}|$$|$ |$]", &ro, &o).unwrap();
+    assert_eq!(r.replacements, 1);
+    assert_eq!(fs::read(&path).unwrap(), b"f[oo|oo|oo|oo|$|$ |$] bar\n");
+}
