@@ -155,3 +155,31 @@ fn unknown_escapes_are_errors_and_touch_nothing() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(fs::read(&f).unwrap(), b"a\t!b AB\n");
 }
+
+#[test]
+fn kmers_reads_stdin_and_pipes_plain_or_gzip_like_a_file() {
+    let d = tempdir();
+    let fa: Vec<u8> = (0..200).flat_map(|i| format!(">r{i}\n{}\n", "ACGTTGCAAC".repeat(1 + i % 7)).into_bytes()).collect();
+    let f = d.path().join("x.fa");
+    fs::write(&f, &fa).unwrap();
+    let gz = d.path().join("x.fa.gz");
+    assert!(Command::new("sh").arg("-c").arg(format!("gzip -c '{}' > '{}'", s(&f), s(&gz))).status().unwrap().success());
+    let want_out = d.path().join("want.csv");
+    let out = run(&["kmers", s(&f), "-o", s(&want_out)], None);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let want = fs::read(&want_out).unwrap();
+    let gzdata = fs::read(&gz).unwrap();
+    for mode in ["single", "batch", "mmap"] {
+        for (input, data) in [("-", &fa), ("/dev/stdin", &gzdata), ("-", &gzdata)] {
+            let o = d.path().join(format!("o-{mode}.csv"));
+            let out = run(&["kmers", "--mode", mode, input, "-o", s(&o)], Some(data));
+            assert_eq!(out.status.code(), Some(0), "{mode} {input}: {}", text(&out.stderr));
+            assert!(fs::read(&o).unwrap() == want, "{mode} {input}: output differs");
+        }
+        // A pipe given by path, as bash's <(cat x.fa.gz) does.
+        let o = d.path().join(format!("p-{mode}.csv"));
+        let cmd = format!("cat '{}' | '{BIN}' kmers --mode {mode} /dev/fd/0 -o '{}'", s(&gz), s(&o));
+        let st = Command::new("sh").arg("-c").arg(cmd).status().unwrap();
+        assert!(st.success() && fs::read(&o).unwrap() == want, "{mode}: a gzip pipe");
+    }
+}

@@ -203,7 +203,7 @@ impl Source {
     }
 }
 
-fn pread_full(file: &File, buf: &mut [u8], mut off: u64) -> std::io::Result<usize> {
+pub(crate) fn pread_full(file: &File, buf: &mut [u8], mut off: u64) -> std::io::Result<usize> {
     let mut done = 0;
     while done < buf.len() {
         match file.read_at(&mut buf[done..], off) {
