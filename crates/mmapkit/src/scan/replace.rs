@@ -59,7 +59,7 @@ use std::ops::ControlFlow;
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 
 use memchr::memmem::Finder;
@@ -395,6 +395,10 @@ const GAP: u64 = 4096;
 
 struct InPlace<'a, 'o> {
     job: &'a Job<'o>,
+    path: &'a Path,
+    /// Set once the file is seen shorter than at the start (or any write
+    /// fails): from then on nothing more is written by any thread.
+    stop: AtomicBool,
     needle: &'a Needle,
     repl: &'a [u8],
     /// Starts of ranges 1.. : the `needle.len() - 1` bytes from each are
@@ -494,11 +498,38 @@ impl InPlace<'_, '_> {
         })
     }
 
+    fn truncated(&self) -> Error {
+        self.stop.store(true, Ordering::Relaxed);
+        Error::Truncated { path: self.path.to_owned(), during: "being edited in place; stopped, the file is left at its new size" }
+    }
+
+    /// Before writing anything below `end`: stops (for good) if the file
+    /// is now shorter than when the edit started, or shorter than `end`.
+    /// A `pwrite` past the end would extend the file again (zeros and
+    /// rewritten stretches where the truncating process removed data), so
+    /// the size is checked right before each window's writes.
+    fn check_size(&self, end: u64) -> Result<()> {
+        if self.stop.load(Ordering::Relaxed) {
+            return Err(self.truncated());
+        }
+        let now = self.job.src.file().metadata().map_err(|e| Error::io(self.path, "stat", e))?.len();
+        if now < self.job.src.len() || now < end {
+            return Err(self.truncated());
+        }
+        Ok(())
+    }
+
     fn write(&self, off: u64, data: &[u8]) -> Result<()> {
-        match &self.job.src {
+        let r = match &self.job.src {
+            // Through the mapping a store past the end faults (SIGBUS
+            // guard) and can never extend the file.
             Source::Mapped(m) => m.write_at(off as usize, data),
             Source::Read { file, path, .. } => file.write_all_at(data, off).map_err(|e| Error::io(path, "write", e)),
+        };
+        if r.is_err() {
+            self.stop.store(true, Ordering::Relaxed);
         }
+        r
     }
 
     /// Edits the matches starting in `[a, e)` (scanning from entry `a`);
@@ -514,7 +545,16 @@ impl InPlace<'_, '_> {
             let win_end = (core_end + n - 1).min(len);
             plan.scratch.clear();
             plan.spans.clear();
-            let i = job.src.with_window(pos, win_end, |w| self.plan(w, pos, (core_end - pos) as usize, &mut plan))?;
+            if self.stop.load(Ordering::Relaxed) {
+                return Err(self.truncated());
+            }
+            let i = job
+                .src
+                .with_window(pos, win_end, |w| self.plan(w, pos, (core_end - pos) as usize, &mut plan))
+                .inspect_err(|_| self.stop.store(true, Ordering::Relaxed))?;
+            if let Some(end) = plan.spans.last().map(|&(off, _, l)| off + l as u64) {
+                self.check_size(end)?;
+            }
             for &(off, s, l) in &plan.spans {
                 self.write(off, &plan.scratch[s..s + l])?;
             }
@@ -560,12 +600,20 @@ fn replace_in_place(
     let ranges = job.ranges();
     let entries = job.entries(&needle.finder, &ranges)?;
     let work: Vec<(u64, u64)> = entries.iter().zip(&ranges).map(|(&a, &(_, e))| (a, e)).collect();
-    let edit = InPlace { job: &job, needle: &needle, repl, bounds: ranges.iter().skip(1).map(|r| r.0).collect() };
+    let edit = InPlace {
+        job: &job,
+        path,
+        stop: AtomicBool::new(false),
+        needle: &needle,
+        repl,
+        bounds: ranges.iter().skip(1).map(|r| r.0).collect(),
+    };
     let parts = job.par_map(&work, |&(a, e)| edit.range(a, e))?;
     let mut count = 0;
     for (c, deferred) in &parts {
         count += c;
         for &q in deferred {
+            edit.check_size(q + repl.len() as u64)?;
             edit.write(q, repl)?;
         }
     }
@@ -1007,7 +1055,7 @@ fn copy_range(orig: &File, from: u64, to: u64, t: &mut TempFile, real: &Path) ->
     src.seek(SeekFrom::Start(from)).map_err(|e| Error::io(real, "seek", e))?;
     let got = io::copy(&mut src.take(to - from), &mut t.file).map_err(|e| Error::io(&t.path, "write", e))?;
     if got < to - from {
-        return Err(Error::FileTruncated { path: real.to_owned() });
+        return Err(Error::Truncated { path: real.to_owned(), during: "being rewritten; it was not replaced" });
     }
     Ok(())
 }

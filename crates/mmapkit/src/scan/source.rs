@@ -173,6 +173,14 @@ impl Source {
         }
     }
 
+    /// The open file (for `fstat`).
+    pub(crate) fn file(&self) -> &File {
+        match self {
+            Source::Mapped(m) => m.file(),
+            Source::Read { file, .. } => file,
+        }
+    }
+
     pub(crate) fn len(&self) -> u64 {
         match self {
             Source::Mapped(m) => m.len() as u64,
@@ -195,7 +203,8 @@ impl Source {
                 }
                 let got = pread_full(file, &mut buf[..n], start).map_err(|e| Error::io(path, "read", e))?;
                 if got < n {
-                    return Err(Error::FileTruncated { path: path.clone() });
+                    // Not mapped: say so (FileTruncated is about mappings).
+                    return Err(Error::Truncated { path: path.clone(), during: "being read; stopped there" });
                 }
                 Ok(f(&buf[..n]))
             }),

@@ -133,7 +133,14 @@ fn truncation_while_scanning_is_an_error_for_both_strategies() {
             cutter.join().unwrap();
             // Never a silently wrong answer: an error, or a whole-file one.
             match result {
-                Err(crate::Error::FileTruncated { .. }) => {
+                // The message matches the strategy: "while mapped" only for a mapping.
+                Err(e @ crate::Error::FileTruncated { .. }) if strategy == Strategy::Mmap => {
+                    assert!(e.to_string().contains("while mapped"), "{e}");
+                    caught = true;
+                    break;
+                }
+                Err(e @ crate::Error::Truncated { .. }) if strategy == Strategy::Read => {
+                    assert!(!e.to_string().contains("mapped") && e.to_string().contains("being read"), "{e}");
                     caught = true;
                     break;
                 }
