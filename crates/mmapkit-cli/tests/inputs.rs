@@ -183,3 +183,45 @@ fn kmers_reads_stdin_and_pipes_plain_or_gzip_like_a_file() {
         assert!(st.success() && fs::read(&o).unwrap() == want, "{mode}: a gzip pipe");
     }
 }
+
+/// Defect 8, as reported: `replace -F -j1` on an evicted ~200 MB file,
+/// truncated to 1000 bytes while it runs: exit 2 naming the file, and the
+/// file stays at 1000 bytes (it used to grow back to 100+ MB). The cut
+/// comes as soon as the edit has reached 8 MB (polled), not after a fixed
+/// delay, so a fast machine cannot finish first.
+#[test]
+fn truncation_during_in_place_replace_leaves_the_truncated_file() {
+    use std::os::unix::fs::FileExt;
+    let d = tempdir();
+    let f = d.path().join("h2");
+    let line = b"alpha beta gamma delta epsilon zeta eta theta iota kappa lambda\n";
+    let probe_at = (8u64 << 20) / line.len() as u64 * line.len() as u64;
+    for attempt in 0..3 {
+        {
+            let mut w = std::io::BufWriter::new(fs::File::create(&f).unwrap());
+            for _ in 0..(200 << 20) / line.len() {
+                w.write_all(line).unwrap();
+            }
+        }
+        assert!(run(&["evict", s(&f)], None).status.success());
+        let child = Command::new(BIN)
+            .args(["replace", "-F", "-j1", "alpha", "ALPHA", s(&f)])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let probe = fs::File::open(&f).unwrap();
+        let mut head = [0u8; 5];
+        let t0 = std::time::Instant::now();
+        while probe.read_at(&mut head, probe_at).unwrap() == 5 && &head != b"ALPHA" && t0.elapsed().as_secs() < 60 {
+            std::hint::spin_loop();
+        }
+        fs::OpenOptions::new().write(true).open(&f).unwrap().set_len(1000).unwrap();
+        let out = child.wait_with_output().unwrap();
+        let ctx = format!("attempt {attempt}: exit {:?}, stdout {}, stderr {}", out.status.code(), text(&out.stdout), text(&out.stderr));
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert_eq!(fs::metadata(&f).unwrap().len(), 1000, "the file grew back ({ctx})");
+        assert_eq!(out.status.code(), Some(2), "{ctx}");
+        assert!(text(&out.stderr).contains(s(&f)) && text(&out.stderr).contains("truncated"), "{ctx}");
+    }
+}
