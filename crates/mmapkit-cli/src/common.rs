@@ -16,8 +16,10 @@ const PROGRESS_MIN: u64 = 1 << 30;
 /// `--strategy`, `--threads`, `--json`: on every whole-file command.
 #[derive(Args, Debug, Clone)]
 pub struct ScanArgs {
-    /// How to read the file: mmap, read (pread into a reusable buffer) or
-    /// auto (read below 256 KiB, mmap above: measured crossover).
+    /// How to read the file: mmap, read (pread into a reusable buffer),
+    /// stream (read front to back, one thread) or auto (read below 256 KiB,
+    /// mmap above: measured crossover). Stdin, pipes, FIFOs and /proc or
+    /// /sys files are always streamed.
     #[arg(long, default_value = "auto", value_parser = parse_strategy)]
     pub strategy: Strategy,
     /// Worker threads (default: all cores).

@@ -225,3 +225,25 @@ fn truncation_during_in_place_replace_leaves_the_truncated_file() {
         assert!(text(&out.stderr).contains(s(&f)) && text(&out.stderr).contains("truncated"), "{ctx}");
     }
 }
+
+/// A full disk is "no space left on device", without the meaningless
+/// "to extend the file to 0 bytes" (the size is unknown on a failed write).
+#[test]
+fn full_disk_message_has_no_bogus_size() {
+    let d = tempdir();
+    let mnt = d.path().join("mnt");
+    fs::create_dir(&mnt).unwrap();
+    let ok = Command::new("mount").args(["-t", "tmpfs", "-o", "size=1m", "tmpfs", s(&mnt)]).status().map(|st| st.success());
+    if !matches!(ok, Ok(true)) {
+        eprintln!("skipped: cannot mount a tmpfs (needs root)");
+        return;
+    }
+    let f = mnt.join("f.txt");
+    let data = b"a".repeat(600 << 10);
+    fs::write(&f, &data).unwrap();
+    let out = run(&["replace", "-F", "a", "aa", s(&f)], None);
+    let _ = Command::new("umount").arg(&mnt).status();
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("no space left on device") && !err.contains("0 bytes"), "{err}");
+}
