@@ -247,6 +247,17 @@ fn regular_file(path: &Path, op: &'static str) -> Result<Metadata> {
     if !meta.is_file() {
         return Err(Error::InvalidArgument(format!("{}: not a regular file", path.display())));
     }
+    // Sizes on procfs/sysfs are not contents (0 for /proc/meminfo): editing
+    // would silently find nothing.
+    if meta.len() == 0 || meta.len() == crate::map::page_size() as u64 {
+        let f = File::open(path).map_err(|e| Error::io(path, "open", e))?;
+        if super::source::pseudo_fs(&f) {
+            return Err(Error::InvalidArgument(format!(
+                "{}: a /proc or /sys file cannot be edited in place ({op})",
+                path.display()
+            )));
+        }
+    }
     Ok(meta)
 }
 

@@ -439,3 +439,15 @@ fn truncation_during_in_place_edit_stops_all_writes() {
         }
     }
 }
+
+#[test]
+fn proc_files_are_refused_not_silently_unmatched() {
+    let o = ScanOptions::default();
+    for ro in [ReplaceOptions::default(), ReplaceOptions { dry_run: true, ..Default::default() }] {
+        match replace("/proc/meminfo", b"MemTotal", b"MemTotaX", &ro, &o) {
+            Err(Error::InvalidArgument(m)) => assert!(m.contains("/proc/meminfo"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(matches!(keep_lines("/proc/meminfo", 1, &o), Err(Error::InvalidArgument(_))));
+}

@@ -132,7 +132,7 @@ pub(crate) fn open_input(path: &Path) -> Result<Opened> {
 }
 
 /// Whether the file lives on procfs or sysfs.
-fn pseudo_fs(file: &File) -> bool {
+pub(crate) fn pseudo_fs(file: &File) -> bool {
     matches!(crate::map::fs_type(file), Some(PROC_SUPER_MAGIC | SYSFS_MAGIC))
 }
 
