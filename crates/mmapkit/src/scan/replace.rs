@@ -12,7 +12,15 @@
 //!   mapping; with `read`, windows are `pread` and the changed stretches
 //!   `pwrite`n back. The inode, its hard links and its metadata stay; an
 //!   interrupted run leaves some matches replaced and others not (use a
-//!   backup when that matters).
+//!   backup when that matters). If another process truncates the file
+//!   meanwhile, every thread stops at the first sign of it (a short read,
+//!   `fstat` smaller than at the start, a faulting store) and nothing more
+//!   is written, so the file keeps the truncating process's size: the size
+//!   is checked right before each window's `pwrite`s, since a `pwrite` past
+//!   the end would extend the file again. (A truncation landing between
+//!   that check and the writes of the one window in flight can still be
+//!   undone by those writes: there is no atomic check-and-write; through a
+//!   mapping, stores past the end fault instead and cannot extend it.)
 //! * **Rewrite** (different lengths, or regex mode): the new content is
 //!   streamed into a temporary file next to the original
 //!   (`.NAME.mmapkit-PID-N.tmp`, created with `O_EXCL`), which then gets the
