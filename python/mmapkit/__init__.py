@@ -12,7 +12,8 @@ Two ways in:
   pickling by path.
 
 Whole-file tools run on every core over one file, by mmap or pread
-(``strategy="auto"|"mmap"|"read"``): :func:`count`, :func:`find`,
+(``strategy="auto"|"mmap"|"read"``, or ``"stream"``: read front to back, as
+FIFOs, ``"-"`` (stdin) and /proc files always are): :func:`count`, :func:`find`,
 :func:`find_all`, :func:`grep`, :func:`grep_count`, :func:`replace` (in place
 when lengths match, else atomically through a temporary file) and
 :func:`keep_lines` (truncate after line N, no rewrite).

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import mmapkit
 
-STRATEGIES = ("auto", "mmap", "read")
+STRATEGIES = ("auto", "mmap", "read", "stream")
 
 
 def naive_all(data: bytes, sub: bytes) -> list[int]:
@@ -109,3 +109,28 @@ def test_replace_and_keep_lines_from_python(tmp_path, strategy):
     os.chmod(p, 0o640)
     mmapkit.replace(p, "a", "AA")
     assert os.stat(p).st_mode & 0o777 == 0o640, "permissions kept across the rewrite"
+
+
+def test_replace_rejects_unknown_capture_groups(tmp_path):
+    p = tmp_path / "g"
+    p.write_bytes(b"foo bar\n")
+    for rep in (b"$2", b"${2}", b"${name}", b"$1a"):
+        with pytest.raises(ValueError, match="invalid reference"):
+            mmapkit.replace(p, rb"(foo)", rep, regex=True)
+        assert p.read_bytes() == b"foo bar\n"
+    assert mmapkit.replace(p, rb"(foo)", rb"<$1|${0}>", regex=True) == 1
+    assert p.read_bytes() == b"<foo|foo> bar\n"
+
+
+def test_scans_read_proc_files_and_fifos(tmp_path):
+    # /proc/meminfo reports size 0 but has content: read it as a stream.
+    assert mmapkit.find("/proc/meminfo", b"MemTotal") == 0
+    assert mmapkit.grep_count("/proc/meminfo", "^MemTotal") == 1
+    fifo = tmp_path / "ff"
+    os.mkfifo(fifo)
+    import threading
+
+    t = threading.Thread(target=lambda: fifo.write_bytes(b"a\nb\na\n"))
+    t.start()
+    assert mmapkit.count(fifo, b"a") == 2
+    t.join()

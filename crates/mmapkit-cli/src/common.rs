@@ -1,6 +1,6 @@
 //! Options and helpers shared by the whole-file commands.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -16,8 +16,10 @@ const PROGRESS_MIN: u64 = 1 << 30;
 /// `--strategy`, `--threads`, `--json`: on every whole-file command.
 #[derive(Args, Debug, Clone)]
 pub struct ScanArgs {
-    /// How to read the file: mmap, read (pread into a reusable buffer) or
-    /// auto (read below 256 KiB, mmap above: measured crossover).
+    /// How to read the file: mmap, read (pread into a reusable buffer),
+    /// stream (read front to back, one thread) or auto (read below 256 KiB,
+    /// mmap above: measured crossover). Stdin, pipes, FIFOs and /proc or
+    /// /sys files are always streamed.
     #[arg(long, default_value = "auto", value_parser = parse_strategy)]
     pub strategy: Strategy,
     /// Worker threads (default: all cores).
@@ -99,34 +101,52 @@ impl Drop for Progress {
 
 /// Turns a pattern given on the command line into bytes: `\n`, `\t`,
 /// `\r`, `\\`, `\0` and `\xHH` escapes are understood (a literal
-/// newline is hard to type).
-pub fn unescape(s: &str) -> Vec<u8> {
+/// newline is hard to type). Any other escape (`\q`, `\xZZ`, a trailing
+/// `\`) is an error naming it, rather than a silent literal.
+pub fn unescape(s: &str) -> anyhow::Result<Vec<u8>> {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'\\' && i + 1 < b.len() {
-            let (byte, used) = match b[i + 1] {
-                b'n' => (Some(b'\n'), 2),
-                b't' => (Some(b'\t'), 2),
-                b'r' => (Some(b'\r'), 2),
-                b'0' => (Some(0), 2),
-                b'\\' => (Some(b'\\'), 2),
-                b'x' if i + 4 <= b.len() => {
-                    (std::str::from_utf8(&b[i + 2..i + 4]).ok().and_then(|h| u8::from_str_radix(h, 16).ok()), 4)
-                }
-                _ => (None, 1),
-            };
-            if let Some(byte) = byte {
-                out.push(byte);
-                i += used;
-                continue;
-            }
+        if b[i] != b'\\' {
+            out.push(b[i]);
+            i += 1;
+            continue;
         }
-        out.push(b[i]);
-        i += 1;
+        let (byte, used) = match b.get(i + 1) {
+            Some(b'n') => (b'\n', 2),
+            Some(b't') => (b'\t', 2),
+            Some(b'r') => (b'\r', 2),
+            Some(b'0') => (0, 2),
+            Some(b'\\') => (b'\\', 2),
+            Some(b'x') => {
+                let hex = b.get(i + 2..i + 4).and_then(|h| std::str::from_utf8(h).ok());
+                match hex.filter(|h| h.bytes().all(|c| c.is_ascii_hexdigit())) {
+                    Some(h) => (u8::from_str_radix(h, 16)?, 4),
+                    None => {
+                        let shown: String = s[i..].chars().take(4).collect();
+                        anyhow::bail!("invalid escape '{shown}' in '{s}': \\x needs two hex digits (\\x41)")
+                    }
+                }
+            }
+            None => anyhow::bail!("trailing backslash in '{s}' (write \\\\ for a backslash)"),
+            Some(_) => {
+                let shown: String = s[i..].chars().take(2).collect();
+                anyhow::bail!("unknown escape '{shown}' in '{s}' (supported: \\n \\t \\r \\0 \\\\ \\xHH)")
+            }
+        };
+        out.push(byte);
+        i += used;
     }
-    out
+    Ok(out)
+}
+
+/// Prints an error line the coreutils way, after flushing `out` and
+/// stdout, so that it never overtakes earlier output in a shared pipe.
+pub fn error_to_stderr(out: &mut dyn Write, msg: impl std::fmt::Display) {
+    let _ = out.flush();
+    let _ = std::io::stdout().flush();
+    eprintln!("mmapkit: {msg}");
 }
 
 /// Exit codes like coreutils/grep.
@@ -138,7 +158,15 @@ pub const EXIT_ERROR: u8 = 2;
 mod tests {
     #[test]
     fn unescapes() {
-        assert_eq!(super::unescape(r"a\nb\t\\\x41\q"), b"a\nb\t\\A\\q");
-        assert_eq!(super::unescape(r"\x4"), b"\\x4");
+        assert_eq!(super::unescape(r"a\nb\t\\\x41\r\0").unwrap(), b"a\nb\t\\A\r\0");
+        assert_eq!(super::unescape("plain é").unwrap(), "plain é".as_bytes());
+    }
+
+    #[test]
+    fn unknown_escapes_are_errors() {
+        for (bad, names) in [(r"a\q", r"'\q'"), (r"\xZZ", r"'\xZZ'"), (r"\x4", r"'\x4'"), ("end\\", "trailing backslash"), (r"\é", r"'\é'")] {
+            let e = super::unescape(bad).unwrap_err().to_string();
+            assert!(e.contains(names), "{bad:?}: {e}");
+        }
     }
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::common::{unescape, Progress, ScanArgs, EXIT_ERROR, EXIT_NO_MATCH, EXIT_OK};
+use crate::common::{error_to_stderr, unescape, Progress, ScanArgs, EXIT_ERROR, EXIT_NO_MATCH, EXIT_OK};
 
 pub const COUNT_HELP: &str = "\
 Counts are of leftmost, non-overlapping occurrences (in 'aaaa', 'aa' occurs
@@ -13,7 +13,9 @@ twice), the same whatever the strategy or number of threads. Escapes \\n \\t
 \\r \\0 \\\\ \\xHH are understood in PATTERN. Exit status: 0 if something was
 counted, 1 if the count is 0 everywhere, 2 on error.
 
-FILE - reads standard input (sequentially, in bounded memory).
+FILE - (or /dev/stdin) reads standard input; it, pipes, FIFOs and files
+whose size reads as 0 (/proc, /sys) are read as streams (sequentially, in
+bounded memory), with the same results.
 
 Examples:
   mmapkit count --lines big.csv              like wc -l, on every core
@@ -38,7 +40,7 @@ pub fn count(a: CountArgs) -> anyhow::Result<u8> {
     let (needle, files) = if a.lines {
         (b"\n".to_vec(), &a.args[..])
     } else if a.args.len() >= 2 {
-        (unescape(&a.args[0]), &a.args[1..])
+        (unescape(&a.args[0])?, &a.args[1..])
     } else {
         anyhow::bail!("count needs a PATTERN and at least one FILE (or --lines FILE...)");
     };
@@ -50,12 +52,8 @@ pub fn count(a: CountArgs) -> anyhow::Result<u8> {
     for path in &files {
         let mut opts = a.scan.options();
         let _bar = Progress::attach(&mut opts, path, "count");
-        let result = if path.as_os_str() == "-" {
-            mmapkit::scan::count_stream(std::io::stdin().lock(), &needle, std::path::Path::new("(standard input)"))
-        } else {
-            mmapkit::scan::count(path, &needle, &opts)
-        };
-        match result {
+        // `-`, pipes, FIFOs and /proc files are streamed by the core.
+        match mmapkit::scan::count(path, &needle, &opts) {
             Ok(n) => {
                 any |= n > 0;
                 if a.scan.json {
@@ -67,7 +65,7 @@ pub fn count(a: CountArgs) -> anyhow::Result<u8> {
                 }
             }
             Err(e) => {
-                eprintln!("mmapkit: {e}");
+                error_to_stderr(&mut out, e);
                 status = EXIT_ERROR;
             }
         }
@@ -112,7 +110,7 @@ pub struct FindArgs {
 }
 
 pub fn find(a: FindArgs) -> anyhow::Result<u8> {
-    let needle = unescape(&a.pattern);
+    let needle = unescape(&a.pattern)?;
     let mut opts = a.scan.options();
     let _bar = Progress::attach(&mut opts, &a.file, "find");
     let found: mmapkit::Result<Vec<u64>> = if a.all || a.max.is_some() {
@@ -125,7 +123,7 @@ pub fn find(a: FindArgs) -> anyhow::Result<u8> {
     let offsets = match found {
         Ok(v) => v,
         Err(e) => {
-            eprintln!("mmapkit: {e}");
+            error_to_stderr(&mut std::io::stdout(), e);
             return Ok(EXIT_ERROR);
         }
     };

@@ -11,7 +11,7 @@ use std::path::Path;
 use clap::{ArgAction, Args};
 use mmapkit::scan::{Grep, GrepLine, GrepOptions, ScanOptions};
 
-use crate::common::{Progress, ScanArgs, EXIT_ERROR, EXIT_NO_MATCH, EXIT_OK};
+use crate::common::{error_to_stderr, Progress, ScanArgs, EXIT_ERROR, EXIT_NO_MATCH, EXIT_OK};
 
 pub const GREP_HELP: &str = "\
 Output is GNU grep's, byte for byte, for these options: 'path:' when
@@ -130,7 +130,7 @@ pub fn grep(a: GrepArgs) -> anyhow::Result<u8> {
     let grep = match Grep::new(&opts) {
         Ok(g) => g,
         Err(e) => {
-            eprintln!("mmapkit: {e}");
+            error_to_stderr(&mut io::stdout(), e);
             return Ok(EXIT_ERROR);
         }
     };
@@ -149,7 +149,8 @@ pub fn grep(a: GrepArgs) -> anyhow::Result<u8> {
                 if let Some(err) = out.error.take() {
                     return Err(err.into()); // stdout is gone (a closed pipe ends quietly)
                 }
-                eprintln!("mmapkit: {e}");
+                // Earlier files' lines first: the error must not overtake them.
+                error_to_stderr(&mut out.inner, e);
                 failed = true;
             }
         }

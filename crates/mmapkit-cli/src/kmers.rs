@@ -35,6 +35,10 @@ Modes (identical output bytes in every mode and thread count):
   mmap       (default) workers take the next reads and write each vector at
              its offset in the mapped output: no queue, no output lock
 
+INPUT may be - (or /dev/stdin), a pipe or a FIFO: it is read once, as a
+stream (gzip detected from its first bytes), in every mode, with the same
+output bytes as the same data in a regular file.
+
 OUT is written to a temporary file beside it and renamed into place at the
 end: an interrupted run never leaves a complete-looking OUT. A malformed
 record is an error naming the file and the record number (exit status 2).
@@ -49,7 +53,7 @@ Examples:
 /// Arguments of `mmapkit kmers`.
 #[derive(Args, Debug)]
 pub struct KmersArgs {
-    /// FASTA or FASTQ file, plain or gzip.
+    /// FASTA or FASTQ file, plain or gzip ('-': standard input).
     #[arg(value_name = "INPUT")]
     input: PathBuf,
     /// Where to write the vectors.

@@ -141,7 +141,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("mmapkit: {}", error_line(&e));
+            common::error_to_stderr(&mut io::stdout(), error_line(&e));
             ExitCode::from(common::EXIT_ERROR)
         }
     }
@@ -185,7 +185,7 @@ fn report<T>(result: mmapkit::Result<T>, failed: &mut bool) -> Option<T> {
     match result {
         Ok(v) => Some(v),
         Err(e) => {
-            eprintln!("mmapkit: {e}");
+            common::error_to_stderr(&mut io::stdout(), e);
             *failed = true;
             None
         }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::Args;
 use mmapkit::scan::{self, ReplaceOptions};
 
-use crate::common::{unescape, Progress, ScanArgs, EXIT_ERROR, EXIT_NO_MATCH, EXIT_OK};
+use crate::common::{error_to_stderr, unescape, Progress, ScanArgs, EXIT_ERROR, EXIT_NO_MATCH, EXIT_OK};
 
 pub const REPLACE_HELP: &str = "\
 PATTERN is a regex (Rust regex syntax, like grep -E) matched line by line as
@@ -84,9 +84,9 @@ fn is_plain_literal(p: &str) -> bool {
 }
 
 pub fn replace(a: ReplaceArgs) -> anyhow::Result<u8> {
-    let replacement = unescape(&a.replacement);
+    let replacement = unescape(&a.replacement)?;
     let (pattern, regex) = if a.fixed_strings {
-        (unescape(&a.pattern), false)
+        (unescape(&a.pattern)?, false)
     } else if is_plain_literal(&a.pattern) && !replacement.contains(&b'$') {
         // Same matches as the regex (which cannot span lines either).
         (a.pattern.as_bytes().to_vec(), false)
@@ -120,11 +120,11 @@ pub fn replace(a: ReplaceArgs) -> anyhow::Result<u8> {
             Err(e @ mmapkit::Error::InvalidArgument(_)) if !e.to_string().starts_with(&path.display().to_string()) => {
                 // Not about this file (a bad pattern or suffix): the same
                 // for every file, so say it once.
-                eprintln!("mmapkit: replace: {e}");
+                error_to_stderr(&mut out, format_args!("replace: {e}"));
                 return Ok(EXIT_ERROR);
             }
             Err(e) => {
-                eprintln!("mmapkit: {e}");
+                error_to_stderr(&mut out, e);
                 failed = true;
             }
         }
@@ -200,7 +200,7 @@ fn keep(n: u64, files: &[PathBuf], scan_args: &ScanArgs) -> anyhow::Result<u8> {
                 "truncated": r.truncated,
             })),
             Err(e) => {
-                eprintln!("mmapkit: {e}");
+                error_to_stderr(&mut std::io::stdout(), e);
                 failed = true;
             }
         }

@@ -30,8 +30,17 @@ pub enum Error {
         /// The file.
         path: PathBuf,
     },
+    /// Another process truncated the file while it was read or edited
+    /// through `read`/`pwrite` (not mapped): the operation stopped there.
+    #[error("{}: file was truncated by another process while {during}", path.display())]
+    Truncated {
+        /// The file.
+        path: PathBuf,
+        /// What was going on ("being read", ...), and what was done about it.
+        during: &'static str,
+    },
     /// Extending a file failed because the file system is full.
-    #[error("{}: no space left on device to extend the file to {size} bytes", path.display())]
+    #[error("{}: no space left on device{}", path.display(), extend_to(*size))]
     DiskFull {
         /// The file.
         path: PathBuf,
@@ -80,6 +89,15 @@ pub enum Error {
     InvalidArgument(String),
 }
 
+/// " to extend the file to N bytes", or nothing when the size is unknown (0).
+fn extend_to(size: u64) -> String {
+    if size == 0 {
+        String::new()
+    } else {
+        format!(" to extend the file to {size} bytes")
+    }
+}
+
 /// An OS error's text without Rust's " (os error N)" suffix, as coreutils
 /// and Python print it ("No such file or directory").
 pub fn os_message(e: &io::Error) -> String {
@@ -115,7 +133,7 @@ impl Error {
         match self {
             Error::Io { source, .. } => source.raw_os_error(),
             Error::DiskFull { .. } => Some(libc::ENOSPC),
-            Error::FileTruncated { .. } => Some(libc::EFAULT),
+            Error::FileTruncated { .. } | Error::Truncated { .. } => Some(libc::EFAULT),
             Error::ReadOnly { .. } => Some(libc::EACCES),
             Error::Corrupt { .. } => Some(libc::EIO),
             _ => None,
@@ -127,6 +145,7 @@ impl Error {
         match self {
             Error::Io { path, .. }
             | Error::FileTruncated { path }
+            | Error::Truncated { path, .. }
             | Error::DiskFull { path, .. }
             | Error::ReservationExhausted { path, .. }
             | Error::ReadOnly { path }
@@ -134,5 +153,18 @@ impl Error {
             | Error::Format { path, .. } => Some(path),
             Error::InvalidArgument(_) => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod message_tests {
+    use super::*;
+
+    #[test]
+    fn disk_full_without_a_known_size_does_not_invent_one() {
+        let e = Error::io(Path::new("f"), "write", io::Error::from_raw_os_error(libc::ENOSPC));
+        assert_eq!(e.to_string(), "f: no space left on device");
+        let e = Error::DiskFull { path: "f".into(), size: 4096 };
+        assert_eq!(e.to_string(), "f: no space left on device to extend the file to 4096 bytes");
     }
 }

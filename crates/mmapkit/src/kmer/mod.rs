@@ -42,8 +42,13 @@
 //!   ([`RecordWriter`], grown in place as needed: no pre-pass to count
 //!   reads). Pages of finished input and output are released as the run
 //!   advances, so its resident memory does not grow with the data. Gzip
-//!   input cannot be mapped: it is decompressed by whichever worker holds
-//!   the lock (a serial step), and still written at offsets.
+//!   input and streams (stdin `-`, pipes, FIFOs, /proc files) cannot be
+//!   mapped: they are read (and decompressed) by whichever worker holds
+//!   the lock (a serial step), and records are still written at offsets.
+//!
+//! The input is opened once, through the scans' input module; gzip is
+//! detected from its first two bytes without reopening (a FIFO or a pipe
+//! cannot be reopened), so every kind of input gives the same bytes.
 //!
 //! Errors are reported for the lowest-numbered bad record in every mode, so
 //! the message does not depend on the mode or on thread timing. A failed run
@@ -60,6 +65,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use rayon::prelude::*;
 
 use crate::map::{Advice, Map, Mode as MapMode};
+use crate::scan::source::{label, open_input, pread_full, Opened};
 use crate::writer::{HeaderSpec, LineFormat, RecordWriter, StreamWriter, WriterOptions};
 use crate::{Error, Result};
 use parse::{Block, Caps, Counting, Input, Reader};
@@ -410,33 +416,59 @@ fn threads_for(n: usize) -> usize {
     }
 }
 
-fn is_gzip(path: &Path) -> Result<bool> {
-    let mut f = File::open(path).map_err(|e| Error::io(path, "open", e))?;
-    let mut magic = [0u8; 2];
-    let mut got = 0;
-    while got < 2 {
-        match f.read(&mut magic[got..]) {
-            Ok(0) => break,
-            Ok(k) => got += k,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(Error::io(path, "read", e)),
-        }
-    }
-    Ok(got == 2 && magic == [0x1f, 0x8b])
+/// The input, opened once (never reopened: a FIFO or a pipe cannot be).
+enum Source {
+    /// A plain (not gzip) regular file: can be mapped.
+    Mappable(File),
+    /// Read front to back; `gz` from the first two bytes.
+    Stream { r: Box<dyn Read + Send>, gz: bool },
 }
 
-fn stream<'a>(path: &'a Path, gz: bool, progress: Option<Arc<AtomicU64>>) -> Result<Input<'a>> {
-    let f = File::open(path).map_err(|e| Error::io(path, "open", e))?;
-    if f.metadata().map(|m| m.is_dir()).unwrap_or(false) {
-        return Err(Error::io(path, "read", std::io::Error::from_raw_os_error(libc::EISDIR)));
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+
+/// Opens the input through the scans' [`open_input`] (`-` is stdin; pipes,
+/// FIFOs and /proc files are streams) and sniffs gzip without reopening:
+/// a regular file is `pread` at 0, a stream's first bytes are read and
+/// put back in front of it.
+fn open_source(path: &Path, progress: Option<Arc<AtomicU64>>) -> Result<Source> {
+    let name = label(path);
+    match open_input(path)? {
+        Opened::File { file, .. } => {
+            let mut magic = [0u8; 2];
+            let got = pread_full(&file, &mut magic, 0).map_err(|e| Error::io(name, "read", e))?;
+            let gz = got == 2 && magic == GZIP_MAGIC;
+            Ok(if gz {
+                Source::Stream { r: Box::new(Counting { inner: file, counter: progress }), gz }
+            } else {
+                Source::Mappable(file)
+            })
+        }
+        Opened::Stream(r) => {
+            let mut r = Counting { inner: r, counter: progress };
+            let mut head = Vec::with_capacity(2);
+            while head.len() < 2 {
+                let mut b = [0u8; 2];
+                match r.read(&mut b[..2 - head.len()]) {
+                    Ok(0) => break,
+                    Ok(k) => head.extend_from_slice(&b[..k]),
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(Error::io(name, "read", e)),
+                }
+            }
+            let gz = head == GZIP_MAGIC;
+            Ok(Source::Stream { r: Box::new(std::io::Cursor::new(head).chain(r)), gz })
+        }
     }
-    let raw = Counting { inner: f, counter: progress };
+}
+
+/// A stream input for the parser (decompressed when gzip).
+fn stream_input<'a>(r: Box<dyn Read + Send>, gz: bool) -> Input<'a> {
     let r: Box<dyn Read + Send> = if gz {
-        Box::new(flate2::read::MultiGzDecoder::new(BufReader::with_capacity(1 << 20, raw)))
+        Box::new(flate2::read::MultiGzDecoder::new(BufReader::with_capacity(1 << 20, r)))
     } else {
-        Box::new(raw)
+        r
     };
-    Ok(Input::Stream { r, buf: Vec::new(), eof: false, base: 0 })
+    Input::Stream { r, buf: Vec::new(), eof: false, base: 0 }
 }
 
 /// Where the records go.
@@ -460,7 +492,9 @@ pub fn vectors(input: &Path, opts: &KmerOptions) -> Result<(Summary, Vec<u8>)> {
 fn run(input: &Path, out: Out<'_>, format: OutFormat, opts: &KmerOptions) -> Result<(Summary, Option<Vec<u8>>)> {
     let km = Kmerizer::new(opts.k)?;
     let enc = Encoder::new(format, opts.counts, km.dims());
-    let gz = is_gzip(input)?;
+    let name = label(input);
+    // progress: counted by the stream as the file is read (mapped input: by the reader)
+    let source = open_source(input, opts.progress.clone())?;
     let wopts = WriterOptions { header: enc.header(), sync: opts.sync, grow_records: 0 };
     let (records, bytes) = match opts.mode {
         Mode::Single | Mode::Batch => {
@@ -468,12 +502,15 @@ fn run(input: &Path, out: Out<'_>, format: OutFormat, opts: &KmerOptions) -> Res
                 Out::File(p) => StreamWriter::create(p, enc.width(), &wopts)?,
                 Out::Memory => StreamWriter::memory(enc.width(), &wopts)?,
             };
-            // progress: counted by the stream as the file is read
-            let reader = Reader::new(stream(input, gz, opts.progress.clone())?, input, None);
+            let (r, gz): (Box<dyn Read + Send>, bool) = match source {
+                Source::Mappable(f) => (Box::new(Counting { inner: f, counter: opts.progress.clone() }), false),
+                Source::Stream { r, gz } => (r, gz),
+            };
+            let reader = Reader::new(stream_input(r, gz), name, None);
             if opts.mode == Mode::Single {
-                run_single(reader, &km, &enc, &mut w, input)?;
+                run_single(reader, &km, &enc, &mut w, name)?;
             } else {
-                run_batch(reader, &km, &enc, &mut w, threads_for(opts.threads), input)?;
+                run_batch(reader, &km, &enc, &mut w, threads_for(opts.threads), name)?;
             }
             match out {
                 Out::File(_) => (w.finish()?, None),
@@ -485,18 +522,23 @@ fn run(input: &Path, out: Out<'_>, format: OutFormat, opts: &KmerOptions) -> Res
                 Out::File(p) => RecordWriter::create(p, enc.width(), None, &wopts)?,
                 Out::Memory => RecordWriter::memory(enc.width(), None, &wopts)?,
             };
-            // gzip cannot be mapped: it is streamed, and still written at offsets
-            let map = if gz { None } else { Some(Map::open(input, MapMode::Read)?) };
-            let reader = match &map {
-                Some(m) => {
+            // gzip and streams (pipes, FIFOs, stdin) cannot be mapped: they
+            // are read under the block lock, and still written at offsets
+            let (map, stream) = match source {
+                Source::Mappable(f) => (Some(Map::options().mode(MapMode::Read).map(f, name)?), None),
+                Source::Stream { r, gz } => (None, Some((r, gz))),
+            };
+            let reader = match (&map, stream) {
+                (Some(m), _) => {
                     if !m.is_empty() {
                         m.advise(Advice::Sequential, 0, None)?;
                     }
-                    Reader::new(Input::Mapped { data: m.as_slice(), pos: 0 }, input, opts.progress.clone())
+                    Reader::new(Input::Mapped { data: m.as_slice(), pos: 0 }, name, opts.progress.clone())
                 }
-                None => Reader::new(stream(input, true, opts.progress.clone())?, input, None),
+                (None, Some((r, gz))) => Reader::new(stream_input(r, gz), name, None),
+                (None, None) => unreachable!("one of the two is set"),
             };
-            run_mmap(reader, map.as_ref(), &km, &enc, &w, threads_for(opts.threads), input)?;
+            run_mmap(reader, map.as_ref(), &km, &enc, &w, threads_for(opts.threads), name)?;
             if let Some(m) = &map {
                 m.check()?;
             }

@@ -295,3 +295,53 @@ fn progress_counts_every_input_byte() {
         }
     }
 }
+
+/// `write()` on another thread, failing (instead of hanging) after `secs`.
+fn write_within(input: &Path, out: &Path, o: KmerOptions, secs: u64) -> Result<Summary> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (input, out) = (input.to_owned(), out.to_owned());
+    std::thread::spawn(move || {
+        let _ = tx.send(write(&input, &out, OutFormat::Csv, &o));
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(secs)).expect("kmers hung on a stream input")
+}
+
+#[test]
+fn fifo_inputs_plain_and_gzip_give_the_same_bytes_in_every_mode() {
+    let d = dir();
+    let reads: Vec<Vec<u8>> = (0..400).map(|i| (0..(i * 29 % 300)).map(|j| b"ACGTNacgt"[(i * 5 + j * 11) % 9]).collect()).collect();
+    let text = render(&reads, true, 50);
+    let plain = write_file(d.path(), "r.fq", &text);
+    let want_out = d.path().join("want.csv");
+    write(&plain, &want_out, OutFormat::Csv, &opts(Mode::Single, 1, 4, false)).unwrap();
+    let want = std::fs::read(&want_out).unwrap();
+    let mut k = 0;
+    for data in [text.clone(), gzip(&text), b">r\nACGT\n".to_vec()] {
+        for (mode, threads) in [(Mode::Single, 1), (Mode::Batch, 3), (Mode::Mmap, 1), (Mode::Mmap, 3)] {
+            k += 1;
+            let (f, h) = crate::scan::tests::fifo(d.path(), &format!("ff{k}"), data.clone());
+            let out = d.path().join(format!("o{k}.csv"));
+            let r = write_within(&f, &out, opts(mode, threads, 4, false), 30);
+            // Unblock the feeder if the run failed before opening the FIFO.
+            use std::os::unix::fs::OpenOptionsExt;
+            drop(std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&f));
+            h.join().unwrap();
+            r.unwrap_or_else(|e| panic!("{mode:?} x{threads}: {e}"));
+            let got = std::fs::read(&out).unwrap();
+            if data.len() > 20 {
+                assert!(got == want, "{mode:?} x{threads}: output differs from the regular file's");
+            } else {
+                assert_eq!(got.len(), 136 * 9, "{mode:?} x{threads}: the one-read FIFO");
+            }
+        }
+    }
+}
+
+#[test]
+fn proc_files_are_streamed_not_empty() {
+    // A /proc file is not FASTA: reading it (rather than seeing 0 bytes)
+    // gives a format error naming it.
+    let d = dir();
+    let e = write(Path::new("/proc/meminfo"), &d.path().join("o.csv"), OutFormat::Csv, &opts(Mode::Mmap, 2, 4, false)).unwrap_err();
+    assert!(e.to_string().contains("/proc/meminfo") && e.to_string().contains("record 1"), "{e}");
+}

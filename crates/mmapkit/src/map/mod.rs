@@ -64,6 +64,7 @@ use std::sync::Mutex;
 use libc::c_int;
 
 pub use sys::page_size;
+pub(crate) use sys::fs_type;
 
 use crate::{Error, Result};
 

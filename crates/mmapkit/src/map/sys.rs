@@ -276,6 +276,11 @@ fn free_bytes(file: &File) -> io::Result<u64> {
     check(unsafe { libc::fstatvfs(file.as_raw_fd(), st.as_mut_ptr()) })?;
     // SAFETY: fstatvfs succeeded, so the struct is initialised.
     let st = unsafe { st.assume_init() };
+    if st.f_blocks == 0 {
+        // No size reported (memfd's internal mount, some FUSE and network
+        // file systems): let fallocate decide.
+        return Ok(u64::MAX);
+    }
     // Root may use the reserved blocks too.
     // SAFETY: geteuid has no preconditions.
     let avail = if unsafe { libc::geteuid() } == 0 { st.f_bfree } else { st.f_bavail };
@@ -329,4 +334,18 @@ pub(super) fn pread_full(file: &File, buf: &mut [std::mem::MaybeUninit<u8>], mut
         off += n as u64;
     }
     Ok(done)
+}
+
+/// The file system type of `file` (`statfs` f_type), None when unknown.
+pub fn fs_type(file: &File) -> Option<i64> {
+    let mut st = std::mem::MaybeUninit::<libc::statfs>::zeroed();
+    // SAFETY: fstatfs writes at most one `statfs` into `st`, valid for writes.
+    let rc = unsafe { libc::fstatfs(file.as_raw_fd(), st.as_mut_ptr()) };
+    if rc != 0 {
+        return None;
+    }
+    // SAFETY: fstatfs succeeded, so `st` is initialised.
+    let st = unsafe { st.assume_init() };
+    #[allow(clippy::unnecessary_cast)] // f_type is not i64 on every target
+    Some(st.f_type as i64)
 }

@@ -25,7 +25,7 @@ use rayon::prelude::*;
 use rayon::ThreadPool;
 
 use super::bytes;
-use super::source::{Source, Strategy};
+use super::source::{label, Input, Source, Strategy};
 use crate::{Error, Result};
 
 /// Options shared by every whole-file operation.
@@ -109,11 +109,31 @@ pub(crate) struct Job<'a> {
     pub threads: usize,
 }
 
-impl<'a> Job<'a> {
+/// What a scan reads: a file at offsets, or a stream front to back.
+pub(crate) enum Scan<'a> {
+    Job(Job<'a>),
+    Stream(Box<dyn std::io::Read + Send>),
+}
+
+impl<'a> Scan<'a> {
+    /// Opens `path` for a read-only scan ([`Input::open`] decides).
     pub(crate) fn open(path: &Path, opts: &'a ScanOptions) -> Result<Self> {
-        let src = Source::open(path, opts.strategy)?;
+        Ok(match Input::open(path, opts.strategy)? {
+            Input::Random(src) => Scan::Job(Job::new(src, opts)),
+            Input::Stream(r) => Scan::Stream(r),
+        })
+    }
+}
+
+impl<'a> Job<'a> {
+    /// Opens `path` for access at offsets (a stream is an error).
+    pub(crate) fn open(path: &Path, opts: &'a ScanOptions) -> Result<Self> {
+        Ok(Job::new(Source::open(path, opts.strategy)?, opts))
+    }
+
+    pub(crate) fn new(src: Source, opts: &'a ScanOptions) -> Self {
         let window = opts.window(&src);
-        Ok(Job { src, opts, window, threads: opts.threads() })
+        Job { src, opts, window, threads: opts.threads() }
     }
 
     pub(crate) fn ranges(&self) -> Vec<(u64, u64)> {
@@ -237,7 +257,18 @@ fn finder(needle: &[u8]) -> Result<Finder<'static>> {
 
 /// Occurrences of `needle` in the file (leftmost, non-overlapping).
 pub fn count(path: impl AsRef<Path>, needle: &[u8], opts: &ScanOptions) -> Result<u64> {
-    let job = Job::open(path.as_ref(), opts)?;
+    let path = path.as_ref();
+    let job = match Scan::open(path, opts)? {
+        Scan::Job(job) => job,
+        Scan::Stream(mut r) => {
+            let mut n = 0;
+            stream_matches(&mut r, needle, opts, label(path), |_| {
+                n += 1;
+                ControlFlow::Continue(())
+            })?;
+            return Ok(n);
+        }
+    };
     let ranges = job.ranges();
     if needle.len() == 1 {
         // Dense single bytes (newlines, commas): SIMD counting per window.
@@ -276,12 +307,27 @@ pub fn count_lines(path: impl AsRef<Path>, opts: &ScanOptions) -> Result<u64> {
 
 /// Offsets of the leftmost non-overlapping occurrences, at most `limit`.
 pub fn find_all(path: impl AsRef<Path>, needle: &[u8], limit: Option<usize>, opts: &ScanOptions) -> Result<Vec<u64>> {
-    let job = Job::open(path.as_ref(), opts)?;
+    let path = path.as_ref();
+    let cap = limit.unwrap_or(usize::MAX);
+    let job = match Scan::open(path, opts)? {
+        Scan::Job(job) => job,
+        Scan::Stream(mut r) => {
+            let mut all = Vec::new();
+            if cap > 0 {
+                stream_matches(&mut r, needle, opts, label(path), |q| {
+                    all.push(q);
+                    if all.len() >= cap { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
+                })?;
+            } else {
+                finder(needle)?;
+            }
+            return Ok(all);
+        }
+    };
     let finder = finder(needle)?;
     let ranges = job.ranges();
     let entries = job.entries(&finder, &ranges)?;
     let work: Vec<(u64, u64)> = entries.iter().zip(&ranges).map(|(&a, &(_, e))| (a, e)).collect();
-    let cap = limit.unwrap_or(usize::MAX);
     // Ranges before the one that fills `limit` are all that is needed:
     // later ranges stop as soon as earlier ones have found enough.
     let found = AtomicUsize::new(usize::MAX); // lowest range index known to complete `limit` on its own
@@ -308,7 +354,18 @@ pub fn find_all(path: impl AsRef<Path>, needle: &[u8], limit: Option<usize>, opt
 /// Offset of the first occurrence, stopping as soon as it is known: a
 /// match in the first window returns without starting any thread.
 pub fn find(path: impl AsRef<Path>, needle: &[u8], opts: &ScanOptions) -> Result<Option<u64>> {
-    let job = Job::open(path.as_ref(), opts)?;
+    let path = path.as_ref();
+    let job = match Scan::open(path, opts)? {
+        Scan::Job(job) => job,
+        Scan::Stream(mut r) => {
+            let mut at = None;
+            stream_matches(&mut r, needle, opts, label(path), |q| {
+                at = Some(q);
+                ControlFlow::Break(())
+            })?;
+            return Ok(at);
+        }
+    };
     let finder = finder(needle)?;
     let len = job.src.len();
     let head = job.window.min(len);
@@ -353,7 +410,11 @@ pub fn find(path: impl AsRef<Path>, needle: &[u8], opts: &ScanOptions) -> Result
 /// Offset of the last occurrence (any occurrence, overlapping or not),
 /// scanning from the end with early exit.
 pub fn rfind(path: impl AsRef<Path>, needle: &[u8], opts: &ScanOptions) -> Result<Option<u64>> {
-    let job = Job::open(path.as_ref(), opts)?;
+    let path = path.as_ref();
+    let job = match Scan::open(path, opts)? {
+        Scan::Job(job) => job,
+        Scan::Stream(mut r) => return stream_rfind(&mut r, needle, opts, label(path)),
+    };
     finder(needle)?;
     let n = needle.len() as u64;
     let len = job.src.len();
@@ -460,20 +521,53 @@ impl Job<'_> {
 /// bounded memory, with the same leftmost non-overlapping rule as the file
 /// functions: `needle.len() - 1` bytes are carried between reads.
 pub fn count_stream(mut r: impl std::io::Read, needle: &[u8], label: &Path) -> Result<u64> {
+    let mut n = 0;
+    stream_matches(&mut r, needle, &ScanOptions::default(), label, |_| {
+        n += 1;
+        ControlFlow::Continue(())
+    })?;
+    Ok(n)
+}
+
+/// Bytes read at a time from a stream: the window size (`opts.chunk`, 1 MiB by default).
+pub(crate) fn stream_chunk(opts: &ScanOptions) -> usize {
+    if opts.chunk == 0 {
+        1 << 20
+    } else {
+        opts.chunk
+    }
+}
+
+/// One `read`, retried on EINTR; errors name `label`.
+pub(crate) fn read_some(r: &mut dyn std::io::Read, buf: &mut [u8], label: &Path) -> Result<usize> {
+    loop {
+        match r.read(buf) {
+            Ok(g) => return Ok(g),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Error::io(label, "read", e)),
+        }
+    }
+}
+
+/// Calls `on_match` with the offset of each leftmost non-overlapping
+/// occurrence in a stream, in order, until it breaks. Reads `opts.chunk`
+/// bytes at a time into one buffer, carrying `needle.len() - 1` bytes.
+pub(crate) fn stream_matches(
+    r: &mut dyn std::io::Read,
+    needle: &[u8],
+    opts: &ScanOptions,
+    label: &Path,
+    mut on_match: impl FnMut(u64) -> ControlFlow<()>,
+) -> Result<()> {
     let finder = finder(needle)?;
     let n = needle.len();
-    let mut buf = vec![0u8; (1 << 20) + n];
+    let mut buf = vec![0u8; stream_chunk(opts) + n];
     let mut have = 0; // bytes in buf (carry + new)
     let mut skip = 0; // bytes at the start already covered by a match
-    let mut total = 0u64;
+    let mut base = 0u64; // stream offset of buf[0]
     loop {
-        let got = loop {
-            match r.read(&mut buf[have..]) {
-                Ok(g) => break g,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(Error::io(label, "read", e)),
-            }
-        };
+        let got = read_some(r, &mut buf[have..], label)?;
+        opts.advance(got as u64);
         have += got;
         let eof = got == 0;
         // Matches must start before `limit` unless this is the end.
@@ -483,15 +577,42 @@ pub fn count_stream(mut r: impl std::io::Read, needle: &[u8], label: &Path) -> R
             if i + m >= limit {
                 break;
             }
-            total += 1;
+            if on_match(base + (i + m) as u64).is_break() {
+                return Ok(());
+            }
             i += m + n;
         }
         if eof {
-            return Ok(total);
+            return Ok(());
         }
         let keep_from = limit.max(skip.min(have));
         skip = i.saturating_sub(keep_from);
         buf.copy_within(keep_from..have, 0);
         have -= keep_from;
+        base += keep_from as u64;
+    }
+}
+
+/// The last occurrence (overlapping allowed, as [`rfind`]) in a stream.
+fn stream_rfind(r: &mut dyn std::io::Read, needle: &[u8], opts: &ScanOptions, label: &Path) -> Result<Option<u64>> {
+    finder(needle)?;
+    let n = needle.len();
+    let mut buf = vec![0u8; stream_chunk(opts) + n];
+    let (mut have, mut base, mut last) = (0usize, 0u64, None);
+    loop {
+        let got = read_some(r, &mut buf[have..], label)?;
+        opts.advance(got as u64);
+        if got == 0 {
+            return Ok(last);
+        }
+        have += got;
+        if let Some(o) = bytes::rfind(&buf[..have], needle) {
+            last = Some(base + o as u64);
+        }
+        // Keep the bytes a match could still start in.
+        let keep_from = have.saturating_sub(n - 1);
+        buf.copy_within(keep_from..have, 0);
+        have -= keep_from;
+        base += keep_from as u64;
     }
 }

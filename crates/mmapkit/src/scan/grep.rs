@@ -50,7 +50,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use memchr::{memchr, memrchr};
 use regex::bytes::{Regex, RegexBuilder};
 
-use super::engine::{Job, ScanOptions};
+use super::engine::{Job, Scan, ScanOptions};
+use super::source::label;
 use crate::{Error, Result};
 
 /// What to select and how to report it (the subset of GNU grep's options
@@ -179,7 +180,7 @@ impl Grep {
     /// Errors writing to `out` are returned as [`Error::Io`] on `<output>`.
     pub fn write(&self, path: impl AsRef<Path>, opts: &ScanOptions, out: &mut dyn Write) -> Result<u64> {
         let path = path.as_ref();
-        let fmt = self.gnu(path.as_os_str().as_bytes());
+        let fmt = self.gnu(label(path).as_os_str().as_bytes());
         self.run_path(path, opts, &fmt, &mut Sink::Write(out))
     }
 
@@ -378,7 +379,10 @@ impl Grep {
         if cap == 0 {
             return Ok(0); // like grep -m 0: not even opened
         }
-        let job = Job::open(path, opts)?;
+        let job = match Scan::open(path, opts)? {
+            Scan::Job(job) => job,
+            Scan::Stream(mut r) => return self.run_stream(&mut r, label(path), opts, fmt, sink),
+        };
         if let (Fmt::Count, u64::MAX) = (fmt, cap) {
             return self.count_all(&job);
         }

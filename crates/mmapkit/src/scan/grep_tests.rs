@@ -14,7 +14,7 @@ use crate::Error;
 /// Every combination that must give identical results.
 fn combos() -> Vec<ScanOptions> {
     let mut v = Vec::new();
-    for strategy in [Strategy::Mmap, Strategy::Read] {
+    for strategy in [Strategy::Mmap, Strategy::Read, Strategy::Stream] {
         for threads in [1, 3] {
             for chunk in [1, 3, 7, 64, 0] {
                 v.push(ScanOptions { strategy, threads, chunk, progress: None });
@@ -339,5 +339,24 @@ fn detects_patterns_that_cannot_match_newlines() {
         "\\pC", "\\P{L}", "[\\t-\\r]", "a\\", "\tb", "\\Aa",
     ] {
         assert!(!cannot_match_newline(p), "{p}");
+    }
+}
+
+#[test]
+fn grep_reads_proc_files_and_fifos() {
+    let g = GrepOptions { patterns: vec!["^MemTotal".into()], ..Default::default() };
+    let mut out = Vec::new();
+    // /proc/meminfo has size 0: it used to give no match at all.
+    assert_eq!(grep("/proc/meminfo", &g, &ScanOptions::default(), &mut out).unwrap(), 1);
+    assert!(out.starts_with(b"MemTotal:"), "{}", String::from_utf8_lossy(&out));
+    let data = b"one\ntwo MemTotal\nMemTotal three\nfour".to_vec();
+    let dir = tempfile::tempdir().unwrap();
+    for (k, opts) in combos().into_iter().enumerate() {
+        let g = GrepOptions { patterns: vec!["^MemTotal|two".into()], line_numbers: true, ..Default::default() };
+        let (f, h) = crate::scan::tests::fifo(dir.path(), &format!("f{k}"), data.clone());
+        let mut out = Vec::new();
+        assert_eq!(grep(&f, &g, &opts, &mut out).unwrap(), 2, "{opts:?}");
+        h.join().unwrap();
+        assert_eq!(out, b"2:two MemTotal\n3:MemTotal three\n", "{opts:?}");
     }
 }

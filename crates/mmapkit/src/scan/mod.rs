@@ -24,9 +24,9 @@ pub mod bytes;
 mod engine;
 pub mod grep;
 pub mod replace;
-mod source;
+pub(crate) mod source;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use engine::{count, count_lines, count_stream, find, find_all, rfind, ScanOptions};
 pub use grep::{grep, grep_count, grep_lines, Grep, GrepLine, GrepOptions};

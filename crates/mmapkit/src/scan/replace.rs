@@ -12,7 +12,15 @@
 //!   mapping; with `read`, windows are `pread` and the changed stretches
 //!   `pwrite`n back. The inode, its hard links and its metadata stay; an
 //!   interrupted run leaves some matches replaced and others not (use a
-//!   backup when that matters).
+//!   backup when that matters). If another process truncates the file
+//!   meanwhile, every thread stops at the first sign of it (a short read,
+//!   `fstat` smaller than at the start, a faulting store) and nothing more
+//!   is written, so the file keeps the truncating process's size: the size
+//!   is checked right before each window's `pwrite`s, since a `pwrite` past
+//!   the end would extend the file again. (A truncation landing between
+//!   that check and the writes of the one window in flight can still be
+//!   undone by those writes: there is no atomic check-and-write; through a
+//!   mapping, stores past the end fault instead and cannot extend it.)
 //! * **Rewrite** (different lengths, or regex mode): the new content is
 //!   streamed into a temporary file next to the original
 //!   (`.NAME.mmapkit-PID-N.tmp`, created with `O_EXCL`), which then gets the
@@ -59,7 +67,7 @@ use std::ops::ControlFlow;
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 
 use memchr::memmem::Finder;
@@ -68,7 +76,7 @@ use regex::bytes::{Regex, RegexBuilder};
 use super::engine::{Job, ScanOptions};
 use super::grep::whole_haystack_assertions;
 use super::source::{Source, Strategy};
-use crate::map::{Advice, Map, Mode};
+use crate::map::{Advice, Map, Mode, SharedMap};
 use crate::{Error, Result};
 
 /// How [`replace`] treats the pattern and the file.
@@ -134,6 +142,9 @@ pub fn replace(
         return Err(Error::InvalidArgument("the pattern is empty".into()));
     }
     let regex = if ropts.regex { Some(compile(pattern)?) } else { None };
+    if let Some(re) = &regex {
+        check_group_refs(re, replacement)?;
+    }
     if let Some(sfx) = &ropts.backup {
         if sfx.is_empty() || sfx.contains('/') || sfx.contains('\0') {
             return Err(Error::InvalidArgument(format!(
@@ -194,7 +205,7 @@ pub fn keep_lines(path: impl AsRef<Path>, n: u64, opts: &ScanOptions) -> Result<
     }
     let old_len = meta.len();
     let unchanged = KeepReport { new_len: old_len, old_len, truncated: false };
-    let cut = if n == 0 { Some(0) } else { nth_line_end(path, n, opts)? };
+    let cut = if n == 0 || old_len == 0 { Some(0) } else { nth_line_end(path, n, opts)? };
     match cut {
         Some(cut) if cut < old_len => {
             file.set_len(cut).map_err(|e| Error::io(path, "ftruncate", e))?;
@@ -244,6 +255,17 @@ fn regular_file(path: &Path, op: &'static str) -> Result<Metadata> {
     if !meta.is_file() {
         return Err(Error::InvalidArgument(format!("{}: not a regular file", path.display())));
     }
+    // Sizes on procfs/sysfs are not contents (0 for /proc/meminfo): editing
+    // would silently find nothing.
+    if meta.len() == 0 || meta.len() == crate::map::page_size() as u64 {
+        let f = File::open(path).map_err(|e| Error::io(path, "open", e))?;
+        if super::source::pseudo_fs(&f) {
+            return Err(Error::InvalidArgument(format!(
+                "{}: a /proc or /sys file cannot be edited in place ({op})",
+                path.display()
+            )));
+        }
+    }
     Ok(meta)
 }
 
@@ -251,6 +273,63 @@ fn compile(pattern: &[u8]) -> Result<Regex> {
     let p = std::str::from_utf8(pattern)
         .map_err(|_| Error::InvalidArgument("invalid regex: the pattern is not valid UTF-8".into()))?;
     RegexBuilder::new(p).build().map_err(|e| Error::InvalidArgument(format!("invalid regex: {e}")))
+}
+
+/// Rejects references to groups the regex does not have (`$2` with one
+/// group, `${nme}`), like sed's "invalid reference \\2": expanding them
+/// would silently delete the match. Parses `$` references exactly as
+/// [`regex::bytes::Captures::expand`] does (`$$` is a literal `$`, and a
+/// `$` not followed by a name is literal).
+fn check_group_refs(re: &Regex, repl: &[u8]) -> Result<()> {
+    let mut i = 0;
+    while let Some(k) = memchr::memchr(b'$', &repl[i..]) {
+        let at = i + k;
+        let rest = &repl[at + 1..];
+        let (name, used) = if rest.first() == Some(&b'$') {
+            i = at + 2;
+            continue;
+        } else if rest.first() == Some(&b'{') {
+            match memchr::memchr(b'}', rest).and_then(|e| std::str::from_utf8(&rest[1..e]).ok().map(|n| (n, e + 1))) {
+                Some((n, used)) if !n.is_empty() => (n, used),
+                _ => {
+                    i = at + 1;
+                    continue;
+                }
+            }
+        } else {
+            let n = rest.iter().take_while(|&&b| b == b'_' || b.is_ascii_alphanumeric()).count();
+            if n == 0 {
+                i = at + 1;
+                continue;
+            }
+            (std::str::from_utf8(&rest[..n]).expect("ASCII"), n)
+        };
+        let shown = String::from_utf8_lossy(&repl[at..at + 1 + used]);
+        let groups = re.captures_len() - 1;
+        match name.parse::<usize>() {
+            Ok(g) if g <= groups => {}
+            Ok(_) => {
+                return Err(Error::InvalidArgument(format!(
+                    "invalid reference {shown} in the replacement: the pattern has {groups} group{} ($0 is the whole match)",
+                    if groups == 1 { "" } else { "s" }
+                )))
+            }
+            Err(_) if re.capture_names().flatten().any(|n| n == name) => {}
+            Err(_) => {
+                let digits = name.bytes().take_while(u8::is_ascii_digit).count();
+                let hint = if digits > 0 {
+                    format!(" (write ${{{}}}{} for group {} followed by {:?})", &name[..digits], &name[digits..], &name[..digits], &name[digits..])
+                } else {
+                    String::new()
+                };
+                return Err(Error::InvalidArgument(format!(
+                    "invalid reference {shown} in the replacement: the pattern has no group named {name:?}{hint}"
+                )));
+            }
+        }
+        i = at + 1 + used;
+    }
+    Ok(())
 }
 
 // ----- matching ---------------------------------------------------------
@@ -335,6 +414,12 @@ const GAP: u64 = 4096;
 
 struct InPlace<'a, 'o> {
     job: &'a Job<'o>,
+    /// Where writes go when the file is mapped (see [`InPlace::write`]).
+    out: Option<&'a SharedMap>,
+    path: &'a Path,
+    /// Set once the file is seen shorter than at the start (or any write
+    /// fails): from then on nothing more is written by any thread.
+    stop: AtomicBool,
     needle: &'a Needle,
     repl: &'a [u8],
     /// Starts of ranges 1.. : the `needle.len() - 1` bytes from each are
@@ -434,13 +519,40 @@ impl InPlace<'_, '_> {
         })
     }
 
-    fn write(&self, off: u64, data: &[u8]) -> Result<()> {
-        match &self.job.src {
-            // Through the file, not the mapping: workers hold slices of
-            // the mapping (their own chunks), which a `&self` store would alias.
-            Source::Mapped(m) => m.file().write_all_at(data, off).map_err(|e| Error::io(m.path(), "write", e)),
-            Source::Read { file, path, .. } => file.write_all_at(data, off).map_err(|e| Error::io(path, "write", e)),
+    fn truncated(&self) -> Error {
+        self.stop.store(true, Ordering::Relaxed);
+        Error::Truncated { path: self.path.to_owned(), during: "being edited in place; stopped, the file is left at its new size" }
+    }
+
+    /// Before writing anything below `end`: stops (for good) if the file
+    /// is now shorter than when the edit started, or shorter than `end`.
+    /// A `pwrite` past the end would extend the file again (zeros and
+    /// rewritten stretches where the truncating process removed data), so
+    /// the size is checked right before each window's writes.
+    fn check_size(&self, end: u64) -> Result<()> {
+        if self.stop.load(Ordering::Relaxed) {
+            return Err(self.truncated());
         }
+        let now = self.job.src.file().metadata().map_err(|e| Error::io(self.path, "stat", e))?.len();
+        if now < self.job.src.len() || now < end {
+            return Err(self.truncated());
+        }
+        Ok(())
+    }
+
+    fn write(&self, off: u64, data: &[u8]) -> Result<()> {
+        let r = match (&self.job.src, self.out) {
+            // Through a (second, writable) mapping: a store past the end
+            // faults (SIGBUS guard) and can never extend the file. Not
+            // through the reading map, whose slices the workers hold.
+            (_, Some(out)) => out.write_at(off as usize, data),
+            (Source::Mapped(m), None) => m.file().write_all_at(data, off).map_err(|e| Error::io(m.path(), "write", e)),
+            (Source::Read { file, path, .. }, None) => file.write_all_at(data, off).map_err(|e| Error::io(path, "write", e)),
+        };
+        if r.is_err() {
+            self.stop.store(true, Ordering::Relaxed);
+        }
+        r
     }
 
     /// Edits the matches starting in `[a, e)` (scanning from entry `a`);
@@ -456,7 +568,16 @@ impl InPlace<'_, '_> {
             let win_end = (core_end + n - 1).min(len);
             plan.scratch.clear();
             plan.spans.clear();
-            let i = job.src.with_window(pos, win_end, |w| self.plan(w, pos, (core_end - pos) as usize, &mut plan))?;
+            if self.stop.load(Ordering::Relaxed) {
+                return Err(self.truncated());
+            }
+            let i = job
+                .src
+                .with_window(pos, win_end, |w| self.plan(w, pos, (core_end - pos) as usize, &mut plan))
+                .inspect_err(|_| self.stop.store(true, Ordering::Relaxed))?;
+            if let Some(end) = plan.spans.last().map(|&(off, _, l)| off + l as u64) {
+                self.check_size(end)?;
+            }
             for &(off, s, l) in &plan.spans {
                 self.write(off, &plan.scratch[s..s + l])?;
             }
@@ -489,31 +610,42 @@ fn replace_in_place(
         copy_backup(&real_path(path)?, sfx)?;
     }
     let len = file.metadata().map_err(|e| Error::io(path, "stat", e))?.len();
-    let src = match resolve_in_place(opts.strategy, len) {
+    let (src, out) = match resolve_in_place(opts.strategy, len) {
         Strategy::Mmap => {
-            let map = Map::options().mode(Mode::ReadWrite).map(file, path)?;
+            let dup = file.try_clone().map_err(|e| Error::io(path, "dup", e))?;
+            let out = Map::options().mode(Mode::ReadWrite).map(dup, path)?.into_shared();
+            let map = Map::options().mode(Mode::Read).map(file, path)?;
             map.advise(Advice::Sequential, 0, None)?;
-            Source::Mapped(map)
+            (Source::Mapped(map), Some(out))
         }
-        _ => Source::Read { file, len, path: path.to_owned() },
+        _ => (Source::Read { file, len, path: path.to_owned() }, None),
     };
     let job = Job { window: opts.window(&src), threads: opts.threads(), src, opts };
     let needle = Needle::new(pattern);
     let ranges = job.ranges();
     let entries = job.entries(&needle.finder, &ranges)?;
     let work: Vec<(u64, u64)> = entries.iter().zip(&ranges).map(|(&a, &(_, e))| (a, e)).collect();
-    let edit = InPlace { job: &job, needle: &needle, repl, bounds: ranges.iter().skip(1).map(|r| r.0).collect() };
+    let edit = InPlace {
+        job: &job,
+        out: out.as_ref(),
+        path,
+        stop: AtomicBool::new(false),
+        needle: &needle,
+        repl,
+        bounds: ranges.iter().skip(1).map(|r| r.0).collect(),
+    };
     let parts = job.par_map(&work, |&(a, e)| edit.range(a, e))?;
     let mut count = 0;
     for (c, deferred) in &parts {
         count += c;
         for &q in deferred {
+            edit.check_size(q + repl.len() as u64)?;
             edit.write(q, repl)?;
         }
     }
     if count > 0 && ropts.sync {
         match &job.src {
-            Source::Mapped(m) => m.flush()?,
+            Source::Mapped(m) => out.as_ref().map_or_else(|| m.flush(), |o| o.flush())?,
             Source::Read { file, .. } => file.sync_data().map_err(|e| Error::io(path, "fdatasync", e))?,
         }
     }
@@ -949,7 +1081,7 @@ fn copy_range(orig: &File, from: u64, to: u64, t: &mut TempFile, real: &Path) ->
     src.seek(SeekFrom::Start(from)).map_err(|e| Error::io(real, "seek", e))?;
     let got = io::copy(&mut src.take(to - from), &mut t.file).map_err(|e| Error::io(&t.path, "write", e))?;
     if got < to - from {
-        return Err(Error::FileTruncated { path: real.to_owned() });
+        return Err(Error::Truncated { path: real.to_owned(), during: "being rewritten; it was not replaced" });
     }
     Ok(())
 }

@@ -11,7 +11,7 @@ use regex::bytes::Regex;
 
 use super::*;
 
-const STRATEGIES: [Strategy; 2] = [Strategy::Mmap, Strategy::Read];
+const STRATEGIES: [Strategy; 3] = [Strategy::Mmap, Strategy::Read, Strategy::Stream];
 const THREADS: [usize; 2] = [1, 3];
 const CHUNKS: [usize; 5] = [1, 3, 7, 64, 0];
 
@@ -144,7 +144,20 @@ proptest! {
         const REPS: [&str; 6] = ["X", "", "$1<", "${1}-$0", "[$0]", "${w}z"];
         let re = Regex::new(RES[which]).unwrap();
         let rep = REPS[rep].as_bytes();
-        check_all(&data, RES[which].as_bytes(), rep, true, &naive_regex(&data, &re, rep))?;
+        let missing = (rep.windows(2).any(|w| w == b"$1") || rep.windows(3).any(|w| w == b"{1}")) && re.captures_len() < 2
+            || rep.windows(3).any(|w| w == b"{w}") && !re.capture_names().flatten().any(|n| n == "w");
+        if missing {
+            // A reference to a group the regex lacks is refused, file untouched.
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("d");
+            fs::write(&path, &data).unwrap();
+            let ro = ReplaceOptions { regex: true, ..Default::default() };
+            let r = replace(&path, RES[which].as_bytes(), rep, &ro, &ScanOptions::default());
+            prop_assert!(matches!(r, Err(Error::InvalidArgument(_))), "{:?}", r);
+            prop_assert_eq!(fs::read(&path).unwrap(), data);
+        } else {
+            check_all(&data, RES[which].as_bytes(), rep, true, &naive_regex(&data, &re, rep))?;
+        }
     }
 }
 
@@ -350,4 +363,91 @@ fn shared_zones() {
             }
         }
     }
+}
+
+#[test]
+fn unknown_capture_groups_are_rejected_before_touching_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("g");
+    fs::write(&path, "foo bar\n").unwrap();
+    let ro = ReplaceOptions { regex: true, ..Default::default() };
+    let o = ScanOptions::default();
+    for (pat, rep, names) in [
+        (&br"(foo)"[..], &b"$2"[..], "$2"),
+        (br"(foo)", b"${2}", "${2}"),
+        (br"foo", b"<$1>", "$1"),
+        (br"(?P<k>foo)", b"${kk}", "kk"),
+        (br"(foo)", b"$1a", "${1}a"),
+    ] {
+        match replace(&path, pat, rep, &ro, &o) {
+            Err(Error::InvalidArgument(m)) => assert!(m.contains(names), "{m}"),
+            other => panic!("{:?} -> {:?}: {other:?}", String::from_utf8_lossy(pat), String::from_utf8_lossy(rep)),
+        }
+        assert_eq!(fs::read(&path).unwrap(), b"foo bar\n");
+    }
+    // What exists keeps working: $0, ${0}, names, $$ and a lone $.
+    let r = replace(&path, br"(?P<w>o+)", b"[$0|${0}|$w|${1}|$$|$ |$]", &ro, &o).unwrap();
+    assert_eq!(r.replacements, 1);
+    assert_eq!(fs::read(&path).unwrap(), b"f[oo|oo|oo|oo|$|$ |$] bar\n");
+}
+
+/// Defect 8: a truncation by another process during an in-place edit must
+/// stop every write; the file keeps the size the truncating process gave
+/// it (pwrite past the end used to grow it back with zeros and rewritten
+/// stretches).
+#[test]
+fn truncation_during_in_place_edit_stops_all_writes() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    const LEN: usize = 24 << 20;
+    const CUT: u64 = 1000;
+    let line = b"alpha,beta,gamma,delta,alpha\n";
+    let data: Vec<u8> = line.iter().copied().cycle().take(LEN).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("h2");
+    let ro = ReplaceOptions::default();
+    for strategy in [Strategy::Read, Strategy::Mmap] {
+        for threads in [1, 3] {
+            let mut caught = 0;
+            for _attempt in 0..6 {
+                fs::write(&path, &data).unwrap();
+                let counter = Arc::new(AtomicU64::new(0));
+                let opts = ScanOptions { strategy, threads, chunk: 64 << 10, progress: Some(counter.clone()) };
+                let p = path.clone();
+                let cutter = std::thread::spawn(move || {
+                    while counter.load(Ordering::Relaxed) < 1 << 20 {
+                        std::hint::spin_loop();
+                    }
+                    fs::OpenOptions::new().write(true).open(&p).unwrap().set_len(CUT).unwrap();
+                });
+                let r = replace(&path, b"alpha", b"ALPHA", &ro, &opts);
+                cutter.join().unwrap();
+                let ctx = format!("{strategy:?} x{threads}: {r:?}");
+                match &r {
+                    Err(Error::Truncated { path: p, .. } | Error::FileTruncated { path: p }) => {
+                        assert_eq!(p, &path, "{ctx}");
+                        caught += 1;
+                    }
+                    Ok(_) => {} // finished before the cut
+                    Err(e) => panic!("unexpected error {e} ({ctx})"),
+                }
+                assert_eq!(fs::metadata(&path).unwrap().len(), CUT, "the file grew back ({ctx})");
+                let head = fs::read(&path).unwrap();
+                assert!(head.iter().all(|&b| b != 0), "zeros in what is left ({ctx})");
+            }
+            assert!(caught > 0, "{strategy:?} x{threads}: the truncation was never seen mid-edit");
+        }
+    }
+}
+
+#[test]
+fn proc_files_are_refused_not_silently_unmatched() {
+    let o = ScanOptions::default();
+    for ro in [ReplaceOptions::default(), ReplaceOptions { dry_run: true, ..Default::default() }] {
+        match replace("/proc/meminfo", b"MemTotal", b"MemTotaX", &ro, &o) {
+            Err(Error::InvalidArgument(m)) => assert!(m.contains("/proc/meminfo"), "{m}"),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(matches!(keep_lines("/proc/meminfo", 1, &o), Err(Error::InvalidArgument(_))));
 }

@@ -1,12 +1,22 @@
-//! Where the bytes come from: a mapping or `pread` into a reusable buffer.
+//! Where the bytes come from: a mapping, `pread` into a reusable buffer, or
+//! a stream read front to back.
 //!
-//! Both strategies hand the same kernels the same `&[u8]` windows, so they
+//! All strategies hand the same kernels the same `&[u8]` windows, so they
 //! differ only in I/O. The read strategy keeps one buffer per thread and
 //! reuses it for every window (no allocation per window).
+//!
+//! [`open_input`] is the one place that opens an input and decides whether
+//! it can be read at offsets or must be streamed (scans and k-mers use it):
+//! `-` is standard input; pipes, FIFOs, sockets and character devices are
+//! streams; so are files on procfs and sysfs, whose size reads as 0 (or as
+//! a page) whatever they hold, and any regular file whose size reads as 0
+//! (like `wc`, read it and see).
 
 use std::cell::RefCell;
 use std::fs::File;
-use std::os::unix::fs::FileExt;
+use std::io::Read;
+use std::os::fd::AsFd;
+use std::os::unix::fs::{FileExt, FileTypeExt};
 use std::path::{Path, PathBuf};
 
 use crate::map::{Advice, Map, Mode};
@@ -22,6 +32,9 @@ pub enum Strategy {
     Mmap,
     /// `pread` into a reusable per-thread buffer.
     Read,
+    /// `read` front to back into one reusable buffer, on one thread (what
+    /// pipes, FIFOs, stdin and procfs/sysfs files always get).
+    Stream,
 }
 
 impl std::str::FromStr for Strategy {
@@ -31,8 +44,9 @@ impl std::str::FromStr for Strategy {
             "auto" => Ok(Strategy::Auto),
             "mmap" => Ok(Strategy::Mmap),
             "read" => Ok(Strategy::Read),
+            "stream" => Ok(Strategy::Stream),
             other => Err(Error::InvalidArgument(format!(
-                "unknown strategy {other:?} (expected auto, mmap or read)"
+                "unknown strategy {other:?} (expected auto, mmap, read or stream)"
             ))),
         }
     }
@@ -61,38 +75,110 @@ impl Strategy {
     }
 }
 
-/// An open input file, read through one strategy.
+/// An open input file, read at offsets through one strategy.
 pub(crate) enum Source {
     Mapped(Map),
     Read { file: File, len: u64, path: PathBuf },
+}
+
+/// An input as [`open_input`] found it.
+pub(crate) enum Opened {
+    /// A regular file with a meaningful size: can be mapped or read at offsets.
+    File { file: File, len: u64 },
+    /// Read front to back only (stdin, a pipe, a procfs file, ...).
+    Stream(Box<dyn Read + Send>),
+}
+
+/// An input ready for a scan.
+pub(crate) enum Input {
+    Random(Source),
+    Stream(Box<dyn Read + Send>),
+}
+
+/// `procfs` and `sysfs` (`statfs` f_type): sizes there are not contents.
+const PROC_SUPER_MAGIC: i64 = 0x9fa0;
+const SYSFS_MAGIC: i64 = 0x6265_6572;
+
+/// The name errors use for `path` (`-` is standard input).
+pub(crate) fn label(path: &Path) -> &Path {
+    if path.as_os_str() == "-" {
+        Path::new("(standard input)")
+    } else {
+        path
+    }
+}
+
+/// Opens an input and decides how it can be read; see the module docs.
+pub(crate) fn open_input(path: &Path) -> Result<Opened> {
+    if path.as_os_str() == "-" {
+        // Standard input is read from where it stands, even when it is a
+        // regular file (`(read hdr; mmapkit count ...) < f`).
+        let fd = std::io::stdin().as_fd().try_clone_to_owned().map_err(|e| Error::io(label(path), "dup", e))?;
+        return Ok(Opened::Stream(Box::new(File::from(fd))));
+    }
+    let file = File::open(path).map_err(|e| Error::io(path, "open", e))?;
+    let meta = file.metadata().map_err(|e| Error::io(path, "stat", e))?;
+    let ft = meta.file_type();
+    if ft.is_dir() {
+        return Err(Error::io(path, "read", std::io::Error::from_raw_os_error(libc::EISDIR)));
+    }
+    if ft.is_fifo() || ft.is_char_device() || ft.is_socket() || (ft.is_file() && (meta.len() == 0 || pseudo_fs(&file))) {
+        return Ok(Opened::Stream(Box::new(file)));
+    }
+    if !ft.is_file() {
+        return Err(Error::InvalidArgument(format!("{}: not a regular file, pipe or character device", path.display())));
+    }
+    Ok(Opened::File { file, len: meta.len() })
+}
+
+/// Whether the file lives on procfs or sysfs.
+pub(crate) fn pseudo_fs(file: &File) -> bool {
+    matches!(crate::map::fs_type(file), Some(PROC_SUPER_MAGIC | SYSFS_MAGIC))
 }
 
 thread_local! {
     static BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
-impl Source {
-    pub(crate) fn open(path: &Path, strategy: Strategy) -> Result<Source> {
-        let file = File::open(path).map_err(|e| Error::io(path, "open", e))?;
-        let meta = file.metadata().map_err(|e| Error::io(path, "stat", e))?;
-        if meta.is_dir() {
-            return Err(Error::io(path, "read", std::io::Error::from_raw_os_error(libc::EISDIR)));
-        }
-        if !meta.is_file() {
-            return Err(Error::InvalidArgument(format!(
-                "{}: not a regular file (use - to read a stream from stdin)",
-                path.display()
-            )));
-        }
-        Ok(match strategy.resolve(meta.len()) {
-            Strategy::Read => Source::Read { file, len: meta.len(), path: path.to_owned() },
+impl Input {
+    /// Opens `path` for a scan with `strategy` (streams are streamed whatever it says).
+    pub(crate) fn open(path: &Path, strategy: Strategy) -> Result<Input> {
+        let (file, len) = match open_input(path)? {
+            Opened::Stream(r) => return Ok(Input::Stream(r)),
+            Opened::File { file, len } => (file, len),
+        };
+        Ok(match strategy.resolve(len) {
+            Strategy::Stream => Input::Stream(Box::new(file)),
+            Strategy::Read => Input::Random(Source::Read { file, len, path: path.to_owned() }),
             _ => {
                 let map = Map::options().mode(Mode::Read).map(file, path)?;
                 // Whole-file scans read front to back: ask for read-ahead.
                 map.advise(Advice::Sequential, 0, None)?;
-                Source::Mapped(map)
+                Input::Random(Source::Mapped(map))
             }
         })
+    }
+}
+
+impl Source {
+    /// Opens `path` for access at offsets (editing tools): a stream is an error.
+    pub(crate) fn open(path: &Path, strategy: Strategy) -> Result<Source> {
+        let strategy = if strategy == Strategy::Stream { Strategy::Read } else { strategy };
+        match Input::open(path, strategy)? {
+            Input::Random(s) => Ok(s),
+            Input::Stream(_) => Err(Error::InvalidArgument(format!(
+                "{}: not a regular file with a size (a pipe, device or /proc file can only be read as a stream)",
+                label(path).display()
+            ))),
+        }
+    }
+
+    /// The open file (for `fstat`).
+    pub(crate) fn file(&self) -> &File {
+        match self {
+            Source::Mapped(m) => m.file(),
+            Source::Read { file, .. } => file,
+        }
     }
 
     pub(crate) fn len(&self) -> u64 {
@@ -117,7 +203,8 @@ impl Source {
                 }
                 let got = pread_full(file, &mut buf[..n], start).map_err(|e| Error::io(path, "read", e))?;
                 if got < n {
-                    return Err(Error::FileTruncated { path: path.clone() });
+                    // Not mapped: say so (FileTruncated is about mappings).
+                    return Err(Error::Truncated { path: path.clone(), during: "being read; stopped there" });
                 }
                 Ok(f(&buf[..n]))
             }),
@@ -125,7 +212,7 @@ impl Source {
     }
 }
 
-fn pread_full(file: &File, buf: &mut [u8], mut off: u64) -> std::io::Result<usize> {
+pub(crate) fn pread_full(file: &File, buf: &mut [u8], mut off: u64) -> std::io::Result<usize> {
     let mut done = 0;
     while done < buf.len() {
         match file.read_at(&mut buf[done..], off) {

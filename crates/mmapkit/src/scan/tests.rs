@@ -31,7 +31,7 @@ fn naive_last(hay: &[u8], needle: &[u8]) -> Option<u64> {
 /// Every combination the tools promise to agree on.
 pub(crate) fn all_options() -> Vec<ScanOptions> {
     let mut v = Vec::new();
-    for strategy in [Strategy::Mmap, Strategy::Read, Strategy::Auto] {
+    for strategy in [Strategy::Mmap, Strategy::Read, Strategy::Stream, Strategy::Auto] {
         for threads in [1, 3] {
             for chunk in [1, 2, 3, 7, 64, 0] {
                 v.push(ScanOptions { strategy, threads, chunk, progress: None });
@@ -133,7 +133,14 @@ fn truncation_while_scanning_is_an_error_for_both_strategies() {
             cutter.join().unwrap();
             // Never a silently wrong answer: an error, or a whole-file one.
             match result {
-                Err(crate::Error::FileTruncated { .. }) => {
+                // The message matches the strategy: "while mapped" only for a mapping.
+                Err(e @ crate::Error::FileTruncated { .. }) if strategy == Strategy::Mmap => {
+                    assert!(e.to_string().contains("while mapped"), "{e}");
+                    caught = true;
+                    break;
+                }
+                Err(e @ crate::Error::Truncated { .. }) if strategy == Strategy::Read => {
+                    assert!(!e.to_string().contains("mapped") && e.to_string().contains("being read"), "{e}");
                     caught = true;
                     break;
                 }
@@ -143,6 +150,73 @@ fn truncation_while_scanning_is_an_error_for_both_strategies() {
         }
         assert!(caught, "{strategy:?}: the truncation was never observed mid-scan");
     }
+}
+
+/// A FIFO at `dir/name` fed with `data` by a thread (joined by the caller).
+pub(crate) fn fifo(dir: &std::path::Path, name: &str, data: Vec<u8>) -> (PathBuf, std::thread::JoinHandle<()>) {
+    let p = dir.join(name);
+    assert!(std::process::Command::new("mkfifo").arg(&p).status().unwrap().success());
+    let q = p.clone();
+    let h = std::thread::spawn(move || {
+        use std::io::Write;
+        // A reader that failed before opening would leave us blocked: give up then.
+        if let Ok(mut f) = std::fs::OpenOptions::new().write(true).open(&q) {
+            let _ = f.write_all(&data);
+        }
+    });
+    (p, h)
+}
+
+#[test]
+fn fifos_are_streamed_with_the_same_results() {
+    let data: Vec<u8> = (0..300_000u32).map(|i| if i % 41 == 0 { b'\n' } else { b"ab"[(i % 3 % 2) as usize] }).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let (_d, p) = write(&data);
+    for (k, o) in all_options().into_iter().filter(|o| o.chunk == 0 || o.chunk == 7).enumerate() {
+        let ctx = format!("{o:?}");
+        let (f, h) = fifo(dir.path(), &format!("c{k}"), data.clone());
+        assert_eq!(count(&f, b"ab", &o).unwrap(), count(&p, b"ab", &o).unwrap(), "count {ctx}");
+        h.join().unwrap();
+        let (f, h) = fifo(dir.path(), &format!("l{k}"), data.clone());
+        assert_eq!(count_lines(&f, &o).unwrap(), 300_000u64.div_ceil(41), "lines {ctx}");
+        h.join().unwrap();
+        let (f, h) = fifo(dir.path(), &format!("a{k}"), data.clone());
+        assert_eq!(find_all(&f, b"ba", Some(5), &o).unwrap(), find_all(&p, b"ba", Some(5), &o).unwrap(), "find_all {ctx}");
+        // Unblock the writer if find_all stopped early (non-blocking: it may be gone).
+        use std::os::unix::fs::OpenOptionsExt;
+        drop(std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&f));
+        h.join().unwrap();
+        let (f, h) = fifo(dir.path(), &format!("r{k}"), data.clone());
+        assert_eq!(rfind(&f, b"\nab", &o).unwrap(), naive_last(&data, b"\nab"), "rfind {ctx}");
+        h.join().unwrap();
+    }
+}
+
+#[test]
+fn zero_size_proc_and_sysfs_files_are_read() {
+    let o = ScanOptions::default();
+    // procfs reports size 0; the content is there all the same.
+    let want = std::fs::read("/proc/self/mountinfo").unwrap().iter().filter(|&&b| b == b'\n').count() as u64;
+    assert!(want > 0);
+    let got = count_lines("/proc/self/mountinfo", &o).unwrap();
+    // mountinfo rarely changes between two reads; allow a mount or two.
+    assert!(got.abs_diff(want) <= 2 && got > 0, "got {got}, want about {want}");
+    assert_eq!(find("/proc/meminfo", b"MemTotal:", &o).unwrap(), Some(0));
+    for o in all_options().into_iter().filter(|o| o.chunk == 0 || o.chunk == 3) {
+        assert_eq!(count("/proc/meminfo", b"MemTotal", &o).unwrap(), 1, "{o:?}");
+    }
+    // sysfs reports 4096 for most attributes; it is streamed, never "truncated".
+    let sys = std::path::Path::new("/sys/kernel/mm/transparent_hugepage/enabled");
+    let sys = if sys.exists() { sys } else { std::path::Path::new("/sys/devices/system/cpu/online") };
+    if sys.exists() {
+        let want = std::fs::read(sys).unwrap().iter().filter(|&&b| b == b'\n').count() as u64;
+        for o in all_options() {
+            assert_eq!(count_lines(sys, &o).unwrap(), want, "{o:?}");
+        }
+    }
+    // An ordinary empty file is simply empty.
+    let (_d, p) = write(b"");
+    assert_eq!(count_lines(&p, &o).unwrap(), 0);
 }
 
 proptest! {
