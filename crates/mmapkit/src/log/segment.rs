@@ -2,11 +2,12 @@
 //! generation bump by rename, and directory fsync.
 
 use std::fs::File;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 
-use super::format::{self, HEADER_LEN};
+use super::format::{self, Header, HEADER_LEN};
 use crate::map::{Map, Mode};
 use crate::{Error, Result};
 
@@ -36,6 +37,8 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
 /// One segment file, mapped whole.
 pub(crate) struct SegFile {
     pub first: u64,
+    /// What its header says (recorded file length, nominal segment size).
+    pub header: Header,
     gen: AtomicU32,
     path: Mutex<PathBuf>,
     pub map: Map,
@@ -43,15 +46,19 @@ pub(crate) struct SegFile {
 
 impl SegFile {
     /// Creates segment `first` of generation `gen` with `size` allocated
-    /// bytes: written under a temporary name and renamed, so a crash never
-    /// leaves a segment without a valid header. A full disk is
-    /// [`Error::DiskFull`] and leaves nothing behind.
-    pub fn create(dir: &Path, first: u64, gen: u32, size: u64) -> Result<SegFile> {
+    /// bytes in a log of nominal `seg_size` segments: written under a
+    /// temporary name and renamed, so a crash never leaves a segment
+    /// without a valid header. The rename atomically replaces a segment of
+    /// the same name (used to swap an empty tail for a larger one). A full
+    /// disk is [`Error::DiskFull`] and leaves nothing behind.
+    pub fn create(dir: &Path, first: u64, gen: u32, size: u64, seg_size: u64) -> Result<SegFile> {
         let path = dir.join(seg_name(first, gen));
         let tmp = dir.join(format!("{}.tmp", seg_name(first, gen)));
         let made = (|| {
             let m = Map::create(&tmp, size)?;
-            m.write_at(0, &format::encode_header(first))?;
+            m.file()
+                .write_all_at(&format::encode_header(first, size, seg_size), 0)
+                .map_err(|e| Error::io(&tmp, "pwrite", e))?;
             m.flush_range(0, HEADER_LEN, true)?;
             Ok::<_, Error>(())
         })();
@@ -74,12 +81,15 @@ impl SegFile {
                 Mode::Read
             },
         )?;
-        match format::decode_header(map.as_slice()) {
-            Ok(f) if f == first => {}
-            Ok(f) => {
+        let header = match format::decode_header(map.as_slice()) {
+            Ok(h) if h.first == first => h,
+            Ok(h) => {
                 return Err(Error::Corrupt {
                     path,
-                    detail: format!("segment header says first index {f}, its name says {first}"),
+                    detail: format!(
+                        "segment header says first index {}, its name says {first}",
+                        h.first
+                    ),
                 })
             }
             Err(what) => {
@@ -88,9 +98,10 @@ impl SegFile {
                     detail: what.into(),
                 })
             }
-        }
+        };
         Ok(SegFile {
             first,
+            header,
             gen: AtomicU32::new(gen),
             path: Mutex::new(path),
             map,
@@ -119,6 +130,14 @@ impl SegFile {
 
     pub fn data(&self) -> &[u8] {
         self.map.as_slice()
+    }
+
+    /// `Some(recorded length)` when the file is not as long as its header
+    /// says (segments are preallocated whole: it was truncated).
+    pub fn short(&self) -> Option<u64> {
+        self.header
+            .file_len
+            .filter(|&l| l != self.map.len() as u64)
     }
 
     pub fn corrupt(&self, detail: String) -> Error {
