@@ -379,6 +379,14 @@ fn new_seg_size(opts: &LogOptions) -> u64 {
     opts.segment_size.next_multiple_of(format::SIZE_UNIT)
 }
 
+/// Whether `dir` holds a log (at least one segment file).
+pub fn is_log_dir(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|rd| {
+        rd.flatten()
+            .any(|e| segment::parse_name(&e.file_name().to_string_lossy()).is_some())
+    })
+}
+
 /// Quarantine directory of the log in `dir`: what recovery cuts off goes
 /// there, never away.
 pub fn quarantine_dir(dir: &Path) -> PathBuf {
@@ -570,11 +578,15 @@ fn load(dir: &Path, opts: &LogOptions, reuse: &[Seg]) -> Result<Loaded> {
     let (sc, verdict) = loop {
         let sc = format::scan(d, tail.first, tail.gen(), None, false);
         let v = format::classify_tail(d, &sc, tail.first, tail.gen());
-        if matches!(v, format::Tail::Corrupt { .. }) && !writable && tries < 20 {
-            // A read-only scan may race the writing process: look again.
-            tries += 1;
-            std::thread::sleep(Duration::from_millis(5));
-            continue;
+        if let (format::Tail::Corrupt { to, .. }, false) = (&v, writable) {
+            // A read-only scan may race the writing process: look again
+            // while the bytes keep changing.
+            let sum = crc32c::crc32c(&d[sc.end..*to]);
+            std::thread::sleep(Duration::from_millis(1));
+            if tries < 20 && crc32c::crc32c(&d[sc.end..*to]) != sum {
+                tries += 1;
+                continue;
+            }
         }
         break (sc, v);
     };
