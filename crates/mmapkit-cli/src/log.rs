@@ -352,7 +352,7 @@ fn report_recovery(log: &CommitLog) {
             None => String::new(),
         };
         eprintln!(
-            "mmapkit: {}: recovery dropped {} entries ({} bytes) after the last complete batch{moved}",
+            "mmapkit: {}: recovery dropped {} entries ({} bytes) after the last valid batch{moved}",
             r.tail_segment.display(),
             r.dropped_entries,
             r.dropped_bytes
@@ -393,12 +393,15 @@ fn append(
                 break;
             }
             let appended = match first {
-                Some(f) => format!("entries {f}..{} were appended", f + count - 1),
+                Some(f) => format!(
+                    "entries {f}..{} were appended, the batch holding it was not",
+                    f + count - 1
+                ),
                 None => "nothing was appended".to_owned(),
             };
             if got < 4 {
                 anyhow::bail!(
-                    "stdin: input ends inside the length prefix of record {} (byte {offset}: {got} of 4 bytes); {appended}, the batch holding it was not",
+                    "stdin: input ends inside the length prefix of record {} (byte {offset}: {got} of 4 bytes); {appended}",
                     count + buf.len() as u64 + 1
                 );
             }
@@ -409,7 +412,7 @@ fn append(
                 .context("reading stdin")?;
             if entry.len() as u64 != n {
                 anyhow::bail!(
-                    "stdin: record {} (byte {offset}) of {n} bytes is cut short after {} bytes; {appended}, the batch holding it was not",
+                    "stdin: record {} (byte {offset}) of {n} bytes is cut short after {} bytes; {appended}",
                     count + buf.len() as u64 + 1,
                     entry.len()
                 );
