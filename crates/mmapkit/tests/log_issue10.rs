@@ -183,3 +183,33 @@ fn a_damaged_early_batch_is_corruption_not_a_torn_tail() {
         assert_eq!(all(&log), kept);
     }
 }
+
+#[test]
+fn a_torn_batch_after_a_truncation_is_still_a_torn_tail() {
+    // Truncation zeroes what it drops: the stale batches after the cut
+    // would otherwise look like later batches after a torn one.
+    let dir = tempfile::tempdir().unwrap();
+    let log = CommitLog::open(dir.path(), opts(1 << 16)).unwrap();
+    log.append(&[(1, b"one".as_slice())]).unwrap();
+    let cut = log.stat().unwrap().tail_used as usize;
+    for i in 0..5u8 {
+        log.append(&[(1, vec![i; 40]), (1, vec![i; 7])]).unwrap();
+    }
+    let end = log.stat().unwrap().tail_used as usize;
+    log.truncate_after(1).unwrap();
+    let seg = segments(dir.path())[0].clone();
+    let b = std::fs::read(&seg).unwrap();
+    assert!(b[cut..end + 16].iter().all(|&x| x == 0), "dropped bytes left");
+    log.append(&[(2, b"torn".as_slice()), (2, b"batch")])
+        .unwrap();
+    let torn_end = log.stat().unwrap().tail_used as usize;
+    drop(log);
+    // Tear it: its commit record never reached the disk.
+    let seg = segments(dir.path())[0].clone();
+    let mut b = std::fs::read(&seg).unwrap();
+    b[torn_end - 16..torn_end].fill(0);
+    std::fs::write(&seg, &b).unwrap();
+    let log = CommitLog::open(dir.path(), opts(1 << 16)).unwrap();
+    assert_eq!(all(&log), vec![b"one".to_vec()]);
+    assert_eq!(log.recovery().dropped_entries, 2);
+}
