@@ -379,12 +379,13 @@ class CommitLog:
     def __new__(
         cls,
         path: _Path,
-        segment_size: int = ...,
+        segment_size: int = ...,  # a new log's only; an existing log keeps its own
         sync: Union[str, float, None] = None,
         first_index: int = 1,
         read_only: bool = False,
-        repair: bool = False,
+        repair: bool = False,  # keep a damaged tail's valid prefix; cut bytes go to path/quarantine/
     ) -> Self: ...
+    # Writing methods raise io.UnsupportedOperation on a read_only log.
     def append(self, entries: Sequence[_Entry], term: int = 0) -> int: ...
     def read(self, lo: int, hi: int, max_bytes: Optional[int] = None) -> list[bytes]: ...
     def read_entries(self, lo: int, hi: int, max_bytes: Optional[int] = None) -> list[tuple[int, int, bytes]]: ...

@@ -2,6 +2,7 @@
 a full file system, readers in threads and in other processes."""
 
 import errno
+import io
 import os
 import pickle
 import random
@@ -103,10 +104,12 @@ def test_second_writer_refused_reader_follows(tmp_path):
     d = tmp_path / "wal"
     with mmapkit.CommitLog(d, segment_size=4096, sync="never") as log:
         log.append([b"one"])
-        with pytest.raises(ValueError, match="another process"):
+        # Same process: said so (the flock cannot tell).
+        with pytest.raises(ValueError, match="already open for writing in this process"):
             mmapkit.CommitLog(d)
         ro = mmapkit.CommitLog(d, read_only=True)
-        with pytest.raises(TypeError):
+        # What writing to a file opened read-only raises.
+        with pytest.raises(io.UnsupportedOperation):
             ro.append([b"x"])
         for i in range(100):
             log.append([b"%d" % i])
@@ -387,4 +390,57 @@ def test_damaged_tail_refuses_to_open_unless_repair(tmp_path):
     with mmapkit.CommitLog(d, sync="never", repair=True) as log:
         assert list(log) == [b"entry 0"]
         assert log.recovery["dropped_entries"] == 4
+        # What was cut is kept beside the log, byte for byte.
+        q = Path(log.recovery["quarantine"])
+        assert q.parent == d / "quarantine"
+        cut = q.read_bytes()
+        assert cut == bytes(b[32 + 48 : 32 + 48 + len(cut)]) and len(cut) >= 4 * 48
         assert log.append([b"again"]) == 2
+
+
+def test_batch_bigger_than_the_empty_segment_reopens(tmp_path):
+    # Made a second segment starting at index 1: unopenable forever.
+    d = tmp_path / "w"
+    with mmapkit.CommitLog(d, segment_size=4096) as log:
+        assert log.append([b"x" * 5000]) == 1
+    with mmapkit.CommitLog(d) as log:
+        assert list(log) == [b"x" * 5000]
+        # The 4 KiB segment size is remembered (not the 64 MiB default).
+        for _ in range(60):
+            log.append([b"y" * 100])
+        sizes = [s["size"] for s in log.stat()["segments"]]
+        assert sizes[-1] == 4096, sizes
+        log.verify()
+
+
+def test_read_only_log_refuses_writes_like_a_read_only_file(tmp_path):
+    d = tmp_path / "wal"
+    with mmapkit.CommitLog(d, sync="never") as log:
+        log.append([b"one"])
+    ro = mmapkit.CommitLog(d, read_only=True)
+    for write in (
+        lambda: ro.append([b"x"]),
+        lambda: ro.truncate_after(0),
+        lambda: ro.purge_before(1),
+    ):
+        with pytest.raises(io.UnsupportedOperation) as ei:
+            write()
+        assert isinstance(ei.value, OSError) and isinstance(ei.value, ValueError)
+        assert "read_only" in str(ei.value)
+    assert list(ro) == [b"one"]
+
+
+def test_second_writer_in_another_process_is_told_so(tmp_path):
+    d = tmp_path / "wal"
+    code = (
+        "import sys, mmapkit\n"
+        "try:\n"
+        "    mmapkit.CommitLog(sys.argv[1])\n"
+        "except ValueError as e:\n"
+        "    print(e)\n"
+    )
+    with mmapkit.CommitLog(d, sync="never"):
+        out = subprocess.run(
+            [sys.executable, "-c", code, str(d)], capture_output=True, text=True, check=True
+        ).stdout
+    assert "another process" in out, out

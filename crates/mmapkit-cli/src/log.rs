@@ -26,7 +26,8 @@ Examples:
   mmapkit log purge wal 100            drop whole segments below entry 100
 
 A log is a directory of segment files; one process may write it at a time,
-any number may read it (read, stat and verify open it read-only).";
+any number may read it (read, stat and verify open it read-only). The
+segment size is chosen by `log init` and kept for the life of the log.";
 
 /// Subcommands of `mmapkit log`.
 #[derive(Args, Debug)]
@@ -41,7 +42,8 @@ enum LogCmd {
     #[command(after_help = "Example:\n  mmapkit log init wal --segment-size 64M --first-index 1")]
     Init {
         dir: PathBuf,
-        /// Bytes per segment file (suffixes K, M, G).
+        /// Bytes per segment file (suffixes K, M, G; rounded up to 4K), kept
+        /// for the life of the log (ignored if DIR already holds a log).
         #[arg(long, default_value = "64M", value_parser = parse_size)]
         segment_size: u64,
         /// Index of the first entry.
@@ -55,7 +57,11 @@ Examples:
   mmapkit log read wal --records | mmapkit log append copy --records
 
 --records reads [u32 little-endian length][bytes] records (what
-`log read --records` writes), for entries that contain newlines.
+`log read --records` writes), for entries that contain newlines. Input is
+appended in batches of --batch entries, each only once it was read whole:
+input that ends inside a record is an error (exit 2), the batch holding it
+is not appended, and the message says which entries the earlier batches
+appended. The log must exist (create it with `log init`).
 Prints the first and last index appended (--json: an object).")]
     Append {
         dir: PathBuf,
@@ -71,9 +77,6 @@ Prints the first and last index appended (--json: an object).")]
         /// never, batch or interval:<N>ms.
         #[arg(long, default_value = "batch", value_parser = parse_sync)]
         sync: SyncMode,
-        /// Segment size if the log is created here.
-        #[arg(long, default_value = "64M", value_parser = parse_size)]
-        segment_size: u64,
         /// Print the result as JSON.
         #[arg(long)]
         json: bool,
@@ -121,13 +124,23 @@ UTF-8, else \"data_hex\". --records writes length-prefixed records.")]
 Example:
   mmapkit log verify wal && echo intact
 
+  mmapkit log verify wal --repair      keep the valid prefix of a damaged tail
+
+Only the last batch can be torn (a crash while it was written): it is
+dropped, not an error. Damage anywhere else is corruption.
 Exit status: 0 intact, 1 corrupt (the message names the entry and segment),
-2 other errors.")]
+2 other errors. With --repair (opens the log for writing): a damaged tail
+segment is cut after its last valid batch, and the bytes cut are moved to
+DIR/quarantine/<segment>.<byte offset>.bad (never deleted); exit 0 when the
+repaired log verifies.")]
     Verify {
         dir: PathBuf,
         /// Print the result as JSON.
         #[arg(long)]
         json: bool,
+        /// Repair a damaged tail (see below) before verifying.
+        #[arg(long)]
+        repair: bool,
     },
     /// Drop every entry after INDEX (the next append gets INDEX+1).
     #[command(after_help = "Example:\n  mmapkit log truncate wal 41    keep entries up to 41")]
@@ -178,8 +191,9 @@ fn open_ro(dir: &Path) -> mmapkit::Result<CommitLog> {
     )
 }
 
-fn open_rw(dir: &Path, sync: SyncMode, segment_size: u64) -> mmapkit::Result<CommitLog> {
-    if !dir.is_dir() {
+/// Opens the existing log in `dir` for writing (never creates one).
+fn open_rw(dir: &Path, sync: SyncMode, repair: bool) -> mmapkit::Result<CommitLog> {
+    if !mmapkit::log::is_log_dir(dir) {
         return Err(mmapkit::Error::InvalidArgument(format!(
             "{}: no log here (create it with `mmapkit log init`)",
             dir.display()
@@ -189,7 +203,7 @@ fn open_rw(dir: &Path, sync: SyncMode, segment_size: u64) -> mmapkit::Result<Com
         dir,
         LogOptions {
             sync,
-            segment_size,
+            repair,
             ..Default::default()
         },
     )
@@ -219,10 +233,9 @@ pub fn run(a: LogArgs) -> anyhow::Result<u8> {
             records,
             batch,
             sync,
-            segment_size,
             json,
         } => {
-            let log = open_rw(&dir, sync, segment_size)?;
+            let log = open_rw(&dir, sync, false)?;
             report_recovery(&log);
             append(&log, term, records, batch.max(1), json)
         }
@@ -248,9 +261,15 @@ pub fn run(a: LogArgs) -> anyhow::Result<u8> {
             read(&log, lo, hi, max_bytes, format)
         }
         LogCmd::Stat { dir, json } => stat(&open_ro(&dir)?, json),
-        LogCmd::Verify { dir, json } => {
-            let log = open_ro(&dir)?;
-            match verify_with_bar(&log) {
+        LogCmd::Verify { dir, json, repair } => {
+            // Corruption found on open (the tail) is a verify result too.
+            let r = if repair {
+                open_rw(&dir, SyncMode::Batch, true).inspect(report_recovery)
+            } else {
+                open_ro(&dir)
+            }
+            .and_then(|log| verify_with_bar(&log));
+            match r {
                 Ok(r) => {
                     let mut out = io::stdout().lock();
                     if json {
@@ -285,11 +304,11 @@ pub fn run(a: LogArgs) -> anyhow::Result<u8> {
             }
         }
         LogCmd::Truncate { dir, index } => {
-            open_rw(&dir, SyncMode::Batch, 64 << 20)?.truncate_after(index)?;
+            open_rw(&dir, SyncMode::Batch, false)?.truncate_after(index)?;
             Ok(EXIT_OK)
         }
         LogCmd::Purge { dir, index } => {
-            open_rw(&dir, SyncMode::Batch, 64 << 20)?.purge_before(index)?;
+            open_rw(&dir, SyncMode::Batch, false)?.purge_before(index)?;
             Ok(EXIT_OK)
         }
     }
@@ -328,8 +347,12 @@ fn verify_with_bar(log: &CommitLog) -> mmapkit::Result<mmapkit::log::VerifyRepor
 fn report_recovery(log: &CommitLog) {
     let r = log.recovery();
     if r.dropped_bytes > 0 {
+        let moved = match &r.quarantine {
+            Some(q) => format!("; moved to {}", q.display()),
+            None => String::new(),
+        };
         eprintln!(
-            "mmapkit: {}: recovery dropped an incomplete last batch ({} entries, {} bytes)",
+            "mmapkit: {}: recovery dropped {} entries ({} bytes) after the last valid batch{moved}",
             r.tail_segment.display(),
             r.dropped_entries,
             r.dropped_bytes
@@ -348,11 +371,15 @@ fn append(
     let mut input = io::BufReader::with_capacity(1 << 20, stdin.lock());
     let mut buf: Vec<(u64, Vec<u8>)> = Vec::with_capacity(batch);
     let (mut first, mut count) = (None, 0u64);
-    let mut flush = |buf: &mut Vec<(u64, Vec<u8>)>| -> anyhow::Result<()> {
+    let mut offset = 0u64;
+    let flush = |buf: &mut Vec<(u64, Vec<u8>)>,
+                 first: &mut Option<u64>,
+                 count: &mut u64|
+     -> anyhow::Result<()> {
         if !buf.is_empty() {
             let f = log.append(buf)?;
             first.get_or_insert(f);
-            count += buf.len() as u64;
+            *count += buf.len() as u64;
             buf.clear();
         }
         Ok(())
@@ -361,10 +388,22 @@ fn append(
         let mut entry = Vec::new();
         if records {
             let mut len = [0u8; 4];
-            match input.read_exact(&mut len) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => break,
-                Err(e) => return Err(e).context("reading stdin"),
+            let got = read_full(&mut input, &mut len).context("reading stdin")?;
+            if got == 0 {
+                break;
+            }
+            let appended = match first {
+                Some(f) => format!(
+                    "entries {f}..{} were appended, the batch holding it was not",
+                    f + count - 1
+                ),
+                None => "nothing was appended".to_owned(),
+            };
+            if got < 4 {
+                anyhow::bail!(
+                    "stdin: input ends inside the length prefix of record {} (byte {offset}: {got} of 4 bytes); {appended}",
+                    count + buf.len() as u64 + 1
+                );
             }
             let n = u32::from_le_bytes(len) as u64;
             (&mut input)
@@ -373,10 +412,12 @@ fn append(
                 .context("reading stdin")?;
             if entry.len() as u64 != n {
                 anyhow::bail!(
-                    "stdin: record of {n} bytes is cut short after {} bytes",
+                    "stdin: record {} (byte {offset}) of {n} bytes is cut short after {} bytes; {appended}",
+                    count + buf.len() as u64 + 1,
                     entry.len()
                 );
             }
+            offset += 4 + n;
         } else {
             if input
                 .read_until(b'\n', &mut entry)
@@ -391,10 +432,10 @@ fn append(
         }
         buf.push((term, entry));
         if buf.len() >= batch {
-            flush(&mut buf)?;
+            flush(&mut buf, &mut first, &mut count)?;
         }
     }
-    flush(&mut buf)?;
+    flush(&mut buf, &mut first, &mut count)?;
     let first = first.unwrap_or(log.last_index() + 1);
     let last = first + count - 1;
     if json {
@@ -406,6 +447,20 @@ fn append(
         println!("{first} {last}");
     }
     Ok(EXIT_OK)
+}
+
+/// Reads until `buf` is full or the input ends; returns the bytes read.
+fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match r.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
 }
 
 fn read(

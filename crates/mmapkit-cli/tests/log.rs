@@ -21,7 +21,10 @@ fn run(args: &[&str], dir: &Path, stdin: &[u8]) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .expect("run mmapkit");
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
+    // The command may fail (and exit) before reading its input.
+    if let Err(e) = child.stdin.take().unwrap().write_all(stdin) {
+        assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "{e}");
+    }
     child.wait_with_output().unwrap()
 }
 
@@ -226,4 +229,136 @@ fn every_log_command_has_help_with_an_example() {
         .output()
         .unwrap();
     assert!(String::from_utf8(out.stdout).unwrap().contains("Examples:"));
+}
+
+fn segments(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut segs: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
+        .collect();
+    segs.sort();
+    segs
+}
+
+#[test]
+fn append_of_a_batch_bigger_than_the_empty_segment_stays_readable() {
+    // `log init w --segment-size 4K; seq 1 2000 | log append w` made two
+    // segments starting at index 1: stat failed forever.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("w");
+    ok(&run(&["init", "DIR", "--segment-size", "4K"], &dir, b""));
+    let lines: String = (1..=2000).map(|i| format!("{i}\n")).collect();
+    assert_eq!(
+        ok(&run(&["append", "DIR"], &dir, lines.as_bytes())),
+        "1 2000\n"
+    );
+    let v: Value = serde_json::from_str(&ok(&run(&["stat", "DIR", "--json"], &dir, b""))).unwrap();
+    assert_eq!(v["entries"], 2000);
+    assert_eq!(ok(&run(&["read", "DIR"], &dir, b"")), lines);
+    // The 4 KiB size is remembered without --segment-size.
+    ok(&run(&["append", "DIR", "--batch", "50"], &dir, lines.as_bytes()));
+    let v: Value = serde_json::from_str(&ok(&run(&["stat", "DIR", "--json"], &dir, b""))).unwrap();
+    let sizes: Vec<u64> = v["segments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["size"].as_u64().unwrap())
+        .collect();
+    assert!(sizes.len() > 3 && sizes[2..].iter().all(|&s| s == 4096), "{sizes:?}");
+    // After `truncate w 0`, a big batch again.
+    ok(&run(&["truncate", "DIR", "0"], &dir, b""));
+    ok(&run(&["append", "DIR"], &dir, lines.as_bytes()));
+    ok(&run(&["verify", "DIR"], &dir, b""));
+    assert_eq!(ok(&run(&["read", "DIR"], &dir, b"")), lines);
+}
+
+#[test]
+fn damage_before_the_last_batch_is_corruption_and_repair_quarantines_it() {
+    // `seq 1 3000 | log append b --batch 10`, byte 64 flipped: verify said
+    // `ok: 0 entries` and the next append overwrote the rest.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("b");
+    ok(&run(&["init", "DIR"], &dir, b""));
+    let lines: String = (1..=3000).map(|i| format!("{i}\n")).collect();
+    ok(&run(
+        &["append", "DIR", "--batch", "10"],
+        &dir,
+        lines.as_bytes(),
+    ));
+    let seg = segments(&dir)[0].clone();
+    let mut b = std::fs::read(&seg).unwrap();
+    b[64] ^= 0xFF;
+    std::fs::write(&seg, &b).unwrap();
+    // verify: exit 1 (was 2 for the tail segment), naming entry and segment.
+    let out = run(&["verify", "DIR"], &dir, b"");
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("entry 1") && err.contains(&*seg.file_name().unwrap().to_string_lossy()),
+        "{err}"
+    );
+    // A writer refuses too, and writes nothing.
+    let out = run(&["append", "DIR"], &dir, b"x\n");
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(std::fs::read(&seg).unwrap(), b);
+    // --repair keeps the valid prefix and moves the rest aside.
+    let out = run(&["verify", "DIR", "--repair"], &dir, b"");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("quarantine"));
+    let q: Vec<_> = std::fs::read_dir(dir.join("quarantine"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(q.len(), 1);
+    let cut = std::fs::read(&q[0]).unwrap();
+    assert!(cut.len() > 30000, "{}", cut.len());
+    assert_eq!(cut[..], b[32..32 + cut.len()]);
+    ok(&run(&["verify", "DIR"], &dir, b""));
+}
+
+#[test]
+fn records_input_cut_off_is_an_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("r");
+    ok(&run(&["init", "DIR"], &dir, b""));
+    // A cut-off length prefix: exit 2, nothing appended.
+    let out = run(&["append", "DIR", "--records"], &dir, b"\x03\x00\x00");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("length prefix") && err.contains("nothing was appended"), "{err}");
+    // A record shorter than its prefix says, after a good one in the same batch.
+    let out = run(
+        &["append", "DIR", "--records"],
+        &dir,
+        b"\x02\x00\x00\x00ok\x05\x00\x00\x00abc",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cut short"));
+    let v: Value = serde_json::from_str(&ok(&run(&["stat", "DIR", "--json"], &dir, b""))).unwrap();
+    assert_eq!(v["entries"], 0);
+    // With --batch 1 the first record is appended, and the message says so.
+    let out = run(
+        &["append", "DIR", "--records", "--batch", "1"],
+        &dir,
+        b"\x02\x00\x00\x00ok\x05\x00\x00\x00abc",
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("entries 1..1 were appended"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(ok(&run(&["read", "DIR"], &dir, b"")), "ok\n");
+}
+
+#[test]
+fn append_help_does_not_offer_a_segment_size() {
+    let out = Command::new(env!("CARGO_BIN_EXE_mmapkit"))
+        .args(["log", "append", "--help"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(!text.contains("--segment-size"), "{text}");
+    assert!(text.contains("create it with `log init`"), "{text}");
 }

@@ -13,6 +13,32 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 use crate::errors::IntoPy;
 
+/// [`IntoPy`] for calls that write: writing to a read-only log raises
+/// ``io.UnsupportedOperation`` (an ``OSError`` and a ``ValueError``), as
+/// writing to a file opened read-only does.
+trait WriteErr<T> {
+    fn write_err(self) -> PyResult<T>;
+}
+
+impl<T> WriteErr<T> for mmapkit::Result<T> {
+    fn write_err(self) -> PyResult<T> {
+        self.map_err(|e| match e {
+            mmapkit::Error::ReadOnly { path } => Python::attach(|py| {
+                let msg = format!("{}: the log was opened with read_only=True", path.display());
+                match py
+                    .import("io")
+                    .and_then(|m| m.getattr("UnsupportedOperation"))
+                    .and_then(|t| Ok(t.cast_into::<pyo3::types::PyType>()?))
+                {
+                    Ok(t) => PyErr::from_type(t, msg),
+                    Err(err) => err,
+                }
+            }),
+            e => crate::errors::to_py(e),
+        })
+    }
+}
+
 /// Batches smaller than this in `never` mode are appended without
 /// releasing the GIL (releasing costs more than the append).
 const DETACH_MIN: usize = 64 << 10;
@@ -23,11 +49,15 @@ const DETACH_MIN: usize = 64 << 10;
 /// ``sync``: ``"batch"`` (durable before ``append`` returns; concurrent
 /// appenders share syncs), ``"never"`` (the OS decides), or an interval:
 /// a number of milliseconds or ``"interval:10ms"``. ``first_index`` is the
-/// index of the first entry of a new log. ``read_only=True`` opens a log
-/// that another process writes. ``repair=True`` opens a log whose tail
-/// segment is damaged in the middle by dropping everything from the
-/// damaged batch on (see ``recovery``); by default that raises
-/// ``CorruptError``.
+/// index of the first entry of a new log, ``segment_size`` the segment
+/// size of a new log (rounded up to 4 KiB; an existing log keeps the size
+/// it was created with). ``read_only=True`` opens a log that another
+/// process writes (writing to it raises ``io.UnsupportedOperation``).
+/// Only the last batch can be torn by a crash; it is dropped on open.
+/// Damage anywhere else raises ``CorruptError`` naming the entry and
+/// segment; ``repair=True`` then keeps the valid prefix of a damaged tail
+/// segment and moves the bytes it cuts to
+/// ``path/quarantine/<segment>.<byte>.bad`` (see ``recovery``).
 ///
 /// ``append`` takes a list of ``bytes`` (all with ``term``) or of
 /// ``(term, bytes)`` tuples and returns the first new index; ``read(lo,
@@ -156,9 +186,9 @@ impl CommitLog {
         }
         let batch: Vec<(u64, &[u8])> = keep.iter().map(|(t, b)| (*t, b.as_bytes())).collect();
         if self.never && total < DETACH_MIN {
-            log.append(&batch).py_err()
+            log.append(&batch).write_err()
         } else {
-            py.detach(|| log.append(&batch)).py_err()
+            py.detach(|| log.append(&batch)).write_err()
         }
     }
 
@@ -227,13 +257,13 @@ impl CommitLog {
     /// Drops every entry after ``index``; the next append gets ``index + 1``.
     fn truncate_after(&self, py: Python<'_>, index: u64) -> PyResult<()> {
         let log = self.log()?;
-        py.detach(|| log.truncate_after(index)).py_err()
+        py.detach(|| log.truncate_after(index)).write_err()
     }
 
     /// Drops whole segments whose entries are all below ``index``.
     fn purge_before(&self, py: Python<'_>, index: u64) -> PyResult<()> {
         let log = self.log()?;
-        py.detach(|| log.purge_before(index)).py_err()
+        py.detach(|| log.purge_before(index)).write_err()
     }
 
     /// Makes everything appended so far durable.
@@ -290,7 +320,8 @@ impl CommitLog {
     }
 
     /// What recovery found on open: ``dropped_entries`` (of a torn last
-    /// batch), ``dropped_bytes``, ``tail_segment``.
+    /// batch, or cut by ``repair``), ``dropped_bytes``, ``tail_segment``,
+    /// ``quarantine`` (the file holding the bytes cut, or ``None``).
     #[getter]
     fn recovery<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let log = self.log()?;
@@ -299,6 +330,10 @@ impl CommitLog {
         d.set_item("dropped_entries", r.dropped_entries)?;
         d.set_item("dropped_bytes", r.dropped_bytes)?;
         d.set_item("tail_segment", r.tail_segment.display().to_string())?;
+        d.set_item(
+            "quarantine",
+            r.quarantine.as_ref().map(|q| q.display().to_string()),
+        )?;
         Ok(d)
     }
 

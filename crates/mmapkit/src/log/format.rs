@@ -3,7 +3,9 @@
 //!
 //! ```text
 //! segment  = header(32) record*  (zeros or stale bytes after the last record)
-//! header   = "MMKLOG01" first_index:u64 reserved:[u8;12] crc32c:u32
+//! header   = "MMKLOG01" first_index:u64 file_len:u64 seg_size_4k:u32 crc32c:u32
+//!            (file_len and seg_size_4k are 0 in logs made before they were
+//!            recorded: the file's length unchecked, the size then inferred)
 //! record   = entry | commit          (each starts 16-byte aligned)
 //! entry    = crc:u32 len:u32 term:u64 payload[len] zero-pad-to-16
 //!            crc = CRC32C, seeded from the entry's index, of every byte after it
@@ -60,18 +62,36 @@ pub(crate) fn u64_at(d: &[u8], pos: usize) -> u64 {
     u64::from_le_bytes(d[pos..pos + 8].try_into().expect("8 bytes"))
 }
 
-/// The segment header for a segment whose first entry is `first_index`.
-pub(crate) fn encode_header(first_index: u64) -> [u8; HEADER_LEN] {
+/// Unit of the nominal segment size stored in the header.
+pub(crate) const SIZE_UNIT: u64 = 4096;
+
+/// What a segment header says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Header {
+    pub first: u64,
+    /// The file's allocated length (`None`: not recorded, an older log).
+    pub file_len: Option<u64>,
+    /// The log's nominal segment size (`None`: not recorded).
+    pub seg_size: Option<u64>,
+}
+
+/// The segment header for a segment whose first entry is `first_index`,
+/// of `file_len` bytes, in a log of nominal `seg_size` (a multiple of
+/// [`SIZE_UNIT`]) segments.
+pub(crate) fn encode_header(first_index: u64, file_len: u64, seg_size: u64) -> [u8; HEADER_LEN] {
     let mut h = [0u8; HEADER_LEN];
     h[..8].copy_from_slice(&MAGIC);
     h[8..16].copy_from_slice(&first_index.to_le_bytes());
+    h[16..24].copy_from_slice(&file_len.to_le_bytes());
+    let units = u32::try_from(seg_size / SIZE_UNIT).unwrap_or(u32::MAX);
+    h[24..28].copy_from_slice(&units.to_le_bytes());
     let crc = crc32c::crc32c(&h[..28]);
     h[28..].copy_from_slice(&crc.to_le_bytes());
     h
 }
 
-/// The first index stored in a segment header, or why it is invalid.
-pub(crate) fn decode_header(d: &[u8]) -> Result<u64, &'static str> {
+/// A segment header, or why it is invalid.
+pub(crate) fn decode_header(d: &[u8]) -> Result<Header, &'static str> {
     if d.len() < HEADER_LEN {
         return Err("shorter than a segment header");
     }
@@ -81,7 +101,12 @@ pub(crate) fn decode_header(d: &[u8]) -> Result<u64, &'static str> {
     if crc32c::crc32c(&d[..28]) != u32_at(d, 28) {
         return Err("segment header checksum mismatch");
     }
-    Ok(u64_at(d, 8))
+    let nz = |v: u64| (v != 0).then_some(v);
+    Ok(Header {
+        first: u64_at(d, 8),
+        file_len: nz(u64_at(d, 16)),
+        seg_size: nz(u32_at(d, 24) as u64 * SIZE_UNIT),
+    })
 }
 
 /// Zeros for padding.
@@ -229,18 +254,30 @@ pub(crate) struct Scan {
 /// does not match as long as their batch's commit (computed from the
 /// stored CRCs) does (used only to tell corruption from a torn tail).
 pub(crate) fn scan(d: &[u8], first: u64, gen: u32, limit: Option<u64>, lenient: bool) -> Scan {
+    scan_at(d, HEADER_LEN, first, gen, limit, lenient)
+}
+
+/// [`scan`] from byte `start`, where entry `first` is expected.
+pub(crate) fn scan_at(
+    d: &[u8],
+    start: usize,
+    first: u64,
+    gen: u32,
+    limit: Option<u64>,
+    lenient: bool,
+) -> Scan {
     let mut s = Scan {
         offsets: Vec::new(),
-        end: HEADER_LEN,
+        end: start,
         epoch: 0,
         batches: 0,
         first_bad: None,
         pending: 0,
-        stop_pos: HEADER_LEN,
+        stop_pos: start,
         stop: Stop::End,
     };
     let mut committed = 0usize;
-    let mut pos = HEADER_LEN;
+    let mut pos = start;
     let stop = loop {
         if limit.is_some_and(|l| committed as u64 >= l) {
             break Stop::End;
@@ -310,4 +347,96 @@ pub(crate) fn batch_start(d: &[u8], offsets: &[u64], k: usize) -> usize {
         j -= 1;
     }
     j
+}
+
+/// What the bytes after the committed prefix of a tail segment are.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Tail {
+    /// A clean end: the zero record (or the end of the file).
+    Clean,
+    /// One incomplete last batch: nonzero bytes up to `to` (the only batch
+    /// that a crash can leave torn).
+    Torn { to: usize },
+    /// Damage followed by later data: never a torn tail.
+    Corrupt { detail: String, to: usize },
+}
+
+/// Position just after the last nonzero byte at or after `from`, rounded
+/// up to a record (at most `d.len()`).
+pub(crate) fn data_end(d: &[u8], from: usize) -> usize {
+    match d[from.min(d.len())..].iter().rposition(|&b| b != 0) {
+        Some(i) => (from + i + 1).next_multiple_of(REC).min(d.len()),
+        None => from,
+    }
+}
+
+/// Classifies what follows the committed prefix `sc` (a strict scan of
+/// segment `d`, first entry `first`, generation `gen`).
+///
+/// Only the last batch can be torn. Batches are written whole, followed by
+/// a zero record, into preallocated zeros (truncations zero what they cut),
+/// so damage is corruption, not a tear, when anything shows that a later
+/// batch was written after the damaged one:
+/// * its entries' stored CRCs still commit and later batches follow
+///   (damaged payload);
+/// * two or more commit records lie in the damaged area (the damaged
+///   batch has only one);
+/// * a valid batch starts right after the damaged record (its own commit
+///   record was damaged).
+pub(crate) fn classify_tail(d: &[u8], sc: &Scan, first: u64, gen: u32) -> Tail {
+    let b = sc.end;
+    let clean = match sc.stop {
+        Stop::Clean => sc.pending == 0,
+        Stop::End => sc.pending == 0 && d[sc.stop_pos.min(d.len())..].iter().all(|&x| x == 0),
+        _ => false,
+    };
+    if clean {
+        return Tail::Clean;
+    }
+    let to = data_end(d, b).max((b + REC).min(d.len()));
+    let index = first + sc.offsets.len() as u64;
+    let at = sc.stop_pos;
+    let lenient = scan(d, first, gen, None, true);
+    if lenient.batches > sc.batches + 1 {
+        return Tail::Corrupt {
+            detail: format!(
+                "entry {} fails its checksum and {} later batch(es) follow it",
+                lenient.first_bad.unwrap_or(index),
+                lenient.batches - sc.batches - 1
+            ),
+            to,
+        };
+    }
+    let marks: Vec<usize> = (b..to)
+        .step_by(REC)
+        .filter(|&q| {
+            q + REC <= d.len()
+                && u32_at(d, q + 4) == COMMIT_MARK
+                && (1..=((q - b) / REC) as u64).contains(&(u32_at(d, q + 8) as u64))
+                && (sc.epoch..=gen).contains(&u32_at(d, q + 12))
+        })
+        .collect();
+    if marks.len() >= 2 {
+        return Tail::Corrupt {
+            detail: format!(
+                "the batch from entry {index} is damaged (byte {at}) and later batches follow \
+                 (commit records at bytes {} and {})",
+                marks[0], marks[1]
+            ),
+            to,
+        };
+    }
+    if !marks.is_empty() && at + REC < d.len() {
+        let next = scan_at(d, at + REC, index + sc.pending, gen, None, false);
+        if next.batches > 0 && next.epoch >= sc.epoch {
+            return Tail::Corrupt {
+                detail: format!(
+                    "the commit record of the batch from entry {index} (byte {at}) is damaged \
+                     and a later batch follows it"
+                ),
+                to,
+            };
+        }
+    }
+    Tail::Torn { to }
 }

@@ -27,12 +27,15 @@
 //! * **Framing**: every entry has a length and a CRC32C (over its index,
 //!   term and bytes); every appended batch ends with a commit record whose
 //!   CRC binds the whole batch. See the `format` module for the layout.
-//! * **Recovery** on open scans only the tail segment: an incomplete last
-//!   batch is dropped (and reported by [`CommitLog::recovery`]); a bad
-//!   entry followed by further valid batches is corruption, reported as
-//!   [`Error::Corrupt`] with the index and segment, never skipped. Sealed
-//!   segments are indexed (and verified) on first read; [`CommitLog::verify`]
-//!   checks everything.
+//! * **Recovery** on open scans only the tail segment. Only the last batch
+//!   can be torn (a crash while it was written): it is dropped, its bytes
+//!   moved to `DIR/quarantine/` (reported by [`CommitLog::recovery`]).
+//!   Damage followed by anything showing a later batch was written (see
+//!   `format::classify_tail`), or a segment file shorter than its header
+//!   records, is corruption, reported as [`Error::Corrupt`] with the index
+//!   and segment, never skipped (open with [`LogOptions::repair`] to keep
+//!   the valid prefix). Sealed segments are indexed (and verified) on
+//!   first read; [`CommitLog::verify`] checks everything.
 //! * **Crash safety** of [`truncate_after`](CommitLog::truncate_after) and
 //!   [`purge_before`](CommitLog::purge_before): segments are deleted from
 //!   the far end inwards, a truncation inside a segment first renames it to
@@ -135,8 +138,13 @@ impl std::fmt::Display for SyncMode {
 /// Options of [`CommitLog::open`].
 #[derive(Clone, Debug)]
 pub struct LogOptions {
-    /// Bytes per segment file (default 64 MiB, at least 4 KiB). Batches
-    /// never span segments; a batch larger than this gets its own segment.
+    /// Bytes per segment file of a **new** log (default 64 MiB, at least
+    /// 4 KiB, rounded up to a multiple of 4 KiB). It is recorded in the
+    /// segment headers: an existing log keeps the size it was created with
+    /// and ignores this ([`CommitLog::segment_size`] says which applies;
+    /// logs made before the size was recorded use their smallest segment's
+    /// size). Batches never span segments; a batch larger than this gets a
+    /// segment of its own.
     pub segment_size: u64,
     /// Index of the first entry of a **new** log (default 1); an existing
     /// log keeps its own.
@@ -151,11 +159,14 @@ pub struct LogOptions {
     /// see [`CommitLog::refresh`]). No lock is taken and no recovery
     /// repair is written.
     pub read_only: bool,
-    /// Recover from a damaged tail segment (a bad entry followed by valid
-    /// batches, e.g. after a power loss with [`SyncMode::Never`]) by
-    /// dropping everything from the damaged batch on, as for a torn batch;
-    /// [`Recovery`] reports what was dropped. Default: refuse to open with
-    /// [`Error::Corrupt`].
+    /// Recover from a damaged (or truncated) tail segment by keeping the
+    /// valid prefix and cutting off everything from the damaged batch on;
+    /// the bytes cut are first copied to
+    /// `DIR/quarantine/<segment file>.<byte offset>.bad` (never deleted),
+    /// and [`Recovery`] reports what was dropped and where it went.
+    /// Default: refuse to open with [`Error::Corrupt`]. Damage in a sealed
+    /// (non-tail) segment is always [`Error::Corrupt`] (on read and
+    /// verify): repair does not drop whole segments.
     pub repair: bool,
 }
 
@@ -182,6 +193,9 @@ pub struct Recovery {
     pub dropped_bytes: u64,
     /// The tail segment that was scanned.
     pub tail_segment: PathBuf,
+    /// Where the bytes cut off were moved (`DIR/quarantine/<segment>.<byte>.bad`);
+    /// `None` when nothing was cut (or the log was opened read-only).
+    pub quarantine: Option<PathBuf>,
 }
 
 /// One segment in [`LogStat`].
@@ -296,7 +310,41 @@ pub struct CommitLog {
     recovery: Recovery,
     /// Set when a truncation failed part-way: no more writes until reopened.
     poisoned: AtomicBool,
+    /// Nominal segment size (recorded in the segment headers).
+    seg_size: u64,
     _lock: Option<File>,
+    _registered: Option<WriterReg>,
+}
+
+/// (device, inode) of the log directories this process has open for
+/// writing.
+static WRITERS: Mutex<Vec<(u64, u64)>> = Mutex::new(Vec::new());
+
+/// A log directory's entry in [`WRITERS`], removed on drop.
+struct WriterReg((u64, u64));
+
+impl WriterReg {
+    fn register(dir: &Path) -> Result<WriterReg> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(dir).map_err(|e| Error::io(dir, "stat", e))?;
+        let key = (m.dev(), m.ino());
+        let mut w = lock(&WRITERS);
+        if w.contains(&key) {
+            return Err(Error::InvalidArgument(format!(
+                "{}: the log is already open for writing in this process \
+                 (close that handle first, or open this one read-only)",
+                dir.display()
+            )));
+        }
+        w.push(key);
+        Ok(WriterReg(key))
+    }
+}
+
+impl Drop for WriterReg {
+    fn drop(&mut self) {
+        lock(&WRITERS).retain(|k| *k != self.0);
+    }
 }
 
 impl std::fmt::Debug for CommitLog {
@@ -320,6 +368,72 @@ struct Loaded {
     next_gen: u32,
     recovery: Recovery,
     tail: Arc<SegFile>,
+    /// Nominal segment size of the log.
+    seg_size: u64,
+    /// Bytes of the tail to cut off on a writable open (start, end).
+    cut: Option<(usize, usize)>,
+}
+
+/// Nominal segment size a new log gets from `opts`.
+fn new_seg_size(opts: &LogOptions) -> u64 {
+    opts.segment_size.next_multiple_of(format::SIZE_UNIT)
+}
+
+/// Whether `dir` holds a log (at least one segment file).
+pub fn is_log_dir(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|rd| {
+        rd.flatten()
+            .any(|e| segment::parse_name(&e.file_name().to_string_lossy()).is_some())
+    })
+}
+
+/// Quarantine directory of the log in `dir`: what recovery cuts off goes
+/// there, never away.
+pub fn quarantine_dir(dir: &Path) -> PathBuf {
+    dir.join("quarantine")
+}
+
+/// Copies `bytes` (cut from segment `seg` at byte `at`) durably to
+/// `DIR/quarantine/<segment file>.<at>.bad` (`.<at>.<n>.bad` if taken).
+fn quarantine(dir: &Path, seg: &Path, at: usize, bytes: &[u8]) -> Result<PathBuf> {
+    let q = quarantine_dir(dir);
+    segment::create_dir_durably(&q)?;
+    let name = seg.file_name().unwrap_or_default().to_string_lossy();
+    for n in 0u32.. {
+        let p = if n == 0 {
+            q.join(format!("{name}.{at}.bad"))
+        } else {
+            q.join(format!("{name}.{at}.{n}.bad"))
+        };
+        let f = match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&p)
+        {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(Error::io(&p, "create", e)),
+        };
+        let w = f.write_all_at(bytes, 0).and_then(|()| f.sync_all());
+        if let Err(e) = w {
+            let _ = std::fs::remove_file(&p);
+            return Err(Error::io(&p, "write", e));
+        }
+        sync_dir(&q)?;
+        sync_dir(dir)?;
+        return Ok(p);
+    }
+    unreachable!("u32 names exhausted")
+}
+
+/// Moves a whole file into the quarantine directory.
+fn quarantine_file(dir: &Path, p: &Path) -> Result<()> {
+    let q = quarantine_dir(dir);
+    segment::create_dir_durably(&q)?;
+    let to = q.join(p.file_name().unwrap_or_default());
+    std::fs::rename(p, &to).map_err(|e| Error::io(p, "rename", e))?;
+    sync_dir(&q)?;
+    sync_dir(dir)
 }
 
 /// Lists, maps and checks the segments of `dir` and recovers the tail.
@@ -341,18 +455,33 @@ fn load(dir: &Path, opts: &LogOptions, reuse: &[Seg]) -> Result<Loaded> {
         }
     }
     found.sort();
-    for w in found.windows(2) {
-        if w[0].0 == w[1].0 {
+    // Two segments with one first index: the older ones must hold no
+    // entry (an empty tail that an old version duplicated instead of
+    // replacing); they are set aside. Anything else is corruption.
+    let mut k = 0;
+    while k + 1 < found.len() {
+        if found[k].0 != found[k + 1].0 {
+            k += 1;
+            continue;
+        }
+        let (first, gen, path) = found[k].clone();
+        let empty = SegFile::open(path.clone(), first, gen, false).is_ok_and(|f| {
+            format::scan(f.data(), first, gen, None, false).batches == 0
+        });
+        if !empty {
             return Err(Error::Corrupt {
                 path: dir.to_owned(),
                 detail: format!(
-                    "two segments start at index {}: {} and {}",
-                    w[0].0,
-                    w[0].2.display(),
-                    w[1].2.display()
+                    "two segments start at index {first}: {} and {}",
+                    path.display(),
+                    found[k + 1].2.display()
                 ),
             });
         }
+        if writable {
+            quarantine_file(dir, &path)?;
+        }
+        found.remove(k);
     }
     let mut next_gen = found.iter().map(|f| f.1).max().unwrap_or(0) + 1;
     let mut segs = Vec::with_capacity(found.len().max(1));
@@ -363,7 +492,8 @@ fn load(dir: &Path, opts: &LogOptions, reuse: &[Seg]) -> Result<Loaded> {
                 detail: "no log segments here".into(),
             });
         }
-        let f = SegFile::create(dir, opts.first_index, next_gen, opts.segment_size)?;
+        let size = new_seg_size(opts);
+        let f = SegFile::create(dir, opts.first_index, next_gen, size, size)?;
         next_gen += 1;
         segs.push(Seg {
             file: Arc::new(f),
@@ -392,64 +522,104 @@ fn load(dir: &Path, opts: &LogOptions, reuse: &[Seg]) -> Result<Loaded> {
                         offsets: if whole { s.offsets.clone() } else { None },
                     }
                 }
-                _ => Seg {
-                    file: Arc::new(SegFile::open(path, first, gen, writable)?),
-                    offsets: None,
-                },
+                _ => {
+                    let f = SegFile::open(path, first, gen, writable)?;
+                    if let (Some(want), Some(_)) = (f.short(), next) {
+                        return Err(f.corrupt(format!(
+                            "the file is {} bytes, its header says {want}: it was truncated",
+                            f.map.len()
+                        )));
+                    }
+                    Seg {
+                        file: Arc::new(f),
+                        offsets: None,
+                    }
+                }
             });
         }
     }
 
+    let mut tail = segs.last().expect("one segment").file.clone();
+    // The nominal segment size: recorded in the headers; logs made before
+    // it was recorded use their smallest segment (oversized ones are larger).
+    let seg_size = tail.header.seg_size.unwrap_or_else(|| {
+        let min = segs.iter().map(|s| s.file.map.len() as u64).min();
+        min.unwrap_or(0).max(4096)
+    });
+
+    // A truncated tail: with repair, give the file its length back (the
+    // cut bytes are gone) and recover what is left below.
+    let mut extended = 0u64;
+    if let Some(want) = tail.short() {
+        let have = tail.map.len() as u64;
+        if !(opts.repair && writable) || have < HEADER_LEN as u64 {
+            return Err(tail.corrupt(format!(
+                "the file is {have} bytes, its header says {want}: it was truncated \
+                 (open with repair to keep the entries before the cut)"
+            )));
+        }
+        let p = tail.path();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&p)
+            .and_then(|f| {
+                f.set_len(want)?;
+                f.sync_all()
+            })
+            .map_err(|e| Error::io(&p, "extend", e))?;
+        tail = Arc::new(SegFile::open(p, tail.first, tail.gen(), true)?);
+        segs.last_mut().expect("one segment").file = tail.clone();
+        extended = want - have;
+    }
+
     // Recover the tail.
-    let tail = segs.last().expect("one segment").file.clone();
     let d = tail.data();
-    // What a repair drops beyond a torn batch: (entries, bytes).
-    let mut repaired = (0u64, 0usize);
     let mut tries = 0;
-    let sc = loop {
+    let (sc, verdict) = loop {
         let sc = format::scan(d, tail.first, tail.gen(), None, false);
-        let format::Stop::BadEntry(index, _) = sc.stop else {
-            break sc;
-        };
-        // Torn batch, or corruption? If the entries' stored CRCs still
-        // commit and a later batch follows, the bytes were damaged after
-        // being written whole: report, never skip.
-        let lenient = format::scan(d, tail.first, tail.gen(), None, true);
-        if lenient.first_bad != Some(index) && !writable && tries < 100 {
-            // A read-only scan raced the writing process: look again.
-            tries += 1;
-            continue;
-        }
-        if lenient.batches > sc.batches + 1 {
-            if !opts.repair {
-                return Err(tail.corrupt(format!(
-                    "entry {index} fails its checksum and {} later batch(es) follow it \
-                     (open with repair to drop everything from that batch on)",
-                    lenient.batches - sc.batches - 1
-                )));
+        let v = format::classify_tail(d, &sc, tail.first, tail.gen());
+        if let (format::Tail::Corrupt { to, .. }, false) = (&v, writable) {
+            // A read-only scan may race the writing process: look again
+            // while the bytes keep changing.
+            let sum = crc32c::crc32c(&d[sc.end..*to]);
+            std::thread::sleep(Duration::from_millis(1));
+            if tries < 20 && crc32c::crc32c(&d[sc.end..*to]) != sum {
+                tries += 1;
+                continue;
             }
-            repaired = (
-                (lenient.offsets.len() - sc.offsets.len()) as u64,
-                lenient.end - sc.end,
-            );
         }
-        break sc;
+        break (sc, v);
     };
-    let rest_zero = d[sc.stop_pos.min(d.len())..]
-        .iter()
-        .take(REC)
-        .all(|&b| b == 0);
-    let dropped_bytes = match sc.stop {
-        format::Stop::Clean if sc.pending == 0 => 0,
-        format::Stop::End if sc.pending == 0 && rest_zero => 0,
-        format::Stop::Clean => sc.stop_pos - sc.end,
-        // A bad record, or a few bytes too short to be one.
-        _ => (sc.stop_pos + REC).min(d.len()) - sc.end,
-    } as u64;
+    let cut = match verdict {
+        format::Tail::Clean => None,
+        format::Tail::Torn { to } => Some((sc.end, to)),
+        format::Tail::Corrupt { detail, to } => {
+            if !(opts.repair && writable) {
+                let how = if writable {
+                    " (open with repair to keep the entries before it; what is cut goes to the quarantine directory)"
+                } else {
+                    ""
+                };
+                return Err(tail.corrupt(format!("{detail}{how}")));
+            }
+            Some((sc.end, to))
+        }
+    };
+    let dropped = cut.map_or(0, |(a, b)| {
+        // Entries a repair drops: the counts of the commit records cut.
+        let counted: u64 = (a..b)
+            .step_by(REC)
+            .filter(|&q| q + REC <= d.len() && u32_at(d, q + 4) == format::COMMIT_MARK)
+            .map(|q| u32_at(d, q + 8) as u64)
+            .filter(|&c| c as usize <= (b - a) / REC)
+            .sum();
+        counted.max(sc.pending)
+    });
     let recovery = Recovery {
-        dropped_entries: sc.pending.max(repaired.0),
-        dropped_bytes: dropped_bytes.max(repaired.1 as u64),
+        dropped_entries: dropped,
+        dropped_bytes: cut.map_or(0, |(a, b)| (b - a) as u64) + extended,
         tail_segment: tail.path(),
+        quarantine: None,
     };
     let last = tail.first + sc.offsets.len() as u64 - 1;
     let tail_end = sc.end;
@@ -470,6 +640,8 @@ fn load(dir: &Path, opts: &LogOptions, reuse: &[Seg]) -> Result<Loaded> {
         next_gen,
         recovery,
         tail,
+        seg_size,
+        cut,
     })
 }
 
@@ -493,8 +665,15 @@ impl CommitLog {
         }
         let writable = !opts.read_only;
         if writable {
-            std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, "mkdir", e))?;
+            segment::create_dir_durably(&dir)?;
         }
+        // The flock below does not conflict within one process (another
+        // handle of ours may hold it): a registry tells that case apart.
+        let registered = if writable {
+            Some(WriterReg::register(&dir)?)
+        } else {
+            None
+        };
         let lock_file = if writable {
             let p = dir.join("LOCK");
             let f = std::fs::OpenOptions::new()
@@ -535,8 +714,10 @@ impl CommitLog {
             last,
             tail_end,
             next_gen,
-            recovery,
+            mut recovery,
             tail,
+            seg_size,
+            cut,
         } = ld;
         let log = CommitLog {
             dir,
@@ -560,18 +741,31 @@ impl CommitLog {
             }),
             synced: Condvar::new(),
             syncs: AtomicU64::new(0),
-            recovery,
+            recovery: Recovery::default(),
             poisoned: AtomicBool::new(false),
+            seg_size,
             opts,
             _lock: lock_file,
+            _registered: registered,
         };
-        if writable && log.recovery.dropped_bytes > 0 {
-            // Cut the torn bytes off for good: new generation, then a zero
-            // record at the end, so they can never complete later.
-            drop(tail);
+        if let (true, Some((from, to))) = (writable, cut) {
+            // Cut the torn (or, with repair, damaged) bytes off for good:
+            // moved to the quarantine directory first, then a new
+            // generation, then zeroed from the far end down to the cut, so
+            // they can never complete later and a crash meanwhile leaves
+            // at most a shorter torn area.
+            let to = to.min(tail.map.len());
+            let mut bytes = vec![0u8; to.saturating_sub(from)];
+            tail.map.read_at(from, &mut bytes)?;
+            recovery.quarantine = Some(quarantine(&log.dir, &tail.path(), from, &bytes)?);
             let mut w = lock(&log.writer);
-            log.cut_tail(&mut w, tail_end)?;
+            log.bump(&mut w, &tail)?;
+            drop(tail); // the rewrite below needs the tail to itself
+            log.zero_range(from, to.max(from + REC))?;
+            debug_assert_eq!(tail_end, from);
         }
+        let mut log = log;
+        log.recovery = recovery;
         Ok(log)
     }
 
@@ -609,6 +803,11 @@ impl CommitLog {
     /// The options it was opened with.
     pub fn options(&self) -> &LogOptions {
         &self.opts
+    }
+    /// The nominal segment size in effect (recorded when the log was
+    /// created; [`LogOptions::segment_size`] applies only to a new log).
+    pub fn segment_size(&self) -> u64 {
+        self.seg_size
     }
     /// What recovery found on open.
     pub fn recovery(&self) -> &Recovery {
@@ -764,13 +963,30 @@ impl CommitLog {
     ) -> Result<Arc<SegFile>> {
         let page = crate::map::page_size() as u64;
         let size = self
-            .opts
-            .segment_size
+            .seg_size
             .max(((HEADER_LEN + need) as u64).div_ceil(page) * page);
-        let seg = Arc::new(SegFile::create(&self.dir, first, w.next_gen, size)?);
-        w.next_gen += 1;
+        if first == old.first {
+            // The tail holds no entry: a second segment starting at the
+            // same index would make the log unopenable. Replace it by a
+            // larger one under the same name (one atomic rename: a crash
+            // leaves one or the other, both empty).
+            let seg = Arc::new(SegFile::create(&self.dir, first, old.gen(), size, self.seg_size)?);
+            let mut s = self.write_state();
+            let t = s.segs.last_mut().expect("one segment");
+            t.file = seg.clone();
+            t.offsets = Some(Vec::new());
+            s.tail_end = HEADER_LEN;
+            let mut st = lock(&self.sync);
+            st.synced = (first, HEADER_LEN);
+            return Ok(seg);
+        }
+        // The sealed segment is durable before the next one exists: a power
+        // loss in between must never leave a segment short of entries the
+        // next one's first index says were there (found by crashfs).
         old.map.flush_range(0, end, true)?;
         self.syncs.fetch_add(1, Ordering::Relaxed);
+        let seg = Arc::new(SegFile::create(&self.dir, first, w.next_gen, size, self.seg_size)?);
+        w.next_gen += 1;
         let mut s = self.write_state();
         s.segs.push(Seg {
             file: seg.clone(),
@@ -1075,8 +1291,8 @@ impl CommitLog {
     /// new end position.
     fn cut_entries(&self, w: &mut Writer, keep: usize) -> Result<usize> {
         let seg = self.tail();
-        let (end, commit) = {
-            let d = seg.data();
+        let d = seg.data();
+        let (end, commit, old_end) = {
             let s = self.read_state();
             let offs = s
                 .segs
@@ -1085,32 +1301,40 @@ impl CommitLog {
                 .offsets
                 .as_deref()
                 .expect("indexed");
+            // After the last batch's commit record (the tail may be a
+            // sealed segment that whole segments were cut from).
+            let old_end = format::entry_end(d, offs, offs.len() - 1) + REC;
             if keep == 0 {
-                (HEADER_LEN, None)
+                (HEADER_LEN, None, old_end)
             } else {
                 let e = format::entry_end(d, offs, keep - 1);
                 if u32_at(d, e + 4) == format::COMMIT_MARK {
-                    (e + REC, None)
+                    (e + REC, None, old_end)
                 } else {
                     // Mid-batch: the kept part of the batch gets a commit record of its own.
                     let b = format::batch_start(d, offs, keep - 1);
-                    (e, Some((seg.first + b as u64, offs[b..keep].to_vec())))
+                    (e, Some((seg.first + b as u64, offs[b..keep].to_vec())), old_end)
                 }
             }
         };
         self.bump(w, &seg)?;
-        let rec = commit.map(|(bfirst, offs)| format::commit_for(seg.data(), bfirst, &offs, seg.gen()));
-        drop(seg);
+        // The dropped batches are zeroed (far end first): recovery relies on
+        // nothing but zeros after the last batch, so a later torn batch is
+        // never mistaken for corruption. A kill meanwhile leaves a longer
+        // prefix of the old log (the truncation was not acknowledged).
+        let rec = commit.map(|(bfirst, offs)| format::commit_for(d, bfirst, &offs, seg.gen()));
+        drop(seg); // the rewrites below need the tail to themselves
         match rec {
             None => {
+                self.zero_range(end + REC, old_end + REC)?;
                 self.zero_at(end)?;
                 Ok(end)
             }
             Some(rec) => {
-                // The commit record is durable before the zero record after
-                // it is written: a torn pair never uncommits the kept part.
+                // The kept part's commit record first: zeroing the rest of
+                // its batch before would tear the kept entries.
                 self.rewrite_tail(end, &rec)?;
-                self.zero_at(end + REC)?;
+                self.zero_range(end + REC, old_end + REC)?;
                 Ok(end + REC)
             }
         }
@@ -1126,11 +1350,28 @@ impl CommitLog {
         Ok(())
     }
 
-    /// New generation for the tail, then a zero record at `end`: whatever
-    /// follows can never validate again.
-    fn cut_tail(&self, w: &mut Writer, end: usize) -> Result<()> {
-        self.bump(w, &self.tail())?;
-        self.zero_at(end)
+    /// Zeros bytes `from..to` of the tail (clamped to the file) from the
+    /// far end down, then syncs them: a kill part-way leaves the low part,
+    /// so recovery sees at most a shorter torn area, never data after a hole.
+    fn zero_range(&self, from: usize, to: usize) -> Result<()> {
+        const CHUNK: usize = 1 << 16;
+        self.with_tail_to_itself(|seg| {
+            let to = to.min(seg.map.len());
+            if from >= to {
+                return Ok(());
+            }
+            seg.unseal_from(from)?;
+            let zeros = vec![0u8; CHUNK.min(to - from)];
+            let mut hi = to;
+            while hi > from {
+                let lo = hi.saturating_sub(CHUNK).max(from);
+                seg.map.get_mut().write_at(lo, &zeros[..hi - lo])?;
+                hi = lo;
+            }
+            seg.map.flush_range(from, to - from, true)?;
+            self.syncs.fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        })
     }
 
     fn zero_at(&self, pos: usize) -> Result<()> {
@@ -1141,18 +1382,26 @@ impl CommitLog {
     }
 
     /// Writes `bytes` at `pos` of the tail segment, below its seal, and
-    /// syncs them. Entries handed out earlier must never change, so when
-    /// readers still hold the tail's mapping, the rewrite goes to a copy
-    /// of the file renamed over it (they keep the old file's pages).
+    /// syncs them.
     fn rewrite_tail(&self, pos: usize, bytes: &[u8]) -> Result<()> {
+        self.with_tail_to_itself(|seg| {
+            seg.rewrite(pos, bytes)?;
+            self.syncs.fetch_add(1, Ordering::Relaxed);
+            Ok(())
+        })
+    }
+
+    /// Runs `f` with the tail segment to itself, for writes below its
+    /// seal. Entries handed out earlier must never change, so when readers
+    /// still hold the tail's mapping, the tail is first replaced by a copy
+    /// of its file renamed over it (they keep the old file's pages).
+    fn with_tail_to_itself<R>(&self, f: impl FnOnce(&mut SegFile) -> Result<R>) -> Result<R> {
         let mut s = self.write_state();
         let seg = &mut s.segs.last_mut().expect("one segment").file;
         if Arc::get_mut(seg).is_none() {
             *seg = Arc::new(seg.copy_for_rewrite(&self.dir)?);
         }
-        Arc::get_mut(seg).expect("exclusive").rewrite(pos, bytes)?;
-        self.syncs.fetch_add(1, Ordering::Relaxed);
-        Ok(())
+        f(Arc::get_mut(seg).expect("exclusive"))
     }
 
     /// Drops whole segments whose entries are all below `index`

@@ -2,11 +2,12 @@
 //! generation bump by rename, and directory fsync.
 
 use std::fs::File;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 
-use super::format::{self, HEADER_LEN};
+use super::format::{self, Header, HEADER_LEN};
 use crate::map::{AppendMap, Map, Mode};
 use crate::{Error, Result};
 
@@ -33,9 +34,35 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
         .map_err(|e| Error::io(dir, "fsync (directory)", e))
 }
 
+/// `create_dir_all`, made durable: the parent of every directory created
+/// is fsynced, so a power loss cannot take a new log (or its quarantine)
+/// away with its acknowledged entries (found by crashfs).
+pub(crate) fn create_dir_durably(dir: &Path) -> Result<()> {
+    let mut missing = Vec::new();
+    let mut d = dir;
+    while !d.as_os_str().is_empty() && !d.exists() {
+        missing.push(d);
+        match d.parent() {
+            Some(p) => d = p,
+            None => break,
+        }
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, "mkdir", e))?;
+    for made in missing.iter().rev() {
+        let parent = made.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        sync_dir(parent)?;
+    }
+    Ok(())
+}
+
 /// One segment file, mapped whole.
 pub(crate) struct SegFile {
     pub first: u64,
+    /// What its header says (recorded file length, nominal segment size).
+    pub header: Header,
     gen: AtomicU32,
     path: Mutex<PathBuf>,
     /// Sealed up to the end of the last committed batch: entries read
@@ -46,15 +73,19 @@ pub(crate) struct SegFile {
 
 impl SegFile {
     /// Creates segment `first` of generation `gen` with `size` allocated
-    /// bytes: written under a temporary name and renamed, so a crash never
-    /// leaves a segment without a valid header. A full disk is
-    /// [`Error::DiskFull`] and leaves nothing behind.
-    pub fn create(dir: &Path, first: u64, gen: u32, size: u64) -> Result<SegFile> {
+    /// bytes in a log of nominal `seg_size` segments: written under a
+    /// temporary name and renamed, so a crash never leaves a segment
+    /// without a valid header. The rename atomically replaces a segment of
+    /// the same name (used to swap an empty tail for a larger one). A full
+    /// disk is [`Error::DiskFull`] and leaves nothing behind.
+    pub fn create(dir: &Path, first: u64, gen: u32, size: u64, seg_size: u64) -> Result<SegFile> {
         let path = dir.join(seg_name(first, gen));
         let tmp = dir.join(format!("{}.tmp", seg_name(first, gen)));
         let made = (|| {
-            let mut m = Map::create(&tmp, size)?;
-            m.write_at(0, &format::encode_header(first))?;
+            let m = Map::create(&tmp, size)?;
+            m.file()
+                .write_all_at(&format::encode_header(first, size, seg_size), 0)
+                .map_err(|e| Error::io(&tmp, "pwrite", e))?;
             m.flush_range(0, HEADER_LEN, true)?;
             Ok::<_, Error>(())
         })();
@@ -79,12 +110,15 @@ impl SegFile {
                 Mode::Read
             },
         )?;
-        match format::decode_header(map.as_slice()) {
-            Ok(f) if f == first => {}
-            Ok(f) => {
+        let header = match format::decode_header(map.as_slice()) {
+            Ok(h) if h.first == first => h,
+            Ok(h) => {
                 return Err(Error::Corrupt {
                     path,
-                    detail: format!("segment header says first index {f}, its name says {first}"),
+                    detail: format!(
+                        "segment header says first index {}, its name says {first}",
+                        h.first
+                    ),
                 })
             }
             Err(what) => {
@@ -93,14 +127,21 @@ impl SegFile {
                     detail: what.into(),
                 })
             }
-        }
+        };
         let len = map.len();
         Ok(SegFile {
             first,
+            header,
             gen: AtomicU32::new(gen),
             path: Mutex::new(path),
             map: AppendMap::new(map, 0, len)?,
         })
+    }
+
+    /// Moves the seal down to `pos` if it is above (exclusive access).
+    pub fn unseal_from(&mut self, pos: usize) -> Result<()> {
+        let sealed = self.map.sealed().min(pos);
+        self.map.set_sealed(sealed)
     }
 
     /// A copy of this segment under the same name (the old file stays
@@ -128,7 +169,7 @@ impl SegFile {
     /// Unseals from `pos` on and writes `bytes` there, durably (exclusive
     /// access: no entry of this mapping is being read).
     pub fn rewrite(&mut self, pos: usize, bytes: &[u8]) -> Result<()> {
-        self.map.set_sealed(pos)?;
+        self.unseal_from(pos)?;
         self.map.get_mut().write_at(pos, bytes)?;
         self.map.flush_range(pos, bytes.len(), true)
     }
@@ -156,6 +197,14 @@ impl SegFile {
     /// The sealed bytes, from offset 0 (header included).
     pub fn data(&self) -> &[u8] {
         self.map.sealed_slice()
+    }
+
+    /// `Some(recorded length)` when the file is not as long as its header
+    /// says (segments are preallocated whole: it was truncated).
+    pub fn short(&self) -> Option<u64> {
+        self.header
+            .file_len
+            .filter(|&l| l != self.map.len() as u64)
     }
 
     pub fn corrupt(&self, detail: String) -> Error {

@@ -36,8 +36,28 @@ fn format_roundtrip_and_alignment() {
     assert_eq!(format::padded(1), 16);
     assert_eq!(format::padded(16), 16);
     assert_eq!(format::frame_size(50), 80);
-    let h = format::encode_header(42);
-    assert_eq!(format::decode_header(&h), Ok(42));
+    let h = format::encode_header(42, 1 << 20, 8192);
+    assert_eq!(
+        format::decode_header(&h),
+        Ok(format::Header {
+            first: 42,
+            file_len: Some(1 << 20),
+            seg_size: Some(8192)
+        })
+    );
+    // Headers written before the lengths were recorded still decode.
+    let mut old = [0u8; format::HEADER_LEN];
+    old[..16].copy_from_slice(&h[..16]);
+    let crc = crc32c::crc32c(&old[..28]);
+    old[28..].copy_from_slice(&crc.to_le_bytes());
+    assert_eq!(
+        format::decode_header(&old),
+        Ok(format::Header {
+            first: 42,
+            file_len: None,
+            seg_size: None
+        })
+    );
     let mut bad = h;
     bad[9] ^= 1;
     assert!(format::decode_header(&bad).is_err());
@@ -109,8 +129,12 @@ fn second_writer_is_refused_readers_are_not() {
     let dir = tempfile::tempdir().unwrap();
     let log = CommitLog::open(dir.path(), opts(4096)).unwrap();
     log.append(&[(1, b"x")]).unwrap();
+    // Same process: the flock does not conflict, the registry tells.
     let e = CommitLog::open(dir.path(), opts(4096)).unwrap_err();
-    assert!(e.to_string().contains("another process"), "{e}");
+    assert!(
+        e.to_string().contains("already open for writing in this process"),
+        "{e}"
+    );
     let ro = CommitLog::open(
         dir.path(),
         LogOptions {
@@ -124,6 +148,9 @@ fn second_writer_is_refused_readers_are_not() {
         ro.append(&[(1, b"y")]),
         Err(Error::ReadOnly { .. })
     ));
+    // Once the writer is closed, another may open.
+    drop(log);
+    CommitLog::open(dir.path(), opts(4096)).unwrap();
 }
 
 #[test]
