@@ -328,6 +328,10 @@ struct Loaded {
 fn load(dir: &Path, opts: &LogOptions, reuse: &[Seg]) -> Result<Loaded> {
     let writable = !opts.read_only;
     let mut found: Vec<(u64, u32, PathBuf)> = Vec::new();
+    if writable {
+        // Segment temp files of processes that died mid-creation.
+        crate::fs::remove_stale_temp_files(dir, |t| segment::parse_name(&t.to_string_lossy()).is_some());
+    }
     let rd = std::fs::read_dir(dir).map_err(|e| Error::io(dir, "read_dir", e))?;
     for ent in rd {
         let ent = ent.map_err(|e| Error::io(dir, "read_dir", e))?;

@@ -1,7 +1,6 @@
 //! Segment files: naming, creation (temp file + fallocate + rename), the
 //! generation bump by rename, and directory fsync.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
@@ -28,9 +27,7 @@ pub(crate) fn parse_name(name: &str) -> Option<(u64, u32)> {
 
 /// Makes directory entry changes (create, rename, unlink) durable.
 pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| Error::io(dir, "fsync (directory)", e))
+    crate::fs::sync_dir(dir)
 }
 
 /// One segment file, mapped whole.
@@ -48,18 +45,14 @@ impl SegFile {
     /// [`Error::DiskFull`] and leaves nothing behind.
     pub fn create(dir: &Path, first: u64, gen: u32, size: u64) -> Result<SegFile> {
         let path = dir.join(seg_name(first, gen));
-        let tmp = dir.join(format!("{}.tmp", seg_name(first, gen)));
-        let made = (|| {
-            let m = Map::create(&tmp, size)?;
-            m.write_at(0, &format::encode_header(first))?;
-            m.flush_range(0, HEADER_LEN, true)?;
-            Ok::<_, Error>(())
-        })();
-        if let Err(e) = made {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(e);
-        }
-        std::fs::rename(&tmp, &path).map_err(|e| Error::io(&tmp, "rename", e))?;
+        // `.NAME.mmapkit-PID-N.tmp`: removed on a signal, or by the next
+        // writer if this process dies (see crate::fs).
+        let tmp = crate::fs::TempFile::beside(&path)?;
+        let m = Map::create(tmp.path(), size)?;
+        m.write_at(0, &format::encode_header(first))?;
+        m.flush_range(0, HEADER_LEN, true)?;
+        drop(m);
+        tmp.rename_to(&path, false)?;
         sync_dir(dir)?;
         Self::open(path, first, gen, true)
     }
