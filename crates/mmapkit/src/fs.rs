@@ -157,7 +157,12 @@ impl TempFile {
                 Err(e) => {
                     unregister(id);
                     if e.kind() != io::ErrorKind::AlreadyExists {
-                        return Err(Error::io(dir, "create temporary file in", e));
+                        // Name the directory (absolute for a bare file name).
+                        let dir = match dir == Path::new(".") {
+                            true => std::env::current_dir().unwrap_or_else(|_| dir.to_owned()),
+                            false => dir.to_owned(),
+                        };
+                        return Err(Error::io(&dir, "create a temporary file in the directory", e));
                     }
                 }
             }
