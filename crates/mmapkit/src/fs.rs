@@ -88,6 +88,15 @@ pub fn remove_stale_temp_files(dir: &Path, keep: impl Fn(&OsStr) -> bool) -> usi
     removed
 }
 
+/// Removes the stale temp files of `target` (symlinks resolved by the
+/// caller): for writers that edit in place and so create none themselves.
+pub fn remove_stale_temp_files_of(target: &Path) -> usize {
+    match target.file_name() {
+        Some(name) => remove_stale_temp_files(parent(target), |t| t == name),
+        None => 0,
+    }
+}
+
 // ----- registry of live temp files -------------------------------------
 
 static LIVE: Mutex<Vec<(u64, PathBuf)>> = Mutex::new(Vec::new());
@@ -145,9 +154,7 @@ impl TempFile {
     /// does not let us create files is an error naming the directory.
     pub fn beside(target: &Path) -> Result<TempFile> {
         let dir = parent(target);
-        if let Some(name) = target.file_name() {
-            remove_stale_temp_files(dir, |t| t == name);
-        }
+        remove_stale_temp_files_of(target);
         loop {
             let path = temp_path(target);
             // Registered before it exists, so a signal cannot miss it.

@@ -155,6 +155,10 @@ pub fn replace(
     } else {
         Some(OpenOptions::new().read(true).write(true).open(path).map_err(|e| Error::io(path, "open", e))?)
     };
+    if writable.is_some() {
+        // Temp files of an earlier run that was killed (SIGKILL, power loss).
+        crate::fs::remove_stale_temp_files_of(&real_path(path)?);
+    }
     match (regex, writable) {
         (None, None) => {
             let n = super::engine::count(path, pattern, opts)?;
