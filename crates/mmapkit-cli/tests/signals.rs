@@ -108,7 +108,7 @@ fn signal_matrix() {
     let root = tempdir();
     big_fasta(&root.path().join("in.fa"));
     fs::write(root.path().join("data.txt"), b"alpha beta gamma delta alpha epsilon zeta\n".repeat(700_000)).unwrap();
-    let cases = vec![
+    let cases = [
         kmers("mmap"),
         kmers("single"),
         kmers("batch"),
