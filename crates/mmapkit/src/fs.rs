@@ -99,23 +99,39 @@ pub fn remove_stale_temp_files_of(target: &Path) -> usize {
 
 // ----- registry of live temp files -------------------------------------
 
-static LIVE: Mutex<Vec<(u64, PathBuf)>> = Mutex::new(Vec::new());
+/// The live temp files; `None` once [`remove_live_temp_files`] ran (the
+/// process is exiting: no new temp file may be created).
+static LIVE: Mutex<Option<Vec<(u64, PathBuf)>>> = Mutex::new(Some(Vec::new()));
 static CRITICAL: RwLock<()> = RwLock::new(());
 
-fn register(path: &Path) -> u64 {
+fn live() -> std::sync::MutexGuard<'static, Option<Vec<(u64, PathBuf)>>> {
+    LIVE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Creates `path` with `O_EXCL` and registers it, under the registry lock,
+/// so a signal's cleanup either sees it or runs before it exists (and then
+/// no file is created).
+fn create_registered(path: &Path) -> io::Result<(File, u64)> {
     static ID: AtomicU64 = AtomicU64::new(0);
+    let mut live = live();
+    let Some(list) = live.as_mut() else {
+        return Err(io::Error::from_raw_os_error(libc::EINTR));
+    };
+    let file = OpenOptions::new().read(true).write(true).create_new(true).mode(0o666).open(path)?;
     let id = ID.fetch_add(1, Ordering::Relaxed);
-    LIVE.lock().unwrap_or_else(|e| e.into_inner()).push((id, path.to_owned()));
-    id
+    list.push((id, path.to_owned()));
+    Ok((file, id))
 }
 
 fn unregister(id: u64) {
-    LIVE.lock().unwrap_or_else(|e| e.into_inner()).retain(|(i, _)| *i != id);
+    if let Some(list) = live().as_mut() {
+        list.retain(|(i, _)| *i != id);
+    }
 }
 
 /// Paths of this process's live temp files.
 pub fn live_temp_files() -> Vec<PathBuf> {
-    LIVE.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|(_, p)| p.clone()).collect()
+    live().iter().flatten().map(|(_, p)| p.clone()).collect()
 }
 
 /// A section that a termination signal must not cut in half (a commit's
@@ -131,8 +147,8 @@ pub fn critical_section() -> RwLockReadGuard<'static, ()> {
 /// exits, so call this only right before exiting.
 pub fn remove_live_temp_files() -> Vec<PathBuf> {
     std::mem::forget(CRITICAL.write().unwrap_or_else(|e| e.into_inner()));
-    let live = std::mem::take(&mut *LIVE.lock().unwrap_or_else(|e| e.into_inner()));
-    live.into_iter().filter(|(_, p)| fs::remove_file(p).is_ok()).map(|(_, p)| p).collect()
+    let list = live().take().unwrap_or_default();
+    list.into_iter().filter(|(_, p)| fs::remove_file(p).is_ok()).map(|(_, p)| p).collect()
 }
 
 // ----- temp files --------------------------------------------------------
@@ -157,12 +173,9 @@ impl TempFile {
         remove_stale_temp_files_of(target);
         loop {
             let path = temp_path(target);
-            // Registered before it exists, so a signal cannot miss it.
-            let id = register(&path);
-            match OpenOptions::new().read(true).write(true).create_new(true).mode(0o666).open(&path) {
-                Ok(file) => return Ok(TempFile { path, file, id, done: false }),
+            match create_registered(&path) {
+                Ok((file, id)) => return Ok(TempFile { path, file, id, done: false }),
                 Err(e) => {
-                    unregister(id);
                     if e.kind() != io::ErrorKind::AlreadyExists {
                         // Name the directory (absolute for a bare file name).
                         let dir = match dir == Path::new(".") {

@@ -216,8 +216,11 @@ impl ArrayStore {
         let (bytes, field) = header.encode_growable(data_off)?;
         // Replacing a store that another process is writing would leave
         // that writer appending to a file nobody can see.
-        if let Ok(old) = File::open(path) {
-            lock_writer(&old, path)?;
+        // (Checked on the resolved target: a FIFO is refused, never opened.)
+        if let crate::fs::Target::File { existing: Some(_), real } = crate::fs::output_target(path, &[])? {
+            if let Ok(old) = File::open(&real) {
+                lock_writer(&old, path)?;
+            }
         }
         let file = replace_atomically(path, &bytes, None)?;
         let mut store = Self::map_writer(file, path, header, item_size, row_bytes, data_off, field, opts)?;
