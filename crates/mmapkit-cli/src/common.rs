@@ -149,6 +149,24 @@ pub fn error_to_stderr(out: &mut dyn Write, msg: impl std::fmt::Display) {
     eprintln!("mmapkit: {msg}");
 }
 
+/// On SIGINT, SIGTERM or SIGHUP: remove this process's temporary files
+/// (waiting for a commit or an in-place edit in progress to end) and exit
+/// with 128 + the signal, like coreutils. A dedicated thread waits for the
+/// signals (signal-hook's self-pipe), so the cleanup runs as ordinary code,
+/// not in a signal handler. Signals ignored at start (`nohup`, background
+/// jobs of scripts) stay ignored.
+pub fn clean_up_on_signals() {
+    use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+    let wanted: Vec<i32> = [SIGINT, SIGTERM, SIGHUP].into_iter().filter(|&s| !mmapkit::map::signal_ignored(s)).collect();
+    let Ok(mut signals) = signal_hook::iterator::Signals::new(&wanted) else { return };
+    std::thread::spawn(move || {
+        if let Some(sig) = signals.forever().next() {
+            mmapkit::fs::remove_live_temp_files();
+            std::process::exit(128 + sig);
+        }
+    });
+}
+
 /// Exit codes like coreutils/grep.
 pub const EXIT_OK: u8 = 0;
 pub const EXIT_NO_MATCH: u8 = 1;

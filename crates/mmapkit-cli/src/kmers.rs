@@ -40,7 +40,11 @@ stream (gzip detected from its first bytes), in every mode, with the same
 output bytes as the same data in a regular file.
 
 OUT is written to a temporary file beside it and renamed into place at the
-end: an interrupted run never leaves a complete-looking OUT. A malformed
+end: an interrupted run never leaves a complete-looking OUT (SIGINT, SIGTERM
+and SIGHUP remove the temporary file; exit status 128 + the signal). A
+symlink OUT is written through (the link stays); OUT keeps its mode and
+owner; OUT being INPUT, a directory, a FIFO or a device is an error. `-o -`
+(or /dev/stdout on a pipe or terminal) streams csv/tsv to stdout. A malformed
 record is an error naming the file and the record number (exit status 2).
 
 Examples:

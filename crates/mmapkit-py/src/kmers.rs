@@ -21,7 +21,9 @@ use crate::errors::IntoPy;
 /// float32 frequencies (uint32 with ``counts=True``); 136 dims at k=4,
 /// ordered like :func:`kmer_labels`. With `out`: writes the vectors there
 /// (`format` ``"csv"``, ``"tsv"`` or ``"npy"``; default from the
-/// extension) through a temporary file renamed into place, and returns
+/// extension) through a temporary file renamed into place (a symlink is
+/// written through, the old file's mode kept; `out` being `path`, a FIFO
+/// or a directory raises; ``"-"`` streams csv/tsv to stdout), and returns
 /// the number of reads. `mode` is ``"single"``, ``"batch"`` or
 /// ``"mmap"`` (same result, different designs); `threads` None uses all
 /// cores. Raises :class:`FormatError` naming the record for malformed

@@ -28,6 +28,7 @@
 #![warn(missing_docs)]
 
 mod error;
+pub mod fs;
 pub mod info;
 pub mod kmer;
 pub mod log;

@@ -15,11 +15,12 @@
 //!   itself is serialised inside `Map`, and `len` only ever increases until
 //!   [`RecordWriter::finish`] (which takes the writer by value, so no write
 //!   can be in flight) trims the file to the records written.
-//! * **Crash safety**: the data is written to a temporary file beside the
-//!   destination (`.NAME.mmapkit-PID-N.tmp`) that is renamed over it only by
-//!   `finish()`; a process killed before that leaves the destination as it
-//!   was (absent, or the previous complete file), never a file that looks
-//!   complete. Dropping an unfinished writer removes the temporary file.
+//! * **Crash safety**: the data is written through [`crate::fs::AtomicFile`]
+//!   (a temporary file beside the real destination, symlinks followed,
+//!   owner and mode kept) that is renamed over it only by `finish()`; a
+//!   process killed before that leaves the destination as it was (absent,
+//!   or the previous complete file), never a file that looks complete.
+//!   Dropping an unfinished writer removes the temporary file.
 //! * **Header**: optional bytes before the first record; for `.npy` output
 //!   with an unknown count the header is reserved at its widest
 //!   ([`Header::growable_len`]) and rewritten with the final shape by
@@ -37,13 +38,13 @@
 //! (values padded to their field width), so a line of text is a
 //! fixed-width record too.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, BufWriter, Seek, SeekFrom, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
+use crate::fs::AtomicFile;
 use crate::map::{page_size, Advice, Map, MapOptions, Mode, SharedMap};
 use crate::store::npy::Header;
 use crate::{Error, Result};
@@ -118,8 +119,8 @@ pub struct WriterOptions {
 
 /// Where the bytes go.
 enum Dest {
-    /// A temporary file renamed to `path` by `finish()`.
-    File { path: PathBuf, tmp: PathBuf },
+    /// A temporary file renamed into place by `finish()` (None once done).
+    File { path: PathBuf, out: Option<AtomicFile> },
     /// Anonymous memory (read back with [`RecordWriter::finish_bytes`]).
     Memory,
 }
@@ -140,7 +141,6 @@ pub struct RecordWriter {
     writes: AtomicU64,
     /// Bytes from the start already released from memory.
     released: Mutex<usize>,
-    done: bool,
 }
 
 impl std::fmt::Debug for RecordWriter {
@@ -154,22 +154,6 @@ impl std::fmt::Debug for RecordWriter {
     }
 }
 
-/// `.NAME.mmapkit-PID-N.tmp` next to `path`, created with `O_EXCL`.
-fn temp_file(path: &Path) -> Result<(File, PathBuf)> {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let dir = parent(path);
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    loop {
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let tmp = dir.join(format!(".{name}.mmapkit-{}-w{n}.tmp", std::process::id()));
-        match OpenOptions::new().read(true).write(true).create_new(true).mode(0o644).open(&tmp) {
-            Ok(f) => return Ok((f, tmp)),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(Error::io(path, "create temporary file", e)),
-        }
-    }
-}
-
 /// Address space to reserve: the size when it is known, else plenty (a
 /// `PROT_NONE` reservation costs no memory), so growth never runs out.
 fn reserve(size: usize, n: Option<u64>) -> usize {
@@ -179,37 +163,23 @@ fn reserve(size: usize, n: Option<u64>) -> usize {
     }
 }
 
-fn parent(p: &Path) -> &Path {
-    match p.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    }
-}
-
 impl RecordWriter {
     /// A writer of `width`-byte records to `path`; `n` records if known,
     /// else it grows. Nothing appears at `path` until [`finish`](Self::finish).
     pub fn create(path: impl AsRef<Path>, width: usize, n: Option<u64>, opts: &WriterOptions) -> Result<RecordWriter> {
-        let path = path.as_ref();
-        if path.is_dir() {
-            return Err(Error::io(path, "create", io::Error::from_raw_os_error(libc::EISDIR)));
-        }
-        let (file, tmp) = temp_file(path)?;
-        let dest = Dest::File { path: path.to_owned(), tmp: tmp.clone() };
-        // From here on a failure must remove the temporary file.
-        let cleanup = |e: Error| {
-            let _ = fs::remove_file(&tmp);
-            e
-        };
-        let size = Self::initial_len(width, n, opts).map_err(cleanup)?;
-        let map = (|| {
-            file.set_len(0).map_err(|e| Error::io(&tmp, "ftruncate", e))?;
-            let m = MapOptions::new().mode(Mode::ReadWrite).len(0).reserve(reserve(size, n)).map(file, &tmp)?;
-            m.grow(size)?;
-            Ok(m)
-        })()
-        .map_err(cleanup)?;
-        Self::init(map, dest, width, n, opts)
+        Self::create_atomic(AtomicFile::create(path.as_ref(), &[])?, width, n, opts)
+    }
+
+    /// The same, into an output already opened (and checked against the
+    /// inputs) with [`AtomicFile::create`]. Dropping the writer unfinished
+    /// removes the temporary file.
+    pub fn create_atomic(out: AtomicFile, width: usize, n: Option<u64>, opts: &WriterOptions) -> Result<RecordWriter> {
+        let size = Self::initial_len(width, n, opts)?;
+        let tmp = out.temp_path().to_owned();
+        let file = out.file().try_clone().map_err(|e| Error::io(&tmp, "dup", e))?;
+        let m = MapOptions::new().mode(Mode::ReadWrite).len(0).reserve(reserve(size, n)).map(file, &tmp)?;
+        m.grow(size)?;
+        Self::init(m, Dest::File { path: out.path().to_owned(), out: Some(out) }, width, n, opts)
     }
 
     /// The same, into anonymous memory; read the result with
@@ -246,7 +216,6 @@ impl RecordWriter {
             end: AtomicU64::new(0),
             writes: AtomicU64::new(0),
             released: Mutex::new(0),
-            done: false,
         };
         if header_len > 0 {
             w.map.grow(header_len)?;
@@ -359,19 +328,14 @@ impl RecordWriter {
     /// the temporary file to the destination. Returns the record count.
     pub fn finish(mut self) -> Result<u64> {
         let records = self.complete()?;
-        if let Dest::File { path, tmp } = &self.dest {
+        if let Dest::File { out, .. } = &mut self.dest {
             if self.sync {
                 self.map.flush()?;
-                self.map.file().sync_all().map_err(|e| Error::io(tmp, "fsync", e))?;
             }
-            fs::rename(tmp, path).map_err(|e| Error::io(path, "rename", e))?;
-            self.done = true;
-            if self.sync {
-                let dir = parent(path);
-                File::open(dir).and_then(|d| d.sync_all()).map_err(|e| Error::io(dir, "fsync", e))?;
+            if let Some(out) = out.take() {
+                out.commit(self.sync)?;
             }
         }
-        self.done = true;
         Ok(records)
     }
 
@@ -385,18 +349,9 @@ impl RecordWriter {
             return fs::read(&path).map_err(|e| Error::io(&path, "read", e));
         }
         self.complete()?;
-        self.done = true;
         let mut out = vec![0u8; self.map.len()];
         self.map.read_at(0, &mut out)?;
         Ok(out)
-    }
-}
-
-impl Drop for RecordWriter {
-    fn drop(&mut self) {
-        if let (false, Dest::File { tmp, .. }) = (self.done, &self.dest) {
-            let _ = fs::remove_file(tmp);
-        }
     }
 }
 
@@ -413,7 +368,10 @@ pub struct StreamWriter {
 }
 
 enum StreamDest {
-    File { path: PathBuf, tmp: PathBuf, out: BufWriter<File>, done: bool },
+    /// `out` writes to a dup of `atomic`'s temp file (None once renamed).
+    File { path: PathBuf, atomic: Option<AtomicFile>, out: BufWriter<File> },
+    /// Standard output, as a stream: no temp file, and no header rewrite.
+    Stdout(BufWriter<io::Stdout>),
     Memory(Vec<u8>),
 }
 
@@ -426,13 +384,25 @@ impl std::fmt::Debug for StreamWriter {
 impl StreamWriter {
     /// A writer of `width`-byte records to `path` (through a temporary file).
     pub fn create(path: impl AsRef<Path>, width: usize, opts: &WriterOptions) -> Result<StreamWriter> {
-        let path = path.as_ref();
-        if path.is_dir() {
-            return Err(Error::io(path, "create", io::Error::from_raw_os_error(libc::EISDIR)));
-        }
-        let (file, tmp) = temp_file(path)?;
+        Self::create_atomic(AtomicFile::create(path.as_ref(), &[])?, width, opts)
+    }
+
+    /// The same, into an output opened with [`AtomicFile::create`].
+    pub fn create_atomic(atomic: AtomicFile, width: usize, opts: &WriterOptions) -> Result<StreamWriter> {
+        let file = atomic.file().try_clone().map_err(|e| Error::io(atomic.temp_path(), "dup", e))?;
         let out = BufWriter::with_capacity(1 << 20, file);
-        Self::init(StreamDest::File { path: path.to_owned(), tmp, out, done: false }, width, opts)
+        Self::init(StreamDest::File { path: atomic.path().to_owned(), atomic: Some(atomic), out }, width, opts)
+    }
+
+    /// A writer streaming to standard output (`-o -`). A `.npy` header
+    /// needs the final count written at the start, so it is refused.
+    pub fn stdout(width: usize, opts: &WriterOptions) -> Result<StreamWriter> {
+        if matches!(opts.header, HeaderSpec::Npy { .. }) {
+            return Err(Error::InvalidArgument(
+                "standard output: .npy output cannot be streamed (its header holds the final row count); give a file name".into(),
+            ));
+        }
+        Self::init(StreamDest::Stdout(BufWriter::with_capacity(1 << 20, io::stdout())), width, opts)
     }
 
     /// The same, into a `Vec` (read it with [`finish_bytes`](Self::finish_bytes)).
@@ -452,7 +422,9 @@ impl StreamWriter {
 
     fn put(&mut self, bytes: &[u8]) -> Result<()> {
         match &mut self.dest {
-            StreamDest::File { tmp, out, .. } => out.write_all(bytes).map_err(|e| Error::io(tmp, "write", e)),
+            StreamDest::File { atomic: Some(a), out, .. } => out.write_all(bytes).map_err(|e| Error::io(a.temp_path(), "write", e)),
+            StreamDest::File { path, .. } => Err(Error::io(path, "write", io::Error::from_raw_os_error(libc::EBADF))),
+            StreamDest::Stdout(out) => out.write_all(bytes).map_err(|e| Error::io(Path::new("standard output"), "write", e)),
             StreamDest::Memory(v) => {
                 v.extend_from_slice(bytes);
                 Ok(())
@@ -491,23 +463,22 @@ impl StreamWriter {
         let header = self.final_header()?;
         let records = self.records;
         match &mut self.dest {
-            StreamDest::File { path, tmp, out, done } => {
-                out.flush().map_err(|e| Error::io(tmp, "write", e))?;
+            StreamDest::File { atomic, out, path } => {
+                let Some(a) = atomic.take() else {
+                    return Err(Error::io(path, "write", io::Error::from_raw_os_error(libc::EBADF)));
+                };
+                let tmp = a.temp_path().to_owned();
+                out.flush().map_err(|e| Error::io(&tmp, "write", e))?;
                 let f = out.get_mut();
                 if let Some(h) = header {
                     f.seek(SeekFrom::Start(0))
                         .and_then(|_| f.write_all(&h))
-                        .map_err(|e| Error::io(tmp, "write", e))?;
+                        .map_err(|e| Error::io(&tmp, "write", e))?;
                 }
-                if self.sync {
-                    f.sync_all().map_err(|e| Error::io(tmp, "fsync", e))?;
-                }
-                fs::rename(&*tmp, &*path).map_err(|e| Error::io(path, "rename", e))?;
-                *done = true;
-                if self.sync {
-                    let dir = parent(path);
-                    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| Error::io(dir, "fsync", e))?;
-                }
+                a.commit(self.sync)?;
+            }
+            StreamDest::Stdout(out) => {
+                out.flush().map_err(|e| Error::io(Path::new("standard output"), "write", e))?;
             }
             StreamDest::Memory(v) => {
                 if let Some(h) = header {
@@ -528,23 +499,16 @@ impl StreamWriter {
             }
             return match std::mem::replace(&mut self.dest, StreamDest::Memory(Vec::new())) {
                 StreamDest::Memory(v) => Ok(v),
-                StreamDest::File { .. } => unreachable!(),
+                _ => unreachable!(),
             };
         }
         let path = match &self.dest {
             StreamDest::File { path, .. } => path.clone(),
+            StreamDest::Stdout(_) => return Err(Error::InvalidArgument("standard output: cannot read the output back".into())),
             StreamDest::Memory(_) => unreachable!(),
         };
         self.finish()?;
         fs::read(&path).map_err(|e| Error::io(&path, "read", e))
-    }
-}
-
-impl Drop for StreamWriter {
-    fn drop(&mut self) {
-        if let StreamDest::File { tmp, done: false, .. } = &self.dest {
-            let _ = fs::remove_file(tmp);
-        }
     }
 }
 

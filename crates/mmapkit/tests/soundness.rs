@@ -40,3 +40,27 @@ fn entries_read_before_a_truncation_never_change() {
         .collect();
     assert_eq!(names.len(), 1, "{names:?}");
 }
+
+#[test]
+fn truncating_back_to_the_end_of_a_sealed_segment_then_appending() {
+    let d = tempfile::tempdir().unwrap();
+    let opts = LogOptions { segment_size: 4096, ..LogOptions::default() };
+    let log = CommitLog::open(d.path(), opts.clone()).unwrap();
+    for i in 0..40u8 {
+        log.append(&[(1, vec![i; 300])]).unwrap();
+    }
+    drop(log);
+    // Reopened: the sealed segments are mapped sealed whole.
+    let log = CommitLog::open(d.path(), opts.clone()).unwrap();
+    let st = log.stat().unwrap();
+    assert!(st.segments.len() >= 3, "{st:?}");
+    let end_of_first = st.segments[1].first_index - 1;
+    log.truncate_after(end_of_first).unwrap();
+    log.append(&[(2, b"after".to_vec())]).unwrap();
+    assert_eq!(log.get(end_of_first + 1).unwrap().data(), b"after");
+    drop(log);
+    let log = CommitLog::open(d.path(), opts).unwrap();
+    assert_eq!(log.last_index(), end_of_first + 1);
+    assert_eq!(log.get(end_of_first + 1).unwrap().data(), b"after");
+    assert_eq!(log.get(1).unwrap().data(), &[0u8; 300][..]);
+}

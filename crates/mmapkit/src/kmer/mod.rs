@@ -65,6 +65,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use rayon::prelude::*;
 
 use crate::map::{Advice, Map, Mode as MapMode};
+use crate::fs::{AtomicFile, Target};
 use crate::scan::source::{label, open_input, pread_full, Opened};
 use crate::writer::{HeaderSpec, LineFormat, RecordWriter, StreamWriter, WriterOptions};
 use crate::{Error, Result};
@@ -472,14 +473,28 @@ fn stream_input<'a>(r: Box<dyn Read + Send>, gz: bool) -> Input<'a> {
 }
 
 /// Where the records go.
-enum Out<'p> {
-    File(&'p Path),
+enum Out {
+    /// A file written atomically (see [`crate::fs`]).
+    File(AtomicFile),
+    /// Standard output, streamed (`-o -`, `-o /dev/stdout` on a pipe).
+    Stdout,
     Memory,
 }
 
 /// Writes the vectors of every read of `input` to `output` in `format`.
+///
+/// `output` follows the rules of [`crate::fs::output_target`]: symlinks are
+/// written through, the same file as `input` is refused, a FIFO, device or
+/// directory is refused; `-` (or a path that is this process's standard
+/// output, like `/dev/stdout` on a pipe) streams csv/tsv to stdout: in
+/// `mmap` mode the `batch` design is used then (the same bytes), and `.npy`
+/// cannot be streamed (its header holds the final count).
 pub fn write(input: &Path, output: &Path, format: OutFormat, opts: &KmerOptions) -> Result<Summary> {
-    run(input, Out::File(output), format, opts).map(|(s, _)| s)
+    let out = match crate::fs::output_target(output, &[input])? {
+        Target::File { real, existing } => Out::File(AtomicFile::for_target(output, real, existing.as_ref())?),
+        Target::Stdout => Out::Stdout,
+    };
+    run(input, out, format, opts).map(|(s, _)| s)
 }
 
 /// The vectors of every read of `input` as little-endian rows of `dims`
@@ -489,17 +504,24 @@ pub fn vectors(input: &Path, opts: &KmerOptions) -> Result<(Summary, Vec<u8>)> {
     Ok((s, bytes.unwrap_or_default()))
 }
 
-fn run(input: &Path, out: Out<'_>, format: OutFormat, opts: &KmerOptions) -> Result<(Summary, Option<Vec<u8>>)> {
+fn run(input: &Path, out: Out, format: OutFormat, opts: &KmerOptions) -> Result<(Summary, Option<Vec<u8>>)> {
     let km = Kmerizer::new(opts.k)?;
     let enc = Encoder::new(format, opts.counts, km.dims());
     let name = label(input);
     // progress: counted by the stream as the file is read (mapped input: by the reader)
     let source = open_source(input, opts.progress.clone())?;
     let wopts = WriterOptions { header: enc.header(), sync: opts.sync, grow_records: 0 };
-    let (records, bytes) = match opts.mode {
+    // A stream cannot take records at offsets: batch gives the same bytes.
+    let mode = match (&out, opts.mode) {
+        (Out::Stdout, Mode::Mmap) => Mode::Batch,
+        (_, m) => m,
+    };
+    let (records, bytes) = match mode {
         Mode::Single | Mode::Batch => {
+            let memory = matches!(out, Out::Memory);
             let mut w = match out {
-                Out::File(p) => StreamWriter::create(p, enc.width(), &wopts)?,
+                Out::File(a) => StreamWriter::create_atomic(a, enc.width(), &wopts)?,
+                Out::Stdout => StreamWriter::stdout(enc.width(), &wopts)?,
                 Out::Memory => StreamWriter::memory(enc.width(), &wopts)?,
             };
             let (r, gz): (Box<dyn Read + Send>, bool) = match source {
@@ -507,20 +529,22 @@ fn run(input: &Path, out: Out<'_>, format: OutFormat, opts: &KmerOptions) -> Res
                 Source::Stream { r, gz } => (r, gz),
             };
             let reader = Reader::new(stream_input(r, gz), name, None);
-            if opts.mode == Mode::Single {
+            if mode == Mode::Single {
                 run_single(reader, &km, &enc, &mut w, name)?;
             } else {
                 run_batch(reader, &km, &enc, &mut w, threads_for(opts.threads), name)?;
             }
-            match out {
-                Out::File(_) => (w.finish()?, None),
-                Out::Memory => (w.records(), Some(w.finish_bytes()?)),
+            if memory {
+                (w.records(), Some(w.finish_bytes()?))
+            } else {
+                (w.finish()?, None)
             }
         }
         Mode::Mmap => {
+            let memory = matches!(out, Out::Memory);
             let w = match out {
-                Out::File(p) => RecordWriter::create(p, enc.width(), None, &wopts)?,
-                Out::Memory => RecordWriter::memory(enc.width(), None, &wopts)?,
+                Out::File(a) => RecordWriter::create_atomic(a, enc.width(), None, &wopts)?,
+                Out::Stdout | Out::Memory => RecordWriter::memory(enc.width(), None, &wopts)?,
             };
             // gzip and streams (pipes, FIFOs, stdin) cannot be mapped: they
             // are read under the block lock, and still written at offsets
@@ -542,12 +566,11 @@ fn run(input: &Path, out: Out<'_>, format: OutFormat, opts: &KmerOptions) -> Res
             if let Some(m) = &map {
                 m.check()?;
             }
-            match out {
-                Out::File(_) => (w.finish()?, None),
-                Out::Memory => {
-                    let n = w.records();
-                    (n, Some(w.finish_bytes()?))
-                }
+            if memory {
+                let n = w.records();
+                (n, Some(w.finish_bytes()?))
+            } else {
+                (w.finish()?, None)
             }
         }
     };

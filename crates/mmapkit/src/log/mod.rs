@@ -442,6 +442,10 @@ fn quarantine_file(dir: &Path, p: &Path) -> Result<()> {
 fn load(dir: &Path, opts: &LogOptions, reuse: &[Seg]) -> Result<Loaded> {
     let writable = !opts.read_only;
     let mut found: Vec<(u64, u32, PathBuf)> = Vec::new();
+    if writable {
+        // Segment temp files of processes that died mid-creation.
+        crate::fs::remove_stale_temp_files(dir, |t| segment::parse_name(&t.to_string_lossy()).is_some());
+    }
     let rd = std::fs::read_dir(dir).map_err(|e| Error::io(dir, "read_dir", e))?;
     for ent in rd {
         let ent = ent.map_err(|e| Error::io(dir, "read_dir", e))?;
@@ -1335,6 +1339,9 @@ impl CommitLog {
                 // its batch before would tear the kept entries.
                 self.rewrite_tail(end, &rec)?;
                 self.zero_range(end + REC, old_end + REC)?;
+                // The new commit record is committed data: sealed, so reads
+                // (and indexing once the segment is sealed) see it.
+                self.tail().map.seal(end + REC)?;
                 Ok(end + REC)
             }
         }
@@ -1399,7 +1406,7 @@ impl CommitLog {
         let mut s = self.write_state();
         let seg = &mut s.segs.last_mut().expect("one segment").file;
         if Arc::get_mut(seg).is_none() {
-            *seg = Arc::new(seg.copy_for_rewrite(&self.dir)?);
+            *seg = Arc::new(seg.copy_for_rewrite()?);
         }
         f(Arc::get_mut(seg).expect("exclusive"))
     }

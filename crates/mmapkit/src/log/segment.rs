@@ -29,9 +29,7 @@ pub(crate) fn parse_name(name: &str) -> Option<(u64, u32)> {
 
 /// Makes directory entry changes (create, rename, unlink) durable.
 pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| Error::io(dir, "fsync (directory)", e))
+    crate::fs::sync_dir(dir)
 }
 
 /// `create_dir_all`, made durable: the parent of every directory created
@@ -80,20 +78,16 @@ impl SegFile {
     /// disk is [`Error::DiskFull`] and leaves nothing behind.
     pub fn create(dir: &Path, first: u64, gen: u32, size: u64, seg_size: u64) -> Result<SegFile> {
         let path = dir.join(seg_name(first, gen));
-        let tmp = dir.join(format!("{}.tmp", seg_name(first, gen)));
-        let made = (|| {
-            let m = Map::create(&tmp, size)?;
-            m.file()
-                .write_all_at(&format::encode_header(first, size, seg_size), 0)
-                .map_err(|e| Error::io(&tmp, "pwrite", e))?;
-            m.flush_range(0, HEADER_LEN, true)?;
-            Ok::<_, Error>(())
-        })();
-        if let Err(e) = made {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(e);
-        }
-        std::fs::rename(&tmp, &path).map_err(|e| Error::io(&tmp, "rename", e))?;
+        // `.NAME.mmapkit-PID-N.tmp`: removed on a signal, or by the next
+        // writer if this process dies (see crate::fs).
+        let tmp = crate::fs::TempFile::beside(&path)?;
+        let m = Map::create(tmp.path(), size)?;
+        m.file()
+            .write_all_at(&format::encode_header(first, size, seg_size), 0)
+            .map_err(|e| Error::io(tmp.path(), "pwrite", e))?;
+        m.flush_range(0, HEADER_LEN, true)?;
+        drop(m);
+        tmp.rename_to(&path, false)?;
         sync_dir(dir)?;
         let mut f = Self::open(path, first, gen, true)?;
         f.map.set_sealed(HEADER_LEN)?;
@@ -147,22 +141,14 @@ impl SegFile {
     /// A copy of this segment under the same name (the old file stays
     /// mapped, unchanged, for readers still holding entries of it), for a
     /// rewrite below the seal while it is shared.
-    pub fn copy_for_rewrite(&self, dir: &Path) -> Result<SegFile> {
+    pub fn copy_for_rewrite(&self) -> Result<SegFile> {
         let path = self.path();
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let tmp = dir.join(format!("{name}.tmp"));
-        let made = (|| {
-            std::fs::copy(&path, &tmp).map_err(|e| Error::io(&tmp, "copy", e))?;
-            File::open(&tmp)
-                .and_then(|f| f.sync_all())
-                .map_err(|e| Error::io(&tmp, "fsync", e))
-        })();
-        if let Err(e) = made {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(e);
-        }
-        std::fs::rename(&tmp, &path).map_err(|e| Error::io(&tmp, "rename", e))?;
-        sync_dir(dir)?;
+        let tmp = crate::fs::TempFile::beside(&path)?;
+        let mut src = File::open(&path).map_err(|e| Error::io(&path, "open", e))?;
+        // copy_file_range under the hood: an in-kernel copy (a reflink
+        // where the file system can).
+        std::io::copy(&mut src, &mut tmp.file()).map_err(|e| Error::io(tmp.path(), "copy", e))?;
+        tmp.rename_to(&path, true)?;
         Self::open(path, self.first, self.gen(), true)
     }
 

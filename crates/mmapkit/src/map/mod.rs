@@ -1025,6 +1025,17 @@ pub fn allocate(file: &File, path: &Path, len: u64) -> Result<()> {
     sys::allocate(file, 0, len.max(have)).map_err(|e| disk_err(path, len, e))
 }
 
+/// Whether signal `sig` is ignored by this process (`SIG_IGN`): a CLI
+/// leaves such signals alone, like coreutils.
+pub fn signal_ignored(sig: i32) -> bool {
+    sys::signal_ignored(sig)
+}
+
+/// Whether process `pid` may still be running (for stale temp-file removal).
+pub(crate) fn process_exists(pid: i32) -> bool {
+    sys::process_exists(pid)
+}
+
 /// Writes the file's dirty pages and drops all of its pages from the page
 /// cache (`fsync` + `posix_fadvise(DONTNEED)`), like `vmtouch -e`.
 pub fn drop_cache(path: impl AsRef<Path>) -> Result<()> {

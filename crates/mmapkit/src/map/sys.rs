@@ -299,6 +299,28 @@ pub(super) fn memfd(name: &CStr) -> io::Result<File> {
     Ok(unsafe { File::from_raw_fd(fd) })
 }
 
+/// Whether process `pid` may still exist: false only when `kill(pid, 0)`
+/// says ESRCH (EPERM means it exists but belongs to someone else).
+pub(super) fn process_exists(pid: i32) -> bool {
+    if pid <= 0 {
+        return true;
+    }
+    // SAFETY: signal 0 sends nothing; it only checks that `pid` exists.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
+/// Whether signal `sig` is currently ignored (`SIG_IGN`), e.g. SIGHUP
+/// under `nohup` or SIGINT in a background job of a script.
+pub(super) fn signal_ignored(sig: c_int) -> bool {
+    let mut old = std::mem::MaybeUninit::<libc::sigaction>::zeroed();
+    // SAFETY: a null new action only reads the current one into `old`,
+    // which is valid zeroed memory for a `sigaction`.
+    let r = unsafe { libc::sigaction(sig, std::ptr::null(), old.as_mut_ptr()) };
+    // SAFETY: sigaction filled `old` (or it is still all zeros).
+    r == 0 && unsafe { old.assume_init() }.sa_sigaction == libc::SIG_IGN
+}
+
 /// `posix_fadvise(DONTNEED)` over the whole file.
 pub(super) fn fadvise_dontneed(file: &File) -> io::Result<()> {
     // SAFETY: plain syscall on a valid descriptor.

@@ -64,7 +64,7 @@ use std::cell::RefCell;
 use std::fs::{self, File, Metadata, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::ops::ControlFlow;
-use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -76,6 +76,7 @@ use regex::bytes::{Regex, RegexBuilder};
 use super::engine::{Job, ScanOptions};
 use super::grep::whole_haystack_assertions;
 use super::source::{Source, Strategy};
+use crate::fs::TempFile;
 use crate::map::{Advice, Map, Mode, SharedMap};
 use crate::{Error, Result};
 
@@ -165,6 +166,10 @@ pub fn replace(
     } else {
         Some(OpenOptions::new().read(true).write(true).open(path).map_err(|e| Error::io(path, "open", e))?)
     };
+    if writable.is_some() {
+        // Temp files of an earlier run that was killed (SIGKILL, power loss).
+        crate::fs::remove_stale_temp_files_of(&real_path(path)?);
+    }
     match (regex, writable) {
         (None, None) => {
             let n = super::engine::count(path, pattern, opts)?;
@@ -176,6 +181,9 @@ pub fn replace(
                 let n = super::engine::count(path, pattern, opts)?;
                 return Ok(ReplaceReport { replacements: n, ..empty });
             }
+            // A termination signal waits for the edit to end: an in-place
+            // edit has no consistent state between "before" and "after".
+            let _whole = crate::fs::critical_section();
             replace_in_place(path, file, pattern, replacement, ropts, opts)
         }
         (regex, file) => {
@@ -994,47 +1002,12 @@ fn next_line_start(job: &Job<'_>, c: u64) -> Result<u64> {
     Ok(len)
 }
 
-/// A temporary file removed on drop unless kept.
-struct TempFile {
-    file: File,
-    path: PathBuf,
-    keep: bool,
-}
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        if !self.keep {
-            let _ = fs::remove_file(&self.path);
-        }
-    }
-}
-
-/// `.NAME.mmapkit-PID-N.tmp` next to `real`, created with `O_EXCL`.
-fn temp_file(real: &Path) -> Result<TempFile> {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let dir = parent(real);
-    let name = real.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    loop {
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let path = dir.join(format!(".{name}.mmapkit-{}-{n}.tmp", std::process::id()));
-        match OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path) {
-            Ok(file) => return Ok(TempFile { file, path, keep: false }),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(Error::io(dir, "create temporary file", e)),
-        }
-    }
-}
-
-fn parent(p: &Path) -> &Path {
-    match p.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    }
-}
-
 /// `path` with symbolic links resolved: the file that gets replaced.
 fn real_path(path: &Path) -> Result<PathBuf> {
-    fs::canonicalize(path).map_err(|e| Error::io(path, "open", e))
+    match crate::fs::output_target(path, &[])? {
+        crate::fs::Target::File { real, .. } => Ok(real),
+        crate::fs::Target::Stdout => Err(Error::InvalidArgument(format!("{}: not a regular file", path.display()))),
+    }
 }
 
 /// The writer thread: writes the pieces in order into a temporary file
@@ -1057,14 +1030,14 @@ fn write_pieces(rx: mpsc::Receiver<Vec<Piece>>, orig: File, real: &Path) -> Resu
                 continue;
             };
             if tmp.is_none() {
-                let mut t = temp_file(real)?;
+                let mut t = TempFile::beside(real)?;
                 copy_range(&orig, 0, start, &mut t, real)?;
                 written += start;
                 tmp = Some(t);
             }
             let t = tmp.as_mut().expect("created above");
             let d = &data[p.skip as usize..];
-            t.file.write_all(d).map_err(|e| Error::io(&t.path, "write", e))?;
+            t.file_mut().write_all(d).map_err(|e| Error::io(t.path(), "write", e))?;
             written += d.len() as u64;
         }
     }
@@ -1079,7 +1052,7 @@ fn copy_range(orig: &File, from: u64, to: u64, t: &mut TempFile, real: &Path) ->
     }
     let mut src = orig;
     src.seek(SeekFrom::Start(from)).map_err(|e| Error::io(real, "seek", e))?;
-    let got = io::copy(&mut src.take(to - from), &mut t.file).map_err(|e| Error::io(&t.path, "write", e))?;
+    let got = io::copy(&mut src.take(to - from), t.file_mut()).map_err(|e| Error::io(t.path(), "write", e))?;
     if got < to - from {
         return Err(Error::Truncated { path: real.to_owned(), during: "being rewritten; it was not replaced" });
     }
@@ -1088,17 +1061,9 @@ fn copy_range(orig: &File, from: u64, to: u64, t: &mut TempFile, real: &Path) ->
 
 /// Makes the temporary file the new `real`: owner and mode, fsync, backup,
 /// rename, fsync of the directory.
-fn commit(path: &Path, real: &Path, meta: &Metadata, mut tmp: TempFile, ropts: &ReplaceOptions) -> Result<()> {
-    let f = &tmp.file;
-    // Owner first (chown clears set-id bits); only root may give files away.
-    if let Err(e) = std::os::unix::fs::fchown(f, Some(meta.uid()), Some(meta.gid())) {
-        if e.raw_os_error() != Some(libc::EPERM) {
-            return Err(Error::io(&tmp.path, "fchown", e));
-        }
-    }
-    f.set_permissions(fs::Permissions::from_mode(meta.mode() & 0o7777))
-        .map_err(|e| Error::io(&tmp.path, "fchmod", e))?;
-    f.sync_all().map_err(|e| Error::io(&tmp.path, "fsync", e))?;
+fn commit(path: &Path, real: &Path, meta: &Metadata, tmp: TempFile, ropts: &ReplaceOptions) -> Result<()> {
+    tmp.copy_owner_and_mode(meta)?;
+    tmp.file().sync_all().map_err(|e| Error::io(tmp.path(), "fsync", e))?;
     // The file must not have changed (or been replaced) meanwhile.
     let now = fs::metadata(real).map_err(|e| Error::io(path, "stat", e))?;
     if (now.ino(), now.dev(), now.len(), now.mtime(), now.mtime_nsec())
@@ -1112,23 +1077,20 @@ fn commit(path: &Path, real: &Path, meta: &Metadata, mut tmp: TempFile, ropts: &
     if let Some(sfx) = &ropts.backup {
         link_backup(real, sfx)?;
     }
-    fs::rename(&tmp.path, real).map_err(|e| Error::io(path, "rename", e))?;
-    tmp.keep = true;
-    let dir = parent(real);
-    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| Error::io(dir, "fsync", e))
+    tmp.rename_to(real, true)
 }
 
 fn backup_path(real: &Path, sfx: &str) -> PathBuf {
     let mut name = real.file_name().unwrap_or_default().to_os_string();
     name.push(sfx);
-    parent(real).join(name)
+    crate::fs::parent(real).join(name)
 }
 
 /// Keeps the original as the backup by hard-linking it (atomically
 /// replacing an older backup); copies where links are not supported.
 fn link_backup(real: &Path, sfx: &str) -> Result<()> {
     let backup = backup_path(real, sfx);
-    let tmp = temp_name(&backup);
+    let tmp = crate::fs::temp_path(&backup);
     match fs::hard_link(real, &tmp) {
         Ok(()) => fs::rename(&tmp, &backup).map_err(|e| {
             let _ = fs::remove_file(&tmp);
@@ -1141,27 +1103,14 @@ fn link_backup(real: &Path, sfx: &str) -> Result<()> {
     }
 }
 
-fn temp_name(target: &Path) -> PathBuf {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    parent(target).join(format!(".{name}.mmapkit-{}-b{n}.tmp", std::process::id()))
-}
-
 /// Copies the original to the backup (through a temporary file, fsynced,
 /// renamed into place).
 fn copy_backup(real: &Path, sfx: &str) -> Result<()> {
     let backup = backup_path(real, sfx);
-    let tmp = temp_name(&backup);
-    let done = fs::copy(real, &tmp)
-        .and_then(|_| File::open(&tmp)?.sync_all())
-        .and_then(|()| fs::rename(&tmp, &backup));
-    if let Err(e) = done {
-        let _ = fs::remove_file(&tmp);
-        return Err(Error::io(&backup, "backup", e));
-    }
-    let dir = parent(&backup);
-    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| Error::io(dir, "fsync", e))
+    let mut tmp = TempFile::beside(&backup)?;
+    let mut src = File::open(real).map_err(|e| Error::io(real, "open", e))?;
+    io::copy(&mut src, tmp.file_mut()).map_err(|e| Error::io(&backup, "backup", e))?;
+    tmp.rename_to(&backup, true)
 }
 
 #[cfg(test)]

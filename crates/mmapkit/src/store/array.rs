@@ -154,54 +154,29 @@ fn lock_writer(file: &File, path: &Path) -> Result<()> {
     }
 }
 
-/// A fresh hidden name next to `path` for a file that replaces it by rename.
-pub(super) fn temp_path(path: &Path) -> PathBuf {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static N: AtomicU64 = AtomicU64::new(0);
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = format!(".{name}.tmp-{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
-    path.with_file_name(tmp)
-}
-
 /// Writes `header` (and `copy_from` data, if any) to a new temporary file
-/// next to `path`, syncs it and renames it over `path`, so the user has
-/// either the old file or the whole new one. Returns the open new file,
+/// beside `path` (through symlinks, owner and mode kept; see
+/// [`crate::fs`]), syncs it and renames it over the real file, so the user
+/// has either the old file or the whole new one. Returns the open new file,
 /// locked for writing.
 fn replace_atomically(path: &Path, header: &[u8], copy_from: Option<(&File, u64, u64)>, allocate: u64) -> Result<File> {
-    let tmp = temp_path(path);
-    let result = (|| {
-        let mut f = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
-            .map_err(|e| Error::io(&tmp, "open", e))?;
-        lock_writer(&f, &tmp)?;
-        f.write_all(header).map_err(|e| Error::io(&tmp, "write", e))?;
-        if let Some((src, off, len)) = copy_from {
-            let mut reader = std::io::Read::take(std::io::BufReader::with_capacity(1 << 20, ReadAt { file: src, pos: off }), len);
-            let n = std::io::copy(&mut reader, &mut f).map_err(|e| Error::io(path, "copy", e))?;
-            if n != len {
-                return Err(Error::FileTruncated { path: path.to_owned() });
-            }
+    let mut out = crate::fs::AtomicFile::create(path, &[])?;
+    let tmp = out.temp_path().to_owned();
+    lock_writer(out.file(), &tmp)?;
+    out.file_mut().write_all(header).map_err(|e| Error::io(&tmp, "write", e))?;
+    if let Some((src, off, len)) = copy_from {
+        let mut reader = std::io::Read::take(std::io::BufReader::with_capacity(1 << 20, ReadAt { file: src, pos: off }), len);
+        let n = std::io::copy(&mut reader, out.file_mut()).map_err(|e| Error::io(path, "copy", e))?;
+        if n != len {
+            return Err(Error::FileTruncated { path: path.to_owned() });
         }
-        // Capacity is allocated before the rename: a full disk fails here,
-        // with the old file still in place.
-        crate::map::allocate(&f, path, allocate)?;
-        f.sync_all().map_err(|e| Error::io(&tmp, "fsync", e))?;
-        std::fs::rename(&tmp, path).map_err(|e| Error::io(path, "rename", e))?;
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            // Make the rename itself durable; not all file systems allow it.
-            if let Ok(d) = File::open(dir) {
-                let _ = d.sync_all();
-            }
-        }
-        Ok(f)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
     }
-    result
+    // Capacity is allocated before the rename: a full disk fails here,
+    // with the old file still in place.
+    crate::map::allocate(out.file(), path, allocate)?;
+    let f = out.file().try_clone().map_err(|e| Error::io(&tmp, "dup", e))?;
+    out.commit(true)?;
+    Ok(f)
 }
 
 /// `Read` over a file from a position, with pread (leaves the file's
@@ -244,8 +219,11 @@ impl ArrayStore {
         let (bytes, field) = header.encode_growable(data_off)?;
         // Replacing a store that another process is writing would leave
         // that writer appending to a file nobody can see.
-        if let Ok(old) = File::open(path) {
-            lock_writer(&old, path)?;
+        // (Checked on the resolved target: a FIFO is refused, never opened.)
+        if let crate::fs::Target::File { existing: Some(_), real } = crate::fs::output_target(path, &[])? {
+            if let Ok(old) = File::open(&real) {
+                lock_writer(&old, path)?;
+            }
         }
         let capacity = opts
             .capacity_rows

@@ -27,7 +27,7 @@
 //! never a `SIGBUS` later.
 
 use std::fs::OpenOptions;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use super::npy::Header;
@@ -101,36 +101,28 @@ impl Segment {
         // Built under a temporary name and linked into place complete
         // (link fails if the name exists), so an attacher never sees a
         // segment without its header.
-        let tmp = super::array::temp_path(path);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)
-            .map_err(|e| Error::io(path, "create", e))?;
-        let tmp_path = tmp.as_path();
-        let result = (move || {
-            lock_shared(&file).map_err(|e| Error::io(path, "flock", e))?;
-            let id = ident(&file.metadata().map_err(|e| Error::io(path, "stat", e))?);
-            crate::map::allocate(&file, path, total)?;
-            let mut map = MapOptions::new().mode(Mode::ReadWrite).map(file, path)?;
-            map.write_at(0, &bytes)?;
-            let map = map.into_shared();
-            std::fs::hard_link(tmp_path, path).map_err(|e| Error::io(path, "create", e))?;
-            Ok(Segment {
-                map,
-                path: path.to_owned(),
-                header,
-                data_off: bytes.len(),
-                nbytes,
-                id: Some(id),
-                unlink_on_close,
-                owner: std::process::id(),
-            })
-        })();
-        let _ = std::fs::remove_file(&tmp);
-        result
+        let tmp = crate::fs::TempFile::beside(path)?;
+        let file = tmp.file().try_clone().map_err(|e| Error::io(path, "create", e))?;
+        tmp.file()
+            .set_permissions(std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| Error::io(tmp.path(), "fchmod", e))?;
+        lock_shared(&file).map_err(|e| Error::io(path, "flock", e))?;
+        let id = ident(&file.metadata().map_err(|e| Error::io(path, "stat", e))?);
+        crate::map::allocate(&file, path, total)?;
+        let mut map = MapOptions::new().mode(Mode::ReadWrite).map(file, path)?;
+        map.write_at(0, &bytes)?;
+        let map = map.into_shared();
+        tmp.link_to(path)?;
+        Ok(Segment {
+            map,
+            path: path.to_owned(),
+            header,
+            data_off: bytes.len(),
+            nbytes,
+            id: Some(id),
+            unlink_on_close,
+            owner: std::process::id(),
+        })
     }
 
     /// Attaches to an existing segment (or any `.npy` file): read-write,

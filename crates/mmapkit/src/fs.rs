@@ -1,0 +1,456 @@
+//! Atomic output: the one way mmapkit creates or replaces a file.
+//!
+//! Every writer (k-mer output, [`RecordWriter`](crate::writer::RecordWriter),
+//! [`StreamWriter`](crate::writer::StreamWriter), `ArrayStore::create`,
+//! replace's rewrite, shared segments, log segments) writes into a
+//! [`TempFile`] beside the real target and renames (or links) it into place,
+//! so a reader sees either the old file or the whole new one.
+//!
+//! * **One naming scheme**: `.NAME.mmapkit-PID-N.tmp` beside `NAME`.
+//! * **Targets** ([`output_target`]): symbolic links are followed to the real
+//!   file, which is replaced while the link stays a link; a dangling link
+//!   creates its target. Directories, FIFOs, devices and sockets are refused
+//!   with an error naming the path, except `-` and a path that is the
+//!   process's standard output (`/dev/stdout` on a pipe or terminal), which
+//!   mean "stream to stdout" for writers that can. An output that is the
+//!   same file as an input (same device and inode, also through links and
+//!   hard links) is refused before anything is written.
+//! * **Owner and mode** of a replaced file are copied to the temp file.
+//! * **Hard links**: the rename replaces only the name written to, like
+//!   `sed -i`: other names of the old inode keep the old content.
+//! * **Cleanup**: live temp files are in a process-wide registry;
+//!   [`remove_live_temp_files`] (the CLI's SIGINT/SIGTERM/SIGHUP thread)
+//!   deletes them. A temp file of a process that no longer exists (killed
+//!   with SIGKILL, power loss) is removed by the next run that writes the
+//!   same target; a live process's temp files are never touched.
+
+use std::ffi::OsStr;
+use std::fs::{self, File, Metadata, OpenOptions};
+use std::io;
+use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, RwLock, RwLockReadGuard};
+
+use crate::{Error, Result};
+
+const MARK: &str = ".mmapkit-";
+
+/// The directory of `p` (`.` for a bare name).
+pub(crate) fn parent(p: &Path) -> &Path {
+    match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
+}
+
+/// `.NAME.mmapkit-PID-N.tmp` beside `target` (a fresh N every call).
+pub fn temp_path(target: &Path) -> PathBuf {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    parent(target).join(format!(".{name}{MARK}{}-{n}.tmp", std::process::id()))
+}
+
+/// `(NAME, PID)` of a temp file name made by [`temp_path`].
+pub fn parse_temp_name(file_name: &OsStr) -> Option<(&OsStr, u32)> {
+    let b = file_name.as_bytes();
+    let rest = b.strip_prefix(b".")?.strip_suffix(b".tmp")?;
+    let at = rest.windows(MARK.len()).rposition(|w| w == MARK.as_bytes())?;
+    let (name, tail) = (&rest[..at], &rest[at + MARK.len()..]);
+    let (pid, n) = std::str::from_utf8(tail).ok()?.split_once('-')?;
+    if name.is_empty() || n.is_empty() || !n.bytes().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    Some((OsStr::from_bytes(name), pid.parse().ok()?))
+}
+
+/// Removes the temp files in `dir` left by processes that no longer exist,
+/// for targets whose name `keep` accepts. Best effort (a directory we
+/// cannot read or a file we cannot remove is left alone). Returns how many
+/// were removed.
+pub fn remove_stale_temp_files(dir: &Path, keep: impl Fn(&OsStr) -> bool) -> usize {
+    let Ok(rd) = fs::read_dir(dir) else { return 0 };
+    let me = std::process::id();
+    let mut removed = 0;
+    for ent in rd.flatten() {
+        let name = ent.file_name();
+        let Some((target, pid)) = parse_temp_name(&name) else { continue };
+        if pid == me || !keep(target) || crate::map::process_exists(pid as i32) {
+            continue;
+        }
+        if fs::remove_file(ent.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+/// Removes the stale temp files of `target` (symlinks resolved by the
+/// caller): for writers that edit in place and so create none themselves.
+pub fn remove_stale_temp_files_of(target: &Path) -> usize {
+    match target.file_name() {
+        Some(name) => remove_stale_temp_files(parent(target), |t| t == name),
+        None => 0,
+    }
+}
+
+// ----- registry of live temp files -------------------------------------
+
+/// The live temp files; `None` once [`remove_live_temp_files`] ran (the
+/// process is exiting: no new temp file may be created).
+static LIVE: Mutex<Option<Vec<(u64, PathBuf)>>> = Mutex::new(Some(Vec::new()));
+static CRITICAL: RwLock<()> = RwLock::new(());
+
+fn live() -> std::sync::MutexGuard<'static, Option<Vec<(u64, PathBuf)>>> {
+    LIVE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Creates `path` with `O_EXCL` and registers it, under the registry lock,
+/// so a signal's cleanup either sees it or runs before it exists (and then
+/// no file is created).
+fn create_registered(path: &Path) -> io::Result<(File, u64)> {
+    static ID: AtomicU64 = AtomicU64::new(0);
+    let mut live = live();
+    let Some(list) = live.as_mut() else {
+        return Err(io::Error::from_raw_os_error(libc::EINTR));
+    };
+    let file = OpenOptions::new().read(true).write(true).create_new(true).mode(0o666).open(path)?;
+    let id = ID.fetch_add(1, Ordering::Relaxed);
+    list.push((id, path.to_owned()));
+    Ok((file, id))
+}
+
+fn unregister(id: u64) {
+    if let Some(list) = live().as_mut() {
+        list.retain(|(i, _)| *i != id);
+    }
+}
+
+/// Paths of this process's live temp files.
+pub fn live_temp_files() -> Vec<PathBuf> {
+    live().iter().flatten().map(|(_, p)| p.clone()).collect()
+}
+
+/// A section that a termination signal must not cut in half (a commit's
+/// rename, an in-place edit): [`remove_live_temp_files`] waits for every
+/// guard to be dropped. Do not nest.
+pub fn critical_section() -> RwLockReadGuard<'static, ()> {
+    CRITICAL.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// For a process about to exit on a signal: waits for critical sections to
+/// end, then deletes every live temp file. Returns the paths removed. The
+/// critical-section lock stays taken (writers block) until the process
+/// exits, so call this only right before exiting.
+pub fn remove_live_temp_files() -> Vec<PathBuf> {
+    std::mem::forget(CRITICAL.write().unwrap_or_else(|e| e.into_inner()));
+    let list = live().take().unwrap_or_default();
+    list.into_iter().filter(|(_, p)| fs::remove_file(p).is_ok()).map(|(_, p)| p).collect()
+}
+
+// ----- temp files --------------------------------------------------------
+
+/// A temporary file beside a target (`.NAME.mmapkit-PID-N.tmp`, created
+/// with `O_EXCL`), registered for signal cleanup and removed on drop unless
+/// it was renamed or linked into place.
+#[derive(Debug)]
+pub struct TempFile {
+    path: PathBuf,
+    file: File,
+    id: u64,
+    done: bool,
+}
+
+impl TempFile {
+    /// Creates a temp file beside `target` (mode 0666 less the umask); stale
+    /// temp files of the same target are removed first. A directory that
+    /// does not let us create files is an error naming the directory.
+    pub fn beside(target: &Path) -> Result<TempFile> {
+        let dir = parent(target);
+        remove_stale_temp_files_of(target);
+        loop {
+            let path = temp_path(target);
+            match create_registered(&path) {
+                Ok((file, id)) => return Ok(TempFile { path, file, id, done: false }),
+                Err(e) => {
+                    if e.kind() != io::ErrorKind::AlreadyExists {
+                        // Name the directory (absolute for a bare file name).
+                        let dir = match dir == Path::new(".") {
+                            true => std::env::current_dir().unwrap_or_else(|_| dir.to_owned()),
+                            false => dir.to_owned(),
+                        };
+                        return Err(Error::io(&dir, "create a temporary file in the directory", e));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The temp file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The open temp file (read-write).
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
+    /// Mutable access (for `Write`).
+    pub fn file_mut(&mut self) -> &mut File {
+        &mut self.file
+    }
+
+    /// Gives the temp file the owner and permission bits of `meta` (owner
+    /// first: chown clears set-id bits). Only root may give a file away: an
+    /// EPERM on chown is ignored.
+    pub fn copy_owner_and_mode(&self, meta: &Metadata) -> Result<()> {
+        if meta.uid() != self.meta()?.uid() || meta.gid() != self.meta()?.gid() {
+            if let Err(e) = std::os::unix::fs::fchown(&self.file, Some(meta.uid()), Some(meta.gid())) {
+                if e.raw_os_error() != Some(libc::EPERM) {
+                    return Err(Error::io(&self.path, "fchown", e));
+                }
+            }
+        }
+        self.file
+            .set_permissions(fs::Permissions::from_mode(meta.mode() & 0o7777))
+            .map_err(|e| Error::io(&self.path, "fchmod", e))
+    }
+
+    fn meta(&self) -> Result<Metadata> {
+        self.file.metadata().map_err(|e| Error::io(&self.path, "stat", e))
+    }
+
+    /// Renames the temp file to `target` (fsyncing the file before and the
+    /// directory after when `sync`). Not cut by a termination signal.
+    pub fn rename_to(mut self, target: &Path, sync: bool) -> Result<()> {
+        if sync {
+            self.file.sync_all().map_err(|e| Error::io(&self.path, "fsync", e))?;
+        }
+        let _g = critical_section();
+        fs::rename(&self.path, target).map_err(|e| Error::io(target, "rename", e))?;
+        self.finished();
+        drop(_g);
+        if sync {
+            sync_dir(parent(target))?;
+        }
+        Ok(())
+    }
+
+    /// Links the temp file to `target`, failing with EEXIST if `target`
+    /// exists (creation without replacing), then removes the temp name.
+    pub fn link_to(mut self, target: &Path) -> Result<()> {
+        fs::hard_link(&self.path, target).map_err(|e| Error::io(target, "create", e))?;
+        let _ = fs::remove_file(&self.path);
+        self.finished();
+        Ok(())
+    }
+
+    fn finished(&mut self) {
+        self.done = true;
+        unregister(self.id);
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = fs::remove_file(&self.path);
+            unregister(self.id);
+        }
+    }
+}
+
+/// Makes directory entry changes (create, rename, unlink) durable.
+pub fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| Error::io(dir, "fsync (directory)", e))
+}
+
+// ----- output targets ----------------------------------------------------
+
+/// Where an output path leads; see [`output_target`].
+#[derive(Debug)]
+pub enum Target {
+    /// A regular file at `real` (symbolic links resolved), replaced by
+    /// rename; `existing` is its metadata when it exists.
+    File {
+        /// The real file.
+        real: PathBuf,
+        /// Its metadata, when it exists.
+        existing: Option<Metadata>,
+    },
+    /// The process's standard output, as a stream.
+    Stdout,
+}
+
+/// `path` with every symbolic link of its last component followed (a
+/// dangling link gives the path it points to).
+fn resolve_links(path: &Path) -> Result<PathBuf> {
+    let mut p = path.to_path_buf();
+    for _ in 0..40 {
+        match fs::symlink_metadata(&p) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let t = fs::read_link(&p).map_err(|e| Error::io(&p, "readlink", e))?;
+                p = if t.is_absolute() { t } else { parent(&p).join(t) };
+            }
+            Ok(_) => return Ok(p),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(p),
+            Err(e) => return Err(Error::io(path, "stat", e)),
+        }
+    }
+    Err(Error::io(path, "open", io::Error::from_raw_os_error(libc::ELOOP)))
+}
+
+fn stdout_meta() -> Option<Metadata> {
+    let fd = io::stdout().as_fd().try_clone_to_owned().ok()?;
+    File::from(fd).metadata().ok()
+}
+
+fn same_file(a: &Metadata, b: &Metadata) -> bool {
+    (a.dev(), a.ino()) == (b.dev(), b.ino())
+}
+
+fn kind_name(m: &Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let t = m.file_type();
+    if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Decides where output to `path` goes, before anything is written:
+///
+/// * `-`, or a path that is the same pipe/terminal/device as standard
+///   output: [`Target::Stdout`];
+/// * a regular file or a new name (through any symlinks):
+///   [`Target::File`] with the real path;
+/// * a directory: EISDIR naming the path; a FIFO, device or socket: an
+///   error naming it (it is never replaced by a regular file);
+/// * the same file as one of `inputs` (device and inode): an error.
+pub fn output_target(path: &Path, inputs: &[&Path]) -> Result<Target> {
+    if path.as_os_str() == "-" {
+        return Ok(Target::Stdout);
+    }
+    let target = match fs::metadata(path) {
+        Ok(m) if m.is_dir() => return Err(Error::io(path, "write", io::Error::from_raw_os_error(libc::EISDIR))),
+        Ok(m) if m.is_file() => {
+            let real = resolve_links(path)?;
+            // The real path must be the file stat saw (not a magic link
+            // to a deleted file).
+            match fs::metadata(&real) {
+                Ok(r) if same_file(&r, &m) => Target::File { real, existing: Some(m) },
+                _ => {
+                    return Err(Error::InvalidArgument(format!(
+                        "{}: cannot find the file this path refers to; refusing to write it",
+                        path.display()
+                    )))
+                }
+            }
+        }
+        Ok(m) => {
+            if stdout_meta().is_some_and(|s| same_file(&s, &m)) {
+                return Ok(Target::Stdout);
+            }
+            return Err(Error::InvalidArgument(format!(
+                "{}: is {}, not a regular file; refusing to replace it",
+                path.display(),
+                kind_name(&m)
+            )));
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Target::File { real: resolve_links(path)?, existing: None },
+        Err(e) => return Err(Error::io(path, "stat", e)),
+    };
+    if let Target::File { existing: Some(out), .. } = &target {
+        for input in inputs {
+            if fs::metadata(input).is_ok_and(|m| same_file(&m, out)) {
+                return Err(Error::InvalidArgument(format!(
+                    "{}: the output is the input file {}; refusing to overwrite it",
+                    path.display(),
+                    input.display()
+                )));
+            }
+        }
+    }
+    Ok(target)
+}
+
+/// An output file being written: a [`TempFile`] beside the real target,
+/// committed by rename.
+#[derive(Debug)]
+pub struct AtomicFile {
+    requested: PathBuf,
+    real: PathBuf,
+    tmp: TempFile,
+}
+
+impl AtomicFile {
+    /// Starts writing `path` (which must resolve to a regular file or a new
+    /// name; standard output is an error here: use [`output_target`] to
+    /// stream). `inputs` are refused as outputs.
+    pub fn create(path: &Path, inputs: &[&Path]) -> Result<AtomicFile> {
+        match output_target(path, inputs)? {
+            Target::File { real, existing } => Self::for_target(path, real, existing.as_ref()),
+            Target::Stdout => Err(Error::InvalidArgument(format!(
+                "{}: is standard output; this output needs a regular file",
+                path.display()
+            ))),
+        }
+    }
+
+    /// Starts writing the resolved target `real` (from [`output_target`]).
+    pub fn for_target(requested: &Path, real: PathBuf, existing: Option<&Metadata>) -> Result<AtomicFile> {
+        let tmp = TempFile::beside(&real)?;
+        if let Some(m) = existing {
+            tmp.copy_owner_and_mode(m)?;
+        }
+        Ok(AtomicFile { requested: requested.to_owned(), real, tmp })
+    }
+
+    /// The path as given.
+    pub fn path(&self) -> &Path {
+        &self.requested
+    }
+
+    /// The file that will be replaced (symlinks resolved).
+    pub fn real_path(&self) -> &Path {
+        &self.real
+    }
+
+    /// The temp file's path.
+    pub fn temp_path(&self) -> &Path {
+        self.tmp.path()
+    }
+
+    /// The open temp file.
+    pub fn file(&self) -> &File {
+        self.tmp.file()
+    }
+
+    /// Mutable access to the temp file.
+    pub fn file_mut(&mut self) -> &mut File {
+        self.tmp.file_mut()
+    }
+
+    /// Renames the temp file over the real target (fsync of the file before
+    /// and of the directory after when `sync`).
+    pub fn commit(self, sync: bool) -> Result<()> {
+        self.tmp.rename_to(&self.real, sync)
+    }
+}
+
+#[cfg(test)]
+#[path = "fs_tests.rs"]
+mod tests;
