@@ -28,7 +28,7 @@ from typing import Any, Optional, Sequence, Union
 import numpy as np
 import numpy.typing as npt
 
-from ._native import ArrayStoreCore, npy_header
+from ._native import ArrayStoreCore, FormatError, npy_header
 from ._native import sparse as _sparse
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -129,7 +129,12 @@ class ArrayStore:
             raise ValueError(f"invalid mode {mode!r}: expected 'r' or 'r+'")
         p = os.fspath(path)
         descr, _fortran, _shape, _off = npy_header(p)
-        dt = np.lib.format.descr_to_dtype(ast.literal_eval(descr))
+        try:
+            dt = np.lib.format.descr_to_dtype(ast.literal_eval(descr))
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as e:
+            raise FormatError(f"{p}: unsupported dtype {descr} ({e})") from None
+        if dt.hasobject:
+            raise FormatError(f"{p}: unsupported dtype {descr} (Python objects, pickled; not plain data)")
         core = ArrayStoreCore.open(p, mode == "r+", dt.itemsize, chunk_bytes, reserve)
         return cls(core, dt, mode)
 

@@ -166,6 +166,7 @@ impl Segment {
         if header.fortran_order && header.shape.len() > 1 {
             return Err(Error::Format { path: path.to_owned(), detail: "Fortran-order arrays are not supported".into() });
         }
+        super::array::check_descr(path, &header)?;
         let item_size = header.item_size();
         let nbytes = match item_size {
             Some(n) => nbytes_of(path, n, &header.shape)?,

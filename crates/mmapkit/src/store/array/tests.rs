@@ -222,3 +222,52 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn open_validates_before_changing_a_byte() {
+    let (_d, p) = tmp();
+    // An object array as np.save writes it (pickled payload after the header).
+    let mut obj = Header::new("|O", vec![4]).encode();
+    obj.extend_from_slice(&[0x80, 4, 0x95, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32]);
+    let structured = Header { descr: "[('a', '<i4'), ('b', '|O')]".into(), fortran_order: false, shape: vec![1] };
+    let mut structured = structured.encode();
+    structured.extend([0u8; 12]);
+    let mut short = Header::new("<f8", vec![3]).encode();
+    short.extend([0u8; 23]);
+    for (content, want) in [(obj, "|O"), (structured, "objects"), (short, "3 rows")] {
+        std::fs::write(&p, &content).unwrap();
+        for writable in [false, true] {
+            let e = ArrayStore::open(&p, writable, Some(8)).unwrap_err();
+            assert!(matches!(e, Error::Format { .. }), "{e}");
+            assert!(e.to_string().contains(want) && e.to_string().contains("a.npy"), "{e}");
+            assert_eq!(std::fs::read(&p).unwrap(), content, "untouched");
+        }
+    }
+    // A simple dtype whose size disagrees with the caller's is refused too.
+    let mut f8 = Header::new("<f8", vec![1]).encode();
+    f8.extend([0u8; 8]);
+    std::fs::write(&p, &f8).unwrap();
+    let e = ArrayStore::open(&p, true, Some(4)).unwrap_err();
+    assert!(e.to_string().contains("8-byte items, not 4"), "{e}");
+    assert_eq!(std::fs::read(&p).unwrap(), f8);
+}
+
+#[test]
+fn open_and_close_keeps_bytes_past_the_row_count() {
+    let (_d, p) = tmp();
+    let mut w = ArrayStore::create(&p, "'<u2'", 2, &[], &StoreOptions::default()).unwrap();
+    w.append(&[1, 0, 2, 0]).unwrap();
+    w.close().unwrap();
+    let mut bytes = std::fs::read(&p).unwrap();
+    bytes.extend_from_slice(b"not ours to drop");
+    std::fs::write(&p, &bytes).unwrap();
+    ArrayStore::open(&p, true, None).unwrap().close().unwrap();
+    assert_eq!(std::fs::read(&p).unwrap(), bytes);
+    // Appending overwrites those bytes as capacity, then trims to the rows
+    // or the old length, whichever is longer.
+    let mut w = ArrayStore::open(&p, true, None).unwrap();
+    w.append(&[3, 0]).unwrap();
+    w.close().unwrap();
+    assert_eq!(std::fs::metadata(&p).unwrap().len(), bytes.len() as u64);
+    assert_eq!(ArrayStore::open(&p, false, None).unwrap().data(), &[1, 0, 2, 0, 3, 0]);
+}
