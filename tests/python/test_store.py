@@ -405,3 +405,16 @@ def test_open_and_close_without_appending_changes_nothing(tmp):
     w.close()
     assert np.load(q).tolist() == [[0, 1], [2, 3], [9, 9]]
 
+
+def test_sparse_sizes_beyond_off_t_raise_like_os_truncate(tmp):
+    """Issue 10 defect 15: sparse(p, 2**63) raised OSError with errno 0."""
+    p = tmp / "f"
+    p.write_bytes(b"")
+    for size, exc in ((2**63, OverflowError), (-1, OSError)):
+        with pytest.raises(exc) as want:
+            os.truncate(p, size)
+        with pytest.raises(exc) as got:
+            mmapkit.sparse(p, size)
+        if exc is OSError:
+            assert got.value.errno == want.value.errno != 0
+    assert p.stat().st_size == 0
