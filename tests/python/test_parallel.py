@@ -85,7 +85,8 @@ DYING_WORKER = r"""
 import os, signal, sys
 import numpy as np
 import mmapkit
-from mmapkit.parallel import BrokenProcessPool, map_chunks
+from concurrent.futures.process import BrokenProcessPool
+from mmapkit.parallel import map_chunks
 
 def die(chunk):
     if chunk[0] == 0:
@@ -112,7 +113,7 @@ def test_map_chunks_raises_when_a_worker_dies(tmp, how):
     try:
         r = subprocess.run(
             [sys.executable, "-c", DYING_WORKER, str(tmp / "w.npy"), how],
-            capture_output=True, text=True, timeout=60,
+            capture_output=True, text=True, timeout=30,
         )
     except subprocess.TimeoutExpired:
         pytest.fail("map_chunks hung after a worker died")
