@@ -446,9 +446,11 @@ impl MappedFile {
     }
 
     fn write_byte(&self, byte: &Bound<'_, PyAny>) -> PyResult<()> {
-        // Closed and read-only come before the argument, as in the stdlib.
-        let m = self.writable()?;
+        // Closed and read-only come before the argument, as in the stdlib,
+        // and again after it (its __index__ may close the map).
+        self.writable()?;
         let byte: u8 = byte.extract()?;
+        let m = self.writable()?;
         let pos = self.pos.load(Ordering::Relaxed);
         if pos >= m.len() {
             return Err(PyValueError::new_err("write byte out of range"));
