@@ -5,7 +5,8 @@ Small ``.npy`` files (mmapkit's growable header layout and plain
 offset: the byte flipped (two ways), and separately the file truncated
 there. Each damaged file is then opened with ``ArrayStore.open(p, "r")``,
 ``ArrayStore.open(p, "r+")`` + ``close()``, ``np.load(p, mmap_mode="r")``
-(for comparison) and ``mmapkit.stats`` on the path. Every outcome must be
+(ArrayStore must accept exactly what numpy accepts, with the same array)
+and ``mmapkit.stats`` on the path. Every outcome must be
 either a clear error (``ValueError``/``FormatError`` naming the file) with
 the file untouched, or a successful open that reports exactly the bytes the
 file holds, within the file (a flipped data byte legitimately changes a
@@ -73,11 +74,19 @@ def _clear_error(e: BaseException, p: Path) -> bool:
 def _check_open_r(p: Path, counts) -> None:
     before = _snap(p)
     try:
+        want = np.load(p, mmap_mode="r")
+    except Exception:  # noqa: BLE001 - numpy's verdict, compared below
+        want = None
+    try:
         s = mmapkit.ArrayStore.open(p, "r")
     except Exception as e:  # noqa: BLE001 - classified below
         assert _clear_error(e, p), repr(e)
+        assert want is None or want.ndim == 0, "numpy reads what mmapkit refused"
         counts["r: error"] += 1
     else:
+        assert want is not None, "mmapkit accepted a header numpy rejects"
+        assert (s.shape, s.dtype) == (want.shape, want.dtype)
+        assert s.numpy().tobytes() == want.tobytes()
         data = p.read_bytes()
         end = s.data_offset + len(s) * s.dtype.itemsize * int(np.prod(s.row_shape, dtype=np.int64))
         assert end <= len(data), "the header's row count claims rows beyond the file's end"
