@@ -419,7 +419,11 @@ impl MappedFile {
     /// Reads through the next b"\n" (or to the end).
     fn readline(&self, py: Python<'_>) -> PyResult<Py<PyBytes>> {
         let m = self.get()?;
-        let pos = self.pos.load(Ordering::Relaxed).min(m.len());
+        let pos = self.pos.load(Ordering::Relaxed);
+        if pos >= m.len() {
+            // Past the end (after a shrink): the position stays, as in the stdlib.
+            return Ok(PyBytes::new(py, b"").unbind());
+        }
         let end = m
             .read_with(|d| memchr_end(&d[pos..]).map_or(d.len(), |i| pos + i + 1))
             .py_err()?;
@@ -446,9 +450,9 @@ impl MappedFile {
     }
 
     fn write_byte(&self, byte: &Bound<'_, PyAny>) -> PyResult<()> {
-        // Closed and read-only come before the argument, as in the stdlib,
-        // and again after it (its __index__ may close the map).
-        self.writable()?;
+        // As the stdlib: closed, the argument, closed again (its __index__
+        // may close the map), then read-only.
+        self.get()?;
         let byte: u8 = byte.extract()?;
         let m = self.writable()?;
         let pos = self.pos.load(Ordering::Relaxed);
@@ -579,6 +583,11 @@ impl MappedFile {
         }
         if start + length > size {
             length = size - start;
+        }
+        // madvise(2) wants a page-aligned start: EINVAL, as the stdlib gets
+        // (its maps start on a page; ours may not, so count from our start).
+        if !(start as usize).is_multiple_of(map::page_size()) {
+            return Err(PyOSError::new_err((libc::EINVAL, "Invalid argument")));
         }
         m.advise(Advice::Raw(option), start as usize, Some(length as usize)).py_err()
     }
@@ -845,8 +854,10 @@ fn memchr_end(hay: &[u8]) -> Option<usize> {
 /// test_mmap and a differential test against the stdlib), plus everything
 /// MappedFile adds. Deliberate differences: zero-length maps are allowed
 /// (`mmap(-1, 0)`, `resize(0)`), resize() may grow while buffers are
-/// exported, and a file-backed map pickles by path (the receiver maps the
-/// file again; the stdlib refuses to pickle).
+/// exported, a file-backed map pickles by path (the receiver maps the
+/// file again; the stdlib refuses to pickle), and bytes cut off an
+/// anonymous map by a shrink come back as zeros when it grows again (the
+/// stdlib shows the old bytes).
 #[pyclass(module = "mmapkit", name = "mmap", extends = MappedFile, subclass, frozen)]
 pub struct Mmap {}
 
