@@ -6,7 +6,7 @@ offset: the byte flipped (two ways), and separately the file truncated
 there. Each damaged file is then opened with ``ArrayStore.open(p, "r")``,
 ``ArrayStore.open(p, "r+")`` + ``close()``, ``np.load(p, mmap_mode="r")``
 (ArrayStore must accept exactly what numpy accepts, with the same array)
-and ``mmapkit.stats`` on the path. Every outcome must be
+``SharedArray.attach`` (read-only) and ``mmapkit.stats`` on the path. Every outcome must be
 either a clear error (``ValueError``/``FormatError`` naming the file) with
 the file untouched, or a successful open that reports exactly the bytes the
 file holds, within the file (a flipped data byte legitimately changes a
@@ -131,6 +131,29 @@ def _header_or_none(content: bytes, p: Path):
         tmp.unlink()
 
 
+def _check_attach(p: Path, counts) -> None:
+    """SharedArray.attach on a .npy path: a clear error or numpy's array."""
+    before = _snap(p)
+    try:
+        want = np.load(p, mmap_mode="r")
+    except Exception:  # noqa: BLE001
+        want = None
+    try:
+        a = mmapkit.SharedArray.attach(p, readonly=True, unlink_on_close=False)
+    except Exception as e:  # noqa: BLE001
+        assert _clear_error(e, p), repr(e)
+        counts["attach: error"] += 1
+    else:
+        assert want is not None, "SharedArray accepted a header numpy rejects"
+        got = a.numpy()
+        assert (got.shape, got.dtype) == (want.shape, want.dtype)
+        assert got.tobytes() == want.tobytes()
+        del got
+        a.close()
+        counts["attach: ok"] += 1
+    assert _snap(p) == before
+
+
 def _check_np_and_stats(p: Path, counts) -> None:
     before = _snap(p)
     try:
@@ -160,6 +183,7 @@ def test_every_offset_of_every_npy_file(tmp_path: Path) -> None:
             try:
                 _check_open_r(p, counts)
                 _check_np_and_stats(p, counts)
+                _check_attach(p, counts)
                 _check_open_rw(p, counts)
             except AssertionError as e:
                 raise AssertionError(f"{name} {what}: {e}") from e

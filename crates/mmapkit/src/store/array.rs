@@ -138,9 +138,17 @@ pub fn read_header_of(path: &Path) -> Result<(Header, usize)> {
 pub(super) fn check_descr(path: &Path, header: &Header) -> Result<()> {
     let descr = header.descr.trim();
     if let Some(d) = header.simple_dtype() {
-        let kind = d.trim_start_matches(['<', '>', '|', '=']);
-        let kind = kind.chars().next().unwrap_or(' ');
-        if !"biufcSUVMma".contains(kind) {
+        // [byte order] kind digits [\[unit\]], as numpy spells plain types.
+        let rest = d.strip_prefix(['<', '>', '|', '=']).unwrap_or(d);
+        let mut chars = rest.chars();
+        let kind = chars.next().unwrap_or(' ');
+        let rest = chars.as_str();
+        let digits = rest.trim_start_matches(|c: char| c.is_ascii_digit());
+        let unit_ok = digits.is_empty()
+            || digits.strip_prefix('[').and_then(|u| u.strip_suffix(']')).is_some_and(|u| {
+                !u.is_empty() && u.chars().all(|c| c.is_ascii_alphanumeric())
+            });
+        if !"biufcSUVMma".contains(kind) || digits.len() == rest.len() || !unit_ok {
             let why = if kind == 'O' { " (Python objects, pickled; not plain data)" } else { "" };
             return Err(format_err(path, format!("unsupported dtype {descr}{why}")));
         }
