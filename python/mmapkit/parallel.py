@@ -16,6 +16,8 @@ from __future__ import annotations
 import mmap as _mmap
 import multiprocessing
 import os
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable, Optional, TypeVar, Union
 
 import numpy as np
@@ -23,7 +25,7 @@ import numpy as np
 from .shared_memory import SharedArray
 from .store import ArrayStore
 
-__all__ = ["map_chunks", "chunk_bounds"]
+__all__ = ["map_chunks", "chunk_bounds", "BrokenProcessPool"]
 
 T = TypeVar("T")
 
@@ -105,6 +107,9 @@ def map_chunks(
     about four chunks per process. ``func`` must be picklable (a
     module-level function) unless the start method is ``fork``.
     ``processes=0`` runs in this process (no pool), which helps debugging.
+    If a worker process dies (killed, ``os._exit``, out of memory) this
+    raises ``concurrent.futures.process.BrokenProcessPool`` (also
+    ``mmapkit.parallel.BrokenProcessPool``) instead of waiting forever.
     """
     src = _source(array)
     n = len(_open(src)) if src[0] != "store" else src[2]
@@ -121,8 +126,11 @@ def map_chunks(
         finally:
             _init_clear()
     ctx = multiprocessing.get_context(start_method)
-    with ctx.Pool(min(procs, len(bounds)), initializer=_init, initargs=(src, func)) as pool:
-        return pool.map(_run, bounds, chunksize=1)
+    # A ProcessPoolExecutor, not a multiprocessing.Pool: when a worker dies
+    # (os._exit, SIGKILL, the OOM killer) the Pool silently replaces it and
+    # waits forever for the lost task; the executor raises BrokenProcessPool.
+    with ProcessPoolExecutor(min(procs, len(bounds)), mp_context=ctx, initializer=_init, initargs=(src, func)) as pool:
+        return list(pool.map(_run, bounds))
 
 
 def _init_clear() -> None:

@@ -34,7 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._native import MappedFile, SharedSegment, segment_path
-from .store import _descr, _split_dtype
+from .store import _descr, _header_dtype, _split_dtype
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -109,6 +109,9 @@ class SharedArray:
         as another ``.npy`` file). ``FileNotFoundError`` if it is gone."""
         n = os.fspath(name)
         path = n if "/" in n else segment_path(n, None if dir is None else os.fspath(dir))
+        # Check the dtype before attaching: a handle that fails afterwards
+        # would be dropped, and with unlink_on_close remove the file.
+        _header_dtype(os.fspath(path))
         return cls(SharedSegment.attach(path, not readonly, unlink_on_close))
 
     @classmethod

@@ -28,7 +28,7 @@ from typing import Any, Optional, Sequence, Union
 import numpy as np
 import numpy.typing as npt
 
-from ._native import ArrayStoreCore, npy_header
+from ._native import ArrayStoreCore, FormatError, npy_header
 from ._native import sparse as _sparse
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -58,6 +58,19 @@ def _split_dtype(dtype: npt.DTypeLike, row_shape: Sequence[int]) -> tuple[np.dty
     if dt.itemsize == 0:
         raise TypeError(f"dtype {dt} has no size")
     return dt, shape
+
+
+def _header_dtype(path: str) -> np.dtype[Any]:
+    """The dtype a ``.npy`` file's header declares; FormatError (naming the
+    file) unless it is plain data numpy understands."""
+    descr = npy_header(path)[0]
+    try:
+        dt = np.lib.format.descr_to_dtype(ast.literal_eval(descr))
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as e:
+        raise FormatError(f"{path}: unsupported dtype {descr} ({e})") from None
+    if dt.hasobject:
+        raise FormatError(f"{path}: unsupported dtype {descr} (Python objects, pickled; not plain data)")
+    return dt
 
 
 def _descr(dt: np.dtype[Any]) -> str:
@@ -128,8 +141,7 @@ class ArrayStore:
         if mode not in ("r", "r+"):
             raise ValueError(f"invalid mode {mode!r}: expected 'r' or 'r+'")
         p = os.fspath(path)
-        descr, _fortran, _shape, _off = npy_header(p)
-        dt = np.lib.format.descr_to_dtype(ast.literal_eval(descr))
+        dt = _header_dtype(p)
         core = ArrayStoreCore.open(p, mode == "r+", dt.itemsize, chunk_bytes, reserve)
         return cls(core, dt, mode)
 

@@ -386,3 +386,36 @@ def test_same_results_as_stdlib_mmap(tmp):
         b.seek(17)
         assert a.read(100) == b.read(100) and a.readline() == b.readline() and a.tell() == b.tell()
         assert repr(a) == repr(b)
+
+
+def test_writes_to_read_only_maps_raise_what_the_stdlib_raises(tmp):
+    """Issue 10 defect 15: same exception type and message as mmap.mmap."""
+    import mmap as std
+
+    p = write(tmp / "ro.bin", b"hello world")
+    misuse = {
+        "setitem": lambda m: m.__setitem__(0, 65),
+        "setslice": lambda m: m.__setitem__(slice(0, 2), b"AB"),
+        "write": lambda m: m.write(b"A"),
+        "write_byte": lambda m: m.write_byte(65),
+        "move": lambda m: m.move(0, 1, 1),
+        "resize": lambda m: m.resize(20),
+        "memoryview": lambda m: memoryview(m).__setitem__(0, 65),
+    }
+
+    def outcome(m, f):
+        try:
+            f(m)
+        except Exception as e:  # noqa: BLE001
+            return type(e), str(e)
+        return None
+
+    with open(p, "rb") as f:
+        want = {k: outcome(std.mmap(f.fileno(), 0, access=std.ACCESS_READ), f_) for k, f_ in misuse.items()}
+        kit = {k: outcome(mmapkit.mmap(f.fileno(), 0, access=std.ACCESS_READ), f_) for k, f_ in misuse.items()}
+    assert all(w is not None and w[0] is TypeError for w in want.values()), want
+    assert kit == want
+    with mmapkit.open(p, "r") as m:
+        native = {k: outcome(m, f_) for k, f_ in misuse.items()}
+    assert native == want
+    assert p.read_bytes() == b"hello world"

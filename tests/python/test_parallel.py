@@ -79,3 +79,42 @@ def test_edge_cases(tmp):
         map_chunks(chunk_sum, np.zeros(10))
     with pytest.raises(ValueError, match="processes"):
         map_chunks(chunk_sum, s, processes=-1)
+
+
+DYING_WORKER = r"""
+import os, signal, sys
+import numpy as np
+import mmapkit
+from concurrent.futures.process import BrokenProcessPool
+from mmapkit.parallel import map_chunks
+
+def die(chunk):
+    if chunk[0] == 0:
+        if sys.argv[2] == "exit":
+            os._exit(1)
+        os.kill(os.getpid(), signal.SIGKILL)
+    return int(chunk.sum())
+
+s = mmapkit.ArrayStore.create(sys.argv[1], "i8")
+s.extend(np.arange(100))
+try:
+    map_chunks(die, s, processes=2, chunk_rows=10, start_method="fork")
+except BrokenProcessPool as e:
+    print("raised", type(e).__name__)
+"""
+
+
+@pytest.mark.parametrize("how", ["exit", "sigkill"])
+def test_map_chunks_raises_when_a_worker_dies(tmp, how):
+    """Issue 10 defect 15: a dead worker made map_chunks wait forever."""
+    import subprocess
+    import sys
+
+    try:
+        r = subprocess.run(
+            [sys.executable, "-c", DYING_WORKER, str(tmp / "w.npy"), how],
+            capture_output=True, text=True, timeout=30,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("map_chunks hung after a worker died")
+    assert r.stdout.strip() == "raised BrokenProcessPool", r.stderr

@@ -240,3 +240,19 @@ def test_attach_never_sees_a_segment_being_created(name):
     finally:
         p.kill()
         p.wait()
+
+
+def test_attach_refuses_a_bad_npy_file_and_keeps_it(tmp_path):
+    """A dtype numpy cannot read used to fail after attaching; the dropped
+    handle (unlink_on_close defaults to True) then deleted the user's file."""
+    p = tmp_path / "bad.npy"
+    d = "{'descr': [('a', '<q9')], 'fortran_order': False, 'shape': (1,), }"
+    head = b"\x93NUMPY\x01\x00" + (118).to_bytes(2, "little") + d.encode().ljust(117) + b"\n"
+    p.write_bytes(head + bytes(8))
+    before = p.read_bytes()
+    with pytest.raises(mmapkit.FormatError, match="bad.npy"):
+        mmapkit.SharedArray.attach(p)
+    import gc
+
+    gc.collect()
+    assert p.read_bytes() == before

@@ -271,3 +271,28 @@ def test_array_store_as_object_and_by_path(tmp_path) -> None:
     same(st.quantile(path, 0.9, method="inverted_cdf"), np.quantile(a, 0.9, method="inverted_cdf"))
     store.close()
     same(st.max(mmapkit.ArrayStore.open(str(path), mode="r")), np.max(a))
+
+
+def test_npy_header_is_honoured_even_with_a_dtype(tmp_path) -> None:
+    """Issue 10 defect 13: with dtype= the 128-byte header was read as data."""
+    a = np.arange(1001, dtype=np.int16)
+    p = tmp_path / "x.npy"
+    np.save(p, a)
+    assert st.median(p, dtype=np.int16) == 500.0 == np.median(a)
+    assert st.median(p, dtype="<i2") == 500.0
+    q = tmp_path / "no_extension"  # detected by magic, not by name
+    q.write_bytes(p.read_bytes())
+    assert st.max(q, dtype=np.int16) == 1000
+    assert st.median(q) == 500.0
+    for bad in (np.int32, np.uint16, np.float64):
+        with pytest.raises(ValueError, match="conflicts"):
+            st.median(p, dtype=bad)
+    with pytest.raises(ValueError, match="through its header"):
+        st.median(p, dtype=np.int16, offset=128)
+    raw = tmp_path / "raw.bin"  # not .npy: dtype/offset/count read raw bytes
+    raw.write_bytes(a.tobytes())
+    assert st.median(raw, dtype=np.int16, offset=2, count=3) == 2.0
+    short = tmp_path / "short.npy"
+    short.write_bytes(p.read_bytes()[:-2])
+    with pytest.raises(mmapkit.FormatError, match="short.npy"):
+        st.median(short)

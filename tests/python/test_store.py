@@ -313,3 +313,108 @@ def test_every_plain_dtype_round_trips(tmp, dtype):
     assert np.load(p).dtype == np.dtype(dtype) and (np.load(p) == ref).all()
     r = mmapkit.ArrayStore.open(p)
     assert r.dtype == np.dtype(dtype) and (r[:] == ref).all()
+
+
+def _snapshot(p):
+    st_ = os.stat(p)
+    return Path(p).read_bytes(), st_.st_mtime_ns, st_.st_size
+
+
+def _bad_npy_files(tmp):
+    """(name, path) of .npy files ArrayStore cannot hold; each must be refused untouched."""
+    out = []
+    p = tmp / "objects.npy"
+    np.save(p, np.array([1, "a", None, "x" * 1000], object), allow_pickle=True)
+    out.append(("object dtype", p))
+    p = tmp / "structured_objects.npy"
+    np.save(p, np.array([(1, None)], dtype=[("a", "i4"), ("b", "O")]), allow_pickle=True)
+    out.append(("structured object field", p))
+    p = tmp / "fortran.npy"
+    np.save(p, np.asfortranarray(np.arange(6, dtype="i4").reshape(2, 3)))
+    out.append(("Fortran order", p))
+    p = tmp / "truncated.npy"
+    np.save(p, np.arange(100, dtype="f8"))
+    with open(p, "r+b") as f:
+        f.truncate(os.path.getsize(p) - 8)
+    out.append(("truncated data", p))
+    p = tmp / "malformed.npy"
+    np.save(p, np.arange(4, dtype="i2"))
+    b = bytearray(p.read_bytes())
+    b[b.index(b"'shape'") + 10] = ord("x")
+    p.write_bytes(bytes(b))
+    out.append(("malformed header", p))
+    p = tmp / "zero_size.npy"
+    np.save(p, np.zeros(3, dtype="V0"))
+    out.append(("zero-size items", p))
+    return out
+
+
+def test_open_refuses_unsupported_npy_files_without_touching_them(tmp):
+    """Issue 10 defect 4: opening an object .npy in r+ shrank it to 160 bytes."""
+    for what, p in _bad_npy_files(tmp):
+        before = _snapshot(p)
+        for mode in ("r", "r+"):
+            with pytest.raises(mmapkit.FormatError) as e:
+                mmapkit.ArrayStore.open(p, mode).close()
+            assert p.name in str(e.value), (what, mode, e.value)
+            assert _snapshot(p) == before, (what, mode)
+        if what == "Fortran order":  # statistics do not care about the order
+            assert mmapkit.stats.max(p) == 5
+        else:
+            with pytest.raises(ValueError, match=p.name):
+                mmapkit.stats.max(p)
+        assert _snapshot(p) == before, what
+        if what != "zero-size items":  # a fixed-shape V0 array is fine to attach
+            with pytest.raises(mmapkit.FormatError, match=p.name):
+                mmapkit.SharedArray.attach(p, unlink_on_close=False)
+        assert _snapshot(p) == before, what
+    assert list(tmp.glob(".*tmp*")) == []
+
+
+def test_open_and_close_without_appending_changes_nothing(tmp):
+    """Opening for writing and closing must leave every byte (and mtime) as it was,
+    including bytes past the header's row count and a valid header in another layout."""
+    s = mmapkit.ArrayStore.create(tmp / "s.npy", "<i4", row_shape=(2,))
+    s.extend(np.arange(10, dtype="<i4").reshape(5, 2))
+    s.close()
+    p = tmp / "s.npy"
+    b = bytearray(p.read_bytes())
+    b += b"trailing bytes numpy ignores"
+    i = b.index(b"'shape': (") + 10
+    j = b.index(b",", i)
+    assert b[i:j].strip() == b"5"
+    b[j - 1] = ord("3")  # fewer rows than the file holds
+    p.write_bytes(bytes(b))
+    q = tmp / "wide_header.npy"  # a valid header, not mmapkit's fixed-width layout
+    raw = np.lib.format.header_data_from_array_1_0(np.zeros((2, 2), "<i4"))
+    with open(q, "wb") as f:
+        np.lib.format.write_array_header_1_0(f, raw)
+        f.write(np.arange(4, dtype="<i4").tobytes())
+    b = bytearray(q.read_bytes())
+    head = b[: b.index(b"\n") + 1]
+    head = head[:-1] + b" " * 256 + b"\n"  # 256 more bytes of padding
+    head[8:10] = (len(head) - 10).to_bytes(2, "little")
+    q.write_bytes(bytes(head) + b[b.index(b"\n") + 1 :])
+    for path in (p, q):
+        before = _snapshot(path)
+        time.sleep(0.01)
+        mmapkit.ArrayStore.open(path, "r+").close()
+        assert _snapshot(path) == before, path
+    w = mmapkit.ArrayStore.open(q, "r+")
+    w.append([9, 9])
+    w.close()
+    assert np.load(q).tolist() == [[0, 1], [2, 3], [9, 9]]
+
+
+def test_sparse_sizes_beyond_off_t_raise_like_os_truncate(tmp):
+    """Issue 10 defect 15: sparse(p, 2**63) raised OSError with errno 0."""
+    p = tmp / "f"
+    p.write_bytes(b"")
+    for size, exc in ((2**63, OverflowError), (-1, OSError)):
+        with pytest.raises(exc) as want:
+            os.truncate(p, size)
+        with pytest.raises(exc) as got:
+            mmapkit.sparse(p, size)
+        if exc is OSError:
+            assert got.value.errno == want.value.errno != 0
+    assert p.stat().st_size == 0

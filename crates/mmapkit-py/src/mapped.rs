@@ -168,12 +168,17 @@ impl MappedFile {
     }
 
     /// The map and the in-bounds offset for an integer key (negative counts
-    /// from the end), converting the key before looking at the map, as the
-    /// stdlib does (its __index__ may close the map).
+    /// from the end). As the stdlib: a closed map is refused first, and
+    /// again after converting the key (its __index__ may close the map).
     fn item_offset(&self, key: &Bound<'_, PyAny>) -> PyResult<(Arc<SharedMap>, usize)> {
-        let i: isize = key
-            .extract()
-            .map_err(|_| PyTypeError::new_err("mmap indices must be integers"))?;
+        self.get()?;
+        let i: isize = key.extract().map_err(|e: PyErr| {
+            if e.is_instance_of::<PyOverflowError>(key.py()) {
+                PyIndexError::new_err("cannot fit 'int' into an index-sized integer")
+            } else {
+                PyTypeError::new_err("mmap indices must be integers")
+            }
+        })?;
         let m = self.get()?;
         let len = m.len() as isize;
         let i = if i < 0 { i + len } else { i };
@@ -191,6 +196,7 @@ impl MappedFile {
     }
 
     fn search(&self, py: Python<'_>, sub: &Bound<'_, PyAny>, start: Option<isize>, end: Option<isize>, reverse: bool) -> PyResult<isize> {
+        self.get()?;
         let (needle, len) = {
             let n = with_bytes(sub, |b| b.to_vec())?;
             (n, self.get()?.len())
@@ -319,23 +325,25 @@ impl MappedFile {
         Ok(self.get()?.len())
     }
 
-    /// Size of the underlying file (of the memory, for anonymous maps).
+    /// Size of the underlying file. Anonymous maps have no file: OSError
+    /// (EBADF), as the stdlib's fstat(-1) gives.
     fn size(&self) -> PyResult<u64> {
         let m = self.get()?;
-        if !self.trackfd {
-            return Err(PyOSError::new_err((libc::EBADF, "size() needs trackfd=True")));
+        if !self.trackfd || m.is_anonymous() {
+            return Err(PyOSError::new_err((libc::EBADF, "Bad file descriptor")));
         }
-        if m.is_anonymous() {
-            Ok(m.len() as u64)
-        } else {
-            m.file_len().py_err()
-        }
+        m.file_len().py_err()
     }
 
     /// Resizes map and file (like mmap.resize). Growing keeps every view
     /// valid and is allowed while buffers are exported; shrinking is not.
     fn resize(&self, py: Python<'_>, newsize: isize) -> PyResult<()> {
         let m = self.get()?;
+        // The stdlib checks exports before anything else; only growing is
+        // allowed with them here.
+        if newsize < m.len() as isize && self.exports.load(Ordering::Acquire) > 0 {
+            return Err(PyBufferError::new_err("mmap can't resize with extant buffers exported."));
+        }
         if !(m.is_writable() && (self.access == ACCESS_WRITE || self.access == ACCESS_DEFAULT)) {
             return Err(PyTypeError::new_err("mmap can't resize a readonly or copy-on-write memory map."));
         }
@@ -399,7 +407,11 @@ impl MappedFile {
     /// Reads through the next b"\n" (or to the end).
     fn readline(&self, py: Python<'_>) -> PyResult<Py<PyBytes>> {
         let m = self.get()?;
-        let pos = self.pos.load(Ordering::Relaxed).min(m.len());
+        let pos = self.pos.load(Ordering::Relaxed);
+        if pos >= m.len() {
+            // Past the end (after a shrink): the position stays, as in the stdlib.
+            return Ok(PyBytes::new(py, b"").unbind());
+        }
         let end = m.find(b"\n", pos, m.len()).py_err()?.map_or(m.len(), |i| i + 1);
         let out = Self::copy_out(py, &m, pos, end)?;
         self.pos.store(end, Ordering::Relaxed);
@@ -423,7 +435,11 @@ impl MappedFile {
         })?
     }
 
-    fn write_byte(&self, byte: u8) -> PyResult<()> {
+    fn write_byte(&self, byte: &Bound<'_, PyAny>) -> PyResult<()> {
+        // As the stdlib: closed, the argument, closed again (its __index__
+        // may close the map), then read-only.
+        self.get()?;
+        let byte: u8 = byte.extract()?;
         let m = self.writable()?;
         let pos = self.pos.load(Ordering::Relaxed);
         if pos >= m.len() {
@@ -553,6 +569,11 @@ impl MappedFile {
         }
         if start + length > size {
             length = size - start;
+        }
+        // madvise(2) wants a page-aligned start: EINVAL, as the stdlib gets
+        // (its maps start on a page; ours may not, so count from our start).
+        if !(start as usize).is_multiple_of(map::page_size()) {
+            return Err(PyOSError::new_err((libc::EINVAL, "Invalid argument")));
         }
         m.advise(Advice::Raw(option), start as usize, Some(length as usize)).py_err()
     }
@@ -708,8 +729,46 @@ impl MappedFile {
         m.write_at(i, &[byte]).py_err()
     }
 
-    fn __delitem__(&self, _key: &Bound<'_, PyAny>) -> PyResult<()> {
-        Err(PyTypeError::new_err("mmap object doesn't support item deletion"))
+    /// Iterates like the stdlib: one-byte `bytes` objects (indexing gives
+    /// ints), re-checking the length and closed state at every step.
+    fn __iter__(slf: Bound<'_, Self>) -> ByteIter {
+        ByteIter { map: slf.unbind(), next: AtomicUsize::new(0) }
+    }
+
+    /// `x in m` as the stdlib evaluates it (mmap has no `__contains__`, so
+    /// Python compares `x` with each one-byte item): true only for a
+    /// one-byte bytes-like value present in the map; never for ints.
+    fn __contains__(&self, py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let m = self.get()?;
+        if let Ok(b) = value.cast_exact::<PyBytes>() {
+            let needle = b.as_bytes();
+            if needle.len() != 1 {
+                return Ok(false);
+            }
+            let run = || m.find(needle, 0, m.len());
+            let r = if m.len() > DETACH_BYTES { py.detach(run) } else { run() };
+            return Ok(r.py_err()?.is_some());
+        }
+        // Anything else: Python's own `==` against each item, as the stdlib.
+        for i in 0..m.len() {
+            let byte = m.byte_at(i).py_err()?;
+            if PyBytes::new(py, &[byte]).as_any().eq(value)? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Deletion is refused, after the same checks (closed, read-only,
+    /// index range) and with the same errors as the stdlib.
+    fn __delitem__(&self, key: &Bound<'_, PyAny>) -> PyResult<()> {
+        self.writable()?;
+        if let Ok(slice) = key.cast::<PySlice>() {
+            self.slice_indices(slice)?;
+            return Err(PyTypeError::new_err("mmap object doesn't support slice deletion"));
+        }
+        self.item_offset(key)?;
+        Err(PyTypeError::new_err("mmap doesn't support item deletion"))
     }
 
     /// Exposes the mapped bytes (writable unless read-only). The pointer
@@ -744,13 +803,44 @@ impl MappedFile {
     }
 }
 
+/// Iterator over a map's bytes (see `MappedFile::__iter__`).
+#[pyclass(module = "mmapkit", frozen)]
+pub struct ByteIter {
+    map: Py<MappedFile>,
+    next: AtomicUsize,
+}
+
+#[pymethods]
+impl ByteIter {
+    fn __iter__(slf: Bound<'_, Self>) -> Bound<'_, Self> {
+        slf
+    }
+
+    fn __next__(&self, py: Python<'_>) -> PyResult<Option<Py<PyBytes>>> {
+        let m = self.map.get().get()?;
+        let i = self.next.load(Ordering::Relaxed);
+        if i >= m.len() {
+            // Exhausted for good, like a sequence iterator.
+            self.next.store(usize::MAX, Ordering::Relaxed);
+            return Ok(None);
+        }
+        let byte = m.byte_at(i).py_err()?;
+        self.next.store(i + 1, Ordering::Relaxed);
+        Ok(Some(PyBytes::new(py, &[byte]).unbind()))
+    }
+}
 
 // ---------------------------------------------------------------------------
 
 /// Drop-in replacement for `mmap.mmap`: same constructor, methods,
 /// constants, errors and semantics (checked against CPython's own
-/// test_mmap), plus everything MappedFile adds. Zero-length anonymous maps
-/// are allowed, and resize() may grow while buffers are exported.
+/// test_mmap and a differential test against the stdlib), plus everything
+/// MappedFile adds. Deliberate differences: zero-length maps are allowed
+/// (`mmap(-1, 0)`, `resize(0)`), resize() may grow while buffers are
+/// exported, a file-backed map pickles by path (the receiver maps the
+/// file again; the stdlib refuses to pickle), and bytes cut off an
+/// anonymous map by a shrink come back as zeros when it grows again (the
+/// stdlib shows the old bytes).
 #[pyclass(module = "mmapkit", name = "mmap", extends = MappedFile, subclass, frozen)]
 pub struct Mmap {}
 
@@ -874,17 +964,35 @@ impl Mmap {
         }
     }
 
-    /// As mmap.flush: `offset` must be page aligned (EINVAL otherwise).
+    /// As mmap.flush: `size` defaults to the whole length (so a non-zero
+    /// `offset` alone is out of range, as in the stdlib), the range is
+    /// checked first, read-only and copy-on-write maps do nothing, and
+    /// `offset` must be page aligned (EINVAL otherwise).
     #[pyo3(signature = (offset = 0, size = None))]
     fn flush(slf: &Bound<'_, Self>, offset: isize, size: Option<isize>) -> PyResult<()> {
         let base = slf.as_super().get();
         let m = base.get()?;
-        let page = map::page_size();
+        let len = m.len() as isize;
+        let size = size.unwrap_or(len);
+        if size < 0 || offset < 0 || len - offset < size {
+            return Err(PyValueError::new_err("flush values out of range"));
+        }
+        if base.access == ACCESS_READ || base.access == ACCESS_COPY {
+            return Ok(());
+        }
         let addr = m.as_ptr() as usize;
-        if offset >= 0 && !(addr.wrapping_add(offset as usize)).is_multiple_of(page) && base.access != ACCESS_READ && base.access != ACCESS_COPY {
+        if !(addr.wrapping_add(offset as usize)).is_multiple_of(map::page_size()) {
             return Err(PyOSError::new_err((libc::EINVAL, "Invalid argument")));
         }
-        base.flush(slf.py(), offset, size, true)
+        base.flush(slf.py(), offset, Some(size), true)
+    }
+
+    /// As mmap.seek: returns None before Python 3.13, the new position
+    /// from 3.13 on.
+    #[pyo3(signature = (pos, whence = 0))]
+    fn seek(slf: &Bound<'_, Self>, pos: isize, whence: i32) -> PyResult<Option<usize>> {
+        let new = slf.as_super().get().seek(pos, whence)?;
+        Ok((slf.py().version_info() >= (3, 13)).then_some(new))
     }
 
     /// Pickles by path (file-backed maps only): the receiver maps the file
@@ -892,7 +1000,8 @@ impl Mmap {
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
         let py = slf.py();
         let base = slf.as_super().get();
-        let m = base.get()?;
+        // Like the stdlib's refusal (TypeError) for what cannot be reopened.
+        let m = base.get().map_err(|_| PyTypeError::new_err("cannot pickle a closed mmap"))?;
         let Some((path, _)) = &base.reopen else {
             return Err(PyTypeError::new_err("cannot pickle an anonymous mmap: share it with fork, or map a file"));
         };

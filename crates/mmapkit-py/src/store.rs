@@ -350,7 +350,12 @@ impl SharedSegment {
 /// Makes `path` a sparse file of `size` bytes, instantly (creates it if
 /// missing; never shrinks an existing file).
 #[pyfunction]
-pub fn sparse(py: Python<'_>, path: PathBuf, size: u64) -> PyResult<()> {
+pub fn sparse(py: Python<'_>, path: PathBuf, size: i64) -> PyResult<()> {
+    // Sizes as os.truncate takes them: beyond off_t is OverflowError (the
+    // i64 conversion), negative is EINVAL.
+    let size = u64::try_from(size).map_err(|_| {
+        pyo3::exceptions::PyOSError::new_err((libc::EINVAL, "Invalid argument", path.display().to_string()))
+    })?;
     py.detach(|| store::sparse(&path, size)).py_err()
 }
 

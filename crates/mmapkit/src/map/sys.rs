@@ -284,7 +284,7 @@ fn free_bytes(file: &File) -> io::Result<u64> {
     // Root may use the reserved blocks too.
     // SAFETY: geteuid has no preconditions.
     let avail = if unsafe { libc::geteuid() } == 0 { st.f_bfree } else { st.f_bavail };
-    Ok((avail as u64).saturating_mul(st.f_frsize as u64))
+    Ok((avail as u64).saturating_mul(st.f_frsize))
 }
 
 /// An anonymous in-memory file (memfd); anonymous mappings are made over

@@ -3,7 +3,6 @@
 use std::path::{Path, PathBuf};
 
 use crate::map::{Advice, Map, MapOptions, Mode};
-use crate::store::npy::Header;
 use crate::{Error, Result};
 
 /// The element types statistics support (little-endian, native layout).
@@ -193,6 +192,23 @@ impl<'a> Data<'a> {
     }
 }
 
+/// Whether `path` starts with the `.npy` magic.
+fn is_npy(path: &Path) -> Result<bool> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, "open", e))?;
+    let mut magic = [0u8; 6];
+    let mut got = 0;
+    while got < magic.len() {
+        match f.read(&mut magic[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Error::io(path, "read", e)),
+        }
+    }
+    Ok(&magic[..got] == b"\x93NUMPY")
+}
+
 /// A file (or part of one) mapped read-only as a flat array.
 #[derive(Debug)]
 pub struct MappedArray {
@@ -209,28 +225,50 @@ impl MappedArray {
     /// offset and element count (the product of the shape, so reserved
     /// capacity of a growable store is ignored) come from its header, and
     /// `offset`/`count` must be `0`/`None`.
+    ///
+    /// A `.npy` file (recognised by its magic, whatever its name) is always
+    /// read through its header, even with a `dtype`: that must then be the
+    /// header's (else [`Error::InvalidArgument`]), and `offset`/`count` must
+    /// be `0`/`None`. A header claiming more data than the file holds is a
+    /// [`Error::Format`].
     pub fn open(path: impl AsRef<Path>, dtype: Option<DType>, offset: u64, count: Option<u64>) -> Result<MappedArray> {
         let path = path.as_ref();
-        let (dtype, offset, count) = match dtype {
-            Some(d) => (d, offset, count),
-            None => {
-                if offset != 0 || count.is_some() {
-                    return Err(Error::InvalidArgument(
-                        "offset and count need an explicit dtype (without one the file is read as .npy)".into(),
-                    ));
-                }
-                let head = Map::open(path, Mode::Read)?;
-                let (header, data_offset) = head.read_with(|b| Header::decode(b, path))??;
-                let d = header.simple_dtype().ok_or_else(|| Error::Format {
-                    path: path.to_owned(),
-                    detail: format!("structured dtype {} is not supported by statistics", header.descr),
-                })?;
-                let dtype: DType = d.parse().map_err(|_| Error::Format {
-                    path: path.to_owned(),
-                    detail: format!("dtype {d} is not supported by statistics"),
-                })?;
-                (dtype, data_offset as u64, Some(header.shape.iter().product::<u64>()))
+        let npy = dtype.is_none() || is_npy(path)?;
+        let (dtype, offset, count) = if !npy {
+            (dtype.expect("raw files have a dtype"), offset, count)
+        } else {
+            if offset != 0 || count.is_some() {
+                return Err(Error::InvalidArgument(format!(
+                    "{}: offset and count apply to raw files; a .npy file is read through its header",
+                    path.display()
+                )));
             }
+            let (header, data_offset) = crate::store::array::read_header_of(path)?;
+            let fmt = |detail: String| Error::Format { path: path.to_owned(), detail };
+            let d = header
+                .simple_dtype()
+                .ok_or_else(|| fmt(format!("structured dtype {} is not supported by statistics", header.descr)))?;
+            let have: DType = d.parse().map_err(|_| fmt(format!("dtype {d} is not supported by statistics")))?;
+            if dtype.is_some_and(|want| want != have) {
+                return Err(Error::InvalidArgument(format!(
+                    "{}: dtype {:?} conflicts with the .npy header's {d}",
+                    path.display(),
+                    dtype.unwrap()
+                )));
+            }
+            let n = header.shape.iter().try_fold(1u64, |a, &x| a.checked_mul(x));
+            let need = n
+                .and_then(|n| n.checked_mul(have.size() as u64))
+                .and_then(|b| b.checked_add(data_offset as u64))
+                .ok_or_else(|| fmt(format!("shape {:?} is too large", header.shape)))?;
+            let file_len = std::fs::metadata(path).map_err(|e| Error::io(path, "stat", e))?.len();
+            if file_len < need {
+                return Err(fmt(format!(
+                    "the header says shape {:?} ({need} bytes) but the file has only {file_len} bytes",
+                    header.shape
+                )));
+            }
+            (have, data_offset as u64, n)
         };
         let mut opts = MapOptions::new();
         opts.mode(Mode::Read).offset(offset);

@@ -250,7 +250,7 @@ fn mapped_file_raw_and_npy() {
 
     let npy = dir.path().join("a.npy");
     let header = crate::store::npy::Header::new("<f8", vec![3]);
-    let mut bytes = header.encode();
+    let mut bytes = header.encode().unwrap();
     bytes.extend_from_slice(bytemuck::cast_slice(&[1.0f64, 3.0, 2.0, 99.0])); // 99: reserved capacity past the shape
     std::fs::write(&npy, bytes).unwrap();
     let a = MappedArray::open(&npy, None, 0, None).unwrap();

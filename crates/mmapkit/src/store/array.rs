@@ -72,6 +72,12 @@ pub struct ArrayStore {
     /// The process that opened it: a forked child dropping its inherited
     /// copy must not trim the parent's file.
     owner: u32,
+    /// File length when opened: trimming never goes below it, so opening
+    /// and closing without appending leaves the file as it was.
+    keep_len: usize,
+    /// The header is valid but not in our fixed-width layout: rewritten by
+    /// the first publish, not by opening.
+    header_dirty: bool,
 }
 
 fn format_err(path: &Path, detail: String) -> Error {
@@ -125,6 +131,60 @@ fn read_header_stable(file: &File, path: &Path) -> Result<(Header, usize)> {
 pub fn read_header_of(path: &Path) -> Result<(Header, usize)> {
     let file = File::open(path).map_err(|e| Error::io(path, "open", e))?;
     read_header_stable(&file, path)
+}
+
+/// Checks that the header's dtype is plain fixed-width data that can be
+/// mapped: a known kind, no Python objects (pickled, not data).
+pub(super) fn check_descr(path: &Path, header: &Header) -> Result<()> {
+    let descr = header.descr.trim();
+    if let Some(d) = header.simple_dtype() {
+        // [byte order] kind digits [\[unit\]], as numpy spells plain types.
+        let rest = d.strip_prefix(['<', '>', '|', '=']).unwrap_or(d);
+        let mut chars = rest.chars();
+        let kind = chars.next().unwrap_or(' ');
+        let rest = chars.as_str();
+        let digits = rest.trim_start_matches(|c: char| c.is_ascii_digit());
+        let unit_ok = digits.is_empty()
+            || digits.strip_prefix('[').and_then(|u| u.strip_suffix(']')).is_some_and(|u| {
+                !u.is_empty() && u.chars().all(|c| c.is_ascii_alphanumeric())
+            });
+        if !"biufcSUVMma".contains(kind) || digits.len() == rest.len() || !unit_ok {
+            let why = if kind == 'O' { " (Python objects, pickled; not plain data)" } else { "" };
+            return Err(format_err(path, format!("unsupported dtype {descr}{why}")));
+        }
+    } else if !descr.starts_with('[') {
+        return Err(format_err(path, format!("unsupported dtype {descr}")));
+    } else if ["'O", "'|O", "'<O", "'>O", "'=O", "\"O", "\"|O"]
+        .iter()
+        .any(|t| descr.contains(&format!(", {t}")))
+    {
+        // A structured dtype with an object field (its type follows ", ").
+        return Err(format_err(path, format!("unsupported dtype {descr} (holds Python objects)")));
+    }
+    Ok(())
+}
+
+/// [`check_descr`], and a known non-zero item size agreeing with
+/// `item_size` when both are known. Returns the item size.
+fn check_dtype(path: &Path, header: &Header, item_size: Option<usize>) -> Result<usize> {
+    check_descr(path, header)?;
+    let descr = header.descr.trim();
+    let size = match (item_size, header.item_size()) {
+        (Some(given), Some(known)) if given != known => {
+            return Err(format_err(path, format!("dtype {descr} has {known}-byte items, not {given}")))
+        }
+        (Some(n), _) | (None, Some(n)) => n,
+        (None, None) => {
+            return Err(Error::InvalidArgument(format!(
+                "{}: cannot tell the item size of dtype {descr}; pass it explicitly",
+                path.display()
+            )))
+        }
+    };
+    if size == 0 {
+        return Err(format_err(path, format!("dtype {descr} has zero-byte items")));
+    }
+    Ok(size)
 }
 
 /// Bytes per row, from the item size and the row shape.
@@ -232,6 +292,7 @@ impl ArrayStore {
             .ok_or_else(|| Error::InvalidArgument(format!("{}: {} rows are too many", path.display(), opts.capacity_rows)))?;
         let file = replace_atomically(path, &bytes, None, capacity)?;
         let mut store = Self::map_writer(file, path, header, item_size, row_bytes, data_off, field, opts)?;
+        store.keep_len = data_off;
         store.reserve_rows(opts.capacity_rows)?;
         Ok(store)
     }
@@ -246,9 +307,13 @@ impl ArrayStore {
 
     /// [`open`](Self::open) with options (chunk size, reserve).
     ///
-    /// A file written by `np.save` whose header has no room for a growing
-    /// row count is rewritten once, atomically, with a bigger header when
-    /// opened for writing.
+    /// Everything is validated before a byte changes: an unsupported dtype
+    /// (objects, zero-size items), Fortran order, a malformed header or a
+    /// file shorter than its header says is a [`Error::Format`] and the
+    /// file is untouched. A file written by `np.save` whose header has no
+    /// room for a growing row count is then rewritten once, atomically,
+    /// with a bigger header when opened for writing (the data and anything
+    /// after it are copied unchanged).
     pub fn open_with(
         path: impl AsRef<Path>,
         writable: bool,
@@ -275,17 +340,8 @@ impl ArrayStore {
             return Err(format_err(path, "Fortran-order arrays cannot grow by rows (C order only)".into()));
         }
         header.fortran_order = false;
-        let item_size = match (item_size, header.item_size()) {
-            (Some(n), _) | (None, Some(n)) => n,
-            (None, None) => {
-                return Err(Error::InvalidArgument(format!(
-                    "{}: cannot tell the item size of dtype {}; pass it explicitly",
-                    path.display(),
-                    header.descr
-                )))
-            }
-        };
-        let row_bytes = row_bytes_of(path, item_size, &header.shape[1..])?;
+        let item_size = check_dtype(path, &header, item_size)?;
+        let row_bytes = row_bytes_of(path, item_size, &header.shape[1..]).map_err(|e| format_err(path, e.to_string()))?;
         let rows = header.shape[0];
         let file_len = file.metadata().map_err(|e| Error::io(path, "stat", e))?.len();
         let need = rows
@@ -313,24 +369,33 @@ impl ArrayStore {
                 writable,
                 chunk_bytes: opts.chunk_bytes,
                 owner: std::process::id(),
+                keep_len: 0,
+                header_dirty: false,
             });
         }
-        if header.growable_len() > data_off {
+        // Our layout needs the count field to end 8-byte aligned; a header
+        // of another length (or alignment) cannot hold it in place.
+        let in_place = header.growable_len() <= data_off && header.encode_growable(data_off).is_ok();
+        let mut keep_len = file_len;
+        if !in_place {
             // No room to grow the count in place (np.save writes minimal
             // headers): rewrite the file once with a bigger header.
             let new_off = header.growable_len();
             let (bytes, _) = header.encode_growable(new_off)?;
-            file = replace_atomically(path, &bytes, Some((&file, data_off as u64, need - data_off as u64)), 0)?;
+            let rest = file_len - data_off as u64;
+            file = replace_atomically(path, &bytes, Some((&file, data_off as u64, rest)), 0)?;
             data_off = new_off;
+            keep_len = new_off as u64 + rest;
         }
         let (bytes, field) = header.encode_growable(data_off)?;
         let mut current = vec![0u8; data_off];
         read_full(&file, &mut current, path)?;
-        if current != bytes {
-            // Same shape, our layout (fixed-width count field).
-            file.write_all_at(&bytes, 0).map_err(|e| Error::io(path, "write", e))?;
-        }
-        Self::map_writer(file, path, header, item_size, row_bytes, data_off, field, opts)
+        let mut store = Self::map_writer(file, path, header, item_size, row_bytes, data_off, field, opts)?;
+        store.keep_len = usize::try_from(keep_len).map_err(|_| format_err(path, "too large to map".into()))?;
+        // Same shape, not our fixed-width layout: the first publish
+        // rewrites the header (opening alone changes nothing).
+        store.header_dirty = current != bytes;
+        Ok(store)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -356,6 +421,8 @@ impl ArrayStore {
             writable: true,
             chunk_bytes: opts.chunk_bytes.max(1),
             owner: std::process::id(),
+            keep_len: 0,
+            header_dirty: false,
         })
     }
 
@@ -509,6 +576,14 @@ impl ArrayStore {
         h.shape[0] = rows;
         let (bytes, field) = h.encode_growable(self.data_off)?;
         debug_assert_eq!(field, self.field);
+        if self.header_dirty {
+            // Readers may see this whole-header write torn for an instant;
+            // it happens once per handle, on the first append.
+            self.map.file().write_all_at(&bytes, 0).map_err(|e| Error::io(&self.path, "write", e))?;
+            self.header_dirty = false;
+            self.header = h;
+            return Ok(());
+        }
         let word = field.end - 8;
         let mut w = [0u8; 8];
         w.copy_from_slice(&bytes[word..field.end]);
@@ -534,11 +609,13 @@ impl ArrayStore {
     }
 
     /// Gives the reserved capacity back to the file system (the file ends
-    /// right after the last row, as `np.save` would write it). The store
-    /// stays usable; the next append reserves again.
+    /// right after the last row, as `np.save` would write it, or where it
+    /// ended when opened if that is further: bytes that were there before
+    /// are not ours to drop). The store stays usable; the next append
+    /// reserves again.
     pub fn trim(&mut self) -> Result<()> {
         self.need_writer()?;
-        let end = self.data_off + self.len() as usize * self.row_bytes;
+        let end = (self.data_off + self.len() as usize * self.row_bytes).max(self.keep_len);
         if self.map.len() > end {
             self.map.resize(end)?;
         }

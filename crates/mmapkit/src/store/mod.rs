@@ -38,6 +38,11 @@ use crate::{Error, Result};
 /// `mmapkit info` shows the apparent size and the (small) allocated size.
 pub fn sparse(path: impl AsRef<Path>, size: u64) -> Result<()> {
     let path = path.as_ref();
+    if i64::try_from(size).is_err() {
+        // off_t cannot hold it: what ftruncate says for sizes it cannot
+        // take (before creating anything).
+        return Err(Error::io(path, "ftruncate", std::io::Error::from_raw_os_error(libc::EFBIG)));
+    }
     let file = OpenOptions::new()
         .write(true)
         .create(true)
@@ -59,6 +64,16 @@ pub fn sparse(path: impl AsRef<Path>, size: u64) -> Result<()> {
 mod tests {
     use super::*;
     use std::os::unix::fs::MetadataExt;
+
+    #[test]
+    fn sparse_beyond_off_t_is_efbig_and_creates_nothing() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("huge");
+        let e = sparse(&p, 1 << 63).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EFBIG), "{e}");
+        assert!(e.to_string().contains("huge"), "{e}");
+        assert!(!p.exists());
+    }
 
     #[test]
     fn sparse_files_are_big_and_empty() {

@@ -76,13 +76,13 @@ impl Header {
     pub fn reserved_len(&self) -> usize {
         let mut widest = self.clone();
         widest.shape = vec![u64::MAX; self.shape.len().max(1)];
-        aligned_total(widest.dict().len())
+        aligned_total(elen(&widest.dict()))
     }
 
     /// The smallest total header length for this exact header, like numpy
     /// writes it.
     pub fn min_len(&self) -> usize {
-        aligned_total(self.dict().len())
+        aligned_total(elen(&self.dict()))
     }
 
     /// Encodes the header padded to exactly `total` bytes (preamble, dict,
@@ -90,7 +90,8 @@ impl Header {
     /// [`Header::min_len`].
     pub fn encode_into(&self, total: usize) -> Result<Vec<u8>> {
         let dict = self.dict();
-        if !total.is_multiple_of(ALIGN) || total < aligned_total(dict.len()) {
+        latin1_only(&dict)?;
+        if !total.is_multiple_of(ALIGN) || total < aligned_total(elen(&dict)) {
             return Err(Error::InvalidArgument(format!(
                 "npy header of {total} bytes cannot hold {dict}"
             )));
@@ -99,8 +100,8 @@ impl Header {
     }
 
     /// Encodes with the minimal length.
-    pub fn encode(&self) -> Vec<u8> {
-        self.encode_into(self.min_len()).expect("min_len always fits")
+    pub fn encode(&self) -> Result<Vec<u8>> {
+        self.encode_into(self.min_len())
     }
 
     /// The dict for a growable header whose first dimension is written
@@ -113,7 +114,7 @@ impl Header {
         let rest = if self.shape.len() == 1 { ",".to_owned() } else { rest };
         let fo = if self.fortran_order { "True" } else { "False" };
         let head = format!("{{'descr': {}, 'fortran_order': {fo}, 'shape': (", self.descr);
-        let start = pre + head.len();
+        let start = pre + elen(&head);
         let end = (start + GROW_FIELD).div_ceil(8) * 8;
         let width = end - start;
         (format!("{head}{first:>width$}{rest}), }}"), start..end)
@@ -123,11 +124,11 @@ impl Header {
     /// (see [`Header::encode_growable`]) that holds any row count.
     pub fn growable_len(&self) -> usize {
         let (dict, _) = self.growable_dict(10);
-        let total = aligned_total(dict.len());
+        let total = aligned_total(elen(&dict));
         if total - 10 <= u16::MAX as usize {
             total
         } else {
-            aligned_total(self.growable_dict(12).0.len()).max(total)
+            aligned_total(elen(&self.growable_dict(12).0)).max(total)
         }
     }
 
@@ -142,7 +143,8 @@ impl Header {
     pub fn encode_growable(&self, total: usize) -> Result<(Vec<u8>, std::ops::Range<usize>)> {
         let pre = if total.saturating_sub(10) <= u16::MAX as usize { 10 } else { 12 };
         let (dict, field) = self.growable_dict(pre);
-        if !total.is_multiple_of(ALIGN) || total < pre + dict.len() + 1 {
+        latin1_only(&dict)?;
+        if !total.is_multiple_of(ALIGN) || total < pre + elen(&dict) + 1 {
             return Err(Error::InvalidArgument(format!(
                 "npy header of {total} bytes cannot hold {dict}"
             )));
@@ -153,46 +155,90 @@ impl Header {
     /// Parses the header at the start of `bytes` (at least the whole header
     /// must be present). Returns the header and the data offset. `path`
     /// only labels errors.
+    ///
+    /// As strict as numpy: versions 1.0, 2.0 and 3.0 only; the header is a
+    /// dict literal with exactly the keys `descr`, `fortran_order` and
+    /// `shape`, followed only by spaces and a final `\n`. Versions 1 and 2
+    /// are latin-1, 3 is UTF-8.
     pub fn decode(bytes: &[u8], path: &Path) -> Result<(Header, usize)> {
         let bad = |detail: String| Error::Format { path: path.to_owned(), detail };
         if bytes.len() < 10 || &bytes[..6] != MAGIC {
             return Err(bad("not a .npy file (bad magic)".into()));
         }
-        let (pre, hlen) = match bytes[6] {
-            1 => (10, u16::from_le_bytes([bytes[8], bytes[9]]) as usize),
-            2 | 3 if bytes.len() >= 12 => {
+        let (pre, hlen) = match (bytes[6], bytes[7]) {
+            (1, 0) => (10, u16::from_le_bytes([bytes[8], bytes[9]]) as usize),
+            (2 | 3, 0) if bytes.len() >= 12 => {
                 (12, u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize)
             }
-            v => return Err(bad(format!("unsupported .npy format version {v}.{}", bytes[7]))),
+            (2 | 3, 0) => return Err(bad("truncated .npy header (12 bytes expected)".into())),
+            (v, m) => return Err(bad(format!("unsupported .npy format version {v}.{m}"))),
         };
         let end = pre + hlen;
-        let text = bytes
+        let raw = bytes
             .get(pre..end)
             .ok_or_else(|| bad(format!("truncated .npy header ({end} bytes expected)")))?;
-        let text = std::str::from_utf8(text).map_err(|_| bad("npy header is not UTF-8".into()))?;
-        let descr = dict_value(text, "descr").ok_or_else(|| bad("npy header has no 'descr'".into()))?;
-        let fo = dict_value(text, "fortran_order")
-            .ok_or_else(|| bad("npy header has no 'fortran_order'".into()))?;
-        let shape_lit =
-            dict_value(text, "shape").ok_or_else(|| bad("npy header has no 'shape'".into()))?;
+        let text: String = if bytes[6] == 3 {
+            std::str::from_utf8(raw).map_err(|_| bad("npy header is not UTF-8".into()))?.to_owned()
+        } else {
+            raw.iter().map(|&b| b as char).collect()
+        };
+        let body = text
+            .strip_suffix('\n')
+            .ok_or_else(|| bad("npy header does not end in a newline".into()))?
+            .trim_end_matches(' ');
+        let inner = body
+            .strip_prefix('{')
+            .and_then(|b| b.strip_suffix('}'))
+            .ok_or_else(|| bad("npy header is not a dict literal".into()))?;
+        let (mut descr, mut fo, mut shape_lit) = (None, None, None);
+        for item in split_top(inner).ok_or_else(|| bad("npy header is not a dict literal".into()))? {
+            let item = item.trim();
+            if item.is_empty() {
+                continue; // the trailing comma
+            }
+            let (key, value) = item
+                .split_once(':')
+                .ok_or_else(|| bad(format!("npy header item {item} is not key: value")))?;
+            let slot = match key.trim() {
+                "'descr'" | "\"descr\"" => &mut descr,
+                "'fortran_order'" | "\"fortran_order\"" => &mut fo,
+                "'shape'" | "\"shape\"" => &mut shape_lit,
+                other => return Err(bad(format!("npy header has an unexpected key {other}"))),
+            };
+            if slot.replace(value.trim()).is_some() {
+                return Err(bad(format!("npy header repeats {}", key.trim())));
+            }
+        }
+        let descr = descr.ok_or_else(|| bad("npy header has no 'descr'".into()))?;
+        let fo = fo.ok_or_else(|| bad("npy header has no 'fortran_order'".into()))?;
+        let shape_lit = shape_lit.ok_or_else(|| bad("npy header has no 'shape'".into()))?;
         let inner = shape_lit
-            .trim()
             .strip_prefix('(')
             .and_then(|s| s.strip_suffix(')'))
             .ok_or_else(|| bad(format!("npy shape {shape_lit} is not a tuple")))?;
-        let shape = inner
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(|s| s.trim_end_matches('L').parse::<u64>())
-            .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(|_| bad(format!("npy shape {shape_lit} is not a tuple of integers")))?;
-        let fortran_order = match fo.trim() {
+        let parts: Vec<&str> = inner.split(',').map(str::trim).collect();
+        // `()`, `(n,)` and `(n, m)`; not `(n m)`, `(,)` or `(n,,)`.
+        let dims = match parts.as_slice() {
+            [""] => &parts[..0],
+            [one, ""] => std::slice::from_ref(one),
+            [all @ .., ""] if all.len() > 1 => all,
+            all => all,
+        };
+        let shape = dims
+            .iter()
+            .map(|s| if s.bytes().all(|b| b.is_ascii_digit()) { s.parse::<u64>().ok() } else { None })
+            .collect::<Option<Vec<_>>>()
+            .filter(|v| v.len() != 1 || inner.trim_end().ends_with(','))
+            .ok_or_else(|| bad(format!("npy shape {shape_lit} is not a tuple of integers")))?;
+        let fortran_order = match fo {
             "False" => false,
             "True" => true,
             other => return Err(bad(format!("npy fortran_order is {other}"))),
         };
-        Ok((Header { descr: descr.trim().to_owned(), fortran_order, shape }, end))
+        if !(descr.starts_with(['\'', '"']) || descr.starts_with('[')) {
+            return Err(bad(format!("npy descr {descr} is neither a string nor a list")));
+        }
+        Ok((Header { descr: descr.to_owned(), fortran_order, shape }, end))
     }
 }
 
@@ -211,10 +257,27 @@ fn framed(dict: &str, total: usize) -> Vec<u8> {
         out.extend_from_slice(&[2, 0]);
         out.extend_from_slice(&((total - pre) as u32).to_le_bytes());
     }
-    out.extend_from_slice(dict.as_bytes());
+    // Versions 1.0 and 2.0 are latin-1 (callers checked `latin1_only`).
+    out.extend(dict.chars().map(|c| c as u32 as u8));
     out.resize(total - 1, b' ');
     out.push(b'\n');
     out
+}
+
+/// Encoded length of header text (latin-1: one byte per char).
+fn elen(text: &str) -> usize {
+    text.chars().count()
+}
+
+/// Versions 1.0 and 2.0 hold latin-1 only; 3.0 (UTF-8) is not written.
+fn latin1_only(dict: &str) -> Result<()> {
+    if dict.chars().all(|c| (c as u32) <= 0xff) {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument(format!(
+            "npy header {dict} has characters beyond latin-1 (format 3.0 is not written)"
+        )))
+    }
 }
 
 fn aligned_total(dict_len: usize) -> usize {
@@ -227,28 +290,33 @@ fn aligned_total(dict_len: usize) -> usize {
     }
 }
 
-/// The literal after `'key':` in a Python dict literal, up to the comma that
-/// closes it at bracket depth 0 (handles nested lists/tuples and quotes).
-fn dict_value<'a>(text: &'a str, key: &str) -> Option<&'a str> {
-    let start = ["'", "\""]
-        .iter()
-        .find_map(|q| text.find(&format!("{q}{key}{q}")).map(|i| i + key.len() + 2))?;
-    let rest = text[start..].trim_start().strip_prefix(':')?;
-    let (mut depth, mut quote) = (0i32, None::<char>);
-    for (i, c) in rest.char_indices() {
+/// Splits a dict literal's inside at the commas at bracket depth 0
+/// (outside quotes and nested lists/tuples); None if unbalanced.
+fn split_top(text: &str) -> Option<Vec<&str>> {
+    let (mut depth, mut quote, mut start, mut out) = (0i32, None::<char>, 0, Vec::new());
+    for (i, c) in text.char_indices() {
         match (quote, c) {
             (Some(q), c) if c == q => quote = None,
             (Some(_), _) => {}
             (None, '\'' | '"') => quote = Some(c),
             (None, '(' | '[' | '{') => depth += 1,
-            (None, ')' | ']') => depth -= 1,
-            (None, '}') if depth == 0 => return Some(rest[..i].trim()),
-            (None, '}') => depth -= 1,
-            (None, ',') if depth == 0 => return Some(rest[..i].trim()),
+            (None, ')' | ']' | '}') => {
+                depth -= 1;
+                if depth < 0 {
+                    return None;
+                }
+            }
+            (None, ',') if depth == 0 => {
+                out.push(&text[start..i]);
+                start = i + 1;
+            }
             _ => {}
         }
     }
-    None
+    (depth == 0 && quote.is_none()).then(|| {
+        out.push(&text[start..]);
+        out
+    })
 }
 
 #[cfg(test)]
@@ -294,7 +362,7 @@ mod tests {
         assert_eq!((h.simple_dtype(), h.item_size(), h.shape.as_slice(), off), (Some("<f8"), Some(8), &[2u64, 3][..], 128));
         let s = "{'descr': [('a', '<i4'), ('b', '<f8', (2,))], 'fortran_order': False, 'shape': (5,), }";
         let h = Header { descr: "[('a', '<i4'), ('b', '<f8', (2,))]".into(), fortran_order: false, shape: vec![5] };
-        let enc = h.encode();
+        let enc = h.encode().unwrap();
         assert!(std::str::from_utf8(&enc[10..]).unwrap().starts_with(s));
         assert_eq!(Header::decode(&enc, p()).unwrap().0, h);
         assert_eq!(h.simple_dtype(), None);
@@ -322,6 +390,40 @@ mod tests {
             }
         }
         assert!(Header::new("<f8", vec![1]).encode_growable(64).is_err());
+    }
+
+    #[test]
+    fn headers_numpy_rejects_are_rejected() {
+        let good = Header::new("<i2", vec![5]).encode().unwrap();
+        assert!(Header::decode(&good, p()).is_ok());
+        let text_at = |needle: &[u8]| good.windows(needle.len()).position(|w| w == needle).unwrap();
+        let mut cases: Vec<(Vec<u8>, &str)> = Vec::new();
+        let mut flip = |at: usize, to: u8, want: &'static str| {
+            let mut b = good.clone();
+            b[at] = to;
+            cases.push((b, want));
+        };
+        flip(7, 1, "version 1.1");
+        flip(10, b'z', "not a dict");
+        flip(text_at(b"}"), b'|', "not a dict");
+        flip(text_at(b", 'fortran"), b'!', "no 'fortran_order'");
+        flip(text_at(b"}") + 2, b'!', "not a dict");
+        flip(good.len() - 1, b' ', "newline");
+        flip(text_at(b"5,)") + 1, b' ', "not a tuple of integers");
+        for (b, want) in cases {
+            let e = Header::decode(&b, p()).unwrap_err();
+            assert!(e.to_string().contains(want), "{e} / {}", String::from_utf8_lossy(&b));
+        }
+        let extra = Header { descr: "'<i2', 'extra': 1".into(), fortran_order: false, shape: vec![1] }.encode().unwrap();
+        assert!(Header::decode(&extra, p()).unwrap_err().to_string().contains("unexpected key"));
+        // Versions 1 and 2 are latin-1 both ways (numpy reads and writes
+        // such field names so); beyond latin-1 is refused, not mangled.
+        let latin = Header { descr: "[('\u{e9}', '<i4')]".into(), fortran_order: false, shape: vec![1] };
+        let b = latin.encode().unwrap();
+        assert!(b.contains(&0xe9) && !b.contains(&0xc3));
+        assert_eq!(Header::decode(&b, p()).unwrap().0, latin);
+        let wide = Header { descr: "[('\u{4e2d}', '<i4')]".into(), fortran_order: false, shape: vec![1] };
+        assert!(wide.encode().is_err() && wide.encode_growable(wide.growable_len()).is_err());
     }
 
     #[test]

@@ -96,7 +96,7 @@ impl Segment {
         let path = path.as_ref();
         let nbytes = nbytes_of(path, item_size, shape)?;
         let header = Header { descr: descr.trim().to_owned(), fortran_order: false, shape: shape.to_vec() };
-        let bytes = header.encode();
+        let bytes = header.encode()?;
         let total = (bytes.len() as u64).saturating_add(nbytes as u64);
         // Built under a temporary name and linked into place complete
         // (link fails if the name exists), so an attacher never sees a
@@ -159,6 +159,7 @@ impl Segment {
         if header.fortran_order && header.shape.len() > 1 {
             return Err(Error::Format { path: path.to_owned(), detail: "Fortran-order arrays are not supported".into() });
         }
+        super::array::check_descr(path, &header)?;
         let item_size = header.item_size();
         let nbytes = match item_size {
             Some(n) => nbytes_of(path, n, &header.shape)?,
@@ -193,7 +194,7 @@ impl Segment {
         let label = Path::new("<anonymous>");
         let nbytes = nbytes_of(label, item_size, shape)?;
         let header = Header { descr: descr.trim().to_owned(), fortran_order: false, shape: shape.to_vec() };
-        let bytes = header.encode();
+        let bytes = header.encode()?;
         let mut map = Map::anonymous(bytes.len() + nbytes)?;
         crate::map::allocate(map.file(), label, (bytes.len() + nbytes) as u64)?;
         map.write_at(0, &bytes)?;

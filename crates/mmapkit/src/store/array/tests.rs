@@ -108,7 +108,7 @@ fn grows_np_save_files_and_rejects_bad_ones() {
     let (_d, p) = tmp();
     // What np.save(np.arange(4, dtype='<i2')) writes: a minimal header.
     let h = Header::new("<i2", vec![4]);
-    let mut bytes = h.encode();
+    let mut bytes = h.encode().unwrap();
     assert!(h.growable_len() > bytes.len() || h.growable_len() == bytes.len());
     bytes.extend([1u8, 0, 2, 0, 3, 0, 4, 0]);
     std::fs::write(&p, &bytes).unwrap();
@@ -120,9 +120,9 @@ fn grows_np_save_files_and_rejects_bad_ones() {
 
     for (content, want) in [
         (b"not numpy at all".to_vec(), "bad magic"),
-        (Header::new("<f8", vec![10]).encode(), "header says 10 rows"),
-        (Header::new("<f8", vec![]).encode(), "0-d array"),
-        (Header { descr: "'<f8'".into(), fortran_order: true, shape: vec![2, 2] }.encode(), "Fortran"),
+        (Header::new("<f8", vec![10]).encode().unwrap(), "header says 10 rows"),
+        (Header::new("<f8", vec![]).encode().unwrap(), "0-d array"),
+        (Header { descr: "'<f8'".into(), fortran_order: true, shape: vec![2, 2] }.encode().unwrap(), "Fortran"),
     ] {
         std::fs::write(&p, &content).unwrap();
         let e = ArrayStore::open(&p, false, None).unwrap_err();
@@ -132,7 +132,7 @@ fn grows_np_save_files_and_rejects_bad_ones() {
     let e = ArrayStore::create(&p, "'<f8'", 8, &[0], &StoreOptions::default()).unwrap_err();
     assert!(e.to_string().contains("zero bytes"), "{e}");
     let s = Header { descr: "[('a', '<i4')]".into(), fortran_order: false, shape: vec![0] };
-    std::fs::write(&p, s.encode()).unwrap();
+    std::fs::write(&p, s.encode().unwrap()).unwrap();
     assert!(ArrayStore::open(&p, false, None).unwrap_err().to_string().contains("item size"));
     assert_eq!(ArrayStore::open(&p, false, Some(4)).unwrap().len(), 0);
 }
@@ -221,4 +221,53 @@ proptest! {
             prop_assert_eq!(r.data(), &model[..]);
         }
     }
+}
+
+#[test]
+fn open_validates_before_changing_a_byte() {
+    let (_d, p) = tmp();
+    // An object array as np.save writes it (pickled payload after the header).
+    let mut obj = Header::new("|O", vec![4]).encode().unwrap();
+    obj.extend_from_slice(&[0x80, 4, 0x95, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32]);
+    let structured = Header { descr: "[('a', '<i4'), ('b', '|O')]".into(), fortran_order: false, shape: vec![1] };
+    let mut structured = structured.encode().unwrap();
+    structured.extend([0u8; 12]);
+    let mut short = Header::new("<f8", vec![3]).encode().unwrap();
+    short.extend([0u8; 23]);
+    for (content, want) in [(obj, "|O"), (structured, "objects"), (short, "3 rows")] {
+        std::fs::write(&p, &content).unwrap();
+        for writable in [false, true] {
+            let e = ArrayStore::open(&p, writable, Some(8)).unwrap_err();
+            assert!(matches!(e, Error::Format { .. }), "{e}");
+            assert!(e.to_string().contains(want) && e.to_string().contains("a.npy"), "{e}");
+            assert_eq!(std::fs::read(&p).unwrap(), content, "untouched");
+        }
+    }
+    // A simple dtype whose size disagrees with the caller's is refused too.
+    let mut f8 = Header::new("<f8", vec![1]).encode().unwrap();
+    f8.extend([0u8; 8]);
+    std::fs::write(&p, &f8).unwrap();
+    let e = ArrayStore::open(&p, true, Some(4)).unwrap_err();
+    assert!(e.to_string().contains("8-byte items, not 4"), "{e}");
+    assert_eq!(std::fs::read(&p).unwrap(), f8);
+}
+
+#[test]
+fn open_and_close_keeps_bytes_past_the_row_count() {
+    let (_d, p) = tmp();
+    let mut w = ArrayStore::create(&p, "'<u2'", 2, &[], &StoreOptions::default()).unwrap();
+    w.append(&[1, 0, 2, 0]).unwrap();
+    w.close().unwrap();
+    let mut bytes = std::fs::read(&p).unwrap();
+    bytes.extend_from_slice(b"not ours to drop");
+    std::fs::write(&p, &bytes).unwrap();
+    ArrayStore::open(&p, true, None).unwrap().close().unwrap();
+    assert_eq!(std::fs::read(&p).unwrap(), bytes);
+    // Appending overwrites those bytes as capacity, then trims to the rows
+    // or the old length, whichever is longer.
+    let mut w = ArrayStore::open(&p, true, None).unwrap();
+    w.append(&[3, 0]).unwrap();
+    w.close().unwrap();
+    assert_eq!(std::fs::metadata(&p).unwrap().len(), bytes.len() as u64);
+    assert_eq!(ArrayStore::open(&p, false, None).unwrap().data(), &[1, 0, 2, 0, 3, 0]);
 }
