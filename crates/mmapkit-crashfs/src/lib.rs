@@ -52,6 +52,7 @@
 
 mod fs;
 mod model;
+pub mod payload;
 
 use std::io::{self, BufRead, BufReader};
 use std::path::{Path, PathBuf};
