@@ -1,0 +1,259 @@
+//! Power-loss matrices of the whole-file promises: RecordWriter
+//! `finish()` with sync, ArrayStore `flush`, `mmapkit replace --sync`.
+
+mod common;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::*;
+use mmapkit::store::{ArrayStore, StoreOptions};
+use mmapkit_crashfs::payload::record;
+use mmapkit_crashfs::{require_fuse, CrashAt};
+
+/// Runs `make` at every crash point of `size()`, checks every survivor
+/// with `check(backing, stdout)`, prints the tally and returns the violations.
+fn matrix(
+    name: &str,
+    setup: &dyn Fn(&Path),
+    make: &dyn Fn(&Path) -> Command,
+    check: &dyn Fn(&Path, &[String]) -> Result<(), String>,
+) -> Vec<String> {
+    let (points, seeds) = size();
+    let total = calibrate(setup, make);
+    let pts = crash_points(total, points, total);
+    let (mut survivors, mut acked, mut bad) = (0, 0, Vec::new());
+    for &p in &pts {
+        let back = tempfile::tempdir().unwrap();
+        setup(back.path());
+        let (run, crashed) = crash_run(back.path(), make, CrashAt::Ops(p));
+        assert!(run.crashed || run.status.success(), "{name}: point {p}: {}", run.stderr);
+        acked += usize::from(!run.crashed);
+        for mode in modes(p, seeds) {
+            crashed.materialize(mode, back.path()).unwrap();
+            survivors += 1;
+            if let Err(e) = check(back.path(), &run.stdout) {
+                bad.push(format!("{name}: crash after op {p} of {total}, {mode:?}: {e}"));
+            }
+        }
+    }
+    println!(
+        "{name}: {} crash points of {total} ops x {} modes: {survivors} survivors ({acked} runs completed), {} violations",
+        pts.len(),
+        seeds + 1,
+        bad.len()
+    );
+    bad
+}
+
+fn assert_clean(bad: Vec<String>) {
+    assert!(bad.is_empty(), "{} violation(s):\n{}", bad.len(), bad.join("\n"));
+}
+
+fn said(out: &[String], what: &str) -> bool {
+    out.iter().any(|l| l == what)
+}
+
+/// Leftover hidden temporary files (allowed after a crash, but counted).
+fn temps(dir: &Path) -> usize {
+    fs::read_dir(dir).unwrap().filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with('.')).count()
+}
+
+// ----- RecordWriter ---------------------------------------------------------
+
+const N: u64 = 3000;
+const WIDTH: usize = 24;
+
+fn writer_new() -> Vec<u8> {
+    (0..N).flat_map(|i| record(i, WIDTH)).collect()
+}
+
+fn writer_matrix(old: Option<&'static [u8]>) -> Vec<String> {
+    let setup = move |b: &Path| {
+        if let Some(old) = old {
+            fs::write(b.join("out.txt"), old).unwrap();
+        }
+    };
+    let make = |m: &Path| workload(&["writer", m.join("out.txt").to_str().unwrap(), &N.to_string(), &WIDTH.to_string()]);
+    let new = writer_new();
+    let check = move |b: &Path, out: &[String]| -> Result<(), String> {
+        let got = fs::read(b.join("out.txt")).ok();
+        let finished = said(out, "FINISHED");
+        match (got.as_deref(), finished) {
+            (Some(g), _) if g == new => Ok(()),
+            (g, true) => Err(format!("finish(sync) returned but the file is {}", describe(g))),
+            (g, false) if g == old => Ok(()),
+            (g, false) => Err(format!("neither the old nor the new file: {}", describe(g))),
+        }
+    };
+    let name = if old.is_some() { "writer (replacing a file)" } else { "writer (new file)" };
+    matrix(name, &setup, &make, &check)
+}
+
+fn describe(g: Option<&[u8]>) -> String {
+    match g {
+        None => "missing".into(),
+        Some(g) => format!("{} bytes starting {:?}", g.len(), String::from_utf8_lossy(&g[..g.len().min(40)])),
+    }
+}
+
+#[test]
+fn writer_finish_sync_leaves_old_or_complete_file() {
+    require_fuse!();
+    assert_clean(writer_matrix(Some(b"the old content\n")));
+}
+
+#[test]
+fn writer_finish_sync_new_file_is_absent_or_complete() {
+    require_fuse!();
+    assert_clean(writer_matrix(None));
+}
+
+// ----- ArrayStore -----------------------------------------------------------
+
+const APPENDS: u64 = 12;
+const ROWS: u64 = 100;
+
+fn array_setup(b: &Path) {
+    let opts = StoreOptions {
+        chunk_bytes: 4096,
+        ..Default::default()
+    };
+    let mut st = ArrayStore::create(b.join("a.npy"), "'<u8'", 8, &[], &opts).unwrap();
+    let bytes: Vec<u8> = (0..5u64).flat_map(|i| i.to_le_bytes()).collect();
+    st.append(&bytes).unwrap();
+    st.close().unwrap();
+}
+
+/// `len` is at least the last flushed count and flushed rows hold their own
+/// index; with `whole_header`, so do all rows the header claims.
+fn array_check(b: &Path, out: &[String], whole_header: bool) -> Result<(), String> {
+    let flushed = out
+        .iter()
+        .filter_map(|l| l.strip_prefix("FLUSHED ")?.parse::<u64>().ok())
+        .max()
+        .unwrap_or(5);
+    let st = ArrayStore::open(b.join("a.npy"), false, None).map_err(|e| format!("open fails: {e}"))?;
+    if st.len() < flushed {
+        return Err(format!("{flushed} rows were flushed but the header says {}", st.len()));
+    }
+    let data = st.data();
+    let need = st.len() as usize * 8;
+    if data.len() < need {
+        return Err(format!("the header claims {} rows, the file holds {} bytes of data", st.len(), data.len()));
+    }
+    let upto = if whole_header { need } else { flushed as usize * 8 };
+    for (i, row) in data[..upto].chunks(8).enumerate() {
+        let v = u64::from_le_bytes(row.try_into().unwrap());
+        if v != i as u64 {
+            return Err(format!(
+                "the header claims {} rows (flushed: {flushed}) but row {i} holds {v}: its data was lost",
+                st.len()
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn array_make(m: &Path) -> Command {
+    workload(&["array", m.join("a.npy").to_str().unwrap(), &APPENDS.to_string(), &ROWS.to_string()])
+}
+
+#[test]
+fn array_store_flushed_rows_survive() {
+    require_fuse!();
+    assert_clean(matrix("array store (flushed rows)", &array_setup, &array_make, &|b, o| array_check(b, o, false)));
+}
+
+/// KNOWN DEFECT (store/array.rs `publish`/`flush`): the module promises that
+/// "after a power loss the header never counts rows that did not reach the
+/// disk", but `append` publishes the new count into the mapped header page
+/// at once, before any flush. Whatever writes that page back first (the
+/// data msync itself when the header shares page 0 with the first rows, as
+/// here; or the kernel's background writeback) can make the header durable
+/// before the rows: a torn power loss (Mode::KeepRandom) leaves a header
+/// that claims up to one append's rows beyond the last flush, reading as
+/// zeros. Flushed rows are never lost (the test above).
+#[test]
+#[ignore = "known defect: ArrayStore's header count reaches the page cache (and disk) before the rows are synced"]
+fn array_store_header_never_claims_lost_rows() {
+    require_fuse!();
+    assert_clean(matrix("array store (whole header)", &array_setup, &array_make, &|b, o| array_check(b, o, true)));
+}
+
+// ----- mmapkit replace --sync -------------------------------------------------
+
+fn cli() -> PathBuf {
+    if let Some(p) = std::env::var_os("MMAPKIT_BIN") {
+        return p.into();
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target");
+    for p in [root.join("debug/mmapkit"), root.join("release/mmapkit")] {
+        if p.exists() {
+            return p;
+        }
+    }
+    panic!("no mmapkit binary: run `cargo build -p mmapkit-cli` (or set MMAPKIT_BIN)");
+}
+
+fn text() -> String {
+    (0..3000).map(|i| format!("line {i}: hello world\n")).collect()
+}
+
+fn replace_matrix(name: &str, repl: &'static str) -> Vec<String> {
+    let setup = |b: &Path| fs::write(b.join("f.txt"), text()).unwrap();
+    let make = move |m: &Path| {
+        let mut c = Command::new("sh");
+        c.arg("-c")
+            .arg(r#""$0" replace -F --sync world "$1" "$2" && echo DONE"#)
+            .arg(cli())
+            .arg(repl)
+            .arg(m.join("f.txt"));
+        c
+    };
+    let (old, new) = (text(), text().replace("world", repl));
+    let in_place = repl.len() == "world".len();
+    let check = move |b: &Path, out: &[String]| -> Result<(), String> {
+        let got = fs::read(b.join("f.txt")).ok();
+        let got = got.as_deref();
+        if got == Some(new.as_bytes()) {
+            return Ok(());
+        }
+        if said(out, "DONE") {
+            return Err(format!("replace --sync exited 0 but the file is {}", describe(got)));
+        }
+        if got == Some(old.as_bytes()) {
+            return Ok(());
+        }
+        // In place, an interrupted run may leave some matches replaced
+        // (documented; a torn sector may even split one), but every byte
+        // is the old or the new one.
+        if let (true, Some(g)) = (in_place, got) {
+            let (o, n) = (old.as_bytes(), new.as_bytes());
+            if g.len() == o.len() && (0..g.len()).all(|i| g[i] == o[i] || g[i] == n[i]) {
+                return Ok(());
+            }
+        }
+        Err(format!("neither the old nor the new file ({} temp files left): {}", temps(b), describe(got)))
+    };
+    matrix(name, &setup, &make, &check)
+}
+
+#[test]
+fn replace_sync_rewrite_leaves_old_or_new_file() {
+    require_fuse!();
+    assert_clean(replace_matrix("replace --sync (rewrite, longer)", "planet!"));
+}
+
+#[test]
+fn replace_sync_in_place_is_durable_on_exit() {
+    require_fuse!();
+    assert_clean(replace_matrix("replace --sync (in place)", "WORLD"));
+}
+
+#[test]
+fn replace_rewrite_to_shorter_leaves_old_or_new_file() {
+    require_fuse!();
+    assert_clean(replace_matrix("replace --sync (rewrite, shorter)", "w"));
+}
