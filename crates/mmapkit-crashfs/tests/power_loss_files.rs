@@ -4,6 +4,7 @@
 mod common;
 
 use std::fs;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -69,13 +70,16 @@ fn writer_new() -> Vec<u8> {
     (0..N).flat_map(|i| record(i, WIDTH)).collect()
 }
 
-fn writer_matrix(old: Option<&'static [u8]>) -> Vec<String> {
+fn writer_matrix(old: Option<&'static [u8]>, sync: bool) -> Vec<String> {
     let setup = move |b: &Path| {
         if let Some(old) = old {
             fs::write(b.join("out.txt"), old).unwrap();
         }
     };
-    let make = |m: &Path| workload(&["writer", m.join("out.txt").to_str().unwrap(), &N.to_string(), &WIDTH.to_string()]);
+    let make = move |m: &Path| {
+        let mode = if sync { "sync" } else { "nosync" };
+        workload(&["writer", m.join("out.txt").to_str().unwrap(), &N.to_string(), &WIDTH.to_string(), mode])
+    };
     let new = writer_new();
     let check = move |b: &Path, out: &[String]| -> Result<(), String> {
         let got = fs::read(b.join("out.txt")).ok();
@@ -87,7 +91,11 @@ fn writer_matrix(old: Option<&'static [u8]>) -> Vec<String> {
             (g, false) => Err(format!("neither the old nor the new file: {}", describe(g))),
         }
     };
-    let name = if old.is_some() { "writer (replacing a file)" } else { "writer (new file)" };
+    let name = match (old.is_some(), sync) {
+        (_, false) => "writer without sync (negative control)",
+        (true, true) => "writer (replacing a file)",
+        (false, true) => "writer (new file)",
+    };
     matrix(name, &setup, &make, &check)
 }
 
@@ -101,13 +109,22 @@ fn describe(g: Option<&[u8]>) -> String {
 #[test]
 fn writer_finish_sync_leaves_old_or_complete_file() {
     require_fuse!();
-    assert_clean(writer_matrix(Some(b"the old content\n")));
+    assert_clean(writer_matrix(Some(b"the old content\n"), true));
 }
 
 #[test]
 fn writer_finish_sync_new_file_is_absent_or_complete() {
     require_fuse!();
-    assert_clean(writer_matrix(None));
+    assert_clean(writer_matrix(None, true));
+}
+
+/// Proves the writer matrix can fail: without sync, `finish` returns
+/// before the file is durable.
+#[test]
+fn negative_control_writer_without_sync_loses_the_finished_file() {
+    require_fuse!();
+    let bad = writer_matrix(Some(b"the old content\n"), false);
+    assert!(bad.iter().any(|b| b.contains("returned but")), "no violation without sync: {bad:?}");
 }
 
 // ----- ArrayStore -----------------------------------------------------------
@@ -201,15 +218,19 @@ fn text() -> String {
     (0..3000).map(|i| format!("line {i}: hello world\n")).collect()
 }
 
-fn replace_matrix(name: &str, repl: &'static str) -> Vec<String> {
-    let setup = |b: &Path| fs::write(b.join("f.txt"), text()).unwrap();
+fn replace_matrix(name: &str, repl: &'static str, sync: bool) -> Vec<String> {
+    let setup = |b: &Path| {
+        fs::write(b.join("f.txt"), text()).unwrap();
+        fs::set_permissions(b.join("f.txt"), fs::Permissions::from_mode(0o640)).unwrap();
+    };
     let make = move |m: &Path| {
         let mut c = Command::new("sh");
         c.arg("-c")
-            .arg(r#""$0" replace -F --sync world "$1" "$2" && echo DONE"#)
+            .arg(r#""$0" replace -F $3 world "$1" "$2" && echo DONE"#)
             .arg(cli())
             .arg(repl)
-            .arg(m.join("f.txt"));
+            .arg(m.join("f.txt"))
+            .arg(if sync { "--sync" } else { "" });
         c
     };
     let (old, new) = (text(), text().replace("world", repl));
@@ -217,11 +238,17 @@ fn replace_matrix(name: &str, repl: &'static str) -> Vec<String> {
     let check = move |b: &Path, out: &[String]| -> Result<(), String> {
         let got = fs::read(b.join("f.txt")).ok();
         let got = got.as_deref();
+        if got.is_some() {
+            let mode = fs::metadata(b.join("f.txt")).unwrap().permissions().mode() & 0o7777;
+            if mode != 0o640 {
+                return Err(format!("the file's mode is {mode:o}, not 640"));
+            }
+        }
         if got == Some(new.as_bytes()) {
             return Ok(());
         }
         if said(out, "DONE") {
-            return Err(format!("replace --sync exited 0 but the file is {}", describe(got)));
+            return Err(format!("replace exited 0 but the file is {}", describe(got)));
         }
         if got == Some(old.as_bytes()) {
             return Ok(());
@@ -243,17 +270,34 @@ fn replace_matrix(name: &str, repl: &'static str) -> Vec<String> {
 #[test]
 fn replace_sync_rewrite_leaves_old_or_new_file() {
     require_fuse!();
-    assert_clean(replace_matrix("replace --sync (rewrite, longer)", "planet!"));
+    assert_clean(replace_matrix("replace --sync (rewrite, longer)", "planet!", true));
 }
 
 #[test]
 fn replace_sync_in_place_is_durable_on_exit() {
     require_fuse!();
-    assert_clean(replace_matrix("replace --sync (in place)", "WORLD"));
+    assert_clean(replace_matrix("replace --sync (in place)", "WORLD", true));
 }
 
 #[test]
 fn replace_rewrite_to_shorter_leaves_old_or_new_file() {
     require_fuse!();
-    assert_clean(replace_matrix("replace --sync (rewrite, shorter)", "w"));
+    assert_clean(replace_matrix("replace --sync (rewrite, shorter)", "w", true));
+}
+
+/// "--sync: wait until in-place changes are on disk before exiting
+/// (rewrites always are)": a rewrite is durable without the flag too.
+#[test]
+fn replace_rewrite_without_sync_flag_is_durable_too() {
+    require_fuse!();
+    assert_clean(replace_matrix("replace (rewrite, no --sync)", "planet!", false));
+}
+
+/// Proves the replace matrix can fail: in place without --sync, the exit
+/// comes before the data is durable.
+#[test]
+fn negative_control_replace_in_place_without_sync_is_not_durable() {
+    require_fuse!();
+    let bad = replace_matrix("replace (in place, no --sync: negative control)", "WORLD", false);
+    assert!(bad.iter().any(|b| b.contains("exited 0 but")), "no violation without --sync: {bad:?}");
 }

@@ -8,7 +8,8 @@
 //!   `TRYTRUNC x` before and `TRUNC x` after truncate_after(x), `TRYPURGE x`
 //!   before and `PURGE x` after purge_before(x).
 //!   Entry `k` of batch (t, s) holds `payload::entry(t, s, k)`.
-//! `writer PATH N WIDTH`: a RecordWriter with sync; `FINISHED` after finish.
+//! `writer PATH N WIDTH [nosync]`: a RecordWriter with sync (or without:
+//!   a negative control); `FINISHED` after finish.
 //! `array PATH APPENDS ROWS`: appends to an existing ArrayStore of u64 rows
 //!   (row i holds i), flushing after each; `FLUSHED n` after each flush.
 
@@ -94,7 +95,7 @@ fn log(a: &[String]) -> R {
 fn writer(a: &[String]) -> R {
     let (path, n, width): (&str, u64, usize) = (&a[0], a[1].parse()?, a[2].parse()?);
     let opts = mmapkit::writer::WriterOptions {
-        sync: true,
+        sync: a.get(3).map(String::as_str) != Some("nosync"),
         ..Default::default()
     };
     let w = mmapkit::writer::RecordWriter::create(path, width, Some(n), &opts)?;
