@@ -151,7 +151,7 @@ impl Filesystem for CrashFsImpl {
         }
         if let Some(size) = size {
             let (d, dirty) = tri!(reply, m.file_mut(ino.0));
-            if size < d.size && size % 512 != 0 {
+            if size < d.size && !size.is_multiple_of(512) {
                 // The partial sector at the new end changes (zeroed tail).
                 dirty.insert(size / 512);
             }

@@ -38,8 +38,8 @@
 //!   O_TRUNC; lookups and reads do not count): that operation and every
 //!   later request fail with EIO and change nothing, so a workload can
 //!   never be told an fsync succeeded that the survivor does not reflect.
-//!   [`Mount::freeze`] crashes at once (on a signal, a marker line, a
-//!   timer).
+//!   [`Mount::freeze`] crashes at once; [`Mount::run`] also crashes on a
+//!   marker line from the workload or after a time ([`CrashAt`]).
 //!
 //! # Mount choices
 //!
@@ -56,6 +56,7 @@ pub mod payload;
 
 use std::io::{self, BufRead, BufReader};
 use std::path::{Path, PathBuf};
+use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -159,6 +160,8 @@ pub enum CrashAt {
     Ops(u64),
     /// When the workload prints a line equal to this, for the `nth` time (1-based).
     Marker(String, usize),
+    /// This long after the start.
+    After(Duration),
     /// Not during the run: the workload finishes (crash afterwards yourself).
     Never,
 }
@@ -224,12 +227,23 @@ impl Mount {
 
     /// Runs `cmd` (stdout and stderr captured) with the file system
     /// crashing at `at`; a workload still running when the file system
-    /// crashes is killed (SIGKILL). Gives up after `timeout` (an error).
+    /// crashes is killed (SIGKILL, with its process group). Gives up after
+    /// `timeout` (an error).
     pub fn run(&self, mut cmd: Command, at: CrashAt, timeout: Duration) -> io::Result<Run> {
         if let CrashAt::Ops(n) = at {
             self.set_crash_after(n);
         }
-        let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
+        // Its own process group, so that a crash kills its children too.
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .spawn()?;
+        let kill = |child: &mut std::process::Child| {
+            let _ = Command::new("kill").arg("-KILL").arg("--").arg(format!("-{}", child.id())).status();
+            let _ = child.kill();
+        };
         let out = child.stdout.take().expect("piped");
         let mut err = child.stderr.take().expect("piped");
         let lines = Arc::new(Mutex::new(Vec::new()));
@@ -267,12 +281,15 @@ impl Mount {
             if let Some(st) = child.try_wait()? {
                 break st;
             }
+            if matches!(at, CrashAt::After(d) if t0.elapsed() >= d) {
+                self.freeze();
+            }
             if self.is_frozen() {
-                let _ = child.kill();
+                kill(&mut child);
                 break child.wait()?;
             }
             if t0.elapsed() > timeout {
-                let _ = child.kill();
+                kill(&mut child);
                 let _ = child.wait();
                 return Err(io::Error::new(io::ErrorKind::TimedOut, format!("workload {cmd:?} timed out")));
             }

@@ -62,7 +62,7 @@ impl Data {
     pub fn set_size(&mut self, size: u64) {
         if size < self.size {
             self.pages.retain(|&pi, _| pi * PAGE < size);
-            if size % PAGE != 0 {
+            if !size.is_multiple_of(PAGE) {
                 if let Some(pg) = self.pages.get_mut(&(size / PAGE)) {
                     pg[(size % PAGE) as usize..].fill(0);
                 }
@@ -497,7 +497,7 @@ mod tests {
         let mut d = Data::default();
         assert_eq!(d.write(4090, b"0123456789"), 7..9);
         assert_eq!(d.size, 4100);
-        assert_eq!(d.read(4088, 20), b"\0\00123456789".to_vec());
+        assert_eq!(d.read(4088, 20), b"\0\x000123456789".to_vec());
         d.set_size(4095);
         d.set_size(5000);
         assert_eq!(d.read(4090, 10), b"01234\0\0\0\0\0".to_vec());

@@ -137,7 +137,7 @@ fn keep_random_tears_and_reorders_whole_sectors() {
 }
 
 #[test]
-fn run_crashes_a_workload_after_n_ops_and_on_a_marker() {
+fn run_crashes_a_workload_after_n_ops_on_a_marker_and_on_time() {
     require_fuse!();
     let back = tempfile::tempdir().unwrap();
     let m = CrashFs::mount(back.path()).unwrap();
@@ -155,6 +155,15 @@ fn run_crashes_a_workload_after_n_ops_and_on_a_marker() {
     let c = m.crash_state().unwrap();
     c.materialize(Mode::DropAll, back.path()).unwrap();
     assert!(back.path().join("f2").exists(), "acknowledged before the marker");
+
+    let back = tempfile::tempdir().unwrap();
+    let m = CrashFs::mount(back.path()).unwrap();
+    let mut sleepy = Command::new("sh");
+    sleepy.arg("-c").arg(format!("echo x > {}/early && sync {0}/early {0} && sleep 30", m.path().display()));
+    let r = m.run(sleepy, CrashAt::After(Duration::from_millis(300)), Duration::from_secs(20)).unwrap();
+    assert!(r.crashed && !r.status.success());
+    m.crash(Mode::DropAll).unwrap();
+    assert_eq!(fs::read(back.path().join("early")).unwrap(), b"x\n");
 
     let back = tempfile::tempdir().unwrap();
     let m = CrashFs::mount(back.path()).unwrap();

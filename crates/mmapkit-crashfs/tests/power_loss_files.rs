@@ -13,13 +13,16 @@ use mmapkit::store::{ArrayStore, StoreOptions};
 use mmapkit_crashfs::payload::record;
 use mmapkit_crashfs::{require_fuse, CrashAt};
 
+/// Checks a survivor (backing directory, the workload's stdout).
+type Check = dyn Fn(&Path, &[String]) -> Result<(), String>;
+
 /// Runs `make` at every crash point of `size()`, checks every survivor
 /// with `check(backing, stdout)`, prints the tally and returns the violations.
 fn matrix(
     name: &str,
     setup: &dyn Fn(&Path),
     make: &dyn Fn(&Path) -> Command,
-    check: &dyn Fn(&Path, &[String]) -> Result<(), String>,
+    check: &Check,
 ) -> Vec<String> {
     let (points, seeds) = size();
     let total = calibrate(setup, make);

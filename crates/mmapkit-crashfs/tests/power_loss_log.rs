@@ -213,6 +213,13 @@ fn log_batch_sync_keeps_every_acknowledged_entry() {
     assert_durable(Case { name: "batch", sync: "batch", seg: 1 << 20, batches: 24, batch_len: 4, threads: 1, extra: "plain" });
 }
 
+/// Batches of 16 KiB and more are written with pwrite, not through the map.
+#[test]
+fn log_batch_sync_large_batches_pwrite_path() {
+    require_fuse!();
+    assert_durable(Case { name: "large batches (pwrite)", sync: "batch", seg: 1 << 20, batches: 8, batch_len: 150, threads: 1, extra: "plain" });
+}
+
 #[test]
 fn log_batch_sync_across_segment_rollover() {
     require_fuse!();
