@@ -304,3 +304,67 @@ fn negative_control_replace_in_place_without_sync_is_not_durable() {
     let bad = replace_matrix("replace (in place, no --sync: negative control)", "WORLD", false);
     assert!(bad.iter().any(|b| b.contains("exited 0 but")), "no violation without --sync: {bad:?}");
 }
+
+// ----- mmapkit kmers --sync (RecordWriter / StreamWriter through the CLI) -----
+
+fn fasta() -> String {
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut s = String::new();
+    for r in 0..400 {
+        s.push_str(&format!(">r{r}\n"));
+        for _ in 0..120 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            s.push(b"ACGT"[(x % 4) as usize] as char);
+        }
+        s.push('\n');
+    }
+    s
+}
+
+fn kmers_matrix(mode: &'static str) -> Vec<String> {
+    let old = b"old vectors\n";
+    let setup = move |b: &Path| {
+        fs::write(b.join("in.fa"), fasta()).unwrap();
+        fs::write(b.join("out.csv"), old).unwrap();
+    };
+    let make = move |m: &Path| {
+        let mut c = Command::new("sh");
+        c.arg("-c")
+            .arg(r#""$0" kmers --sync --mode "$1" -j 2 -o "$3" "$2" && echo DONE"#)
+            .arg(cli())
+            .arg(mode)
+            .arg(m.join("in.fa"))
+            .arg(m.join("out.csv"));
+        c
+    };
+    // The expected output, made on an ordinary file system.
+    let want = {
+        let d = tempfile::tempdir().unwrap();
+        setup(d.path());
+        let st = make(d.path()).output().unwrap();
+        assert!(st.status.success(), "kmers fails: {}", String::from_utf8_lossy(&st.stderr));
+        fs::read(d.path().join("out.csv")).unwrap()
+    };
+    let check = move |b: &Path, out: &[String]| -> Result<(), String> {
+        let got = fs::read(b.join("out.csv")).ok();
+        match (got.as_deref(), said(out, "DONE")) {
+            (Some(g), _) if g == want => Ok(()),
+            (g, true) => Err(format!("kmers --sync exited 0 but OUT is {}", describe(g))),
+            (Some(g), false) if g == old => Ok(()),
+            (g, false) => Err(format!("OUT is neither old nor new: {}", describe(g))),
+        }
+    };
+    matrix(&format!("kmers --sync --mode {mode}"), &setup, &make, &check)
+}
+
+#[test]
+fn kmers_sync_output_is_old_or_complete_in_every_mode() {
+    require_fuse!();
+    let mut bad = Vec::new();
+    for mode in ["single", "batch", "mmap"] {
+        bad.extend(kmers_matrix(mode));
+    }
+    assert_clean(bad);
+}

@@ -201,8 +201,11 @@ fn matrix(case: &Case, points: usize, seeds: u64) -> (usize, Stats, Vec<String>)
     (pts.len(), st, bad)
 }
 
-fn assert_durable(case: Case) {
+fn assert_durable(mut case: Case) {
     let (points, seeds) = size();
+    if long() {
+        case.batches *= 4;
+    }
     let (_, _, bad) = matrix(&case, points, seeds);
     assert!(bad.is_empty(), "{} violation(s):\n{}", bad.len(), bad.join("\n"));
 }
