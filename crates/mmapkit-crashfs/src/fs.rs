@@ -2,7 +2,7 @@
 
 use std::ffi::OsStr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{
@@ -22,9 +22,12 @@ pub(crate) struct Shared {
     pub ops: AtomicU64,
     /// Crash when `ops` would exceed this (`u64::MAX`: never).
     pub limit: AtomicU64,
-    /// Set at the crash: from then on every request fails with EIO and
-    /// the model no longer changes.
+    /// Set at the crash: from then on the model no longer changes, and
+    /// every request waits for `released` (the power is off: a process
+    /// using the mount hangs until it is killed), then fails with EIO.
     pub frozen: std::sync::atomic::AtomicBool,
+    pub released: Mutex<bool>,
+    pub released_cv: Condvar,
 }
 
 impl Shared {
@@ -33,6 +36,19 @@ impl Shared {
     }
     pub fn is_frozen(&self) -> bool {
         self.frozen.load(Ordering::SeqCst)
+    }
+    /// Lets the requests that wait since the crash fail (call after killing
+    /// the workload, before waiting for it: a request already read by the
+    /// FUSE thread holds its process until answered).
+    pub fn release(&self) {
+        *self.released.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.released_cv.notify_all();
+    }
+    fn wait_released(&self) {
+        let mut r = self.released.lock().unwrap_or_else(|e| e.into_inner());
+        while !*r {
+            r = self.released_cv.wait(r).unwrap_or_else(|e| e.into_inner());
+        }
     }
 }
 
@@ -49,21 +65,32 @@ impl CrashFsImpl {
     fn model(&self) -> Res<MutexGuard<'_, Model>> {
         let m = self.shared.lock();
         if self.shared.is_frozen() {
-            return Err(libc::EIO);
+            drop(m);
+            return Err(self.dead());
         }
         Ok(m)
+    }
+
+    /// A request after the crash: no answer until released, then EIO. So
+    /// the workload cannot go on (e.g. print that a drop's sync was done)
+    /// past the crash point.
+    fn dead(&self) -> i32 {
+        self.shared.wait_released();
+        libc::EIO
     }
 
     /// Modifying requests: counted; the one past the limit crashes the file system.
     fn modify(&self) -> Res<MutexGuard<'_, Model>> {
         let m = self.shared.lock();
         if self.shared.is_frozen() {
-            return Err(libc::EIO);
+            drop(m);
+            return Err(self.dead());
         }
         let n = self.shared.ops.load(Ordering::SeqCst);
         if n >= self.shared.limit.load(Ordering::SeqCst) {
             self.shared.frozen.store(true, Ordering::SeqCst);
-            return Err(libc::EIO);
+            drop(m);
+            return Err(self.dead());
         }
         self.shared.ops.store(n + 1, Ordering::SeqCst);
         Ok(m)

@@ -36,8 +36,9 @@
 //!   the modifying operation number N+1 (write, setattr, create, mknod,
 //!   mkdir, unlink, rmdir, rename, fsync, fsyncdir, fallocate, open with
 //!   O_TRUNC; lookups and reads do not count): that operation and every
-//!   later request fail with EIO and change nothing, so a workload can
-//!   never be told an fsync succeeded that the survivor does not reflect.
+//!   later request change nothing and get no answer until the workload is
+//!   killed (then EIO), so a workload can never be told an fsync succeeded
+//!   that the survivor does not reflect, nor go on past the crash.
 //!   [`Mount::freeze`] crashes at once; [`Mount::run`] also crashes on a
 //!   marker line from the workload or after a time ([`CrashAt`]).
 //!
@@ -118,6 +119,8 @@ impl CrashFs {
             ops: Default::default(),
             limit: u64::MAX.into(),
             frozen: false.into(),
+            released: Mutex::new(false),
+            released_cv: Default::default(),
         });
         let mnt = std::env::temp_dir().join(format!(
             "crashfs-{}-{}",
@@ -215,7 +218,10 @@ impl Mount {
     pub fn set_crash_after(&self, n: u64) {
         self.shared.limit.store(n, Ordering::SeqCst);
     }
-    /// Crash now: every later request fails, the state is frozen.
+    /// Crash now: the state is frozen; every later request hangs (as on a
+    /// machine without power) until [`crash`](Self::crash),
+    /// [`crash_state`](Self::crash_state) or drop, then fails with EIO. Do
+    /// not touch the mount from this process in between.
     pub fn freeze(&self) {
         let _m = self.shared.lock();
         self.shared.frozen.store(true, Ordering::SeqCst);
@@ -286,10 +292,13 @@ impl Mount {
             }
             if self.is_frozen() {
                 kill(&mut child);
+                self.shared.release();
                 break child.wait()?;
             }
             if t0.elapsed() > timeout {
                 kill(&mut child);
+                self.freeze();
+                self.shared.release();
                 let _ = child.wait();
                 return Err(io::Error::new(io::ErrorKind::TimedOut, format!("workload {cmd:?} timed out")));
             }
@@ -331,6 +340,7 @@ impl Mount {
     /// backing directory is untouched; see [`Crashed::materialize`]).
     pub fn crash_state(mut self) -> io::Result<Crashed> {
         self.freeze();
+        self.shared.release();
         self.shut(true)?;
         Ok(Crashed {
             shared: self.shared.clone(),
@@ -354,6 +364,7 @@ impl Mount {
         me.shut(false)?;
         // Later writebacks (none: no process uses the mount now) cannot change it.
         shared.frozen.store(true, Ordering::SeqCst);
+        shared.release();
         let m = shared.lock();
         m.materialize(Mode::KeepAll, &backing)
     }
@@ -363,6 +374,7 @@ impl Drop for Mount {
     fn drop(&mut self) {
         if self.session.is_some() {
             self.freeze();
+            self.shared.release();
             let _ = self.shut(true);
         }
     }

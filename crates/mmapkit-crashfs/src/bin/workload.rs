@@ -89,6 +89,8 @@ fn log(a: &[String]) -> R {
         h.join().map_err(|_| "thread panicked")??;
     }
     say("END".into());
+    drop(Arc::into_inner(log));
+    say("CLOSED".into());
     Ok(())
 }
 
