@@ -50,6 +50,33 @@
 //! system sees every byte before the fsync that makes it durable. The
 //! kernel mount is done directly (root); `fusermount3` is not needed.
 //! Only regular files and directories exist (no links, no xattrs).
+//!
+//! # Use
+//!
+//! ```no_run
+//! use std::process::Command;
+//! use std::time::Duration;
+//! use mmapkit_crashfs::{CrashAt, CrashFs, Mode};
+//! # fn main() -> std::io::Result<()> {
+//! let backing = std::path::Path::new("/tmp/state"); // an existing directory
+//! let m = CrashFs::mount(backing)?;
+//! let mut cmd = Command::new("my-workload");
+//! cmd.arg(m.path());
+//! let run = m.run(cmd, CrashAt::Ops(40), Duration::from_secs(60))?; // stdout: what it acknowledged
+//! let crashed = m.crash_state()?;
+//! for seed in 0..8 {
+//!     crashed.materialize(Mode::KeepRandom { seed }, backing)?;
+//!     // ... check the survivor in `backing` against run.stdout
+//! }
+//! # let _ = run; Ok(()) }
+//! ```
+//!
+//! The power-loss matrices of mmapkit's durability promises are this
+//! crate's integration tests (`tests/power_loss_*.rs`; the workloads are
+//! the `crashfs-workload` binary). They run in `make test`;
+//! `MMAPKIT_CRASH_LONG=1` runs them with longer workloads and more random
+//! survivors per crash point. Without FUSE (not root, no `/dev/fuse`) every
+//! test prints `SKIPPED: reason` and returns.
 
 mod fs;
 mod model;

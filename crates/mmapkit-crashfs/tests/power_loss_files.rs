@@ -66,11 +66,19 @@ fn temps(dir: &Path) -> usize {
 
 // ----- RecordWriter ---------------------------------------------------------
 
-const N: u64 = 3000;
 const WIDTH: usize = 24;
 
+/// Records of the writer workload: 72 KB, or 1.4 MB (many writebacks) when long.
+fn n_records() -> u64 {
+    if long() {
+        60_000
+    } else {
+        3000
+    }
+}
+
 fn writer_new() -> Vec<u8> {
-    (0..N).flat_map(|i| record(i, WIDTH)).collect()
+    (0..n_records()).flat_map(|i| record(i, WIDTH)).collect()
 }
 
 fn writer_matrix(old: Option<&'static [u8]>, sync: bool) -> Vec<String> {
@@ -81,7 +89,7 @@ fn writer_matrix(old: Option<&'static [u8]>, sync: bool) -> Vec<String> {
     };
     let make = move |m: &Path| {
         let mode = if sync { "sync" } else { "nosync" };
-        workload(&["writer", m.join("out.txt").to_str().unwrap(), &N.to_string(), &WIDTH.to_string(), mode])
+        workload(&["writer", m.join("out.txt").to_str().unwrap(), &n_records().to_string(), &WIDTH.to_string(), mode])
     };
     let new = writer_new();
     let check = move |b: &Path, out: &[String]| -> Result<(), String> {
@@ -132,7 +140,6 @@ fn negative_control_writer_without_sync_loses_the_finished_file() {
 
 // ----- ArrayStore -----------------------------------------------------------
 
-const APPENDS: u64 = 12;
 const ROWS: u64 = 100;
 
 fn array_setup(b: &Path) {
@@ -177,7 +184,8 @@ fn array_check(b: &Path, out: &[String], whole_header: bool) -> Result<(), Strin
 }
 
 fn array_make(m: &Path) -> Command {
-    workload(&["array", m.join("a.npy").to_str().unwrap(), &APPENDS.to_string(), &ROWS.to_string()])
+    let appends = if long() { 60 } else { 12 };
+    workload(&["array", m.join("a.npy").to_str().unwrap(), &appends.to_string(), &ROWS.to_string()])
 }
 
 #[test]

@@ -225,7 +225,7 @@ fn log_batch_sync_keeps_every_acknowledged_entry() {
 #[test]
 fn log_interval_sync_is_durable_after_drop() {
     require_fuse!();
-    assert_durable(Case { name: "interval", sync: "interval:50ms", seg: 1 << 20, batches: 40, batch_len: 4, threads: 1, extra: "plain" });
+    assert_durable(Case { name: "interval", sync: "interval:1ms", seg: 1 << 20, batches: 40, batch_len: 4, threads: 1, extra: "plain" });
 }
 
 /// Batches of 16 KiB and more are written with pwrite, not through the map.

@@ -50,6 +50,8 @@ fn log(a: &[String]) -> R {
     };
     let (batches, batch_len, threads): (u64, u64, u64) = (a[3].parse()?, a[4].parse()?, a[5].parse()?);
     let extra = a[6].clone();
+    // Give an interval sync something to do during the run.
+    let pause = matches!(opts.sync, mmapkit::log::SyncMode::Interval(_));
     let log = Arc::new(CommitLog::open(&dir, opts)?);
     let mut hs = Vec::new();
     for t in 0..threads {
@@ -63,6 +65,9 @@ fn log(a: &[String]) -> R {
                 say(format!("TRY {t} {s} {n}"));
                 let first = log.append(&es).map_err(|e| e.to_string())?;
                 say(format!("ACK {t} {s} {first}"));
+                if pause {
+                    std::thread::sleep(std::time::Duration::from_micros(300));
+                }
                 if t == 0 && s % 7 == 6 {
                     let last = first + n - 1;
                     match extra.as_str() {
