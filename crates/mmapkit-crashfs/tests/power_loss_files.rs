@@ -210,6 +210,29 @@ fn array_store_header_never_claims_lost_rows() {
     assert_clean(matrix("array store (whole header)", &array_setup, &array_make, &|b, o| array_check(b, o, true)));
 }
 
+/// `ArrayStore::create` over an existing store: "the new file appears at
+/// path complete (written to a temporary file, synced, renamed)".
+#[test]
+fn array_store_create_replaces_atomically() {
+    require_fuse!();
+    let make = |m: &Path| workload(&["array-create", m.join("a.npy").to_str().unwrap()]);
+    let check = |b: &Path, out: &[String]| -> Result<(), String> {
+        let st = ArrayStore::open(b.join("a.npy"), false, None).map_err(|e| format!("open fails: {e}"))?;
+        let rows: Vec<u64> = st.data()[..st.len() as usize * 8].chunks(8).map(|r| u64::from_le_bytes(r.try_into().unwrap())).collect();
+        let ok = match (said(out, "CREATED"), said(out, "FLUSHED 3")) {
+            (_, true) => rows == [0, 1, 2],
+            (true, false) => rows.is_empty() || rows == [0, 1, 2],
+            (false, false) => rows == [0, 1, 2, 3, 4] || rows.is_empty(),
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(format!("rows {rows:?} after {out:?}"))
+        }
+    };
+    assert_clean(matrix("array store create (replacing)", &array_setup, &make, &check));
+}
+
 // ----- mmapkit replace --sync -------------------------------------------------
 
 fn cli() -> PathBuf {

@@ -12,6 +12,8 @@
 //!   a negative control); `FINISHED` after finish.
 //! `array PATH APPENDS ROWS`: appends to an existing ArrayStore of u64 rows
 //!   (row i holds i), flushing after each; `FLUSHED n` after each flush.
+//! `array-create PATH`: ArrayStore::create over an existing store, then
+//!   appends and flushes rows 0..3; `CREATED`, `FLUSHED 3`.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -31,6 +33,7 @@ fn main() {
         Some("log") => log(&a[1..]),
         Some("writer") => writer(&a[1..]),
         Some("array") => array(&a[1..]),
+        Some("array-create") => array_create(&a[1..]),
         _ => Err("usage: crashfs-workload log|writer|array ...".into()),
     };
     if let Err(e) = r {
@@ -126,5 +129,17 @@ fn array(a: &[String]) -> R {
     }
     st.close()?;
     say("CLOSED".into());
+    Ok(())
+}
+
+fn array_create(a: &[String]) -> R {
+    let opts = mmapkit::store::StoreOptions::default();
+    let mut st = mmapkit::store::ArrayStore::create(&a[0], "'<u8'", 8, &[], &opts)?;
+    say("CREATED".into());
+    let bytes: Vec<u8> = (0..3u64).flat_map(|i| i.to_le_bytes()).collect();
+    st.append(&bytes)?;
+    st.flush()?;
+    say("FLUSHED 3".into());
+    st.close()?;
     Ok(())
 }
