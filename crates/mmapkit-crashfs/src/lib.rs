@@ -23,8 +23,10 @@
 //! * **Names** (create, mkdir, rename, unlink, rmdir) are pending until
 //!   their directory is fsynced (both directories for a move). This is the
 //!   strict POSIX rule: by default, fsync of a new file does NOT make its
-//!   name durable. [`Options::own_entry_on_fsync`] gives the ext4 behaviour
-//!   instead, where a file's fsync also persists the names it has.
+//!   name durable. [`Options::own_entry_on_fsync`] gives the ext4-like
+//!   behaviour instead, where a file's fsync also persists the names it
+//!   has (only those: ext4's journal would commit every pending name, a
+//!   parent directory's creation included).
 //! * **Crash** ([`Mode`]): [`Mode::DropAll`] drops every pending
 //!   operation; [`Mode::KeepRandom`] keeps a seeded random subset: every
 //!   pending 512-byte sector independently (later writes may survive where

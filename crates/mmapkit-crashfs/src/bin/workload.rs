@@ -2,7 +2,7 @@
 //! process). Each prints, on stdout, what it is about to do and what the
 //! code under test acknowledged, flushing every line before going on:
 //!
-//! `log DIR SYNC SEGMENT_SIZE BATCHES BATCH_LEN THREADS EXTRA`
+//! `log DIR SYNC SEGMENT_SIZE BATCHES BATCH_LEN THREADS EXTRA [FIRST_THREAD]`
 //!   (`EXTRA`: `plain`, `truncate` or `purge`) prints `TRY t s n` before and
 //!   `ACK t s first` after each append of batch `s` of thread `t`,
 //!   `TRYTRUNC x` before and `TRUNC x` after truncate_after(x), `TRYPURGE x`
@@ -53,11 +53,13 @@ fn log(a: &[String]) -> R {
     };
     let (batches, batch_len, threads): (u64, u64, u64) = (a[3].parse()?, a[4].parse()?, a[5].parse()?);
     let extra = a[6].clone();
+    // Thread numbers start here (a second run on the same log uses new ones).
+    let tbase: u64 = a.get(7).map_or(Ok(0), |v| v.parse())?;
     // Give an interval sync something to do during the run.
     let pause = matches!(opts.sync, mmapkit::log::SyncMode::Interval(_));
     let log = Arc::new(CommitLog::open(&dir, opts)?);
     let mut hs = Vec::new();
-    for t in 0..threads {
+    for t in tbase..tbase + threads {
         let log = log.clone();
         let extra = extra.clone();
         hs.push(std::thread::spawn(move || -> Result<(), String> {
@@ -71,7 +73,7 @@ fn log(a: &[String]) -> R {
                 if pause {
                     std::thread::sleep(std::time::Duration::from_micros(300));
                 }
-                if t == 0 && s % 7 == 6 {
+                if t == tbase && s % 7 == 6 {
                     let last = first + n - 1;
                     match extra.as_str() {
                         "truncate" => {
