@@ -236,6 +236,13 @@ impl Filesystem for CrashFsImpl {
         reply.ok();
     }
 
+    fn link(&self, _req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+        let mut m = tri!(reply, self.modify());
+        tri!(reply, m.link(ino.0, newparent.0, newname));
+        let a = tri!(reply, Self::attr(&m, ino.0));
+        reply.entry(&TTL, &a, Generation(0));
+    }
+
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         if flags.0 & libc::O_TRUNC != 0 {
             let mut m = tri!(reply, self.modify());

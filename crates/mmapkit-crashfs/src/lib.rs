@@ -20,7 +20,7 @@
 //!   `msync(MS_ASYNC)` arrives as nothing. A FUSE fsync covers the whole
 //!   file, so a ranged sync makes every write the file system has received
 //!   durable (as a disk cache flush would).
-//! * **Names** (create, mkdir, rename, unlink, rmdir) are pending until
+//! * **Names** (create, mkdir, link, rename, unlink, rmdir) are pending until
 //!   their directory is fsynced (both directories for a move). This is the
 //!   strict POSIX rule: by default, fsync of a new file does NOT make its
 //!   name durable. [`Options::own_entry_on_fsync`] gives the ext4-like
@@ -37,7 +37,7 @@
 //! * **Crash points**: [`Mount::set_crash_after`] crashes the file system at
 //!   the modifying operation number N+1 (write, setattr, create, mknod,
 //!   mkdir, unlink, rmdir, rename, fsync, fsyncdir, fallocate, open with
-//!   O_TRUNC; lookups and reads do not count): that operation and every
+//!   O_TRUNC, link; lookups and reads do not count): that operation and every
 //!   later request change nothing and get no answer until the workload is
 //!   killed (then EIO), so a workload can never be told an fsync succeeded
 //!   that the survivor does not reflect, nor go on past the crash.
@@ -51,7 +51,9 @@
 //! system synchronously and dirty mapped pages as writebacks, so the file
 //! system sees every byte before the fsync that makes it durable. The
 //! kernel mount is done directly (root); `fusermount3` is not needed.
-//! Only regular files and directories exist (no links, no xattrs).
+//! Only regular files and directories exist (no symlinks, no xattrs); a
+//! hard link is a second name of the inode (its `nlink` reads 1), and the
+//! survivor gets a copy of the file under each durable name.
 //!
 //! # Use
 //!

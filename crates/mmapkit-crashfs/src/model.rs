@@ -277,6 +277,18 @@ impl Model {
         Ok(ino)
     }
 
+    /// A hard link (files only). The survivor holds a copy per name.
+    pub fn link(&mut self, ino: u64, dir: u64, name: &OsStr) -> Res<()> {
+        if matches!(self.node(ino)?.kind, Kind::Dir { .. }) {
+            return Err(libc::EPERM);
+        }
+        if self.entries(dir)?.contains_key(name) {
+            return Err(libc::EEXIST);
+        }
+        self.entries_mut(dir)?.insert(name.to_owned(), ino);
+        Ok(())
+    }
+
     pub fn unlink(&mut self, dir: u64, name: &OsStr, want_dir: bool) -> Res<()> {
         let ino = self.lookup(dir, name)?;
         match (&self.node(ino)?.kind, want_dir) {

@@ -61,9 +61,14 @@ fn names_need_the_directory_sync_strict_and_ext4() {
         File::open(p.join("t")).unwrap().sync_all().unwrap();
         fs::rename(p.join("t"), p.join("victim")).unwrap();
         sync_dir(&p);
-        m.crash(Mode::DropAll).unwrap();
+        fs::hard_link(p.join("victim"), p.join("linked")).unwrap();
+        let c = m.crash_state().unwrap();
+        c.materialize(Mode::DropAll, back.path()).unwrap();
         assert_eq!(fs::read(back.path().join("victim")).unwrap(), b"new");
         assert!(!back.path().join("t").exists());
+        assert!(!back.path().join("linked").exists(), "an unsynced link is undone");
+        c.materialize(Mode::KeepAll, back.path()).unwrap();
+        assert_eq!(fs::read(back.path().join("linked")).unwrap(), b"new");
     }
 }
 

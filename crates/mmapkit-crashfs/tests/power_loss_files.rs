@@ -399,3 +399,49 @@ fn kmers_sync_output_is_old_or_complete_in_every_mode() {
     }
     assert_clean(bad);
 }
+
+/// `replace --sync --backup .bak`: the original is kept as f.txt.bak (a
+/// hard link for a rewrite, a synced copy before an in-place edit); once
+/// f.txt changed on disk the backup must be there, whole.
+fn replace_backup_matrix(name: &str, repl: &'static str) -> Vec<String> {
+    let setup = |b: &Path| fs::write(b.join("f.txt"), text()).unwrap();
+    let make = move |m: &Path| {
+        let mut c = Command::new("sh");
+        c.arg("-c")
+            .arg(r#""$0" replace -F --sync --backup .bak world "$1" "$2" && echo DONE"#)
+            .arg(cli())
+            .arg(repl)
+            .arg(m.join("f.txt"));
+        c
+    };
+    let (old, new) = (text(), text().replace("world", repl));
+    let check = move |b: &Path, out: &[String]| -> Result<(), String> {
+        let got = fs::read(b.join("f.txt")).map_err(|e| format!("f.txt: {e}"))?;
+        let bak = fs::read(b.join("f.txt.bak")).ok();
+        if said(out, "DONE") && got != new.as_bytes() {
+            return Err(format!("replace exited 0 but f.txt is {}", describe(Some(&got))));
+        }
+        if got != old.as_bytes() && bak.as_deref() != Some(old.as_bytes()) {
+            return Err(format!("f.txt changed but the backup is {}", describe(bak.as_deref())));
+        }
+        if bak.as_ref().is_some_and(|b| b != old.as_bytes()) {
+            return Err(format!("a damaged backup: {}", describe(bak.as_deref())));
+        }
+        let (o, n) = (old.as_bytes(), new.as_bytes());
+        let in_place = o.len() == n.len() && (0..o.len()).all(|i| got[i] == o[i] || got[i] == n[i]);
+        if got == o || got == n || in_place {
+            Ok(())
+        } else {
+            Err(format!("f.txt is neither old nor new: {}", describe(Some(&got))))
+        }
+    };
+    matrix(name, &setup, &make, &check)
+}
+
+#[test]
+fn replace_sync_backup_is_there_whenever_the_file_changed() {
+    require_fuse!();
+    let mut bad = replace_backup_matrix("replace --sync --backup (rewrite)", "planet!");
+    bad.extend(replace_backup_matrix("replace --sync --backup (in place)", "WORLD"));
+    assert_clean(bad);
+}
