@@ -3,10 +3,11 @@
 //! code under test acknowledged, flushing every line before going on:
 //!
 //! `log DIR SYNC SEGMENT_SIZE BATCHES BATCH_LEN THREADS EXTRA [FIRST_THREAD]`
-//!   (`EXTRA`: `plain`, `truncate` or `purge`) prints `TRY t s n` before and
+//!   (`EXTRA`: `truncate`, `purge`, anything else: neither) prints `TRY t s n` before and
 //!   `ACK t s first` after each append of batch `s` of thread `t`,
 //!   `TRYTRUNC x` before and `TRUNC x` after truncate_after(x), `TRYPURGE x`
-//!   before and `PURGE x` after purge_before(x).
+//!   before and `PURGE x` after purge_before(x), `END` when the appenders
+//!   are done and `CLOSED` once the log is dropped.
 //!   Entry `k` of batch (t, s) holds `payload::entry(t, s, k)`.
 //! `writer PATH N WIDTH [nosync]`: a RecordWriter with sync (or without:
 //!   a negative control); `FINISHED` after finish.
