@@ -65,8 +65,12 @@ bench-peers:
 	else echo "warning: no go toolchain: the log suite shows tidwall/wal and etcd/wal as n/a"; fi
 
 # --- checks ---------------------------------------------------------------
+# The power-loss suite (crates/mmapkit-crashfs, FUSE; skipped with the reason
+# printed where FUSE is unavailable) needs the CLI for its `replace` matrix.
 rust-test:
 	cargo test --quiet
+	cargo build --quiet -p mmapkit-cli
+	cargo test --quiet -p mmapkit-crashfs
 
 lint:
 	cargo clippy --workspace --all-targets --quiet -- -D warnings
