@@ -596,16 +596,25 @@ impl ArrayStore {
         Ok(())
     }
 
-    /// Makes everything published so far durable: syncs the data pages,
-    /// then the header page (so after a power loss the header never counts
-    /// rows that did not reach the disk).
+    /// Makes everything published so far durable: syncs the data pages
+    /// past the header's page first, then the header's page (which also
+    /// holds the first rows), so a power loss during `flush` never leaves
+    /// a header counting rows that did not reach the disk.
+    ///
+    /// Between flushes the header's new count is in the page cache (other
+    /// processes must see it) and the kernel may write it back before the
+    /// rows: after a power loss, rows appended since the last `flush` may
+    /// be counted but read as zeros. Rows flushed are always there.
     pub fn flush(&self) -> Result<()> {
         if !self.writable {
             return Ok(());
         }
         let end = self.data_off + self.len() as usize * self.row_bytes;
-        self.map.flush_range(self.data_off, end - self.data_off, true)?;
-        self.map.flush_range(0, self.data_off, true)
+        let page = crate::map::page_size().max(self.data_off);
+        if end > page {
+            self.map.flush_range(page, end - page, true)?;
+        }
+        self.map.flush_range(0, end.min(page), true)
     }
 
     /// Gives the reserved capacity back to the file system (the file ends
