@@ -91,7 +91,7 @@ rust-test:
 lint:
 	cargo clippy --workspace --all-targets --quiet -- -D warnings
 
-py-test: cli bench-peers
+py-test: cli bench-peers dist
 	$(VPY) -m pytest -q tests/python
 
 stubtest:
