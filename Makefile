@@ -6,7 +6,7 @@ VPY    := $(VENV)/bin/python
 export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(VENV))/tools/bin:$(abspath $(VENV))/bin:$(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: run test bench bench-tools bench-peers setup develop cli rust-test lint py-test stubtest clean
+.PHONY: run test bench bench-tools bench-peers setup develop cli dist rust-test lint py-test stubtest clean
 
 run: develop cli bench-tools bench-peers
 	$(VPY) -m bench all --quick
@@ -34,6 +34,22 @@ develop: setup
 
 cli:
 	cargo build --release -p mmapkit-cli --quiet
+
+# The abi3 wheel (target/wheels/): the Python package with the `mmapkit` CLI as a
+# script, which pip puts on PATH, as ruff and uv ship theirs. maturin adds the wheel
+# data directory `<module-name>.data/` beside pyproject.toml when it exists (its
+# `scripts/` go to the venv's bin/); it holds the binary only during this build
+# (git-ignored), so `maturin develop` and `pip install .` never pick up a stale copy.
+# Then checks that the crates package (mmapkit-cli's dependency on mmapkit resolved
+# against the packaged mmapkit, not crates.io).
+WHEEL_DATA := mmapkit._native.data
+dist: setup cli
+	rm -rf $(WHEEL_DATA) target/wheels/mmapkit-*.whl
+	mkdir -p $(WHEEL_DATA)/scripts
+	cp target/release/mmapkit $(WHEEL_DATA)/scripts/
+	$(VENV)/bin/maturin build --release --quiet -i $(VPY) --out target/wheels; \
+		status=$$?; rm -rf $(WHEEL_DATA); exit $$status
+	cargo package --quiet -p mmapkit -p mmapkit-cli --no-verify --allow-dirty
 
 # The command-line peers of the `files` benchmark (ripgrep, sd), built from crates.io
 # into .venv/tools (first on PATH above); only when missing.
@@ -75,7 +91,7 @@ rust-test:
 lint:
 	cargo clippy --workspace --all-targets --quiet -- -D warnings
 
-py-test: cli bench-peers
+py-test: cli bench-peers dist
 	$(VPY) -m pytest -q tests/python
 
 stubtest:

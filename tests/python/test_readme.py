@@ -22,18 +22,22 @@ def test_python_quickstart_runs():
     exec(compile(code, "README.md", "exec"), {})
 
 
-def test_cli_quickstart_runs(tmp_path):
+def run_cli_quickstart(cwd, mmapkit: str, env=None) -> None:
+    """Runs the README's `console` block in `cwd` with `mmapkit` for the CLI, and checks it."""
     (console,) = blocks("console")
-    binary = ROOT / "target" / "release" / "mmapkit"
     outputs = []
     for line in console.splitlines():
         cmd = line.removeprefix("$ ").split("  #")[0].strip()
         if cmd.startswith("cargo build"):
             continue  # make test builds the CLI before pytest runs
-        cmd = cmd.replace("target/release/mmapkit", str(binary))
-        r = subprocess.run(cmd, shell=True, cwd=tmp_path, capture_output=True, text=True)
+        cmd = cmd.replace("target/release/mmapkit", mmapkit)
+        r = subprocess.run(cmd, shell=True, cwd=cwd, env=env, capture_output=True, text=True)
         assert r.returncode == 0, (cmd, r.stderr)
         outputs.append(r.stdout)
     assert outputs[1] == "4\n"  # count --lines
     assert outputs[2] == "3:2,bob\n4:3,bea\n"  # grep -n
-    assert (tmp_path / "demo.csv").read_text() == "id;name\n1;ann\n"
+    assert (Path(cwd) / "demo.csv").read_text() == "id;name\n1;ann\n"
+
+
+def test_cli_quickstart_runs(tmp_path):
+    run_cli_quickstart(tmp_path, str(ROOT / "target" / "release" / "mmapkit"))
