@@ -275,7 +275,12 @@ fn torn_tail_is_dropped_and_reported() {
 #[test]
 fn flipped_byte_in_tail_middle_is_corruption() {
     let dir = tempfile::tempdir().unwrap();
-    let log = CommitLog::open(dir.path(), opts(1 << 16)).unwrap();
+    // Synced batches: the later ones record that entry 1 was durable.
+    let synced = LogOptions {
+        sync: SyncMode::Batch,
+        ..opts(1 << 16)
+    };
+    let log = CommitLog::open(dir.path(), synced.clone()).unwrap();
     for _ in 0..3 {
         log.append(&[(1, b"payload!")]).unwrap();
     }
@@ -284,7 +289,7 @@ fn flipped_byte_in_tail_middle_is_corruption() {
     let mut bytes = std::fs::read(&seg).unwrap();
     bytes[HEADER_LEN + REC + 2] ^= 0x40; // payload of entry 1
     std::fs::write(&seg, &bytes).unwrap();
-    let e = CommitLog::open(dir.path(), opts(1 << 16)).unwrap_err();
+    let e = CommitLog::open(dir.path(), synced).unwrap_err();
     assert!(matches!(e, Error::Corrupt { .. }), "{e}");
     assert!(e.to_string().contains("entry 1"), "{e}");
     // With repair, everything from the damaged batch on is dropped and reported.
@@ -298,11 +303,35 @@ fn flipped_byte_in_tail_middle_is_corruption() {
     .unwrap();
     assert!(log.is_empty());
     assert_eq!(log.recovery().dropped_entries, 3);
-    assert_eq!(log.recovery().dropped_bytes, 3 * (32 + 16));
+    assert_eq!(log.recovery().dropped_bytes, 3 * (32 + 32));
     assert_eq!(log.append(&[(2, b"fresh")]).unwrap(), 1);
     drop(log);
     let log = CommitLog::open(dir.path(), opts(1 << 16)).unwrap();
     assert_eq!(collect(&log, 1, 2), vec![(1, 2, b"fresh".to_vec())]);
+}
+
+/// Without syncs nothing in the tail was ever known durable: damage there,
+/// even followed by valid batches, may be a power loss that wrote pages
+/// back out of order, so it is a torn tail (dropped, quarantined), not
+/// corruption.
+#[test]
+fn flipped_byte_in_unsynced_tail_middle_is_a_torn_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = CommitLog::open(dir.path(), opts(1 << 16)).unwrap();
+    for _ in 0..3 {
+        log.append(&[(1, b"payload!")]).unwrap();
+    }
+    drop(log);
+    let seg = seg_files(dir.path()).pop().unwrap();
+    let mut bytes = std::fs::read(&seg).unwrap();
+    bytes[HEADER_LEN + 64 + REC + 2] ^= 0x40; // payload of entry 2 (64 B per batch)
+    std::fs::write(&seg, &bytes).unwrap();
+    let log = CommitLog::open(dir.path(), opts(1 << 16)).unwrap();
+    assert_eq!(log.last_index(), 1);
+    let r = log.recovery();
+    assert_eq!((r.dropped_entries, r.dropped_bytes), (2, 2 * 64));
+    let q = std::fs::read(r.quarantine.as_ref().expect("quarantined")).unwrap();
+    assert_eq!(q, bytes[HEADER_LEN + 64..HEADER_LEN + 3 * 64]);
 }
 
 #[test]
@@ -315,7 +344,7 @@ fn flipped_byte_in_sealed_segment_is_reported_by_read_and_verify() {
     drop(log);
     let seg = seg_files(dir.path()).remove(0);
     let mut bytes = std::fs::read(&seg).unwrap();
-    bytes[HEADER_LEN + 2 * 80 + REC + 5] ^= 1; // entry 3's payload (80 B per batch)
+    bytes[HEADER_LEN + 2 * 96 + REC + 5] ^= 1; // entry 3's payload (96 B per batch)
     std::fs::write(&seg, &bytes).unwrap();
     let log = CommitLog::open(dir.path(), opts(4096)).unwrap(); // only the tail is scanned
     let e = log.verify().unwrap_err();
@@ -535,4 +564,40 @@ proptest! {
         let l = log.as_ref().unwrap();
         prop_assert_eq!(l.verify().unwrap().entries, model.len() as u64);
     }
+}
+
+/// Regression: truncating to the last entry of a segment that was opened
+/// as a sealed (non-tail) one left it sealed whole, so the next append that
+/// fits in it failed ("write inside the sealed prefix"). Found by
+/// `matches_model` once commit records grew to 32 bytes.
+#[test]
+fn append_after_truncating_to_the_end_of_a_reopened_sealed_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = opts(4096);
+    let log = CommitLog::open(dir.path(), o.clone()).unwrap();
+    let sizes: [&[usize]; 9] = [
+        &[0, 55, 36, 117, 277],
+        &[165, 16, 266],
+        &[278, 38],
+        &[273, 263, 123],
+        &[244],
+        &[287, 83],
+        &[205, 118],
+        &[141],
+        &[2, 202, 53, 174, 20],
+    ];
+    for b in sizes {
+        let batch: Vec<(u64, Vec<u8>)> = b.iter().map(|&n| (1, vec![7u8; n])).collect();
+        log.append(&batch).unwrap();
+    }
+    drop(log);
+    assert_eq!(seg_files(dir.path()).len(), 2);
+    let log = CommitLog::open(dir.path(), o.clone()).unwrap();
+    log.truncate_after(19).unwrap(); // the last entry of the first segment
+    assert_eq!(seg_files(dir.path()).len(), 1);
+    assert_eq!(log.append(&[(2, b"next")]).unwrap(), 20);
+    assert_eq!(seg_files(dir.path()).len(), 1, "the append fits in the first segment");
+    drop(log);
+    let log = CommitLog::open(dir.path(), o).unwrap();
+    assert_eq!(collect(&log, 19, 21)[1], (20, 2, b"next".to_vec()));
 }
