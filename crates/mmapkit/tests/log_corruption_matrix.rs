@@ -151,10 +151,11 @@ fn segments(dir: &Path) -> BTreeMap<u64, PathBuf> {
         .collect()
 }
 
-/// A batch: byte range (entries and commit record), first index, and the
+/// A batch: byte range (entries and commit record), first index, the
 /// durable watermark of its commit record (`None`: a 16-byte record
-/// without one).
-type Batch = (usize, usize, u64, Option<u64>);
+/// without one)
+/// and its epoch.
+type Batch = (usize, usize, u64, Option<u64>, u32);
 
 /// The batches of a segment, parsed independently of the library.
 fn batches(d: &[u8], first: u64) -> Vec<Batch> {
@@ -166,8 +167,9 @@ fn batches(d: &[u8], first: u64) -> Vec<Batch> {
             // crc count epoch [watermark:u64 rcrc:u32 0:u32]
             let wm = (len == u32::MAX - 1)
                 .then(|| u64::from_le_bytes(d[pos + 16..pos + 24].try_into().unwrap()));
+            let epoch = u32::from_le_bytes(d[pos + 12..pos + 16].try_into().unwrap());
             pos += if wm.is_some() { 2 * REC } else { REC };
-            out.push((start, pos, bfirst, wm));
+            out.push((start, pos, bfirst, wm, epoch));
             start = pos;
             bfirst = index;
         } else if d[pos..pos + REC].iter().all(|&b| b == 0) {
@@ -229,16 +231,21 @@ struct Case<'a> {
 
 /// What damage in a batch of the tail segment must give: a torn tail when
 /// every later commit record's watermark is below the batch's first index
-/// (it was never known durable), else corruption.
+/// (it was never known durable), or when no batch carries the segment's
+/// generation (the last change was a truncation, which a crash may have
+/// interrupted); else corruption.
 fn expected_for_tail_flip(c: &Case) -> Option<(Outcome, u64)> {
     if !c.tail || !matches!(c.damage, Damage::Flip(_)) {
         return None;
     }
     let j = c.batches.iter().position(|b| (b.0..b.1).contains(&c.at))?;
     let bfirst = c.batches[j].2;
+    let name = c.seg_file.file_name().unwrap().to_str().unwrap();
+    let gen: u32 = name[21..29].parse().unwrap();
+    let fresh = c.batches.iter().any(|b| b.4 == gen);
     let covered = c.batches[j + 1..]
         .iter()
-        .any(|b| b.3.is_none_or(|w| w >= bfirst));
+        .any(|b| b.3.is_none_or(|w| w >= bfirst && fresh));
     Some((if covered { Outcome::Corrupt } else { Outcome::Torn }, bfirst))
 }
 

@@ -465,7 +465,10 @@ pub(crate) fn data_end(d: &[u8], from: usize) -> usize {
 /// * a later commit record, intact by its own checksum, whose watermark is
 ///   `>= i` (the batch had been synced: corruption); records with a
 ///   watermark below `i` were written while it was unsynced, so a power
-///   loss may have torn it out of order: still a torn tail;
+///   loss may have torn it out of order: still a torn tail. Watermarks
+///   count only once a batch was written in the segment's current
+///   generation: before that, the last change may be a truncation that a
+///   crash interrupted while zeroing (in any sector order) what it cut;
 /// * for older records without a watermark (only one batch could be in
 ///   flight, so damage followed by a later batch is corruption):
 ///   - its entries' stored CRCs still commit and later batches follow
@@ -495,6 +498,12 @@ pub(crate) fn classify_tail(d: &[u8], sc: &Scan, first: u64, gen: u32) -> Tail {
             && (sc.epoch..=gen).contains(&u32_at(d, q + 12))
     };
     let mut legacy = Vec::new();
+    let mut covering = None;
+    // Whether a batch was written since the segment's last new generation
+    // (a truncation or recovery cut): until then the damage may be a cut
+    // that a crash interrupted (its zeroing half done, the stale records
+    // after it still there, watermarks and all): a torn tail.
+    let mut fresh = sc.epoch == gen;
     for q in (b..to).step_by(REC) {
         if !plausible(q) {
             continue;
@@ -502,18 +511,24 @@ pub(crate) fn classify_tail(d: &[u8], sc: &Scan, first: u64, gen: u32) -> Tail {
         match u32_at(d, q + 4) {
             COMMIT_MARK => legacy.push(q),
             COMMIT_WM_MARK => {
-                if let Some(w) = record_watermark(d, q).filter(|&w| w >= index) {
-                    return Tail::Corrupt {
-                        detail: format!(
-                            "the batch from entry {index} is damaged (byte {at}), but it was durable: \
-                             the later commit record at byte {q} says entries up to {w} had been synced"
-                        ),
-                        to,
-                    };
+                if let Some(w) = record_watermark(d, q) {
+                    fresh |= u32_at(d, q + 12) == gen;
+                    if w >= index && covering.is_none() {
+                        covering = Some((q, w));
+                    }
                 }
             }
             _ => {}
         }
+    }
+    if let (Some((q, w)), true) = (covering, fresh) {
+        return Tail::Corrupt {
+            detail: format!(
+                "the batch from entry {index} is damaged (byte {at}), but it was durable: \
+                 the later commit record at byte {q} says entries up to {w} had been synced"
+            ),
+            to,
+        };
     }
     if legacy.is_empty() {
         // Any later batch has a watermark below `index`: unsynced, torn.

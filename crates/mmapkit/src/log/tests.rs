@@ -601,3 +601,51 @@ fn append_after_truncating_to_the_end_of_a_reopened_sealed_segment() {
     let log = CommitLog::open(dir.path(), o).unwrap();
     assert_eq!(collect(&log, 19, 21)[1], (20, 2, b"next".to_vec()));
 }
+
+/// A power loss while `truncate_after` zeroes what it cuts (one sync for
+/// the whole range: any subset of its sectors may be on disk) leaves the
+/// first cut batch torn and stale later batches whose watermarks say it
+/// was durable. The segment's generation was bumped first and no batch
+/// carries the new one: an interrupted cut, so a torn tail (found by
+/// crashfs `log_batch_sync_with_truncate_after`). The same bytes in a
+/// segment whose batches carry its current generation stay corruption.
+#[test]
+fn an_interrupted_truncation_is_a_torn_tail_not_corruption() {
+    let dir = tempfile::tempdir().unwrap();
+    let synced = LogOptions {
+        sync: SyncMode::Batch,
+        ..opts(1 << 16)
+    };
+    let log = CommitLog::open(dir.path(), synced.clone()).unwrap();
+    let mut cut = 0;
+    for i in 0..6u64 {
+        if i == 2 {
+            cut = log.stat().unwrap().tail_used as usize;
+        }
+        log.append(&[(1, vec![i as u8; 200]), (1, vec![i as u8; 100])]).unwrap();
+    }
+    drop(log);
+    let seg = seg_files(dir.path()).pop().unwrap();
+    let mut bytes = std::fs::read(&seg).unwrap();
+    // Part of the cut zeroed (from the record after the cut point, which
+    // the truncation rewrites last), the later batches not yet.
+    bytes[cut + REC..cut + REC + 300].fill(0);
+    std::fs::write(&seg, &bytes).unwrap();
+    let name = seg.file_name().unwrap().to_str().unwrap().to_owned();
+    assert!(name.ends_with("-00000001.seg"), "{name}");
+
+    // Not bumped: damage to durable data.
+    let e = CommitLog::open(dir.path(), synced.clone()).unwrap_err();
+    assert!(matches!(e, Error::Corrupt { .. }), "{e}");
+    assert!(e.to_string().contains("entry 5"), "{e}");
+
+    // Bumped first (as truncate_after does): an interrupted cut.
+    std::fs::rename(&seg, dir.path().join(name.replace("-00000001.seg", "-00000002.seg"))).unwrap();
+    let log = CommitLog::open(dir.path(), synced).unwrap();
+    assert_eq!(log.last_index(), 4);
+    let r = log.recovery().clone();
+    assert_eq!(r.dropped_entries, 8);
+    let q = std::fs::read(r.quarantine.expect("quarantined")).unwrap();
+    assert_eq!(q[..], bytes[cut..cut + q.len()]);
+    assert_eq!(log.append(&[(2, b"next")]).unwrap(), 5);
+}
