@@ -27,14 +27,19 @@
 //! * **Framing**: every entry has a length and a CRC32C (over its index,
 //!   term and bytes); every appended batch ends with a commit record whose
 //!   CRC binds the whole batch. See the `format` module for the layout.
-//! * **Recovery** on open scans only the tail segment. Only the last batch
-//!   can be torn (a crash while it was written): it is dropped, its bytes
-//!   moved to `DIR/quarantine/` (reported by [`CommitLog::recovery`]).
-//!   Damage followed by anything showing a later batch was written (see
-//!   `format::classify_tail`), or a segment file shorter than its header
-//!   records, is corruption, reported as [`Error::Corrupt`] with the index
-//!   and segment, never skipped (open with [`LogOptions::repair`] to keep
-//!   the valid prefix). Sealed segments are indexed (and verified) on
+//! * **Recovery** on open scans only the tail segment. A power loss can
+//!   tear only batches not yet synced, and several of them out of order
+//!   (group commit, [`SyncMode::Never`], [`SyncMode::Interval`]); each
+//!   commit record carries the **durable watermark**, the highest index a
+//!   returned sync covered when the batch was written. Damage in a batch
+//!   that no later commit record's watermark covers is a torn tail: it is
+//!   dropped from that batch on, the bytes moved to `DIR/quarantine/`
+//!   (reported by [`CommitLog::recovery`]). Damage to a batch a later
+//!   watermark covers (it was durable: see `format::classify_tail`; older
+//!   logs without watermarks: anything showing a later batch was written),
+//!   or a segment file shorter than its header records, is corruption,
+//!   reported as [`Error::Corrupt`] with the index and segment, never
+//!   skipped (open with [`LogOptions::repair`] to keep the valid prefix). Sealed segments are indexed (and verified) on
 //!   first read; [`CommitLog::verify`] checks everything.
 //! * **Crash safety** of [`truncate_after`](CommitLog::truncate_after) and
 //!   [`purge_before`](CommitLog::purge_before): segments are deleted from
@@ -186,7 +191,8 @@ impl Default for LogOptions {
 /// What recovery found when the log was opened.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Recovery {
-    /// Entries of an incomplete last batch that were dropped.
+    /// Entries of the torn tail (unsynced batches, from the first damaged
+    /// one on) that were dropped.
     pub dropped_entries: u64,
     /// Bytes after the last complete batch that were not a clean end
     /// (a torn batch or garbage).
@@ -287,7 +293,9 @@ struct Writer {
 }
 
 struct SyncState {
-    /// Index up to which entries are known durable.
+    /// Index up to which entries are known durable: raised only after a
+    /// sync returned, lowered by truncations. Every commit record carries
+    /// it (the watermark recovery trusts), so it must never run ahead.
     durable: u64,
     running: bool,
     last: Instant,
