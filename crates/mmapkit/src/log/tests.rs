@@ -649,3 +649,54 @@ fn an_interrupted_truncation_is_a_torn_tail_not_corruption() {
     assert_eq!(q[..], bytes[cut..cut + q.len()]);
     assert_eq!(log.append(&[(2, b"next")]).unwrap(), 5);
 }
+
+/// A segment as versions before the watermark wrote it: 16-byte commit
+/// records (`first` is entry 1; each batch (term, payloads)).
+fn legacy_segment(batches: &[&[&[u8]]]) -> Vec<u8> {
+    let mut d = format::encode_header(1, 1 << 16, 1 << 16).to_vec();
+    let mut index = 1u64;
+    for b in batches {
+        let first = index;
+        let mut offs = Vec::new();
+        for p in b.iter() {
+            offs.push(d.len() as u64);
+            format::encode_entry(&mut d, index, 7, p);
+            index += 1;
+        }
+        let rec = format::commit_for(&d, first, &offs, 1);
+        d.extend_from_slice(&rec);
+    }
+    d.resize(1 << 16, 0);
+    d
+}
+
+#[test]
+fn logs_with_old_16_byte_commit_records_still_open_read_and_append() {
+    let dir = tempfile::tempdir().unwrap();
+    let seg = dir.path().join(super::segment::seg_name(1, 1));
+    std::fs::write(&seg, legacy_segment(&[&[b"a", b"bb"], &[b"ccc"]])).unwrap();
+    let log = CommitLog::open(dir.path(), opts(1 << 16)).unwrap();
+    assert_eq!(log.recovery().dropped_bytes, 0);
+    assert_eq!(
+        collect(&log, 1, 4),
+        vec![(1, 7, b"a".to_vec()), (2, 7, b"bb".to_vec()), (3, 7, b"ccc".to_vec())]
+    );
+    assert_eq!(log.append(&[(8, b"new")]).unwrap(), 4); // a 32-byte commit after old ones
+    log.truncate_after(2).unwrap();
+    assert_eq!(log.append(&[(9, b"x")]).unwrap(), 3);
+    drop(log);
+    let log = CommitLog::open(dir.path(), opts(1 << 16)).unwrap();
+    assert_eq!(log.verify().unwrap().entries, 3);
+    assert_eq!(collect(&log, 3, 4), vec![(3, 9, b"x".to_vec())]);
+}
+
+#[test]
+fn old_logs_keep_the_old_rule_damage_before_a_later_batch_is_corruption() {
+    let dir = tempfile::tempdir().unwrap();
+    let seg = dir.path().join(super::segment::seg_name(1, 1));
+    let mut d = legacy_segment(&[&[b"first"], &[b"second"], &[b"third"]]);
+    d[HEADER_LEN + REC + 1] ^= 1; // payload of entry 1
+    std::fs::write(&seg, &d).unwrap();
+    let e = CommitLog::open(dir.path(), opts(1 << 16)).unwrap_err();
+    assert!(matches!(e, Error::Corrupt { .. }), "{e}");
+}
