@@ -161,10 +161,11 @@ def test_torn_tail_is_dropped(tmp_path):
         end = log.stat()["segments"][0]["size"]
     seg = next(d.glob("*.seg"))
     b = bytearray(seg.read_bytes())
-    # Zero the last commit record: the second batch is torn.
-    pos = 32 + 32 + 16 + 32 + 32
-    assert b[pos + 4 : pos + 8] == b"\xff\xff\xff\xff"
-    b[pos : pos + 16] = bytes(16)
+    # Zero the last commit record (32 bytes, with the durable watermark):
+    # the second batch is torn.
+    pos = 32 + 32 + 32 + 32 + 32
+    assert b[pos + 4 : pos + 8] == b"\xfe\xff\xff\xff"
+    b[pos : pos + 32] = bytes(32)
     seg.write_bytes(bytes(b))
     assert len(b) == end
     with mmapkit.CommitLog(d, sync="never") as log:
@@ -378,12 +379,14 @@ def test_reader_in_another_process_sees_whole_batches(tmp_path):
 
 def test_damaged_tail_refuses_to_open_unless_repair(tmp_path):
     d = tmp_path / "wal"
-    with mmapkit.CommitLog(d, sync="never") as log:
+    # Synced: later batches record entry 2 as durable, so its damage is
+    # corruption (unsynced, it would be a torn tail).
+    with mmapkit.CommitLog(d, sync="batch") as log:
         for i in range(5):
             log.append([b"entry %d" % i])
     seg = next(d.glob("*.seg"))
     b = bytearray(seg.read_bytes())
-    b[32 + 48 + 16 + 1] ^= 1  # payload of entry 2; batches 3..5 follow
+    b[32 + 64 + 16 + 1] ^= 1  # payload of entry 2 (64 B per batch); batches 3..5 follow
     seg.write_bytes(bytes(b))
     with pytest.raises(mmapkit.CorruptError, match="entry 2"):
         mmapkit.CommitLog(d, sync="never")
@@ -394,8 +397,26 @@ def test_damaged_tail_refuses_to_open_unless_repair(tmp_path):
         q = Path(log.recovery["quarantine"])
         assert q.parent == d / "quarantine"
         cut = q.read_bytes()
-        assert cut == bytes(b[32 + 48 : 32 + 48 + len(cut)]) and len(cut) >= 4 * 48
+        assert cut == bytes(b[32 + 64 : 32 + 64 + len(cut)]) and len(cut) >= 4 * 64
         assert log.append([b"again"]) == 2
+
+
+def test_damage_in_unsynced_batches_is_a_torn_tail(tmp_path):
+    # sync="never": no batch was ever known durable, so damage followed by
+    # valid batches may be a power loss writing pages out of order.
+    d = tmp_path / "wal"
+    with mmapkit.CommitLog(d, sync="never") as log:
+        for i in range(5):
+            log.append([b"entry %d" % i])
+    seg = next(d.glob("*.seg"))
+    b = bytearray(seg.read_bytes())
+    b[32 + 64 + 16 + 1] ^= 1  # payload of entry 2; batches 3..5 follow
+    seg.write_bytes(bytes(b))
+    with mmapkit.CommitLog(d, sync="never") as log:
+        assert list(log) == [b"entry 0"]
+        assert log.recovery["dropped_entries"] == 4
+        cut = Path(log.recovery["quarantine"]).read_bytes()
+        assert cut == bytes(b[32 + 64 : 32 + 64 + len(cut)]) and len(cut) >= 4 * 64
 
 
 def test_batch_bigger_than_the_empty_segment_reopens(tmp_path):

@@ -223,7 +223,6 @@ fn log_batch_sync_keeps_every_acknowledged_entry() {
 /// drop)": nothing acknowledged may be lost once the log is dropped, and
 /// before that only a tail.
 #[test]
-#[ignore = "known limit: several unsynced batches in flight (group commit, sync=never/interval) can be torn out of order by a power loss, and recovery reports that as Corrupt (repair recovers every acknowledged entry); needs a durable watermark in commit records"]
 fn log_interval_sync_is_durable_after_drop() {
     require_fuse!();
     assert_durable(Case { name: "interval", sync: "interval:1ms", seg: 1 << 20, batches: 40, batch_len: 4, threads: 1, extra: "plain" });
@@ -255,7 +254,6 @@ fn log_batch_sync_with_purge_before() {
 }
 
 #[test]
-#[ignore = "known limit: several unsynced batches in flight (group commit, sync=never/interval) can be torn out of order by a power loss, and recovery reports that as Corrupt (repair recovers every acknowledged entry); needs a durable watermark in commit records"]
 fn log_batch_sync_group_commit_4_appenders() {
     require_fuse!();
     assert_durable(Case { name: "group_commit", sync: "batch", seg: 8192, batches: 8, batch_len: 3, threads: 4, extra: "plain" });
@@ -282,7 +280,6 @@ fn negative_control_log_without_sync_loses_acknowledged_entries() {
 /// that the next one's first index says exist (read as Corrupt). Now the
 /// sealed segment is flushed first, so without sync only a tail is lost.
 #[test]
-#[ignore = "known limit: several unsynced batches in flight (group commit, sync=never/interval) can be torn out of order by a power loss, and recovery reports that as Corrupt (repair recovers every acknowledged entry); needs a durable watermark in commit records"]
 fn log_sync_never_loses_only_a_tail_across_rollover() {
     require_fuse!();
     assert_durable(Case { name: "never+rollover", sync: "never", seg: 4096, batches: 30, batch_len: 4, threads: 1, extra: "lossy" });

@@ -53,9 +53,11 @@ const DETACH_MIN: usize = 64 << 10;
 /// size of a new log (rounded up to 4 KiB; an existing log keeps the size
 /// it was created with). ``read_only=True`` opens a log that another
 /// process writes (writing to it raises ``io.UnsupportedOperation``).
-/// Only the last batch can be torn by a crash; it is dropped on open.
-/// Damage anywhere else raises ``CorruptError`` naming the entry and
-/// segment; ``repair=True`` then keeps the valid prefix of a damaged tail
+/// A power loss can tear only batches that were not yet synced (with
+/// ``sync="batch"`` and one appender, the last one); from the first such
+/// damaged batch on the tail is dropped on open (moved to the quarantine
+/// directory). Damage to a batch that a later batch records as durable
+/// raises ``CorruptError`` naming the entry and segment; ``repair=True`` then keeps the valid prefix of a damaged tail
 /// segment and moves the bytes it cuts to
 /// ``path/quarantine/<segment>.<byte>.bad`` (see ``recovery``).
 ///
@@ -319,8 +321,8 @@ impl CommitLog {
         Ok(d)
     }
 
-    /// What recovery found on open: ``dropped_entries`` (of a torn last
-    /// batch, or cut by ``repair``), ``dropped_bytes``, ``tail_segment``,
+    /// What recovery found on open: ``dropped_entries`` (of a torn tail of
+    /// unsynced batches, or cut by ``repair``), ``dropped_bytes``, ``tail_segment``,
     /// ``quarantine`` (the file holding the bytes cut, or ``None``).
     #[getter]
     fn recovery<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {

@@ -8,9 +8,14 @@
 //! * `intact`: every entry, byte for byte. Only when the damage is outside
 //!   the records (the zero record after the last batch, preallocated
 //!   zeros, or a byte that the change leaves equal).
-//! * `torn`: exactly the last batch dropped, only when the damage is in
-//!   the last batch of the tail segment (what a crash can tear).
-//! * `corrupt`: `Error::Corrupt` naming a segment file of the log.
+//! * `torn`: everything from the damaged batch on dropped, only when the
+//!   damage is in a batch of the tail segment that no later commit record
+//!   says was durable (its watermark, parsed here independently, is below
+//!   the batch's first index): what a power loss can tear. So the last
+//!   batch always, earlier ones only in logs written without sync.
+//! * `corrupt`: `Error::Corrupt` naming a segment file of the log; for
+//!   damage in a tail batch, exactly when a later commit record's
+//!   watermark covers it (or a later one has no watermark: older format).
 //!
 //! Never a panic, never another entry missing, never a changed byte in an
 //! entry returned; the read-only `verify` agrees with opening and reading
@@ -146,16 +151,25 @@ fn segments(dir: &Path) -> BTreeMap<u64, PathBuf> {
         .collect()
 }
 
-/// Byte ranges of the batches of a segment (entries and commit record),
-/// with their first index, parsed independently of the library.
-fn batches(d: &[u8], first: u64) -> Vec<(usize, usize, u64)> {
+/// A batch: byte range (entries and commit record), first index, the
+/// durable watermark of its commit record (`None`: a 16-byte record
+/// without one)
+/// and its epoch.
+type Batch = (usize, usize, u64, Option<u64>, u32);
+
+/// The batches of a segment, parsed independently of the library.
+fn batches(d: &[u8], first: u64) -> Vec<Batch> {
     let mut out = Vec::new();
     let (mut pos, mut start, mut index, mut bfirst) = (HEADER, HEADER, first, first);
     while pos + REC <= d.len() {
         let len = u32::from_le_bytes(d[pos + 4..pos + 8].try_into().unwrap());
-        if len == u32::MAX {
-            pos += REC;
-            out.push((start, pos, bfirst));
+        if len == u32::MAX || len == u32::MAX - 1 {
+            // crc count epoch [watermark:u64 rcrc:u32 0:u32]
+            let wm = (len == u32::MAX - 1)
+                .then(|| u64::from_le_bytes(d[pos + 16..pos + 24].try_into().unwrap()));
+            let epoch = u32::from_le_bytes(d[pos + 12..pos + 16].try_into().unwrap());
+            pos += if wm.is_some() { 2 * REC } else { REC };
+            out.push((start, pos, bfirst, wm, epoch));
             start = pos;
             bfirst = index;
         } else if d[pos..pos + REC].iter().all(|&b| b == 0) {
@@ -210,9 +224,29 @@ struct Case<'a> {
     damage: Damage,
     orig: &'a [u8],
     /// Byte range of the last batch of the tail segment.
-    last_batch: Option<(usize, usize, u64)>,
+    last_batch: Option<Batch>,
     /// Batches of this segment.
-    batches: &'a [(usize, usize, u64)],
+    batches: &'a [Batch],
+}
+
+/// What damage in a batch of the tail segment must give: a torn tail when
+/// every later commit record's watermark is below the batch's first index
+/// (it was never known durable), or when no batch carries the segment's
+/// generation (the last change was a truncation, which a crash may have
+/// interrupted); else corruption.
+fn expected_for_tail_flip(c: &Case) -> Option<(Outcome, u64)> {
+    if !c.tail || !matches!(c.damage, Damage::Flip(_)) {
+        return None;
+    }
+    let j = c.batches.iter().position(|b| (b.0..b.1).contains(&c.at))?;
+    let bfirst = c.batches[j].2;
+    let name = c.seg_file.file_name().unwrap().to_str().unwrap();
+    let gen: u32 = name[21..29].parse().unwrap();
+    let fresh = c.batches.iter().any(|b| b.4 == gen);
+    let covered = c.batches[j + 1..]
+        .iter()
+        .any(|b| b.3.is_none_or(|w| w >= bfirst && fresh));
+    Some((if covered { Outcome::Corrupt } else { Outcome::Torn }, bfirst))
 }
 
 fn check_corrupt(e: &Error, c: &Case, what: &str) -> Result<(), String> {
@@ -231,6 +265,16 @@ fn check_corrupt(e: &Error, c: &Case, what: &str) -> Result<(), String> {
 
 /// Classifies a default open; errors describe a broken promise.
 fn classify(c: &Case, got: &Result<Vec<Entry>, Error>) -> Result<Outcome, String> {
+    let o = classify_any(c, got)?;
+    match expected_for_tail_flip(c) {
+        Some((want, bfirst)) if want != o => Err(format!(
+            "damage in the tail batch from entry {bfirst}: expected {want:?} by the watermark rule, got {o:?}"
+        )),
+        _ => Ok(o),
+    }
+}
+
+fn classify_any(c: &Case, got: &Result<Vec<Entry>, Error>) -> Result<Outcome, String> {
     let want = &c.shape.entries;
     let es = match got {
         Err(e) => {
@@ -258,11 +302,10 @@ fn classify(c: &Case, got: &Result<Vec<Entry>, Error>) -> Result<Outcome, String
             want.len()
         ));
     }
-    // Only the last batch may go, and only for damage in it.
-    match (c.tail, c.last_batch, c.damage) {
-        (true, Some((s, e, bfirst)), Damage::Flip(_))
-            if (s..e).contains(&c.at) && es.len() as u64 == bfirst - want[0].0 =>
-        {
+    // Only from the damaged batch on, and only where the watermark rule
+    // says it was never durable.
+    match (expected_for_tail_flip(c), c.last_batch) {
+        (Some((Outcome::Torn, bfirst)), Some(_)) if es.len() as u64 == bfirst - want[0].0 => {
             Ok(Outcome::Torn)
         }
         _ => Err(format!(

@@ -119,10 +119,11 @@ fn an_empty_duplicate_segment_left_by_the_old_bug_is_set_aside() {
         .exists());
 }
 
-/// `seq 1 3000 | log append --batch 10` into one default segment.
-fn three_hundred_batches() -> (tempfile::TempDir, Vec<Vec<u8>>) {
+/// `seq 1 3000 | log append --batch 10` into one default segment (the CLI
+/// syncs every batch: `--sync batch` by default).
+fn three_hundred_batches(sync: SyncMode) -> (tempfile::TempDir, Vec<Vec<u8>>) {
     let dir = tempfile::tempdir().unwrap();
-    let log = CommitLog::open(dir.path(), opts(1 << 20)).unwrap();
+    let log = CommitLog::open(dir.path(), LogOptions { sync, ..opts(1 << 20) }).unwrap();
     let lines: Vec<Vec<u8>> = (1..=3000).map(|i| i.to_string().into_bytes()).collect();
     for chunk in lines.chunks(10) {
         let b: Vec<(u64, &[u8])> = chunk.iter().map(|l| (0, l.as_slice())).collect();
@@ -134,7 +135,7 @@ fn three_hundred_batches() -> (tempfile::TempDir, Vec<Vec<u8>>) {
 #[test]
 fn a_damaged_early_batch_is_corruption_not_a_torn_tail() {
     for at in [64usize, 500, 30000, 60000] {
-        let (dir, lines) = three_hundred_batches();
+        let (dir, lines) = three_hundred_batches(SyncMode::Batch);
         let seg = segments(dir.path())[0].clone();
         let mut b = std::fs::read(&seg).unwrap();
         b[at] ^= 0xFF;
@@ -181,6 +182,32 @@ fn a_damaged_early_batch_is_corruption_not_a_torn_tail() {
         drop(log);
         let log = CommitLog::open(dir.path(), opts(1 << 20)).unwrap();
         assert_eq!(all(&log), kept);
+    }
+}
+
+/// The same damage in batches that were never synced (`sync=never`): every
+/// later commit record says nothing was durable, so a power loss writing
+/// pages back out of order could have caused it: a torn tail, cut from the
+/// damaged batch on and quarantined.
+#[test]
+fn a_damaged_early_batch_never_synced_is_a_torn_tail() {
+    for at in [64usize, 500, 30000, 60000] {
+        let (dir, lines) = three_hundred_batches(SyncMode::Never);
+        let seg = segments(dir.path())[0].clone();
+        let mut b = std::fs::read(&seg).unwrap();
+        b[at] ^= 0xFF;
+        std::fs::write(&seg, &b).unwrap();
+        let log = CommitLog::open(dir.path(), opts(1 << 20)).unwrap();
+        let kept = all(&log);
+        assert!(kept.len() < 3000 && kept.len().is_multiple_of(10), "flip at {at}");
+        assert_eq!(kept[..], lines[..kept.len()], "flip at {at}");
+        let r = log.recovery().clone();
+        assert_eq!(r.dropped_entries, (3000 - kept.len()) as u64, "flip at {at}: {r:?}");
+        let cut = std::fs::read(r.quarantine.expect("quarantined")).unwrap();
+        let from = log.stat().unwrap().tail_used as usize;
+        assert!(from <= at && at < from + cut.len(), "flip at {at}");
+        assert_eq!(cut[..], b[from..from + cut.len()], "flip at {at}");
+        assert!(b[from + cut.len()..].iter().all(|&x| x == 0));
     }
 }
 

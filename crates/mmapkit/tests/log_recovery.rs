@@ -46,7 +46,12 @@ type Fixture = (
 
 fn three_batches() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
-    let log = CommitLog::open(dir.path(), opts()).unwrap();
+    // Synced: the later commit records say the earlier batches were durable.
+    let synced = LogOptions {
+        sync: SyncMode::Batch,
+        ..opts()
+    };
+    let log = CommitLog::open(dir.path(), synced).unwrap();
     log.append(&[(1, b"first batch".as_slice()), (1, b"x")])
         .unwrap();
     log.append(&[(2, b"second".as_slice())]).unwrap();
@@ -166,7 +171,7 @@ fn a_flipped_byte_before_the_last_batch_is_corruption_not_a_torn_tail() {
     let (dir, last, _) = three_batches();
     let seg = tail_segment(dir.path());
     let mut b = std::fs::read(&seg).unwrap();
-    b[last.start - 20] ^= 0x10; // payload of entry 3 ("second"), in the middle of the data
+    b[last.start - 46] ^= 0x10; // payload of entry 3 ("second", then a 32-byte commit record)
     std::fs::write(&seg, &b).unwrap();
     match CommitLog::open(dir.path(), opts()) {
         Err(e @ Error::Corrupt { .. }) => assert!(e.to_string().contains("entry 3"), "{e}"),
@@ -197,10 +202,11 @@ fn flipped_byte_in_sealed_data_is_reported_by_verify_and_reads() {
     segs.sort();
     assert!(segs.len() >= 3);
     // Flip one payload byte of the 10th entry of the second segment:
-    // 32-byte header, then 48 bytes per single-entry batch.
+    // 32-byte header, then 64 bytes per single-entry batch (entry 32,
+    // commit record with its watermark 32).
     let victim = &segs[1];
     let mut b = std::fs::read(victim).unwrap();
-    b[32 + 9 * 48 + 16] ^= 0xff;
+    b[32 + 9 * 64 + 16] ^= 0xff;
     std::fs::write(victim, &b).unwrap();
     let log = CommitLog::open(
         dir.path(),

@@ -6,12 +6,20 @@
 //! header   = "MMKLOG01" first_index:u64 file_len:u64 seg_size_4k:u32 crc32c:u32
 //!            (file_len and seg_size_4k are 0 in logs made before they were
 //!            recorded: the file's length unchecked, the size then inferred)
-//! record   = entry | commit          (each starts 16-byte aligned)
+//! record   = entry | commit | commit1 (each starts 16-byte aligned)
 //! entry    = crc:u32 len:u32 term:u64 payload[len] zero-pad-to-16
 //!            crc = CRC32C, seeded from the entry's index, of every byte after it
-//! commit   = crc:u32 0xFFFF_FFFF count:u32 epoch:u32
+//! commit   = crc:u32 0xFFFF_FFFE count:u32 epoch:u32 watermark:u64 rcrc:u32 0:u32
+//!            crc  = crc32c(first:u64 ‖ count ‖ epoch ‖ watermark ‖ crc of each entry)
+//!            rcrc = crc32c(the record's first 24 bytes)
+//! commit1  = crc:u32 0xFFFF_FFFF count:u32 epoch:u32     (older logs; still
+//!            written where a truncation rewrites a batch's commit in place)
 //!            crc = crc32c(first:u64 ‖ count ‖ epoch ‖ crc of each entry of the batch)
 //! ```
+//!
+//! Logs written since the watermark was added cannot be read by older
+//! versions (they see `0xFFFF_FFFE` as a broken record); older logs read
+//! as before.
 //!
 //! * The entry CRC (one pass over the contiguous frame) is seeded with the
 //!   entry's **index**, so a frame left over from
@@ -27,6 +35,14 @@
 //!   no larger than the file's generation, so stale batches that a
 //!   truncation left behind are never resurrected: everything written
 //!   after a truncation carries a larger epoch than everything before it.
+//! * `watermark` is the highest index known durable (a sync had returned,
+//!   or a segment roll-over had synced it) when the batch was framed. A
+//!   damaged batch from index `i` followed by a commit record (valid by its
+//!   own `rcrc`) whose watermark is `>= i` was durable before a later batch
+//!   was written: corruption. If every later watermark is below `i` the
+//!   damage lies in the unsynced window a power loss may tear out of order
+//!   (several unsynced batches: group commit, `sync=never`/`interval`): a
+//!   torn tail.
 //! * 16-byte alignment keeps every 16-byte record header inside one disk
 //!   sector, so rewriting one (truncation) is atomic.
 
@@ -35,8 +51,33 @@ pub(crate) const MAGIC: [u8; 8] = *b"MMKLOG01";
 pub(crate) const HEADER_LEN: usize = 32;
 /// Bytes of an entry header and of a commit record.
 pub(crate) const REC: usize = 16;
-/// `len` value that marks a commit record.
+/// `len` value that marks a 16-byte commit record without a watermark
+/// (older logs, and truncation's in-place rewrite: one sector-atomic record).
 pub(crate) const COMMIT_MARK: u32 = u32::MAX;
+/// `len` value that marks a 32-byte commit record with a watermark.
+pub(crate) const COMMIT_WM_MARK: u32 = u32::MAX - 1;
+/// Bytes of a commit record with a watermark.
+pub(crate) const COMMIT_WM: usize = 32;
+
+/// Bytes of the commit record at `pos`, if one starts there.
+#[inline]
+pub(crate) fn commit_len(d: &[u8], pos: usize) -> Option<usize> {
+    match u32_at(d, pos + 4) {
+        COMMIT_MARK => Some(REC),
+        COMMIT_WM_MARK => Some(COMMIT_WM),
+        _ => None,
+    }
+}
+
+/// Watermark of the 32-byte commit record at `pos` if the record is intact
+/// by its own checksum (its entries unchecked).
+pub(crate) fn record_watermark(d: &[u8], pos: usize) -> Option<u64> {
+    if pos + COMMIT_WM > d.len() || u32_at(d, pos + 4) != COMMIT_WM_MARK {
+        return None;
+    }
+    let ok = crc32c::crc32c(&d[pos..pos + 24]) == u32_at(d, pos + 24) && u32_at(d, pos + 28) == 0;
+    ok.then(|| u64_at(d, pos + 16))
+}
 /// Largest payload an entry may have.
 pub(crate) const MAX_ENTRY: usize = (u32::MAX - 16) as usize;
 
@@ -160,11 +201,17 @@ pub(crate) fn frame_ok(d: &[u8], pos: usize, index: u64) -> bool {
     frame_crc(d, pos, index) == u32_at(d, pos)
 }
 
-/// Appends the commit record of a batch (first index, epoch, the
-/// entries' CRCs) to `buf`.
-pub(crate) fn encode_commit(buf: &mut Vec<u8>, first: u64, epoch: u32, crcs: &[u32]) {
+/// Appends the commit record of a batch (first index, epoch, durable
+/// watermark, the entries' CRCs) to `buf`.
+pub(crate) fn encode_commit(
+    buf: &mut Vec<u8>,
+    first: u64,
+    epoch: u32,
+    watermark: u64,
+    crcs: &[u32],
+) {
     let count = crcs.len() as u32;
-    let mut c = CommitCrc::new(first, count, epoch);
+    let mut c = CommitCrc::new(first, count, epoch, Some(watermark));
     // In chunks through a stack buffer: one CRC call per 64 entries.
     let mut tmp = [0u8; 256];
     for chunk in crcs.chunks(64) {
@@ -173,7 +220,7 @@ pub(crate) fn encode_commit(buf: &mut Vec<u8>, first: u64, epoch: u32, crcs: &[u
         }
         c.0 = crc32c::crc32c_append(c.0, &tmp[..chunk.len() * 4]);
     }
-    buf.extend_from_slice(&c.record(count, epoch));
+    buf.extend_from_slice(&c.record_wm(count, epoch, watermark));
 }
 
 /// Running CRC of a commit record; feed it each entry's CRC in order.
@@ -181,12 +228,20 @@ pub(crate) fn encode_commit(buf: &mut Vec<u8>, first: u64, epoch: u32, crcs: &[u
 pub(crate) struct CommitCrc(u32);
 
 impl CommitCrc {
-    pub(crate) fn new(first: u64, count: u32, epoch: u32) -> Self {
-        let mut pre = [0u8; 16];
+    /// `watermark`: `None` for a 16-byte record without one.
+    pub(crate) fn new(first: u64, count: u32, epoch: u32, watermark: Option<u64>) -> Self {
+        let mut pre = [0u8; 24];
         pre[..8].copy_from_slice(&first.to_le_bytes());
         pre[8..12].copy_from_slice(&count.to_le_bytes());
-        pre[12..].copy_from_slice(&epoch.to_le_bytes());
-        CommitCrc(crc32c::crc32c(&pre))
+        pre[12..16].copy_from_slice(&epoch.to_le_bytes());
+        let n = match watermark {
+            Some(w) => {
+                pre[16..].copy_from_slice(&w.to_le_bytes());
+                24
+            }
+            None => 16,
+        };
+        CommitCrc(crc32c::crc32c(&pre[..n]))
     }
     #[inline]
     pub(crate) fn add(&mut self, entry_crc: u32) {
@@ -200,17 +255,46 @@ impl CommitCrc {
         r[12..].copy_from_slice(&epoch.to_le_bytes());
         r
     }
+    pub(crate) fn record_wm(self, count: u32, epoch: u32, watermark: u64) -> [u8; COMMIT_WM] {
+        let mut r = [0u8; COMMIT_WM];
+        r[..4].copy_from_slice(&self.0.to_le_bytes());
+        r[4..8].copy_from_slice(&COMMIT_WM_MARK.to_le_bytes());
+        r[8..12].copy_from_slice(&count.to_le_bytes());
+        r[12..16].copy_from_slice(&epoch.to_le_bytes());
+        r[16..24].copy_from_slice(&watermark.to_le_bytes());
+        let rc = crc32c::crc32c(&r[..24]);
+        r[24..28].copy_from_slice(&rc.to_le_bytes());
+        r
+    }
 }
 
-/// The commit record for the batch whose entries start at `offsets`
-/// (positions of entry headers in `d`), reading their stored CRCs.
+/// The 16-byte commit record (no watermark) for the batch whose entries
+/// start at `offsets` (positions of entry headers in `d`), reading their
+/// stored CRCs.
 pub(crate) fn commit_for(d: &[u8], first: u64, offsets: &[u64], epoch: u32) -> [u8; REC] {
     let count = offsets.len() as u32;
-    let mut c = CommitCrc::new(first, count, epoch);
+    let mut c = CommitCrc::new(first, count, epoch, None);
     for &o in offsets {
         c.add(u32_at(d, o as usize));
     }
     c.record(count, epoch)
+}
+
+/// Whether the commit record at `pos` (of either kind, `len` bytes, in
+/// `d`) is the one for the batch whose entries start at `offsets`.
+fn commit_ok(d: &[u8], pos: usize, len: usize, first: u64, offsets: &[u64], epoch: u32) -> bool {
+    if len == REC {
+        return commit_for(d, first, offsets, epoch) == d[pos..pos + REC];
+    }
+    let Some(w) = record_watermark(d, pos) else {
+        return false;
+    };
+    let count = offsets.len() as u32;
+    let mut c = CommitCrc::new(first, count, epoch, Some(w));
+    for &o in offsets {
+        c.add(u32_at(d, o as usize));
+    }
+    c.record_wm(count, epoch, w) == d[pos..pos + COMMIT_WM]
 }
 
 /// Why a scan stopped.
@@ -286,21 +370,22 @@ pub(crate) fn scan_at(
             break Stop::End;
         }
         let len = u32_at(d, pos + 4);
-        if len == COMMIT_MARK {
+        if let Some(clen) = commit_len(d, pos) {
             let count = u32_at(d, pos + 8);
             let epoch = u32_at(d, pos + 12);
             let pend = &s.offsets[committed..];
             let batch_first = first + committed as u64;
-            if count as usize != pend.len()
+            if pos + clen > d.len()
+                || count as usize != pend.len()
                 || pend.is_empty()
                 || epoch < s.epoch
                 || epoch > gen
-                || commit_for(d, batch_first, pend, epoch) != d[pos..pos + REC]
+                || !commit_ok(d, pos, clen, batch_first, pend, epoch)
                 || limit.is_some_and(|l| (s.offsets.len() as u64) > l)
             {
                 break Stop::BadRecord(pos);
             }
-            pos += REC;
+            pos += clen;
             committed = s.offsets.len();
             s.end = pos;
             s.epoch = epoch;
@@ -373,16 +458,25 @@ pub(crate) fn data_end(d: &[u8], from: usize) -> usize {
 /// Classifies what follows the committed prefix `sc` (a strict scan of
 /// segment `d`, first entry `first`, generation `gen`).
 ///
-/// Only the last batch can be torn. Batches are written whole, followed by
-/// a zero record, into preallocated zeros (truncations zero what they cut),
-/// so damage is corruption, not a tear, when anything shows that a later
-/// batch was written after the damaged one:
-/// * its entries' stored CRCs still commit and later batches follow
-///   (damaged payload);
-/// * two or more commit records lie in the damaged area (the damaged
-///   batch has only one);
-/// * a valid batch starts right after the damaged record (its own commit
-///   record was damaged).
+/// Batches are written whole, followed by a zero record, into preallocated
+/// zeros (truncations zero what they cut). Damage from entry `i` on is a
+/// torn tail unless something shows the damaged batch was durable before
+/// a later one was written:
+/// * a later commit record, intact by its own checksum, whose watermark is
+///   `>= i` (the batch had been synced: corruption); records with a
+///   watermark below `i` were written while it was unsynced, so a power
+///   loss may have torn it out of order: still a torn tail. Watermarks
+///   count only once a batch was written in the segment's current
+///   generation: before that, the last change may be a truncation that a
+///   crash interrupted while zeroing (in any sector order) what it cut;
+/// * for older records without a watermark (only one batch could be in
+///   flight, so damage followed by a later batch is corruption):
+///   - its entries' stored CRCs still commit and later batches follow
+///     (damaged payload);
+///   - two or more commit records lie in the damaged area (the damaged
+///     batch has only one);
+///   - a valid batch starts right after the damaged record (its own commit
+///     record was damaged).
 pub(crate) fn classify_tail(d: &[u8], sc: &Scan, first: u64, gen: u32) -> Tail {
     let b = sc.end;
     let clean = match sc.stop {
@@ -396,6 +490,50 @@ pub(crate) fn classify_tail(d: &[u8], sc: &Scan, first: u64, gen: u32) -> Tail {
     let to = data_end(d, b).max((b + REC).min(d.len()));
     let index = first + sc.offsets.len() as u64;
     let at = sc.stop_pos;
+    // Commit-looking records in the damaged area: the mark, a count that
+    // fits before it and an epoch that may follow the prefix.
+    let plausible = |q: usize| {
+        q + REC <= d.len()
+            && (1..=((q - b) / REC) as u64).contains(&(u32_at(d, q + 8) as u64))
+            && (sc.epoch..=gen).contains(&u32_at(d, q + 12))
+    };
+    let mut legacy = Vec::new();
+    let mut covering = None;
+    // Whether a batch was written since the segment's last new generation
+    // (a truncation or recovery cut): until then the damage may be a cut
+    // that a crash interrupted (its zeroing half done, the stale records
+    // after it still there, watermarks and all): a torn tail.
+    let mut fresh = sc.epoch == gen;
+    for q in (b..to).step_by(REC) {
+        if !plausible(q) {
+            continue;
+        }
+        match u32_at(d, q + 4) {
+            COMMIT_MARK => legacy.push(q),
+            COMMIT_WM_MARK => {
+                if let Some(w) = record_watermark(d, q) {
+                    fresh |= u32_at(d, q + 12) == gen;
+                    if w >= index && covering.is_none() {
+                        covering = Some((q, w));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    if let (Some((q, w)), true) = (covering, fresh) {
+        return Tail::Corrupt {
+            detail: format!(
+                "the batch from entry {index} is damaged (byte {at}), but it was durable: \
+                 the later commit record at byte {q} says entries up to {w} had been synced"
+            ),
+            to,
+        };
+    }
+    if legacy.is_empty() {
+        // Any later batch has a watermark below `index`: unsynced, torn.
+        return Tail::Torn { to };
+    }
     let lenient = scan(d, first, gen, None, true);
     if lenient.batches > sc.batches + 1 {
         return Tail::Corrupt {
@@ -407,26 +545,17 @@ pub(crate) fn classify_tail(d: &[u8], sc: &Scan, first: u64, gen: u32) -> Tail {
             to,
         };
     }
-    let marks: Vec<usize> = (b..to)
-        .step_by(REC)
-        .filter(|&q| {
-            q + REC <= d.len()
-                && u32_at(d, q + 4) == COMMIT_MARK
-                && (1..=((q - b) / REC) as u64).contains(&(u32_at(d, q + 8) as u64))
-                && (sc.epoch..=gen).contains(&u32_at(d, q + 12))
-        })
-        .collect();
-    if marks.len() >= 2 {
+    if legacy.len() >= 2 {
         return Tail::Corrupt {
             detail: format!(
                 "the batch from entry {index} is damaged (byte {at}) and later batches follow \
                  (commit records at bytes {} and {})",
-                marks[0], marks[1]
+                legacy[0], legacy[1]
             ),
             to,
         };
     }
-    if !marks.is_empty() && at + REC < d.len() {
+    if at + REC < d.len() {
         let next = scan_at(d, at + REC, index + sc.pending, gen, None, false);
         if next.batches > 0 && next.epoch >= sc.epoch {
             return Tail::Corrupt {

@@ -27,14 +27,19 @@
 //! * **Framing**: every entry has a length and a CRC32C (over its index,
 //!   term and bytes); every appended batch ends with a commit record whose
 //!   CRC binds the whole batch. See the `format` module for the layout.
-//! * **Recovery** on open scans only the tail segment. Only the last batch
-//!   can be torn (a crash while it was written): it is dropped, its bytes
-//!   moved to `DIR/quarantine/` (reported by [`CommitLog::recovery`]).
-//!   Damage followed by anything showing a later batch was written (see
-//!   `format::classify_tail`), or a segment file shorter than its header
-//!   records, is corruption, reported as [`Error::Corrupt`] with the index
-//!   and segment, never skipped (open with [`LogOptions::repair`] to keep
-//!   the valid prefix). Sealed segments are indexed (and verified) on
+//! * **Recovery** on open scans only the tail segment. A power loss can
+//!   tear only batches not yet synced, and several of them out of order
+//!   (group commit, [`SyncMode::Never`], [`SyncMode::Interval`]); each
+//!   commit record carries the **durable watermark**, the highest index a
+//!   returned sync covered when the batch was written. Damage in a batch
+//!   that no later commit record's watermark covers is a torn tail: it is
+//!   dropped from that batch on, the bytes moved to `DIR/quarantine/`
+//!   (reported by [`CommitLog::recovery`]). Damage to a batch a later
+//!   watermark covers (it was durable: see `format::classify_tail`; older
+//!   logs without watermarks: anything showing a later batch was written),
+//!   or a segment file shorter than its header records, is corruption,
+//!   reported as [`Error::Corrupt`] with the index and segment, never
+//!   skipped (open with [`LogOptions::repair`] to keep the valid prefix). Sealed segments are indexed (and verified) on
 //!   first read; [`CommitLog::verify`] checks everything.
 //! * **Crash safety** of [`truncate_after`](CommitLog::truncate_after) and
 //!   [`purge_before`](CommitLog::purge_before): segments are deleted from
@@ -186,7 +191,8 @@ impl Default for LogOptions {
 /// What recovery found when the log was opened.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Recovery {
-    /// Entries of an incomplete last batch that were dropped.
+    /// Entries of the torn tail (unsynced batches, from the first damaged
+    /// one on) that were dropped.
     pub dropped_entries: u64,
     /// Bytes after the last complete batch that were not a clean end
     /// (a torn batch or garbage).
@@ -287,7 +293,9 @@ struct Writer {
 }
 
 struct SyncState {
-    /// Index up to which entries are known durable.
+    /// Index up to which entries are known durable: raised only after a
+    /// sync returned, lowered by truncations. Every commit record carries
+    /// it (the watermark recovery trusts), so it must never run ahead.
     durable: u64,
     running: bool,
     last: Instant,
@@ -613,7 +621,7 @@ fn load(dir: &Path, opts: &LogOptions, reuse: &[Seg]) -> Result<Loaded> {
         // Entries a repair drops: the counts of the commit records cut.
         let counted: u64 = (a..b)
             .step_by(REC)
-            .filter(|&q| q + REC <= d.len() && u32_at(d, q + 4) == format::COMMIT_MARK)
+            .filter(|&q| q + REC <= d.len() && format::commit_len(d, q).is_some())
             .map(|q| u32_at(d, q + 8) as u64)
             .filter(|&c| c as usize <= (b - a) / REC)
             .sum();
@@ -768,6 +776,19 @@ impl CommitLog {
             log.zero_range(from, to.max(from + REC))?;
             debug_assert_eq!(tail_end, from);
         }
+        if writable {
+            // What an earlier process appended may still be only in the
+            // page cache: it counts as durable (the watermark later batches
+            // carry) once synced. Without syncs only sealed segments are.
+            let t = log.tail();
+            let mut st = lock(&log.sync);
+            if log.opts.sync == SyncMode::Never {
+                st.durable = st.durable.min(t.first - 1);
+            } else {
+                t.map.flush_range(0, tail_end, true)?;
+                st.synced = (t.first, tail_end);
+            }
+        }
         let mut log = log;
         log.recovery = recovery;
         Ok(log)
@@ -863,7 +884,7 @@ impl CommitLog {
     /// returns the next index.
     pub fn append<B: AsRef<[u8]>>(&self, entries: &[(u64, B)]) -> Result<u64> {
         self.check_writable()?;
-        let mut need = REC;
+        let mut need = format::COMMIT_WM;
         for (_, b) in entries {
             let n = b.as_ref().len();
             if n > format::MAX_ENTRY {
@@ -907,7 +928,10 @@ impl CommitLog {
                 b.as_ref(),
             ));
         }
-        format::encode_commit(&mut wr.buf, first, epoch, &wr.crcs);
+        // Only what a returned sync covered: a power loss may tear anything
+        // later, in any order, and recovery must know (format::classify_tail).
+        let watermark = lock(&self.sync).durable.min(first - 1);
+        format::encode_commit(&mut wr.buf, first, epoch, watermark, &wr.crcs);
         // A zero record after every batch: the clean end is explicit, so
         // anything else found there on recovery is a torn batch.
         let zero_fits = pos + wr.buf.len() + REC <= tail.map.len();
@@ -1262,7 +1286,9 @@ impl CommitLog {
             let end = if offs.is_empty() {
                 HEADER_LEN
             } else {
-                format::entry_end(t.file.data(), offs, offs.len() - 1) + REC
+                let d = t.file.data();
+                let e = format::entry_end(d, offs, offs.len() - 1);
+                e + format::commit_len(d, e).unwrap_or(REC)
             };
             (
                 t.file.first,
@@ -1274,6 +1300,11 @@ impl CommitLog {
         let end = if keep < count {
             self.cut_entries(w, keep)?
         } else {
+            // A segment mapped sealed whole (a non-tail one when the log
+            // was opened) is the tail now: appends go right after `end`.
+            if self.tail().map.sealed() > end {
+                self.with_tail_to_itself(|seg| seg.unseal_from(end))?;
+            }
             end
         };
         let mut s = self.write_state();
@@ -1307,15 +1338,18 @@ impl CommitLog {
                 .expect("indexed");
             // After the last batch's commit record (the tail may be a
             // sealed segment that whole segments were cut from).
-            let old_end = format::entry_end(d, offs, offs.len() - 1) + REC;
+            let e = format::entry_end(d, offs, offs.len() - 1);
+            let old_end = e + format::commit_len(d, e).unwrap_or(REC);
             if keep == 0 {
                 (HEADER_LEN, None, old_end)
             } else {
                 let e = format::entry_end(d, offs, keep - 1);
-                if u32_at(d, e + 4) == format::COMMIT_MARK {
-                    (e + REC, None, old_end)
+                if let Some(clen) = format::commit_len(d, e) {
+                    (e + clen, None, old_end)
                 } else {
-                    // Mid-batch: the kept part of the batch gets a commit record of its own.
+                    // Mid-batch: the kept part of the batch gets a commit record
+                // of its own, a 16-byte one (no watermark) so that its
+                // rewrite stays one sector-atomic record.
                     let b = format::batch_start(d, offs, keep - 1);
                     (e, Some((seg.first + b as u64, offs[b..keep].to_vec())), old_end)
                 }

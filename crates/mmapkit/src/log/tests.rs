@@ -275,7 +275,12 @@ fn torn_tail_is_dropped_and_reported() {
 #[test]
 fn flipped_byte_in_tail_middle_is_corruption() {
     let dir = tempfile::tempdir().unwrap();
-    let log = CommitLog::open(dir.path(), opts(1 << 16)).unwrap();
+    // Synced batches: the later ones record that entry 1 was durable.
+    let synced = LogOptions {
+        sync: SyncMode::Batch,
+        ..opts(1 << 16)
+    };
+    let log = CommitLog::open(dir.path(), synced.clone()).unwrap();
     for _ in 0..3 {
         log.append(&[(1, b"payload!")]).unwrap();
     }
@@ -284,7 +289,7 @@ fn flipped_byte_in_tail_middle_is_corruption() {
     let mut bytes = std::fs::read(&seg).unwrap();
     bytes[HEADER_LEN + REC + 2] ^= 0x40; // payload of entry 1
     std::fs::write(&seg, &bytes).unwrap();
-    let e = CommitLog::open(dir.path(), opts(1 << 16)).unwrap_err();
+    let e = CommitLog::open(dir.path(), synced).unwrap_err();
     assert!(matches!(e, Error::Corrupt { .. }), "{e}");
     assert!(e.to_string().contains("entry 1"), "{e}");
     // With repair, everything from the damaged batch on is dropped and reported.
@@ -298,11 +303,35 @@ fn flipped_byte_in_tail_middle_is_corruption() {
     .unwrap();
     assert!(log.is_empty());
     assert_eq!(log.recovery().dropped_entries, 3);
-    assert_eq!(log.recovery().dropped_bytes, 3 * (32 + 16));
+    assert_eq!(log.recovery().dropped_bytes, 3 * (32 + 32));
     assert_eq!(log.append(&[(2, b"fresh")]).unwrap(), 1);
     drop(log);
     let log = CommitLog::open(dir.path(), opts(1 << 16)).unwrap();
     assert_eq!(collect(&log, 1, 2), vec![(1, 2, b"fresh".to_vec())]);
+}
+
+/// Without syncs nothing in the tail was ever known durable: damage there,
+/// even followed by valid batches, may be a power loss that wrote pages
+/// back out of order, so it is a torn tail (dropped, quarantined), not
+/// corruption.
+#[test]
+fn flipped_byte_in_unsynced_tail_middle_is_a_torn_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = CommitLog::open(dir.path(), opts(1 << 16)).unwrap();
+    for _ in 0..3 {
+        log.append(&[(1, b"payload!")]).unwrap();
+    }
+    drop(log);
+    let seg = seg_files(dir.path()).pop().unwrap();
+    let mut bytes = std::fs::read(&seg).unwrap();
+    bytes[HEADER_LEN + 64 + REC + 2] ^= 0x40; // payload of entry 2 (64 B per batch)
+    std::fs::write(&seg, &bytes).unwrap();
+    let log = CommitLog::open(dir.path(), opts(1 << 16)).unwrap();
+    assert_eq!(log.last_index(), 1);
+    let r = log.recovery();
+    assert_eq!((r.dropped_entries, r.dropped_bytes), (2, 2 * 64));
+    let q = std::fs::read(r.quarantine.as_ref().expect("quarantined")).unwrap();
+    assert_eq!(q, bytes[HEADER_LEN + 64..HEADER_LEN + 3 * 64]);
 }
 
 #[test]
@@ -315,7 +344,7 @@ fn flipped_byte_in_sealed_segment_is_reported_by_read_and_verify() {
     drop(log);
     let seg = seg_files(dir.path()).remove(0);
     let mut bytes = std::fs::read(&seg).unwrap();
-    bytes[HEADER_LEN + 2 * 80 + REC + 5] ^= 1; // entry 3's payload (80 B per batch)
+    bytes[HEADER_LEN + 2 * 96 + REC + 5] ^= 1; // entry 3's payload (96 B per batch)
     std::fs::write(&seg, &bytes).unwrap();
     let log = CommitLog::open(dir.path(), opts(4096)).unwrap(); // only the tail is scanned
     let e = log.verify().unwrap_err();
@@ -535,4 +564,139 @@ proptest! {
         let l = log.as_ref().unwrap();
         prop_assert_eq!(l.verify().unwrap().entries, model.len() as u64);
     }
+}
+
+/// Regression: truncating to the last entry of a segment that was opened
+/// as a sealed (non-tail) one left it sealed whole, so the next append that
+/// fits in it failed ("write inside the sealed prefix"). Found by
+/// `matches_model` once commit records grew to 32 bytes.
+#[test]
+fn append_after_truncating_to_the_end_of_a_reopened_sealed_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = opts(4096);
+    let log = CommitLog::open(dir.path(), o.clone()).unwrap();
+    let sizes: [&[usize]; 9] = [
+        &[0, 55, 36, 117, 277],
+        &[165, 16, 266],
+        &[278, 38],
+        &[273, 263, 123],
+        &[244],
+        &[287, 83],
+        &[205, 118],
+        &[141],
+        &[2, 202, 53, 174, 20],
+    ];
+    for b in sizes {
+        let batch: Vec<(u64, Vec<u8>)> = b.iter().map(|&n| (1, vec![7u8; n])).collect();
+        log.append(&batch).unwrap();
+    }
+    drop(log);
+    assert_eq!(seg_files(dir.path()).len(), 2);
+    let log = CommitLog::open(dir.path(), o.clone()).unwrap();
+    log.truncate_after(19).unwrap(); // the last entry of the first segment
+    assert_eq!(seg_files(dir.path()).len(), 1);
+    assert_eq!(log.append(&[(2, b"next")]).unwrap(), 20);
+    assert_eq!(seg_files(dir.path()).len(), 1, "the append fits in the first segment");
+    drop(log);
+    let log = CommitLog::open(dir.path(), o).unwrap();
+    assert_eq!(collect(&log, 19, 21)[1], (20, 2, b"next".to_vec()));
+}
+
+/// A power loss while `truncate_after` zeroes what it cuts (one sync for
+/// the whole range: any subset of its sectors may be on disk) leaves the
+/// first cut batch torn and stale later batches whose watermarks say it
+/// was durable. The segment's generation was bumped first and no batch
+/// carries the new one: an interrupted cut, so a torn tail (found by
+/// crashfs `log_batch_sync_with_truncate_after`). The same bytes in a
+/// segment whose batches carry its current generation stay corruption.
+#[test]
+fn an_interrupted_truncation_is_a_torn_tail_not_corruption() {
+    let dir = tempfile::tempdir().unwrap();
+    let synced = LogOptions {
+        sync: SyncMode::Batch,
+        ..opts(1 << 16)
+    };
+    let log = CommitLog::open(dir.path(), synced.clone()).unwrap();
+    let mut cut = 0;
+    for i in 0..6u64 {
+        if i == 2 {
+            cut = log.stat().unwrap().tail_used as usize;
+        }
+        log.append(&[(1, vec![i as u8; 200]), (1, vec![i as u8; 100])]).unwrap();
+    }
+    drop(log);
+    let seg = seg_files(dir.path()).pop().unwrap();
+    let mut bytes = std::fs::read(&seg).unwrap();
+    // Part of the cut zeroed (from the record after the cut point, which
+    // the truncation rewrites last), the later batches not yet.
+    bytes[cut + REC..cut + REC + 300].fill(0);
+    std::fs::write(&seg, &bytes).unwrap();
+    let name = seg.file_name().unwrap().to_str().unwrap().to_owned();
+    assert!(name.ends_with("-00000001.seg"), "{name}");
+
+    // Not bumped: damage to durable data.
+    let e = CommitLog::open(dir.path(), synced.clone()).unwrap_err();
+    assert!(matches!(e, Error::Corrupt { .. }), "{e}");
+    assert!(e.to_string().contains("entry 5"), "{e}");
+
+    // Bumped first (as truncate_after does): an interrupted cut.
+    std::fs::rename(&seg, dir.path().join(name.replace("-00000001.seg", "-00000002.seg"))).unwrap();
+    let log = CommitLog::open(dir.path(), synced).unwrap();
+    assert_eq!(log.last_index(), 4);
+    let r = log.recovery().clone();
+    assert_eq!(r.dropped_entries, 8);
+    let q = std::fs::read(r.quarantine.expect("quarantined")).unwrap();
+    assert_eq!(q[..], bytes[cut..cut + q.len()]);
+    assert_eq!(log.append(&[(2, b"next")]).unwrap(), 5);
+}
+
+/// A segment as versions before the watermark wrote it: 16-byte commit
+/// records (`first` is entry 1; each batch (term, payloads)).
+fn legacy_segment(batches: &[&[&[u8]]]) -> Vec<u8> {
+    let mut d = format::encode_header(1, 1 << 16, 1 << 16).to_vec();
+    let mut index = 1u64;
+    for b in batches {
+        let first = index;
+        let mut offs = Vec::new();
+        for p in b.iter() {
+            offs.push(d.len() as u64);
+            format::encode_entry(&mut d, index, 7, p);
+            index += 1;
+        }
+        let rec = format::commit_for(&d, first, &offs, 1);
+        d.extend_from_slice(&rec);
+    }
+    d.resize(1 << 16, 0);
+    d
+}
+
+#[test]
+fn logs_with_old_16_byte_commit_records_still_open_read_and_append() {
+    let dir = tempfile::tempdir().unwrap();
+    let seg = dir.path().join(super::segment::seg_name(1, 1));
+    std::fs::write(&seg, legacy_segment(&[&[b"a", b"bb"], &[b"ccc"]])).unwrap();
+    let log = CommitLog::open(dir.path(), opts(1 << 16)).unwrap();
+    assert_eq!(log.recovery().dropped_bytes, 0);
+    assert_eq!(
+        collect(&log, 1, 4),
+        vec![(1, 7, b"a".to_vec()), (2, 7, b"bb".to_vec()), (3, 7, b"ccc".to_vec())]
+    );
+    assert_eq!(log.append(&[(8, b"new")]).unwrap(), 4); // a 32-byte commit after old ones
+    log.truncate_after(2).unwrap();
+    assert_eq!(log.append(&[(9, b"x")]).unwrap(), 3);
+    drop(log);
+    let log = CommitLog::open(dir.path(), opts(1 << 16)).unwrap();
+    assert_eq!(log.verify().unwrap().entries, 3);
+    assert_eq!(collect(&log, 3, 4), vec![(3, 9, b"x".to_vec())]);
+}
+
+#[test]
+fn old_logs_keep_the_old_rule_damage_before_a_later_batch_is_corruption() {
+    let dir = tempfile::tempdir().unwrap();
+    let seg = dir.path().join(super::segment::seg_name(1, 1));
+    let mut d = legacy_segment(&[&[b"first"], &[b"second"], &[b"third"]]);
+    d[HEADER_LEN + REC + 1] ^= 1; // payload of entry 1
+    std::fs::write(&seg, &d).unwrap();
+    let e = CommitLog::open(dir.path(), opts(1 << 16)).unwrap_err();
+    assert!(matches!(e, Error::Corrupt { .. }), "{e}");
 }
