@@ -587,16 +587,19 @@ fn load(dir: &Path, opts: &LogOptions, reuse: &[Seg]) -> Result<Loaded> {
     // Recover the tail.
     let d = tail.data();
     let mut tries = 0;
+    let mut seen: Option<(usize, usize, u32)> = None;
     let (sc, verdict) = loop {
         let sc = format::scan(d, tail.first, tail.gen(), None, false);
         let v = format::classify_tail(d, &sc, tail.first, tail.gen());
         if let (format::Tail::Corrupt { to, .. }, false) = (&v, writable) {
-            // A read-only scan may race the writing process: look again
-            // while the bytes keep changing.
-            let sum = crc32c::crc32c(&d[sc.end..*to]);
-            std::thread::sleep(Duration::from_millis(1));
-            if tries < 20 && crc32c::crc32c(&d[sc.end..*to]) != sum {
+            // A read-only scan may race the writing process (it saw a batch
+            // half written, then later batches): corruption only when two
+            // scans a moment apart agree on where and on the bytes.
+            let now = (sc.end, *to, crc32c::crc32c(&d[sc.end..*to]));
+            if tries < 50 && seen != Some(now) {
+                seen = Some(now);
                 tries += 1;
+                std::thread::sleep(Duration::from_millis(2));
                 continue;
             }
         }
