@@ -460,6 +460,11 @@ class ArraysSuite(Suite):
         "seconds": {"title": "seconds (self-timed, for the absolute goals)", "unit": ""},
     }
     limit = ("read", "read loop")
+    headline = {"capability": "exact median of an on-disk array",
+                "label": "median of the int16 file", "task": "median",
+                "contender": "mmapkit.stats.median",
+                "peers": ["np.median", "pool median of medians", "dask percentile"],
+                "sizes": ["large", "quick"]}
 
     tasks: tuple[Task, ...] = (
         Task("open_sum", "10 M x 3 float64: open + sum", throughput=False,

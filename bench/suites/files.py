@@ -587,6 +587,9 @@ class FilesSuite(Suite):
     layout = "rows"
     metrics = {"peak_rss": {"title": "peak RSS", "unit": "bytes"}}
     limit = ("bandwidth", None)  # the fastest contender of the task
+    headline = {"capability": "command-line tools on big files", "label": "count lines",
+                "task": "count_lines", "contender": "mmapkit", "peers": ["wc", "grep", "rg"],
+                "sizes": ["large"]}
 
     def __init__(self) -> None:
         self._info: dict[str, dict[str, Any]] = {}

@@ -298,6 +298,9 @@ class KmersSuite(Suite):
     baseline = "mmapkit single"
     reference = "mmapkit single"
     layout = "rows"
+    headline = {"capability": "k-mer vectors of sequencing reads", "label": "FASTA → csv",
+                "task": "csv", "contender": "mmapkit mmap -j2",
+                "peers": ["kmertools -t1", "kmertools -t2"], "sizes": ["large"]}
     metrics = {"peak_rss": {"title": "peak RSS", "unit": "bytes"},
                "cpu_pct": {"title": "CPU %", "unit": ""}}
 

@@ -250,6 +250,9 @@ class PyioSuite(Suite):
         "module swapped) and mmapkit's native `mmapkit.open` API."
     )
     baseline = "file"
+    headline = {"capability": "mmap from Python", "label": 'replace b" the " in place',
+                "task": "replace", "contender": "mmapkit.open", "peers": ["file", "stdlib mmap"],
+                "sizes": ["large"]}
     reference = "file"
     data_seed = 1
 
