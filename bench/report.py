@@ -708,11 +708,15 @@ def chart(doc: dict[str, Any], path: Path) -> None:
     names = [c["name"] for c in doc["contenders"]]
     tasks = doc["tasks"]
     sizes = doc["sizes"]
-    fig, axes = plt.subplots(len(sizes), 2, figsize=(13, 4.2 * len(sizes)), squeeze=False)
+    # only the cache states measured (a --quick run measures warm only)
+    caches = [c for c in CACHES if any(r["cache"] == c and r["status"] == "ok"
+                                       for r in doc["results"])] or list(CACHES)
+    fig, axes = plt.subplots(len(sizes), len(caches), figsize=(6.5 * len(caches), 4.2 * len(sizes)),
+                             squeeze=False)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     width = 0.8 / max(1, len(names))
     for row, size in enumerate(sizes):
-        for col, cache in enumerate(CACHES):
+        for col, cache in enumerate(caches):
             ax = axes[row][col]
             for k, name in enumerate(names):
                 for i, t in enumerate(tasks):
