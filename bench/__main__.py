@@ -70,18 +70,22 @@ def _refresh_readme(results_dir: Path) -> None:
             print(f"updated {_show(readme)}")
 
 
-def _summary(docs: dict[str, dict], results_dir: Path, seconds: float) -> str:
+def _summary(docs: dict[str, dict], failed: list[str], results_dir: Path, seconds: float) -> str:
     """One screen: each suite's headline against its best peer, and where the reports are."""
     out = ["", "=" * 78, f"summary ({seconds:.0f} s): mmapkit vs the best peer, median times; "
            "ratio below 1 is faster"]
     for name, doc in docs.items():
         h = headline(doc)
         out.append(f"  {headline_text(h)}" if h else f"  {name}: (no headline declared)")
+        if name in failed:
+            out.append(f"  {name}: FAILED: wrong answers or errors (see above)")
+    out += [f"  {name}: FAILED to run (see the traceback above)"
+            for name in failed if name not in docs]
     shown = _show(results_dir)
     out += ["", f"full reports and plots: {shown}/SUITE.md and {shown}/SUITE.png "
             f"({', '.join(docs)})"]
     if any(d["mode"] == "quick" for d in docs.values()):
-        out.append(f"quick sizes, warm cache; the full runs' results (make bench) are in "
+        out.append(f"quick sizes (a smoke run); the full runs' results (make bench) are in "
                    f"{_show(RESULTS_DIR)}/ and the README")
     out.append("=" * 78)
     return "\n".join(out)
@@ -157,8 +161,8 @@ def main(argv: list[str] | None = None) -> int:
             sys.stderr.flush()
     if not args.quick:
         _refresh_readme(args.results_dir)
-    if docs:
-        print(_summary(docs, args.results_dir, time.perf_counter() - started), flush=True)
+    if docs or failed:
+        print(_summary(docs, failed, args.results_dir, time.perf_counter() - started), flush=True)
     if failed:
         print(f"FAILED: {', '.join(failed)}", file=sys.stderr)
         return 1

@@ -89,3 +89,10 @@ def test_quick_run_writes_beside_the_full_results_and_ends_with_the_summary(
     assert headline_text(headline(doc)) in summary
     assert f"{quick}/SUITE.md" in summary or "quick/SUITE.md" in summary
     assert readme.read_text() == before  # quick numbers never reach the README
+
+
+def test_summary_names_the_suites_that_failed():
+    doc = _doc({"mmapkit": 0.0173, "fast": 0.0183})
+    text = cli._summary({"log": doc}, ["log", "kmers"], Path("/r"), 1.0)
+    assert headline_text(headline(doc)) in text
+    assert "log: FAILED: wrong answers" in text and "kmers: FAILED to run" in text
