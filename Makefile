@@ -8,6 +8,9 @@ export PATH := $(abspath $(VENV))/tools/bin:$(abspath $(VENV))/bin:$(HOME)/.carg
 
 .PHONY: run test bench bench-tools bench-peers setup develop cli dist rust-test lint py-test stubtest clean
 
+# Every suite, every peer and the baseline at small sizes, warm cache: ~5 minutes on 2
+# cores after set-up; reports in bench/results/quick/ (git-ignored), one-screen summary
+# at the end. `make bench`: the full sizes, into bench/results/ and the README.
 run: develop cli bench-tools bench-peers
 	$(VPY) -m bench all --quick
 

@@ -10,30 +10,33 @@ import traceback
 from pathlib import Path
 
 from . import suites
-from .harness import CACHES, DATA_DIR, REPO_DIR, RESULTS_DIR, RunOptions, failures, run_suite
-from .report import render, text_tables, update_readme, write_all
+from .harness import (CACHES, DATA_DIR, QUICK_RESULTS_DIR, REPO_DIR, RESULTS_DIR, RunOptions,
+                      failures, run_suite)
+from .report import headline, headline_text, render, text_tables, update_readme, write_all
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m bench",
         description="mmapkit benchmarks. Each suite generates its own seeded data in "
-                    "bench/data/ and writes bench/results/SUITE.{md,json,png}.")
+                    "bench/data/ and writes bench/results/SUITE.{md,json,png} (--quick: "
+                    "bench/results/quick/, so quick numbers never replace the full run's).")
     p.add_argument("suite", nargs="?", help="suite name, or 'all' for every registered suite")
     p.add_argument("--list", action="store_true", help="list the registered suites and exit")
     p.add_argument("--quick", action="store_true",
-                   help="smaller large sizes and 3 repeats instead of 5")
+                   help="small sizes, 3 repeats instead of 5, warm cache only (unless --cache "
+                        "is given): every suite in a few minutes")
     p.add_argument("--repeat", type=int, metavar="N",
                    help="timed runs per cell and cache state (default 5, --quick 3)")
     p.add_argument("--sizes", metavar="A,B", help="only these size labels (e.g. small)")
     p.add_argument("--tasks", metavar="A,B", help="only these tasks")
     p.add_argument("--contenders", metavar="A,B",
                    help="only these contenders (the baseline and reference always run)")
-    p.add_argument("--cache", choices=("both", *CACHES), default="both",
-                   help="measure warm, cold or both (default) cache states")
+    p.add_argument("--cache", choices=("both", *CACHES),
+                   help="measure warm, cold or both cache states (default: both; --quick: warm)")
     p.add_argument("--data-dir", type=Path, default=DATA_DIR, help="default: bench/data")
-    p.add_argument("--results-dir", type=Path, default=RESULTS_DIR,
-                   help="default: bench/results")
+    p.add_argument("--results-dir", type=Path,
+                   help="default: bench/results (--quick: bench/results/quick)")
     p.add_argument("--render", action="store_true",
                    help="do not run: re-render SUITE.md and SUITE.png from SUITE.json")
     return p
@@ -50,16 +53,50 @@ def _show(path: Path) -> str:
         return str(path)
 
 
+def _spec(name: str) -> dict | None:
+    """The suite's headline spec (for results written before the runner stored it)."""
+    try:
+        return suites.load(name).headline
+    except Exception:  # noqa: BLE001 - a suite that cannot load has no headline row
+        return None
+
+
 def _refresh_readme(results_dir: Path) -> None:
-    """Feeds the README's results section from bench/results/ (default results dir only)."""
-    readme = Path(__file__).resolve().parent.parent / "README.md"
-    if results_dir.resolve() == (readme.parent / "bench" / "results").resolve():
-        if update_readme(readme, results_dir):
+    """Feeds the README's results section from bench/results/ (the full runs' directory only)."""
+    readme = REPO_DIR / "README.md"
+    if results_dir.resolve() == RESULTS_DIR.resolve():
+        specs = {p.stem: spec for p in RESULTS_DIR.glob("*.json") if (spec := _spec(p.stem))}
+        if update_readme(readme, results_dir, specs):
             print(f"updated {_show(readme)}")
+
+
+def _summary(docs: dict[str, dict], failed: list[str], results_dir: Path, seconds: float) -> str:
+    """One screen: each suite's headline against its best peer, and where the reports are."""
+    out = ["", "=" * 78, f"summary ({seconds:.0f} s): mmapkit vs the best peer, median times; "
+           "ratio below 1 is faster"]
+    for name, doc in docs.items():
+        h = headline(doc)
+        out.append(f"  {headline_text(h)}" if h else f"  {name}: (no headline declared)")
+        if name in failed:
+            out.append(f"  {name}: FAILED: wrong answers or errors (see above)")
+    out += [f"  {name}: FAILED to run (see the traceback above)"
+            for name in failed if name not in docs]
+    shown = _show(results_dir)
+    out += ["", f"full reports and plots: {shown}/SUITE.md and {shown}/SUITE.png "
+            f"({', '.join(docs)})"]
+    if any(d["mode"] == "quick" for d in docs.values()):
+        out.append(f"quick sizes (a smoke run); the full runs' results (make bench) are in "
+                   f"{_show(RESULTS_DIR)}/ and the README")
+    out.append("=" * 78)
+    return "\n".join(out)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.results_dir is None:
+        args.results_dir = QUICK_RESULTS_DIR if args.quick else RESULTS_DIR
+    if args.cache is None:
+        args.cache = "warm" if args.quick else "both"
     if args.list:
         for name in suites.names():
             try:
@@ -95,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
                       caches=CACHES if args.cache == "both" else (args.cache,),
                       data_dir=args.data_dir)
     failed: list[str] = []
+    docs: dict[str, dict] = {}
     started = time.perf_counter()
     for name in names:
         try:
@@ -108,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr, flush=True)
             failed.append(name)
             continue
+        docs[name] = doc
         print(text_tables(doc), flush=True)
         for path in write_all(doc, name, args.results_dir):
             print(f"wrote {_show(path)}")
@@ -120,9 +159,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"!!!   {r['contender']} / {r['task']} @ {r['size']} ({r['cache']}): "
                       f"{r['status'].upper()}: {r['reason']}", file=sys.stderr)
             sys.stderr.flush()
-    _refresh_readme(args.results_dir)
-    if len(names) > 1:
-        print(f"\nall suites: {time.perf_counter() - started:.0f} s")
+    if not args.quick:
+        _refresh_readme(args.results_dir)
+    if docs or failed:
+        print(_summary(docs, failed, args.results_dir, time.perf_counter() - started), flush=True)
     if failed:
         print(f"FAILED: {', '.join(failed)}", file=sys.stderr)
         return 1

@@ -42,7 +42,8 @@ from typing import Any, Callable, Iterable, Sequence
 BENCH_DIR = Path(__file__).resolve().parent
 REPO_DIR = BENCH_DIR.parent
 DATA_DIR = BENCH_DIR / "data"
-RESULTS_DIR = BENCH_DIR / "results"
+RESULTS_DIR = BENCH_DIR / "results"  # full runs (committed; feeds the README)
+QUICK_RESULTS_DIR = RESULTS_DIR / "quick"  # --quick runs (git-ignored)
 
 CACHES = ("warm", "cold")
 
@@ -183,6 +184,11 @@ class Suite:
     # (task, contender) whose throughput is "the machine's limit" (rows layout: % column);
     # contender None: the task's fastest contender in the same size and cache state
     limit: tuple[str, str | None] | None = None
+    # The one comparison the summary and the README's table show (see report.headline):
+    # {"capability", "label", "task", "contender" (mmapkit's), "peers" (the best of them
+    # is picked from the results), "sizes" (preferred labels, last measured wins; default
+    # the last size), "cache" (default "warm")}.
+    headline: dict[str, Any] | None = None
 
     def sizes(self, quick: bool) -> list[Size]:
         raise NotImplementedError
@@ -220,6 +226,8 @@ def human_bytes(n: int) -> str:
             return f"{n // div} {unit}"
     if n >= 1_000_000_000 and n % 1_000_000 == 0:  # decimal sizes ("10 GB"), not "9765625 KiB"
         return f"{n / 1e9:g} GB"
+    if n >= 1_000_000_000:
+        return f"{n / 1e9:.3g} GB"  # not "2.15e+03 MB"
     if n >= 1 << 10 and n % (1 << 10) == 0:
         return f"{n >> 10} KiB"
     if n >= 1_000_000:
@@ -693,6 +701,7 @@ def run_suite(suite: Suite, opts: RunOptions) -> dict[str, Any]:
         "layout": suite.layout,
         "metrics": dict(suite.metrics),
         "limit": list(suite.limit) if suite.limit else None,
+        "headline_spec": dict(suite.headline) if suite.headline else None,
     }
     doc["targets"] = suite.targets(doc)
     return doc

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .harness import CACHES, fmt_ratio, fmt_seconds
+from .harness import CACHES, fmt_ratio, fmt_seconds, human_bytes
 
 
 def _index(doc: dict[str, Any]) -> dict[tuple[str, str, str, str], dict[str, Any]]:
@@ -396,31 +396,115 @@ README_START = "<!-- bench:results:start -->"
 README_END = "<!-- bench:results:end -->"
 
 
-def readme_section(results_dir: Path) -> str:
-    """Every suite's result tables (all sizes, warm and cold), for the README."""
-    out: list[str] = []
+# The plots the README shows under its headline table (at most two; the others are
+# linked from the table through each suite's report).
+README_PLOTS = ("arrays", "kmers")
+
+
+def fmt_time(t: float) -> str:
+    """A median time with its unit: 1.23 s, 17.3 ms, 85.2 µs."""
+    if t >= 1:
+        return f"{fmt_seconds(t)} s"
+    if t >= 1e-3:
+        return f"{t * 1e3:.3g} ms"
+    return f"{t * 1e6:.3g} µs"
+
+
+def headline(doc: dict[str, Any], spec: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The suite's headline comparison, derived from its results: mmapkit's median vs
+    the fastest of the named peers (same task, size and cache state).
+
+    `spec` defaults to the document's ``headline_spec`` (written by the runner from
+    ``Suite.headline``); None when the suite declares none. ``ratio`` is mmapkit's
+    median / the best peer's (below 1 is faster), None with a ``reason`` when either
+    side has no measurement."""
+    spec = spec or doc.get("headline_spec")
+    if not spec:
+        return None
+    labels = [s["label"] for s in doc["sizes"]]
+    wanted = [lab for lab in labels if lab in spec.get("sizes", labels)] or labels[-1:]
+    size = next(s for s in doc["sizes"] if s["label"] == wanted[-1])
+    cache = spec.get("cache", "warm")
+    idx = _index(doc)
+
+    def median(contender: str) -> float | None:
+        r = idx.get((size["label"], spec["task"], contender, cache))
+        return r["median"] if r and r["status"] == "ok" and r.get("median") else None
+
+    out: dict[str, Any] = {
+        "suite": doc["suite"], "capability": spec.get("capability", doc["title"]),
+        "label": spec.get("label", spec["task"]), "task": spec["task"],
+        "size": size["label"], "size_human": human_bytes(size["nbytes"]), "cache": cache,
+        "mode": doc["mode"], "contender": spec["contender"],
+        "seconds": median(spec["contender"]), "peer": None, "peer_seconds": None,
+        "ratio": None, "reason": "",
+    }
+    peers = [(t, p) for p in spec["peers"] if (t := median(p)) is not None]
+    if peers:
+        out["peer_seconds"], out["peer"] = min(peers)
+    if out["seconds"] is None:
+        out["reason"] = f"{spec['contender']} not measured"
+    elif out["peer"] is None:
+        out["reason"] = "no peer measured"
+    else:
+        out["ratio"] = out["seconds"] / out["peer_seconds"]
+    return out
+
+
+def headline_text(h: dict[str, Any]) -> str:
+    """One line: 'log: append ... — mmapkit 17.3 ms vs best peer commitlog 18.3 ms (0.95×)'."""
+    where = f"{h['label']} ({h['size_human']}, {h['cache']})"
+    if h["ratio"] is None:
+        return f"{h['suite']}: {where}: n/a ({h['reason']})"
+    return (f"{h['suite']}: {where} — {h['contender']} {fmt_time(h['seconds'])} vs best peer "
+            f"{h['peer']} {fmt_time(h['peer_seconds'])} ({fmt_ratio(h['ratio'])}×)")
+
+
+def readme_section(results_dir: Path,
+                   specs: dict[str, dict[str, Any]] | None = None) -> str:
+    """The README's results: one headline row per suite, and up to two plots.
+
+    `specs` (suite -> Suite.headline) serves documents written before the runner
+    stored the spec in them."""
+    rows = [["capability", "measured", "mmapkit", "best peer", "ratio", "full report"]]
+    modes: set[str] = set()
+    dates: set[str] = set()
+    cores: set[str] = set()
+    names = []
     for js in sorted(results_dir.glob("*.json")):
         doc = json.loads(js.read_text())
         name = js.stem
+        names.append(name)
         rel = f"bench/results/{name}"
-        out += [f"### `{name}`: {doc['title']}", "",
-                f"{doc['mode']} run of {doc['machine'].get('date', '?')[:10]} on "
-                f"{doc['machine'].get('cores', '?')} cores; ratios are against "
-                f"{_baseline_phrase(doc)} (below 1 is faster). Full report: [{rel}.md]({rel}.md).",
-                "", f"![{name}]({rel}.png)", ""]
-        idx = _index(doc)
-        if doc.get("layout") == "rows":
-            out += _md_table(_rows_summary(doc, True), 3) + [""]
-            if doc.get("targets"):
-                out += _md_table(targets_rows(doc, True), 2) + [""]
+        modes.add(doc["mode"])
+        dates.add(doc["machine"].get("date", "?")[:10])
+        cores.add(str(doc["machine"].get("cores", "?")))
+        h = headline(doc, (specs or {}).get(name))
+        link = f"[{rel}.md]({rel}.md)"
+        if h is None:
+            rows.append([doc["title"], "", "", "", "", link])
             continue
-        for size in doc["sizes"]:
-            for cache in CACHES:
-                out += _results_table(doc, idx, size, cache, "####")
+        what = f"{h['label']} ({h['size_human']}, {h['cache']})"
+        if h["ratio"] is None:
+            rows.append([h["capability"], what, "n/a", h["reason"], "", link])
+            continue
+        rows.append([h["capability"], what, f"`{h['contender']}` {fmt_time(h['seconds'])}",
+                     f"`{h['peer']}` {fmt_time(h['peer_seconds'])}",
+                     f"**{fmt_ratio(h['ratio'])}×**", link])
+    out = ["Ratio = mmapkit's median time / the fastest peer's, same data, size and cache "
+           "state (below 1 is faster). From the " + " and ".join(sorted(modes)) + " runs of "
+           + ", ".join(sorted(dates)) + " on " + "/".join(sorted(cores)) + " cores. Every "
+           "suite's report has the tables for all sizes, warm and cold, every contender and "
+           "the baseline.", ""]
+    out += _md_table(rows, 2) + [""]
+    for name in README_PLOTS:
+        if name in names and (results_dir / f"{name}.png").exists():
+            out += [f"![{name}](bench/results/{name}.png)", ""]
     return "\n".join(out).rstrip() + "\n"
 
 
-def update_readme(readme: Path, results_dir: Path) -> bool:
+def update_readme(readme: Path, results_dir: Path,
+                  specs: dict[str, dict[str, Any]] | None = None) -> bool:
     """Replaces the README's results section (between the markers) in place."""
     if not readme.exists():
         return False
@@ -429,7 +513,7 @@ def update_readme(readme: Path, results_dir: Path) -> bool:
         return False
     head, rest = text.split(README_START, 1)
     _, tail = rest.split(README_END, 1)
-    new = f"{head}{README_START}\n{readme_section(results_dir)}{README_END}{tail}"
+    new = f"{head}{README_START}\n{readme_section(results_dir, specs)}{README_END}{tail}"
     if new != text:
         readme.write_text(new)
     return True
@@ -624,11 +708,15 @@ def chart(doc: dict[str, Any], path: Path) -> None:
     names = [c["name"] for c in doc["contenders"]]
     tasks = doc["tasks"]
     sizes = doc["sizes"]
-    fig, axes = plt.subplots(len(sizes), 2, figsize=(13, 4.2 * len(sizes)), squeeze=False)
+    # only the cache states measured (a --quick run measures warm only)
+    caches = [c for c in CACHES if any(r["cache"] == c and r["status"] == "ok"
+                                       for r in doc["results"])] or list(CACHES)
+    fig, axes = plt.subplots(len(sizes), len(caches), figsize=(6.5 * len(caches), 4.2 * len(sizes)),
+                             squeeze=False)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     width = 0.8 / max(1, len(names))
     for row, size in enumerate(sizes):
-        for col, cache in enumerate(CACHES):
+        for col, cache in enumerate(caches):
             ax = axes[row][col]
             for k, name in enumerate(names):
                 for i, t in enumerate(tasks):

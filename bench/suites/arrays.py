@@ -11,7 +11,7 @@ Tasks (every contender's answer is checked on every run):
 2. ``read``      the disk's (cold) or page cache's (warm) sequential read speed:
                  a plain ``readinto`` loop over the int16 file into one reusable
                  8 MiB buffer -> bytes read; the "limit" of the median rows
-3. ``median``    median of the int16 file (10 GB, ``--quick`` 2 GB): ``np.median``
+3. ``median``    median of the int16 file (10 GB, ``--quick`` 128 MiB): ``np.median``
                  on a memmap (reference, exact, needs the whole array in RAM), the
                  article's median of chunk medians over a process pool
                  (approximate), dask's ``da.percentile(x, 50)`` (approximate),
@@ -55,7 +55,8 @@ MEDIAN_TOLERANCE = 64  # |approximate - exact| allowed for the estimators (int16
 # Per size label: table rows, median file bytes, handoff bytes, sparse rows.
 PARAMS = {
     "small": {"rows": 100_000, "median": 64 << 20, "handoff": 16 << 20, "sparse_rows": 1 << 22},
-    "quick": {"rows": 1_000_000, "median": 2 * 10**9, "handoff": GIGA, "sparse_rows": GIGA},
+    # --quick (make run), its only size: every contender (np.zeros.tofile too) in seconds
+    "quick": {"rows": 200_000, "median": 128 << 20, "handoff": 64 << 20, "sparse_rows": 1 << 22},
     "large": {"rows": 10_000_000, "median": 10 * 10**9, "handoff": GIGA, "sparse_rows": GIGA},
 }
 
@@ -460,13 +461,18 @@ class ArraysSuite(Suite):
         "seconds": {"title": "seconds (self-timed, for the absolute goals)", "unit": ""},
     }
     limit = ("read", "read loop")
+    headline = {"capability": "exact median of an on-disk array",
+                "label": "median of the int16 file", "task": "median",
+                "contender": "mmapkit.stats.median",
+                "peers": ["np.median", "pool median of medians", "dask percentile"],
+                "sizes": ["large", "quick"]}
 
     tasks: tuple[Task, ...] = (
         Task("open_sum", "10 M x 3 float64: open + sum", throughput=False,
              repeats=lambda size, n: min(n, 3) if size.label == "large" else n,
              note="sum of every element. `np.loadtxt` parses the same numbers from text "
                   "(`%.10f`, ~50 bytes a row); it is the slow one, so the full run repeats this "
-                  "task 3 times per cache state. Rows: 10 M (full), 1 M (`--quick`), 100 k "
+                  "task 3 times per cache state. Rows: 10 M (full), 200 k (`--quick`), 100 k "
                   "(small)."),
         Task("read", "sequential read of the int16 file", baseline="read loop",
              reference="read loop",
@@ -490,14 +496,14 @@ class ArraysSuite(Suite):
                   "reads three elements, the answers come back. `pickle` sends the array itself "
                   "(what `Pool.map(f, [array])` does); the others send a name or a path. "
                   "`bytes sent` is the pickled size: the data copied per hand-off. 16 MiB at "
-                  "the small size."),
+                  "the small size, 64 MiB with `--quick`."),
         Task("sparse", "create a 24 GiB float64 array on disk", baseline="f.truncate",
              reference="f.truncate", throughput=False, setup=_fresh_sparse,
              teardown=lambda ds: _sparse_path(ds.path).unlink(missing_ok=True),
              note="2^30 x 3 float64 (the article's), a fresh file each run (deleted untimed "
                   "before); answer: bytes of array data; `allocated` = blocks the file really "
-                  "uses. `np.zeros(...).tofile` (writing every zero) runs only at the small size "
-                  "(96 MiB)."),
+                  "uses. `np.zeros(...).tofile` (writing every zero) runs only at the small and "
+                  "`--quick` sizes (96 MiB)."),
     )
 
     contenders = (
@@ -554,8 +560,9 @@ class ArraysSuite(Suite):
     )
 
     def sizes(self, quick: bool) -> list[Size]:
-        big = "quick" if quick else "large"
-        return [Size("small", PARAMS["small"]["median"]), Size(big, PARAMS[big]["median"])]
+        if quick:
+            return [Size("quick", PARAMS["quick"]["median"])]
+        return [Size("small", PARAMS["small"]["median"]), Size("large", PARAMS["large"]["median"])]
 
     def prepare(self, size: Size, data_dir: Path, log: Callable[[str], None]) -> Dataset:
         p = PARAMS[size.label]

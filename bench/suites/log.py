@@ -141,6 +141,10 @@ class LogSuite(Suite):
     )
     baseline = "baseline"
     layout = "rows"
+    headline = {"capability": "write-ahead log", "label": "append 100K × 50 B, no sync",
+                "task": "append", "contender": "mmapkit",
+                "peers": ["raft-engine", "commitlog", "tidwall/wal", "etcd/wal"],
+                "sizes": ["100k-50B"]}
     timing = ("time of the operation as the contender measured it (`Instant`/`time.Now`/"
               "`perf_counter` around the appends or the read loop; see the notes)")
     metrics = {"syncs": {"title": "syncs", "unit": ""},

@@ -250,6 +250,9 @@ class PyioSuite(Suite):
         "module swapped) and mmapkit's native `mmapkit.open` API."
     )
     baseline = "file"
+    headline = {"capability": "mmap from Python", "label": 'replace b" the " in place',
+                "task": "replace", "contender": "mmapkit.open", "peers": ["file", "stdlib mmap"],
+                "sizes": ["large"]}
     reference = "file"
     data_seed = 1
 
@@ -316,7 +319,7 @@ class PyioSuite(Suite):
                     note=task.note)
 
     def sizes(self, quick: bool) -> list[Size]:
-        return [Size("small", 2_400_000), Size("large", (256 << 20) if quick else (1 << 30))]
+        return [Size("small", 2_400_000), Size("large", (16 << 20) if quick else (1 << 30))]
 
     def prepare(self, size: Size, data_dir: Path, log: Callable[[str], None]) -> Dataset:
         path = ensure_text_file(data_dir, "pyio-text", self.data_seed, size.nbytes, log)
