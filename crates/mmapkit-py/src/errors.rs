@@ -56,7 +56,11 @@ fn os_parts(e: &Error) -> (i32, String, String) {
 pub fn to_py(e: Error) -> PyErr {
     match &e {
         Error::Io { .. } => PyOSError::new_err(os_parts(&e)),
-        Error::FileTruncated { .. } | Error::Truncated { .. } => FileTruncatedError::new_err(os_parts(&e)),
+        Error::FileTruncated { .. } => {
+            let (errno, msg, path) = os_parts(&e);
+            FileTruncatedError::new_err((errno, format!("{msg} (call refresh() to re-sync)"), path))
+        }
+        Error::Truncated { .. } => FileTruncatedError::new_err(os_parts(&e)),
         Error::DiskFull { .. } => DiskFullError::new_err(os_parts(&e)),
         Error::Corrupt { .. } => CorruptError::new_err(os_parts(&e)),
         Error::Format { .. } => FormatError::new_err(e.to_string()),

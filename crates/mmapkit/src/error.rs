@@ -25,7 +25,7 @@ pub enum Error {
     },
     /// Another process truncated the file while it was mapped; the pages
     /// past the new end were lost and now read as zeros.
-    #[error("{}: file was truncated while mapped; data past its new end is gone (call refresh() to re-sync)", path.display())]
+    #[error("{}: file was truncated while mapped; data past its new end is gone", path.display())]
     FileTruncated {
         /// The file.
         path: PathBuf,
@@ -166,5 +166,12 @@ mod message_tests {
         assert_eq!(e.to_string(), "f: no space left on device");
         let e = Error::DiskFull { path: "f".into(), size: 4096 };
         assert_eq!(e.to_string(), "f: no space left on device to extend the file to 4096 bytes");
+    }
+
+    #[test]
+    fn core_messages_name_no_python_method() {
+        // The CLI prints these as they are; the Python binding adds its hint.
+        let e = Error::FileTruncated { path: "f".into() };
+        assert_eq!(e.to_string(), "f: file was truncated while mapped; data past its new end is gone");
     }
 }
