@@ -237,27 +237,24 @@ impl Segment {
     /// A copy of `buf.len()` data bytes from `offset` (the data is shared
     /// and written through raw views, so no slice of it is handed out).
     pub fn read_at(&self, offset: usize, buf: &mut [u8]) -> Result<()> {
-        if offset.checked_add(buf.len()).is_none_or(|e| e > self.nbytes) {
-            return Err(Error::InvalidArgument(format!(
-                "{}: read of {} bytes at {offset} is outside the {}-byte array",
-                self.path.display(),
-                buf.len(),
-                self.nbytes
-            )));
-        }
-        self.map.read_at(self.data_off + offset, buf)
+        let at = self.data_range("read", offset, buf.len())?;
+        self.map.read_at(at, buf)
     }
     /// Writes `bytes` at `offset` into the data.
     pub fn write_at(&self, offset: usize, bytes: &[u8]) -> Result<()> {
-        if offset.checked_add(bytes.len()).is_none_or(|e| e > self.nbytes) {
+        let at = self.data_range("write", offset, bytes.len())?;
+        self.map.write_at(at, bytes)
+    }
+    /// The map offset of data bytes `[offset, offset+len)`, if inside the array.
+    fn data_range(&self, what: &str, offset: usize, len: usize) -> Result<usize> {
+        if offset.checked_add(len).is_none_or(|e| e > self.nbytes) {
             return Err(Error::InvalidArgument(format!(
-                "{}: write of {} bytes at {offset} is outside the {}-byte array",
+                "{}: {what} of {len} bytes at {offset} is outside the {}-byte array",
                 self.path.display(),
-                bytes.len(),
                 self.nbytes
             )));
         }
-        self.map.write_at(self.data_off + offset, bytes)
+        Ok(self.data_off + offset)
     }
 
     /// Removes the segment's name now: nobody can attach any more; every
