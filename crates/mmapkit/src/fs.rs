@@ -264,6 +264,29 @@ impl Drop for TempFile {
     }
 }
 
+/// `create_dir_all`, made durable: the parent of every directory created
+/// is fsynced, so a power loss cannot take a new directory (and what was
+/// made durable inside it) away (found by the crashfs matrices).
+pub fn create_dir_durably(dir: &Path) -> Result<()> {
+    let mut missing = Vec::new();
+    let mut d = dir;
+    while !d.as_os_str().is_empty() && !d.exists() {
+        missing.push(d);
+        match d.parent() {
+            Some(p) => d = p,
+            None => break,
+        }
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    fs::create_dir_all(dir).map_err(|e| Error::io(dir, "mkdir", e))?;
+    for made in missing.iter().rev() {
+        sync_dir(parent(made))?;
+    }
+    Ok(())
+}
+
 /// Makes directory entry changes (create, rename, unlink) durable.
 pub fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir)

@@ -402,42 +402,34 @@ pub fn quarantine_dir(dir: &Path) -> PathBuf {
 }
 
 /// Copies `bytes` (cut from segment `seg` at byte `at`) durably to
-/// `DIR/quarantine/<segment file>.<at>.bad` (`.<at>.<n>.bad` if taken).
+/// `DIR/quarantine/<segment file>.<at>.bad` (`.<at>.<n>.bad` if taken):
+/// written and synced under a temp name, then linked in (never replacing).
 fn quarantine(dir: &Path, seg: &Path, at: usize, bytes: &[u8]) -> Result<PathBuf> {
     let q = quarantine_dir(dir);
-    segment::create_dir_durably(&q)?;
+    crate::fs::create_dir_durably(&q)?;
     let name = seg.file_name().unwrap_or_default().to_string_lossy();
-    for n in 0u32.. {
-        let p = if n == 0 {
-            q.join(format!("{name}.{at}.bad"))
-        } else {
-            q.join(format!("{name}.{at}.{n}.bad"))
-        };
-        let f = match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&p)
-        {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(Error::io(&p, "create", e)),
-        };
-        let w = f.write_all_at(bytes, 0).and_then(|()| f.sync_all());
-        if let Err(e) = w {
-            let _ = std::fs::remove_file(&p);
-            return Err(Error::io(&p, "write", e));
-        }
-        sync_dir(&q)?;
-        sync_dir(dir)?;
-        return Ok(p);
-    }
-    unreachable!("u32 names exhausted")
+    let p = (0u32..)
+        .map(|n| match n {
+            0 => q.join(format!("{name}.{at}.bad")),
+            n => q.join(format!("{name}.{at}.{n}.bad")),
+        })
+        .find(|p| !p.exists())
+        .expect("u32 names exhausted");
+    let tmp = crate::fs::TempFile::beside(&p)?;
+    tmp.file()
+        .write_all_at(bytes, 0)
+        .and_then(|()| tmp.file().sync_all())
+        .map_err(|e| Error::io(tmp.path(), "write", e))?;
+    tmp.link_to(&p)?;
+    sync_dir(&q)?;
+    sync_dir(dir)?;
+    Ok(p)
 }
 
 /// Moves a whole file into the quarantine directory.
 fn quarantine_file(dir: &Path, p: &Path) -> Result<()> {
     let q = quarantine_dir(dir);
-    segment::create_dir_durably(&q)?;
+    crate::fs::create_dir_durably(&q)?;
     let to = q.join(p.file_name().unwrap_or_default());
     std::fs::rename(p, &to).map_err(|e| Error::io(p, "rename", e))?;
     sync_dir(&q)?;
@@ -680,7 +672,7 @@ impl CommitLog {
         }
         let writable = !opts.read_only;
         if writable {
-            segment::create_dir_durably(&dir)?;
+            crate::fs::create_dir_durably(&dir)?;
         }
         // The flock below does not conflict within one process (another
         // handle of ours may hold it): a registry tells that case apart.

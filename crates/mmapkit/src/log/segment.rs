@@ -27,34 +27,7 @@ pub(crate) fn parse_name(name: &str) -> Option<(u64, u32)> {
     Some((a.parse().ok()?, b.parse().ok()?))
 }
 
-/// Makes directory entry changes (create, rename, unlink) durable.
-pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
-    crate::fs::sync_dir(dir)
-}
-
-/// `create_dir_all`, made durable: the parent of every directory created
-/// is fsynced, so a power loss cannot take a new log (or its quarantine)
-/// away with its acknowledged entries (found by crashfs).
-pub(crate) fn create_dir_durably(dir: &Path) -> Result<()> {
-    let mut missing = Vec::new();
-    let mut d = dir;
-    while !d.as_os_str().is_empty() && !d.exists() {
-        missing.push(d);
-        match d.parent() {
-            Some(p) => d = p,
-            None => break,
-        }
-    }
-    if missing.is_empty() {
-        return Ok(());
-    }
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, "mkdir", e))?;
-    for made in missing.iter().rev() {
-        let parent = made.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        sync_dir(parent)?;
-    }
-    Ok(())
-}
+pub(crate) use crate::fs::sync_dir;
 
 /// One segment file, mapped whole.
 pub(crate) struct SegFile {

@@ -198,17 +198,8 @@ extern "C" fn on_sigbus(sig: c_int, info: *mut siginfo_t, ctx: *mut c_void) {
                 // SAFETY: [page, end) lies inside an mmapkit mapping whose
                 // file pages are gone; replacing them with zero pages is
                 // what turns the fault into a recoverable error.
-                let p = unsafe {
-                    libc::mmap(
-                        page as *mut c_void,
-                        end - page,
-                        e.prot.load(Ordering::Relaxed),
-                        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
-                        -1,
-                        0,
-                    )
-                };
-                if p != libc::MAP_FAILED {
+                let zeroed = unsafe { super::sys::map_zero(page as *mut u8, end - page, e.prot.load(Ordering::Relaxed)) };
+                if zeroed.is_ok() {
                     e.faults.fetch_add(1, Ordering::AcqRel);
                     return;
                 }
