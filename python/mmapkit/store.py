@@ -194,7 +194,10 @@ class ArrayStore:
         return self._core.refresh()
 
     def flush(self) -> None:
-        """Make the published rows durable (data synced before the header)."""
+        """Make the published rows durable: data synced before the header, then the
+        count recorded in ``.NAME.mmapkit-durable`` (beside the store while a writer
+        has it open), so after a power loss the store never counts rows that were
+        not flushed."""
         self._core.flush()
 
     def trim(self) -> None:

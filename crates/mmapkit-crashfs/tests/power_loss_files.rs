@@ -194,17 +194,12 @@ fn array_store_flushed_rows_survive() {
     assert_clean(matrix("array store (flushed rows)", &array_setup, &array_make, &|b, o| array_check(b, o, false)));
 }
 
-/// KNOWN DEFECT (store/array.rs `publish`/`flush`): the module promises that
-/// "after a power loss the header never counts rows that did not reach the
-/// disk", but `append` publishes the new count into the mapped header page
-/// at once, before any flush. Whatever writes that page back first (the
-/// data msync itself when the header shares page 0 with the first rows, as
-/// here; or the kernel's background writeback) can make the header durable
-/// before the rows: a torn power loss (Mode::KeepRandom) leaves a header
-/// that claims up to one append's rows beyond the last flush, reading as
-/// zeros. Flushed rows are never lost (the test above).
+/// The header never counts rows whose data was lost: between flushes it
+/// may reach the disk before the rows, and the durable-rows record (written
+/// by every flush, checked on open in a later boot) cuts it back. This was
+/// a defect found by this matrix (a torn power loss left a header claiming
+/// up to one append's rows beyond the last flush, reading as zeros).
 #[test]
-#[ignore = "known defect: ArrayStore's header count reaches the page cache (and disk) before the rows are synced"]
 fn array_store_header_never_claims_lost_rows() {
     require_fuse!();
     assert_clean(matrix("array store (whole header)", &array_setup, &array_make, &|b, o| array_check(b, o, true)));

@@ -16,7 +16,9 @@ pub fn long() -> bool {
 
 pub fn workload(args: &[&str]) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_crashfs-workload"));
-    c.args(args);
+    // The crash is a power loss: the survivor is checked "after a reboot"
+    // (ArrayStore's durable-rows record compares boot ids).
+    c.args(args).env("MMAPKIT_TEST_BOOT_ID", "the-boot-before-the-power-loss");
     c
 }
 

@@ -19,7 +19,14 @@
 //! header says). A process killed mid-append leaves the old count, and a
 //! writer reopening the file reuses the unpublished rows as capacity.
 //! [`ArrayStore::flush`] adds durability against power loss: data pages are
-//! synced before the header page.
+//! synced, then the header page, then the count is recorded in the
+//! store's durable-rows record (`.NAME.mmapkit-durable` beside it while a
+//! writer has it open; see the `durable` module). The kernel may write the
+//! header back before the rows between flushes, so after a power loss the
+//! header alone could count rows that read as zeros; a store opened in a
+//! later boot trusts only the rows the record says were flushed (readers
+//! see that many, a writer cuts the header back). Rows flushed are always
+//! there; rows appended since the last flush may be gone, never garbage.
 //!
 //! One writer at a time: writers hold an exclusive `flock` on the file;
 //! readers take no lock. Readers map only the published rows and follow
@@ -34,6 +41,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use super::npy::Header;
+use durable::Durable;
 use crate::map::{Map, MapOptions, Mode};
 use crate::{Error, Result};
 
@@ -78,6 +86,8 @@ pub struct ArrayStore {
     /// The header is valid but not in our fixed-width layout: rewritten by
     /// the first publish, not by opening.
     header_dirty: bool,
+    /// The durable-rows record (writers; see `durable`).
+    durable: Option<Durable>,
 }
 
 fn format_err(path: &Path, detail: String) -> Error {
@@ -124,6 +134,16 @@ fn read_header_stable(file: &File, path: &Path) -> Result<(Header, usize)> {
         last = next;
     }
     Ok(last)
+}
+
+/// The header's row count, or fewer when the store's durable-rows record
+/// says a power loss since may have lost the rest (see `durable`).
+fn trusted_rows(file: &File, path: &Path, header: &Header, data_off: usize, row_bytes: usize) -> Result<u64> {
+    let rows = header.shape[0];
+    match durable::read(&durable::path_of(path))? {
+        Some(r) if !r.this_boot && r.rows < rows && r.fingerprint == durable::fingerprint(file, path, header, data_off, row_bytes, r.rows)? => Ok(r.rows),
+        _ => Ok(rows),
+    }
 }
 
 /// Reads the header of the `.npy` file at `path`: the header and the
@@ -294,6 +314,7 @@ impl ArrayStore {
         let mut store = Self::map_writer(file, path, header, item_size, row_bytes, data_off, field, opts)?;
         store.keep_len = data_off;
         store.reserve_rows(opts.capacity_rows)?;
+        store.start_durable(false)?;
         Ok(store)
     }
 
@@ -342,6 +363,9 @@ impl ArrayStore {
         header.fortran_order = false;
         let item_size = check_dtype(path, &header, item_size)?;
         let row_bytes = row_bytes_of(path, item_size, &header.shape[1..]).map_err(|e| format_err(path, e.to_string()))?;
+        if !writable {
+            header.shape[0] = trusted_rows(&file, path, &header, data_off, row_bytes)?;
+        }
         let rows = header.shape[0];
         let file_len = file.metadata().map_err(|e| Error::io(path, "stat", e))?.len();
         let need = rows
@@ -371,6 +395,7 @@ impl ArrayStore {
                 owner: std::process::id(),
                 keep_len: 0,
                 header_dirty: false,
+                durable: None,
             });
         }
         // Our layout needs the count field to end 8-byte aligned; a header
@@ -395,6 +420,7 @@ impl ArrayStore {
         // Same shape, not our fixed-width layout: the first publish
         // rewrites the header (opening alone changes nothing).
         store.header_dirty = current != bytes;
+        store.start_durable(true)?;
         Ok(store)
     }
 
@@ -423,6 +449,7 @@ impl ArrayStore {
             owner: std::process::id(),
             keep_len: 0,
             header_dirty: false,
+            durable: None,
         })
     }
 
@@ -598,13 +625,11 @@ impl ArrayStore {
 
     /// Makes everything published so far durable: syncs the data pages
     /// past the header's page first, then the header's page (which also
-    /// holds the first rows), so a power loss during `flush` never leaves
-    /// a header counting rows that did not reach the disk.
-    ///
-    /// Between flushes the header's new count is in the page cache (other
-    /// processes must see it) and the kernel may write it back before the
-    /// rows: after a power loss, rows appended since the last `flush` may
-    /// be counted but read as zeros. Rows flushed are always there.
+    /// holds the first rows), then records the count in the durable-rows
+    /// record. Between flushes the header's new count is in the page cache
+    /// (other processes must see it) and may reach the disk before the
+    /// rows; after a power loss the record limits the store to the rows
+    /// flushed (see the module docs).
     pub fn flush(&self) -> Result<()> {
         if !self.writable {
             return Ok(());
@@ -614,7 +639,33 @@ impl ArrayStore {
         if end > page {
             self.map.flush_range(page, end - page, true)?;
         }
-        self.map.flush_range(0, end.min(page), true)
+        self.map.flush_range(0, end.min(page), true)?;
+        match &self.durable {
+            Some(d) => d.update(self.len(), self.fingerprint(self.len())?),
+            None => Ok(()),
+        }
+    }
+
+    fn fingerprint(&self, rows: u64) -> Result<u32> {
+        durable::fingerprint(self.map.file(), &self.path, &self.header, self.data_off, self.row_bytes, rows)
+    }
+
+    /// Writers, on open: a header counting rows past the durable-rows
+    /// record of an earlier boot is cut back to the record (a power loss
+    /// may have lost them; see `durable`); rows a writer that died in this
+    /// boot left are made durable; then the record is (re)created.
+    fn start_durable(&mut self, existing: bool) -> Result<()> {
+        let rec = durable::path_of(&self.path);
+        if existing {
+            if let Some(r) = durable::read(&rec)? {
+                if !r.this_boot && r.rows < self.len() && r.fingerprint == self.fingerprint(r.rows)? {
+                    self.publish(r.rows)?;
+                }
+                self.flush()?;
+            }
+        }
+        self.durable = Durable::create(&rec, self.len(), self.fingerprint(self.len())?)?;
+        Ok(())
     }
 
     /// Gives the reserved capacity back to the file system (the file ends
@@ -639,6 +690,9 @@ impl ArrayStore {
         if self.writable && self.owner == std::process::id() {
             self.trim()?;
             self.flush()?;
+            if let Some(d) = self.durable.take() {
+                d.remove()?;
+            }
         }
         self.writable = false;
         Ok(())
@@ -665,7 +719,7 @@ impl ArrayStore {
                 "the header changed shape or dtype (was the file replaced?); open it again".into(),
             ));
         }
-        let rows = header.shape[0];
+        let rows = trusted_rows(self.map.file(), &self.path, &header, off, self.row_bytes)?;
         if rows < self.len() {
             return Err(format_err(
                 &self.path,
@@ -681,14 +735,13 @@ impl ArrayStore {
 }
 
 impl Drop for ArrayStore {
-    /// Writers give unpublished capacity back (best effort; use
+    /// Writers [`release`](ArrayStore::release) (best effort; use
     /// [`ArrayStore::close`] to see errors).
     fn drop(&mut self) {
-        if self.writable && self.owner == std::process::id() {
-            let _ = self.trim();
-        }
+        let _ = self.release();
     }
 }
 
+mod durable;
 #[cfg(test)]
 mod tests;

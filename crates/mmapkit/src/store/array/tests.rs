@@ -143,8 +143,10 @@ fn create_replaces_atomically_and_leaves_no_temp_files() {
     std::fs::write(&p, b"old").unwrap();
     let s = ArrayStore::create(&p, "'|u1'", 1, &[], &StoreOptions { capacity_rows: 1000, ..Default::default() }).unwrap();
     assert!(s.capacity() >= 1000);
-    let names: Vec<_> = std::fs::read_dir(d.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
-    assert_eq!(names, vec![std::ffi::OsString::from("a.npy")]);
+    let mut names: Vec<_> = std::fs::read_dir(d.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    names.sort();
+    // The store and its durable-rows record (see `durable`), no temp file.
+    assert_eq!(names, [".a.npy.mmapkit-durable", "a.npy"].map(std::ffi::OsString::from));
     let e = ArrayStore::create(d.path().join("missing/x.npy"), "'|u1'", 1, &[], &StoreOptions::default()).unwrap_err();
     assert!(e.to_string().contains("missing"), "{e}");
 }
@@ -270,4 +272,100 @@ fn open_and_close_keeps_bytes_past_the_row_count() {
     w.close().unwrap();
     assert_eq!(std::fs::metadata(&p).unwrap().len(), bytes.len() as u64);
     assert_eq!(ArrayStore::open(&p, false, None).unwrap().data(), &[1, 0, 2, 0, 3, 0]);
+}
+
+// ----- the durable-rows record (power loss between flushes) ------------------
+
+/// A writer's state after a power loss, simulated: 5 rows flushed, 3 more
+/// published (header says 8) but never flushed, copied into `to` with the
+/// record as a later boot sees it. Returns the copy's path.
+fn survivor_of_power_loss(to: &Path) -> PathBuf {
+    let (_d, p) = tmp();
+    let rows = |r: std::ops::Range<u64>| -> Vec<u8> { r.flat_map(|i| (i + 1).to_le_bytes()).collect() };
+    let mut s = ArrayStore::create(&p, "'<u8'", 8, &[], &StoreOptions::default()).unwrap();
+    s.append(&rows(0..5)).unwrap();
+    s.flush().unwrap();
+    s.append(&rows(5..8)).unwrap();
+    let rec = durable::path_of(&p);
+    let q = to.join("a.npy");
+    std::fs::copy(&p, &q).unwrap();
+    std::fs::copy(&rec, durable::path_of(&q)).unwrap();
+    durable::make_other_boot(&durable::path_of(&q));
+    q
+}
+
+#[test]
+fn record_exists_while_writing_and_goes_on_close() {
+    let (d, p) = tmp();
+    let mut s = ArrayStore::create(&p, "'<u8'", 8, &[], &StoreOptions::default()).unwrap();
+    let rec = d.path().join(".a.npy.mmapkit-durable");
+    s.append(&7u64.to_le_bytes()).unwrap();
+    s.flush().unwrap();
+    assert_eq!(durable::read(&rec).unwrap().map(|r| (r.rows, r.this_boot)), Some((1, true)));
+    s.close().unwrap();
+    assert!(!rec.exists());
+    // A writer reopening, and dropping without close: gone too.
+    drop(ArrayStore::open(&p, true, None).unwrap());
+    assert!(!rec.exists());
+}
+
+#[test]
+fn rows_past_the_record_of_an_earlier_boot_are_not_trusted() {
+    let d = tempfile::tempdir().unwrap();
+    let q = survivor_of_power_loss(d.path());
+    assert_eq!(header_rows(&q).0, 8, "the header counts the unflushed rows");
+    let mut r = ArrayStore::open(&q, false, None).unwrap();
+    assert_eq!(r.len(), 5, "a reader trusts only the flushed rows");
+    assert_eq!(r.refresh().unwrap(), 5);
+    // A writer cuts the header back, durably, and goes on from there.
+    let mut w = ArrayStore::open(&q, true, None).unwrap();
+    assert_eq!((w.len(), header_rows(&q).0), (5, 5));
+    w.append(&100u64.to_le_bytes()).unwrap();
+    w.close().unwrap();
+    let back = ArrayStore::open(&q, false, None).unwrap();
+    let vals: Vec<u64> = back.data().chunks(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
+    assert_eq!(vals, [1, 2, 3, 4, 5, 100]);
+}
+
+#[test]
+fn a_record_of_this_boot_or_of_other_content_is_not_applied() {
+    let d = tempfile::tempdir().unwrap();
+    let q = survivor_of_power_loss(d.path());
+    // Same boot: the page cache held every published row; nothing is cut
+    // (the record is rewritten as of now by the writer).
+    let rec = durable::path_of(&q);
+    let mut b = std::fs::read(&rec).unwrap();
+    let this = {
+        let (_e, p) = tmp();
+        let s = ArrayStore::create(&p, "'<u8'", 8, &[], &StoreOptions::default()).unwrap();
+        s.flush().unwrap();
+        std::fs::read(durable::path_of(&p)).unwrap()
+    };
+    let n = b.len();
+    b[28..n - 4].copy_from_slice(&this[28..n - 4]);
+    let crc = crc32c::crc32c(&b[..n - 4]);
+    b[n - 4..].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&rec, &b).unwrap();
+    assert_eq!(ArrayStore::open(&q, false, None).unwrap().len(), 8);
+    // Another file at the path (written over by another tool, other
+    // content): an earlier boot's record does not apply to it.
+    std::fs::create_dir(d.path().join("x")).unwrap();
+    let q = survivor_of_power_loss(&d.path().join("x"));
+    let mut bytes = std::fs::read(&q).unwrap();
+    let (_, off, _) = header_rows(&q);
+    bytes[off + 4 * 8] ^= 0xff; // row 4 (the last flushed one) differs
+    std::fs::write(&q, &bytes).unwrap();
+    assert_eq!(ArrayStore::open(&q, false, None).unwrap().len(), 8);
+}
+
+#[test]
+fn a_damaged_record_is_an_error_naming_it() {
+    let d = tempfile::tempdir().unwrap();
+    let q = survivor_of_power_loss(d.path());
+    let rec = durable::path_of(&q);
+    let mut b = std::fs::read(&rec).unwrap();
+    b[20] ^= 1;
+    std::fs::write(&rec, &b).unwrap();
+    let e = ArrayStore::open(&q, false, None).unwrap_err();
+    assert!(matches!(e, Error::Corrupt { .. }) && e.to_string().contains(".a.npy.mmapkit-durable"), "{e}");
 }

@@ -1,0 +1,192 @@
+//! The durable-rows record of a store being written (`.NAME.mmapkit-durable`
+//! beside it), which keeps a power loss from leaving a header that counts
+//! rows whose data never reached the disk.
+//!
+//! An append publishes the new row count in the mapped header at once
+//! (live readers and a reopening writer after a crash of the process must
+//! see it), and the kernel may write that page back before the rows'
+//! pages. So the header alone cannot be trusted after a power loss. The
+//! record says how many rows a returned [`ArrayStore::flush`] made
+//! durable, and in which boot: when a store is opened in a later boot
+//! (the machine went down) and the header counts more rows than the
+//! record, only the recorded rows are trusted (readers see that many; a
+//! writer cuts the header back to it). In the same boot the page cache
+//! still holds every published row, so the header is right.
+//!
+//! The record is created durably (temp file, fsync, rename, directory
+//! fsync) when a writer opens the store, rewritten in place (one
+//! 72-byte sector write + fdatasync) by every flush, and removed on
+//! close. It names the store's content (a checksum of the header with the
+//! row count masked, and of the last durable row), so a record left by a
+//! writer that died is ignored once the file was replaced by something
+//! else (`np.save` over it). A writer that cannot create it (read-only
+//! directory) goes on without it, and then has only the older guarantee:
+//! rows flushed are there after a power loss.
+//!
+//! [`ArrayStore::flush`]: super::ArrayStore::flush
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use super::Header;
+use crate::{Error, Result};
+
+const MAGIC: &[u8; 16] = b"MMAPKIT-DURABLE\x01";
+const BOOT_LEN: usize = 40;
+const LEN: usize = 16 + 8 + 4 + BOOT_LEN + 4;
+
+/// The record's path for the store file `path` (symlinks resolved: the
+/// record belongs to the file, wherever it is opened from).
+pub(super) fn path_of(path: &Path) -> PathBuf {
+    let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
+    let name = real.file_name().unwrap_or_default().to_string_lossy().into_owned();
+    real.with_file_name(format!(".{name}.mmapkit-durable"))
+}
+
+/// This boot's id (`MMAPKIT_TEST_BOOT_ID` stands in for it in power-loss
+/// tests, where the "reboot" is an unmount).
+fn boot_id() -> [u8; BOOT_LEN] {
+    let id = std::env::var("MMAPKIT_TEST_BOOT_ID")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok())
+        .unwrap_or_default();
+    let mut b = [0u8; BOOT_LEN];
+    let id = id.trim().as_bytes();
+    let n = id.len().min(BOOT_LEN);
+    b[..n].copy_from_slice(&id[..n]);
+    b
+}
+
+/// A checksum naming the store's content: its header bytes (from the
+/// file: another writer's layout differs) with the row count field
+/// masked, and its row `rows - 1`.
+pub(super) fn fingerprint(file: &File, path: &Path, header: &Header, data_off: usize, row_bytes: usize, rows: u64) -> Result<u32> {
+    let mut head = vec![0u8; data_off];
+    read_exact_at(file, path, &mut head, 0)?;
+    if let Ok((_, field)) = header.encode_growable(data_off) {
+        head[field].fill(0);
+    }
+    let c = crc32c::crc32c_append(crc32c::crc32c(&(data_off as u64).to_le_bytes()), &head);
+    if rows == 0 {
+        return Ok(c);
+    }
+    let mut row = vec![0u8; row_bytes];
+    read_exact_at(file, path, &mut row, data_off as u64 + (rows - 1) * row_bytes as u64)?;
+    Ok(crc32c::crc32c_append(c, &row))
+}
+
+/// `pread` of exactly `buf.len()` bytes; a short file reads as zeros
+/// past its end (the fingerprint then just does not match).
+fn read_exact_at(file: &File, path: &Path, buf: &mut [u8], at: u64) -> Result<()> {
+    let mut done = 0;
+    while done < buf.len() {
+        match file.read_at(&mut buf[done..], at + done as u64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Error::io(path, "read", e)),
+        }
+    }
+    buf[done..].fill(0);
+    Ok(())
+}
+
+fn encode(rows: u64, fp: u32) -> [u8; LEN] {
+    let mut b = [0u8; LEN];
+    b[..16].copy_from_slice(MAGIC);
+    b[16..24].copy_from_slice(&rows.to_le_bytes());
+    b[24..28].copy_from_slice(&fp.to_le_bytes());
+    b[28..28 + BOOT_LEN].copy_from_slice(&boot_id());
+    let crc = crc32c::crc32c(&b[..LEN - 4]);
+    b[LEN - 4..].copy_from_slice(&crc.to_le_bytes());
+    b
+}
+
+/// What a record says: durable rows, the fingerprint at that count, and
+/// whether it was written in this boot.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Record {
+    pub rows: u64,
+    pub fingerprint: u32,
+    pub this_boot: bool,
+}
+
+/// Reads the record at `rec` (`None` when there is none). A record that
+/// does not check out is [`Error::Corrupt`]: it is only ever written
+/// whole (one sector), so damage is not a crash's doing.
+pub(super) fn read(rec: &Path) -> Result<Option<Record>> {
+    let b = match std::fs::read(rec) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io(rec, "read", e)),
+    };
+    let crc_ok = b.len() == LEN && crc32c::crc32c(&b[..LEN - 4]).to_le_bytes() == b[LEN - 4..];
+    if !crc_ok || &b[..16] != MAGIC {
+        return Err(Error::Corrupt {
+            path: rec.to_owned(),
+            detail: "not a valid durable-rows record (remove it to trust the store's header as it is)".into(),
+        });
+    }
+    Ok(Some(Record {
+        rows: u64::from_le_bytes(b[16..24].try_into().expect("8 bytes")),
+        fingerprint: u32::from_le_bytes(b[24..28].try_into().expect("4 bytes")),
+        this_boot: b[28..28 + BOOT_LEN] == boot_id(),
+    }))
+}
+
+/// The open record of a writer.
+#[derive(Debug)]
+pub(super) struct Durable {
+    file: File,
+    path: PathBuf,
+}
+
+impl Durable {
+    /// Creates (or replaces) the record durably, saying `rows` with
+    /// fingerprint `fp`. `None` when the directory does not let us
+    /// (read-only, no permission): the store works without it.
+    pub(super) fn create(rec: &Path, rows: u64, fp: u32) -> Result<Option<Durable>> {
+        let tmp = match crate::fs::TempFile::beside(rec) {
+            Ok(t) => t,
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EROFS | libc::EPERM)) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        tmp.file()
+            .write_all_at(&encode(rows, fp), 0)
+            .and_then(|()| tmp.file().sync_all())
+            .map_err(|e| Error::io(tmp.path(), "write", e))?;
+        let file = tmp.file().try_clone().map_err(|e| Error::io(tmp.path(), "dup", e))?;
+        tmp.rename_to(rec, true)?;
+        Ok(Some(Durable { file, path: rec.to_owned() }))
+    }
+
+    /// Records `rows` (with fingerprint `fp`) as durable: one sector,
+    /// synced before this returns.
+    pub(super) fn update(&self, rows: u64, fp: u32) -> Result<()> {
+        self.file
+            .write_all_at(&encode(rows, fp), 0)
+            .and_then(|()| self.file.sync_data())
+            .map_err(|e| Error::io(&self.path, "write", e))
+    }
+
+    /// Removes the record (the store was closed with everything durable).
+    pub(super) fn remove(self) -> Result<()> {
+        match std::fs::remove_file(&self.path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(&self.path, "unlink", e)),
+        }
+        crate::fs::sync_dir(self.path.parent().unwrap_or(Path::new(".")))
+    }
+}
+
+/// Tests: rewrites the record at `rec` as if written in another boot.
+#[cfg(test)]
+pub(super) fn make_other_boot(rec: &Path) {
+    let mut b = std::fs::read(rec).unwrap();
+    b[28..28 + BOOT_LEN].fill(b'x');
+    let crc = crc32c::crc32c(&b[..LEN - 4]);
+    b[LEN - 4..].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(rec, b).unwrap();
+}
