@@ -116,6 +116,16 @@ pub(super) struct Record {
 /// does not check out is [`Error::Corrupt`]: it is only ever written
 /// whole (one sector), so damage is not a crash's doing.
 pub(super) fn read(rec: &Path) -> Result<Option<Record>> {
+    // Never open a FIFO or device planted under the name (it could block).
+    match std::fs::symlink_metadata(rec) {
+        Ok(m) if !m.file_type().is_file() => {
+            return Err(Error::Corrupt {
+                path: rec.to_owned(),
+                detail: "the durable-rows record is not a regular file".into(),
+            })
+        }
+        _ => {}
+    }
     let b = match std::fs::read(rec) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),

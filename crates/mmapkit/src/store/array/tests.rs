@@ -369,3 +369,13 @@ fn a_damaged_record_is_an_error_naming_it() {
     let e = ArrayStore::open(&q, false, None).unwrap_err();
     assert!(matches!(e, Error::Corrupt { .. }) && e.to_string().contains(".a.npy.mmapkit-durable"), "{e}");
 }
+
+#[test]
+fn a_record_that_is_not_a_regular_file_is_refused_without_opening_it() {
+    let (d, p) = tmp();
+    ArrayStore::create(&p, "'<u8'", 8, &[], &StoreOptions::default()).unwrap().close().unwrap();
+    let rec = d.path().join(".a.npy.mmapkit-durable");
+    assert!(std::process::Command::new("mkfifo").arg(&rec).status().unwrap().success());
+    let e = ArrayStore::open(&p, false, None).unwrap_err();
+    assert!(e.to_string().contains("not a regular file"), "{e}");
+}
