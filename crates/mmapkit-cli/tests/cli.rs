@@ -79,7 +79,7 @@ fn help_has_overview_and_examples() {
     let out = mmapkit(&["--help"]);
     assert!(out.status.success());
     let text = stdout(&out);
-    for needle in ["info", "evict", "Examples:", "mmapkit info "] {
+    for needle in ["Whole-file tools", "Commit log", "Parallel writers", "Page cache", "evict", "mmapkit info "] {
         assert!(text.contains(needle), "{needle:?} not in:\n{text}");
     }
 
