@@ -1,4 +1,7 @@
-"""Shared benchmark machinery: suite model, runner, cache dropping, machine info.
+"""Shared benchmark machinery: suite model, runner, cache dropping, machine info, and
+the helpers every suite uses (running commands, cached seeded data, working copies,
+repeats policies, number formats). Who is measured (tools, mmapkit's CLI and
+package, command tables) is in bench/contenders.py; the reports in bench/report.py.
 
 A suite (see bench/suites/) declares
 
@@ -291,6 +294,16 @@ def module_version(module: str) -> str:
         return str(getattr(mod, "__version__", "?"))
     except Exception as exc:  # noqa: BLE001
         return f"not importable ({type(exc).__name__})"
+
+
+def package_version(distribution: str) -> str:
+    """An installed distribution's version (for the reports), or "not installed"."""
+    import importlib.metadata as md
+
+    try:
+        return md.version(distribution)
+    except md.PackageNotFoundError:
+        return "not installed"
 
 
 # --------------------------------------------------------------------------- repeats per size
@@ -852,13 +865,7 @@ def run_suite(suite: Suite, opts: RunOptions) -> dict[str, Any]:
             log(f"  {task.name} @ {size.label}: done in {time.perf_counter() - t_task:.1f} s")
             results.extend(cell.as_dict() for cell in cells.values())
 
-    import importlib.metadata as md
-
-    try:
-        mpl = md.version("matplotlib")
-    except md.PackageNotFoundError:
-        mpl = "not installed"
-    versions = {"numpy": module_version("numpy"), "matplotlib": mpl}
+    versions = {"numpy": module_version("numpy"), "matplotlib": package_version("matplotlib")}
     versions.update(suite.versions())
     doc: dict[str, Any] = {
         "suite": suite.name,

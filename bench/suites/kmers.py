@@ -35,7 +35,8 @@ import numpy as np
 
 from ..contenders import mmapkit_bin, mmapkit_cli_available
 from ..harness import (Contender, Dataset, Measured, Size, Suite, Task, capped, file_digest,
-                       generated_file, labelled, need_space, primed, run_command, tool_version)
+                       generated_file, labelled, need_space, package_version, primed, run_command,
+                       tool_version)
 
 DATA_SEED = 6
 GENERATOR_VERSION = 1
@@ -397,15 +398,9 @@ class KmersSuite(Suite):
     # ----------------------------------------------------------------- report
 
     def versions(self) -> dict[str, str]:
-        import importlib.metadata as md
-
-        try:
-            pkv = md.version("pykmertools")
-        except md.PackageNotFoundError:
-            pkv = "not installed"
         return {"mmapkit CLI": f"{tool_version([str(mmapkit_bin()), '--version'])} "
                                f"({mmapkit_bin()})",
-                "pykmertools / kmertools": pkv,
+                "pykmertools / kmertools": package_version("pykmertools"),
                 "kmertools CLI": tool_version([kmertools_bin() or "kmertools", "--version"])}
 
     def targets(self, doc: dict[str, Any]) -> list[dict[str, Any]]:
