@@ -1,4 +1,7 @@
-"""Shared benchmark machinery: suite model, runner, cache dropping, machine info.
+"""Shared benchmark machinery: suite model, runner, cache dropping, machine info, and
+the helpers every suite uses (running commands, cached seeded data, working copies,
+repeats policies, number formats). Who is measured (tools, mmapkit's CLI and
+package, command tables) is in bench/contenders.py; the reports in bench/report.py.
 
 A suite (see bench/suites/) declares
 
@@ -28,12 +31,16 @@ from __future__ import annotations
 
 import datetime as _dt
 import gc
+import json
 import os
 import platform
 import random
+import shlex
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -272,6 +279,206 @@ def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity), else all of them."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def module_version(module: str) -> str:
+    """A Python module's ``__version__`` (for the reports), or why it has none."""
+    try:
+        mod = __import__(module)
+        return str(getattr(mod, "__version__", "?"))
+    except Exception as exc:  # noqa: BLE001
+        return f"not importable ({type(exc).__name__})"
+
+
+def package_version(distribution: str) -> str:
+    """An installed distribution's version (for the reports), or "not installed"."""
+    import importlib.metadata as md
+
+    try:
+        return md.version(distribution)
+    except md.PackageNotFoundError:
+        return "not installed"
+
+
+# --------------------------------------------------------------------------- repeats per size
+
+
+def above(nbytes: int) -> Callable[[Size], bool]:
+    """Size predicate for the helpers below: sizes of more than `nbytes`."""
+    return lambda size: size.nbytes > nbytes
+
+
+def labelled(*labels: str) -> Callable[[Size], bool]:
+    """Size predicate for the helpers below: the sizes with one of these labels."""
+    return lambda size: size.label in labels
+
+
+def capped(limit: int, big: Callable[[Size], bool],
+           otherwise: int | None = None) -> Callable[[Size, int], int]:
+    """``Task.repeats`` for slow tasks: at most `limit` timed runs on the `big` sizes
+    (and at most `otherwise` on the others, if given)."""
+    def repeats(size: Size, n: int) -> int:
+        cap = limit if big(size) else otherwise
+        return n if cap is None else min(n, cap)
+    return repeats
+
+
+def primed(big: Callable[[Size], bool]) -> Callable[[Size], str]:
+    """``Task.warmup``: a plain read of the data instead of a warm-up run on the `big`
+    sizes (for tasks too slow to run an extra time per contender)."""
+    return lambda size: "prime" if big(size) else "run"
+
+
+# --------------------------------------------------------------------------- subprocesses
+
+
+class CommandError(RuntimeError):
+    """A command of a contender failed; the message names it and quotes its stderr."""
+
+
+_STDERR: Any = None
+
+
+def _stderr_file() -> Any:
+    """One reused temporary file for the commands' stderr: no second pipe to drain
+    while reading stdout, and nothing to create per run."""
+    global _STDERR
+    if _STDERR is None:
+        _STDERR = tempfile.TemporaryFile()
+    _STDERR.seek(0)
+    _STDERR.truncate()
+    return _STDERR
+
+
+def run_command(argv: Sequence[str], *, stdin: Path | None = None, stdout: Path | None = None,
+                ok: Sequence[int] = (0,), env: dict[str, str] | None = None,
+                shown: Sequence[str] | None = None,
+                stderr: bool = False) -> tuple[bytes, bytes, int]:
+    """Runs a command without a shell; returns (stdout, stderr if asked for, exit status).
+
+    stdout is captured (or written to the file `stdout`), stdin is the file `stdin`
+    (default: nothing). An exit status not in `ok` raises :class:`CommandError` with
+    the end of its stderr; `shown` is the command to name in it (default `argv`).
+    """
+    err = _stderr_file()
+    fin = open(stdin, "rb") if stdin else None
+    fout = open(stdout, "wb") if stdout else None
+    try:
+        p = subprocess.Popen(list(argv), stdin=fin or subprocess.DEVNULL,
+                             stdout=fout or subprocess.PIPE, stderr=err, env=env)
+        out = b""
+        if p.stdout is not None:
+            out = p.stdout.read()
+            p.stdout.close()
+        rc = p.wait()
+    finally:
+        for f in (fin, fout):
+            if f:
+                f.close()
+    text = b""
+    if stderr or rc not in ok:  # (not read otherwise: µs count in the timed runs)
+        err.seek(0)
+        text = err.read()
+    if rc not in ok:
+        msg = text.decode(errors="replace").strip()
+        raise CommandError(f"`{shlex.join(shown or argv)}` exited with status {rc}"
+                           + (f": {msg[-400:]}" if msg else ""))
+    return out, text, rc
+
+
+def tool_version(argv: Sequence[str], env: dict[str, str] | None = None) -> str:
+    """First line of a tool's version output (for the reports): "?" if it fails,
+    "not found" if it cannot run."""
+    try:
+        p = subprocess.run(list(argv), capture_output=True, text=True, timeout=30, env=env)
+        lines = (p.stdout or p.stderr).strip().splitlines()
+        return lines[0] if lines and p.returncode == 0 else "?"
+    except (OSError, subprocess.SubprocessError):
+        return "not found"
+
+
+# --------------------------------------------------------------------------- data files
+
+
+def need_space(directory: Path, need: int, what: str, hint: str = "") -> None:
+    """Raises if `directory` has less than `need` bytes free (before generating data)."""
+    free = shutil.disk_usage(directory).free
+    if free < need:
+        raise RuntimeError(f"not enough free disk space in {directory} for {what}: "
+                           f"{free / 2**30:.1f} GiB free, need {need / 2**30:.1f} GiB"
+                           + (f" ({hint})" if hint else ""))
+
+
+def generated(marker: Path, want: dict[str, Any], make: Callable[[], dict[str, Any]],
+              valid: Callable[[dict[str, Any]], bool] = lambda info: True) -> dict[str, Any]:
+    """Seeded data cached in bench/data: the marker file records what was generated
+    (`want`: sizes, seed, generator version, plus what `make` returned); the data is
+    generated again by `make()` unless the marker matches `want` and `valid(info)`.
+    Returns the marker's contents."""
+    try:
+        info = json.loads(marker.read_text())
+        if {k: info.get(k) for k in want} == want and valid(info):
+            return info
+    except (OSError, ValueError, KeyError):
+        pass
+    marker.unlink(missing_ok=True)
+    info = {**want, **make()}
+    marker.write_text(json.dumps(info) + "\n")
+    return info
+
+
+def generated_file(path: Path, want: dict[str, Any], write: Callable[[Path], dict[str, Any]],
+                   log: Callable[[str], None], what: str) -> dict[str, Any]:
+    """One seeded data file (see :func:`generated`; marker PATH.ok): `write(tmp)`
+    writes it to a temporary name (renamed into place when complete) and returns
+    what to record; the byte count is recorded as "bytes" and checked on reuse."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+
+    def make() -> dict[str, Any]:
+        log(f"generating {path.name} ({what}) ...")
+        tmp = path.with_name(path.name + ".partial")
+        extra = write(tmp)
+        os.replace(tmp, path)
+        return {**extra, "bytes": path.stat().st_size}
+
+    return generated(path.with_name(path.name + ".ok"), want, make,
+                     lambda info: path.stat().st_size == info["bytes"])
+
+
+def fsync_path(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fresh_copy(src: Path, dst: Path) -> Path:
+    """`dst` as a fresh, fsync'ed copy of `src` (untimed, before every run of a task
+    that modifies its file)."""
+    shutil.copyfile(src, dst)
+    fsync_path(dst)
+    return dst
+
+
+def evict(files: Iterable[Path]) -> None:
+    """Evicts files from the page cache: fsync, then posix_fadvise(DONTNEED) (only
+    clean pages not mapped by anyone are dropped)."""
+    for path in files:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
 # --------------------------------------------------------------------------- page cache
 
 
@@ -310,22 +517,19 @@ class CacheDropper:
             except OSError as exc:  # e.g. read-only /proc in a container
                 log(f"  drop_caches failed ({exc}); using posix_fadvise from now on")
                 self.method = "posix_fadvise"
-        for path in files:
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            finally:
-                os.close(fd)
+        evict(files)
 
 
-def prime(files: Iterable[Path]) -> None:
-    """Read files once so their pages are in the page cache."""
+def prime(files: Iterable[Path]) -> int:
+    """Reads files once (into one reusable 8 MiB buffer) so their pages are in the page
+    cache; returns the bytes read."""
     buf = bytearray(8 << 20)
+    total = 0
     for path in files:
         with open(path, "rb", buffering=0) as f:
-            while f.readinto(buf):
-                pass
+            while n := f.readinto(buf):
+                total += n
+    return total
 
 
 # --------------------------------------------------------------------------- machine
@@ -343,10 +547,7 @@ def machine_info(data_dir: Path) -> dict[str, Any]:
         pass
     info["cpu"] = cpu
     info["cores"] = os.cpu_count()
-    try:
-        info["cores_usable"] = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        pass
+    info["cores_usable"] = usable_cores()
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemTotal:"):
@@ -664,13 +865,7 @@ def run_suite(suite: Suite, opts: RunOptions) -> dict[str, Any]:
             log(f"  {task.name} @ {size.label}: done in {time.perf_counter() - t_task:.1f} s")
             results.extend(cell.as_dict() for cell in cells.values())
 
-    import importlib.metadata as md
-
-    try:
-        mpl = md.version("matplotlib")
-    except md.PackageNotFoundError:
-        mpl = "not installed"
-    versions = {"numpy": _version_of("numpy"), "matplotlib": mpl}
+    versions = {"numpy": module_version("numpy"), "matplotlib": package_version("matplotlib")}
     versions.update(suite.versions())
     doc: dict[str, Any] = {
         "suite": suite.name,
@@ -707,14 +902,6 @@ def run_suite(suite: Suite, opts: RunOptions) -> dict[str, Any]:
     return doc
 
 
-def _version_of(module: str) -> str:
-    try:
-        mod = __import__(module)
-        return str(getattr(mod, "__version__", "?"))
-    except Exception as exc:  # noqa: BLE001
-        return f"not importable ({type(exc).__name__})"
-
-
 def failures(doc: dict[str, Any]) -> list[dict[str, Any]]:
     """Cells that make a suite fail: wrong answers and errors (n/a is not a failure)."""
     return [r for r in doc["results"] if r["status"] in ("wrong", "error")]
@@ -723,29 +910,26 @@ def failures(doc: dict[str, Any]) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- formatting
 
 
-def fmt_seconds(t: float) -> str:
-    if t >= 100:
-        return f"{t:.0f}"
-    if t >= 10:
-        return f"{t:.1f}"
-    if t >= 1:
-        return f"{t:.2f}"
-    if t <= 0:
-        return "0"
+def _fmt(x: float, digits: int, zero: str) -> str:
+    """Whole numbers from 100, one decimal from 10, two from 1; below 1, `digits`
+    significant digits (at most 9 decimals)."""
+    if x >= 100:
+        return f"{x:.0f}"
+    if x >= 10:
+        return f"{x:.1f}"
+    if x >= 1:
+        return f"{x:.2f}"
+    if x <= 0:
+        return zero
     import math
 
-    decimals = min(9, -math.floor(math.log10(t)) + 2)
-    return f"{t:.{decimals}f}"
+    decimals = min(9, -math.floor(math.log10(x)) + digits - 1)
+    return f"{x:.{decimals}f}"
+
+
+def fmt_seconds(t: float) -> str:
+    return _fmt(t, 3, "0")
 
 
 def fmt_ratio(r: float) -> str:
-    if r >= 100:
-        return f"{r:.0f}"
-    if r >= 10:
-        return f"{r:.1f}"
-    if r >= 0.1:
-        return f"{r:.2f}"
-    import math
-
-    decimals = min(9, -math.floor(math.log10(r)) + 1) if r > 0 else 2
-    return f"{r:.{decimals}f}"
+    return _fmt(r, 2, "0.00")

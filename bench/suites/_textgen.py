@@ -15,13 +15,14 @@ but cost almost nothing to produce.
 
 from __future__ import annotations
 
-import json
-import os
 import random
 from functools import lru_cache
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
+
+from ..harness import generated_file
 
 GENERATOR_VERSION = 2
 BLOCK_BYTES = 4 << 20
@@ -121,11 +122,10 @@ def text_block(seed: int, nbytes: int) -> bytes:
     return "".join(parts).encode("ascii")[:nbytes]
 
 
-def _write_text(path: Path, seed: int, nbytes: int) -> None:
+def _write_text(path: Path, seed: int, nbytes: int) -> dict[str, Any]:
     base = text_block(seed, min(nbytes, BLOCK_BYTES))
     lines = base.splitlines(keepends=True)
-    tmp = path.with_name(path.name + ".partial")
-    with open(tmp, "wb") as f:
+    with open(path, "wb") as f:
         written = 0
         block_no = 0
         while written < nbytes:
@@ -138,27 +138,15 @@ def _write_text(path: Path, seed: int, nbytes: int) -> None:
             f.write(block)
             written += len(block)
             block_no += 1
-    os.replace(tmp, path)
+    return {}
 
 
 def ensure_text_file(data_dir: Path, stem: str, seed: int, nbytes: int,
-                     log=lambda msg: None) -> Path:
-    """Path of the seeded text file of `nbytes`, generating it if absent/stale.
-
-    A marker file next to it records size, seed and generator version; the file
-    is reused only if the marker matches and the size is right.
-    """
-    data_dir.mkdir(parents=True, exist_ok=True)
+                     log: Callable[[str], None] = lambda msg: None) -> Path:
+    """Path of the seeded text file of `nbytes`, generated unless already there
+    (see harness.generated_file)."""
     path = data_dir / f"{stem}-{nbytes}-s{seed}.txt"
-    marker = path.with_name(path.name + ".ok")
     want = {"nbytes": nbytes, "seed": seed, "generator": GENERATOR_VERSION}
-    try:
-        if json.loads(marker.read_text()) == want and path.stat().st_size == nbytes:
-            return path
-    except (OSError, ValueError):
-        pass
-    log(f"generating {path.name} ({nbytes:,} bytes, seed {seed}) ...")
-    marker.unlink(missing_ok=True)
-    _write_text(path, seed, nbytes)
-    marker.write_text(json.dumps(want) + "\n")
+    generated_file(path, want, lambda tmp: _write_text(tmp, seed, nbytes), log,
+                   f"{nbytes:,} bytes, seed {seed}")
     return path

@@ -45,11 +45,14 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..harness import Contender, Dataset, Measured, Size, Suite, Task, Unavailable
+from ..contenders import Registry, mmapkit_has, mmapkit_module
+from ..harness import (Dataset, Measured, Size, Suite, Task, Unavailable, capped, generated,
+                       labelled, module_version, need_space, prime)
 
 DATA_SEED = 5
 GENERATOR_VERSION = 1
 GIGA = 1 << 30
+FEWER = capped(3, labelled("large"))  # the slow tasks: 3 timed runs at the full size
 MEDIAN_TOLERANCE = 64  # |approximate - exact| allowed for the estimators (int16 units)
 
 # Per size label: table rows, median file bytes, handoff bytes, sparse rows.
@@ -62,22 +65,16 @@ PARAMS = {
 
 
 def _mmapkit() -> Any:
-    try:
-        import mmapkit
-        import mmapkit.stats  # noqa: F401
-    except Exception as exc:  # noqa: BLE001 - any import failure means n/a
-        raise Unavailable(f"mmapkit not importable ({type(exc).__name__}: {exc})") from exc
-    return mmapkit
+    return mmapkit_module("stats")
 
 
 def _need(name: str) -> Callable[[], str | None]:
-    def available() -> str | None:
-        try:
-            mk = _mmapkit()
-        except Unavailable as exc:
-            return str(exc)
-        return None if hasattr(mk, name) else f"mmapkit has no {name} (not built on this branch)"
-    return available
+    return mmapkit_has(name, submodules=("stats",))
+
+
+# Every contender is declared on the function that does its task (see Registry).
+CONTENDERS = Registry()
+contender = CONTENDERS.add
 
 
 # --------------------------------------------------------------------------- data
@@ -144,25 +141,40 @@ def _npy_offset(path: Path) -> int:
         return f.tell()
 
 
+@contender("np.loadtxt", "open_sum",
+           note="`np.loadtxt(csv).sum()` on the same numbers as text.")
 def sum_loadtxt(d: Path) -> float:
     return float(np.loadtxt(_table_files(d)[1]).sum())
 
 
+@contender("np.fromfile", "open_sum",
+           note="`np.fromfile(npy, float64, offset=header).sum()`: reads into a new array.")
 def sum_fromfile(d: Path) -> float:
     npy = _table_files(d)[0]
     return float(np.fromfile(npy, dtype=np.float64, offset=_npy_offset(npy)).sum())
 
 
+@contender("np.memmap", "open_sum",
+           note="`np.memmap(npy, float64, 'r', offset=header).sum()` (the article's).")
 def sum_memmap(d: Path) -> float:
     npy = _table_files(d)[0]
     a = np.memmap(npy, dtype=np.float64, mode="r", offset=_npy_offset(npy))
     return float(a.reshape(-1, 3).sum())
 
 
+@contender("mmapkit.stats", "open_sum",
+           available=_need("stats"),
+           note="`mmapkit.stats.sum(path)` on the .npy (dtype and shape from its header): "
+                "compensated float64 sum in Rust on every core, GIL released.")
 def sum_mmapkit(d: Path) -> float:
     return float(_mmapkit().stats.sum(_table_files(d)[0]))
 
 
+@contender("mmapkit.ArrayStore", "open_sum",
+           available=_need("ArrayStore"),
+           note="`mmapkit.ArrayStore.open(npy, mode='r')`: open_sum = `mmapkit.stats.sum(store)`; "
+                "handoff = the store object itself (pickles as its path; the worker maps the "
+                "file).")
 def sum_arraystore(d: Path) -> float:
     mk = _mmapkit()
     store = mk.ArrayStore.open(str(_table_files(d)[0]), mode="r")
@@ -175,13 +187,10 @@ def sum_arraystore(d: Path) -> float:
 # --------------------------------------------------------------------------- 2. read speed
 
 
+@contender("read loop", "read",
+           note="plain `readinto` loop, 8 MiB reusable buffer.")
 def read_loop(d: Path) -> int:
-    buf = bytearray(8 << 20)
-    total = 0
-    with open(d / "median.i16", "rb", buffering=0) as f:
-        while n := f.readinto(buf):
-            total += n
-    return total
+    return prime([d / "median.i16"])
 
 
 # --------------------------------------------------------------------------- 3. median
@@ -193,6 +202,8 @@ def _chunk_median(bounds: tuple[str, int, int]) -> float:
     return float(np.median(data[start:stop]))
 
 
+@contender("np.median", "median",
+           note="`np.median(np.memmap(path, int16, 'r'))`: exact, whole array in RAM.")
 def median_numpy(d: Path) -> float:
     return float(np.median(np.memmap(d / "median.i16", dtype=np.int16, mode="r")))
 
@@ -203,6 +214,9 @@ def _approx(d: Path, estimate: float) -> Measured:
     return Measured(exact if err <= MEDIAN_TOLERANCE else estimate, {"error": err})
 
 
+@contender("pool median of medians", "median",
+           note="the article's `estimate_median_pool`: `multiprocessing.Pool(cores)` (fork), "
+                "128 Mi-element chunks, each worker maps the file by path; approximate.")
 def median_pool(d: Path) -> Measured:
     """estimate_median_pool() of the article: Pool(cores), 128 Mi-element chunks
     (fewer for small files: at least 8 chunks), each worker maps the file by path,
@@ -216,6 +230,10 @@ def median_pool(d: Path) -> Measured:
     return _approx(d, float(np.median(partials)))
 
 
+@contender("dask percentile", "median",
+           note="`dask.array.percentile(da.from_array(memmap, chunks=64 Mi), 50)` (threaded "
+                "scheduler); approximate (dask's exact `da.median` must rechunk the whole axis "
+                "into one chunk, i.e. load it all).")
 def median_dask(d: Path) -> Measured:
     try:
         import dask.array as da
@@ -225,6 +243,9 @@ def median_dask(d: Path) -> Measured:
     return _approx(d, float(np.asarray(da.percentile(x, 50).compute()).ravel()[0]))
 
 
+@contender("mmapkit.stats.median", "median",
+           available=_need("stats"),
+           note="`mmapkit.stats.median(path, dtype=np.int16)`: exact.")
 def median_mmapkit(d: Path) -> Measured:
     st = _mmapkit().stats
     t0 = time.perf_counter()
@@ -336,11 +357,18 @@ def _handoff_n(d: Path) -> int:
     return json.loads((d / "handoff.json").read_text())["n"]
 
 
+@contender("pickle", "handoff",
+           note="the array itself pickled down each worker's pipe (1 GiB each).")
 def handoff_pickle(d: Path) -> Measured:
     a = _cached(f"array:{d}", lambda: _handoff_array(_handoff_n(d) * 8))
     return _timed_hand(("array", a))
 
 
+@contender("shared_memory", "handoff",
+           note="`multiprocessing.shared_memory.SharedMemory` created (and filled) once, "
+                "untimed; its name is sent; the worker attaches and views it with numpy (the "
+                "workers share the parent's resource tracker, so 3.11's tracker does not unlink "
+                "the segment behind the creator's back here).")
 def handoff_shm(d: Path) -> Measured:
     n = _handoff_n(d)
 
@@ -354,6 +382,10 @@ def handoff_shm(d: Path) -> Measured:
     return _timed_hand(("shm", shm.name, n))
 
 
+@contender("mmapkit.SharedArray", "handoff",
+           available=_need("SharedArray"),
+           note="`mmapkit.SharedArray.create(name, shape, float64)` once, untimed; the name is "
+                "sent; the worker `attach`es and reads `numpy()`.")
 def handoff_shared_array(d: Path) -> Measured:
     mk = _mmapkit()
     n = _handoff_n(d)
@@ -374,6 +406,7 @@ def handoff_shared_array(d: Path) -> Measured:
     return _timed_hand(("mmapkit_shared", name))
 
 
+@contender("mmapkit.ArrayStore", "handoff")
 def handoff_store(d: Path) -> Measured:
     mk = _mmapkit()
     store = _cached(f"store:{d}", lambda: mk.ArrayStore.open(str(d / "handoff.npy"), mode="r"))
@@ -395,6 +428,16 @@ def _sparse_path(d: Path) -> Path:
     return d / "sparse.bin"
 
 
+def _mapped(p: Path, create: Callable[[tuple[int, int]], np.ndarray]) -> Measured:
+    """A numpy mapping `create(shape)` makes of the sparse array's file: its bytes."""
+    a = create((_sparse_rows(p.parent), 3))
+    nbytes = a.nbytes
+    del a
+    return Measured(nbytes, {"allocated": _allocated(p)})
+
+
+@contender("f.truncate", "sparse",
+           note="`open(p, 'wb').truncate(nbytes)`: a plain sparse file.")
 def sparse_truncate(p: Path) -> Measured:
     nbytes = _sparse_rows(p.parent) * 24
     with open(p, "wb") as f:
@@ -402,20 +445,21 @@ def sparse_truncate(p: Path) -> Measured:
     return Measured(nbytes, {"allocated": _allocated(p)})
 
 
+@contender("np.memmap w+", "sparse",
+           note="`np.memmap(p, float64, shape=(2**30, 3), mode='w+')` (the article's).")
 def sparse_memmap(p: Path) -> Measured:
-    a = np.memmap(p, dtype=np.float64, shape=(_sparse_rows(p.parent), 3), mode="w+")
-    nbytes = a.nbytes
-    del a
-    return Measured(nbytes, {"allocated": _allocated(p)})
+    return _mapped(p, lambda shape: np.memmap(p, dtype=np.float64, shape=shape, mode="w+"))
 
 
+@contender("np.lib.format.open_memmap", "sparse",
+           note="a .npy of that shape, `mode='w+'`.")
 def sparse_open_memmap(p: Path) -> Measured:
-    a = np.lib.format.open_memmap(p, mode="w+", dtype=np.float64, shape=(_sparse_rows(p.parent), 3))
-    nbytes = a.nbytes
-    del a
-    return Measured(nbytes, {"allocated": _allocated(p)})
+    return _mapped(p, lambda shape: np.lib.format.open_memmap(p, mode="w+", dtype=np.float64,
+                                                              shape=shape))
 
 
+@contender("np.zeros.tofile", "sparse",
+           note="writes every zero (small size only).")
 def sparse_zeros(p: Path) -> Measured:
     rows = _sparse_rows(p.parent)
     if rows * 24 > GIGA:
@@ -424,6 +468,8 @@ def sparse_zeros(p: Path) -> Measured:
     return Measured(rows * 24, {"allocated": _allocated(p)})
 
 
+@contender("mmapkit.sparse", "sparse",
+           available=_need("sparse"), note="`mmapkit.sparse(path, nbytes)`.")
 def sparse_mmapkit(p: Path) -> Measured:
     nbytes = _sparse_rows(p.parent) * 24
     _mmapkit().sparse(str(p), nbytes)
@@ -469,7 +515,7 @@ class ArraysSuite(Suite):
 
     tasks: tuple[Task, ...] = (
         Task("open_sum", "10 M x 3 float64: open + sum", throughput=False,
-             repeats=lambda size, n: min(n, 3) if size.label == "large" else n,
+             repeats=FEWER,
              note="sum of every element. `np.loadtxt` parses the same numbers from text "
                   "(`%.10f`, ~50 bytes a row); it is the slow one, so the full run repeats this "
                   "task 3 times per cache state. Rows: 10 M (full), 200 k (`--quick`), 100 k "
@@ -480,8 +526,7 @@ class ArraysSuite(Suite):
                   "the disk's speed (cold) and the page cache's (warm); the ceiling of the "
                   "`median` rows (their `% of limit`)."),
         Task("median", "median of the int16 file", baseline="np.median",
-             reference="np.median", warmup="prime",
-             repeats=lambda size, n: min(n, 3) if size.label == "large" else n,
+             reference="np.median", warmup="prime", repeats=FEWER,
              note="`np.median` on an `np.memmap` is exact but copies the whole array into RAM "
                   "(10 GB at the full size); the process-pool median of chunk medians (the "
                   "article's `estimate_median_pool`, one process per core) and "
@@ -506,58 +551,7 @@ class ArraysSuite(Suite):
                   "`--quick` sizes (96 MiB)."),
     )
 
-    contenders = (
-        Contender("np.loadtxt", {"open_sum": sum_loadtxt},
-                  note="`np.loadtxt(csv).sum()` on the same numbers as text."),
-        Contender("np.fromfile", {"open_sum": sum_fromfile},
-                  note="`np.fromfile(npy, float64, offset=header).sum()`: reads into a new array."),
-        Contender("np.memmap", {"open_sum": sum_memmap},
-                  note="`np.memmap(npy, float64, 'r', offset=header).sum()` (the article's)."),
-        Contender("mmapkit.stats", {"open_sum": sum_mmapkit}, available=_need("stats"),
-                  note="`mmapkit.stats.sum(path)` on the .npy (dtype and shape from its header): "
-                       "compensated float64 sum in Rust on every core, GIL released."),
-        Contender("mmapkit.ArrayStore", {"open_sum": sum_arraystore, "handoff": handoff_store},
-                  available=_need("ArrayStore"),
-                  note="`mmapkit.ArrayStore.open(npy, mode='r')`: open_sum = "
-                       "`mmapkit.stats.sum(store)`; handoff = the store object itself (pickles "
-                       "as its path; the worker maps the file)."),
-        Contender("read loop", {"read": read_loop},
-                  note="plain `readinto` loop, 8 MiB reusable buffer."),
-        Contender("np.median", {"median": median_numpy},
-                  note="`np.median(np.memmap(path, int16, 'r'))`: exact, whole array in RAM."),
-        Contender("pool median of medians", {"median": median_pool},
-                  note="the article's `estimate_median_pool`: `multiprocessing.Pool(cores)` "
-                       "(fork), 128 Mi-element chunks, each worker maps the file by path; "
-                       "approximate."),
-        Contender("dask percentile", {"median": median_dask},
-                  note="`dask.array.percentile(da.from_array(memmap, chunks=64 Mi), 50)` "
-                       "(threaded scheduler); approximate (dask's exact `da.median` must "
-                       "rechunk the whole axis into one chunk, i.e. load it all)."),
-        Contender("mmapkit.stats.median", {"median": median_mmapkit}, available=_need("stats"),
-                  note="`mmapkit.stats.median(path, dtype=np.int16)`: exact."),
-        Contender("pickle", {"handoff": handoff_pickle},
-                  note="the array itself pickled down each worker's pipe (1 GiB each)."),
-        Contender("shared_memory", {"handoff": handoff_shm},
-                  note="`multiprocessing.shared_memory.SharedMemory` created (and filled) "
-                       "once, untimed; its name is sent; the worker attaches and views it "
-                       "with numpy (the workers share the parent's resource tracker, so "
-                       "3.11's tracker does not unlink the segment behind the creator's back "
-                       "here)."),
-        Contender("mmapkit.SharedArray", {"handoff": handoff_shared_array},
-                  available=_need("SharedArray"),
-                  note="`mmapkit.SharedArray.create(name, shape, float64)` once, untimed; "
-                       "the name is sent; the worker `attach`es and reads `numpy()`."),
-        Contender("f.truncate", {"sparse": sparse_truncate},
-                  note="`open(p, 'wb').truncate(nbytes)`: a plain sparse file."),
-        Contender("np.memmap w+", {"sparse": sparse_memmap},
-                  note="`np.memmap(p, float64, shape=(2**30, 3), mode='w+')` (the article's)."),
-        Contender("np.lib.format.open_memmap", {"sparse": sparse_open_memmap},
-                  note="a .npy of that shape, `mode='w+'`."),
-        Contender("np.zeros.tofile", {"sparse": sparse_zeros},
-                  note="writes every zero (small size only)."),
-        Contender("mmapkit.sparse", {"sparse": sparse_mmapkit}, available=_need("sparse"),
-                  note="`mmapkit.sparse(path, nbytes)`."),
-    )
+    contenders = CONTENDERS.contenders()
 
     def sizes(self, quick: bool) -> list[Size]:
         if quick:
@@ -568,20 +562,11 @@ class ArraysSuite(Suite):
         p = PARAMS[size.label]
         d = data_dir / f"arrays-{size.label}-s{DATA_SEED}"
         d.mkdir(parents=True, exist_ok=True)
-        marker = d / "ok.json"
         want = {"params": p, "seed": DATA_SEED, "generator": GENERATOR_VERSION}
-        try:
-            ok = json.loads(marker.read_text()) == want
-        except (OSError, ValueError):
-            ok = False
-        if not ok:
-            marker.unlink(missing_ok=True)
-            import shutil
-            free = shutil.disk_usage(d).free
-            need = p["median"] + p["rows"] * 80 + p["handoff"]
-            if free < need + (2 << 30):
-                raise RuntimeError(f"not enough disk space in {d}: {free / 2**30:.1f} GiB free, "
-                                   f"need {need / 2**30:.1f} GiB (+2 GiB spare); use --quick")
+
+        def make() -> dict[str, Any]:
+            need_space(d, p["median"] + p["rows"] * 80 + p["handoff"] + (2 << 30),
+                       f"the {size.label} `arrays` data", "with 2 GiB spare; use --quick")
             _write_table(d, p["rows"], log)
             _write_int16(d / "median.i16", p["median"], log)
             _write_handoff(d / "handoff.npy", p["handoff"])
@@ -590,20 +575,16 @@ class ArraysSuite(Suite):
             (d / "median.json").write_text(json.dumps({"median": exact}) + "\n")
             (d / "handoff.json").write_text(json.dumps({"n": p["handoff"] // 8,
                                                         "sparse_rows": p["sparse_rows"]}) + "\n")
-            marker.write_text(json.dumps(want) + "\n")
+            return {}
+
+        generated(d / "ok.json", want, make)
         npy, csv = _table_files(d)
         files = [npy, csv, d / "median.i16", d / "handoff.npy"]
         return Dataset(size, d, files, {"params": p, "bytes": p["median"],
                                         "generator": "bench/suites/arrays.py", "seed": DATA_SEED})
 
     def versions(self) -> dict[str, str]:
-        out: dict[str, str] = {}
-        for mod in ("mmapkit", "dask"):
-            try:
-                out[mod] = str(__import__(mod).__version__)
-            except Exception as exc:  # noqa: BLE001
-                out[mod] = f"not importable ({type(exc).__name__})"
-        return out
+        return {mod: module_version(mod) for mod in ("mmapkit", "dask")}
 
     def targets(self, doc: dict[str, Any]) -> list[dict[str, Any]]:
         big = next((s for s in doc["sizes"] if s["label"] in ("large", "quick")), None)

@@ -23,11 +23,9 @@ CPU %, peak RSS). The mmapkit binary is $MMAPKIT_BIN, default target/release/mma
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -35,8 +33,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..harness import (REPO_DIR, Contender, Dataset, Measured, Size, Suite, Task, Unavailable,
-                       file_digest)
+from ..contenders import mmapkit_bin, mmapkit_cli_available
+from ..harness import (Contender, Dataset, Measured, Size, Suite, Task, capped, file_digest,
+                       generated_file, labelled, need_space, package_version, primed, run_command,
+                       tool_version)
 
 DATA_SEED = 6
 GENERATOR_VERSION = 1
@@ -45,13 +45,8 @@ DIMS = 136
 MIN_LEN, MAX_LEN = 100, 10_000
 N_RATE = 0.001
 MEAN_LEN = (MAX_LEN - MIN_LEN) / np.log(MAX_LEN / MIN_LEN)  # log-uniform mean, ~2150 bp
-DEFAULT_MMAPKIT = REPO_DIR / "target" / "release" / "mmapkit"
 TIME = "/usr/bin/time"
 SLOW_REPEATS = 1  # pure numpy and pykmertools on the large size (minutes per run)
-
-
-def mmapkit_bin() -> Path:
-    return Path(os.environ.get("MMAPKIT_BIN") or DEFAULT_MMAPKIT)
 
 
 def kmertools_bin() -> str | None:
@@ -64,10 +59,8 @@ def kmertools_bin() -> str | None:
 
 def write_reads(path: Path, n: int, seed: int) -> dict[str, int]:
     """`n` single-line FASTA reads, seeded, written in blocks of 10,000 (numpy)."""
-    tmp = path.with_name(path.name + ".partial")
     bases = np.frombuffer(b"ACGT", np.uint8)
-    total = 0
-    with open(tmp, "wb") as f:
+    with open(path, "wb") as f:
         for b0 in range(0, n, 10_000):
             rng = np.random.default_rng([seed, b0])
             m = min(10_000, n - b0)
@@ -82,34 +75,18 @@ def write_reads(path: Path, n: int, seed: int) -> dict[str, int]:
                 parts.append(b">read%d\n" % (b0 + i))
                 parts.append(blob[s:e])
                 parts.append(b"\n")
-            chunk = b"".join(parts)
-            f.write(chunk)
-            total += len(chunk)
-    os.replace(tmp, path)
-    return {"bytes": total, "reads": n}
+            f.write(b"".join(parts))
+    return {"reads": n}
 
 
 def ensure_reads(data_dir: Path, n: int, log: Callable[[str], None]) -> tuple[Path, dict]:
-    data_dir.mkdir(parents=True, exist_ok=True)
     path = data_dir / f"kmers-reads-{n}-s{DATA_SEED}.fa"
-    marker = path.with_name(path.name + ".ok")
     want = {"reads": n, "seed": DATA_SEED, "generator": GENERATOR_VERSION}
-    try:
-        info = json.loads(marker.read_text())
-        if {k: info.get(k) for k in want} == want and path.stat().st_size == info["bytes"]:
-            return path, info
-    except (OSError, ValueError, KeyError):
-        pass
-    need = int(n * (MEAN_LEN + 20) * 2.5)  # the reads, a csv output and an npy output
-    free = shutil.disk_usage(data_dir).free
-    if free < need:
-        raise RuntimeError(f"not enough free disk space in {data_dir} for {n:,} reads: "
-                           f"{free / 2**30:.1f} GiB free, ~{need / 2**30:.1f} GiB needed")
-    log(f"generating {path.name} ({n:,} reads, seed {DATA_SEED}) ...")
-    marker.unlink(missing_ok=True)
-    info = {**want, **write_reads(path, n, DATA_SEED)}
-    marker.write_text(json.dumps(info) + "\n")
-    return path, info
+
+    def write(tmp: Path) -> dict[str, int]:  # room for the reads, a csv and an npy output
+        need_space(data_dir, int(n * (MEAN_LEN + 20) * 2.5), f"{n:,} reads")
+        return write_reads(tmp, n, DATA_SEED)
+    return path, generated_file(path, want, write, log, f"{n:,} reads, seed {DATA_SEED}")
 
 
 # --------------------------------------------------------------------------- running
@@ -117,16 +94,11 @@ def ensure_reads(data_dir: Path, n: int, log: Callable[[str], None]) -> tuple[Pa
 _TIME_MARK = "kmers-bench-time:"
 
 
-def run_timed(argv: list[str], env: dict[str, str] | None = None) -> dict[str, float]:
-    """Runs `argv` under /usr/bin/time; returns wall, cpu % and peak RSS (bytes)."""
+def run_timed(argv: list[str]) -> dict[str, float]:
+    """Runs `argv` under /usr/bin/time; returns cpu % and peak RSS (bytes)."""
     with tempfile.NamedTemporaryFile("r", suffix=".time") as tf:
-        full = [TIME, "-o", tf.name, "-f", f"{_TIME_MARK} %e %U %S %M", *argv]
-        p = subprocess.run(full, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                           env={**os.environ, **(env or {})})
+        run_command([TIME, "-o", tf.name, "-f", f"{_TIME_MARK} %e %U %S %M", *argv], shown=argv)
         text = Path(tf.name).read_text()
-    if p.returncode != 0:
-        msg = p.stderr.decode(errors="replace").strip()[-600:]
-        raise RuntimeError(f"`{shlex.join(argv)}` exited with status {p.returncode}: {msg}")
     line = next((ln for ln in text.splitlines() if ln.startswith(_TIME_MARK)), None)
     if line is None:
         raise RuntimeError(f"/usr/bin/time reported nothing for `{shlex.join(argv)}`")
@@ -308,14 +280,14 @@ class KmersSuite(Suite):
         self._data_dir: Path | None = None
         self.tasks = (
             Task("csv", "reads → CSV lines (k=4, 6 decimals)", check=check_csv,
-                 repeats=lambda size, n: min(n, 3) if size.label == "large" else n,
+                 repeats=capped(3, labelled("large")),
                  note="one line of 136 six-decimal values per read, comma separated (the "
                       "layout seq2vec and kmertools write); every output's SHA-1 must equal "
                       "mmapkit single's (kmertools' included: the files are identical). At "
                       "most 3 timed runs per cache state on the large size."),
             Task("npy", "reads → float32 vectors", check=check_npy,
-                 repeats=lambda size, n: SLOW_REPEATS if size.label == "large" else min(n, 3),
-                 warmup=lambda size: "prime" if size.label == "large" else "run",
+                 repeats=capped(SLOW_REPEATS, labelled("large"), otherwise=3),
+                 warmup=primed(labelled("large")),
                  note="float32 rows: mmapkit writes a .npy (header + rows), pykmertools and "
                       "numpy append raw rows. Checked against mmapkit single's array: same "
                       "shape, every row's projection on a fixed random vector within 2e-6. "
@@ -347,12 +319,6 @@ class KmersSuite(Suite):
         return out_path(self._data_dir, name, ext)
 
     def _contenders(self) -> tuple[Contender, ...]:
-        def mk_available() -> str | None:
-            exe = mmapkit_bin()
-            if not exe.exists():
-                return f"{exe} not built (make cli)"
-            return None
-
         def mk(mode: str, threads: int | None) -> Callable[[], dict[str, Callable[[Path], Any]]]:
             name = f"mmapkit {mode}" + (f" -j{threads}" if threads else "")
 
@@ -395,7 +361,7 @@ class KmersSuite(Suite):
             name = f"mmapkit {mode}" + (f" -j{threads}" if threads else "")
             j = f" -j {threads}" if threads else ""
             variants.append(Contender(
-                name, mk(mode, threads), available=mk_available,
+                name, mk(mode, threads), available=mmapkit_cli_available,
                 commands={"csv": f"mmapkit kmers --mode {mode}{j} {F} -o v.csv",
                           "npy": f"mmapkit kmers --mode {mode}{j} {F} -o v.npy"},
                 note={"single": "one thread: buffered reads, vectorise, buffered append "
@@ -432,21 +398,10 @@ class KmersSuite(Suite):
     # ----------------------------------------------------------------- report
 
     def versions(self) -> dict[str, str]:
-        import importlib.metadata as md
-
-        def ver(argv: list[str]) -> str:
-            try:
-                p = subprocess.run(argv, capture_output=True, text=True, timeout=30)
-                return (p.stdout or p.stderr).strip().splitlines()[0]
-            except (OSError, IndexError, subprocess.SubprocessError):
-                return "not found"
-        try:
-            pkv = md.version("pykmertools")
-        except md.PackageNotFoundError:
-            pkv = "not installed"
-        return {"mmapkit CLI": f"{ver([str(mmapkit_bin()), '--version'])} ({mmapkit_bin()})",
-                "pykmertools / kmertools": pkv,
-                "kmertools CLI": ver([kmertools_bin() or "kmertools", "--version"])}
+        return {"mmapkit CLI": f"{tool_version([str(mmapkit_bin()), '--version'])} "
+                               f"({mmapkit_bin()})",
+                "pykmertools / kmertools": package_version("pykmertools"),
+                "kmertools CLI": tool_version([kmertools_bin() or "kmertools", "--version"])}
 
     def targets(self, doc: dict[str, Any]) -> list[dict[str, Any]]:
         if not any(s["label"] == "large" for s in doc["sizes"]):

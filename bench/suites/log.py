@@ -26,9 +26,7 @@ which the suite checks against the data it generates itself on every run.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import threading
 import time
 import zlib
@@ -38,7 +36,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..harness import REPO_DIR, Contender, Dataset, Measured, Size, Suite, Task, Unavailable
+from ..contenders import mmapkit_module
+from ..harness import (REPO_DIR, CommandError, Contender, Dataset, Measured, Size, Suite, Task,
+                       Unavailable, above, capped, evict, run_command, tool_version)
 
 BATCH = 10
 SEED = 20240601
@@ -48,8 +48,9 @@ APPENDERS = 4
 SEGMENT = 64 << 20
 LARGE = 64 << 20  # workloads above this get 3 timed runs per cell, not 5
 
-RUST_BIN = REPO_DIR / "bench" / "peers" / "rust" / "target" / "release"
-GO_BIN = REPO_DIR / "bench" / "peers" / "go" / "bin"
+PEERS = REPO_DIR / "bench" / "peers"
+RUST_BIN = PEERS / "rust" / "target" / "release"
+GO_BIN = PEERS / "go" / "bin"
 BUILD_HINT = "make bench-peers"
 
 
@@ -98,19 +99,24 @@ def checksums(data: bytes | memoryview, size: int) -> dict[str, int]:
 # --------------------------------------------------------------------------- drivers
 
 
-class DriverError(RuntimeError):
+class DriverError(CommandError):
     pass
 
 
 def _run_driver(argv: list[str]) -> dict[str, Any]:
-    p = subprocess.run(argv, capture_output=True, text=True)
-    if p.returncode != 0:
-        msg = " ".join((p.stderr or p.stdout).split())[-400:]
-        raise DriverError(f"`{' '.join(argv)}` exited with status {p.returncode}: {msg}")
+    """Runs a driver (see bench/peers/rust/src/lib.rs); returns the JSON it printed."""
+    out, _err, _rc = run_command(argv)
     try:
-        return json.loads(p.stdout.strip().splitlines()[-1])
+        return json.loads(out.decode().strip().splitlines()[-1])
     except (ValueError, IndexError) as exc:
-        raise DriverError(f"`{' '.join(argv)}` printed no JSON: {p.stdout[-200:]!r}") from exc
+        raise DriverError(f"`{' '.join(argv)}` printed no JSON: {out[-200:]!r}") from exc
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
 
 
 def _fresh(path: Path) -> Path:
@@ -240,9 +246,8 @@ class LogSuite(Suite):
             shutil.rmtree(ds.path.parent / "read", ignore_errors=True)
             ds.files[:] = [ds.path]
 
-        def fewer(size: Size, n: int) -> int:
-            # 400 MB per run and contender: 3 runs keep a full run within ~10 minutes
-            return min(n, 3) if size.nbytes > LARGE else n
+        # 400 MB per run and contender: 3 runs keep a full run within ~10 minutes
+        fewer = capped(3, above(LARGE))
 
         # 1M x 50 B would only repeat 100k x 50 B's sync runs
         sync_sizes = tuple(label for label, w in self._workloads.items() if w.sync)
@@ -311,13 +316,7 @@ class LogSuite(Suite):
                 raise DriverError(f"writing the log to read gave {got}")
             done.touch()
             files = [p for p in sorted(d.rglob("*")) if p.is_file() and p != done]
-            for f in files:  # not left in the page cache by writing it (--cache cold)
-                fd = os.open(f, os.O_RDONLY)
-                try:
-                    os.fsync(fd)
-                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-                finally:
-                    os.close(fd)
+            evict(files)  # not left in the page cache by writing it (--cache cold)
             # evicted before cold runs too when the cache is dropped file by file
             self._datasets[path.parent.name].files.extend(files)
         return d
@@ -374,10 +373,7 @@ class LogSuite(Suite):
     # ---- mmapkit's Python API, in-process
 
     def _python(self) -> dict[str, Callable[[Path], Any]]:
-        try:
-            import mmapkit
-        except ImportError as exc:
-            raise Unavailable(f"mmapkit not importable ({exc}; make develop)") from exc
+        mmapkit = mmapkit_module()
         if not hasattr(mmapkit, "CommitLog"):
             raise Unavailable("this mmapkit has no CommitLog")
         CommitLog = mmapkit.CommitLog
@@ -462,28 +458,23 @@ class LogSuite(Suite):
                     "append_sync_4": f"{exe} append --dir D {common} --sync batch "
                                      f"--appenders {APPENDERS}"}
 
-        def rust(name: str) -> Path:
-            return RUST_BIN / name
-
-        def go(name: str) -> Path:
-            return GO_BIN / name
+        def driver(name: str, exe: Path, note: str) -> Contender:
+            return Contender(name, self._driver(exe), commands=cmds(exe.name), note=note)
 
         return (
-            Contender("baseline", self._driver(rust("log-baseline")),
-                      commands=cmds("log-baseline"),
-                      note="the standard-I/O baseline (bench/peers/rust/src/bin/"
-                           "log-baseline.rs): one file, one pwrite per batch from a reused "
-                           "buffer, mmapkit's framing (len + CRC32C + term per entry, a "
-                           "commit record per batch), fdatasync per batch in sync mode, the "
-                           "index in memory (rebuilt on open by a CRC-checked scan); reads "
-                           "one pread per 10 entries. Concurrent appenders: a mutex around "
-                           "write + sync."),
-            Contender("mmapkit", self._driver(rust("log-mmapkit")),
-                      commands=cmds("log-mmapkit"),
-                      note="mmapkit's Rust API (`mmapkit::log::CommitLog`, 64 MiB segments, "
-                           "`SyncMode::Never` / `SyncMode::Batch`), driven by "
-                           "bench/peers/rust/src/bin/log-mmapkit.rs; concurrent appenders "
-                           "share the log (`append(&self)`, group commit)."),
+            driver("baseline", RUST_BIN / "log-baseline",
+                   "the standard-I/O baseline (bench/peers/rust/src/bin/"
+                   "log-baseline.rs): one file, one pwrite per batch from a reused "
+                   "buffer, mmapkit's framing (len + CRC32C + term per entry, a "
+                   "commit record per batch), fdatasync per batch in sync mode, the "
+                   "index in memory (rebuilt on open by a CRC-checked scan); reads "
+                   "one pread per 10 entries. Concurrent appenders: a mutex around "
+                   "write + sync."),
+            driver("mmapkit", RUST_BIN / "log-mmapkit",
+                   "mmapkit's Rust API (`mmapkit::log::CommitLog`, 64 MiB segments, "
+                   "`SyncMode::Never` / `SyncMode::Batch`), driven by "
+                   "bench/peers/rust/src/bin/log-mmapkit.rs; concurrent appenders "
+                   "share the log (`append(&self)`, group commit)."),
             Contender("mmapkit (Python)", self._python,
                       commands={"append": 'log.append(batch)  # list of 10 bytes',
                                 "read": "out.extend(log.read(lo, lo + 10))",
@@ -495,36 +486,32 @@ class LogSuite(Suite):
                            "`read(lo, lo + 10)` (a list of bytes) 10 at a time; the batches' "
                            "lists of bytes are built before the clock starts. Concurrent "
                            "appenders are Python threads (append releases the GIL)."),
-            Contender("raft-engine", self._driver(rust("log-raft-engine")),
-                      commands=cmds("log-raft-engine"),
-                      note="tikv raft-engine 0.4 (crates.io; bench/peers/rust/src/bin/"
-                           "log-raft-engine.rs): protobuf `Entry`s built before the clock "
-                           "starts, one reused `LogBatch` per batch, `Engine::write(batch, "
-                           "sync)`, `fetch_entries_to` 10 at a time; batch compression off "
-                           "(random data), other settings default. It has group commit."),
-            Contender("commitlog", self._driver(rust("log-commitlog")),
-                      commands=cmds("log-commitlog"),
-                      note="the `commitlog` crate 0.2 (crates.io; bench/peers/rust/src/bin/"
-                           "log-commitlog.rs): one `append(MessageBuf)` per batch, `read` "
-                           "sized for 10 messages. Its `flush()` does not make the segment "
-                           "durable (it calls `File::flush`, a no-op), so in sync mode the "
-                           "driver also fdatasyncs the segment file itself; its offset index "
-                           "is sized for the run (reading at a full index's boundary fails "
-                           "in 0.2). `&mut self`: concurrent appenders share a mutex."),
-            Contender("tidwall/wal", self._driver(go("log-tidwall")),
-                      commands=cmds("log-tidwall"),
-                      note="github.com/tidwall/wal (Go; bench/peers/go/cmd/log-tidwall): "
-                           "`WriteBatch` per batch, `NoSync` or the default fsync per write, "
-                           "`Read` entry by entry (no range read). Concurrent appenders: a "
-                           "mutex around next index + write."),
-            Contender("etcd/wal", self._driver(go("log-etcd")),
-                      commands=cmds("log-etcd"),
-                      note="etcd's WAL (go.etcd.io/etcd/server/v3/storage/wal; bench/peers/"
-                           "go/cmd/log-etcd): `Save(HardState, entries)` per batch (it "
-                           "fdatasyncs whenever it saves entries; `SetUnsafeNoFsync` for "
-                           "no sync, as etcd's --unsafe-no-fsync); reading = `Open` + "
-                           "`ReadAll` (replay; no random access) + copying. Concurrent "
-                           "appenders: a mutex around next index + Save."),
+            driver("raft-engine", RUST_BIN / "log-raft-engine",
+                   "tikv raft-engine 0.4 (crates.io; bench/peers/rust/src/bin/"
+                   "log-raft-engine.rs): protobuf `Entry`s built before the clock "
+                   "starts, one reused `LogBatch` per batch, `Engine::write(batch, "
+                   "sync)`, `fetch_entries_to` 10 at a time; batch compression off "
+                   "(random data), other settings default. It has group commit."),
+            driver("commitlog", RUST_BIN / "log-commitlog",
+                   "the `commitlog` crate 0.2 (crates.io; bench/peers/rust/src/bin/"
+                   "log-commitlog.rs): one `append(MessageBuf)` per batch, `read` "
+                   "sized for 10 messages. Its `flush()` does not make the segment "
+                   "durable (it calls `File::flush`, a no-op), so in sync mode the "
+                   "driver also fdatasyncs the segment file itself; its offset index "
+                   "is sized for the run (reading at a full index's boundary fails "
+                   "in 0.2). `&mut self`: concurrent appenders share a mutex."),
+            driver("tidwall/wal", GO_BIN / "log-tidwall",
+                   "github.com/tidwall/wal (Go; bench/peers/go/cmd/log-tidwall): "
+                   "`WriteBatch` per batch, `NoSync` or the default fsync per write, "
+                   "`Read` entry by entry (no range read). Concurrent appenders: a "
+                   "mutex around next index + write."),
+            driver("etcd/wal", GO_BIN / "log-etcd",
+                   "etcd's WAL (go.etcd.io/etcd/server/v3/storage/wal; bench/peers/"
+                   "go/cmd/log-etcd): `Save(HardState, entries)` per batch (it "
+                   "fdatasyncs whenever it saves entries; `SetUnsafeNoFsync` for "
+                   "no sync, as etcd's --unsafe-no-fsync); reading = `Open` + "
+                   "`ReadAll` (replay; no random access) + copying. Concurrent "
+                   "appenders: a mutex around next index + Save."),
             Contender("disk limit", self._probe,
                       commands={"append_sync": "log-baseline probe --dir D --batches M",
                                 "append_sync_4": "log-baseline probe --dir D --batches M"},
@@ -537,31 +524,19 @@ class LogSuite(Suite):
 
     def versions(self) -> dict[str, str]:
         v: dict[str, str] = {}
-        lock = REPO_DIR / "bench" / "peers" / "rust" / "Cargo.lock"
-        try:
-            text = lock.read_text()
-            for crate in ("raft-engine", "commitlog"):
-                marker = f'name = "{crate}"\nversion = "'
-                i = text.find(marker)
-                if i >= 0:
-                    v[crate] = text[i + len(marker):].split('"', 1)[0] + " (crates.io)"
-        except OSError:
-            pass
-        try:
-            gomod = (REPO_DIR / "bench" / "peers" / "go" / "go.mod").read_text()
-            for line in gomod.splitlines():
-                parts = line.split()
-                if len(parts) >= 2 and parts[0] in ("github.com/tidwall/wal",
-                                                     "go.etcd.io/etcd/server/v3"):
-                    v[parts[0]] = parts[1]
-        except OSError:
-            pass
-        for tool, argv in (("rustc", ["rustc", "--version"]), ("go", ["go", "version"])):
-            try:
-                p = subprocess.run(argv, capture_output=True, text=True, timeout=20)
-                v[tool] = p.stdout.strip() or "?"
-            except (OSError, subprocess.SubprocessError):
-                v[tool] = "not found"
+        lock = _text(PEERS / "rust" / "Cargo.lock")
+        for crate in ("raft-engine", "commitlog"):
+            marker = f'name = "{crate}"\nversion = "'
+            i = lock.find(marker)
+            if i >= 0:
+                v[crate] = lock[i + len(marker):].split('"', 1)[0] + " (crates.io)"
+        for line in _text(PEERS / "go" / "go.mod").splitlines():
+            parts = line.split()
+            if len(parts) >= 2 and parts[0] in ("github.com/tidwall/wal",
+                                                 "go.etcd.io/etcd/server/v3"):
+                v[parts[0]] = parts[1]
+        v["rustc"] = tool_version(["rustc", "--version"])
+        v["go"] = tool_version(["go", "version"])
         return v
 
     def targets(self, doc: dict[str, Any]) -> list[dict[str, Any]]:

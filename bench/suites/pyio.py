@@ -18,11 +18,12 @@ import hashlib
 import mmap
 import os
 import re
-import shutil
 from pathlib import Path
 from typing import Any, Callable
 
-from ..harness import Contender, Dataset, Size, Suite, Task, Unavailable, buffer_digest, file_digest
+from ..contenders import mmapkit_has, mmapkit_module
+from ..harness import (Contender, Dataset, Size, Suite, Task, Unavailable, above, buffer_digest,
+                       capped, file_digest, fresh_copy, module_version, primed)
 from ._textgen import ensure_text_file
 
 WORD = b" the "
@@ -146,40 +147,11 @@ def mmap_style(mod: Any) -> dict[str, Callable[[Path], Any]]:
 # --------------------------------------------------------------------------- mmapkit
 
 
-def _mmapkit() -> Any:
-    try:
-        import mmapkit
-    except Exception as exc:  # noqa: BLE001 - any import failure means n/a
-        raise Unavailable(f"mmapkit not importable ({type(exc).__name__}: {exc})") from exc
-    return mmapkit
-
-
-def _missing(obj: Any, names: list[str], what: str) -> str | None:
-    gone = [n for n in names if not hasattr(obj, n)]
-    return f"{what} has no {', '.join(gone)}" if gone else None
-
-
 def _need(obj: Any, name: str) -> Any:
     try:
         return getattr(obj, name)
     except AttributeError:
         raise Unavailable(f"MappedFile has no {name}()") from None
-
-
-def dropin_available() -> str | None:
-    try:
-        mk = _mmapkit()
-    except Unavailable as exc:
-        return str(exc)
-    return _missing(mk, ["mmap", "ACCESS_READ", "ACCESS_WRITE"], "mmapkit")
-
-
-def native_available() -> str | None:
-    try:
-        mk = _mmapkit()
-    except Unavailable as exc:
-        return str(exc)
-    return _missing(mk, ["open"], "mmapkit")
 
 
 def native_impls(mk: Any) -> dict[str, Callable[[Path], Any]]:
@@ -222,22 +194,6 @@ def native_impls(mk: Any) -> dict[str, Callable[[Path], Any]]:
 # --------------------------------------------------------------------------- suite
 
 
-def _versions() -> dict[str, str]:
-    try:
-        mk = _mmapkit()
-    except Unavailable as exc:
-        return {"mmapkit": str(exc)}
-    version = getattr(mk, "__version__", None)
-    if version is None:
-        try:
-            import importlib.metadata as md
-
-            version = md.version("mmapkit")
-        except Exception:  # noqa: BLE001
-            version = "?"
-    return {"mmapkit": str(version)}
-
-
 class PyioSuite(Suite):
     name = "pyio"
     title = "the five comparisons of the Python mmap article"
@@ -264,8 +220,7 @@ class PyioSuite(Suite):
                   "chunks through one reusable buffer and stops at the first match (the "
                   "article reads the whole file first, which would flatter mapping)."),
         Task("regex", "five-letter words (regex)",
-             repeats=lambda size, n: 1 if size.nbytes > LARGE else n,
-             warmup=lambda size: "prime" if size.nbytes > LARGE else "run",
+             repeats=capped(1, above(LARGE)), warmup=primed(above(LARGE)),
              note=r'`re.finditer(rb"\b[a-zA-Z]{5}\b", buf)` over the whole file, returning '
                   "the number of matches and a BLAKE2b hash of them (same code for every "
                   "contender, so the per-match hashing cost is the same everywhere). It is "
@@ -295,12 +250,13 @@ class PyioSuite(Suite):
                       note="`mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)` and the mmap "
                            "methods (`read`, `find`, `seek`); replace: `ACCESS_WRITE`, read "
                            "all, `bytes.replace`, `m[:] = new`, `flush()`."),
-            Contender("mmapkit.mmap", lambda: mmap_style(_mmapkit()), available=dropin_available,
+            Contender("mmapkit.mmap", lambda: mmap_style(mmapkit_module()),
+                      available=mmapkit_has("mmap", "ACCESS_READ", "ACCESS_WRITE"),
                       note="exactly the stdlib mmap code with `mmapkit.mmap`, "
                            "`mmapkit.ACCESS_READ` and `mmapkit.ACCESS_WRITE` in place of "
                            "the stdlib's."),
-            Contender("mmapkit.open", lambda: native_impls(_mmapkit()),
-                      available=native_available,
+            Contender("mmapkit.open", lambda: native_impls(mmapkit_module()),
+                      available=mmapkit_has("open"),
                       note='the native API, `with mmapkit.open(path, "r") as m`: read = '
                            '`m.read()`; find = `m.find`; '
                            "regex = `re.finditer` over `m`; seek + find = "
@@ -337,19 +293,12 @@ class PyioSuite(Suite):
 
     def _restore(self, dataset: Dataset) -> Path:
         """Fresh, fsync'ed working copy of the data file for the replace task."""
-        src = dataset.path
         work = self._work_copy(dataset)
         work.with_name(work.name + ".tmp").unlink(missing_ok=True)
-        shutil.copyfile(src, work)
-        fd = os.open(work, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        return work
+        return fresh_copy(dataset.path, work)
 
     def versions(self) -> dict[str, str]:
-        return _versions()
+        return {"mmapkit": module_version("mmapkit")}
 
     notes = (
         "The data is generated text, not the real Don Quixote: a fixed 3,000-word vocabulary "

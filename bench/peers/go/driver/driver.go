@@ -97,6 +97,30 @@ func Appenders(a *Args, f func(t int) error) error {
 	return nil
 }
 
+// Serialized appends every batch from a.Appenders goroutines, one batch at a time:
+// write(j) appends batch j under a mutex (for logs whose writes must each carry the
+// next index and that have no group commit). It returns the number of syncs: one per
+// batch in sync mode (the log syncs every write itself).
+func Serialized(a *Args, write func(j int) error) (uint64, error) {
+	var mu sync.Mutex
+	var syncs uint64
+	err := Appenders(a, func(t int) error {
+		for _, j := range a.BatchesOf(t) {
+			mu.Lock()
+			err := write(j)
+			if a.Sync {
+				syncs++
+			}
+			mu.Unlock()
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return syncs, err
+}
+
 // BatchesOf lists the batches appender t appends, in order.
 func (a *Args) BatchesOf(t int) []int {
 	var bs []int

@@ -10,7 +10,6 @@ package main
 
 import (
 	"fmt"
-	"sync"
 
 	"go.etcd.io/etcd/server/v3/storage/wal"
 	"go.etcd.io/etcd/server/v3/storage/wal/walpb"
@@ -22,12 +21,10 @@ import (
 )
 
 type etcd struct {
-	a     *driver.Args
-	w     *wal.WAL
-	mu    sync.Mutex
-	next  uint64
-	syncs uint64
-	ents  []*raftpb.Entry
+	a    *driver.Args
+	w    *wal.WAL
+	next uint64 // the next entry's index (under driver.Serialized's lock)
+	ents []*raftpb.Entry
 }
 
 func open(a *driver.Args, create bool) (driver.Log, error) {
@@ -47,28 +44,16 @@ func open(a *driver.Args, create bool) (driver.Log, error) {
 }
 
 func (e *etcd) AppendAll(a *driver.Args, data []byte) (uint64, error) {
-	err := driver.Appenders(a, func(t int) error {
-		ents := make([]*raftpb.Entry, a.Batch)
-		for _, j := range a.BatchesOf(t) {
-			e.mu.Lock()
-			for k := range ents {
-				i := j*a.Batch + k
-				ents[k] = &raftpb.Entry{Term: proto.Uint64(driver.Term), Index: proto.Uint64(e.next),
-					Type: raftpb.EntryType_EntryNormal.Enum(), Data: data[i*a.Size : (i+1)*a.Size]}
-				e.next++
-			}
-			err := e.w.Save(&raftpb.HardState{Term: proto.Uint64(driver.Term), Commit: proto.Uint64(e.next - 1)}, ents)
-			if a.Sync {
-				e.syncs++
-			}
-			e.mu.Unlock()
-			if err != nil {
-				return err
-			}
+	ents := make([]*raftpb.Entry, a.Batch)
+	return driver.Serialized(a, func(j int) error {
+		for k := range ents {
+			i := j*a.Batch + k
+			ents[k] = &raftpb.Entry{Term: proto.Uint64(driver.Term), Index: proto.Uint64(e.next),
+				Type: raftpb.EntryType_EntryNormal.Enum(), Data: data[i*a.Size : (i+1)*a.Size]}
+			e.next++
 		}
-		return nil
+		return e.w.Save(&raftpb.HardState{Term: proto.Uint64(driver.Term), Commit: proto.Uint64(e.next - 1)}, ents)
 	})
-	return e.syncs, err
 }
 
 func (e *etcd) replay() error {

@@ -7,17 +7,14 @@
 package main
 
 import (
-	"sync"
-
 	"github.com/tidwall/wal"
 
 	"mmapkit.local/logbench/driver"
 )
 
 type tidwall struct {
-	log   *wal.Log
-	mu    sync.Mutex
-	syncs uint64
+	log *wal.Log
+	b   wal.Batch // used under driver.Serialized's lock
 }
 
 func open(a *driver.Args, create bool) (driver.Log, error) {
@@ -31,32 +28,18 @@ func open(a *driver.Args, create bool) (driver.Log, error) {
 }
 
 func (w *tidwall) AppendAll(a *driver.Args, data []byte) (uint64, error) {
-	err := driver.Appenders(a, func(t int) error {
-		var b wal.Batch
-		for _, j := range a.BatchesOf(t) {
-			w.mu.Lock()
-			last, err := w.log.LastIndex()
-			if err != nil {
-				w.mu.Unlock()
-				return err
-			}
-			b.Clear()
-			for i := j * a.Batch; i < (j+1)*a.Batch; i++ {
-				last++
-				b.Write(last, data[i*a.Size:(i+1)*a.Size])
-			}
-			err = w.log.WriteBatch(&b)
-			if a.Sync {
-				w.syncs++
-			}
-			w.mu.Unlock()
-			if err != nil {
-				return err
-			}
+	return driver.Serialized(a, func(j int) error {
+		last, err := w.log.LastIndex()
+		if err != nil {
+			return err
 		}
-		return nil
+		w.b.Clear()
+		for i := j * a.Batch; i < (j+1)*a.Batch; i++ {
+			last++
+			w.b.Write(last, data[i*a.Size:(i+1)*a.Size])
+		}
+		return w.log.WriteBatch(&w.b)
 	})
-	return w.syncs, err
 }
 
 func (w *tidwall) ReadRange(lo, hi int, out []byte) ([]byte, error) {

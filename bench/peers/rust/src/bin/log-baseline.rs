@@ -71,10 +71,6 @@ impl Driver for Baseline {
     const NAME: &'static str = "baseline";
     type Input = Vec<u8>;
 
-    fn prepare(_a: &Args, data: Vec<u8>) -> Vec<u8> {
-        data
-    }
-
     fn open(a: &Args, create: bool) -> Result<Self, String> {
         let path = a.dir.join("log");
         let file = OpenOptions::new()

@@ -27,10 +27,6 @@ impl Driver for Clog {
     const NAME: &'static str = "commitlog";
     type Input = Vec<u8>;
 
-    fn prepare(_a: &Args, data: Vec<u8>) -> Vec<u8> {
-        data
-    }
-
     fn open(a: &Args, _create: bool) -> Result<Self, String> {
         let mut opts = LogOptions::new(&a.dir);
         // commitlog 0.2 fails ("IO Error") reading the last entry of a segment whose

@@ -15,10 +15,6 @@ impl Driver for Mk {
     const NAME: &'static str = "mmapkit";
     type Input = Vec<u8>;
 
-    fn prepare(_a: &Args, data: Vec<u8>) -> Vec<u8> {
-        data
-    }
-
     fn open(a: &Args, _create: bool) -> Result<Self, String> {
         let opts = LogOptions {
             segment_size: 64 << 20,

@@ -10,7 +10,7 @@
 use raft_engine::{Config, Engine, LogBatch, MessageExt, ReadableSize};
 use raft_proto::eraftpb::Entry;
 
-use log_bench_drivers::{appenders, main as run, Args, Driver, Sink, TERM};
+use log_bench_drivers::{appenders, main as run, Args, Driver, Prepare, Sink, TERM};
 
 #[derive(Clone)]
 struct M;
@@ -51,23 +51,30 @@ impl RaftEngine {
     }
 }
 
+/// The entries as protobufs (a Raft node has them already).
+struct Entries(Vec<Entry>);
+
+impl Prepare for Entries {
+    fn prepare(a: &Args, data: Vec<u8>) -> Entries {
+        // entry i gets the index it will have in its group
+        Entries(
+            (0..a.entries)
+                .map(|i| {
+                    let b = i / a.batch;
+                    let mut e = Entry::default();
+                    e.set_term(TERM);
+                    e.set_index(((b / a.appenders) * a.batch + i % a.batch + 1) as u64);
+                    e.set_data(data[i * a.size..(i + 1) * a.size].to_vec().into());
+                    e
+                })
+                .collect(),
+        )
+    }
+}
+
 impl Driver for RaftEngine {
     const NAME: &'static str = "raft-engine";
-    type Input = Vec<Entry>;
-
-    fn prepare(a: &Args, data: Vec<u8>) -> Vec<Entry> {
-        // entry i gets the index it will have in its group
-        (0..a.entries)
-            .map(|i| {
-                let b = i / a.batch;
-                let mut e = Entry::default();
-                e.set_term(TERM);
-                e.set_index(((b / a.appenders) * a.batch + i % a.batch + 1) as u64);
-                e.set_data(data[i * a.size..(i + 1) * a.size].to_vec().into());
-                e
-            })
-            .collect()
-    }
+    type Input = Entries;
 
     fn open(a: &Args, _create: bool) -> Result<Self, String> {
         let cfg = Config {
@@ -84,12 +91,12 @@ impl Driver for RaftEngine {
         })
     }
 
-    fn append_all(&self, a: &Args, input: &Vec<Entry>) -> Result<u64, String> {
+    fn append_all(&self, a: &Args, input: &Entries) -> Result<u64, String> {
         let before = syncs();
         appenders(a, |t| {
             let mut lb = LogBatch::with_capacity(a.batch);
             for b in a.batches_of(t) {
-                lb.add_entries::<M>(t as u64 + 1, &input[b * a.batch..(b + 1) * a.batch])
+                lb.add_entries::<M>(t as u64 + 1, &input.0[b * a.batch..(b + 1) * a.batch])
                     .map_err(|e| e.to_string())?;
                 self.engine
                     .write(&mut lb, a.sync)
