@@ -319,7 +319,7 @@ fn fifo_inputs_plain_and_gzip_give_the_same_bytes_in_every_mode() {
     for data in [text.clone(), gzip(&text), b">r\nACGT\n".to_vec()] {
         for (mode, threads) in [(Mode::Single, 1), (Mode::Batch, 3), (Mode::Mmap, 1), (Mode::Mmap, 3)] {
             k += 1;
-            let (f, h) = crate::scan::tests::fifo(d.path(), &format!("ff{k}"), data.clone());
+            let (f, h) = crate::test_util::fifo(d.path(), &format!("ff{k}"), data.clone());
             let out = d.path().join(format!("o{k}.csv"));
             let r = write_within(&f, &out, opts(mode, threads, 4, false), 30);
             // Unblock the feeder if the run failed before opening the FIFO.
