@@ -1,41 +1,17 @@
 //! End-to-end tests of `mmapkit log ...`.
 
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 use serde_json::Value;
 
-fn run(args: &[&str], dir: &Path, stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mmapkit"))
-        .arg("log")
-        .args(args.iter().map(|a| {
-            if *a == "DIR" {
-                dir.as_os_str()
-            } else {
-                a.as_ref()
-            }
-        }))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run mmapkit");
-    // The command may fail (and exit) before reading its input.
-    if let Err(e) = child.stdin.take().unwrap().write_all(stdin) {
-        assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "{e}");
-    }
-    child.wait_with_output().unwrap()
-}
+mod common;
+use common::*;
 
-fn ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "failed ({:?}): {}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout.clone()).unwrap()
+/// `mmapkit log ARGS`, with the argument `DIR` standing for `dir`.
+fn run(args: &[&str], dir: &Path, stdin: &[u8]) -> Output {
+    let args = args.iter().map(|a| if *a == "DIR" { dir.as_os_str() } else { a.as_ref() });
+    output(mmapkit().arg("log").args(args), Some(stdin))
 }
 
 #[test]
@@ -187,12 +163,7 @@ fn verify_reports_corruption_with_exit_1() {
         &dir,
         lines.as_bytes(),
     ));
-    let mut segs: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
-        .collect();
-    segs.sort();
+    let segs = segments(&dir);
     let mut b = std::fs::read(&segs[0]).unwrap();
     b[32 + 16 + 3] ^= 1; // first entry's payload
     std::fs::write(&segs[0], &b).unwrap();
@@ -214,7 +185,7 @@ fn every_log_command_has_help_with_an_example() {
     for cmd in [
         "init", "append", "read", "stat", "verify", "truncate", "purge",
     ] {
-        let out = Command::new(env!("CARGO_BIN_EXE_mmapkit"))
+        let out = mmapkit()
             .args(["log", cmd, "--help"])
             .output()
             .unwrap();
@@ -224,21 +195,11 @@ fn every_log_command_has_help_with_an_example() {
             "{cmd} --help has no example:\n{text}"
         );
     }
-    let out = Command::new(env!("CARGO_BIN_EXE_mmapkit"))
+    let out = mmapkit()
         .args(["log", "--help"])
         .output()
         .unwrap();
     assert!(String::from_utf8(out.stdout).unwrap().contains("Examples:"));
-}
-
-fn segments(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut segs: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
-        .collect();
-    segs.sort();
-    segs
 }
 
 #[test]
@@ -354,7 +315,7 @@ fn records_input_cut_off_is_an_error() {
 
 #[test]
 fn append_help_does_not_offer_a_segment_size() {
-    let out = Command::new(env!("CARGO_BIN_EXE_mmapkit"))
+    let out = mmapkit()
         .args(["log", "append", "--help"])
         .output()
         .unwrap();
