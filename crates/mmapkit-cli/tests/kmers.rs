@@ -34,8 +34,7 @@ fn help_has_examples() {
 #[test]
 fn every_mode_and_thread_count_writes_the_same_bytes() {
     let d = tempdir();
-    let input = d.path().join("r.fa");
-    fs::write(&input, fasta(3000, 7)).unwrap();
+    let input = file_in(d.path(), "r.fa", fasta(3000, 7));
     for (ext, extra) in [("csv", vec![]), ("npy", vec![]), ("tsv", vec!["--counts", "-k", "3"])] {
         let mut outs: Vec<(String, Vec<u8>)> = Vec::new();
         for mode in ["single", "batch", "mmap"] {
@@ -62,8 +61,7 @@ fn every_mode_and_thread_count_writes_the_same_bytes() {
 #[test]
 fn json_summary() {
     let d = tempdir();
-    let input = d.path().join("r.fa");
-    fs::write(&input, fasta(10, 1)).unwrap();
+    let input = file_in(d.path(), "r.fa", fasta(10, 1));
     let out = d.path().join("v.npy");
     let r = run(&["kmers", "--json", "-k", "5", input.to_str().unwrap(), "-o", out.to_str().unwrap()]);
     assert_eq!(r.status.code(), Some(0));
@@ -74,8 +72,7 @@ fn json_summary() {
 #[test]
 fn malformed_input_exit_2_naming_file_and_record() {
     let d = tempdir();
-    let input = d.path().join("bad.fq");
-    fs::write(&input, "@a\nACGT\n+\nIIII\n@b\nACG\n+\nIIII\n").unwrap();
+    let input = file_in(d.path(), "bad.fq", "@a\nACGT\n+\nIIII\n@b\nACG\n+\nIIII\n");
     let out = d.path().join("v.csv");
     for mode in ["single", "batch", "mmap"] {
         let r = run(&["kmers", "--mode", mode, input.to_str().unwrap(), "-o", out.to_str().unwrap()]);
@@ -96,8 +93,7 @@ fn malformed_input_exit_2_naming_file_and_record() {
 #[test]
 fn killed_before_finish_leaves_no_output() {
     let d = tempdir();
-    let input = d.path().join("big.fa");
-    fs::write(&input, fasta(60_000, 3)).unwrap();
+    let input = file_in(d.path(), "big.fa", fasta(60_000, 3));
     let out = d.path().join("v.csv");
     fs::write(&out, "previous complete output\n").unwrap();
     let mut child = mmapkit()

@@ -1,12 +1,20 @@
 //! End-to-end tests of `mmapkit log ...`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use serde_json::Value;
 
 mod common;
 use common::*;
+
+/// A new log `name` in a temporary directory, made by `log init INIT`.
+fn new_log(name: &str, init: &[&str]) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempdir();
+    let dir = tmp.path().join(name);
+    ok(&run(&[&["init", "DIR"], init].concat(), &dir, b""));
+    (tmp, dir)
+}
 
 /// `mmapkit log ARGS`, with the argument `DIR` standing for `dir`.
 fn run(args: &[&str], dir: &Path, stdin: &[u8]) -> Output {
@@ -16,13 +24,7 @@ fn run(args: &[&str], dir: &Path, stdin: &[u8]) -> Output {
 
 #[test]
 fn init_append_read_stat_verify() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("wal");
-    ok(&run(
-        &["init", "DIR", "--segment-size", "4K", "--first-index", "10"],
-        &dir,
-        b"",
-    ));
+    let (_tmp, dir) = new_log("wal", &["--segment-size", "4K", "--first-index", "10"]);
     assert_eq!(
         ok(&run(
             &["append", "DIR", "--term", "3"],
@@ -112,9 +114,7 @@ fn records_roundtrip_binary_entries() {
 
 #[test]
 fn truncate_purge_and_errors() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("wal");
-    ok(&run(&["init", "DIR", "--segment-size", "4096"], &dir, b""));
+    let (tmp, dir) = new_log("wal", &["--segment-size", "4096"]);
     let lines: String = (1..=300)
         .map(|i| format!("entry number {i:04} with some padding text\n"))
         .collect();
@@ -154,9 +154,7 @@ fn truncate_purge_and_errors() {
 
 #[test]
 fn verify_reports_corruption_with_exit_1() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("wal");
-    ok(&run(&["init", "DIR", "--segment-size", "4096"], &dir, b""));
+    let (_tmp, dir) = new_log("wal", &["--segment-size", "4096"]);
     let lines: String = (1..=200).map(|i| format!("{i:08}\n")).collect();
     ok(&run(
         &["append", "DIR", "--batch", "1"],
@@ -206,9 +204,7 @@ fn every_log_command_has_help_with_an_example() {
 fn append_of_a_batch_bigger_than_the_empty_segment_stays_readable() {
     // `log init w --segment-size 4K; seq 1 2000 | log append w` made two
     // segments starting at index 1: stat failed forever.
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("w");
-    ok(&run(&["init", "DIR", "--segment-size", "4K"], &dir, b""));
+    let (_tmp, dir) = new_log("w", &["--segment-size", "4K"]);
     let lines: String = (1..=2000).map(|i| format!("{i}\n")).collect();
     assert_eq!(
         ok(&run(&["append", "DIR"], &dir, lines.as_bytes())),
@@ -238,9 +234,7 @@ fn append_of_a_batch_bigger_than_the_empty_segment_stays_readable() {
 fn damage_before_the_last_batch_is_corruption_and_repair_quarantines_it() {
     // `seq 1 3000 | log append b --batch 10`, byte 64 flipped: verify said
     // `ok: 0 entries` and the next append overwrote the rest.
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("b");
-    ok(&run(&["init", "DIR"], &dir, b""));
+    let (_tmp, dir) = new_log("b", &[]);
     let lines: String = (1..=3000).map(|i| format!("{i}\n")).collect();
     ok(&run(
         &["append", "DIR", "--batch", "10"],
@@ -280,9 +274,7 @@ fn damage_before_the_last_batch_is_corruption_and_repair_quarantines_it() {
 
 #[test]
 fn records_input_cut_off_is_an_error() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("r");
-    ok(&run(&["init", "DIR"], &dir, b""));
+    let (_tmp, dir) = new_log("r", &[]);
     // A cut-off length prefix: exit 2, nothing appended.
     let out = run(&["append", "DIR", "--records"], &dir, b"\x03\x00\x00");
     assert_eq!(out.status.code(), Some(2));

@@ -108,8 +108,7 @@ fn bad_input_is_reported_and_other_files_go_on() {
 fn read_only_file_is_refused() {
     let dir = tempdir();
     fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
-    let path = dir.path().join("ro.txt");
-    fs::write(&path, "a,b\n").unwrap();
+    let path = file_in(dir.path(), "ro.txt", "a,b\n");
     fs::set_permissions(&path, fs::Permissions::from_mode(0o444)).unwrap();
     let mut cmd = mmapkit();
     let root = fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0).unwrap_or(false);
@@ -148,8 +147,7 @@ fn read_only_file_is_refused() {
 #[test]
 fn dry_run_and_no_match_leave_mtime_alone() {
     let dir = tempdir();
-    let path = dir.path().join("f.txt");
-    fs::write(&path, "a,b\nc,d\n").unwrap();
+    let path = file_in(dir.path(), "f.txt", "a,b\nc,d\n");
     let t = old_mtime(&path);
     for args in [
         &["replace", "--dry-run", "-F", ",", ";"][..],

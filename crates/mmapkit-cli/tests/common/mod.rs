@@ -4,7 +4,7 @@
 
 use std::fs;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 #[path = "../../../mmapkit/tests/common/plain.rs"]
@@ -79,6 +79,13 @@ pub fn ok(out: &Output) -> String {
 /// `/tmp`, where page-cache eviction means nothing).
 pub fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+}
+
+/// Writes `data` to `dir/name`; the path.
+pub fn file_in(dir: &Path, name: &str, data: impl AsRef<[u8]>) -> PathBuf {
+    let p = dir.join(name);
+    fs::write(&p, data).unwrap();
+    p
 }
 
 /// A path as a command-line argument.
