@@ -1,13 +1,18 @@
 //! Shared by the unit tests: the scan options matrix, naive references,
-//! files with given contents, short-read streams and FIFOs.
+//! files with given contents, short-read streams, FIFOs and log helpers.
 
 use std::path::{Path, PathBuf};
 
+use crate::log::{CommitLog, LogOptions, SyncMode};
 use crate::scan::{ScanOptions, Strategy};
 
 #[path = "../tests/common/plain.rs"]
 mod plain;
 pub(crate) use plain::*;
+
+#[path = "../tests/common/log.rs"]
+mod log;
+pub(crate) use log::*;
 
 /// Every strategy, `Auto` included.
 pub(crate) const ALL_STRATEGIES: [Strategy; 4] = [Strategy::Mmap, Strategy::Read, Strategy::Stream, Strategy::Auto];
