@@ -1,23 +1,8 @@
 """The `kmers` benchmark suite runs end to end on a tiny input and verifies every answer."""
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def test_kmers_suite_runs_and_verifies(tmp_path):
-    env = {**os.environ, "KMERS_BENCH_READS": "2000"}
-    r = subprocess.run(
-        [sys.executable, "-m", "bench", "kmers", "--repeat", "1", "--cache", "warm",
-         "--data-dir", str(tmp_path / "data"), "--results-dir", str(tmp_path)],
-        cwd=ROOT, capture_output=True, text=True, timeout=600, env=env,
-    )
-    assert r.returncode == 0, r.stderr[-3000:]
-    doc = json.loads((tmp_path / "kmers.json").read_text())
+def test_kmers_suite_runs_and_verifies(tmp_path, run_bench):
+    doc = run_bench("kmers", env={"KMERS_BENCH_READS": "2000"})
     warm = [c for c in doc["results"] if c["cache"] == "warm"]
     bad = [c for c in warm if c["status"] != "ok" and "no implementation" not in c.get("reason", "")]
     assert not bad, bad

@@ -169,9 +169,7 @@ fn flipped_byte_in_sealed_data_is_reported_by_verify_and_reads() {
     let victim = &segs[1];
     flip(victim, 32 + 9 * 64 + 16, 0xff);
     let log = CommitLog::open(dir.path(), opts(4096)).unwrap();
-    let first_of_victim: u64 = victim.file_name().unwrap().to_str().unwrap()[..20]
-        .parse()
-        .unwrap();
+    let first_of_victim = first_index_of(victim);
     let bad = first_of_victim + 9;
     let e = log.verify().unwrap_err();
     assert!(matches!(e, Error::Corrupt { .. }));

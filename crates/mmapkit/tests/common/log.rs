@@ -48,6 +48,11 @@ pub fn payloads(log: &CommitLog) -> Vec<Vec<u8>> {
     entries(log).into_iter().map(|e| e.2).collect()
 }
 
+/// The first index of a segment file, from its name.
+pub fn first_index_of(seg: &Path) -> u64 {
+    seg.file_name().unwrap().to_str().unwrap()[..20].parse().unwrap()
+}
+
 /// XORs `mask` into byte `at` of the file; the file's bytes after.
 pub fn flip(path: &Path, at: usize, mask: u8) -> Vec<u8> {
     let mut b = std::fs::read(path).unwrap();
