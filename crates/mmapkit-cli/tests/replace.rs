@@ -13,10 +13,8 @@ use common::*;
 #[test]
 fn replace_prints_counts_and_exit_status() {
     let dir = tempdir();
-    let a = dir.path().join("a.csv");
-    let b = dir.path().join("b.csv");
-    fs::write(&a, "x,y,z\n1,2,3\n").unwrap();
-    fs::write(&b, "no commas\n").unwrap();
+    let a = file_in(dir.path(), "a.csv", "x,y,z\n1,2,3\n");
+    let b = file_in(dir.path(), "b.csv", "no commas\n");
 
     let out = run_paths(&["replace", "-F", ",", ";"], &[&a]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -77,9 +75,8 @@ fn strategies_threads_and_sync_agree() {
 #[test]
 fn bad_input_is_reported_and_other_files_go_on() {
     let dir = tempdir();
-    let good = dir.path().join("good");
+    let good = file_in(dir.path(), "good", "a-b");
     let missing = dir.path().join("missing");
-    fs::write(&good, "a-b").unwrap();
 
     let out = run_paths(&["replace", "-F", "-", "+"], &[&missing, dir.path(), &good]);
     assert_eq!(out.status.code(), Some(2));

@@ -107,12 +107,19 @@ fn three_hundred_batches(sync: SyncMode) -> (tempfile::TempDir, Vec<Vec<u8>>) {
     (dir, lines)
 }
 
+/// `three_hundred_batches` with byte `at` of the first segment flipped: the
+/// directory, the lines, the segment and its bytes after.
+fn damaged_early_batch(sync: SyncMode, at: usize) -> (tempfile::TempDir, Vec<Vec<u8>>, std::path::PathBuf, Vec<u8>) {
+    let (dir, lines) = three_hundred_batches(sync);
+    let seg = segments(dir.path())[0].clone();
+    let b = flip(&seg, at, 0xFF);
+    (dir, lines, seg, b)
+}
+
 #[test]
 fn a_damaged_early_batch_is_corruption_not_a_torn_tail() {
     for at in [64usize, 500, 30000, 60000] {
-        let (dir, lines) = three_hundred_batches(SyncMode::Batch);
-        let seg = segments(dir.path())[0].clone();
-        let b = flip(&seg, at, 0xFF);
+        let (dir, lines, seg, b) = damaged_early_batch(SyncMode::Batch, at);
         for read_only in [false, true] {
             match CommitLog::open(
                 dir.path(),
@@ -158,9 +165,7 @@ fn a_damaged_early_batch_is_corruption_not_a_torn_tail() {
 #[test]
 fn a_damaged_early_batch_never_synced_is_a_torn_tail() {
     for at in [64usize, 500, 30000, 60000] {
-        let (dir, lines) = three_hundred_batches(SyncMode::Never);
-        let seg = segments(dir.path())[0].clone();
-        let b = flip(&seg, at, 0xFF);
+        let (dir, lines, _, b) = damaged_early_batch(SyncMode::Never, at);
         let log = CommitLog::open(dir.path(), opts(1 << 20)).unwrap();
         let kept = payloads(&log);
         assert!(kept.len() < 3000 && kept.len().is_multiple_of(10), "flip at {at}");

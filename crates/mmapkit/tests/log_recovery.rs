@@ -156,10 +156,7 @@ fn a_flipped_byte_before_the_last_batch_is_corruption_not_a_torn_tail() {
 #[test]
 fn flipped_byte_in_sealed_data_is_reported_by_verify_and_reads() {
     let dir = tempfile::tempdir().unwrap();
-    let log = CommitLog::open(dir.path(), opts(4096)).unwrap();
-    for i in 0..300u64 {
-        log.append(&[(i, i.to_le_bytes())]).unwrap();
-    }
+    let log = open_filled(dir.path(), opts(4096), 300, |i| (i, i.to_le_bytes().to_vec()));
     drop(log);
     let segs = segments(dir.path());
     assert!(segs.len() >= 3);

@@ -207,8 +207,7 @@ fn empty_input_gives_no_records() {
 #[test]
 fn gzip_input_gives_the_same_bytes() {
     let d = dir();
-    let reads = pseudo_reads(500, (37, 400), (7, 13));
-    let text = render(&reads, false, 60);
+    let text = render(&pseudo_reads(500, (37, 400), (7, 13)), false, 60);
     let plain = write_file(d.path(), "r.fa", &text);
     let gz = write_file(d.path(), "r.fa.gz", &gzip(&text));
     let a = all_outputs(&plain, d.path(), OutFormat::Csv, 4, false);
@@ -315,8 +314,7 @@ fn write_within(input: &Path, out: &Path, o: KmerOptions, secs: u64) -> Result<S
 #[test]
 fn fifo_inputs_plain_and_gzip_give_the_same_bytes_in_every_mode() {
     let d = dir();
-    let reads = pseudo_reads(400, (29, 300), (5, 11));
-    let text = render(&reads, true, 50);
+    let text = render(&pseudo_reads(400, (29, 300), (5, 11)), true, 50);
     let plain = write_file(d.path(), "r.fq", &text);
     let want_out = d.path().join("want.csv");
     write(&plain, &want_out, OutFormat::Csv, &opts(Mode::Single, 1, 4, false)).unwrap();

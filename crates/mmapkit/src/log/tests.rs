@@ -2,7 +2,7 @@
 
 use super::format::{self, HEADER_LEN, REC};
 use super::*;
-use crate::test_util::{collect, flip, opts, repairing, segments, synced};
+use crate::test_util::{collect, flip, open_filled, opts, repairing, segments, synced};
 use proptest::prelude::*;
 
 #[test]
@@ -298,10 +298,7 @@ fn flipped_byte_in_unsynced_tail_middle_is_a_torn_tail() {
 #[test]
 fn flipped_byte_in_sealed_segment_is_reported_by_read_and_verify() {
     let dir = tempfile::tempdir().unwrap();
-    let log = CommitLog::open(dir.path(), opts(4096)).unwrap();
-    for i in 0..100u64 {
-        log.append(&[(1, [i as u8; 40])]).unwrap();
-    }
+    let log = open_filled(dir.path(), opts(4096), 100, |i| (1, vec![i as u8; 40]));
     drop(log);
     let seg = segments(dir.path()).remove(0);
     flip(&seg, HEADER_LEN + 2 * 96 + REC + 5, 1); // entry 3's payload (96 B per batch)
@@ -426,10 +423,7 @@ fn concurrent_readers_see_whole_batches() {
 #[test]
 fn reads_stay_valid_after_truncate_and_purge() {
     let dir = tempfile::tempdir().unwrap();
-    let log = CommitLog::open(dir.path(), opts(4096)).unwrap();
-    for i in 0..100u64 {
-        log.append(&[(1, [i as u8; 60])]).unwrap();
-    }
+    let log = open_filled(dir.path(), opts(4096), 100, |i| (1, vec![i as u8; 60]));
     let es = log.read(1, 101, None).unwrap();
     log.truncate_after(2).unwrap();
     log.purge_before(2).unwrap();

@@ -26,6 +26,16 @@ pub fn repairing(o: LogOptions) -> LogOptions {
     LogOptions { repair: true, ..o }
 }
 
+/// Opens (creating) the log in `dir` with `o` and appends `n` one-entry
+/// batches, the `i`-th (from 0) being `entry(i)` = (term, payload).
+pub fn open_filled(dir: &Path, o: LogOptions, n: u64, entry: impl Fn(u64) -> (u64, Vec<u8>)) -> CommitLog {
+    let log = CommitLog::open(dir, o).unwrap();
+    for i in 0..n {
+        log.append(&[entry(i)]).unwrap();
+    }
+    log
+}
+
 /// Entries `lo..hi` as (index, term, payload).
 pub fn collect(log: &CommitLog, lo: u64, hi: u64) -> Vec<(u64, u64, Vec<u8>)> {
     log.read(lo, hi, None)
