@@ -37,25 +37,19 @@ def naive_counts(seq: str, k: int) -> np.ndarray:
     return out
 
 
+def _wrapped(text: str, wrap: int) -> str:
+    return "".join(text[j:j + wrap] + "\n" for j in range(0, len(text), wrap))
+
+
 def write_fasta(path: Path, seqs: list[str], wrap: int = 60) -> Path:
-    with open(path, "w") as f:
-        for i, s in enumerate(seqs):
-            f.write(f">r{i} description\n")
-            for j in range(0, len(s), wrap):
-                f.write(s[j:j + wrap] + "\n")
+    path.write_text("".join(f">r{i} description\n" + _wrapped(s, wrap) for i, s in enumerate(seqs)))
     return path
 
 
 def write_fastq(path: Path, seqs: list[str], wrap: int = 60) -> Path:
-    with open(path, "w") as f:
-        for i, s in enumerate(seqs):
-            f.write(f"@r{i}\n")
-            for j in range(0, len(s), wrap):
-                f.write(s[j:j + wrap] + "\n")
-            f.write("+\n")
-            q = "".join("@" if j % 5 == 0 else "I" for j in range(len(s)))
-            for j in range(0, len(q), wrap):
-                f.write(q[j:j + wrap] + "\n")
+    quality = ("".join("@" if j % 5 == 0 else "I" for j in range(len(s))) for s in seqs)
+    path.write_text("".join(f"@r{i}\n" + _wrapped(s, wrap) + "+\n" + _wrapped(q, wrap)
+                            for i, (s, q) in enumerate(zip(seqs, quality))))
     return path
 
 

@@ -377,17 +377,25 @@ def test_reader_in_another_process_sees_whole_batches(tmp_path):
     log.close()
 
 
-def test_damaged_tail_refuses_to_open_unless_repair(tmp_path):
-    d = tmp_path / "wal"
-    # Synced: later batches record entry 2 as durable, so its damage is
-    # corruption (unsynced, it would be a torn tail).
-    with mmapkit.CommitLog(d, sync="batch") as log:
+def five_batches_entry_2_damaged(d: Path, sync: str) -> bytes:
+    """A log of five one-entry batches written with `sync`, then a payload
+    byte of entry 2 flipped (64 B per batch; batches 3..5 follow); the
+    damaged segment's bytes."""
+    with mmapkit.CommitLog(d, sync=sync) as log:
         for i in range(5):
             log.append([b"entry %d" % i])
     seg = next(d.glob("*.seg"))
     b = bytearray(seg.read_bytes())
-    b[32 + 64 + 16 + 1] ^= 1  # payload of entry 2 (64 B per batch); batches 3..5 follow
+    b[32 + 64 + 16 + 1] ^= 1
     seg.write_bytes(bytes(b))
+    return bytes(b)
+
+
+def test_damaged_tail_refuses_to_open_unless_repair(tmp_path):
+    d = tmp_path / "wal"
+    # Synced: later batches record entry 2 as durable, so its damage is
+    # corruption (unsynced, it would be a torn tail).
+    b = five_batches_entry_2_damaged(d, "batch")
     with pytest.raises(mmapkit.CorruptError, match="entry 2"):
         mmapkit.CommitLog(d, sync="never")
     with mmapkit.CommitLog(d, sync="never", repair=True) as log:
@@ -405,13 +413,7 @@ def test_damage_in_unsynced_batches_is_a_torn_tail(tmp_path):
     # sync="never": no batch was ever known durable, so damage followed by
     # valid batches may be a power loss writing pages out of order.
     d = tmp_path / "wal"
-    with mmapkit.CommitLog(d, sync="never") as log:
-        for i in range(5):
-            log.append([b"entry %d" % i])
-    seg = next(d.glob("*.seg"))
-    b = bytearray(seg.read_bytes())
-    b[32 + 64 + 16 + 1] ^= 1  # payload of entry 2; batches 3..5 follow
-    seg.write_bytes(bytes(b))
+    b = five_batches_entry_2_damaged(d, "never")
     with mmapkit.CommitLog(d, sync="never") as log:
         assert list(log) == [b"entry 0"]
         assert log.recovery["dropped_entries"] == 4

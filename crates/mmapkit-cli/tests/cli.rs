@@ -3,45 +3,18 @@
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use serde_json::Value;
+
+mod common;
+use common::*;
 
 const MIB: u64 = 1 << 20;
 /// Slack allowed in residency checks: one page of the largest common size.
 const PAGE_SLACK: u64 = 64 * 1024;
 
-fn mmapkit(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mmapkit"))
-        .args(args)
-        .output()
-        .expect("failed to run the mmapkit binary")
-}
-
-fn mmapkit_paths(args: &[&str], paths: &[&Path]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mmapkit"))
-        .args(args)
-        .args(paths)
-        .output()
-        .expect("failed to run the mmapkit binary")
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8(out.stdout.clone()).unwrap()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8(out.stderr.clone()).unwrap()
-}
-
-/// Temporary directory on the target's file system (not a possible tmpfs
-/// `/tmp`, where page-cache eviction means nothing).
-fn tempdir() -> tempfile::TempDir {
-    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
-}
-
 fn info_json(path: &Path) -> Value {
-    let out = mmapkit_paths(&["info", "--json"], &[path]);
+    let out = run_paths(&["info", "--json"], &[path]);
     assert!(out.status.success(), "stderr: {}", stderr(&out));
     let v: Value = serde_json::from_str(&stdout(&out)).expect("info --json prints JSON");
     let arr = v.as_array().expect("a JSON array");
@@ -66,7 +39,7 @@ fn sparse_file(dir: &Path) -> PathBuf {
 
 #[test]
 fn version() {
-    let out = mmapkit(&["--version"]);
+    let out = run(&["--version"]);
     assert!(out.status.success());
     assert_eq!(
         stdout(&out).trim(),
@@ -76,33 +49,33 @@ fn version() {
 
 #[test]
 fn help_has_overview_and_examples() {
-    let out = mmapkit(&["--help"]);
+    let out = run(&["--help"]);
     assert!(out.status.success());
     let text = stdout(&out);
     for needle in ["Whole-file tools", "Commit log", "Parallel writers", "Page cache", "evict", "mmapkit info "] {
         assert!(text.contains(needle), "{needle:?} not in:\n{text}");
     }
 
-    let out = mmapkit(&["info", "--help"]);
+    let out = run(&["info", "--help"]);
     assert!(out.status.success());
     let text = stdout(&out);
     for needle in ["--json", "--bytes", "Examples:", "mmapkit info "] {
         assert!(text.contains(needle), "{needle:?} not in:\n{text}");
     }
 
-    let out = mmapkit(&["evict", "--help"]);
+    let out = run(&["evict", "--help"]);
     assert!(out.status.success());
     assert!(stdout(&out).contains("mmapkit evict "));
 }
 
 #[test]
 fn usage_errors() {
-    let out = mmapkit(&[]);
+    let out = run(&[]);
     assert!(!out.status.success());
-    let out = mmapkit(&["info"]);
+    let out = run(&["info"]);
     assert_eq!(out.status.code(), Some(2), "info without a path");
     assert!(stderr(&out).contains("PATH"), "{}", stderr(&out));
-    let out = mmapkit(&["frobnicate"]);
+    let out = run(&["frobnicate"]);
     assert_eq!(out.status.code(), Some(2));
 }
 
@@ -126,7 +99,7 @@ fn info_table_human_and_bytes() {
     let dir = tempdir();
     let path = sparse_file(dir.path());
 
-    let out = mmapkit_paths(&["info"], &[&path]);
+    let out = run_paths(&["info"], &[&path]);
     assert!(out.status.success(), "stderr: {}", stderr(&out));
     let text = stdout(&out);
     let mut lines = text.lines();
@@ -141,7 +114,7 @@ fn info_table_human_and_bytes() {
     assert!(row.trim_end().ends_with('%'), "{row}");
     assert!(lines.next().is_none(), "{text}");
 
-    let out = mmapkit_paths(&["info", "--bytes"], &[&path]);
+    let out = run_paths(&["info", "--bytes"], &[&path]);
     assert!(out.status.success());
     let text = stdout(&out);
     let row: Vec<&str> = text.lines().nth(1).unwrap().split_whitespace().collect();
@@ -157,9 +130,9 @@ fn empty_file_is_fine() {
     for name in ["size", "allocated", "resident", "pages", "resident_pages"] {
         assert_eq!(field(&v, name), 0, "{name} in {v}");
     }
-    let out = mmapkit_paths(&["info"], &[&path]);
+    let out = run_paths(&["info"], &[&path]);
     assert!(out.status.success(), "stderr: {}", stderr(&out));
-    let out = mmapkit_paths(&["evict"], &[&path]);
+    let out = run_paths(&["evict"], &[&path]);
     assert!(out.status.success(), "stderr: {}", stderr(&out));
 }
 
@@ -169,7 +142,7 @@ fn missing_file_exits_2_and_names_it_but_goes_on() {
     let missing = dir.path().join("does-not-exist.bin");
     let good = sparse_file(dir.path());
 
-    let out = mmapkit_paths(&["info", "--json"], &[&missing, &good]);
+    let out = run_paths(&["info", "--json"], &[&missing, &good]);
     assert_eq!(out.status.code(), Some(2));
     let err = stderr(&out);
     assert!(err.starts_with("mmapkit: "), "{err}");
@@ -180,11 +153,11 @@ fn missing_file_exits_2_and_names_it_but_goes_on() {
     assert_eq!(v.as_array().unwrap().len(), 1, "{v}");
     assert_eq!(v[0]["path"].as_str(), Some(&*good.to_string_lossy()));
 
-    let out = mmapkit_paths(&["info"], &[&missing]);
+    let out = run_paths(&["info"], &[&missing]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains(&*missing.to_string_lossy()));
 
-    let out = mmapkit_paths(&["evict"], &[&missing, &good]);
+    let out = run_paths(&["evict"], &[&missing, &good]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains(&*missing.to_string_lossy()));
     assert!(stdout(&out).is_empty());
@@ -194,7 +167,7 @@ fn missing_file_exits_2_and_names_it_but_goes_on() {
 fn directory_exits_2() {
     let dir = tempdir();
     for cmd in ["info", "evict"] {
-        let out = mmapkit_paths(&[cmd], &[dir.path()]);
+        let out = run_paths(&[cmd], &[dir.path()]);
         assert_eq!(out.status.code(), Some(2), "{cmd}");
         let err = stderr(&out);
         assert!(err.starts_with("mmapkit: "), "{cmd}: {err}");
@@ -213,7 +186,7 @@ fn evict_read_evict_residency() {
     drop(data);
 
     let evict = || {
-        let out = mmapkit_paths(&["evict"], &[&path]);
+        let out = run_paths(&["evict"], &[&path]);
         assert!(out.status.success(), "stderr: {}", stderr(&out));
         assert!(out.stdout.is_empty() && out.stderr.is_empty());
     };

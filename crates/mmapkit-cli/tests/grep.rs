@@ -3,9 +3,11 @@
 //! window sizes.
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+
+mod common;
+use common::*;
 
 /// Variants of the scan options that must all print the same.
 const VARIANTS: &[&[&str]] = &[
@@ -16,10 +18,6 @@ const VARIANTS: &[&[&str]] = &[
     &["-j", "3", "--strategy", "read", "--chunk", "1000"],
 ];
 
-fn tempdir() -> tempfile::TempDir {
-    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
-}
-
 fn gnu_grep_available() -> bool {
     let ok = Command::new("grep").arg("--version").output().is_ok_and(|o| o.status.success() && o.stdout.starts_with(b"grep (GNU grep)"));
     if !ok {
@@ -28,30 +26,15 @@ fn gnu_grep_available() -> bool {
     ok
 }
 
-fn run(cmd: &mut Command, stdin: Option<&[u8]>) -> Output {
-    cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().expect("cannot run the command");
-    if let Some(data) = stdin {
-        let mut pipe = child.stdin.take().unwrap();
-        let data = data.to_vec();
-        std::thread::spawn(move || {
-            let _ = pipe.write_all(&data);
-        });
-    }
-    child.wait_with_output().unwrap()
-}
-
 fn mmapkit(args: &[&str], files: &[&Path], stdin: Option<&[u8]>) -> Output {
-    run(Command::new(env!("CARGO_BIN_EXE_mmapkit")).arg("grep").args(args).args(files), stdin)
+    output(common::mmapkit().arg("grep").args(args).args(files), stdin)
 }
 
 fn gnu(args: &[&str], files: &[&Path], stdin: Option<&[u8]>) -> Output {
     // -F and -E conflict in GNU grep; without -F, -E gives the syntax
     // closest to ours.
     let syntax: &[&str] = if args.contains(&"-F") { &["-a"] } else { &["-a", "-E"] };
-    run(Command::new("grep").env("LC_ALL", "C").args(syntax).args(args).args(files), stdin)
+    output(Command::new("grep").env("LC_ALL", "C").args(syntax).args(args).args(files), stdin)
 }
 
 fn show(b: &[u8]) -> String {
@@ -301,7 +284,7 @@ fn closed_pipe_ends_quietly() {
     let dir = tempdir();
     let p = dir.path().join("big.txt");
     fs::write(&p, "match me\n".repeat(400_000)).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mmapkit"))
+    let mut child = common::mmapkit()
         .args(["grep", "-j", "2", "match"])
         .arg(&p)
         .stdout(Stdio::piped())

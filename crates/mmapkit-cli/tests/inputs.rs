@@ -5,58 +5,29 @@
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
-const BIN: &str = env!("CARGO_BIN_EXE_mmapkit");
-
-fn run(args: &[&str], stdin: Option<&[u8]>) -> Output {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    if let Some(data) = stdin {
-        let mut w = child.stdin.take().unwrap();
-        let data = data.to_vec();
-        std::thread::spawn(move || {
-            let _ = w.write_all(&data);
-        });
-    }
-    child.wait_with_output().unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn tempdir() -> tempfile::TempDir {
-    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
+mod common;
+use common::*;
 
 #[test]
 fn proc_files_whose_size_reads_0_are_read() {
-    let out = run(&["grep", "MemTotal", "/proc/meminfo"], None);
+    let out = run_stdin(&["grep", "MemTotal", "/proc/meminfo"], None);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(text(&out.stdout).starts_with("MemTotal:"), "{}", text(&out.stdout));
     let want = fs::read("/proc/cpuinfo").unwrap().iter().filter(|&&b| b == b'\n').count();
     assert!(want > 0);
     for strategy in ["auto", "mmap", "read", "stream"] {
-        let out = run(&["count", "--lines", "--strategy", strategy, "/proc/cpuinfo"], None);
+        let out = run_stdin(&["count", "--lines", "--strategy", strategy, "/proc/cpuinfo"], None);
         assert_eq!(out.status.code(), Some(0), "{strategy}: {}", text(&out.stderr));
         assert_eq!(text(&out.stdout).trim(), want.to_string(), "{strategy}");
     }
-    let out = run(&["find", "MemTotal", "/proc/meminfo"], None);
+    let out = run_stdin(&["find", "MemTotal", "/proc/meminfo"], None);
     assert_eq!(text(&out.stdout), "0\n", "{}", text(&out.stderr));
     // sysfs attributes claim 4096 bytes: never a bogus "truncated".
     let sys = "/sys/devices/system/cpu/online";
     if Path::new(sys).exists() {
-        let out = run(&["count", "--lines", sys], None);
+        let out = run_stdin(&["count", "--lines", sys], None);
         assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
         assert_eq!(text(&out.stdout), "1\n");
     }
@@ -77,10 +48,10 @@ fn dash_and_dev_stdin_everywhere_a_file_is_read() {
         &["grep", "-n", "-c", "beta"],
     ];
     for args in cases {
-        let want = run(&[args, &[s(&f)]].concat(), None);
+        let want = run_stdin(&[args, &[s(&f)]].concat(), None);
         assert_eq!(want.status.code(), Some(0), "{args:?}: {}", text(&want.stderr));
         for input in ["-", "/dev/stdin"] {
-            let got = run(&[args, &[input]].concat(), Some(&data));
+            let got = run_stdin(&[args, &[input]].concat(), Some(&data));
             assert_eq!(got.status.code(), Some(0), "{args:?} {input}: {}", text(&got.stderr));
             assert_eq!(text(&got.stdout), text(&want.stdout), "{args:?} {input}");
         }
@@ -94,12 +65,12 @@ fn fifos_are_streamed() {
     assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
     let p = fifo.clone();
     let h = std::thread::spawn(move || fs::write(&p, b"x\ny\nx\n").unwrap());
-    let out = run(&["count", "--lines", s(&fifo)], None);
+    let out = run_stdin(&["count", "--lines", s(&fifo)], None);
     h.join().unwrap();
     assert_eq!((out.status.code(), text(&out.stdout)), (Some(0), "3\n".into()), "{}", text(&out.stderr));
     let p = fifo.clone();
     let h = std::thread::spawn(move || fs::write(&p, b"x\ny\nx\n").unwrap());
-    let out = run(&["grep", "-n", "x", s(&fifo)], None);
+    let out = run_stdin(&["grep", "-n", "x", s(&fifo)], None);
     h.join().unwrap();
     assert_eq!(text(&out.stdout), "1:x\n3:x\n", "{}", text(&out.stderr));
 }
@@ -107,7 +78,8 @@ fn fifos_are_streamed() {
 /// Runs `mmapkit ARGS 2>&1 | cat`: stdout and stderr into one pipe.
 fn one_pipe(args: &[&str]) -> String {
     let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
-    let out = Command::new("sh").arg("-c").arg(format!("'{BIN}' {} 2>&1 | cat", quoted.join(" "))).output().unwrap();
+    let bin = bin();
+    let out = Command::new("sh").arg("-c").arg(format!("'{bin}' {} 2>&1 | cat", quoted.join(" "))).output().unwrap();
     text(&out.stdout)
 }
 
@@ -143,15 +115,15 @@ fn unknown_escapes_are_errors_and_touch_nothing() {
         (vec!["replace", "-F", "AB", r"\xZZ"], r"\xZZ"),
         (vec!["replace", "A", r"\q"], r"\q"),
     ] {
-        let out = run(&[&args[..], &[s(&f)]].concat(), None);
+        let out = run_stdin(&[&args[..], &[s(&f)]].concat(), None);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out.stdout));
         assert!(text(&out.stderr).contains(esc), "{args:?}: {}", text(&out.stderr));
         assert_eq!(fs::read(&f).unwrap(), b"a\\qb AB\n", "{args:?}");
     }
     // The supported ones keep working.
-    let out = run(&["count", r"\x41\x42\n", s(&f)], None);
+    let out = run_stdin(&["count", r"\x41\x42\n", s(&f)], None);
     assert_eq!(text(&out.stdout), "1\n", "{}", text(&out.stderr));
-    let out = run(&["replace", "-F", r"\\q", r"\t!", s(&f)], None);
+    let out = run_stdin(&["replace", "-F", r"\\q", r"\t!", s(&f)], None);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(fs::read(&f).unwrap(), b"a\t!b AB\n");
 }
@@ -165,20 +137,20 @@ fn kmers_reads_stdin_and_pipes_plain_or_gzip_like_a_file() {
     let gz = d.path().join("x.fa.gz");
     assert!(Command::new("sh").arg("-c").arg(format!("gzip -c '{}' > '{}'", s(&f), s(&gz))).status().unwrap().success());
     let want_out = d.path().join("want.csv");
-    let out = run(&["kmers", s(&f), "-o", s(&want_out)], None);
+    let out = run_stdin(&["kmers", s(&f), "-o", s(&want_out)], None);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let want = fs::read(&want_out).unwrap();
     let gzdata = fs::read(&gz).unwrap();
     for mode in ["single", "batch", "mmap"] {
         for (input, data) in [("-", &fa), ("/dev/stdin", &gzdata), ("-", &gzdata)] {
             let o = d.path().join(format!("o-{mode}.csv"));
-            let out = run(&["kmers", "--mode", mode, input, "-o", s(&o)], Some(data));
+            let out = run_stdin(&["kmers", "--mode", mode, input, "-o", s(&o)], Some(data));
             assert_eq!(out.status.code(), Some(0), "{mode} {input}: {}", text(&out.stderr));
             assert!(fs::read(&o).unwrap() == want, "{mode} {input}: output differs");
         }
         // A pipe given by path, as bash's <(cat x.fa.gz) does.
         let o = d.path().join(format!("p-{mode}.csv"));
-        let cmd = format!("cat '{}' | '{BIN}' kmers --mode {mode} /dev/fd/0 -o '{}'", s(&gz), s(&o));
+        let cmd = format!("cat '{}' | '{}' kmers --mode {mode} /dev/fd/0 -o '{}'", s(&gz), bin(), s(&o));
         let st = Command::new("sh").arg("-c").arg(cmd).status().unwrap();
         assert!(st.success() && fs::read(&o).unwrap() == want, "{mode}: a gzip pipe");
     }
@@ -203,8 +175,8 @@ fn truncation_during_in_place_replace_leaves_the_truncated_file() {
                 w.write_all(line).unwrap();
             }
         }
-        assert!(run(&["evict", s(&f)], None).status.success());
-        let child = Command::new(BIN)
+        assert!(run_stdin(&["evict", s(&f)], None).status.success());
+        let child = mmapkit()
             .args(["replace", "-F", "-j1", "alpha", "ALPHA", s(&f)])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -241,7 +213,7 @@ fn full_disk_message_has_no_bogus_size() {
     let f = mnt.join("f.txt");
     let data = b"a".repeat(600 << 10);
     fs::write(&f, &data).unwrap();
-    let out = run(&["replace", "-F", "a", "aa", s(&f)], None);
+    let out = run_stdin(&["replace", "-F", "a", "aa", s(&f)], None);
     let _ = Command::new("umount").arg(&mnt).status();
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");

@@ -1,32 +1,21 @@
 //! End-to-end tests of `mmapkit kmers`.
 
 use std::fs;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::PathBuf;
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-fn mmapkit(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mmapkit")).args(args).output().expect("failed to run mmapkit")
-}
-
-fn tempdir() -> tempfile::TempDir {
-    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
-}
+mod common;
+use common::*;
 
 /// Seeded reads of mixed lengths, wrapped at 70, some N and lowercase.
 fn fasta(n: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    let mut next = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut rng = Rng(seed | 1);
     let mut out = Vec::new();
     for i in 0..n {
         out.extend_from_slice(format!(">read{i}\n").as_bytes());
-        let len = (next() % 700) as usize;
-        let seq: Vec<u8> = (0..len).map(|_| b"ACGTACGTACGTacgtN"[(next() % 17) as usize]).collect();
+        let len = (rng.next() % 700) as usize;
+        let seq: Vec<u8> = (0..len).map(|_| b"ACGTACGTACGTacgtN"[(rng.next() % 17) as usize]).collect();
         for line in seq.chunks(70) {
             out.extend_from_slice(line);
             out.push(b'\n');
@@ -35,15 +24,9 @@ fn fasta(n: usize, seed: u64) -> Vec<u8> {
     out
 }
 
-fn files_in(d: &Path) -> Vec<String> {
-    let mut v: Vec<String> = fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
-    v.sort();
-    v
-}
-
 #[test]
 fn help_has_examples() {
-    let out = mmapkit(&["kmers", "--help"]);
+    let out = run(&["kmers", "--help"]);
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("Examples:") && text.contains("mmapkit kmers reads.fq.gz -o vectors.csv"), "{text}");
 }
@@ -51,8 +34,7 @@ fn help_has_examples() {
 #[test]
 fn every_mode_and_thread_count_writes_the_same_bytes() {
     let d = tempdir();
-    let input = d.path().join("r.fa");
-    fs::write(&input, fasta(3000, 7)).unwrap();
+    let input = file_in(d.path(), "r.fa", fasta(3000, 7));
     for (ext, extra) in [("csv", vec![]), ("npy", vec![]), ("tsv", vec!["--counts", "-k", "3"])] {
         let mut outs: Vec<(String, Vec<u8>)> = Vec::new();
         for mode in ["single", "batch", "mmap"] {
@@ -60,7 +42,7 @@ fn every_mode_and_thread_count_writes_the_same_bytes() {
                 let out: PathBuf = d.path().join(format!("o-{mode}-{j}.{ext}"));
                 let mut args = vec!["kmers", "--mode", mode, "-j", j, input.to_str().unwrap(), "-o", out.to_str().unwrap()];
                 args.extend(&extra);
-                let r = mmapkit(&args);
+                let r = run(&args);
                 assert_eq!(r.status.code(), Some(0), "{}", String::from_utf8_lossy(&r.stderr));
                 outs.push((format!("{mode} -j{j}"), fs::read(&out).unwrap()));
             }
@@ -79,10 +61,9 @@ fn every_mode_and_thread_count_writes_the_same_bytes() {
 #[test]
 fn json_summary() {
     let d = tempdir();
-    let input = d.path().join("r.fa");
-    fs::write(&input, fasta(10, 1)).unwrap();
+    let input = file_in(d.path(), "r.fa", fasta(10, 1));
     let out = d.path().join("v.npy");
-    let r = mmapkit(&["kmers", "--json", "-k", "5", input.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    let r = run(&["kmers", "--json", "-k", "5", input.to_str().unwrap(), "-o", out.to_str().unwrap()]);
     assert_eq!(r.status.code(), Some(0));
     let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
     assert_eq!((v["reads"].as_u64(), v["dims"].as_u64(), v["format"].as_str()), (Some(10), Some(512), Some("npy")));
@@ -91,19 +72,18 @@ fn json_summary() {
 #[test]
 fn malformed_input_exit_2_naming_file_and_record() {
     let d = tempdir();
-    let input = d.path().join("bad.fq");
-    fs::write(&input, "@a\nACGT\n+\nIIII\n@b\nACG\n+\nIIII\n").unwrap();
+    let input = file_in(d.path(), "bad.fq", "@a\nACGT\n+\nIIII\n@b\nACG\n+\nIIII\n");
     let out = d.path().join("v.csv");
     for mode in ["single", "batch", "mmap"] {
-        let r = mmapkit(&["kmers", "--mode", mode, input.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+        let r = run(&["kmers", "--mode", mode, input.to_str().unwrap(), "-o", out.to_str().unwrap()]);
         assert_eq!(r.status.code(), Some(2));
         let err = String::from_utf8(r.stderr).unwrap();
         assert!(err.contains(&format!("{}: record 2: quality length 4 differs from sequence length 3", input.display())), "{err}");
         assert_eq!(files_in(d.path()), vec!["bad.fq"], "no output, no temporary file");
     }
-    let r = mmapkit(&["kmers", "-k", "0", input.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    let r = run(&["kmers", "-k", "0", input.to_str().unwrap(), "-o", out.to_str().unwrap()]);
     assert_eq!(r.status.code(), Some(2));
-    let r = mmapkit(&["kmers", "missing.fa", "-o", out.to_str().unwrap()]);
+    let r = run(&["kmers", "missing.fa", "-o", out.to_str().unwrap()]);
     assert_eq!(r.status.code(), Some(2));
     let err = String::from_utf8(r.stderr).unwrap();
     assert!(err.contains("missing.fa: open: No such file or directory"), "{err}");
@@ -113,11 +93,10 @@ fn malformed_input_exit_2_naming_file_and_record() {
 #[test]
 fn killed_before_finish_leaves_no_output() {
     let d = tempdir();
-    let input = d.path().join("big.fa");
-    fs::write(&input, fasta(60_000, 3)).unwrap();
+    let input = file_in(d.path(), "big.fa", fasta(60_000, 3));
     let out = d.path().join("v.csv");
     fs::write(&out, "previous complete output\n").unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mmapkit"))
+    let mut child = mmapkit()
         .args(["kmers", "-k", "6", "-j", "1", input.to_str().unwrap(), "-o", out.to_str().unwrap()])
         .stdout(Stdio::null())
         .stderr(Stdio::null())

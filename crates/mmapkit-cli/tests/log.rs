@@ -1,52 +1,30 @@
 //! End-to-end tests of `mmapkit log ...`.
 
-use std::io::Write;
-use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::Output;
 
 use serde_json::Value;
 
-fn run(args: &[&str], dir: &Path, stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mmapkit"))
-        .arg("log")
-        .args(args.iter().map(|a| {
-            if *a == "DIR" {
-                dir.as_os_str()
-            } else {
-                a.as_ref()
-            }
-        }))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run mmapkit");
-    // The command may fail (and exit) before reading its input.
-    if let Err(e) = child.stdin.take().unwrap().write_all(stdin) {
-        assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "{e}");
-    }
-    child.wait_with_output().unwrap()
+mod common;
+use common::*;
+
+/// A new log `name` in a temporary directory, made by `log init INIT`.
+fn new_log(name: &str, init: &[&str]) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempdir();
+    let dir = tmp.path().join(name);
+    ok(&run(&[&["init", "DIR"], init].concat(), &dir, b""));
+    (tmp, dir)
 }
 
-fn ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "failed ({:?}): {}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout.clone()).unwrap()
+/// `mmapkit log ARGS`, with the argument `DIR` standing for `dir`.
+fn run(args: &[&str], dir: &Path, stdin: &[u8]) -> Output {
+    let args = args.iter().map(|a| if *a == "DIR" { dir.as_os_str() } else { a.as_ref() });
+    output(mmapkit().arg("log").args(args), Some(stdin))
 }
 
 #[test]
 fn init_append_read_stat_verify() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("wal");
-    ok(&run(
-        &["init", "DIR", "--segment-size", "4K", "--first-index", "10"],
-        &dir,
-        b"",
-    ));
+    let (_tmp, dir) = new_log("wal", &["--segment-size", "4K", "--first-index", "10"]);
     assert_eq!(
         ok(&run(
             &["append", "DIR", "--term", "3"],
@@ -136,9 +114,7 @@ fn records_roundtrip_binary_entries() {
 
 #[test]
 fn truncate_purge_and_errors() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("wal");
-    ok(&run(&["init", "DIR", "--segment-size", "4096"], &dir, b""));
+    let (tmp, dir) = new_log("wal", &["--segment-size", "4096"]);
     let lines: String = (1..=300)
         .map(|i| format!("entry number {i:04} with some padding text\n"))
         .collect();
@@ -178,21 +154,14 @@ fn truncate_purge_and_errors() {
 
 #[test]
 fn verify_reports_corruption_with_exit_1() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("wal");
-    ok(&run(&["init", "DIR", "--segment-size", "4096"], &dir, b""));
+    let (_tmp, dir) = new_log("wal", &["--segment-size", "4096"]);
     let lines: String = (1..=200).map(|i| format!("{i:08}\n")).collect();
     ok(&run(
         &["append", "DIR", "--batch", "1"],
         &dir,
         lines.as_bytes(),
     ));
-    let mut segs: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
-        .collect();
-    segs.sort();
+    let segs = segments(&dir);
     let mut b = std::fs::read(&segs[0]).unwrap();
     b[32 + 16 + 3] ^= 1; // first entry's payload
     std::fs::write(&segs[0], &b).unwrap();
@@ -214,7 +183,7 @@ fn every_log_command_has_help_with_an_example() {
     for cmd in [
         "init", "append", "read", "stat", "verify", "truncate", "purge",
     ] {
-        let out = Command::new(env!("CARGO_BIN_EXE_mmapkit"))
+        let out = mmapkit()
             .args(["log", cmd, "--help"])
             .output()
             .unwrap();
@@ -224,30 +193,18 @@ fn every_log_command_has_help_with_an_example() {
             "{cmd} --help has no example:\n{text}"
         );
     }
-    let out = Command::new(env!("CARGO_BIN_EXE_mmapkit"))
+    let out = mmapkit()
         .args(["log", "--help"])
         .output()
         .unwrap();
     assert!(String::from_utf8(out.stdout).unwrap().contains("Examples:"));
 }
 
-fn segments(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut segs: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
-        .collect();
-    segs.sort();
-    segs
-}
-
 #[test]
 fn append_of_a_batch_bigger_than_the_empty_segment_stays_readable() {
     // `log init w --segment-size 4K; seq 1 2000 | log append w` made two
     // segments starting at index 1: stat failed forever.
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("w");
-    ok(&run(&["init", "DIR", "--segment-size", "4K"], &dir, b""));
+    let (_tmp, dir) = new_log("w", &["--segment-size", "4K"]);
     let lines: String = (1..=2000).map(|i| format!("{i}\n")).collect();
     assert_eq!(
         ok(&run(&["append", "DIR"], &dir, lines.as_bytes())),
@@ -277,9 +234,7 @@ fn append_of_a_batch_bigger_than_the_empty_segment_stays_readable() {
 fn damage_before_the_last_batch_is_corruption_and_repair_quarantines_it() {
     // `seq 1 3000 | log append b --batch 10`, byte 64 flipped: verify said
     // `ok: 0 entries` and the next append overwrote the rest.
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("b");
-    ok(&run(&["init", "DIR"], &dir, b""));
+    let (_tmp, dir) = new_log("b", &[]);
     let lines: String = (1..=3000).map(|i| format!("{i}\n")).collect();
     ok(&run(
         &["append", "DIR", "--batch", "10"],
@@ -319,9 +274,7 @@ fn damage_before_the_last_batch_is_corruption_and_repair_quarantines_it() {
 
 #[test]
 fn records_input_cut_off_is_an_error() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("r");
-    ok(&run(&["init", "DIR"], &dir, b""));
+    let (_tmp, dir) = new_log("r", &[]);
     // A cut-off length prefix: exit 2, nothing appended.
     let out = run(&["append", "DIR", "--records"], &dir, b"\x03\x00\x00");
     assert_eq!(out.status.code(), Some(2));
@@ -354,7 +307,7 @@ fn records_input_cut_off_is_an_error() {
 
 #[test]
 fn append_help_does_not_offer_a_segment_size() {
-    let out = Command::new(env!("CARGO_BIN_EXE_mmapkit"))
+    let out = mmapkit()
         .args(["log", "append", "--help"])
         .output()
         .unwrap();

@@ -15,15 +15,8 @@ use std::os::unix::fs::{symlink, FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-/// The binary under test (`MMAPKIT_TEST_BIN` runs the matrix against
-/// another build, e.g. the code before a fix).
-fn bin() -> String {
-    std::env::var("MMAPKIT_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_mmapkit").to_owned())
-}
-
-fn tempdir() -> tempfile::TempDir {
-    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
-}
+mod common;
+use common::*;
 
 const FASTA: &[u8] = b">r1\nACGTACGTTTGA\n>r2\nGGGCCCAAATTT\n>r3\nACGTNACGT\n";
 
@@ -50,20 +43,12 @@ fn snapshot(d: &Path) -> BTreeMap<String, (String, u64, u32, Vec<u8>)> {
     m
 }
 
-fn temps(d: &Path) -> Vec<String> {
-    fs::read_dir(d)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.contains(".mmapkit-") || n.ends_with(".tmp"))
-        .collect()
-}
-
 /// Runs the CLI in `dir`. Afterwards `/dev/stdout` must still be the
 /// system's link to `/proc/self/fd/1` (the old code replaced it with a
 /// regular file, as root): if it is not, it is put back (this machine is
 /// shared) and the cell fails.
 fn run(dir: &Path, args: &[&str]) -> Output {
-    let out = Command::new(bin()).current_dir(dir).args(args).stdin(Stdio::null()).output().unwrap();
+    let out = mmapkit().current_dir(dir).args(args).stdin(Stdio::null()).output().unwrap();
     let dev_stdout = Path::new("/dev/stdout");
     if !fs::symlink_metadata(dev_stdout).is_ok_and(|m| m.file_type().is_symlink()) {
         let _ = fs::remove_file(dev_stdout);
@@ -190,7 +175,7 @@ fn assert_written(out: &Output, d: &Path, real: &Path, arg: &str, want: &[u8], h
     if had_mode {
         assert_eq!(fs::metadata(real).unwrap().mode() & 0o7777, 0o640, "{cell}: mode not kept");
     }
-    assert!(temps(d).is_empty(), "{cell}: temp files left: {:?}", temps(d));
+    assert!(leftovers(d).is_empty(), "{cell}: temp files left: {:?}", leftovers(d));
 }
 
 /// Runs every cell, collecting failures, so that a broken build reports
@@ -270,28 +255,13 @@ fn kmers_output_kind_matrix() {
     cells.finish("kmers output-kind matrix");
 }
 
-fn replaced(data: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < data.len() {
-        if data[i..].starts_with(from) {
-            out.extend_from_slice(to);
-            i += from.len();
-        } else {
-            out.push(data[i]);
-            i += 1;
-        }
-    }
-    out
-}
-
 #[test]
 fn replace_output_kind_matrix() {
     let data = b"alpha beta\nalpha gamma\n".repeat(50);
     let mut cells = Cells::new();
     // (pattern, replacement): a rewrite (lengths differ) and an in-place edit.
     for (from, to) in [("alpha", "ALPHA!"), ("alpha", "OMEGA")] {
-        let want = replaced(&data, from.as_bytes(), to.as_bytes());
+        let want = naive_replace(&data, from.as_bytes(), to.as_bytes()).0;
         let in_place = from.len() == to.len();
         for k in KINDS {
             // The file replace edits is its own input; "same as input" is
@@ -370,7 +340,7 @@ fn log_init_output_kind_matrix() {
                     assert!(fs::read_dir(d.join("waldir")).unwrap().count() > 0, "{cell}: written through the link");
                 }
                 let seg_dir = d.join(&arg);
-                assert!(temps(&seg_dir).is_empty(), "{cell}: {:?}", temps(&seg_dir));
+                assert!(leftovers(&seg_dir).is_empty(), "{cell}: {:?}", leftovers(&seg_dir));
             }
             _ => assert_refused(&out, d, &before, &arg, &cell),
         }

@@ -2,86 +2,51 @@
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant, SystemTime};
+use std::process::Stdio;
+use std::time::{Instant, SystemTime};
 
 use serde_json::Value;
 
-fn mmapkit(args: &[&str], paths: &[&Path]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mmapkit"))
-        .args(args)
-        .args(paths)
-        .output()
-        .expect("failed to run the mmapkit binary")
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8(out.stdout.clone()).unwrap()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8(out.stderr.clone()).unwrap()
-}
-
-fn tempdir() -> tempfile::TempDir {
-    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
-}
-
-fn old_mtime(path: &Path) -> SystemTime {
-    let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
-    fs::File::options().write(true).open(path).unwrap().set_modified(t).unwrap();
-    fs::metadata(path).unwrap().modified().unwrap()
-}
-
-/// Files left behind by an interrupted rewrite.
-fn temp_files(dir: &Path) -> Vec<PathBuf> {
-    fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.file_name().unwrap().to_string_lossy().contains(".mmapkit-"))
-        .collect()
-}
+mod common;
+use common::*;
 
 #[test]
 fn replace_prints_counts_and_exit_status() {
     let dir = tempdir();
-    let a = dir.path().join("a.csv");
-    let b = dir.path().join("b.csv");
-    fs::write(&a, "x,y,z\n1,2,3\n").unwrap();
-    fs::write(&b, "no commas\n").unwrap();
+    let a = file_in(dir.path(), "a.csv", "x,y,z\n1,2,3\n");
+    let b = file_in(dir.path(), "b.csv", "no commas\n");
 
-    let out = mmapkit(&["replace", "-F", ",", ";"], &[&a]);
+    let out = run_paths(&["replace", "-F", ",", ";"], &[&a]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(stdout(&out), "4\n");
     assert_eq!(fs::read_to_string(&a).unwrap(), "x;y;z\n1;2;3\n");
 
-    let out = mmapkit(&["replace", "-F", ";", ", "], &[&a, &b]);
+    let out = run_paths(&["replace", "-F", ";", ", "], &[&a, &b]);
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(stdout(&out), format!("{}:4\n{}:0\n", a.display(), b.display()));
     assert_eq!(fs::read_to_string(&a).unwrap(), "x, y, z\n1, 2, 3\n");
 
-    let out = mmapkit(&["replace", "-F", "@", "#"], &[&a, &b]);
+    let out = run_paths(&["replace", "-F", "@", "#"], &[&a, &b]);
     assert_eq!(out.status.code(), Some(1), "nothing replaced");
 
     // Regex with captures; a plain-literal regex takes the in-place path.
-    let out = mmapkit(&["replace", "--json", r"(\w), (\w)", "$2|$1"], &[&a]);
+    let out = run_paths(&["replace", "--json", r"(\w), (\w)", "$2|$1"], &[&a]);
     assert_eq!(out.status.code(), Some(0));
     let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(v[0]["replacements"], 2);
     assert_eq!(v[0]["in_place"], false);
     assert_eq!(fs::read_to_string(&a).unwrap(), "y|x, z\n2|1, 3\n");
-    let out = mmapkit(&["replace", "--json", "y", "Y"], &[&a]);
+    let out = run_paths(&["replace", "--json", "y", "Y"], &[&a]);
     let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!((v[0]["replacements"].as_u64(), v[0]["in_place"].as_bool()), (Some(1), Some(true)));
     assert_eq!(fs::read_to_string(&a).unwrap(), "Y|x, z\n2|1, 3\n");
 
     // Escapes with -F, and in replacements.
     fs::write(&a, "a\r\nb\r\n").unwrap();
-    let out = mmapkit(&["replace", "-F", r"\r\n", r"\n"], &[&a]);
+    let out = run_paths(&["replace", "-F", r"\r\n", r"\n"], &[&a]);
     assert_eq!(stdout(&out), "2\n");
     assert_eq!(fs::read_to_string(&a).unwrap(), "a\nb\n");
-    let out = mmapkit(&["replace", "^", r"\t"], &[&a]);
+    let out = run_paths(&["replace", "^", r"\t"], &[&a]);
     assert_eq!(stdout(&out), "2\n");
     assert_eq!(fs::read_to_string(&a).unwrap(), "\ta\n\tb\n");
 }
@@ -99,7 +64,7 @@ fn strategies_threads_and_sync_agree() {
             &["--strategy", "auto", "--chunk", "4099"],
         ] {
             fs::write(&path, &data).unwrap();
-            let out = mmapkit(&[&["replace", "-F"], args, &[pat, rep]].concat(), &[&path]);
+            let out = run_paths(&[&["replace", "-F"], args, &[pat, rep]].concat(), &[&path]);
             assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
             assert_eq!(stdout(&out).trim(), data.matches(pat).count().to_string());
             assert!(fs::read_to_string(&path).unwrap() == want, "{pat} -> {rep} with {args:?}");
@@ -110,29 +75,28 @@ fn strategies_threads_and_sync_agree() {
 #[test]
 fn bad_input_is_reported_and_other_files_go_on() {
     let dir = tempdir();
-    let good = dir.path().join("good");
+    let good = file_in(dir.path(), "good", "a-b");
     let missing = dir.path().join("missing");
-    fs::write(&good, "a-b").unwrap();
 
-    let out = mmapkit(&["replace", "-F", "-", "+"], &[&missing, dir.path(), &good]);
+    let out = run_paths(&["replace", "-F", "-", "+"], &[&missing, dir.path(), &good]);
     assert_eq!(out.status.code(), Some(2));
     let err = stderr(&out);
     assert!(err.contains(&format!("{}: open: No such file or directory", missing.display())), "{err}");
     assert!(err.contains(&format!("{}: replace: Is a directory", dir.path().display())), "{err}");
     assert_eq!(fs::read_to_string(&good).unwrap(), "a+b", "the good file is still processed");
 
-    let out = mmapkit(&["replace", "-F", "", "x"], &[&good]);
+    let out = run_paths(&["replace", "-F", "", "x"], &[&good]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("the pattern is empty"), "{}", stderr(&out));
 
-    let out = mmapkit(&["replace", "a(b", "x"], &[&good, &good]);
+    let out = run_paths(&["replace", "a(b", "x"], &[&good, &good]);
     assert_eq!(out.status.code(), Some(2));
     let err = stderr(&out);
     assert!(err.contains("invalid regex") && err.contains("unclosed group"), "{err}");
     assert_eq!(err.matches("invalid regex").count(), 1, "said once: {err}");
     assert_eq!(fs::read_to_string(&good).unwrap(), "a+b");
 
-    let out = mmapkit(&["keep-lines", "1"], &[&missing, dir.path()]);
+    let out = run_paths(&["keep-lines", "1"], &[&missing, dir.path()]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("No such file") && stderr(&out).contains("Is a directory"), "{}", stderr(&out));
 }
@@ -141,10 +105,9 @@ fn bad_input_is_reported_and_other_files_go_on() {
 fn read_only_file_is_refused() {
     let dir = tempdir();
     fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
-    let path = dir.path().join("ro.txt");
-    fs::write(&path, "a,b\n").unwrap();
+    let path = file_in(dir.path(), "ro.txt", "a,b\n");
     fs::set_permissions(&path, fs::Permissions::from_mode(0o444)).unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mmapkit"));
+    let mut cmd = mmapkit();
     let root = fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0).unwrap_or(false);
     if root {
         // Root may write anything: run the child as nobody instead.
@@ -167,7 +130,7 @@ fn read_only_file_is_refused() {
         assert!(stderr(&out).contains(&format!("{}: open: Permission denied", path.display())), "{}", stderr(&out));
         assert_eq!(fs::read_to_string(&path).unwrap(), "a,b\n");
         assert!(temp_files(dir.path()).is_empty());
-        cmd = Command::new(env!("CARGO_BIN_EXE_mmapkit"));
+        cmd = mmapkit();
         if root {
             use std::os::unix::process::CommandExt;
             cmd.uid(65534).gid(65534);
@@ -181,8 +144,7 @@ fn read_only_file_is_refused() {
 #[test]
 fn dry_run_and_no_match_leave_mtime_alone() {
     let dir = tempdir();
-    let path = dir.path().join("f.txt");
-    fs::write(&path, "a,b\nc,d\n").unwrap();
+    let path = file_in(dir.path(), "f.txt", "a,b\nc,d\n");
     let t = old_mtime(&path);
     for args in [
         &["replace", "--dry-run", "-F", ",", ";"][..],
@@ -194,12 +156,12 @@ fn dry_run_and_no_match_leave_mtime_alone() {
         &["keep-lines", "2"],
         &["keep-lines", "5"],
     ] {
-        let out = mmapkit(args, &[&path]);
+        let out = run_paths(args, &[&path]);
         assert!(out.status.code() != Some(2), "{args:?}: {}", stderr(&out));
         assert_eq!(fs::read_to_string(&path).unwrap(), "a,b\nc,d\n");
         assert_eq!(fs::metadata(&path).unwrap().modified().unwrap(), t, "{args:?}");
     }
-    let out = mmapkit(&["replace", "--dry-run", "-F", ",", ", "], &[&path]);
+    let out = run_paths(&["replace", "--dry-run", "-F", ",", ", "], &[&path]);
     assert_eq!((out.status.code(), stdout(&out).as_str()), (Some(0), "2\n"));
     assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1, "no temporary or backup file");
 }
@@ -211,7 +173,7 @@ fn backup_keeps_the_original_bytes() {
     let bak = dir.path().join("f.txt.orig");
     for rep in [";", " ; "] {
         fs::write(&path, "a,b\n").unwrap();
-        let out = mmapkit(&["replace", "--backup", ".orig", "-F", ",", rep], &[&path]);
+        let out = run_paths(&["replace", "--backup", ".orig", "-F", ",", rep], &[&path]);
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
         assert_eq!(fs::read_to_string(&bak).unwrap(), "a,b\n");
         assert_eq!(fs::read_to_string(&path).unwrap(), format!("a{rep}b\n"));
@@ -232,34 +194,23 @@ fn keep_lines_and_head_in_place() {
     ] {
         for cmd in [&["keep-lines", n][..], &["head", "--in-place", "-n", n]] {
             fs::write(&path, content).unwrap();
-            let out = mmapkit(cmd, &[&path]);
+            let out = run_paths(cmd, &[&path]);
             assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
             assert_eq!(stdout(&out), "", "nothing printed");
             assert_eq!(fs::read_to_string(&path).unwrap(), want, "{content:?} {cmd:?}");
         }
     }
     fs::write(&path, "1\n2\n3\n").unwrap();
-    let out = mmapkit(&["keep-lines", "--json", "2"], &[&path]);
+    let out = run_paths(&["keep-lines", "--json", "2"], &[&path]);
     let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(v[0]["old_len"], 6);
     assert_eq!(v[0]["new_len"], 4);
     assert_eq!(v[0]["truncated"], true);
 
-    let out = mmapkit(&["head", "-n", "1"], &[&path]);
+    let out = run_paths(&["head", "-n", "1"], &[&path]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("only --in-place is supported"), "{}", stderr(&out));
     assert_eq!(fs::read_to_string(&path).unwrap(), "1\n2\n");
-}
-
-/// A small xorshift: the test needs no crate for random delays.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> f64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 >> 11) as f64 / (1u64 << 53) as f64
-    }
 }
 
 /// SIGKILL the rewrite at moments spread over its run: the file is always
@@ -287,7 +238,7 @@ fn killed_rewrite_leaves_old_or_new_file() {
     let dir = tempdir();
     let path = dir.path().join("data.csv");
     let run = || {
-        Command::new(env!("CARGO_BIN_EXE_mmapkit"))
+        mmapkit()
             .args(["replace", "-F", ",", ", "])
             .arg(&path)
             .stdout(Stdio::null())
@@ -308,7 +259,7 @@ fn killed_rewrite_leaves_old_or_new_file() {
         fs::write(&path, &old).unwrap();
         // Spread over [0, 1.2 × full): slot k, jittered (a run can be
         // slower than the calibration, with earlier writes in flight).
-        let delay = full.mul_f64((k as f64 + rng.next()) / ITERATIONS as f64 * 1.2);
+        let delay = full.mul_f64((k as f64 + rng.unit()) / ITERATIONS as f64 * 1.2);
         let mut child = run();
         std::thread::sleep(delay);
         let _ = child.kill(); // SIGKILL

@@ -12,29 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-fn bin() -> String {
-    std::env::var("MMAPKIT_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_mmapkit").to_owned())
-}
-
-fn tempdir() -> tempfile::TempDir {
-    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
-}
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    /// Uniform in [0, 1).
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
+mod common;
+use common::*;
 
 /// ~18 MB of reads: a run is long enough to be signalled mid-way.
 fn big_fasta(path: &Path) {
@@ -46,14 +25,6 @@ fn big_fasta(path: &Path) {
         out.push(b'\n');
     }
     fs::write(path, out).unwrap();
-}
-
-fn temps(d: &Path) -> Vec<String> {
-    fs::read_dir(d)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.contains(".mmapkit-") || n.ends_with(".tmp"))
-        .collect()
 }
 
 fn signal(child: &Child, sig: &str) {
@@ -134,7 +105,7 @@ fn signal_matrix() {
         (case.prepare)(&d);
         let original = fs::read(d.join(case.target)).unwrap();
         let t0 = Instant::now();
-        let st = Command::new(bin()).current_dir(&d).args(&case.args).stdout(Stdio::null()).status().unwrap();
+        let st = mmapkit().current_dir(&d).args(&case.args).stdout(Stdio::null()).status().unwrap();
         let took = t0.elapsed();
         assert!(st.success(), "{}: reference run failed", case.name);
         let done = fs::read(d.join(case.target)).unwrap();
@@ -148,7 +119,7 @@ fn signal_matrix() {
                 let d = root.path().join(format!("c{i}-{sig}-{k}"));
                 fs::create_dir(&d).unwrap();
                 (case.prepare)(&d);
-                let child = Command::new(bin())
+                let child = mmapkit()
                     .current_dir(&d)
                     .args(&case.args)
                     .stdout(Stdio::null())
@@ -168,7 +139,7 @@ fn signal_matrix() {
                     }
                     _ => panic!("{cell}: exit status {st:?}, expected {}", 128 + num),
                 }
-                assert!(temps(&d).is_empty(), "{cell}: temp files left: {:?}", temps(&d));
+                assert!(leftovers(&d).is_empty(), "{cell}: temp files left: {:?}", leftovers(&d));
                 fs::remove_dir_all(&d).unwrap();
             }
         }
@@ -187,9 +158,9 @@ fn signal_matrix_log_append() {
     for (sig, num) in SIGNALS {
         for k in 0..2 {
             let dir = root.path().join(format!("wal-{sig}-{k}"));
-            let st = Command::new(bin()).args(["log", "init"]).arg(&dir).args(["--segment-size", "64K"]).status().unwrap();
+            let st = mmapkit().args(["log", "init"]).arg(&dir).args(["--segment-size", "64K"]).status().unwrap();
             assert!(st.success());
-            let mut child = Command::new(bin())
+            let mut child = mmapkit()
                 .args(["log", "append"])
                 .arg(&dir)
                 .args(["--batch", "1"])
@@ -210,8 +181,8 @@ fn signal_matrix_log_append() {
             runs += 1;
             let cell = format!("log append × SIG{sig} (run {k})");
             assert_eq!(st.code(), Some(128 + num), "{cell}: {st:?}");
-            assert!(temps(&dir).is_empty(), "{cell}: temp files left: {:?}", temps(&dir));
-            let out = Command::new(bin()).args(["log", "read"]).arg(&dir).output().unwrap();
+            assert!(leftovers(&dir).is_empty(), "{cell}: temp files left: {:?}", leftovers(&dir));
+            let out = mmapkit().args(["log", "read"]).arg(&dir).output().unwrap();
             assert!(out.status.success(), "{cell}: {}", String::from_utf8_lossy(&out.stderr));
             for (j, line) in out.stdout.split(|&b| b == b'\n').filter(|l| !l.is_empty()).enumerate() {
                 assert_eq!(line.len(), 2000 + j, "{cell}: entry {j} is not what was sent");
@@ -243,7 +214,7 @@ fn sigkill_leftovers_are_removed_by_the_next_run_but_not_live_ones() {
     big_fasta(&d.join("in.fa"));
 
     // A live writer of out.csv, blocked on its (empty, open) stdin.
-    let mut live = Command::new(bin())
+    let mut live = mmapkit()
         .current_dir(d)
         .args(["kmers", "/dev/stdin", "-o", "out.csv"])
         .stdin(Stdio::piped())
@@ -261,7 +232,7 @@ fn sigkill_leftovers_are_removed_by_the_next_run_but_not_live_ones() {
     // SIGKILL mid-run: kmers, then replace.
     let mut kills = 0;
     for delay in [300u64, 600] {
-        let c = Command::new(bin()).current_dir(d).args(["kmers", "in.fa", "-o", "out.csv"]).spawn().unwrap();
+        let c = mmapkit().current_dir(d).args(["kmers", "in.fa", "-o", "out.csv"]).spawn().unwrap();
         std::thread::sleep(Duration::from_millis(delay));
         signal(&c, "KILL");
         let st = wait(c);
@@ -277,13 +248,13 @@ fn sigkill_leftovers_are_removed_by_the_next_run_but_not_live_ones() {
     let planted = d.join(format!(".out.csv.mmapkit-{gone_pid}-0.tmp"));
     fs::write(&planted, b"partial").unwrap();
 
-    let st = Command::new(bin()).current_dir(d).args(["kmers", "in.fa", "-o", "out.csv"]).status().unwrap();
+    let st = mmapkit().current_dir(d).args(["kmers", "in.fa", "-o", "out.csv"]).status().unwrap();
     assert!(st.success());
     assert_eq!(temp_of(d, "out.csv"), live_tmp, "stale temp files removed, the live one kept");
 
     // replace: the same for its rewrite temp file.
     fs::write(d.join("data.txt"), b"alpha beta gamma\n".repeat(2_000_000)).unwrap();
-    let c = Command::new(bin()).current_dir(d).args(["replace", "-F", "alpha", "ALPHA!", "data.txt", "-j1"]).stdout(Stdio::null()).spawn().unwrap();
+    let c = mmapkit().current_dir(d).args(["replace", "-F", "alpha", "ALPHA!", "data.txt", "-j1"]).stdout(Stdio::null()).spawn().unwrap();
     let t0 = Instant::now();
     while temp_of(d, "data.txt").is_empty() && t0.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(2));
@@ -291,16 +262,16 @@ fn sigkill_leftovers_are_removed_by_the_next_run_but_not_live_ones() {
     signal(&c, "KILL");
     wait(c);
     kills += 1;
-    let st = Command::new(bin()).current_dir(d).args(["replace", "-F", "beta", "BETA", "data.txt"]).stdout(Stdio::null()).status().unwrap();
+    let st = mmapkit().current_dir(d).args(["replace", "-F", "beta", "BETA", "data.txt"]).stdout(Stdio::null()).status().unwrap();
     assert!(st.success());
     assert!(temp_of(d, "data.txt").is_empty(), "the next replace removes the stale temp file");
 
     // Log segments: a stale segment temp file is removed by the next writer.
     let wal = d.join("wal");
-    assert!(Command::new(bin()).args(["log", "init"]).arg(&wal).status().unwrap().success());
+    assert!(mmapkit().args(["log", "init"]).arg(&wal).status().unwrap().success());
     let seg_tmp = wal.join(format!(".00000000000000000009-00000001.seg.mmapkit-{gone_pid}-3.tmp"));
     fs::write(&seg_tmp, b"partial").unwrap();
-    let mut a = Command::new(bin()).args(["log", "append"]).arg(&wal).stdin(Stdio::piped()).stdout(Stdio::null()).spawn().unwrap();
+    let mut a = mmapkit().args(["log", "append"]).arg(&wal).stdin(Stdio::piped()).stdout(Stdio::null()).spawn().unwrap();
     a.stdin.take().unwrap().write_all(b"one\n").unwrap();
     assert!(a.wait().unwrap().success());
     assert!(!seg_tmp.exists(), "the stale segment temp file is removed");

@@ -117,16 +117,10 @@ fn describe(g: Option<&[u8]>) -> String {
     }
 }
 
-#[test]
-fn writer_finish_sync_leaves_old_or_complete_file() {
-    require_fuse!();
-    assert_clean(writer_matrix(Some(b"the old content\n"), true));
-}
+fuse_tests! {
+    writer_finish_sync_leaves_old_or_complete_file => assert_clean(writer_matrix(Some(b"the old content\n"), true));
 
-#[test]
-fn writer_finish_sync_new_file_is_absent_or_complete() {
-    require_fuse!();
-    assert_clean(writer_matrix(None, true));
+    writer_finish_sync_new_file_is_absent_or_complete => assert_clean(writer_matrix(None, true));
 }
 
 /// Proves the writer matrix can fail: without sync, `finish` returns
@@ -188,21 +182,15 @@ fn array_make(m: &Path) -> Command {
     workload(&["array", m.join("a.npy").to_str().unwrap(), &appends.to_string(), &ROWS.to_string()])
 }
 
-#[test]
-fn array_store_flushed_rows_survive() {
-    require_fuse!();
-    assert_clean(matrix("array store (flushed rows)", &array_setup, &array_make, &|b, o| array_check(b, o, false)));
-}
+fuse_tests! {
+    array_store_flushed_rows_survive => assert_clean(matrix("array store (flushed rows)", &array_setup, &array_make, &|b, o| array_check(b, o, false)));
 
-/// The header never counts rows whose data was lost: between flushes it
-/// may reach the disk before the rows, and the durable-rows record (written
-/// by every flush, checked on open in a later boot) cuts it back. This was
-/// a defect found by this matrix (a torn power loss left a header claiming
-/// up to one append's rows beyond the last flush, reading as zeros).
-#[test]
-fn array_store_header_never_claims_lost_rows() {
-    require_fuse!();
-    assert_clean(matrix("array store (whole header)", &array_setup, &array_make, &|b, o| array_check(b, o, true)));
+    /// The header never counts rows whose data was lost: between flushes it
+    /// may reach the disk before the rows, and the durable-rows record (written
+    /// by every flush, checked on open in a later boot) cuts it back. This was
+    /// a defect found by this matrix (a torn power loss left a header claiming
+    /// up to one append's rows beyond the last flush, reading as zeros).
+    array_store_header_never_claims_lost_rows => assert_clean(matrix("array store (whole header)", &array_setup, &array_make, &|b, o| array_check(b, o, true)));
 }
 
 /// `ArrayStore::create` over an existing store: "the new file appears at
@@ -253,14 +241,8 @@ fn replace_matrix(name: &str, repl: &'static str, sync: bool) -> Vec<String> {
         fs::set_permissions(b.join("f.txt"), fs::Permissions::from_mode(0o640)).unwrap();
     };
     let make = move |m: &Path| {
-        let mut c = Command::new("sh");
-        c.arg("-c")
-            .arg(r#""$0" replace -F $3 world "$1" "$2" && echo DONE"#)
-            .arg(cli())
-            .arg(repl)
-            .arg(m.join("f.txt"))
-            .arg(if sync { "--sync" } else { "" });
-        c
+        let flag = if sync { "--sync" } else { "" };
+        cli_script(&cli(), r#""$0" replace -F $3 world "$1" "$2" && echo DONE"#, &[repl.as_ref(), m.join("f.txt").as_os_str(), flag.as_ref()])
     };
     let (old, new) = (text(), text().replace("world", repl));
     let in_place = repl.len() == "world".len();
@@ -296,30 +278,16 @@ fn replace_matrix(name: &str, repl: &'static str, sync: bool) -> Vec<String> {
     matrix(name, &setup, &make, &check)
 }
 
-#[test]
-fn replace_sync_rewrite_leaves_old_or_new_file() {
-    require_fuse!();
-    assert_clean(replace_matrix("replace --sync (rewrite, longer)", "planet!", true));
-}
+fuse_tests! {
+    replace_sync_rewrite_leaves_old_or_new_file => assert_clean(replace_matrix("replace --sync (rewrite, longer)", "planet!", true));
 
-#[test]
-fn replace_sync_in_place_is_durable_on_exit() {
-    require_fuse!();
-    assert_clean(replace_matrix("replace --sync (in place)", "WORLD", true));
-}
+    replace_sync_in_place_is_durable_on_exit => assert_clean(replace_matrix("replace --sync (in place)", "WORLD", true));
 
-#[test]
-fn replace_rewrite_to_shorter_leaves_old_or_new_file() {
-    require_fuse!();
-    assert_clean(replace_matrix("replace --sync (rewrite, shorter)", "w", true));
-}
+    replace_rewrite_to_shorter_leaves_old_or_new_file => assert_clean(replace_matrix("replace --sync (rewrite, shorter)", "w", true));
 
-/// "--sync: wait until in-place changes are on disk before exiting
-/// (rewrites always are)": a rewrite is durable without the flag too.
-#[test]
-fn replace_rewrite_without_sync_flag_is_durable_too() {
-    require_fuse!();
-    assert_clean(replace_matrix("replace (rewrite, no --sync)", "planet!", false));
+    /// "--sync: wait until in-place changes are on disk before exiting
+    /// (rewrites always are)": a rewrite is durable without the flag too.
+    replace_rewrite_without_sync_flag_is_durable_too => assert_clean(replace_matrix("replace (rewrite, no --sync)", "planet!", false));
 }
 
 /// Proves the replace matrix can fail: in place without --sync, the exit
@@ -356,14 +324,8 @@ fn kmers_matrix(mode: &'static str) -> Vec<String> {
         fs::write(b.join("out.csv"), old).unwrap();
     };
     let make = move |m: &Path| {
-        let mut c = Command::new("sh");
-        c.arg("-c")
-            .arg(r#""$0" kmers --sync --mode "$1" -j 2 -o "$3" "$2" && echo DONE"#)
-            .arg(cli())
-            .arg(mode)
-            .arg(m.join("in.fa"))
-            .arg(m.join("out.csv"));
-        c
+        let script = r#""$0" kmers --sync --mode "$1" -j 2 -o "$3" "$2" && echo DONE"#;
+        cli_script(&cli(), script, &[mode.as_ref(), m.join("in.fa").as_os_str(), m.join("out.csv").as_os_str()])
     };
     // The expected output, made on an ordinary file system.
     let want = {

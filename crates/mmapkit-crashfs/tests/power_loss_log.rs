@@ -213,50 +213,33 @@ fn assert_durable(mut case: Case) {
     assert!(bad.is_empty(), "{} violation(s):\n{}", bad.len(), bad.join("\n"));
 }
 
-#[test]
-fn log_batch_sync_keeps_every_acknowledged_entry() {
-    require_fuse!();
-    assert_durable(Case { name: "batch", sync: "batch", seg: 1 << 20, batches: 24, batch_len: 4, threads: 1, extra: "plain" });
-}
+fuse_tests! {
+    log_batch_sync_keeps_every_acknowledged_entry => assert_durable(Case { name: "batch", sync: "batch", seg: 1 << 20, batches: 24, batch_len: 4, threads: 1, extra: "plain" });
 
-/// `SyncMode::Interval` "syncs at most that often (on append, and on
-/// drop)": nothing acknowledged may be lost once the log is dropped, and
-/// before that only a tail.
-#[test]
-fn log_interval_sync_is_durable_after_drop() {
-    require_fuse!();
-    assert_durable(Case { name: "interval", sync: "interval:1ms", seg: 1 << 20, batches: 40, batch_len: 4, threads: 1, extra: "plain" });
-}
+    /// `SyncMode::Interval` "syncs at most that often (on append, and on
+    /// drop)": nothing acknowledged may be lost once the log is dropped, and
+    /// before that only a tail.
+    log_interval_sync_is_durable_after_drop => assert_durable(Case { name: "interval", sync: "interval:1ms", seg: 1 << 20, batches: 40, batch_len: 4, threads: 1, extra: "plain" });
 
-/// Batches of 16 KiB and more are written with pwrite, not through the map.
-#[test]
-fn log_batch_sync_large_batches_pwrite_path() {
-    require_fuse!();
-    assert_durable(Case { name: "large batches (pwrite)", sync: "batch", seg: 1 << 20, batches: 8, batch_len: 150, threads: 1, extra: "plain" });
-}
+    /// Batches of 16 KiB and more are written with pwrite, not through the map.
+    log_batch_sync_large_batches_pwrite_path => assert_durable(Case { name: "large batches (pwrite)", sync: "batch", seg: 1 << 20, batches: 8, batch_len: 150, threads: 1, extra: "plain" });
 
-#[test]
-fn log_batch_sync_across_segment_rollover() {
-    require_fuse!();
-    assert_durable(Case { name: "rollover", sync: "batch", seg: 4096, batches: 30, batch_len: 4, threads: 1, extra: "plain" });
-}
+    log_batch_sync_across_segment_rollover => assert_durable(Case { name: "rollover", sync: "batch", seg: 4096, batches: 30, batch_len: 4, threads: 1, extra: "plain" });
 
-#[test]
-fn log_batch_sync_with_truncate_after() {
-    require_fuse!();
-    assert_durable(Case { name: "truncate_after", sync: "batch", seg: 4096, batches: 30, batch_len: 4, threads: 1, extra: "truncate" });
-}
+    log_batch_sync_with_truncate_after => assert_durable(Case { name: "truncate_after", sync: "batch", seg: 4096, batches: 30, batch_len: 4, threads: 1, extra: "truncate" });
 
-#[test]
-fn log_batch_sync_with_purge_before() {
-    require_fuse!();
-    assert_durable(Case { name: "purge_before", sync: "batch", seg: 4096, batches: 30, batch_len: 4, threads: 1, extra: "purge" });
-}
+    log_batch_sync_with_purge_before => assert_durable(Case { name: "purge_before", sync: "batch", seg: 4096, batches: 30, batch_len: 4, threads: 1, extra: "purge" });
 
-#[test]
-fn log_batch_sync_group_commit_4_appenders() {
-    require_fuse!();
-    assert_durable(Case { name: "group_commit", sync: "batch", seg: 8192, batches: 8, batch_len: 3, threads: 4, extra: "plain" });
+    log_batch_sync_group_commit_4_appenders => assert_durable(Case { name: "group_commit", sync: "batch", seg: 8192, batches: 8, batch_len: 3, threads: 4, extra: "plain" });
+
+    /// `SyncMode::Never` promises that "segment roll-over still syncs the
+    /// sealed segment, so a crash loses only a tail, never a middle".
+    /// Regression (found by this matrix; log/mod.rs `roll_over`): the new
+    /// segment was created and its name synced before the sealed one was
+    /// flushed; a power loss in between left a sealed segment short of entries
+    /// that the next one's first index says exist (read as Corrupt). Now the
+    /// sealed segment is flushed first, so without sync only a tail is lost.
+    log_sync_never_loses_only_a_tail_across_rollover => assert_durable(Case { name: "never+rollover", sync: "never", seg: 4096, batches: 30, batch_len: 4, threads: 1, extra: "lossy" });
 }
 
 /// The negative control: without syncs the simulated power loss MUST lose
@@ -270,19 +253,6 @@ fn negative_control_log_without_sync_loses_acknowledged_entries() {
     let lost = bad.iter().filter(|b| b.contains("is missing")).count();
     assert!(lost > 0, "sync=never lost no acknowledged entry under simulated power loss: the simulator keeps unsynced data");
     println!("negative control: {lost} survivors lost acknowledged entries, e.g. {}", bad[0]);
-}
-
-/// `SyncMode::Never` promises that "segment roll-over still syncs the
-/// sealed segment, so a crash loses only a tail, never a middle".
-/// Regression (found by this matrix; log/mod.rs `roll_over`): the new
-/// segment was created and its name synced before the sealed one was
-/// flushed; a power loss in between left a sealed segment short of entries
-/// that the next one's first index says exist (read as Corrupt). Now the
-/// sealed segment is flushed first, so without sync only a tail is lost.
-#[test]
-fn log_sync_never_loses_only_a_tail_across_rollover() {
-    require_fuse!();
-    assert_durable(Case { name: "never+rollover", sync: "never", seg: 4096, batches: 30, batch_len: 4, threads: 1, extra: "lossy" });
 }
 
 /// Regression (found by this matrix; log/mod.rs `CommitLog::open`): a log

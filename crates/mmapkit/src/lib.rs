@@ -36,6 +36,8 @@ pub mod map;
 pub mod scan;
 pub mod stats;
 pub mod store;
+#[cfg(test)]
+mod test_util;
 pub mod writer;
 
 pub use error::{os_message, Error, Result};

@@ -32,6 +32,9 @@ use std::path::{Path, PathBuf};
 use mmapkit::log::{CommitLog, LogOptions, SyncMode};
 use mmapkit::Error;
 
+mod common;
+use common::first_index_of;
+
 const SEG: u64 = 4096;
 const HEADER: usize = 32;
 const REC: usize = 16;
@@ -45,11 +48,7 @@ const THIN: u64 = 5;
 type Entry = (u64, u64, Vec<u8>);
 
 fn opts(sync: SyncMode) -> LogOptions {
-    LogOptions {
-        segment_size: SEG,
-        sync,
-        ..Default::default()
-    }
+    LogOptions { sync, ..common::opts(SEG) }
 }
 
 fn base() -> PathBuf {
@@ -138,17 +137,7 @@ fn shapes() -> Vec<Shape> {
 
 /// Segment files of `dir` by first index.
 fn segments(dir: &Path) -> BTreeMap<u64, PathBuf> {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
-        .map(|p| {
-            let first = p.file_name().unwrap().to_str().unwrap()[..20]
-                .parse()
-                .unwrap();
-            (first, p)
-        })
-        .collect()
+    common::segments(dir).into_iter().map(|p| (first_index_of(&p), p)).collect()
 }
 
 /// A batch: byte range (entries and commit record), first index, the

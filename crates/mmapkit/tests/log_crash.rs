@@ -14,6 +14,9 @@ use std::time::Duration;
 
 use mmapkit::log::{CommitLog, LogOptions, SyncMode};
 
+mod common;
+use common::Rng;
+
 const CHILD_ENV: &str = "MMAPKIT_LOG_CRASH_CHILD";
 const SEGMENT: u64 = 16 << 10;
 
@@ -32,20 +35,6 @@ fn opts() -> LogOptions {
         segment_size: SEGMENT,
         sync: SyncMode::Batch,
         ..Default::default()
-    }
-}
-
-/// Tiny deterministic PRNG (xorshift), seeded per round.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
     }
 }
 

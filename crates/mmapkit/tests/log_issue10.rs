@@ -2,36 +2,11 @@
 //! made the log unopenable, the forgotten segment size, and corruption
 //! taken for a torn tail.
 
-use std::path::{Path, PathBuf};
-
 use mmapkit::log::{CommitLog, LogOptions, SyncMode};
 use mmapkit::Error;
 
-fn opts(seg: u64) -> LogOptions {
-    LogOptions {
-        segment_size: seg,
-        sync: SyncMode::Never,
-        ..Default::default()
-    }
-}
-
-fn segments(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
-        .collect();
-    v.sort();
-    v
-}
-
-fn all(log: &CommitLog) -> Vec<Vec<u8>> {
-    log.read(log.first_index(), log.last_index() + 1, None)
-        .unwrap()
-        .iter()
-        .map(|e| e.data().to_vec())
-        .collect()
-}
+mod common;
+use common::*;
 
 #[test]
 fn a_batch_too_big_for_the_empty_tail_stays_readable_after_reopen() {
@@ -41,7 +16,7 @@ fn a_batch_too_big_for_the_empty_tail_stays_readable_after_reopen() {
     log.append(&[(1, vec![b'x'; 5000])]).unwrap();
     drop(log);
     let log = CommitLog::open(dir.path(), opts(4096)).unwrap();
-    assert_eq!(all(&log), vec![vec![b'x'; 5000]]);
+    assert_eq!(payloads(&log), vec![vec![b'x'; 5000]]);
     log.verify().unwrap();
     drop(log);
 
@@ -55,7 +30,7 @@ fn a_batch_too_big_for_the_empty_tail_stays_readable_after_reopen() {
     }
     drop(log);
     let log = CommitLog::open(dir.path(), opts(4096)).unwrap();
-    assert_eq!(all(&log), lines);
+    assert_eq!(payloads(&log), lines);
 
     // After dropping everything, a big batch again.
     log.truncate_after(0).unwrap();
@@ -63,7 +38,7 @@ fn a_batch_too_big_for_the_empty_tail_stays_readable_after_reopen() {
         .unwrap();
     drop(log);
     let log = CommitLog::open(dir.path(), opts(4096)).unwrap();
-    assert_eq!(all(&log), vec![vec![b'y'; 9000], vec![b'z'; 10]]);
+    assert_eq!(payloads(&log), vec![vec![b'y'; 9000], vec![b'z'; 10]]);
     log.verify().unwrap();
 }
 
@@ -109,7 +84,7 @@ fn an_empty_duplicate_segment_left_by_the_old_bug_is_set_aside() {
     assert_ne!(older, seg);
     std::fs::write(&older, &empty).unwrap();
     let log = CommitLog::open(dir.path(), opts(4096)).unwrap();
-    assert_eq!(all(&log), vec![b"kept".to_vec()]);
+    assert_eq!(payloads(&log), vec![b"kept".to_vec()]);
     // Moved aside, not deleted.
     assert!(!older.exists());
     assert!(dir
@@ -132,14 +107,19 @@ fn three_hundred_batches(sync: SyncMode) -> (tempfile::TempDir, Vec<Vec<u8>>) {
     (dir, lines)
 }
 
+/// `three_hundred_batches` with byte `at` of the first segment flipped: the
+/// directory, the lines, the segment and its bytes after.
+fn damaged_early_batch(sync: SyncMode, at: usize) -> (tempfile::TempDir, Vec<Vec<u8>>, std::path::PathBuf, Vec<u8>) {
+    let (dir, lines) = three_hundred_batches(sync);
+    let seg = segments(dir.path())[0].clone();
+    let b = flip(&seg, at, 0xFF);
+    (dir, lines, seg, b)
+}
+
 #[test]
 fn a_damaged_early_batch_is_corruption_not_a_torn_tail() {
     for at in [64usize, 500, 30000, 60000] {
-        let (dir, lines) = three_hundred_batches(SyncMode::Batch);
-        let seg = segments(dir.path())[0].clone();
-        let mut b = std::fs::read(&seg).unwrap();
-        b[at] ^= 0xFF;
-        std::fs::write(&seg, &b).unwrap();
+        let (dir, lines, seg, b) = damaged_early_batch(SyncMode::Batch, at);
         for read_only in [false, true] {
             match CommitLog::open(
                 dir.path(),
@@ -159,15 +139,8 @@ fn a_damaged_early_batch_is_corruption_not_a_torn_tail() {
         assert_eq!(std::fs::read(&seg).unwrap(), b, "flip at {at}");
 
         // Repair keeps the valid prefix and moves the rest aside.
-        let log = CommitLog::open(
-            dir.path(),
-            LogOptions {
-                repair: true,
-                ..opts(1 << 20)
-            },
-        )
-        .unwrap();
-        let kept = all(&log);
+        let log = CommitLog::open(dir.path(), repairing(opts(1 << 20))).unwrap();
+        let kept = payloads(&log);
         assert!(kept.len() < 3000 && kept.len().is_multiple_of(10), "flip at {at}");
         assert_eq!(kept[..], lines[..kept.len()], "flip at {at}");
         let r = log.recovery().clone();
@@ -181,7 +154,7 @@ fn a_damaged_early_batch_is_corruption_not_a_torn_tail() {
         log.verify().unwrap();
         drop(log);
         let log = CommitLog::open(dir.path(), opts(1 << 20)).unwrap();
-        assert_eq!(all(&log), kept);
+        assert_eq!(payloads(&log), kept);
     }
 }
 
@@ -192,13 +165,9 @@ fn a_damaged_early_batch_is_corruption_not_a_torn_tail() {
 #[test]
 fn a_damaged_early_batch_never_synced_is_a_torn_tail() {
     for at in [64usize, 500, 30000, 60000] {
-        let (dir, lines) = three_hundred_batches(SyncMode::Never);
-        let seg = segments(dir.path())[0].clone();
-        let mut b = std::fs::read(&seg).unwrap();
-        b[at] ^= 0xFF;
-        std::fs::write(&seg, &b).unwrap();
+        let (dir, lines, _, b) = damaged_early_batch(SyncMode::Never, at);
         let log = CommitLog::open(dir.path(), opts(1 << 20)).unwrap();
-        let kept = all(&log);
+        let kept = payloads(&log);
         assert!(kept.len() < 3000 && kept.len().is_multiple_of(10), "flip at {at}");
         assert_eq!(kept[..], lines[..kept.len()], "flip at {at}");
         let r = log.recovery().clone();
@@ -237,6 +206,6 @@ fn a_torn_batch_after_a_truncation_is_still_a_torn_tail() {
     b[torn_end - 16..torn_end].fill(0);
     std::fs::write(&seg, &b).unwrap();
     let log = CommitLog::open(dir.path(), opts(1 << 16)).unwrap();
-    assert_eq!(all(&log), vec![b"one".to_vec()]);
+    assert_eq!(payloads(&log), vec![b"one".to_vec()]);
     assert_eq!(log.recovery().dropped_entries, 2);
 }

@@ -4,36 +4,18 @@
 
 use std::path::{Path, PathBuf};
 
-use mmapkit::log::{CommitLog, LogOptions, SyncMode};
+use mmapkit::log::{CommitLog, LogOptions};
 use mmapkit::Error;
 
-fn opts() -> LogOptions {
-    LogOptions {
-        segment_size: 1 << 16,
-        sync: SyncMode::Never,
-        ..Default::default()
-    }
-}
+mod common;
+use common::*;
 
+/// The segment size of most logs here.
+const SEG: u64 = 1 << 16;
+
+/// The newest segment file of the log in `dir`.
 fn tail_segment(dir: &Path) -> PathBuf {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
-        .collect();
-    v.sort();
-    v.pop().unwrap()
-}
-
-fn entries(log: &CommitLog) -> Vec<(u64, Vec<u8>)> {
-    if log.is_empty() {
-        return Vec::new();
-    }
-    log.read(log.first_index(), log.last_index() + 1, None)
-        .unwrap()
-        .iter()
-        .map(|e| (e.term(), e.data().to_vec()))
-        .collect()
+    segments(dir).pop().unwrap()
 }
 
 /// A log of three batches; returns the directory, the byte range of the
@@ -41,16 +23,13 @@ fn entries(log: &CommitLog) -> Vec<(u64, Vec<u8>)> {
 type Fixture = (
     tempfile::TempDir,
     std::ops::Range<usize>,
-    Vec<(u64, Vec<u8>)>,
+    Vec<(u64, u64, Vec<u8>)>,
 );
 
 fn three_batches() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     // Synced: the later commit records say the earlier batches were durable.
-    let synced = LogOptions {
-        sync: SyncMode::Batch,
-        ..opts()
-    };
+    let synced = synced(SEG);
     let log = CommitLog::open(dir.path(), synced).unwrap();
     log.append(&[(1, b"first batch".as_slice()), (1, b"x")])
         .unwrap();
@@ -97,16 +76,13 @@ fn cut_at_every_offset_of_the_last_batch_drops_exactly_that_batch() {
             // by something else (corruption, not a crash), and only repair
             // opens it.
             let o = if truncate_file {
-                match CommitLog::open(d.path(), opts()) {
+                match CommitLog::open(d.path(), opts(SEG)) {
                     Err(Error::Corrupt { detail, .. }) => assert!(detail.contains("truncated")),
                     other => panic!("truncated at {cut}: expected corruption, got {other:?}"),
                 }
-                LogOptions {
-                    repair: true,
-                    ..opts()
-                }
+                repairing(opts(SEG))
             } else {
-                opts()
+                opts(SEG)
             };
             let log =
                 CommitLog::open(d.path(), o).unwrap_or_else(|e| panic!("cut at {cut}: {e}"));
@@ -131,14 +107,14 @@ fn cut_at_every_offset_of_the_last_batch_drops_exactly_that_batch() {
             if !truncate_file {
                 assert_eq!(log.append(&[(9, b"after")]).unwrap(), 4);
                 drop(log);
-                let log = CommitLog::open(d.path(), opts()).unwrap();
+                let log = CommitLog::open(d.path(), opts(SEG)).unwrap();
                 assert_eq!(log.last_index(), 4);
                 assert_eq!(log.get(4).unwrap().data(), b"after");
             }
         }
     }
     // Uncut: all three batches.
-    let log = CommitLog::open(dir.path(), opts()).unwrap();
+    let log = CommitLog::open(dir.path(), opts(SEG)).unwrap();
     assert_eq!(log.last_index(), 6);
     assert_eq!(log.recovery().dropped_bytes, 0);
 }
@@ -155,7 +131,7 @@ fn flipping_any_byte_of_the_last_batch_drops_exactly_that_batch() {
             b[at] ^= bit;
             std::fs::write(d.path().join(seg.file_name().unwrap()), &b).unwrap();
             let log =
-                CommitLog::open(d.path(), opts()).unwrap_or_else(|e| panic!("flip at {at}: {e}"));
+                CommitLog::open(d.path(), opts(SEG)).unwrap_or_else(|e| panic!("flip at {at}: {e}"));
             assert_eq!(entries(&log), before, "flip at {at}");
             assert!(
                 log.recovery().dropped_bytes > 0,
@@ -170,10 +146,8 @@ fn flipping_any_byte_of_the_last_batch_drops_exactly_that_batch() {
 fn a_flipped_byte_before_the_last_batch_is_corruption_not_a_torn_tail() {
     let (dir, last, _) = three_batches();
     let seg = tail_segment(dir.path());
-    let mut b = std::fs::read(&seg).unwrap();
-    b[last.start - 46] ^= 0x10; // payload of entry 3 ("second", then a 32-byte commit record)
-    std::fs::write(&seg, &b).unwrap();
-    match CommitLog::open(dir.path(), opts()) {
+    flip(&seg, last.start - 46, 0x10); // payload of entry 3 ("second", then a 32-byte commit record)
+    match CommitLog::open(dir.path(), opts(SEG)) {
         Err(e @ Error::Corrupt { .. }) => assert!(e.to_string().contains("entry 3"), "{e}"),
         other => panic!("expected corruption, got {other:?}"),
     }
@@ -182,43 +156,17 @@ fn a_flipped_byte_before_the_last_batch_is_corruption_not_a_torn_tail() {
 #[test]
 fn flipped_byte_in_sealed_data_is_reported_by_verify_and_reads() {
     let dir = tempfile::tempdir().unwrap();
-    let log = CommitLog::open(
-        dir.path(),
-        LogOptions {
-            segment_size: 4096,
-            ..opts()
-        },
-    )
-    .unwrap();
-    for i in 0..300u64 {
-        log.append(&[(i, i.to_le_bytes())]).unwrap();
-    }
+    let log = open_filled(dir.path(), opts(4096), 300, |i| (i, i.to_le_bytes().to_vec()));
     drop(log);
-    let mut segs: Vec<PathBuf> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
-        .collect();
-    segs.sort();
+    let segs = segments(dir.path());
     assert!(segs.len() >= 3);
     // Flip one payload byte of the 10th entry of the second segment:
     // 32-byte header, then 64 bytes per single-entry batch (entry 32,
     // commit record with its watermark 32).
     let victim = &segs[1];
-    let mut b = std::fs::read(victim).unwrap();
-    b[32 + 9 * 64 + 16] ^= 0xff;
-    std::fs::write(victim, &b).unwrap();
-    let log = CommitLog::open(
-        dir.path(),
-        LogOptions {
-            segment_size: 4096,
-            ..opts()
-        },
-    )
-    .unwrap();
-    let first_of_victim: u64 = victim.file_name().unwrap().to_str().unwrap()[..20]
-        .parse()
-        .unwrap();
+    flip(victim, 32 + 9 * 64 + 16, 0xff);
+    let log = CommitLog::open(dir.path(), opts(4096)).unwrap();
+    let first_of_victim = first_index_of(victim);
     let bad = first_of_victim + 9;
     let e = log.verify().unwrap_err();
     assert!(matches!(e, Error::Corrupt { .. }));
@@ -263,7 +211,7 @@ fn full_filesystem_fails_cleanly() {
     let dir = mnt.path().join("wal");
     let o = LogOptions {
         segment_size: 128 << 10,
-        ..opts()
+        ..opts(SEG)
     };
     let log = CommitLog::open(&dir, o.clone()).unwrap();
     let mut acked = 0u64;

@@ -1,6 +1,7 @@
 //! Shared by the power-loss matrices.
 #![allow(dead_code)]
 
+use std::ffi::OsStr;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -79,3 +80,27 @@ pub fn calibrate(setup: &dyn Fn(&Path), make: &dyn Fn(&Path) -> Command) -> u64 
     assert!(run.status.success(), "the workload fails without a crash: {}", run.stderr);
     run.ops
 }
+
+/// `sh -c SCRIPT` with `$0` the `mmapkit` binary and `$1`... `args`, so
+/// that the script can say (`echo DONE`) that the CLI exited 0.
+pub fn cli_script(cli: &Path, script: &str, args: &[&OsStr]) -> Command {
+    let mut c = Command::new("sh");
+    c.arg("-c").arg(script).arg(cli).args(args);
+    c
+}
+
+/// One `#[test]` per `name => body;` (attributes and doc comments kept),
+/// each skipped, with the reason, where FUSE is not available.
+macro_rules! fuse_tests {
+    ($($(#[$attr:meta])* $name:ident => $body:expr;)*) => {
+        $(
+            $(#[$attr])*
+            #[test]
+            fn $name() {
+                mmapkit_crashfs::require_fuse!();
+                $body;
+            }
+        )*
+    };
+}
+pub(crate) use fuse_tests;

@@ -98,6 +98,12 @@ fn dir() -> tempfile::TempDir {
     tempfile::tempdir().unwrap()
 }
 
+/// `n` reads over `ACGTNacgt`: read `i` is `i * len.0 % len.1` long and
+/// its byte `j` is letter `(i * pick.0 + j * pick.1) % 9`.
+fn pseudo_reads(n: usize, len: (usize, usize), pick: (usize, usize)) -> Vec<Vec<u8>> {
+    (0..n).map(|i| (0..(i * len.0 % len.1)).map(|j| b"ACGTNacgt"[(i * pick.0 + j * pick.1) % 9]).collect()).collect()
+}
+
 /// A FASTA or FASTQ text of the given reads, sequences wrapped at `wrap`.
 fn render(reads: &[Vec<u8>], fastq: bool, wrap: usize) -> Vec<u8> {
     let mut out = Vec::new();
@@ -201,8 +207,7 @@ fn empty_input_gives_no_records() {
 #[test]
 fn gzip_input_gives_the_same_bytes() {
     let d = dir();
-    let reads: Vec<Vec<u8>> = (0..500).map(|i| (0..(i * 37 % 400)).map(|j| b"ACGTNacgt"[(i * 7 + j * 13) % 9]).collect()).collect();
-    let text = render(&reads, false, 60);
+    let text = render(&pseudo_reads(500, (37, 400), (7, 13)), false, 60);
     let plain = write_file(d.path(), "r.fa", &text);
     let gz = write_file(d.path(), "r.fa.gz", &gzip(&text));
     let a = all_outputs(&plain, d.path(), OutFormat::Csv, 4, false);
@@ -309,8 +314,7 @@ fn write_within(input: &Path, out: &Path, o: KmerOptions, secs: u64) -> Result<S
 #[test]
 fn fifo_inputs_plain_and_gzip_give_the_same_bytes_in_every_mode() {
     let d = dir();
-    let reads: Vec<Vec<u8>> = (0..400).map(|i| (0..(i * 29 % 300)).map(|j| b"ACGTNacgt"[(i * 5 + j * 11) % 9]).collect()).collect();
-    let text = render(&reads, true, 50);
+    let text = render(&pseudo_reads(400, (29, 300), (5, 11)), true, 50);
     let plain = write_file(d.path(), "r.fq", &text);
     let want_out = d.path().join("want.csv");
     write(&plain, &want_out, OutFormat::Csv, &opts(Mode::Single, 1, 4, false)).unwrap();
@@ -319,7 +323,7 @@ fn fifo_inputs_plain_and_gzip_give_the_same_bytes_in_every_mode() {
     for data in [text.clone(), gzip(&text), b">r\nACGT\n".to_vec()] {
         for (mode, threads) in [(Mode::Single, 1), (Mode::Batch, 3), (Mode::Mmap, 1), (Mode::Mmap, 3)] {
             k += 1;
-            let (f, h) = crate::scan::tests::fifo(d.path(), &format!("ff{k}"), data.clone());
+            let (f, h) = crate::test_util::fifo(d.path(), &format!("ff{k}"), data.clone());
             let out = d.path().join(format!("o{k}.csv"));
             let r = write_within(&f, &out, opts(mode, threads, 4, false), 30);
             // Unblock the feeder if the run failed before opening the FIFO.

@@ -2,33 +2,8 @@
 
 use super::format::{self, HEADER_LEN, REC};
 use super::*;
+use crate::test_util::{collect, flip, open_filled, opts, repairing, segments, synced};
 use proptest::prelude::*;
-
-fn opts(seg: u64) -> LogOptions {
-    LogOptions {
-        segment_size: seg,
-        sync: SyncMode::Never,
-        ..Default::default()
-    }
-}
-
-fn collect(log: &CommitLog, lo: u64, hi: u64) -> Vec<(u64, u64, Vec<u8>)> {
-    log.read(lo, hi, None)
-        .unwrap()
-        .iter()
-        .map(|e| (e.index(), e.term(), e.data().to_vec()))
-        .collect()
-}
-
-fn seg_files(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
-        .collect();
-    v.sort();
-    v
-}
 
 #[test]
 fn format_roundtrip_and_alignment() {
@@ -163,7 +138,7 @@ fn rollover_and_oversized_entries() {
     }
     assert_eq!(log.append(&[(9, big.as_slice())]).unwrap(), 101);
     log.append(&[(10, b"after")]).unwrap();
-    assert!(seg_files(dir.path()).len() > 3);
+    assert!(segments(dir.path()).len() > 3);
     drop(log);
     let log = CommitLog::open(dir.path(), opts(4096)).unwrap();
     assert_eq!(log.last_index(), 102);
@@ -226,11 +201,11 @@ fn truncate_across_segments_and_purge() {
     for i in 1..=200u64 {
         log.append(&[(i, data(i))]).unwrap();
     }
-    let n = seg_files(dir.path()).len();
+    let n = segments(dir.path()).len();
     assert!(n >= 5, "{n}");
     log.truncate_after(100).unwrap();
     assert_eq!(log.last_index(), 100);
-    assert!(seg_files(dir.path()).len() < n);
+    assert!(segments(dir.path()).len() < n);
     log.append(&[(999, b"new")]).unwrap();
     log.purge_before(60).unwrap();
     let first = log.first_index();
@@ -254,7 +229,7 @@ fn torn_tail_is_dropped_and_reported() {
     log.append(&[(1, b"torn1"), (1, b"torn2")]).unwrap();
     let end = log.stat().unwrap().tail_used as usize;
     drop(log);
-    let seg = seg_files(dir.path()).pop().unwrap();
+    let seg = segments(dir.path()).pop().unwrap();
     let mut bytes = std::fs::read(&seg).unwrap();
     bytes[end - REC..end].fill(0); // the commit record never made it
     std::fs::write(&seg, &bytes).unwrap();
@@ -276,31 +251,19 @@ fn torn_tail_is_dropped_and_reported() {
 fn flipped_byte_in_tail_middle_is_corruption() {
     let dir = tempfile::tempdir().unwrap();
     // Synced batches: the later ones record that entry 1 was durable.
-    let synced = LogOptions {
-        sync: SyncMode::Batch,
-        ..opts(1 << 16)
-    };
+    let synced = synced(1 << 16);
     let log = CommitLog::open(dir.path(), synced.clone()).unwrap();
     for _ in 0..3 {
         log.append(&[(1, b"payload!")]).unwrap();
     }
     drop(log);
-    let seg = seg_files(dir.path()).pop().unwrap();
-    let mut bytes = std::fs::read(&seg).unwrap();
-    bytes[HEADER_LEN + REC + 2] ^= 0x40; // payload of entry 1
-    std::fs::write(&seg, &bytes).unwrap();
+    let seg = segments(dir.path()).pop().unwrap();
+    flip(&seg, HEADER_LEN + REC + 2, 0x40); // payload of entry 1
     let e = CommitLog::open(dir.path(), synced).unwrap_err();
     assert!(matches!(e, Error::Corrupt { .. }), "{e}");
     assert!(e.to_string().contains("entry 1"), "{e}");
     // With repair, everything from the damaged batch on is dropped and reported.
-    let log = CommitLog::open(
-        dir.path(),
-        LogOptions {
-            repair: true,
-            ..opts(1 << 16)
-        },
-    )
-    .unwrap();
+    let log = CommitLog::open(dir.path(), repairing(opts(1 << 16))).unwrap();
     assert!(log.is_empty());
     assert_eq!(log.recovery().dropped_entries, 3);
     assert_eq!(log.recovery().dropped_bytes, 3 * (32 + 32));
@@ -322,10 +285,8 @@ fn flipped_byte_in_unsynced_tail_middle_is_a_torn_tail() {
         log.append(&[(1, b"payload!")]).unwrap();
     }
     drop(log);
-    let seg = seg_files(dir.path()).pop().unwrap();
-    let mut bytes = std::fs::read(&seg).unwrap();
-    bytes[HEADER_LEN + 64 + REC + 2] ^= 0x40; // payload of entry 2 (64 B per batch)
-    std::fs::write(&seg, &bytes).unwrap();
+    let seg = segments(dir.path()).pop().unwrap();
+    let bytes = flip(&seg, HEADER_LEN + 64 + REC + 2, 0x40); // payload of entry 2 (64 B per batch)
     let log = CommitLog::open(dir.path(), opts(1 << 16)).unwrap();
     assert_eq!(log.last_index(), 1);
     let r = log.recovery();
@@ -337,15 +298,10 @@ fn flipped_byte_in_unsynced_tail_middle_is_a_torn_tail() {
 #[test]
 fn flipped_byte_in_sealed_segment_is_reported_by_read_and_verify() {
     let dir = tempfile::tempdir().unwrap();
-    let log = CommitLog::open(dir.path(), opts(4096)).unwrap();
-    for i in 0..100u64 {
-        log.append(&[(1, [i as u8; 40])]).unwrap();
-    }
+    let log = open_filled(dir.path(), opts(4096), 100, |i| (1, vec![i as u8; 40]));
     drop(log);
-    let seg = seg_files(dir.path()).remove(0);
-    let mut bytes = std::fs::read(&seg).unwrap();
-    bytes[HEADER_LEN + 2 * 96 + REC + 5] ^= 1; // entry 3's payload (96 B per batch)
-    std::fs::write(&seg, &bytes).unwrap();
+    let seg = segments(dir.path()).remove(0);
+    flip(&seg, HEADER_LEN + 2 * 96 + REC + 5, 1); // entry 3's payload (96 B per batch)
     let log = CommitLog::open(dir.path(), opts(4096)).unwrap(); // only the tail is scanned
     let e = log.verify().unwrap_err();
     assert!(e.to_string().contains("entry 3"), "{e}");
@@ -361,10 +317,7 @@ fn flipped_byte_in_sealed_segment_is_reported_by_read_and_verify() {
 #[test]
 fn sync_modes_count_syncs() {
     let dir = tempfile::tempdir().unwrap();
-    let o = LogOptions {
-        sync: SyncMode::Batch,
-        ..opts(1 << 16)
-    };
+    let o = synced(1 << 16);
     let log = CommitLog::open(dir.path(), o).unwrap();
     for _ in 0..5 {
         log.append(&[(1, b"x")]).unwrap();
@@ -393,14 +346,7 @@ fn sync_modes_count_syncs() {
 #[test]
 fn group_commit_shares_syncs() {
     let dir = tempfile::tempdir().unwrap();
-    let log = CommitLog::open(
-        dir.path(),
-        LogOptions {
-            sync: SyncMode::Batch,
-            ..opts(1 << 20)
-        },
-    )
-    .unwrap();
+    let log = CommitLog::open(dir.path(), synced(1 << 20)).unwrap();
     let per = 50;
     std::thread::scope(|sc| {
         for t in 0..4u64 {
@@ -422,14 +368,7 @@ fn group_commit_shares_syncs() {
 #[test]
 fn appenders_waiting_for_a_running_sync_share_the_next_one() {
     let dir = tempfile::tempdir().unwrap();
-    let log = CommitLog::open(
-        dir.path(),
-        LogOptions {
-            sync: SyncMode::Batch,
-            ..opts(1 << 20)
-        },
-    )
-    .unwrap();
+    let log = CommitLog::open(dir.path(), synced(1 << 20)).unwrap();
     // Pretend a sync is running: every appender writes, then waits for it.
     lock(&log.sync).running = true;
     std::thread::scope(|sc| {
@@ -484,10 +423,7 @@ fn concurrent_readers_see_whole_batches() {
 #[test]
 fn reads_stay_valid_after_truncate_and_purge() {
     let dir = tempfile::tempdir().unwrap();
-    let log = CommitLog::open(dir.path(), opts(4096)).unwrap();
-    for i in 0..100u64 {
-        log.append(&[(1, [i as u8; 60])]).unwrap();
-    }
+    let log = open_filled(dir.path(), opts(4096), 100, |i| (1, vec![i as u8; 60]));
     let es = log.read(1, 101, None).unwrap();
     log.truncate_after(2).unwrap();
     log.purge_before(2).unwrap();
@@ -591,12 +527,12 @@ fn append_after_truncating_to_the_end_of_a_reopened_sealed_segment() {
         log.append(&batch).unwrap();
     }
     drop(log);
-    assert_eq!(seg_files(dir.path()).len(), 2);
+    assert_eq!(segments(dir.path()).len(), 2);
     let log = CommitLog::open(dir.path(), o.clone()).unwrap();
     log.truncate_after(19).unwrap(); // the last entry of the first segment
-    assert_eq!(seg_files(dir.path()).len(), 1);
+    assert_eq!(segments(dir.path()).len(), 1);
     assert_eq!(log.append(&[(2, b"next")]).unwrap(), 20);
-    assert_eq!(seg_files(dir.path()).len(), 1, "the append fits in the first segment");
+    assert_eq!(segments(dir.path()).len(), 1, "the append fits in the first segment");
     drop(log);
     let log = CommitLog::open(dir.path(), o).unwrap();
     assert_eq!(collect(&log, 19, 21)[1], (20, 2, b"next".to_vec()));
@@ -612,10 +548,7 @@ fn append_after_truncating_to_the_end_of_a_reopened_sealed_segment() {
 #[test]
 fn an_interrupted_truncation_is_a_torn_tail_not_corruption() {
     let dir = tempfile::tempdir().unwrap();
-    let synced = LogOptions {
-        sync: SyncMode::Batch,
-        ..opts(1 << 16)
-    };
+    let synced = synced(1 << 16);
     let log = CommitLog::open(dir.path(), synced.clone()).unwrap();
     let mut cut = 0;
     for i in 0..6u64 {
@@ -625,7 +558,7 @@ fn an_interrupted_truncation_is_a_torn_tail_not_corruption() {
         log.append(&[(1, vec![i as u8; 200]), (1, vec![i as u8; 100])]).unwrap();
     }
     drop(log);
-    let seg = seg_files(dir.path()).pop().unwrap();
+    let seg = segments(dir.path()).pop().unwrap();
     let mut bytes = std::fs::read(&seg).unwrap();
     // Part of the cut zeroed (from the record after the cut point, which
     // the truncation rewrites last), the later batches not yet.

@@ -63,21 +63,8 @@ pub fn find_all(hay: &[u8], needle: &[u8], limit: Option<usize>) -> Option<Vec<u
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_util::naive_all;
     use proptest::prelude::*;
-
-    fn naive_all(hay: &[u8], needle: &[u8]) -> Vec<u64> {
-        let mut out = Vec::new();
-        let mut i = 0;
-        while i + needle.len() <= hay.len() {
-            if &hay[i..i + needle.len()] == needle {
-                out.push(i as u64);
-                i += needle.len();
-            } else {
-                i += 1;
-            }
-        }
-        out
-    }
 
     #[test]
     fn borders() {

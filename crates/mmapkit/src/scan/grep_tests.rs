@@ -2,44 +2,19 @@
 //! line) for every strategy × thread count × window size.
 
 use std::ops::ControlFlow;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use proptest::prelude::{prop_oneof, proptest, Just, ProptestConfig, Strategy as _};
 use regex::bytes::RegexBuilder;
 
 use super::{cannot_match_newline, grep, grep_count, grep_lines, whole_haystack_assertions, Grep, GrepOptions};
 use crate::scan::{ScanOptions, Strategy};
+use crate::test_util::{fifo, scan_matrix, temp_file, Trickle, CHUNKS, STRATEGIES};
 use crate::Error;
 
 /// Every combination that must give identical results.
 fn combos() -> Vec<ScanOptions> {
-    let mut v = Vec::new();
-    for strategy in [Strategy::Mmap, Strategy::Read, Strategy::Stream] {
-        for threads in [1, 3] {
-            for chunk in [1, 3, 7, 64, 0] {
-                v.push(ScanOptions { strategy, threads, chunk, progress: None });
-            }
-        }
-    }
-    v
-}
-
-fn write(data: &[u8]) -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("d.txt");
-    std::fs::write(&p, data).unwrap();
-    (dir, p)
-}
-
-/// A reader returning at most `step` bytes per read (forces carries).
-struct Trickle<'a>(&'a [u8], usize);
-impl std::io::Read for Trickle<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.0.len().min(self.1).min(buf.len());
-        buf[..n].copy_from_slice(&self.0[..n]);
-        self.0 = &self.0[n..];
-        Ok(n)
-    }
+    scan_matrix(&STRATEGIES, &CHUNKS)
 }
 
 struct Expected {
@@ -101,7 +76,7 @@ fn reference(data: &[u8], g: &GrepOptions, label: &[u8]) -> Expected {
 }
 
 fn check(data: &[u8], g: &GrepOptions) {
-    let (_dir, path) = write(data);
+    let (_dir, path) = temp_file(data);
     let label = path.as_os_str().as_encoded_bytes().to_vec();
     let want = reference(data, g, &label);
     let mut counting = g.clone();
@@ -264,7 +239,7 @@ fn many_ranges_and_batches() {
         data.extend_from_slice(format!("{},{}\n", x >> 40, (x >> 20) & 0xfff).as_bytes());
     }
     let g = GrepOptions { patterns: vec!["^12[0-9]*,".into()], line_numbers: true, byte_offset: true, ..Default::default() };
-    let (_dir, path) = write(&data);
+    let (_dir, path) = temp_file(&data);
     let want = reference(&data, &g, b"");
     assert!(want.count > 100);
     for opts in [ScanOptions::new(Strategy::Mmap, 2), ScanOptions::new(Strategy::Read, 3), ScanOptions::new(Strategy::Mmap, 1)] {
@@ -284,7 +259,7 @@ fn many_ranges_and_batches() {
 
 #[test]
 fn stops_when_the_callback_says_so() {
-    let (_dir, path) = write(b"a1\nb\na2\na3\n");
+    let (_dir, path) = temp_file(b"a1\nb\na2\na3\n");
     let g = GrepOptions { patterns: vec!["a".into()], ..Default::default() };
     for opts in combos() {
         assert_eq!(grep_lines(&path, &g, &opts, Some(2)).unwrap(), vec![(1, 0, b"a1".to_vec()), (3, 5, b"a2".to_vec())]);
@@ -353,7 +328,7 @@ fn grep_reads_proc_files_and_fifos() {
     let dir = tempfile::tempdir().unwrap();
     for (k, opts) in combos().into_iter().enumerate() {
         let g = GrepOptions { patterns: vec!["^MemTotal|two".into()], line_numbers: true, ..Default::default() };
-        let (f, h) = crate::scan::tests::fifo(dir.path(), &format!("f{k}"), data.clone());
+        let (f, h) = fifo(dir.path(), &format!("f{k}"), data.clone());
         let mut out = Vec::new();
         assert_eq!(grep(&f, &g, &opts, &mut out).unwrap(), 2, "{opts:?}");
         h.join().unwrap();

@@ -2,43 +2,17 @@
 //! every strategy, thread count and window size.
 
 use std::fs;
-use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime};
 
 use proptest::prelude::{any, prop_assert, prop_assert_eq, prop_oneof, proptest, Just, ProptestConfig, TestCaseError};
 use proptest::strategy::Strategy as Gen;
 use regex::bytes::Regex;
 
 use super::*;
+use crate::test_util::{naive_replace, old_mtime, scan_matrix, temp_file, temp_files, CHUNKS, STRATEGIES};
 
-const STRATEGIES: [Strategy; 3] = [Strategy::Mmap, Strategy::Read, Strategy::Stream];
-const THREADS: [usize; 2] = [1, 3];
-const CHUNKS: [usize; 5] = [1, 3, 7, 64, 0];
-
-fn configs() -> impl Iterator<Item = ScanOptions> {
-    STRATEGIES.into_iter().flat_map(|strategy| {
-        THREADS.into_iter().flat_map(move |threads| {
-            CHUNKS.into_iter().map(move |chunk| ScanOptions { strategy, threads, chunk, progress: None })
-        })
-    })
-}
-
-/// Python's `bytes.replace`: leftmost, non-overlapping.
-fn naive_literal(hay: &[u8], pat: &[u8], rep: &[u8]) -> (Vec<u8>, u64) {
-    let mut out = Vec::new();
-    let mut n = 0;
-    let mut i = 0;
-    while i < hay.len() {
-        if hay[i..].starts_with(pat) {
-            out.extend_from_slice(rep);
-            i += pat.len();
-            n += 1;
-        } else {
-            out.push(hay[i]);
-            i += 1;
-        }
-    }
-    (out, n)
+/// Strategies × threads × window sizes.
+fn configs() -> Vec<ScanOptions> {
+    scan_matrix(&STRATEGIES, &CHUNKS)
 }
 
 /// `sed 's/RE/REP/g'`: each line (without its newline) on its own.
@@ -56,20 +30,6 @@ fn naive_regex(hay: &[u8], re: &Regex, rep: &[u8]) -> (Vec<u8>, u64) {
     (out, n)
 }
 
-fn old_mtime(path: &Path) -> SystemTime {
-    let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
-    fs::File::options().write(true).open(path).unwrap().set_modified(t).unwrap();
-    fs::metadata(path).unwrap().modified().unwrap()
-}
-
-fn stray_files(dir: &Path) -> Vec<PathBuf> {
-    fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.to_string_lossy().contains(".mmapkit-"))
-        .collect()
-}
-
 /// Runs `replace` in every configuration and compares with `expect`.
 fn check_all(data: &[u8], pat: &[u8], rep: &[u8], regex: bool, expect: &(Vec<u8>, u64)) -> std::result::Result<(), TestCaseError> {
     let dir = tempfile::tempdir().unwrap();
@@ -83,13 +43,13 @@ fn check_all(data: &[u8], pat: &[u8], rep: &[u8], regex: bool, expect: &(Vec<u8>
         prop_assert_eq!(&got, &expect.0, "{:?} file with {:?}", String::from_utf8_lossy(&got), opts);
         prop_assert_eq!(r.replacements, expect.1, "{:?}", opts);
         prop_assert_eq!(r.in_place, in_place);
-        prop_assert!(stray_files(dir.path()).is_empty());
+        prop_assert!(temp_files(dir.path()).is_empty());
     }
     // A dry run counts the same and writes nothing.
     fs::write(&path, data).unwrap();
     let t = old_mtime(&path);
     let ro = ReplaceOptions { regex, dry_run: true, ..Default::default() };
-    for opts in configs().step_by(3) {
+    for opts in configs().into_iter().step_by(3) {
         let r = replace(&path, pat, rep, &ro, &opts).unwrap();
         prop_assert_eq!(r.replacements, expect.1);
         prop_assert_eq!(r.bytes_written, 0);
@@ -129,13 +89,13 @@ proptest! {
     fn literal_matches_bytes_replace(data in data(), pat in needle(), other in replacement(), seed in any::<u8>()) {
         // Same length (in place) ...
         let same: Vec<u8> = pat.iter().enumerate().map(|(i, &b)| if (seed as usize + i).is_multiple_of(2) { b'x' } else { b }).collect();
-        check_all(&data, &pat, &same, false, &naive_literal(&data, &pat, &same))?;
+        check_all(&data, &pat, &same, false, &naive_replace(&data, &pat, &same))?;
         // ... and a different length (rewrite).
         let mut rep = other;
         if rep.len() == pat.len() {
             rep.push(b'y');
         }
-        check_all(&data, &pat, &rep, false, &naive_literal(&data, &pat, &rep))?;
+        check_all(&data, &pat, &rep, false, &naive_replace(&data, &pat, &rep))?;
     }
 
     #[test]
@@ -161,26 +121,27 @@ proptest! {
     }
 }
 
+/// A regex `replace` of a file holding `content`, default scan options:
+/// the report and the file's bytes after.
+fn regex_replace_once(content: &[u8], pat: &[u8], rep: &[u8]) -> (ReplaceReport, Vec<u8>) {
+    let (_dir, path) = temp_file(content);
+    let ro = ReplaceOptions { regex: true, ..Default::default() };
+    let r = replace(&path, pat, rep, &ro, &ScanOptions::default()).unwrap();
+    (r, fs::read(&path).unwrap())
+}
+
 #[test]
 fn regex_same_length_still_rewrites() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("f");
-    fs::write(&path, "a,b\nc,d\n").unwrap();
-    let ro = ReplaceOptions { regex: true, ..Default::default() };
-    let r = replace(&path, b",", b";", &ro, &ScanOptions::default()).unwrap();
+    let (r, after) = regex_replace_once(b"a,b\nc,d\n", b",", b";");
     assert_eq!(r, ReplaceReport { replacements: 2, in_place: false, bytes_written: 8 });
-    assert_eq!(fs::read(&path).unwrap(), b"a;b\nc;d\n");
+    assert_eq!(after, b"a;b\nc;d\n");
 }
 
 #[test]
 fn captures_and_names() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("f");
-    fs::write(&path, "k1=v1\nk2=v2\r\nnone\nk3=v3").unwrap();
-    let ro = ReplaceOptions { regex: true, ..Default::default() };
-    let r = replace(&path, br"(?P<k>\w+)=(\w+)", b"$2=${k} $$", &ro, &ScanOptions::default()).unwrap();
+    let (r, after) = regex_replace_once(b"k1=v1\nk2=v2\r\nnone\nk3=v3", br"(?P<k>\w+)=(\w+)", b"$2=${k} $$");
     assert_eq!(r.replacements, 3);
-    assert_eq!(fs::read(&path).unwrap(), b"v1=k1 $\nv2=k2 $\r\nnone\nv3=k3 $");
+    assert_eq!(after, b"v1=k1 $\nv2=k2 $\r\nnone\nv3=k3 $");
 }
 
 #[test]
@@ -251,8 +212,8 @@ fn backups_keep_the_original() {
             let r = replace(&path, b",", rep, &ro, &ScanOptions::new(strategy, 2)).unwrap();
             assert_eq!((r.replacements, r.in_place), (2, in_place));
             assert_eq!(fs::read(&bak).unwrap(), b"a,b\nc,d\n");
-            assert_eq!(fs::read(&path).unwrap(), naive_literal(b"a,b\nc,d\n", b",", rep).0);
-            assert!(stray_files(dir.path()).is_empty());
+            assert_eq!(fs::read(&path).unwrap(), naive_replace(b"a,b\nc,d\n", b",", rep).0);
+            assert!(temp_files(dir.path()).is_empty());
         }
     }
 }
@@ -302,7 +263,7 @@ fn default_windows_on_a_few_mib() {
         for strategy in STRATEGIES {
             fs::write(&path, &data).unwrap();
             let r = replace(&path, pat, rep, &ReplaceOptions::default(), &ScanOptions::new(strategy, 3)).unwrap();
-            let (want, n) = naive_literal(&data, pat, rep);
+            let (want, n) = naive_replace(&data, pat, rep);
             assert_eq!(r.replacements, n);
             assert!(fs::read(&path).unwrap() == want, "{pat:?} -> {rep:?} with {strategy:?}");
         }

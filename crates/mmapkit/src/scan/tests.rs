@@ -1,66 +1,18 @@
 //! Equivalence of every strategy × thread count × window size against a
 //! naive reference (the SearcherTester idea from ripgrep).
 
-use std::path::PathBuf;
-
 use proptest::prelude::{prop_oneof, proptest, Just, ProptestConfig};
 
 use super::{count, count_lines, find, find_all, rfind, ScanOptions, Strategy};
-
-fn naive_all(hay: &[u8], needle: &[u8]) -> Vec<u64> {
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i + needle.len() <= hay.len() {
-        if &hay[i..i + needle.len()] == needle {
-            out.push(i as u64);
-            i += needle.len();
-        } else {
-            i += 1;
-        }
-    }
-    out
-}
-
-fn naive_last(hay: &[u8], needle: &[u8]) -> Option<u64> {
-    (0..=hay.len().saturating_sub(needle.len()))
-        .rev()
-        .find(|&i| hay.len() >= needle.len() && &hay[i..i + needle.len()] == needle)
-        .map(|i| i as u64)
-}
+use crate::test_util::{fifo, temp_file, naive_all, naive_last, scan_matrix, Trickle, ALL_STRATEGIES};
 
 /// Every combination the tools promise to agree on.
-pub(crate) fn all_options() -> Vec<ScanOptions> {
-    let mut v = Vec::new();
-    for strategy in [Strategy::Mmap, Strategy::Read, Strategy::Stream, Strategy::Auto] {
-        for threads in [1, 3] {
-            for chunk in [1, 2, 3, 7, 64, 0] {
-                v.push(ScanOptions { strategy, threads, chunk, progress: None });
-            }
-        }
-    }
-    v
-}
-
-fn write(data: &[u8]) -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("d.bin");
-    std::fs::write(&p, data).unwrap();
-    (dir, p)
-}
-
-/// A reader that returns at most `step` bytes per read (forces carries).
-struct Trickle<'a>(&'a [u8], usize);
-impl std::io::Read for Trickle<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.0.len().min(self.1).min(buf.len());
-        buf[..n].copy_from_slice(&self.0[..n]);
-        self.0 = &self.0[n..];
-        Ok(n)
-    }
+fn all_options() -> Vec<ScanOptions> {
+    scan_matrix(&ALL_STRATEGIES, &[1, 2, 3, 7, 64, 0])
 }
 
 fn check(data: &[u8], needle: &[u8]) {
-    let (_d, p) = write(data);
+    let (_d, p) = temp_file(data);
     let all = naive_all(data, needle);
     for step in [1, 2, 3, 5, 1 << 20] {
         let got = super::count_stream(Trickle(data, step), needle, &p).unwrap();
@@ -90,7 +42,7 @@ fn overlapping_needles_across_every_boundary() {
 #[test]
 fn lines_and_single_bytes() {
     let data: Vec<u8> = (0..5000u32).map(|i| if i % 37 == 0 { b'\n' } else { b'a' + (i % 26) as u8 }).collect();
-    let (_d, p) = write(&data);
+    let (_d, p) = temp_file(&data);
     let want = data.iter().filter(|&&b| b == b'\n').count() as u64;
     for o in all_options() {
         assert_eq!(count_lines(&p, &o).unwrap(), want, "{o:?}");
@@ -105,7 +57,7 @@ fn bad_input_errors() {
     assert!(e.to_string().contains("missing"), "{e}");
     let e = count(dir.path(), b"x", &o).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::EISDIR));
-    let (_d, p) = write(b"abc");
+    let (_d, p) = temp_file(b"abc");
     assert!(matches!(count(&p, b"", &o), Err(crate::Error::InvalidArgument(_))));
     assert_eq!(count(&p, b"zz", &o).unwrap(), 0);
 }
@@ -118,7 +70,7 @@ fn truncation_while_scanning_is_an_error_for_both_strategies() {
     for strategy in [Strategy::Mmap, Strategy::Read] {
         let mut caught = false;
         for _attempt in 0..20 {
-            let (_d, p) = write(&vec![b'x'; LEN as usize]);
+            let (_d, p) = temp_file(&vec![b'x'; LEN as usize]);
             // "Another writer" truncates as soon as the first window is done.
             let counter = Arc::new(AtomicU64::new(0));
             let opts = ScanOptions { strategy, threads: 1, chunk: 64 << 10, progress: Some(counter.clone()) };
@@ -152,26 +104,11 @@ fn truncation_while_scanning_is_an_error_for_both_strategies() {
     }
 }
 
-/// A FIFO at `dir/name` fed with `data` by a thread (joined by the caller).
-pub(crate) fn fifo(dir: &std::path::Path, name: &str, data: Vec<u8>) -> (PathBuf, std::thread::JoinHandle<()>) {
-    let p = dir.join(name);
-    assert!(std::process::Command::new("mkfifo").arg(&p).status().unwrap().success());
-    let q = p.clone();
-    let h = std::thread::spawn(move || {
-        use std::io::Write;
-        // A reader that failed before opening would leave us blocked: give up then.
-        if let Ok(mut f) = std::fs::OpenOptions::new().write(true).open(&q) {
-            let _ = f.write_all(&data);
-        }
-    });
-    (p, h)
-}
-
 #[test]
 fn fifos_are_streamed_with_the_same_results() {
     let data: Vec<u8> = (0..300_000u32).map(|i| if i % 41 == 0 { b'\n' } else { b"ab"[(i % 3 % 2) as usize] }).collect();
     let dir = tempfile::tempdir().unwrap();
-    let (_d, p) = write(&data);
+    let (_d, p) = temp_file(&data);
     for (k, o) in all_options().into_iter().filter(|o| o.chunk == 0 || o.chunk == 7).enumerate() {
         let ctx = format!("{o:?}");
         let (f, h) = fifo(dir.path(), &format!("c{k}"), data.clone());
@@ -215,7 +152,7 @@ fn zero_size_proc_and_sysfs_files_are_read() {
         }
     }
     // An ordinary empty file is simply empty.
-    let (_d, p) = write(b"");
+    let (_d, p) = temp_file(b"");
     assert_eq!(count_lines(&p, &o).unwrap(), 0);
 }
 

@@ -73,34 +73,35 @@ fn check_all<T: Element>(v: &[T]) {
     }
 }
 
+/// One property test per `name: values;`: `check_all` (every statistic
+/// against sorting) on up to 300 values drawn from `values`.
+macro_rules! matches_sort {
+    ($($name:ident: $values:expr;)*) => {
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(40))]
+            $(
+                #[test]
+                fn $name(v in prop::collection::vec($values, 0..300)) { check_all(&v) }
+            )*
+        }
+    };
+}
+
+matches_sort! {
+    i8_matches_sort: any::<i8>();
+    u8_matches_sort: any::<u8>();
+    i16_matches_sort: any::<i16>();
+    u16_matches_sort: any::<u16>();
+    i32_matches_sort: any::<i32>();
+    u32_matches_sort: any::<u32>();
+    i64_matches_sort: any::<i64>();
+    u64_matches_sort: any::<u64>();
+    f32_matches_sort: prop_oneof![any::<f32>(), Just(f32::NAN), Just(f32::INFINITY), Just(f32::NEG_INFINITY), Just(-0.0f32), -3.0f32..3.0];
+    f64_matches_sort: prop_oneof![any::<f64>(), Just(f64::NAN), Just(f64::INFINITY), Just(f64::NEG_INFINITY), Just(-0.0f64), -3.0f64..3.0];
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(40))]
-    #[test]
-    fn i8_matches_sort(v in prop::collection::vec(any::<i8>(), 0..300)) { check_all(&v) }
-    #[test]
-    fn u8_matches_sort(v in prop::collection::vec(any::<u8>(), 0..300)) { check_all(&v) }
-    #[test]
-    fn i16_matches_sort(v in prop::collection::vec(any::<i16>(), 0..300)) { check_all(&v) }
-    #[test]
-    fn u16_matches_sort(v in prop::collection::vec(any::<u16>(), 0..300)) { check_all(&v) }
-    #[test]
-    fn i32_matches_sort(v in prop::collection::vec(any::<i32>(), 0..300)) { check_all(&v) }
-    #[test]
-    fn u32_matches_sort(v in prop::collection::vec(any::<u32>(), 0..300)) { check_all(&v) }
-    #[test]
-    fn i64_matches_sort(v in prop::collection::vec(any::<i64>(), 0..300)) { check_all(&v) }
-    #[test]
-    fn u64_matches_sort(v in prop::collection::vec(any::<u64>(), 0..300)) { check_all(&v) }
-    #[test]
-    fn f32_matches_sort(v in prop::collection::vec(
-        prop_oneof![any::<f32>(), Just(f32::NAN), Just(f32::INFINITY), Just(f32::NEG_INFINITY), Just(-0.0f32), -3.0f32..3.0], 0..300)) {
-        check_all(&v)
-    }
-    #[test]
-    fn f64_matches_sort(v in prop::collection::vec(
-        prop_oneof![any::<f64>(), Just(f64::NAN), Just(f64::INFINITY), Just(f64::NEG_INFINITY), Just(-0.0f64), -3.0f64..3.0], 0..300)) {
-        check_all(&v)
-    }
     #[test]
     fn int_sum_is_exact(v in prop::collection::vec(any::<i64>(), 0..200)) {
         let want: i128 = v.iter().map(|&x| x as i128).sum();

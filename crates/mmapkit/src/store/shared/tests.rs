@@ -12,10 +12,16 @@ fn dir() -> tempfile::TempDir {
     tempfile::tempdir_in(SHM_DIR).or_else(|_| tempfile::tempdir()).unwrap()
 }
 
+/// The path of a segment `name` in a fresh directory.
+fn named(name: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let d = dir();
+    let p = segment_path(name, Some(d.path())).unwrap();
+    (d, p)
+}
+
 #[test]
 fn create_attach_share_data() {
-    let d = dir();
-    let p = segment_path("seg", Some(d.path())).unwrap();
+    let (_d, p) = named("seg");
     let a = Segment::create(&p, "'<i8'", 8, &[4, 2], false).unwrap();
     assert_eq!((a.nbytes(), a.header().shape.clone()), (64, vec![4, 2]));
     a.write_at(8, &7i64.to_le_bytes()).unwrap();
@@ -31,8 +37,7 @@ fn create_attach_share_data() {
 
 #[test]
 fn unlink_on_last_close_only() {
-    let d = dir();
-    let p = segment_path("rc", Some(d.path())).unwrap();
+    let (_d, p) = named("rc");
     let a = Segment::create(&p, "'|u1'", 1, &[10], true).unwrap();
     // A handle with its own open file description (as another process has).
     let b = Segment::attach(&p, true, true).unwrap();
@@ -52,8 +57,7 @@ fn unlink_on_last_close_only() {
 
 #[test]
 fn explicit_unlink_keeps_mappings() {
-    let d = dir();
-    let p = segment_path("u", Some(d.path())).unwrap();
+    let (_d, p) = named("u");
     let a = Segment::create(&p, "'|u1'", 1, &[3], false).unwrap();
     a.write_at(0, b"abc").unwrap();
     a.unlink().unwrap();
@@ -72,8 +76,7 @@ fn bad_names_and_too_big() {
     for n in ["", "a/b", "..", "."] {
         assert!(segment_path(n, None).is_err(), "{n}");
     }
-    let d = dir();
-    let p = segment_path("big", Some(d.path())).unwrap();
+    let (_d, p) = named("big");
     let e = Segment::create(&p, "'<f8'", 8, &[u64::MAX / 4], false).unwrap_err();
     assert!(e.to_string().contains("too large"), "{e}");
     assert!(!p.exists());
