@@ -38,4 +38,4 @@ pub mod stats;
 pub mod store;
 pub mod writer;
 
-pub use error::{os_message, Error, Result};
+pub use error::{os_message, Error, ErrorKind, Result};
