@@ -167,3 +167,19 @@ fn errno_kinds() {
     let e = Error::io(Path::new("f"), "write", std::io::Error::from_raw_os_error(libc::EDQUOT));
     assert_eq!(fields(&e), (ErrorKind::DiskFull, Some(Path::new("f")), Some(libc::ENOSPC)));
 }
+
+#[test]
+fn npy_with_zero_byte_rows_names_its_file_once() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("empty-rows.npy");
+    let mut dict = b"{'descr': '<i4', 'fortran_order': False, 'shape': (2, 0), }".to_vec();
+    dict.resize(128 - 10 - 1, b' ');
+    dict.push(b'\n');
+    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+    bytes.extend_from_slice(&(dict.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(&dict);
+    std::fs::write(&p, &bytes).unwrap();
+    let e = crate::store::ArrayStore::open(&p, false, None).unwrap_err();
+    assert_eq!(fields(&e), (ErrorKind::Format, Some(p.as_path()), None));
+    assert!(e.message().starts_with("rows of zero bytes cannot be stored"), "{e}");
+}

@@ -211,12 +211,12 @@ fn check_dtype(path: &Path, header: &Header, item_size: Option<usize>) -> Result
 fn row_bytes_of(path: &Path, item_size: usize, row_shape: &[u64]) -> Result<usize> {
     let items = row_shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
     match items.and_then(|n| n.checked_mul(item_size as u64)).and_then(|b| usize::try_from(b).ok()) {
-        Some(0) => Err(Error::InvalidArgument(format!(
-            "{}: rows of zero bytes cannot be stored (item size {item_size}, row shape {row_shape:?})",
-            path.display()
-        ))),
+        Some(0) => Err(Error::invalid(
+            path,
+            format!("rows of zero bytes cannot be stored (item size {item_size}, row shape {row_shape:?})"),
+        )),
         Some(b) => Ok(b),
-        None => Err(Error::InvalidArgument(format!("{}: row shape {row_shape:?} is too large", path.display()))),
+        None => Err(Error::invalid(path, format!("row shape {row_shape:?} is too large"))),
     }
 }
 
@@ -362,7 +362,7 @@ impl ArrayStore {
         }
         header.fortran_order = false;
         let item_size = check_dtype(path, &header, item_size)?;
-        let row_bytes = row_bytes_of(path, item_size, &header.shape[1..]).map_err(|e| format_err(path, e.to_string()))?;
+        let row_bytes = row_bytes_of(path, item_size, &header.shape[1..]).map_err(|e| format_err(path, e.message()))?;
         if !writable {
             header.shape[0] = trusted_rows(&file, path, &header, data_off, row_bytes)?;
         }
