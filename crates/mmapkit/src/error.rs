@@ -187,11 +187,7 @@ fn extend_to(size: u64) -> String {
 /// An OS error's text without Rust's " (os error N)" suffix, as coreutils
 /// and Python print it ("No such file or directory").
 pub fn os_message(e: &io::Error) -> String {
-    let s = e.to_string();
-    match s.find(" (os error ") {
-        Some(i) => s[..i].to_owned(),
-        None => s,
-    }
+    e.raw_os_error().map_or_else(|| e.to_string(), crate::map::strerror)
 }
 
 impl Error {

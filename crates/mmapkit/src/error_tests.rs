@@ -183,3 +183,13 @@ fn npy_with_zero_byte_rows_names_its_file_once() {
     assert_eq!(fields(&e), (ErrorKind::Format, Some(p.as_path()), None));
     assert!(e.message().starts_with("rows of zero bytes cannot be stored"), "{e}");
 }
+
+#[test]
+fn os_message_is_the_c_library_text() {
+    for errno in [libc::ENOENT, libc::EACCES, libc::ENOSPC, libc::EIO, 9999] {
+        let e = std::io::Error::from_raw_os_error(errno);
+        assert_eq!(format!("{} (os error {errno})", crate::os_message(&e)), e.to_string());
+    }
+    let e = std::io::Error::other("no errno here");
+    assert_eq!(crate::os_message(&e), "no errno here");
+}
