@@ -132,34 +132,24 @@ fn bad_input_is_reported_and_other_files_go_on() {
     assert_eq!(err.matches("invalid regex").count(), 1, "said once: {err}");
     assert_eq!(fs::read_to_string(&good).unwrap(), "a+b");
 
+    // Refusals that name their file (a FIFO, a /proc file) are per-file
+    // errors too (decided by the error's path field, not its text).
+    let fifo = dir.path().join("x: y");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let out = mmapkit(&["replace", "-F", "+", "-"], &[&fifo, Path::new("/proc/meminfo"), &good]);
+    assert_eq!(out.status.code(), Some(2));
+    let want = format!(
+        "mmapkit: {}: not a regular file\n\
+         mmapkit: /proc/meminfo: a /proc or /sys file cannot be edited in place (replace)\n",
+        fifo.display()
+    );
+    assert_eq!(stderr(&out), want);
+    assert_eq!(stdout(&out), format!("{}:1\n", good.display()));
+    assert_eq!(fs::read_to_string(&good).unwrap(), "a-b");
+
     let out = mmapkit(&["keep-lines", "1"], &[&missing, dir.path()]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("No such file") && stderr(&out).contains("Is a directory"), "{}", stderr(&out));
-}
-
-/// Refusals that name their file (a FIFO, a /proc file) are per-file
-/// errors, decided by the error's path field: the other files go on.
-#[test]
-fn refused_files_are_per_file_errors() {
-    let dir = tempdir();
-    let good = dir.path().join("good");
-    let fifo = dir.path().join("x: y");
-    fs::write(&good, "a-b").unwrap();
-    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
-    let meminfo = Path::new("/proc/meminfo");
-
-    let out = mmapkit(&["replace", "-F", "-", "+"], &[&fifo, meminfo, &good]);
-    assert_eq!(out.status.code(), Some(2));
-    assert_eq!(
-        stderr(&out),
-        format!(
-            "mmapkit: {}: not a regular file\n\
-             mmapkit: /proc/meminfo: a /proc or /sys file cannot be edited in place (replace)\n",
-            fifo.display()
-        )
-    );
-    assert_eq!(stdout(&out), format!("{}:1\n", good.display()));
-    assert_eq!(fs::read_to_string(&good).unwrap(), "a+b");
 }
 
 #[test]

@@ -4,7 +4,6 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::log::{CommitLog, LogOptions, SyncMode};
 use crate::map::{Map, MapOptions, Mode};
 use crate::scan::{self, ReplaceOptions, ScanOptions};
 use crate::{Error, ErrorKind};
@@ -88,55 +87,6 @@ fn immutable_file_is_permission_denied() {
     let _undo = Immutable(&p);
     let e = Map::open(&p, Mode::ReadWrite).unwrap_err();
     assert_eq!(fields(&e), (ErrorKind::PermissionDenied, Some(p.as_path()), Some(libc::EPERM)));
-}
-
-/// A 64 KiB tmpfs, unmounted on drop.
-struct SmallFs(tempfile::TempDir);
-
-impl Drop for SmallFs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(self.0.path()).status();
-    }
-}
-
-#[test]
-fn full_file_system_is_disk_full() {
-    let d = tempfile::tempdir().unwrap();
-    let ok = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
-        .arg(d.path())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        eprintln!("skipped: cannot mount a tmpfs (not root)");
-        return;
-    }
-    let fs = SmallFs(d);
-    let p = fs.0.path().join("big");
-    let e = MapOptions::new().mode(Mode::ReadWrite).create(true).size(1 << 20).open(&p).unwrap_err();
-    assert_eq!(fields(&e), (ErrorKind::DiskFull, Some(p.as_path()), Some(libc::ENOSPC)));
-}
-
-#[test]
-fn damaged_log_segment_is_corrupt_naming_the_segment() {
-    let d = tempfile::tempdir().unwrap();
-    let opts = LogOptions { segment_size: 4096, sync: SyncMode::Never, ..Default::default() };
-    let log = CommitLog::open(d.path(), opts.clone()).unwrap();
-    for i in 0..100u64 {
-        log.append(&[(1, [i as u8; 40])]).unwrap();
-    }
-    drop(log);
-    let mut segs: Vec<_> = std::fs::read_dir(d.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
-        .collect();
-    segs.sort();
-    let mut bytes = std::fs::read(&segs[0]).unwrap();
-    bytes[2048] ^= 1; // inside a batch of the first (sealed) segment
-    std::fs::write(&segs[0], &bytes).unwrap();
-    let e = CommitLog::open(d.path(), opts).unwrap().verify().unwrap_err();
-    assert_eq!(fields(&e), (ErrorKind::Corrupt, Some(segs[0].as_path()), Some(libc::EIO)));
 }
 
 #[test]
