@@ -176,19 +176,21 @@ fn main() -> ExitCode {
     }
 }
 
-/// The error and its causes on one line, like `{:#}`, but without a cause
-/// the message already says: core errors name the file and include the OS
-/// text, so their `io::Error` source would otherwise be printed twice.
+/// The error and its causes on one line, like `{:#}`, but ending at a core
+/// error: its message already names the file and includes the OS text, so
+/// its `io::Error` source would otherwise be printed twice.
 fn error_line(e: &anyhow::Error) -> String {
-    let mut line = e.to_string();
-    for cause in e.chain().skip(1) {
-        let text = match cause.downcast_ref::<io::Error>() {
-            Some(io) => mmapkit::os_message(io),
-            None => cause.to_string(),
-        };
-        if !line.contains(&text) {
+    let mut line = String::new();
+    for (i, cause) in e.chain().enumerate() {
+        if i > 0 {
             line.push_str(": ");
-            line.push_str(&text);
+        }
+        match cause.downcast_ref::<io::Error>() {
+            Some(io) if i > 0 => line.push_str(&mmapkit::os_message(io)),
+            _ => line.push_str(&cause.to_string()),
+        }
+        if cause.is::<mmapkit::Error>() {
+            break;
         }
     }
     line

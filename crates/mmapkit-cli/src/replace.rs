@@ -117,9 +117,9 @@ pub fn replace(a: ReplaceArgs) -> anyhow::Result<u8> {
                     writeln!(out, "{}", r.replacements)?;
                 }
             }
-            Err(e @ mmapkit::Error::InvalidArgument(_)) if !e.to_string().starts_with(&path.display().to_string()) => {
-                // Not about this file (a bad pattern or suffix): the same
-                // for every file, so say it once.
+            Err(e) if e.path().is_none() => {
+                // Not about a file (a bad pattern or suffix): the same for
+                // every file, so say it once.
                 error_to_stderr(&mut out, format_args!("replace: {e}"));
                 return Ok(EXIT_ERROR);
             }

@@ -2,7 +2,8 @@
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
-use std::process::Stdio;
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Instant, SystemTime};
 
 use serde_json::Value;
@@ -95,6 +96,21 @@ fn bad_input_is_reported_and_other_files_go_on() {
     assert!(err.contains("invalid regex") && err.contains("unclosed group"), "{err}");
     assert_eq!(err.matches("invalid regex").count(), 1, "said once: {err}");
     assert_eq!(fs::read_to_string(&good).unwrap(), "a+b");
+
+    // Refusals that name their file (a FIFO, a /proc file) are per-file
+    // errors too (decided by the error's path field, not its text).
+    let fifo = dir.path().join("x: y");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let out = run_paths(&["replace", "-F", "+", "-"], &[&fifo, Path::new("/proc/meminfo"), &good]);
+    assert_eq!(out.status.code(), Some(2));
+    let want = format!(
+        "mmapkit: {}: not a regular file\n\
+         mmapkit: /proc/meminfo: a /proc or /sys file cannot be edited in place (replace)\n",
+        fifo.display()
+    );
+    assert_eq!(stderr(&out), want);
+    assert_eq!(stdout(&out), format!("{}:1\n", good.display()));
+    assert_eq!(fs::read_to_string(&good).unwrap(), "a-b");
 
     let out = run_paths(&["keep-lines", "1"], &[&missing, dir.path()]);
     assert_eq!(out.status.code(), Some(2));

@@ -29,42 +29,33 @@ fn page_size() -> usize {
     mmapkit::map::page_size()
 }
 
+/// Adds `#[pyfunction]`s to the module.
+macro_rules! add_functions {
+    ($m:ident: $($f:path),* $(,)?) => {
+        $($m.add_function(wrap_pyfunction!($f, $m)?)?;)*
+    };
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    let py = m.py();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<mapped::MappedFile>()?;
     m.add_class::<mapped::Mmap>()?;
     m.add_class::<log::CommitLog>()?;
     m.add_class::<log::CommitLogIter>()?;
-    m.add("FileTruncatedError", py.get_type::<errors::FileTruncatedError>())?;
-    m.add("DiskFullError", py.get_type::<errors::DiskFullError>())?;
-    m.add("CorruptError", py.get_type::<errors::CorruptError>())?;
-    m.add("FormatError", py.get_type::<errors::FormatError>())?;
-    m.add("ReservationExhaustedError", py.get_type::<errors::ReservationExhaustedError>())?;
+    errors::register(m)?;
     m.add_class::<store::ArrayStoreCore>()?;
     m.add_class::<store::SharedSegment>()?;
-    m.add_function(wrap_pyfunction!(store::sparse, m)?)?;
-    m.add_function(wrap_pyfunction!(store::npy_header, m)?)?;
-    m.add_function(wrap_pyfunction!(store::segment_path, m)?)?;
-    m.add_function(wrap_pyfunction!(drop_cache, m)?)?;
-    m.add_function(wrap_pyfunction!(page_size, m)?)?;
-    m.add_function(wrap_pyfunction!(tools::count, m)?)?;
-    m.add_function(wrap_pyfunction!(tools::find, m)?)?;
-    m.add_function(wrap_pyfunction!(tools::find_all, m)?)?;
-    m.add_function(wrap_pyfunction!(tools::grep, m)?)?;
-    m.add_function(wrap_pyfunction!(tools::grep_count, m)?)?;
-    m.add_function(wrap_pyfunction!(tools::replace, m)?)?;
-    m.add_function(wrap_pyfunction!(tools::keep_lines, m)?)?;
-    m.add_function(wrap_pyfunction!(kmers::kmers, m)?)?;
-    m.add_function(wrap_pyfunction!(kmers::kmer_labels, m)?)?;
+    add_functions!(m:
+        store::sparse, store::npy_header, store::segment_path, drop_cache, page_size,
+        tools::count, tools::find, tools::find_all, tools::grep, tools::grep_count, tools::replace, tools::keep_lines,
+        kmers::kmers, kmers::kmer_labels,
+    );
     m.add_class::<kmers::RecordWriter>()?;
-    m.add_function(wrap_pyfunction!(stats::stats_median, m)?)?;
-    m.add_function(wrap_pyfunction!(stats::stats_quantile, m)?)?;
-    m.add_function(wrap_pyfunction!(stats::stats_histogram, m)?)?;
-    m.add_function(wrap_pyfunction!(stats::stats_extreme, m)?)?;
-    m.add_function(wrap_pyfunction!(stats::stats_sum, m)?)?;
-    m.add_function(wrap_pyfunction!(stats::stats_mean, m)?)?;
+    add_functions!(m:
+        stats::stats_median, stats::stats_quantile, stats::stats_histogram, stats::stats_extreme, stats::stats_sum,
+        stats::stats_mean,
+    );
     m.add("ACCESS_DEFAULT", mapped::ACCESS_DEFAULT)?;
     m.add("ACCESS_READ", mapped::ACCESS_READ)?;
     m.add("ACCESS_WRITE", mapped::ACCESS_WRITE)?;

@@ -2,18 +2,90 @@
 //! (anonymous mappings are labelled `<anonymous>`), so messages are useful
 //! on their own at the CLI and in Python tracebacks.
 
-use std::io;
 use std::path::{Path, PathBuf};
+use std::{fmt, io};
 
 /// Result alias used throughout the core.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// What went wrong, for front ends to decide by (which Python exception,
+/// whether an error concerns one file or the whole command) without
+/// reading the message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The file or a directory on its path does not exist (ENOENT).
+    NotFound,
+    /// The OS refused access (EACCES, EPERM).
+    PermissionDenied,
+    /// The name exists already (EEXIST).
+    AlreadyExists,
+    /// A directory where a file was needed (EISDIR).
+    IsADirectory,
+    /// A path component is not a directory (ENOTDIR).
+    NotADirectory,
+    /// Not a regular file (a FIFO, device or socket), or a /proc or /sys
+    /// pseudo-file that cannot be edited.
+    NotAFile,
+    /// The file system is full (ENOSPC, EDQUOT).
+    DiskFull,
+    /// Another process truncated the file while it was in use.
+    Truncated,
+    /// Stored data failed an integrity check.
+    Corrupt,
+    /// An input file is not in the expected format.
+    Format,
+    /// A caller-supplied argument is out of range or inconsistent.
+    InvalidArgument,
+    /// The operation needs a writable mapping.
+    ReadOnly,
+    /// The reserved address range of a growable mapping is used up.
+    ReservationExhausted,
+    /// A system call was interrupted by a signal (EINTR).
+    Interrupted,
+    /// Any other operating-system error; [`Error::errno`] has the number.
+    Io,
+}
+
+impl ErrorKind {
+    /// The kind of an OS error number.
+    pub fn from_errno(errno: i32) -> ErrorKind {
+        match errno {
+            libc::ENOENT => ErrorKind::NotFound,
+            libc::EACCES | libc::EPERM => ErrorKind::PermissionDenied,
+            libc::EEXIST => ErrorKind::AlreadyExists,
+            libc::EISDIR => ErrorKind::IsADirectory,
+            libc::ENOTDIR => ErrorKind::NotADirectory,
+            libc::ENOSPC | libc::EDQUOT => ErrorKind::DiskFull,
+            libc::EINTR => ErrorKind::Interrupted,
+            _ => ErrorKind::Io,
+        }
+    }
+
+    fn of_io(e: &io::Error) -> ErrorKind {
+        if let Some(errno) = e.raw_os_error() {
+            return ErrorKind::from_errno(errno);
+        }
+        match e.kind() {
+            io::ErrorKind::NotFound => ErrorKind::NotFound,
+            io::ErrorKind::PermissionDenied => ErrorKind::PermissionDenied,
+            io::ErrorKind::AlreadyExists => ErrorKind::AlreadyExists,
+            io::ErrorKind::Interrupted => ErrorKind::Interrupted,
+            _ => ErrorKind::Io,
+        }
+    }
+}
+
 /// Everything that can go wrong in mmapkit.
+///
+/// Display is "PATH: message" (just the message without a path); front
+/// ends read [`kind`](Error::kind), [`path`](Error::path),
+/// [`errno`](Error::errno) and [`message`](Error::message) instead of
+/// parsing it.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// An operating-system call failed.
-    #[error("{}: {op}: {}", path.display(), os_message(source))]
     Io {
         /// The file.
         path: PathBuf,
@@ -25,14 +97,12 @@ pub enum Error {
     },
     /// Another process truncated the file while it was mapped; the pages
     /// past the new end were lost and now read as zeros.
-    #[error("{}: file was truncated while mapped; data past its new end is gone", path.display())]
     FileTruncated {
         /// The file.
         path: PathBuf,
     },
     /// Another process truncated the file while it was read or edited
     /// through `read`/`pwrite` (not mapped): the operation stopped there.
-    #[error("{}: file was truncated by another process while {during}", path.display())]
     Truncated {
         /// The file.
         path: PathBuf,
@@ -40,7 +110,6 @@ pub enum Error {
         during: &'static str,
     },
     /// Extending a file failed because the file system is full.
-    #[error("{}: no space left on device{}", path.display(), extend_to(*size))]
     DiskFull {
         /// The file.
         path: PathBuf,
@@ -49,7 +118,6 @@ pub enum Error {
     },
     /// The mapping cannot grow in place any further while borrowed views
     /// exist (the reserved address range is used up).
-    #[error("{}: cannot grow to {requested} bytes in place: {reserved} bytes of address space are reserved and views are still alive (open with a larger reserve)", path.display())]
     ReservationExhausted {
         /// The file.
         path: PathBuf,
@@ -59,7 +127,6 @@ pub enum Error {
         requested: usize,
     },
     /// The operation needs a writable mapping.
-    #[error("{}: mapping is read-only", path.display())]
     ReadOnly {
         /// The file.
         path: PathBuf,
@@ -67,7 +134,6 @@ pub enum Error {
     /// Stored data failed an integrity check (a checksum, a broken frame,
     /// a sealed log segment that does not verify). `detail` says where
     /// (entry index, segment, offset).
-    #[error("{}: corrupt: {detail}", path.display())]
     Corrupt {
         /// The file.
         path: PathBuf,
@@ -77,16 +143,36 @@ pub enum Error {
     /// An input file is not in the expected format (a malformed `.npy`
     /// header, a FASTA/FASTQ record that does not parse). `detail` names
     /// the record or field.
-    #[error("{}: {detail}", path.display())]
     Format {
         /// The file.
         path: PathBuf,
         /// What is wrong and where.
         detail: String,
     },
-    /// A caller-supplied argument is out of range or inconsistent.
-    #[error("{0}")]
+    /// A request this file cannot serve: not a regular file, a range past
+    /// its end, an output that is one of the inputs. `kind` is
+    /// [`ErrorKind::NotAFile`], [`ErrorKind::IsADirectory`] or
+    /// [`ErrorKind::InvalidArgument`].
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What kind of refusal.
+        kind: ErrorKind,
+        /// What is wrong.
+        detail: String,
+    },
+    /// A caller-supplied argument is out of range or inconsistent, not
+    /// tied to one file (a bad pattern, option or dtype).
     InvalidArgument(String),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.path() {
+            Some(path) => write!(f, "{}: {}", path.display(), self.message()),
+            None => f.write_str(&self.message()),
+        }
+    }
 }
 
 /// " to extend the file to N bytes", or nothing when the size is unknown (0).
@@ -101,11 +187,7 @@ fn extend_to(size: u64) -> String {
 /// An OS error's text without Rust's " (os error N)" suffix, as coreutils
 /// and Python print it ("No such file or directory").
 pub fn os_message(e: &io::Error) -> String {
-    let s = e.to_string();
-    match s.find(" (os error ") {
-        Some(i) => s[..i].to_owned(),
-        None => s,
-    }
+    e.raw_os_error().map_or_else(|| e.to_string(), crate::map::strerror)
 }
 
 impl Error {
@@ -127,20 +209,54 @@ impl Error {
         Self::io(path, op, io::Error::last_os_error())
     }
 
-    /// The errno behind this error, when there is one (used by the Python
-    /// binding to raise the matching `OSError` subclass).
-    pub fn raw_os_error(&self) -> Option<i32> {
+    /// A request that is invalid for this file (see [`Error::Invalid`]).
+    pub(crate) fn invalid(path: &Path, detail: impl Into<String>) -> Self {
+        Error::Invalid { path: path.to_owned(), kind: ErrorKind::InvalidArgument, detail: detail.into() }
+    }
+
+    /// This file is not a regular file (or is one this operation cannot use).
+    pub(crate) fn not_a_file(path: &Path, detail: impl Into<String>) -> Self {
+        Error::Invalid { path: path.to_owned(), kind: ErrorKind::NotAFile, detail: detail.into() }
+    }
+
+    /// What went wrong.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Io { source, .. } => ErrorKind::of_io(source),
+            Error::FileTruncated { .. } | Error::Truncated { .. } => ErrorKind::Truncated,
+            Error::DiskFull { .. } => ErrorKind::DiskFull,
+            Error::ReservationExhausted { .. } => ErrorKind::ReservationExhausted,
+            Error::ReadOnly { .. } => ErrorKind::ReadOnly,
+            Error::Corrupt { .. } => ErrorKind::Corrupt,
+            Error::Format { .. } => ErrorKind::Format,
+            Error::Invalid { kind, .. } => *kind,
+            Error::InvalidArgument(_) => ErrorKind::InvalidArgument,
+        }
+    }
+
+    /// The errno behind this error, when there is one: the OS's for
+    /// failed calls, and the conventional one for the conditions mmapkit
+    /// detects itself (ENOSPC for a full disk, EFAULT for a truncated file,
+    /// EIO for corrupt data, EACCES for a read-only mapping, EISDIR).
+    pub fn errno(&self) -> Option<i32> {
         match self {
             Error::Io { source, .. } => source.raw_os_error(),
             Error::DiskFull { .. } => Some(libc::ENOSPC),
             Error::FileTruncated { .. } | Error::Truncated { .. } => Some(libc::EFAULT),
             Error::ReadOnly { .. } => Some(libc::EACCES),
             Error::Corrupt { .. } => Some(libc::EIO),
+            Error::Invalid { kind: ErrorKind::IsADirectory, .. } => Some(libc::EISDIR),
             _ => None,
         }
     }
 
-    /// The file this error is about, if any.
+    /// Same as [`errno`](Error::errno) (the name `std::io::Error` uses).
+    pub fn raw_os_error(&self) -> Option<i32> {
+        self.errno()
+    }
+
+    /// The file this error is about; `None` for an argument not tied to a
+    /// file (a bad pattern or option).
     pub fn path(&self) -> Option<&Path> {
         match self {
             Error::Io { path, .. }
@@ -150,8 +266,28 @@ impl Error {
             | Error::ReservationExhausted { path, .. }
             | Error::ReadOnly { path }
             | Error::Corrupt { path, .. }
-            | Error::Format { path, .. } => Some(path),
+            | Error::Format { path, .. }
+            | Error::Invalid { path, .. } => Some(path),
             Error::InvalidArgument(_) => None,
+        }
+    }
+
+    /// The message without the path: what Display prints after "PATH: "
+    /// (for an OS error, "op: OS text", e.g. "open: No such file or
+    /// directory").
+    pub fn message(&self) -> String {
+        match self {
+            Error::Io { op, source, .. } => format!("{op}: {}", os_message(source)),
+            Error::FileTruncated { .. } => "file was truncated while mapped; data past its new end is gone".into(),
+            Error::Truncated { during, .. } => format!("file was truncated by another process while {during}"),
+            Error::DiskFull { size, .. } => format!("no space left on device{}", extend_to(*size)),
+            Error::ReservationExhausted { reserved, requested, .. } => format!(
+                "cannot grow to {requested} bytes in place: {reserved} bytes of address space are reserved \
+                 and views are still alive (open with a larger reserve)"
+            ),
+            Error::ReadOnly { .. } => "mapping is read-only".into(),
+            Error::Corrupt { detail, .. } => format!("corrupt: {detail}"),
+            Error::Format { detail, .. } | Error::Invalid { detail, .. } | Error::InvalidArgument(detail) => detail.clone(),
         }
     }
 }
@@ -175,3 +311,7 @@ mod message_tests {
         assert_eq!(e.to_string(), "f: file was truncated while mapped; data past its new end is gone");
     }
 }
+
+#[cfg(test)]
+#[path = "error_tests.rs"]
+mod tests;

@@ -376,10 +376,7 @@ pub fn output_target(path: &Path, inputs: &[&Path]) -> Result<Target> {
             match fs::metadata(&real) {
                 Ok(r) if same_file(&r, &m) => Target::File { real, existing: Some(m) },
                 _ => {
-                    return Err(Error::InvalidArgument(format!(
-                        "{}: cannot find the file this path refers to; refusing to write it",
-                        path.display()
-                    )))
+                    return Err(Error::invalid(path, "cannot find the file this path refers to; refusing to write it"))
                 }
             }
         }
@@ -387,9 +384,8 @@ pub fn output_target(path: &Path, inputs: &[&Path]) -> Result<Target> {
             if stdout_meta().is_some_and(|s| same_file(&s, &m)) {
                 return Ok(Target::Stdout);
             }
-            return Err(Error::InvalidArgument(format!(
-                "{}: is {}, not a regular file; refusing to replace it",
-                path.display(),
+            return Err(Error::not_a_file(path, format!(
+                "is {}, not a regular file; refusing to replace it",
                 kind_name(&m)
             )));
         }
@@ -399,9 +395,8 @@ pub fn output_target(path: &Path, inputs: &[&Path]) -> Result<Target> {
     if let Target::File { existing: Some(out), .. } = &target {
         for input in inputs {
             if fs::metadata(input).is_ok_and(|m| same_file(&m, out)) {
-                return Err(Error::InvalidArgument(format!(
-                    "{}: the output is the input file {}; refusing to overwrite it",
-                    path.display(),
+                return Err(Error::invalid(path, format!(
+                    "the output is the input file {}; refusing to overwrite it",
                     input.display()
                 )));
             }
@@ -426,10 +421,7 @@ impl AtomicFile {
     pub fn create(path: &Path, inputs: &[&Path]) -> Result<AtomicFile> {
         match output_target(path, inputs)? {
             Target::File { real, existing } => Self::for_target(path, real, existing.as_ref()),
-            Target::Stdout => Err(Error::InvalidArgument(format!(
-                "{}: is standard output; this output needs a regular file",
-                path.display()
-            ))),
+            Target::Stdout => Err(Error::invalid(path, "is standard output; this output needs a regular file")),
         }
     }
 

@@ -16,7 +16,7 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use crate::map::{self, Map, Mode};
-use crate::{Error, Result};
+use crate::{Error, ErrorKind, Result};
 
 /// What [`file_info`] reports about one regular file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,7 +56,7 @@ impl FileInfo {
 /// Looking at residency does not read the file, so it does not change it.
 /// Errors name the path: a missing or unreadable file gives
 /// [`Error::Io`], a directory or other non-regular file gives
-/// [`Error::InvalidArgument`].
+/// [`Error::Invalid`] (kind `IsADirectory` or `NotAFile`).
 pub fn file_info(path: &Path) -> Result<FileInfo> {
     let meta = regular_file_metadata(path)?;
     let size = meta.len();
@@ -98,9 +98,10 @@ fn regular_file_metadata(path: &Path) -> Result<Metadata> {
     if ft.is_file() {
         return Ok(meta);
     }
-    let what = if ft.is_dir() {
-        "is a directory"
-    } else if ft.is_fifo() {
+    if ft.is_dir() {
+        return Err(Error::Invalid { path: path.to_owned(), kind: ErrorKind::IsADirectory, detail: "is a directory".into() });
+    }
+    let what = if ft.is_fifo() {
         "is a FIFO, not a regular file"
     } else if ft.is_socket() {
         "is a socket, not a regular file"
@@ -109,10 +110,7 @@ fn regular_file_metadata(path: &Path) -> Result<Metadata> {
     } else {
         "is not a regular file"
     };
-    Err(Error::InvalidArgument(format!(
-        "{}: {what}",
-        path.display()
-    )))
+    Err(Error::not_a_file(path, what))
 }
 
 #[cfg(test)]
@@ -168,7 +166,7 @@ mod tests {
     fn directory_is_rejected_naming_the_path() {
         let dir = tempfile::tempdir().unwrap();
         let err = file_info(dir.path()).unwrap_err();
-        assert!(matches!(err, Error::InvalidArgument(_)), "{err:?}");
+        assert_eq!((err.kind(), err.errno(), err.path()), (ErrorKind::IsADirectory, Some(libc::EISDIR), Some(dir.path())));
         let msg = err.to_string();
         assert!(msg.contains(&*dir.path().to_string_lossy()), "{msg}");
         assert!(msg.contains("is a directory"), "{msg}");
@@ -200,6 +198,7 @@ mod tests {
             return; // no mkfifo on this system: nothing to test
         }
         let err = file_info(&path).unwrap_err();
+        assert_eq!((err.kind(), err.path()), (ErrorKind::NotAFile, Some(path.as_path())));
         assert!(err.to_string().contains("not a regular file"), "{err}");
     }
 }

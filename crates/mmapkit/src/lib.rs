@@ -40,4 +40,4 @@ pub mod store;
 mod test_util;
 pub mod writer;
 
-pub use error::{os_message, Error, Result};
+pub use error::{os_message, Error, ErrorKind, Result};

@@ -310,9 +310,8 @@ impl RecordWriter {
         let records = self.records();
         let writes = self.writes.load(Ordering::Acquire);
         if writes != records {
-            return Err(Error::InvalidArgument(format!(
-                "{}: {writes} record writes for {records} records; every record must be written once before finish()",
-                self.map.path().display()
+            return Err(Error::invalid(self.map.path(), format!(
+                "{writes} record writes for {records} records; every record must be written once before finish()"
             )));
         }
         if self.n.is_none() && self.header_len > 0 {

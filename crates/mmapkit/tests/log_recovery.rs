@@ -223,6 +223,8 @@ fn full_filesystem_fails_cleanly() {
         assert!(acked < 10_000, "never ran out of space");
     };
     assert!(matches!(err, Error::DiskFull { .. }), "{err}");
+    assert_eq!((err.kind(), err.errno()), (mmapkit::ErrorKind::DiskFull, Some(libc::ENOSPC)));
+    assert!(err.path().is_some_and(|p| p.parent() == Some(dir.as_path())), "names the segment: {err}");
     assert!(err.to_string().contains("no space"), "{err}");
     assert!(acked > 100);
     // Still usable: reads work, a failed append again fails cleanly, no temp file is left.

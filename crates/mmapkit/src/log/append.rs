@@ -16,9 +16,8 @@ impl CommitLog {
         for (_, b) in entries {
             let n = b.as_ref().len();
             if n > format::MAX_ENTRY {
-                return Err(Error::InvalidArgument(format!(
-                    "{}: entry of {n} bytes is larger than the maximum of {} bytes",
-                    self.dir.display(),
+                return Err(Error::invalid(&self.dir, format!(
+                    "entry of {n} bytes is larger than the maximum of {} bytes",
                     format::MAX_ENTRY
                 )));
             }

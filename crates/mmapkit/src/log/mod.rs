@@ -183,11 +183,11 @@ impl WriterReg {
         let key = (m.dev(), m.ino());
         let mut w = lock(&WRITERS);
         if w.contains(&key) {
-            return Err(Error::InvalidArgument(format!(
-                "{}: the log is already open for writing in this process \
+            return Err(Error::invalid(
+                dir,
+                "the log is already open for writing in this process \
                  (close that handle first, or open this one read-only)",
-                dir.display()
-            )));
+            ));
         }
         w.push(key);
         Ok(WriterReg(key))
@@ -269,10 +269,7 @@ impl CommitLog {
             });
         }
         if self.poisoned.load(Ordering::Acquire) {
-            return Err(Error::InvalidArgument(format!(
-                "{}: a truncation failed half-way (I/O error); reopen the log to recover it",
-                self.dir.display()
-            )));
+            return Err(Error::invalid(&self.dir, "a truncation failed half-way (I/O error); reopen the log to recover it"));
         }
         Ok(())
     }

@@ -293,15 +293,11 @@ impl CommitLog {
     pub fn open(dir: impl AsRef<Path>, opts: LogOptions) -> Result<CommitLog> {
         let dir = dir.as_ref().to_owned();
         if opts.first_index == 0 {
-            return Err(Error::InvalidArgument(format!(
-                "{}: first_index must be at least 1",
-                dir.display()
-            )));
+            return Err(Error::invalid(&dir, "first_index must be at least 1"));
         }
         if opts.segment_size < 4096 {
-            return Err(Error::InvalidArgument(format!(
-                "{}: segment_size must be at least 4096 bytes, not {}",
-                dir.display(),
+            return Err(Error::invalid(&dir, format!(
+                "segment_size must be at least 4096 bytes, not {}",
                 opts.segment_size
             )));
         }
@@ -338,10 +334,7 @@ impl CommitLog {
                         std::thread::sleep(std::time::Duration::from_millis(10));
                     }
                     Err(std::fs::TryLockError::WouldBlock) => {
-                        return Err(Error::InvalidArgument(format!(
-                            "{}: the log is open for writing by another process (open it read-only)",
-                            dir.display()
-                        )))
+                        return Err(Error::invalid(&dir, "the log is open for writing by another process (open it read-only)"))
                     }
                     Err(std::fs::TryLockError::Error(e)) => return Err(Error::io(&p, "flock", e)),
                 }

@@ -57,9 +57,8 @@ pub(super) fn index_sealed(f: &SegFile, want: u64) -> Result<Vec<u64>> {
 impl CommitLog {
     pub(super) fn range_check(&self, s: &State, lo: u64, hi: u64) -> Result<()> {
         if lo > hi || lo < s.first() || hi > s.last + 1 {
-            return Err(Error::InvalidArgument(format!(
-                "{}: entries {lo}..{hi} are not in the log (it holds {}..{})",
-                self.dir.display(),
+            return Err(Error::invalid(&self.dir, format!(
+                "entries {lo}..{hi} are not in the log (it holds {}..{})",
                 s.first(),
                 s.last + 1
             )));

@@ -304,6 +304,7 @@ fn flipped_byte_in_sealed_segment_is_reported_by_read_and_verify() {
     flip(&seg, HEADER_LEN + 2 * 96 + REC + 5, 1); // entry 3's payload (96 B per batch)
     let log = CommitLog::open(dir.path(), opts(4096)).unwrap(); // only the tail is scanned
     let e = log.verify().unwrap_err();
+    assert_eq!((e.kind(), e.path(), e.errno()), (crate::ErrorKind::Corrupt, Some(seg.as_path()), Some(libc::EIO)));
     assert!(e.to_string().contains("entry 3"), "{e}");
     assert!(
         e.to_string()

@@ -17,9 +17,8 @@ impl CommitLog {
                 return Ok(());
             }
             if index + 1 < s.first() {
-                return Err(Error::InvalidArgument(format!(
-                    "{}: cannot truncate after {index}: entries before {} were purged",
-                    self.dir.display(),
+                return Err(Error::invalid(&self.dir, format!(
+                    "cannot truncate after {index}: entries before {} were purged",
                     s.first()
                 )));
             }

@@ -64,7 +64,7 @@ use std::sync::Mutex;
 use libc::c_int;
 
 pub use sys::page_size;
-pub(crate) use sys::fs_type;
+pub(crate) use sys::{fs_type, strerror};
 
 use crate::{Error, Result};
 
@@ -250,10 +250,7 @@ impl MapOptions {
         }
         if let Some(size) = self.size {
             if !writable {
-                return Err(Error::InvalidArgument(format!(
-                    "{}: size= needs a writable mode",
-                    path.display()
-                )));
+                return Err(Error::invalid(path, "size= needs a writable mode"));
             }
             if meta.len() < size {
                 sys::allocate(&file, meta.len(), size - meta.len())
@@ -289,32 +286,27 @@ impl MapOptions {
         let len = match self.len {
             Some(n) => n,
             None if !regular => {
-                return Err(Error::InvalidArgument(format!(
-                    "{}: not a regular file; give the length to map",
-                    path.display()
-                )))
+                return Err(Error::not_a_file(&path, "not a regular file; give the length to map"))
             }
             None => {
                 if self.offset > file_len {
-                    return Err(Error::InvalidArgument(format!(
-                        "{}: offset {} is past the end of the file ({} bytes)",
-                        path.display(),
+                    return Err(Error::invalid(&path, format!(
+                        "offset {} is past the end of the file ({} bytes)",
                         self.offset,
                         file_len
                     )));
                 }
                 usize::try_from(file_len - self.offset).map_err(|_| {
-                    Error::InvalidArgument(format!("{}: file too large to map", path.display()))
+                    Error::invalid(&path, "file too large to map")
                 })?
             }
         };
         let end = self.offset.checked_add(len as u64).ok_or_else(|| {
-            Error::InvalidArgument(format!("{}: offset + length overflows", path.display()))
+            Error::invalid(&path, "offset + length overflows")
         })?;
         if regular && end > file_len {
-            return Err(Error::InvalidArgument(format!(
-                "{}: cannot map {} bytes at offset {}: the file has only {} bytes",
-                path.display(),
+            return Err(Error::invalid(&path, format!(
+                "cannot map {} bytes at offset {}: the file has only {} bytes",
                 len,
                 self.offset,
                 file_len
@@ -630,9 +622,8 @@ impl Map {
         self.bounds(offset, 8)?;
         let ptr = self.data().wrapping_add(offset);
         if !(ptr as usize).is_multiple_of(8) {
-            return Err(Error::InvalidArgument(format!(
-                "{}: store_word at offset {offset} is not 8-byte aligned",
-                self.path.display()
+            return Err(Error::invalid(&self.path, format!(
+                "store_word at offset {offset} is not 8-byte aligned"
             )));
         }
         self.check()?;
@@ -660,9 +651,8 @@ impl Map {
     fn bounds(&self, offset: usize, len: usize) -> Result<usize> {
         match offset.checked_add(len) {
             Some(end) if end <= self.len() => Ok(end),
-            _ => Err(Error::InvalidArgument(format!(
-                "{}: range {}..{} is outside the map of {} bytes",
-                self.path.display(),
+            _ => Err(Error::invalid(&self.path, format!(
+                "range {}..{} is outside the map of {} bytes",
                 offset,
                 offset.saturating_add(len),
                 self.len()
@@ -694,7 +684,7 @@ impl Map {
             return Ok(());
         }
         let need = self.delta.checked_add(new_len).map(sys::round_up).ok_or_else(|| {
-            Error::InvalidArgument(format!("{}: length {new_len} too large", self.path.display()))
+            Error::invalid(&self.path, format!("length {new_len} too large"))
         })?;
         let reserved = self.reserved();
         if need > reserved {
@@ -739,9 +729,8 @@ impl Map {
             return Ok(());
         }
         if !(self.is_writable() && (self.is_shared() || self.anonymous)) {
-            return Err(Error::InvalidArgument(format!(
-                "{}: cannot map up to byte {want}: the file has only {have} bytes and this map cannot extend it",
-                self.path.display()
+            return Err(Error::invalid(&self.path, format!(
+                "cannot map up to byte {want}: the file has only {have} bytes and this map cannot extend it"
             )));
         }
         sys::allocate(&self.file, have, want - have).map_err(|e| disk_err(&self.path, want, e))
@@ -1051,7 +1040,7 @@ pub fn drop_cache(path: impl AsRef<Path>) -> Result<()> {
         return Err(Error::io(path, "evict", std::io::Error::from_raw_os_error(libc::EISDIR)));
     }
     if !meta.is_file() {
-        return Err(Error::InvalidArgument(format!("{}: not a regular file", path.display())));
+        return Err(Error::not_a_file(path, "not a regular file"));
     }
     file.sync_all().map_err(|e| Error::io(path, "fsync", e))?;
     sys::fadvise_dontneed(&file).map_err(|e| Error::io(path, "posix_fadvise", e))

@@ -252,9 +252,8 @@ impl AppendMap {
     /// up to `sealed` sealed (`header <= sealed <= len`).
     pub fn new(map: Map, header: usize, sealed: usize) -> Result<AppendMap> {
         if header > sealed || sealed > map.len() {
-            return Err(Error::InvalidArgument(format!(
-                "{}: append map bounds {header}..{sealed} outside {} bytes",
-                map.path().display(),
+            return Err(Error::invalid(map.path(), format!(
+                "append map bounds {header}..{sealed} outside {} bytes",
                 map.len()
             )));
         }
@@ -287,9 +286,8 @@ impl AppendMap {
         let _g = self.lock();
         let sealed = self.sealed();
         if offset < sealed {
-            return Err(Error::InvalidArgument(format!(
-                "{}: write at {offset} inside the sealed prefix ({sealed} bytes)",
-                self.map.path().display()
+            return Err(Error::invalid(self.map.path(), format!(
+                "write at {offset} inside the sealed prefix ({sealed} bytes)"
             )));
         }
         self.map.raw_write(offset, data)
@@ -299,9 +297,8 @@ impl AppendMap {
     pub fn seal(&self, upto: usize) -> Result<()> {
         let _g = self.lock();
         if upto > self.map.len() {
-            return Err(Error::InvalidArgument(format!(
-                "{}: cannot seal {upto} bytes of a {}-byte map",
-                self.map.path().display(),
+            return Err(Error::invalid(self.map.path(), format!(
+                "cannot seal {upto} bytes of a {}-byte map",
                 self.map.len()
             )));
         }
@@ -328,9 +325,8 @@ impl AppendMap {
     fn header_range(&self, offset: usize, len: usize) -> Result<()> {
         match offset.checked_add(len) {
             Some(end) if end <= self.header => Ok(()),
-            _ => Err(Error::InvalidArgument(format!(
-                "{}: range {offset}..+{len} is outside the {}-byte header",
-                self.map.path().display(),
+            _ => Err(Error::invalid(self.map.path(), format!(
+                "range {offset}..+{len} is outside the {}-byte header",
                 self.header
             ))),
         }
@@ -344,9 +340,8 @@ impl AppendMap {
     /// access: no sealed slice can be alive).
     pub fn set_sealed(&mut self, sealed: usize) -> Result<()> {
         if sealed < self.header || sealed > self.map.len() {
-            return Err(Error::InvalidArgument(format!(
-                "{}: sealed end {sealed} outside {}..={}",
-                self.map.path().display(),
+            return Err(Error::invalid(self.map.path(), format!(
+                "sealed end {sealed} outside {}..={}",
                 self.header,
                 self.map.len()
             )));

@@ -371,3 +371,20 @@ pub fn fs_type(file: &File) -> Option<i64> {
     #[allow(clippy::unnecessary_cast)] // f_type is not i64 on every target
     Some(st.f_type as i64)
 }
+
+/// The C library's text for an errno ("No such file or directory"), as
+/// coreutils and Python print it (and Rust's `io::Error` before its
+/// " (os error N)"); "Unknown error N" for a number it does not know.
+pub fn strerror(errno: c_int) -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the XSI strerror_r (what the libc crate binds on Linux)
+    // writes a NUL-terminated string of at most `buf.len()` bytes into
+    // `buf`, valid for writes; on failure `buf` stays zeroed (empty).
+    unsafe { libc::strerror_r(errno, buf.as_mut_ptr().cast(), buf.len()) };
+    let text = CStr::from_bytes_until_nul(&buf).map(CStr::to_string_lossy).unwrap_or_default();
+    if text.is_empty() {
+        format!("Unknown error {errno}")
+    } else {
+        text.into_owned()
+    }
+}

@@ -217,7 +217,7 @@ pub fn keep_lines(path: impl AsRef<Path>, n: u64, opts: &ScanOptions) -> Result<
     let file = OpenOptions::new().write(true).open(path).map_err(|e| Error::io(path, "open", e))?;
     let meta = file.metadata().map_err(|e| Error::io(path, "stat", e))?;
     if !meta.is_file() {
-        return Err(Error::InvalidArgument(format!("{}: not a regular file", path.display())));
+        return Err(Error::not_a_file(path, "not a regular file"));
     }
     let old_len = meta.len();
     let unchanged = KeepReport { new_len: old_len, old_len, truncated: false };
@@ -269,16 +269,15 @@ fn regular_file(path: &Path, op: &'static str) -> Result<Metadata> {
         return Err(Error::io(path, op, io::Error::from_raw_os_error(libc::EISDIR)));
     }
     if !meta.is_file() {
-        return Err(Error::InvalidArgument(format!("{}: not a regular file", path.display())));
+        return Err(Error::not_a_file(path, "not a regular file"));
     }
     // Sizes on procfs/sysfs are not contents (0 for /proc/meminfo): editing
     // would silently find nothing.
     if meta.len() == 0 || meta.len() == crate::map::page_size() as u64 {
         let f = File::open(path).map_err(|e| Error::io(path, "open", e))?;
         if super::source::pseudo_fs(&f) {
-            return Err(Error::InvalidArgument(format!(
-                "{}: a /proc or /sys file cannot be edited in place ({op})",
-                path.display()
+            return Err(Error::not_a_file(path, format!(
+                "a /proc or /sys file cannot be edited in place ({op})"
             )));
         }
     }

@@ -126,7 +126,7 @@ pub(crate) fn open_input(path: &Path) -> Result<Opened> {
         return Ok(Opened::Stream(Box::new(file)));
     }
     if !ft.is_file() {
-        return Err(Error::InvalidArgument(format!("{}: not a regular file, pipe or character device", path.display())));
+        return Err(Error::not_a_file(path, "not a regular file, pipe or character device"));
     }
     Ok(Opened::File { file, len: meta.len() })
 }
@@ -166,10 +166,10 @@ impl Source {
         let strategy = if strategy == Strategy::Stream { Strategy::Read } else { strategy };
         match Input::open(path, strategy)? {
             Input::Random(s) => Ok(s),
-            Input::Stream(_) => Err(Error::InvalidArgument(format!(
-                "{}: not a regular file with a size (a pipe, device or /proc file can only be read as a stream)",
-                label(path).display()
-            ))),
+            Input::Stream(_) => Err(Error::not_a_file(
+                label(path),
+                "not a regular file with a size (a pipe, device or /proc file can only be read as a stream)",
+            )),
         }
     }
 

@@ -129,9 +129,8 @@ impl<'a> Data<'a> {
         }
         fn cast<'b, T: bytemuck::Pod>(b: &'b [u8], label: &Path) -> Result<&'b [T]> {
             bytemuck::try_cast_slice(b).map_err(|_| {
-                Error::InvalidArgument(format!(
-                    "{}: data is not aligned for {}-byte elements (use an offset that is a multiple of the element size)",
-                    label.display(),
+                Error::invalid(label, format!(
+                    "data is not aligned for {}-byte elements (use an offset that is a multiple of the element size)",
                     std::mem::align_of::<T>()
                 ))
             })
@@ -238,10 +237,7 @@ impl MappedArray {
             (dtype.expect("raw files have a dtype"), offset, count)
         } else {
             if offset != 0 || count.is_some() {
-                return Err(Error::InvalidArgument(format!(
-                    "{}: offset and count apply to raw files; a .npy file is read through its header",
-                    path.display()
-                )));
+                return Err(Error::invalid(path, "offset and count apply to raw files; a .npy file is read through its header"));
             }
             let (header, data_offset) = crate::store::array::read_header_of(path)?;
             let fmt = |detail: String| Error::Format { path: path.to_owned(), detail };

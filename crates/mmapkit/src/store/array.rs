@@ -211,12 +211,12 @@ fn check_dtype(path: &Path, header: &Header, item_size: Option<usize>) -> Result
 fn row_bytes_of(path: &Path, item_size: usize, row_shape: &[u64]) -> Result<usize> {
     let items = row_shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
     match items.and_then(|n| n.checked_mul(item_size as u64)).and_then(|b| usize::try_from(b).ok()) {
-        Some(0) => Err(Error::InvalidArgument(format!(
-            "{}: rows of zero bytes cannot be stored (item size {item_size}, row shape {row_shape:?})",
-            path.display()
-        ))),
+        Some(0) => Err(Error::invalid(
+            path,
+            format!("rows of zero bytes cannot be stored (item size {item_size}, row shape {row_shape:?})"),
+        )),
         Some(b) => Ok(b),
-        None => Err(Error::InvalidArgument(format!("{}: row shape {row_shape:?} is too large", path.display()))),
+        None => Err(Error::invalid(path, format!("row shape {row_shape:?} is too large"))),
     }
 }
 
@@ -309,7 +309,7 @@ impl ArrayStore {
             .capacity_rows
             .checked_mul(row_bytes as u64)
             .and_then(|b| b.checked_add(data_off as u64))
-            .ok_or_else(|| Error::InvalidArgument(format!("{}: {} rows are too many", path.display(), opts.capacity_rows)))?;
+            .ok_or_else(|| Error::invalid(path, format!("{} rows are too many", opts.capacity_rows)))?;
         let file = replace_atomically(path, &bytes, None, capacity)?;
         let mut store = Self::map_writer(file, path, header, item_size, row_bytes, data_off, field, opts)?;
         store.keep_len = data_off;
@@ -362,7 +362,7 @@ impl ArrayStore {
         }
         header.fortran_order = false;
         let item_size = check_dtype(path, &header, item_size)?;
-        let row_bytes = row_bytes_of(path, item_size, &header.shape[1..]).map_err(|e| format_err(path, e.to_string()))?;
+        let row_bytes = row_bytes_of(path, item_size, &header.shape[1..]).map_err(|e| format_err(path, e.message()))?;
         if !writable {
             header.shape[0] = trusted_rows(&file, path, &header, data_off, row_bytes)?;
         }
@@ -522,10 +522,7 @@ impl ArrayStore {
             return Err(Error::ReadOnly { path: self.path.clone() });
         }
         if self.owner != std::process::id() {
-            return Err(Error::InvalidArgument(format!(
-                "{}: this writer was inherited from the parent process (fork), which still owns it; open the store again",
-                self.path.display()
-            )));
+            return Err(Error::invalid(&self.path, "this writer was inherited from the parent process (fork), which still owns it; open the store again"));
         }
         Ok(())
     }
@@ -547,7 +544,7 @@ impl ArrayStore {
             .checked_mul(rb)
             .and_then(|b| b.checked_add(self.data_off as u64))
             .and_then(|b| usize::try_from(b).ok())
-            .ok_or_else(|| Error::InvalidArgument(format!("{}: {rows} rows are too many", self.path.display())))?;
+            .ok_or_else(|| Error::invalid(&self.path, format!("{rows} rows are too many")))?;
         self.map.grow(bytes)
     }
 
@@ -557,9 +554,8 @@ impl ArrayStore {
     pub fn append(&mut self, bytes: &[u8]) -> Result<u64> {
         self.need_writer()?;
         if !bytes.len().is_multiple_of(self.row_bytes) {
-            return Err(Error::InvalidArgument(format!(
-                "{}: {} bytes are not a whole number of {}-byte rows",
-                self.path.display(),
+            return Err(Error::invalid(&self.path, format!(
+                "{} bytes are not a whole number of {}-byte rows",
                 bytes.len(),
                 self.row_bytes
             )));

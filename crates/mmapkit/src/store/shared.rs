@@ -85,7 +85,7 @@ fn nbytes_of(label: &Path, item_size: usize, shape: &[u64]) -> Result<usize> {
         .iter()
         .try_fold(item_size as u64, |a, &d| a.checked_mul(d))
         .and_then(|b| usize::try_from(b).ok())
-        .ok_or_else(|| Error::InvalidArgument(format!("{}: shape {shape:?} is too large", label.display())))
+        .ok_or_else(|| Error::invalid(label, format!("shape {shape:?} is too large")))
 }
 
 impl Segment {
@@ -248,9 +248,8 @@ impl Segment {
     /// The map offset of data bytes `[offset, offset+len)`, if inside the array.
     fn data_range(&self, what: &str, offset: usize, len: usize) -> Result<usize> {
         if offset.checked_add(len).is_none_or(|e| e > self.nbytes) {
-            return Err(Error::InvalidArgument(format!(
-                "{}: {what} of {len} bytes at {offset} is outside the {}-byte array",
-                self.path.display(),
+            return Err(Error::invalid(&self.path, format!(
+                "{what} of {len} bytes at {offset} is outside the {}-byte array",
                 self.nbytes
             )));
         }

@@ -6,7 +6,7 @@ use super::*;
 pub(super) fn real_path(path: &Path) -> Result<PathBuf> {
     match crate::fs::output_target(path, &[])? {
         crate::fs::Target::File { real, .. } => Ok(real),
-        crate::fs::Target::Stdout => Err(Error::InvalidArgument(format!("{}: not a regular file", path.display()))),
+        crate::fs::Target::Stdout => Err(Error::not_a_file(path, "not a regular file")),
     }
 }
 
@@ -20,10 +20,7 @@ pub(super) fn commit(path: &Path, real: &Path, meta: &Metadata, tmp: TempFile, r
     if (now.ino(), now.dev(), now.len(), now.mtime(), now.mtime_nsec())
         != (meta.ino(), meta.dev(), meta.len(), meta.mtime(), meta.mtime_nsec())
     {
-        return Err(Error::InvalidArgument(format!(
-            "{}: the file changed while it was being rewritten; left as it is",
-            path.display()
-        )));
+        return Err(Error::invalid(path, "the file changed while it was being rewritten; left as it is"));
     }
     if let Some(sfx) = &ropts.backup {
         link_backup(real, sfx)?;
