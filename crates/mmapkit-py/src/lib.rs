@@ -5,6 +5,7 @@
 //! lives in the `mmapkit` crate.
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod buffer;
 mod errors;
 mod kmers;
 mod log;
@@ -42,6 +43,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CorruptError", py.get_type::<errors::CorruptError>())?;
     m.add("FormatError", py.get_type::<errors::FormatError>())?;
     m.add("ReservationExhaustedError", py.get_type::<errors::ReservationExhaustedError>())?;
+    m.add_class::<store::NpyBuffer>()?;
     m.add_class::<store::ArrayStoreCore>()?;
     m.add_class::<store::SharedSegment>()?;
     m.add_function(wrap_pyfunction!(store::sparse, m)?)?;
