@@ -375,9 +375,11 @@ class CommitLog:
     def __new__(
         cls,
         path: _Path,
-        segment_size: int = ...,  # a new log's only; an existing log keeps its own
+        # None: the core's default. segment_size and first_index apply to a
+        # new log only; an existing log keeps its own.
+        segment_size: Optional[int] = None,
         sync: Union[str, float, None] = None,
-        first_index: int = 1,
+        first_index: Optional[int] = None,
         read_only: bool = False,
         repair: bool = False,  # keep a damaged tail's valid prefix; cut bytes go to path/quarantine/
     ) -> Self: ...
