@@ -39,6 +39,15 @@ impl<T> WriteErr<T> for mmapkit::Result<T> {
     }
 }
 
+/// A dict of `"key" => value` pairs (`?` on each insertion).
+macro_rules! dict {
+    ($py:expr, $($k:literal => $v:expr),* $(,)?) => {{
+        let d = PyDict::new($py);
+        $(d.set_item($k, $v)?;)*
+        d
+    }};
+}
+
 /// Batches smaller than this in `never` mode are appended without
 /// releasing the GIL (releasing costs more than the append).
 const DETACH_MIN: usize = 64 << 10;
@@ -126,6 +135,12 @@ impl CommitLog {
             .unwrap_or_else(|e| e.into_inner())
             .clone()
             .ok_or_else(|| PyValueError::new_err("I/O operation on a closed CommitLog"))
+    }
+
+    /// `f` on the open log with the GIL released.
+    fn detached<R: Send>(&self, py: Python<'_>, f: impl FnOnce(&Core) -> mmapkit::Result<R> + Send) -> PyResult<mmapkit::Result<R>> {
+        let log = self.log()?;
+        Ok(py.detach(|| f(&log)))
     }
 
     /// Entries `lo..hi-1` (see `read`), each converted by `item`; the GIL
@@ -240,27 +255,23 @@ impl CommitLog {
 
     /// Drops every entry after ``index``; the next append gets ``index + 1``.
     fn truncate_after(&self, py: Python<'_>, index: u64) -> PyResult<()> {
-        let log = self.log()?;
-        py.detach(|| log.truncate_after(index)).write_err()
+        self.detached(py, |l| l.truncate_after(index))?.write_err()
     }
 
     /// Drops whole segments whose entries are all below ``index``.
     fn purge_before(&self, py: Python<'_>, index: u64) -> PyResult<()> {
-        let log = self.log()?;
-        py.detach(|| log.purge_before(index)).write_err()
+        self.detached(py, |l| l.purge_before(index))?.write_err()
     }
 
     /// Makes everything appended so far durable.
     fn sync(&self, py: Python<'_>) -> PyResult<()> {
-        let log = self.log()?;
-        py.detach(|| log.sync()).py_err()
+        self.detached(py, Core::sync)?.py_err()
     }
 
     /// For a ``read_only=True`` log: picks up what the writing process has
     /// appended, truncated or purged since. Does nothing on a writable log.
     fn refresh(&self, py: Python<'_>) -> PyResult<()> {
-        let log = self.log()?;
-        py.detach(|| log.refresh()).py_err()
+        self.detached(py, Core::refresh)?.py_err()
     }
 
     /// Number of syncs (fdatasync of a range) this handle has made.
@@ -283,24 +294,15 @@ impl CommitLog {
     /// First/last index, entry count and the segments.
     fn stat<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let s = self.log()?.stat().py_err()?;
-        let d = PyDict::new(py);
-        d.set_item("path", s.dir.display().to_string())?;
-        d.set_item("first_index", s.first_index)?;
-        d.set_item("last_index", s.last_index)?;
-        d.set_item("entries", s.entries)?;
-        d.set_item("sync_count", s.sync_count)?;
         let segs = PyList::empty(py);
         for g in s.segments {
-            let e = PyDict::new(py);
-            e.set_item("path", g.path.display().to_string())?;
-            e.set_item("first_index", g.first_index)?;
-            e.set_item("entries", g.entries)?;
-            e.set_item("generation", g.generation)?;
-            e.set_item("size", g.size)?;
-            segs.append(e)?;
+            segs.append(dict!(py,
+                "path" => g.path.display().to_string(), "first_index" => g.first_index,
+                "entries" => g.entries, "generation" => g.generation, "size" => g.size))?;
         }
-        d.set_item("segments", segs)?;
-        Ok(d)
+        Ok(dict!(py,
+            "path" => s.dir.display().to_string(), "first_index" => s.first_index, "last_index" => s.last_index,
+            "entries" => s.entries, "sync_count" => s.sync_count, "segments" => segs))
     }
 
     /// What recovery found on open: ``dropped_entries`` (of a torn tail of
@@ -310,15 +312,10 @@ impl CommitLog {
     fn recovery<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let log = self.log()?;
         let r = log.recovery();
-        let d = PyDict::new(py);
-        d.set_item("dropped_entries", r.dropped_entries)?;
-        d.set_item("dropped_bytes", r.dropped_bytes)?;
-        d.set_item("tail_segment", r.tail_segment.display().to_string())?;
-        d.set_item(
-            "quarantine",
-            r.quarantine.as_ref().map(|q| q.display().to_string()),
-        )?;
-        Ok(d)
+        Ok(dict!(py,
+            "dropped_entries" => r.dropped_entries, "dropped_bytes" => r.dropped_bytes,
+            "tail_segment" => r.tail_segment.display().to_string(),
+            "quarantine" => r.quarantine.as_ref().map(|q| q.display().to_string())))
     }
 
     /// The log's directory.
