@@ -238,6 +238,21 @@ def test_close_finishes_when_the_last_view_is_released(tmp):
     w.close()
 
 
+def test_native_store_and_segment_share_one_buffer_base(tmp):
+    from mmapkit._native import _NpyBuffer
+
+    s = mmapkit.ArrayStore.create(tmp / "b.npy", "<i4", row_shape=(2,))
+    s.extend(np.zeros((3, 2), dtype="<i4"))
+    a = mmapkit.SharedArray.anonymous((2, 2), "<i4")
+    for core, shape in ((s._core, [3, 2]), (a._core, [2, 2])):
+        assert isinstance(core, _NpyBuffer)
+        assert (core.descr, core.shape, core.nbytes) == ("'<i4'", shape, 4 * shape[0] * shape[1])
+        core.close()
+        assert core.closed
+        with pytest.raises(ValueError, match="closed"):
+            core.nbytes
+
+
 def test_reading_while_another_thread_appends_does_not_deadlock(tmp):
     """An append holds the store while the GIL is released; a thread that
     asks for len() meanwhile must wait without the GIL (it used to block

@@ -10,6 +10,7 @@
 use std::any::Any;
 use std::path::PathBuf;
 
+use mmapkit::store::npy::Header;
 use mmapkit::store::{self, ArrayStore, Segment, StoreOptions};
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -19,7 +20,8 @@ use crate::errors::IntoPy;
 
 /// What a store and a segment share: a `.npy` array mapped in memory.
 trait NpyData: Send + Any {
-    fn descr(&self) -> String;
+    /// The header as last published (a store's shape[0] is its length).
+    fn header(&self) -> &Header;
     /// The array's bytes: (pointer, length); they never move.
     fn bytes(&self) -> (*const u8, usize);
     fn data_offset(&self) -> usize;
@@ -32,8 +34,8 @@ trait NpyData: Send + Any {
 }
 
 impl NpyData for ArrayStore {
-    fn descr(&self) -> String {
-        ArrayStore::descr(self).to_owned()
+    fn header(&self) -> &Header {
+        ArrayStore::header(self)
     }
     fn bytes(&self) -> (*const u8, usize) {
         (self.data_ptr(), self.data().len())
@@ -54,8 +56,8 @@ impl NpyData for ArrayStore {
 }
 
 impl NpyData for Segment {
-    fn descr(&self) -> String {
-        self.header().descr.clone()
+    fn header(&self) -> &Header {
+        Segment::header(self)
     }
     fn bytes(&self) -> (*const u8, usize) {
         (self.data_ptr(), self.nbytes())
@@ -113,7 +115,16 @@ impl NpyBuffer {
     }
     #[getter]
     fn descr(&self) -> PyResult<String> {
-        self.with(|d| d.descr())
+        self.with(|d| d.header().descr.clone())
+    }
+    #[getter]
+    fn shape(&self) -> PyResult<Vec<u64>> {
+        self.with(|d| d.header().shape.clone())
+    }
+    /// Bytes lent through the buffer protocol.
+    #[getter]
+    fn nbytes(&self) -> PyResult<usize> {
+        self.with(|d| d.bytes().1)
     }
     #[getter]
     fn data_offset(&self) -> PyResult<usize> {
@@ -294,14 +305,6 @@ impl SharedSegment {
         segment(slf, |s| s.unlink())?.py_err()
     }
 
-    #[getter]
-    fn shape(slf: &Bound<'_, Self>) -> PyResult<Vec<u64>> {
-        segment(slf, |s| s.header().shape.clone())
-    }
-    #[getter]
-    fn nbytes(slf: &Bound<'_, Self>) -> PyResult<usize> {
-        segment(slf, |s| s.nbytes())
-    }
     #[getter]
     fn is_anonymous(slf: &Bound<'_, Self>) -> PyResult<bool> {
         segment(slf, |s| s.is_anonymous())
