@@ -33,6 +33,7 @@ from typing import Any, Optional, Union
 import numpy as np
 import numpy.typing as npt
 
+from ._facade import NpyFacade
 from ._native import MappedFile, SharedSegment, segment_path
 from .store import _descr, _header_dtype, _split_dtype
 
@@ -48,7 +49,7 @@ def _shape(shape: Union[int, tuple[int, ...], list[int]]) -> tuple[int, ...]:
     return (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
 
 
-class SharedArray:
+class SharedArray(NpyFacade):
     """A numpy array in shared memory; see the module docs.
 
     ``np.asarray(a)`` / :meth:`numpy` give zero-copy views; ``a[...]``
@@ -56,12 +57,11 @@ class SharedArray:
     process attaches instead of receiving a copy.
     """
 
-    __slots__ = ("_seg", "_dtype", "_shape", "__weakref__")
+    __slots__ = ("_shape",)
+    _core: SharedSegment
 
     def __init__(self, seg: SharedSegment) -> None:
-        self._seg = seg
-        descr = seg.descr
-        self._dtype = np.lib.format.descr_to_dtype(ast.literal_eval(descr))
+        super().__init__(seg, np.lib.format.descr_to_dtype(ast.literal_eval(seg.descr)))
         self._shape = tuple(int(d) for d in seg.shape)
         expect = self._dtype.itemsize * int(np.prod(self._shape, dtype=np.int64))
         if seg.nbytes < expect:
@@ -125,19 +125,7 @@ class SharedArray:
     def numpy(self) -> np.ndarray[Any, Any]:
         """A zero-copy view (read-only for read-only attachments)."""
         count = int(np.prod(self._shape, dtype=np.int64))
-        return np.frombuffer(memoryview(self._seg), dtype=self._dtype, count=count).reshape(self._shape)
-
-    def __array__(self, dtype: Optional[npt.DTypeLike] = None, copy: Optional[bool] = None) -> np.ndarray[Any, Any]:
-        a = self.numpy()
-        if copy:
-            return np.array(a, dtype=dtype, copy=True)
-        return a if dtype is None else a.astype(dtype, copy=False)
-
-    def __getitem__(self, key: Any) -> Any:
-        return self.numpy()[key]
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        self.numpy()[key] = value
+        return np.frombuffer(memoryview(self._core), dtype=self._dtype, count=count).reshape(self._shape)
 
     def __len__(self) -> int:
         return self._shape[0] if self._shape else 0
@@ -147,7 +135,7 @@ class SharedArray:
         process. Pages it has not written still show later changes others
         make (that is how private file mappings work); copy it with
         ``np.array`` for a frozen copy."""
-        m = MappedFile(self._seg.path, "c", None, self._seg.data_offset, self._seg.nbytes)
+        m = MappedFile(self._core.path, "c", None, self._core.data_offset, self._core.nbytes)
         count = int(np.prod(self._shape, dtype=np.int64))
         return np.frombuffer(memoryview(m), dtype=self._dtype, count=count).reshape(self._shape)
 
@@ -156,47 +144,29 @@ class SharedArray:
     def close(self) -> None:
         """Release this handle (memory goes when the last view does); the
         last ``unlink_on_close`` handle of all processes removes the name."""
-        self._seg.close()
+        super().close()
 
     def unlink(self) -> None:
         """Remove the name now: no new attachments; existing ones keep working."""
-        self._seg.unlink()
-
-    def __enter__(self) -> "SharedArray":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        self._core.unlink()
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_attach_path, (os.fspath(self._seg.path), not self._seg.writable))
+        return (_attach_path, (os.fspath(self._core.path), not self._core.writable))
 
     # ----- properties -----------------------------------------------------
 
     @property
     def name(self) -> str:
         """The segment's name (the last component of its path)."""
-        return os.path.basename(os.fspath(self._seg.path))
-
-    @property
-    def path(self) -> str:
-        return os.fspath(self._seg.path)
+        return os.path.basename(os.fspath(self._core.path))
 
     @property
     def shape(self) -> tuple[int, ...]:
         return self._shape
 
     @property
-    def dtype(self) -> np.dtype[Any]:
-        return self._dtype
-
-    @property
     def nbytes(self) -> int:
-        return int(self._seg.nbytes)
-
-    @property
-    def closed(self) -> bool:
-        return self._seg.closed
+        return int(self._core.nbytes)
 
     def __repr__(self) -> str:
         return f"<mmapkit.SharedArray {self.path!r} shape={self._shape} dtype={self._dtype}{' closed' if self.closed else ''}>"

@@ -28,6 +28,7 @@ from typing import Any, Optional, Sequence, Union
 import numpy as np
 import numpy.typing as npt
 
+from ._facade import NpyFacade
 from ._native import ArrayStoreCore, FormatError, npy_header
 from ._native import sparse as _sparse
 
@@ -81,7 +82,7 @@ def _as_bytes(a: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     return np.ascontiguousarray(a).reshape(-1).view(np.uint8)
 
 
-class ArrayStore:
+class ArrayStore(NpyFacade):
     """A ``.npy`` file whose first axis grows; see the module docs.
 
     Create with :meth:`create`, open with :meth:`open`. Indexing
@@ -91,11 +92,11 @@ class ArrayStore:
     opens the file again instead of receiving the data.
     """
 
-    __slots__ = ("_core", "_dtype", "_row_shape", "_mode", "_row_dtype", "__weakref__")
+    __slots__ = ("_row_shape", "_mode", "_row_dtype")
+    _core: ArrayStoreCore
 
     def __init__(self, core: ArrayStoreCore, dtype: np.dtype[Any], mode: str) -> None:
-        self._core = core
-        self._dtype = dtype
+        super().__init__(core, dtype)
         self._row_shape = tuple(int(d) for d in core.row_shape)
         self._row_dtype = np.dtype((dtype, self._row_shape)) if self._row_shape else dtype
         self._mode = mode
@@ -151,23 +152,8 @@ class ArrayStore:
         """A zero-copy view of every published row, shape ``(len,) + row_shape``."""
         return np.frombuffer(memoryview(self._core), dtype=self._row_dtype)
 
-    def __array__(self, dtype: Optional[npt.DTypeLike] = None, copy: Optional[bool] = None) -> np.ndarray[Any, Any]:
-        a = self.numpy()
-        if copy:
-            return np.array(a, dtype=dtype, copy=True)
-        return a if dtype is None else a.astype(dtype, copy=False)
-
-    def __getitem__(self, key: Any) -> Any:
-        return self.numpy()[key]
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        self.numpy()[key] = value
-
     def __len__(self) -> int:
         return len(self._core)
-
-    def __iter__(self) -> Any:
-        return iter(self.numpy())
 
     def append(self, row: npt.ArrayLike) -> int:
         """Append one row (shape ``row_shape``); returns the new length."""
@@ -206,7 +192,7 @@ class ArrayStore:
 
     def close(self) -> None:
         """Trim, flush and close. Views keep the memory until they are gone."""
-        self._core.close()
+        super().close()
 
     # ----- properties -----------------------------------------------------
 
@@ -217,14 +203,6 @@ class ArrayStore:
     @property
     def row_shape(self) -> tuple[int, ...]:
         return self._row_shape
-
-    @property
-    def dtype(self) -> np.dtype[Any]:
-        return self._dtype
-
-    @property
-    def path(self) -> str:
-        return os.fspath(self._core.path)
 
     @property
     def mode(self) -> str:
@@ -239,16 +217,6 @@ class ArrayStore:
     def data_offset(self) -> int:
         """File offset of row 0 (for ``np.memmap(path, offset=...)``)."""
         return self._core.data_offset
-
-    @property
-    def closed(self) -> bool:
-        return self._core.closed
-
-    def __enter__(self) -> "ArrayStore":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (ArrayStore.open, (self.path, self._mode))

@@ -134,6 +134,13 @@ def test_pickle_by_path(tmp_path):
     log2.close()
 
 
+def test_omitted_options_take_the_cores_defaults(tmp_path):
+    with mmapkit.CommitLog(tmp_path / "wal", segment_size=None, sync=None, first_index=None) as log:
+        assert log.first_index() == 1 and 'sync="batch"' in repr(log)
+        # Pickled with the options the core opened it with.
+        assert log.__reduce__()[1][1:] == (64 << 20, "batch", 1, False)
+
+
 def test_corruption_raises_corrupt_error(tmp_path):
     d = tmp_path / "wal"
     with mmapkit.CommitLog(d, segment_size=4096, sync="never") as log:

@@ -256,3 +256,13 @@ def test_attach_refuses_a_bad_npy_file_and_keeps_it(tmp_path):
 
     gc.collect()
     assert p.read_bytes() == before
+
+
+def test_close_with_a_view_unlinks_when_the_view_goes(name):
+    a = SharedArray.create(name, 8, "u1")
+    v = np.asarray(a)
+    a.close()
+    assert a.closed and os.path.exists(f"/dev/shm/{name}")
+    v[0] = 1  # still mapped
+    del v
+    assert not os.path.exists(f"/dev/shm/{name}")

@@ -221,6 +221,62 @@ def test_close_with_live_views_keeps_them_readable(tmp):
     assert v[-1] == 199
 
 
+def test_close_finishes_when_the_last_view_is_released(tmp):
+    """close() with a view alive defers unmapping; releasing the view must
+    finish the close: the writer's lock and file are let go, so another
+    writer can open the file."""
+    p = tmp / "d.npy"
+    s = mmapkit.ArrayStore.create(p, "u1")
+    s.extend(np.arange(10, dtype="u1"))
+    v = s.numpy()
+    s.close()
+    with pytest.raises(BlockingIOError):
+        mmapkit.ArrayStore.open(p, "r+")  # the view still holds the store
+    del v
+    w = mmapkit.ArrayStore.open(p, "r+")
+    assert w.extend(np.arange(3, dtype="u1")) == 13
+    w.close()
+
+
+def test_native_store_and_segment_share_one_buffer_base(tmp):
+    from mmapkit._native import _NpyBuffer
+
+    s = mmapkit.ArrayStore.create(tmp / "b.npy", "<i4", row_shape=(2,))
+    s.extend(np.zeros((3, 2), dtype="<i4"))
+    a = mmapkit.SharedArray.anonymous((2, 2), "<i4")
+    for core, shape in ((s._core, [3, 2]), (a._core, [2, 2])):
+        assert isinstance(core, _NpyBuffer)
+        assert (core.descr, core.shape, core.nbytes) == ("'<i4'", shape, 4 * shape[0] * shape[1])
+        core.close()
+        assert core.closed
+        with pytest.raises(ValueError, match="closed"):
+            core.nbytes
+
+
+def test_reading_while_another_thread_appends_does_not_deadlock(tmp):
+    """An append holds the store while the GIL is released; a thread that
+    asks for len() meanwhile must wait without the GIL (it used to block
+    holding it, and the append could never finish)."""
+    code = f"""
+import threading, numpy as np, mmapkit
+s = mmapkit.ArrayStore.create({str(tmp / "t.npy")!r}, "u1")
+big = np.ones(64 << 20, dtype="u1")
+done = threading.Event()
+def reader():
+    while not done.is_set():
+        len(s)
+t = threading.Thread(target=reader)
+t.start()
+for _ in range(4):
+    s.extend(big)
+done.set()
+t.join()
+print(len(s))
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.split() == [str(4 * (64 << 20))], r.stderr
+
+
 class Ops:
     """A random sequence of store operations (hypothesis strategy)."""
 

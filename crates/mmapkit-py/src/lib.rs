@@ -5,6 +5,7 @@
 //! lives in the `mmapkit` crate.
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod buffer;
 mod errors;
 mod kmers;
 mod log;
@@ -44,6 +45,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<log::CommitLog>()?;
     m.add_class::<log::CommitLogIter>()?;
     errors::register(m)?;
+    m.add_class::<store::NpyBuffer>()?;
     m.add_class::<store::ArrayStoreCore>()?;
     m.add_class::<store::SharedSegment>()?;
     add_functions!(m:

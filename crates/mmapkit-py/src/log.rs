@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use mmapkit::log::{CommitLog as Core, LogOptions, SyncMode};
+use mmapkit::log::{CommitLog as Core, Entry, LogOptions, SyncMode};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
@@ -39,6 +39,15 @@ impl<T> WriteErr<T> for mmapkit::Result<T> {
     }
 }
 
+/// A dict of `"key" => value` pairs (`?` on each insertion).
+macro_rules! dict {
+    ($py:expr, $($k:literal => $v:expr),* $(,)?) => {{
+        let d = PyDict::new($py);
+        $(d.set_item($k, $v)?;)*
+        d
+    }};
+}
+
 /// Batches smaller than this in `never` mode are appended without
 /// releasing the GIL (releasing costs more than the append).
 const DETACH_MIN: usize = 64 << 10;
@@ -51,7 +60,8 @@ const DETACH_MIN: usize = 64 << 10;
 /// a number of milliseconds or ``"interval:10ms"``. ``first_index`` is the
 /// index of the first entry of a new log, ``segment_size`` the segment
 /// size of a new log (rounded up to 4 KiB; an existing log keeps the size
-/// it was created with). ``read_only=True`` opens a log that another
+/// it was created with). ``None`` takes the core's default (``batch``,
+/// index 1, 64 MiB). ``read_only=True`` opens a log that another
 /// process writes (writing to it raises ``io.UnsupportedOperation``).
 /// A power loss can tear only batches that were not yet synced (with
 /// ``sync="batch"`` and one appender, the last one); from the first such
@@ -70,11 +80,9 @@ const DETACH_MIN: usize = 64 << 10;
 pub struct CommitLog {
     inner: RwLock<Option<Arc<Core>>>,
     path: PathBuf,
-    segment_size: u64,
-    sync: String,
-    first_index: u64,
-    read_only: bool,
-    never: bool,
+    /// The options the core opened it with (kept for pickling and repr
+    /// after close).
+    opts: LogOptions,
 }
 
 fn parse_sync(obj: &Bound<'_, PyAny>) -> PyResult<SyncMode> {
@@ -128,43 +136,56 @@ impl CommitLog {
             .clone()
             .ok_or_else(|| PyValueError::new_err("I/O operation on a closed CommitLog"))
     }
+
+    /// `f` on the open log with the GIL released.
+    fn detached<R: Send>(&self, py: Python<'_>, f: impl FnOnce(&Core) -> mmapkit::Result<R> + Send) -> PyResult<mmapkit::Result<R>> {
+        let log = self.log()?;
+        Ok(py.detach(|| f(&log)))
+    }
+
+    /// Entries `lo..hi-1` (see `read`), each converted by `item`; the GIL
+    /// is released for large ranges.
+    fn read_list<'py, T: IntoPyObject<'py>>(
+        &self,
+        py: Python<'py>,
+        (lo, hi, max_bytes): (u64, u64, Option<usize>),
+        item: impl Fn(Entry<'_>) -> T,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let log = self.log()?;
+        let es = if hi.saturating_sub(lo) > 4096 {
+            py.detach(|| log.read(lo, hi, max_bytes)).py_err()?
+        } else {
+            log.read(lo, hi, max_bytes).py_err()?
+        };
+        PyList::new(py, es.iter().map(item))
+    }
 }
 
 #[pymethods]
 impl CommitLog {
     #[new]
-    #[pyo3(signature = (path, segment_size = 64 << 20, sync = None, first_index = 1, read_only = false, repair = false))]
+    #[pyo3(signature = (path, segment_size = None, sync = None, first_index = None, read_only = false, repair = false))]
     fn new(
         py: Python<'_>,
         path: PathBuf,
-        segment_size: u64,
+        segment_size: Option<u64>,
         sync: Option<&Bound<'_, PyAny>>,
-        first_index: u64,
+        first_index: Option<u64>,
         read_only: bool,
         repair: bool,
     ) -> PyResult<Self> {
-        let mode = match sync {
-            None => SyncMode::Batch,
-            Some(s) => parse_sync(s)?,
-        };
+        let d = LogOptions::default();
         let opts = LogOptions {
-            segment_size,
-            first_index,
-            sync: mode,
+            segment_size: segment_size.unwrap_or(d.segment_size),
+            first_index: first_index.unwrap_or(d.first_index),
+            sync: sync.map(parse_sync).transpose()?.unwrap_or(d.sync),
             read_only,
             repair,
-            ..Default::default()
+            ..d
         };
         let log = py.detach(|| Core::open(&path, opts)).py_err()?;
-        Ok(CommitLog {
-            inner: RwLock::new(Some(Arc::new(log))),
-            path,
-            segment_size,
-            sync: mode.to_string(),
-            first_index,
-            read_only,
-            never: mode == SyncMode::Never,
-        })
+        let opts = log.options().clone();
+        Ok(CommitLog { inner: RwLock::new(Some(Arc::new(log))), path, opts })
     }
 
     /// Appends one batch: a list of ``bytes`` (each with ``term``) or of
@@ -187,7 +208,7 @@ impl CommitLog {
             }
         }
         let batch: Vec<(u64, &[u8])> = keep.iter().map(|(t, b)| (*t, b.as_bytes())).collect();
-        if self.never && total < DETACH_MIN {
+        if self.opts.sync == SyncMode::Never && total < DETACH_MIN {
             log.append(&batch).write_err()
         } else {
             py.detach(|| log.append(&batch)).write_err()
@@ -197,38 +218,14 @@ impl CommitLog {
     /// Entries ``lo..hi-1`` as a list of ``bytes`` (copies). With
     /// ``max_bytes``: as many whole entries from ``lo`` as fit, at least one.
     #[pyo3(signature = (lo, hi, max_bytes = None))]
-    fn read<'py>(
-        &self,
-        py: Python<'py>,
-        lo: u64,
-        hi: u64,
-        max_bytes: Option<usize>,
-    ) -> PyResult<Bound<'py, PyList>> {
-        let log = self.log()?;
-        let es = if hi.saturating_sub(lo) > 4096 {
-            py.detach(|| log.read(lo, hi, max_bytes)).py_err()?
-        } else {
-            log.read(lo, hi, max_bytes).py_err()?
-        };
-        PyList::new(py, es.iter().map(|e| PyBytes::new(py, e.data())))
+    fn read<'py>(&self, py: Python<'py>, lo: u64, hi: u64, max_bytes: Option<usize>) -> PyResult<Bound<'py, PyList>> {
+        self.read_list(py, (lo, hi, max_bytes), |e| PyBytes::new(py, e.data()))
     }
 
     /// Entries ``lo..hi-1`` as a list of ``(index, term, bytes)`` tuples.
     #[pyo3(signature = (lo, hi, max_bytes = None))]
-    fn read_entries<'py>(
-        &self,
-        py: Python<'py>,
-        lo: u64,
-        hi: u64,
-        max_bytes: Option<usize>,
-    ) -> PyResult<Bound<'py, PyList>> {
-        let log = self.log()?;
-        let es = py.detach(|| log.read(lo, hi, max_bytes)).py_err()?;
-        let items: Vec<(u64, u64, Bound<'py, PyBytes>)> = es
-            .iter()
-            .map(|e| (e.index(), e.term(), PyBytes::new(py, e.data())))
-            .collect();
-        PyList::new(py, items)
+    fn read_entries<'py>(&self, py: Python<'py>, lo: u64, hi: u64, max_bytes: Option<usize>) -> PyResult<Bound<'py, PyList>> {
+        self.read_list(py, (lo, hi, max_bytes), |e| (e.index(), e.term(), PyBytes::new(py, e.data())))
     }
 
     /// The bytes of entry ``index``.
@@ -258,27 +255,23 @@ impl CommitLog {
 
     /// Drops every entry after ``index``; the next append gets ``index + 1``.
     fn truncate_after(&self, py: Python<'_>, index: u64) -> PyResult<()> {
-        let log = self.log()?;
-        py.detach(|| log.truncate_after(index)).write_err()
+        self.detached(py, |l| l.truncate_after(index))?.write_err()
     }
 
     /// Drops whole segments whose entries are all below ``index``.
     fn purge_before(&self, py: Python<'_>, index: u64) -> PyResult<()> {
-        let log = self.log()?;
-        py.detach(|| log.purge_before(index)).write_err()
+        self.detached(py, |l| l.purge_before(index))?.write_err()
     }
 
     /// Makes everything appended so far durable.
     fn sync(&self, py: Python<'_>) -> PyResult<()> {
-        let log = self.log()?;
-        py.detach(|| log.sync()).py_err()
+        self.detached(py, Core::sync)?.py_err()
     }
 
     /// For a ``read_only=True`` log: picks up what the writing process has
     /// appended, truncated or purged since. Does nothing on a writable log.
     fn refresh(&self, py: Python<'_>) -> PyResult<()> {
-        let log = self.log()?;
-        py.detach(|| log.refresh()).py_err()
+        self.detached(py, Core::refresh)?.py_err()
     }
 
     /// Number of syncs (fdatasync of a range) this handle has made.
@@ -301,24 +294,15 @@ impl CommitLog {
     /// First/last index, entry count and the segments.
     fn stat<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let s = self.log()?.stat().py_err()?;
-        let d = PyDict::new(py);
-        d.set_item("path", s.dir.display().to_string())?;
-        d.set_item("first_index", s.first_index)?;
-        d.set_item("last_index", s.last_index)?;
-        d.set_item("entries", s.entries)?;
-        d.set_item("sync_count", s.sync_count)?;
         let segs = PyList::empty(py);
         for g in s.segments {
-            let e = PyDict::new(py);
-            e.set_item("path", g.path.display().to_string())?;
-            e.set_item("first_index", g.first_index)?;
-            e.set_item("entries", g.entries)?;
-            e.set_item("generation", g.generation)?;
-            e.set_item("size", g.size)?;
-            segs.append(e)?;
+            segs.append(dict!(py,
+                "path" => g.path.display().to_string(), "first_index" => g.first_index,
+                "entries" => g.entries, "generation" => g.generation, "size" => g.size))?;
         }
-        d.set_item("segments", segs)?;
-        Ok(d)
+        Ok(dict!(py,
+            "path" => s.dir.display().to_string(), "first_index" => s.first_index, "last_index" => s.last_index,
+            "entries" => s.entries, "sync_count" => s.sync_count, "segments" => segs))
     }
 
     /// What recovery found on open: ``dropped_entries`` (of a torn tail of
@@ -328,15 +312,10 @@ impl CommitLog {
     fn recovery<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let log = self.log()?;
         let r = log.recovery();
-        let d = PyDict::new(py);
-        d.set_item("dropped_entries", r.dropped_entries)?;
-        d.set_item("dropped_bytes", r.dropped_bytes)?;
-        d.set_item("tail_segment", r.tail_segment.display().to_string())?;
-        d.set_item(
-            "quarantine",
-            r.quarantine.as_ref().map(|q| q.display().to_string()),
-        )?;
-        Ok(d)
+        Ok(dict!(py,
+            "dropped_entries" => r.dropped_entries, "dropped_bytes" => r.dropped_bytes,
+            "tail_segment" => r.tail_segment.display().to_string(),
+            "quarantine" => r.quarantine.as_ref().map(|q| q.display().to_string())))
     }
 
     /// The log's directory.
@@ -393,7 +372,7 @@ impl CommitLog {
                 self.path.display().to_string(),
                 l.first_index(),
                 l.last_index(),
-                self.sync
+                self.opts.sync.to_string()
             ),
             Err(_) => format!(
                 "<mmapkit.CommitLog path={:?} closed=True>",
@@ -406,14 +385,8 @@ impl CommitLog {
     /// first, or pickle a ``read_only=True`` log: one writer at a time).
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
         let py = slf.py();
-        let t = slf.get();
-        let args = (
-            t.path.clone(),
-            t.segment_size,
-            t.sync.clone(),
-            t.first_index,
-            t.read_only,
-        );
+        let (path, o) = (&slf.get().path, &slf.get().opts);
+        let args = (path.clone(), o.segment_size, o.sync.to_string(), o.first_index, o.read_only);
         PyTuple::new(
             py,
             [
