@@ -6,6 +6,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod errors;
+mod exec;
 mod kmers;
 mod log;
 mod mapped;

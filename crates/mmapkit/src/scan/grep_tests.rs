@@ -17,7 +17,7 @@ fn combos() -> Vec<ScanOptions> {
     for strategy in [Strategy::Mmap, Strategy::Read, Strategy::Stream] {
         for threads in [1, 3] {
             for chunk in [1, 3, 7, 64, 0] {
-                v.push(ScanOptions { strategy, threads, chunk, progress: None });
+                v.push(ScanOptions { strategy, threads: threads.into(), chunk, progress: Default::default() });
             }
         }
     }
