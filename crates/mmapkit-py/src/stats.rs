@@ -137,6 +137,7 @@ type HistogramResult<'py> = (&'static str, Bound<'py, PyArray1<i64>>, Bound<'py,
 /// Histogram of `src`: (dtype name, counts, edges).
 #[pyfunction]
 #[pyo3(signature = (src, bins = 10, range = None, *, dtype = None, offset = 0, count = None, threads = None))]
+#[allow(clippy::too_many_arguments)]
 pub fn stats_histogram<'py>(
     py: Python<'py>,
     src: &Bound<'py, PyAny>,
@@ -155,6 +156,7 @@ pub fn stats_histogram<'py>(
 /// Minimum (`which == "min"`) or maximum (`"max"`) of `src`: (dtype name, value).
 #[pyfunction]
 #[pyo3(signature = (src, which, *, dtype = None, offset = 0, count = None, skipna = false, threads = None))]
+#[allow(clippy::too_many_arguments)]
 pub fn stats_extreme(
     py: Python<'_>,
     src: &Bound<'_, PyAny>,
