@@ -74,12 +74,7 @@ _Pattern = Union[bytes, str]
 _Src = Union[npt.NDArray[Any], str, os.PathLike[str]]
 
 def stats_median(
-    src: _Src,
-    *,
-    dtype: Optional[str] = None,
-    offset: int = 0,
-    count: Optional[int] = None,
-    skipna: bool = False,
+    src: _Src, *, dtype: Optional[str] = None, offset: int = 0, count: Optional[int] = None, skipna: bool = False,
     threads: Optional[int] = None,
 ) -> tuple[str, float]: ...
 def stats_quantile(
@@ -115,21 +110,11 @@ def stats_extreme(
     threads: Optional[int] = None,
 ) -> tuple[str, Union[int, float]]: ...
 def stats_sum(
-    src: _Src,
-    *,
-    dtype: Optional[str] = None,
-    offset: int = 0,
-    count: Optional[int] = None,
-    skipna: bool = False,
+    src: _Src, *, dtype: Optional[str] = None, offset: int = 0, count: Optional[int] = None, skipna: bool = False,
     threads: Optional[int] = None,
 ) -> tuple[str, Union[int, float]]: ...
 def stats_mean(
-    src: _Src,
-    *,
-    dtype: Optional[str] = None,
-    offset: int = 0,
-    count: Optional[int] = None,
-    skipna: bool = False,
+    src: _Src, *, dtype: Optional[str] = None, offset: int = 0, count: Optional[int] = None, skipna: bool = False,
     threads: Optional[int] = None,
 ) -> tuple[str, float]: ...
 

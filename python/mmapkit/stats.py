@@ -98,12 +98,7 @@ def _float_type(dtype_name: str) -> type[np.floating[Any]]:
 
 
 def median(
-    a: Source,
-    *,
-    dtype: Any = None,
-    offset: int = 0,
-    count: Optional[int] = None,
-    skipna: bool = False,
+    a: Source, *, dtype: Any = None, offset: int = 0, count: Optional[int] = None, skipna: bool = False,
     threads: Optional[int] = None,
 ) -> np.floating[Any]:
     """Exact median, equal to ``np.median(a)`` (``np.nanmedian`` with ``skipna``)."""
@@ -194,12 +189,7 @@ def _extreme(
 
 
 def min(
-    a: Source,
-    *,
-    dtype: Any = None,
-    offset: int = 0,
-    count: Optional[int] = None,
-    skipna: bool = False,
+    a: Source, *, dtype: Any = None, offset: int = 0, count: Optional[int] = None, skipna: bool = False,
     threads: Optional[int] = None,
 ) -> Any:
     """Smallest element, like ``np.min`` (``np.nanmin`` with ``skipna``)."""
@@ -207,12 +197,7 @@ def min(
 
 
 def max(
-    a: Source,
-    *,
-    dtype: Any = None,
-    offset: int = 0,
-    count: Optional[int] = None,
-    skipna: bool = False,
+    a: Source, *, dtype: Any = None, offset: int = 0, count: Optional[int] = None, skipna: bool = False,
     threads: Optional[int] = None,
 ) -> Any:
     """Largest element, like ``np.max`` (``np.nanmax`` with ``skipna``)."""
@@ -220,12 +205,7 @@ def max(
 
 
 def sum(
-    a: Source,
-    *,
-    dtype: Any = None,
-    offset: int = 0,
-    count: Optional[int] = None,
-    skipna: bool = False,
+    a: Source, *, dtype: Any = None, offset: int = 0, count: Optional[int] = None, skipna: bool = False,
     threads: Optional[int] = None,
 ) -> Union[int, np.float64]:
     """Sum: an exact Python ``int`` for integer input, a compensated ``float64`` for floats."""
@@ -235,12 +215,7 @@ def sum(
 
 
 def mean(
-    a: Source,
-    *,
-    dtype: Any = None,
-    offset: int = 0,
-    count: Optional[int] = None,
-    skipna: bool = False,
+    a: Source, *, dtype: Any = None, offset: int = 0, count: Optional[int] = None, skipna: bool = False,
     threads: Optional[int] = None,
 ) -> np.float64:
     """Arithmetic mean as ``float64`` (exact-sum based; NaN with a warning when empty)."""
