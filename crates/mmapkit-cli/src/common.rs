@@ -132,6 +132,63 @@ impl Drop for Progress {
     }
 }
 
+/// Per-file results the way count, replace and keep-lines report them: `N`
+/// for one file, `PATH:N` for several, or one JSON array at the end; exit
+/// status 2 if a file failed, else 0 if something was found, 1 if not.
+pub struct PerFile {
+    json: Option<Vec<serde_json::Value>>,
+    many: bool,
+    failed: bool,
+    any: bool,
+}
+
+impl PerFile {
+    pub fn new(json: bool, files: usize) -> PerFile {
+        PerFile { json: json.then(Vec::new), many: files > 1, failed: false, any: false }
+    }
+
+    /// A file's result: `n` printed (unless JSON), `json` collected.
+    pub fn ok(&mut self, out: &mut dyn Write, path: &Path, n: u64, json: serde_json::Value) -> std::io::Result<()> {
+        self.any |= n > 0;
+        match &mut self.json {
+            Some(v) => v.push(json),
+            None if self.many => writeln!(out, "{}:{n}", path.display())?,
+            None => writeln!(out, "{n}")?,
+        }
+        Ok(())
+    }
+
+    /// A result that prints nothing but its JSON and counts as found (so
+    /// the status is 0 unless a file failed).
+    pub fn done(&mut self, json: serde_json::Value) {
+        self.any = true;
+        if let Some(v) = &mut self.json {
+            v.push(json);
+        }
+    }
+
+    /// A file that failed: its error on stderr, the others go on.
+    pub fn err(&mut self, out: &mut dyn Write, e: impl std::fmt::Display) {
+        error_to_stderr(out, e);
+        self.failed = true;
+    }
+
+    /// Prints the JSON array (with --json); the exit status.
+    pub fn finish(self, out: &mut dyn Write) -> anyhow::Result<u8> {
+        if let Some(v) = &self.json {
+            serde_json::to_writer(&mut *out, v)?;
+            writeln!(out)?;
+        }
+        Ok(if self.failed {
+            EXIT_ERROR
+        } else if self.any {
+            EXIT_OK
+        } else {
+            EXIT_NO_MATCH
+        })
+    }
+}
+
 /// Turns a pattern given on the command line into bytes: `\n`, `\t`,
 /// `\r`, `\\`, `\0` and `\xHH` escapes are understood (a literal
 /// newline is hard to type). Any other escape (`\q`, `\xZZ`, a trailing
