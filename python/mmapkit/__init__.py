@@ -18,6 +18,11 @@ FIFOs, ``"-"`` (stdin) and /proc files always are): :func:`count`, :func:`find`,
 when lengths match, else atomically through a temporary file) and
 :func:`keep_lines` (truncate after line N, no rewrite).
 
+``threads=`` means the same in every function that takes it (the tools,
+:func:`kmers`, :mod:`mmapkit.stats`, :meth:`CommitLog.verify`): ``None`` or
+``0`` (the default) one thread per core, ``1`` sequential, ``n`` workers;
+results never depend on it.
+
 Parallel writers: :class:`RecordWriter` writes fixed-width records by index
 from any thread straight into a mapped output (renamed into place when
 finished); :func:`kmers` turns FASTA/FASTQ reads into canonical k-mer

@@ -70,10 +70,13 @@ _Pattern = Union[bytes, str]
 
 # mmapkit.stats natives: ``src`` is a contiguous numpy array or a path;
 # each returns the source's dtype name with the result.
+# ``threads`` everywhere (stats, tools, kmers, CommitLog.verify): None or 0
+# one per core, 1 sequential, n workers; negative or over 1024 raises ValueError.
 _Src = Union[npt.NDArray[Any], str, os.PathLike[str]]
 
 def stats_median(
-    src: _Src, *, dtype: Optional[str] = None, offset: int = 0, count: Optional[int] = None, skipna: bool = False
+    src: _Src, *, dtype: Optional[str] = None, offset: int = 0, count: Optional[int] = None, skipna: bool = False,
+    threads: Optional[int] = None,
 ) -> tuple[str, float]: ...
 def stats_quantile(
     src: _Src,
@@ -85,6 +88,7 @@ def stats_quantile(
     offset: int = 0,
     count: Optional[int] = None,
     skipna: bool = False,
+    threads: Optional[int] = None,
 ) -> tuple[str, list[Union[int, float]]]: ...
 def stats_histogram(
     src: _Src,
@@ -94,6 +98,7 @@ def stats_histogram(
     dtype: Optional[str] = None,
     offset: int = 0,
     count: Optional[int] = None,
+    threads: Optional[int] = None,
 ) -> tuple[str, npt.NDArray[np.int64], npt.NDArray[np.float64]]: ...
 def stats_extreme(
     src: _Src,
@@ -103,18 +108,21 @@ def stats_extreme(
     offset: int = 0,
     count: Optional[int] = None,
     skipna: bool = False,
+    threads: Optional[int] = None,
 ) -> tuple[str, Union[int, float]]: ...
 def stats_sum(
-    src: _Src, *, dtype: Optional[str] = None, offset: int = 0, count: Optional[int] = None, skipna: bool = False
+    src: _Src, *, dtype: Optional[str] = None, offset: int = 0, count: Optional[int] = None, skipna: bool = False,
+    threads: Optional[int] = None,
 ) -> tuple[str, Union[int, float]]: ...
 def stats_mean(
-    src: _Src, *, dtype: Optional[str] = None, offset: int = 0, count: Optional[int] = None, skipna: bool = False
+    src: _Src, *, dtype: Optional[str] = None, offset: int = 0, count: Optional[int] = None, skipna: bool = False,
+    threads: Optional[int] = None,
 ) -> tuple[str, float]: ...
 
-def count(path: _Path, sub: _Pattern, *, strategy: str = "auto", threads: int = 0) -> int: ...
-def find(path: _Path, sub: _Pattern, *, last: bool = False, strategy: str = "auto", threads: int = 0) -> int: ...
+def count(path: _Path, sub: _Pattern, *, strategy: str = "auto", threads: Optional[int] = None) -> int: ...
+def find(path: _Path, sub: _Pattern, *, last: bool = False, strategy: str = "auto", threads: Optional[int] = None) -> int: ...
 def find_all(
-    path: _Path, sub: _Pattern, *, max: Optional[int] = None, strategy: str = "auto", threads: int = 0
+    path: _Path, sub: _Pattern, *, max: Optional[int] = None, strategy: str = "auto", threads: Optional[int] = None
 ) -> npt.NDArray[np.int64]: ...
 def grep(
     path: _Path,
@@ -126,7 +134,7 @@ def grep(
     only_matching: bool = False,
     max_count: Optional[int] = None,
     strategy: str = "auto",
-    threads: int = 0,
+    threads: Optional[int] = None,
 ) -> list[tuple[int, int, bytes]]: ...
 def grep_count(
     path: _Path,
@@ -137,7 +145,7 @@ def grep_count(
     fixed: bool = False,
     max_count: Optional[int] = None,
     strategy: str = "auto",
-    threads: int = 0,
+    threads: Optional[int] = None,
 ) -> int: ...
 def replace(
     path: _Path,
@@ -149,7 +157,7 @@ def replace(
     backup: Optional[str] = None,
     sync: bool = False,
     strategy: str = "auto",
-    threads: int = 0,
+    threads: Optional[int] = None,
 ) -> int: ...
 def keep_lines(path: _Path, n: int) -> int: ...
 @overload
@@ -397,7 +405,7 @@ class CommitLog:
     def sync(self) -> None: ...
     def sync_count(self) -> int: ...
     def refresh(self) -> None: ...
-    def verify(self) -> dict[str, int]: ...
+    def verify(self, *, threads: Optional[int] = None) -> dict[str, int]: ...
     def stat(self) -> dict[str, Any]: ...
     @property
     def recovery(self) -> dict[str, Any]: ...

@@ -13,7 +13,9 @@
   ``dtype``, a ``.npy`` file (dtype, offset and shape from its header).
   The file is mapped by the Rust core; nothing is loaded into memory.
 
-The work runs in Rust on every core with the GIL released and needs memory
+The work runs in Rust with the GIL released, on ``threads`` workers (every
+function takes it: ``None`` or ``0``, the default, one per core; ``1``
+sequential; ``n`` workers; the result never depends on it), and needs memory
 independent of the array's size: one counting pass for 8/16-bit integers,
 two radix-selection passes for 32/64-bit integers and floats. Supported
 dtypes: ``int8`` ... ``int64``, ``uint8`` ... ``uint64``, ``float32``,
@@ -96,11 +98,12 @@ def _float_type(dtype_name: str) -> type[np.floating[Any]]:
 
 
 def median(
-    a: Source, *, dtype: Any = None, offset: int = 0, count: Optional[int] = None, skipna: bool = False
+    a: Source, *, dtype: Any = None, offset: int = 0, count: Optional[int] = None, skipna: bool = False,
+    threads: Optional[int] = None,
 ) -> np.floating[Any]:
     """Exact median, equal to ``np.median(a)`` (``np.nanmedian`` with ``skipna``)."""
     src, kw = _src(a, dtype, offset, count)
-    name, value = _native.stats_median(src, skipna=skipna, **kw)
+    name, value = _native.stats_median(src, skipna=skipna, threads=threads, **kw)
     if value != value and _size(src, name, kw) == 0:
         warnings.warn("Mean of empty slice.", RuntimeWarning, stacklevel=2)
     return _float_type(name)(value)
@@ -121,6 +124,7 @@ def quantile(
     offset: int = 0,
     count: Optional[int] = None,
     skipna: bool = False,
+    threads: Optional[int] = None,
 ) -> Any:
     """Exact quantile(s) ``q`` in [0, 1], equal to ``np.quantile(a, q, method=method)``.
 
@@ -137,7 +141,7 @@ def quantile(
     # (a "weak" scalar); for arrays and numpy scalars in float64.
     wide = type(q) not in (float, builtins.int)
     qs = [float(x) for x in qa.ravel()]
-    name, values = _native.stats_quantile(src, qs, method=method, wide=wide, skipna=skipna, **kw)
+    name, values = _native.stats_quantile(src, qs, method=method, wide=wide, skipna=skipna, threads=threads, **kw)
     if method == "inverted_cdf":
         out_type: Any = np.dtype(name).type  # an element (NaN only for float data)
     elif wide:
@@ -156,6 +160,7 @@ def histogram(
     dtype: Any = None,
     offset: int = 0,
     count: Optional[int] = None,
+    threads: Optional[int] = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.floating[Any]]]:
     """``np.histogram(a, bins, range)`` with ``bins`` equal-width bins: (counts, edges).
 
@@ -169,43 +174,53 @@ def histogram(
         raise ValueError("`bins` must be positive, when an integer")
     src, kw = _src(a, dtype, offset, count)
     rng = None if range is None else (float(range[0]), float(range[1]))
-    name, counts, edges = _native.stats_histogram(src, int(bins), rng, **kw)
+    name, counts, edges = _native.stats_histogram(src, int(bins), rng, threads=threads, **kw)
     return counts, edges.astype(_float_type(name), copy=False)
 
 
-def _extreme(which: str, a: Source, dtype: Any, offset: int, count: Optional[int], skipna: bool) -> Any:
+def _extreme(
+    which: str, a: Source, dtype: Any, offset: int, count: Optional[int], skipna: bool, threads: Optional[int]
+) -> Any:
     src, kw = _src(a, dtype, offset, count)
-    name, value = _native.stats_extreme(src, which, skipna=skipna, **kw)
+    name, value = _native.stats_extreme(src, which, skipna=skipna, threads=threads, **kw)
     if isinstance(value, float) and value != value:
         return _float_type(name)(value)
     return np.dtype(name).type(value)
 
 
-def min(a: Source, *, dtype: Any = None, offset: int = 0, count: Optional[int] = None, skipna: bool = False) -> Any:
+def min(
+    a: Source, *, dtype: Any = None, offset: int = 0, count: Optional[int] = None, skipna: bool = False,
+    threads: Optional[int] = None,
+) -> Any:
     """Smallest element, like ``np.min`` (``np.nanmin`` with ``skipna``)."""
-    return _extreme("min", a, dtype, offset, count, skipna)
+    return _extreme("min", a, dtype, offset, count, skipna, threads)
 
 
-def max(a: Source, *, dtype: Any = None, offset: int = 0, count: Optional[int] = None, skipna: bool = False) -> Any:
+def max(
+    a: Source, *, dtype: Any = None, offset: int = 0, count: Optional[int] = None, skipna: bool = False,
+    threads: Optional[int] = None,
+) -> Any:
     """Largest element, like ``np.max`` (``np.nanmax`` with ``skipna``)."""
-    return _extreme("max", a, dtype, offset, count, skipna)
+    return _extreme("max", a, dtype, offset, count, skipna, threads)
 
 
 def sum(
-    a: Source, *, dtype: Any = None, offset: int = 0, count: Optional[int] = None, skipna: bool = False
+    a: Source, *, dtype: Any = None, offset: int = 0, count: Optional[int] = None, skipna: bool = False,
+    threads: Optional[int] = None,
 ) -> Union[int, np.float64]:
     """Sum: an exact Python ``int`` for integer input, a compensated ``float64`` for floats."""
     src, kw = _src(a, dtype, offset, count)
-    _, value = _native.stats_sum(src, skipna=skipna, **kw)
+    _, value = _native.stats_sum(src, skipna=skipna, threads=threads, **kw)
     return value if isinstance(value, builtins.int) else np.float64(value)
 
 
 def mean(
-    a: Source, *, dtype: Any = None, offset: int = 0, count: Optional[int] = None, skipna: bool = False
+    a: Source, *, dtype: Any = None, offset: int = 0, count: Optional[int] = None, skipna: bool = False,
+    threads: Optional[int] = None,
 ) -> np.float64:
     """Arithmetic mean as ``float64`` (exact-sum based; NaN with a warning when empty)."""
     src, kw = _src(a, dtype, offset, count)
-    _, value = _native.stats_mean(src, skipna=skipna, **kw)
+    _, value = _native.stats_mean(src, skipna=skipna, threads=threads, **kw)
     if value != value and _size(src, "", kw) == 0:
         warnings.warn("Mean of empty slice.", RuntimeWarning, stacklevel=2)
     return np.float64(value)

@@ -296,3 +296,33 @@ def test_npy_header_is_honoured_even_with_a_dtype(tmp_path) -> None:
     short.write_bytes(p.read_bytes()[:-2])
     with pytest.raises(mmapkit.FormatError, match="short.npy"):
         st.median(short)
+
+
+@pytest.mark.parametrize("dtype", ["int16", "int64", "float32"])
+def test_threads_give_the_same_results(tmp_path, dtype: str) -> None:
+    # Several chunks of work (1 Mi elements each), so workers really split it.
+    a = rand(dtype, (3 << 20) + 17, 5)
+    path = tmp_path / "a.npy"
+    np.save(path, a)
+    calls = [
+        lambda src, t: st.median(src, threads=t),
+        lambda src, t: st.quantile(src, [0.1, 0.5, 0.99], threads=t),
+        lambda src, t: st.histogram(src, 7, threads=t)[0],
+        lambda src, t: st.histogram(src, 7, threads=t)[1],
+        lambda src, t: (st.min(src, threads=t), st.max(src, threads=t)),
+        lambda src, t: st.sum(src, threads=t),
+        lambda src, t: st.mean(src, threads=t),
+    ]
+    for call in calls:
+        want = call(a, 1)
+        for src in (a, path):
+            for t in (None, 0, 1, 3):
+                np.testing.assert_array_equal(call(src, t), want, strict=True)
+
+
+@pytest.mark.parametrize("bad", [-1, 1025])
+def test_threads_out_of_range_raise_value_error(bad: int) -> None:
+    with pytest.raises(ValueError, match="threads"):
+        st.median(np.arange(10), threads=bad)
+    with pytest.raises(ValueError, match="threads"):
+        st.sum(np.arange(10), threads=bad)

@@ -134,3 +134,34 @@ def test_scans_read_proc_files_and_fifos(tmp_path):
     t.start()
     assert mmapkit.count(fifo, b"a") == 2
     t.join()
+
+
+def test_threads_mean_the_same_everywhere(tmp_path):
+    """None and 0 are one per core, 1 sequential, n workers; out of range
+    (negative, over 1024) is a ValueError naming threads, in every function."""
+    p = tmp_path / "t.txt"
+    p.write_bytes(b"alpha,1\nbeta,22\n" * 5000)
+    fa = tmp_path / "r.fa"
+    fa.write_bytes(b">r1\nACGTACGTTT\n>r2\nGGGCCCAAATTT\n" * 50)
+    log = mmapkit.CommitLog(tmp_path / "wal", segment_size=4096)  # several segments
+    for i in range(100):
+        log.append([b"entry %d" % i * 40])
+    calls = {
+        "count": lambda t: mmapkit.count(p, b",", threads=t),
+        "find": lambda t: mmapkit.find(p, b"22\nalpha", last=True, threads=t),
+        "find_all": lambda t: mmapkit.find_all(p, b"beta", threads=t).tolist(),
+        "grep": lambda t: mmapkit.grep(p, r"a,\d$", threads=t),
+        "grep_count": lambda t: mmapkit.grep_count(p, "beta", threads=t),
+        "replace": lambda t: mmapkit.replace(p, b"alpha", b"gamma", dry_run=True, threads=t),
+        "kmers": lambda t: mmapkit.kmers(fa, 3, threads=t).tolist(),
+        "verify": lambda t: log.verify(threads=t),
+    }
+    assert log.verify()["segments"] > 2
+    for name, call in calls.items():
+        want = call(1)
+        for t in (None, 0, 2, 3):
+            assert call(t) == want, (name, t)
+        for bad in (-1, 1025):
+            with pytest.raises(ValueError, match="threads"):
+                call(bad)
+    log.close()

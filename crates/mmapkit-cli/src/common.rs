@@ -2,16 +2,35 @@
 
 use std::io::{IsTerminal, Write};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use clap::Args;
+use mmapkit::exec::Threads;
 use mmapkit::scan::{ScanOptions, Strategy};
 
-/// Files over this size get a progress bar (on a terminal).
-const PROGRESS_MIN: u64 = 1 << 30;
+/// Work on at least this many bytes gets a progress bar (on a terminal,
+/// once it has lasted a poll interval), in every command.
+pub const PROGRESS_MIN: u64 = 64 << 20;
+
+/// How often the bar reads the core's counters.
+const PROGRESS_POLL: Duration = Duration::from_millis(100);
+
+/// `-j/--threads`: the same flag, with the same meaning, on every command
+/// that works in parallel.
+#[derive(Args, Debug, Clone, Copy)]
+pub struct ThreadsArg {
+    /// Worker threads: auto or 0 = one per core (the default), 1 =
+    /// sequential, N = N workers.
+    #[arg(long, short = 'j', value_name = "N", default_value = "auto", value_parser = parse_threads)]
+    pub threads: Threads,
+}
+
+fn parse_threads(s: &str) -> Result<Threads, String> {
+    s.parse().map_err(|e: mmapkit::Error| e.to_string())
+}
 
 /// `--strategy`, `--threads`, `--json`: on every whole-file command.
 #[derive(Args, Debug, Clone)]
@@ -22,9 +41,8 @@ pub struct ScanArgs {
     /// /sys files are always streamed.
     #[arg(long, default_value = "auto", value_parser = parse_strategy)]
     pub strategy: Strategy,
-    /// Worker threads (default: all cores).
-    #[arg(long, short = 'j', default_value_t = 0, hide_default_value = true)]
-    pub threads: usize,
+    #[command(flatten)]
+    pub exec: ThreadsArg,
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
@@ -39,63 +57,135 @@ fn parse_strategy(s: &str) -> Result<Strategy, String> {
 
 impl ScanArgs {
     pub fn options(&self) -> ScanOptions {
-        ScanOptions { strategy: self.strategy, threads: self.threads, chunk: self.chunk, progress: None }
+        ScanOptions { strategy: self.strategy, threads: self.exec.threads, chunk: self.chunk, ..Default::default() }
     }
 }
 
-/// A progress bar on stderr for big files on a terminal (nothing when
-/// piped); reads the byte counter the core updates per window.
+/// The one progress bar: on stderr, only when it is a terminal, only for
+/// work of at least [`PROGRESS_MIN`] bytes; it follows the counters the
+/// core updates (see `mmapkit::exec::Progress`).
 pub struct Progress {
-    done: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl Progress {
-    /// Attaches a bar to `opts` when `path` is large and stderr a terminal.
+    /// Attaches a bar labelled `what path` to a scan's options (the core
+    /// sets the total from the file it opened).
     pub fn attach(opts: &mut ScanOptions, path: &Path, what: &str) -> Progress {
-        let none = Progress::none();
-        let total = match std::fs::metadata(path) {
-            Ok(m) if m.len() >= PROGRESS_MIN && std::io::stderr().is_terminal() => m.len(),
-            _ => return none,
-        };
-        let counter = Arc::new(AtomicU64::new(0));
-        opts.progress = Some(counter.clone());
-        Progress::bar(counter, total, format!("{what} {}", path.display()))
+        let (progress, bar) = Progress::start(format!("{what} {}", path.display()));
+        opts.progress = progress;
+        bar
     }
 
-    /// A bar on stderr following `counter` up to `total` bytes (the caller
-    /// decides whether one is wanted).
-    pub fn bar(counter: Arc<AtomicU64>, total: u64, label: String) -> Progress {
-        let done = Arc::new(AtomicBool::new(false));
-        let stop = done.clone();
+    /// A counter for the core to update, and the bar following it (or an
+    /// unwatched counter and no bar when stderr is not a terminal).
+    pub fn start(label: String) -> (mmapkit::exec::Progress, Progress) {
+        Progress::start_on(std::io::stderr().is_terminal(), label)
+    }
+
+    fn start_on(terminal: bool, label: String) -> (mmapkit::exec::Progress, Progress) {
+        if !terminal {
+            return (mmapkit::exec::Progress::none(), Progress { stop: Arc::new(AtomicBool::new(true)), thread: None });
+        }
+        let progress = mmapkit::exec::Progress::watched();
+        let watched = progress.clone();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
         let thread = std::thread::spawn(move || {
-            let bar = indicatif::ProgressBar::new(total);
-            bar.set_style(
-                indicatif::ProgressStyle::with_template("{msg} {wide_bar} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
-                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-            );
-            bar.set_message(label);
-            while !stop.load(Ordering::Relaxed) {
-                bar.set_position(counter.load(Ordering::Relaxed).min(total));
-                std::thread::sleep(Duration::from_millis(100));
+            let mut bar = None;
+            loop {
+                // Work that ends within one interval never shows a bar.
+                std::thread::park_timeout(PROGRESS_POLL);
+                if stopped.load(Ordering::Relaxed) {
+                    break;
+                }
+                let total = watched.total();
+                if bar.is_none() && total >= PROGRESS_MIN {
+                    let b = indicatif::ProgressBar::new(total);
+                    b.set_style(
+                        indicatif::ProgressStyle::with_template("{msg} {wide_bar} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
+                            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+                    );
+                    b.set_message(label.clone());
+                    bar = Some(b);
+                }
+                if let Some(b) = &bar {
+                    b.set_position(watched.done().min(total));
+                }
             }
-            bar.finish_and_clear();
+            if let Some(b) = bar {
+                b.finish_and_clear();
+            }
         });
-        Progress { done, thread: Some(thread) }
-    }
-
-    /// No bar.
-    pub fn none() -> Progress {
-        Progress { done: Arc::new(AtomicBool::new(true)), thread: None }
+        (progress, Progress { stop, thread: Some(thread) })
     }
 }
 
 impl Drop for Progress {
     fn drop(&mut self) {
-        self.done.store(true, Ordering::Relaxed);
+        self.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
+            t.thread().unpark();
             let _ = t.join();
         }
+    }
+}
+
+/// Per-file results the way count, replace and keep-lines report them: `N`
+/// for one file, `PATH:N` for several, or one JSON array at the end; exit
+/// status 2 if a file failed, else 0 if something was found, 1 if not.
+pub struct PerFile {
+    json: Option<Vec<serde_json::Value>>,
+    many: bool,
+    failed: bool,
+    any: bool,
+}
+
+impl PerFile {
+    pub fn new(json: bool, files: usize) -> PerFile {
+        PerFile { json: json.then(Vec::new), many: files > 1, failed: false, any: false }
+    }
+
+    /// A file's result: `n` printed (unless JSON), `json` collected.
+    pub fn ok(&mut self, out: &mut dyn Write, path: &Path, n: u64, json: serde_json::Value) -> std::io::Result<()> {
+        self.any |= n > 0;
+        match &mut self.json {
+            Some(v) => v.push(json),
+            None if self.many => writeln!(out, "{}:{n}", path.display())?,
+            None => writeln!(out, "{n}")?,
+        }
+        Ok(())
+    }
+
+    /// A result that prints nothing but its JSON and counts as found (so
+    /// the status is 0 unless a file failed).
+    pub fn done(&mut self, json: serde_json::Value) {
+        self.any = true;
+        if let Some(v) = &mut self.json {
+            v.push(json);
+        }
+    }
+
+    /// A file that failed: its error on stderr, the others go on.
+    pub fn err(&mut self, out: &mut dyn Write, e: impl std::fmt::Display) {
+        error_to_stderr(out, e);
+        self.failed = true;
+    }
+
+    /// Prints the JSON array (with --json); the exit status.
+    pub fn finish(self, out: &mut dyn Write) -> anyhow::Result<u8> {
+        if let Some(v) = &self.json {
+            serde_json::to_writer(&mut *out, v)?;
+            writeln!(out)?;
+        }
+        Ok(if self.failed {
+            EXIT_ERROR
+        } else if self.any {
+            EXIT_OK
+        } else {
+            EXIT_NO_MATCH
+        })
     }
 }
 
@@ -174,6 +264,14 @@ pub const EXIT_ERROR: u8 = 2;
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn no_bar_and_no_counting_off_a_terminal() {
+        let (p, bar) = super::Progress::start_on(false, "x".into());
+        assert!(!p.is_watched() && bar.thread.is_none());
+        let (p, bar) = super::Progress::start_on(true, "x".into());
+        assert!(p.is_watched() && bar.thread.is_some());
+    }
+
     #[test]
     fn unescapes() {
         assert_eq!(super::unescape(r"a\nb\t\\\x41\r\0").unwrap(), b"a\nb\t\\A\r\0");

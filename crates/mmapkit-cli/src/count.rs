@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::common::{error_to_stderr, unescape, Progress, ScanArgs, EXIT_ERROR, EXIT_NO_MATCH, EXIT_OK};
+use crate::common::{error_to_stderr, unescape, PerFile, Progress, ScanArgs, EXIT_ERROR, EXIT_NO_MATCH, EXIT_OK};
 
 pub const COUNT_HELP: &str = "\
 Counts are of leftmost, non-overlapping occurrences (in 'aaaa', 'aa' occurs
@@ -46,35 +46,17 @@ pub fn count(a: CountArgs) -> anyhow::Result<u8> {
     };
     let files: Vec<PathBuf> = files.iter().map(PathBuf::from).collect();
     let mut out = std::io::stdout().lock();
-    let (mut status, mut any) = (EXIT_OK, false);
-    let mut json = Vec::new();
-    let many = files.len() > 1;
+    let mut report = PerFile::new(a.scan.json, files.len());
     for path in &files {
         let mut opts = a.scan.options();
         let _bar = Progress::attach(&mut opts, path, "count");
         // `-`, pipes, FIFOs and /proc files are streamed by the core.
         match mmapkit::scan::count(path, &needle, &opts) {
-            Ok(n) => {
-                any |= n > 0;
-                if a.scan.json {
-                    json.push(serde_json::json!({"path": path, "count": n}));
-                } else if many {
-                    writeln!(out, "{}:{n}", path.display())?;
-                } else {
-                    writeln!(out, "{n}")?;
-                }
-            }
-            Err(e) => {
-                error_to_stderr(&mut out, e);
-                status = EXIT_ERROR;
-            }
+            Ok(n) => report.ok(&mut out, path, n, serde_json::json!({"path": path, "count": n}))?,
+            Err(e) => report.err(&mut out, e),
         }
     }
-    if a.scan.json {
-        serde_json::to_writer(&mut out, &json)?;
-        writeln!(out)?;
-    }
-    Ok(if status == EXIT_ERROR { status } else if any { EXIT_OK } else { EXIT_NO_MATCH })
+    report.finish(&mut out)
 }
 
 pub const FIND_HELP: &str = "\

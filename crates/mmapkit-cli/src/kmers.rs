@@ -1,17 +1,12 @@
 //! `mmapkit kmers`: canonical k-mer frequency vectors of FASTA/FASTQ reads.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicU64;
-use std::sync::Arc;
 
 use clap::Args;
 use mmapkit::kmer::{self, KmerOptions, Mode, OutFormat};
 
-use crate::common::{Progress, EXIT_OK};
-
-/// Inputs from this size on get a progress bar (on a terminal).
-const PROGRESS_MIN: u64 = 64 << 20;
+use crate::common::{Progress, ThreadsArg, EXIT_OK};
 
 pub const KMERS_HELP: &str = "\
 Reads FASTA or FASTQ (plain or gzip, detected from the content; sequences may
@@ -75,9 +70,9 @@ pub struct KmersArgs {
     /// single, batch or mmap.
     #[arg(long, default_value = "mmap", value_parser = parse_mode)]
     mode: Mode,
-    /// Worker threads (default: all cores; single mode uses one).
-    #[arg(long, short = 'j', default_value_t = 0, hide_default_value = true)]
-    threads: usize,
+    // (single mode uses one thread)
+    #[command(flatten)]
+    exec: ThreadsArg,
     /// fsync OUT before renaming it into place.
     #[arg(long)]
     sync: bool,
@@ -108,15 +103,8 @@ pub fn kmers(a: KmersArgs) -> anyhow::Result<u8> {
         Some("tsv") => OutFormat::Tsv,
         _ => OutFormat::Csv,
     });
-    let mut opts = KmerOptions { k: a.k, counts: a.counts, mode: a.mode, threads: a.threads, sync: a.sync, progress: None };
-    let _bar = match std::fs::metadata(&a.input) {
-        Ok(m) if m.len() >= PROGRESS_MIN && std::io::stderr().is_terminal() => {
-            let counter = Arc::new(AtomicU64::new(0));
-            opts.progress = Some(counter.clone());
-            Progress::bar(counter, m.len(), format!("kmers {}", a.input.display()))
-        }
-        _ => Progress::none(),
-    };
+    let (progress, _bar) = Progress::start(format!("kmers {}", a.input.display()));
+    let opts = KmerOptions { k: a.k, counts: a.counts, mode: a.mode, threads: a.exec.threads, sync: a.sync, progress };
     let t0 = std::time::Instant::now();
     let s = kmer::write(&a.input, &a.output, format, &opts)?;
     let secs = t0.elapsed().as_secs_f64();

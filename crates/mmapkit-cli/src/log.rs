@@ -1,18 +1,14 @@
 //! `mmapkit log init|append|read|stat|verify|truncate|purge DIR ...`: the
 //! commit log (`mmapkit::log`) from the shell.
 
-use std::io::{self, BufRead, BufWriter, IsTerminal, Read, Write};
+use std::io::{self, BufRead, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
 use mmapkit::log::{CommitLog, LogOptions, SyncMode};
 
-use crate::common::{EXIT_NO_MATCH, EXIT_OK};
-
-/// Logs at least this large get a progress bar in `verify` (on a terminal).
-const PROGRESS_MIN: u64 = 1 << 30;
+use crate::common::{Progress, ThreadsArg, EXIT_NO_MATCH, EXIT_OK};
 
 pub const LOG_HELP: &str = "\
 Examples:
@@ -141,6 +137,8 @@ repaired log verifies.")]
         /// Repair a damaged tail (see below) before verifying.
         #[arg(long)]
         repair: bool,
+        #[command(flatten)]
+        exec: ThreadsArg,
     },
     /// Drop every entry after INDEX (the next append gets INDEX+1).
     #[command(after_help = "Example:\n  mmapkit log truncate wal 41    keep entries up to 41")]
@@ -261,14 +259,17 @@ pub fn run(a: LogArgs) -> anyhow::Result<u8> {
             read(&log, lo, hi, max_bytes, format)
         }
         LogCmd::Stat { dir, json } => stat(&open_ro(&dir)?, json),
-        LogCmd::Verify { dir, json, repair } => {
+        LogCmd::Verify { dir, json, repair, exec } => {
             // Corruption found on open (the tail) is a verify result too.
             let r = if repair {
                 open_rw(&dir, SyncMode::Batch, true).inspect(report_recovery)
             } else {
                 open_ro(&dir)
             }
-            .and_then(|log| verify_with_bar(&log));
+            .and_then(|log| {
+                let (progress, _bar) = Progress::start("verify".into());
+                log.verify_with(exec.threads, &progress)
+            });
             match r {
                 Ok(r) => {
                     let mut out = io::stdout().lock();
@@ -312,36 +313,6 @@ pub fn run(a: LogArgs) -> anyhow::Result<u8> {
             Ok(EXIT_OK)
         }
     }
-}
-
-/// `verify`, with a progress bar on stderr when it is a terminal and the
-/// log is large.
-fn verify_with_bar(log: &CommitLog) -> mmapkit::Result<mmapkit::log::VerifyReport> {
-    let total: u64 = log.stat()?.segments.iter().map(|s| s.size).sum();
-    if total < PROGRESS_MIN || !io::stderr().is_terminal() {
-        return log.verify();
-    }
-    let done = AtomicU64::new(0);
-    let stop = AtomicBool::new(false);
-    std::thread::scope(|sc| {
-        sc.spawn(|| {
-            let bar = indicatif::ProgressBar::new(total);
-            bar.set_style(
-                indicatif::ProgressStyle::with_template(
-                    "verify {wide_bar} {bytes}/{total_bytes} eta {eta}",
-                )
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-            );
-            while !stop.load(Ordering::Relaxed) {
-                bar.set_position(done.load(Ordering::Relaxed));
-                std::thread::sleep(std::time::Duration::from_millis(100));
-            }
-            bar.finish_and_clear();
-        });
-        let r = log.verify_progress(&done);
-        stop.store(true, Ordering::Relaxed);
-        r
-    })
 }
 
 fn report_recovery(log: &CommitLog) {

@@ -1,12 +1,11 @@
 //! `mmapkit replace`, `mmapkit keep-lines` and `mmapkit head --in-place`.
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Args;
 use mmapkit::scan::{self, ReplaceOptions};
 
-use crate::common::{error_to_stderr, unescape, Progress, ScanArgs, EXIT_ERROR, EXIT_NO_MATCH, EXIT_OK};
+use crate::common::{error_to_stderr, unescape, PerFile, Progress, ScanArgs, EXIT_ERROR};
 
 pub const REPLACE_HELP: &str = "\
 PATTERN is a regex (Rust regex syntax, like grep -E) matched line by line as
@@ -95,27 +94,19 @@ pub fn replace(a: ReplaceArgs) -> anyhow::Result<u8> {
     };
     let ropts = ReplaceOptions { regex, dry_run: a.dry_run, backup: a.backup.clone(), sync: a.sync };
     let mut out = std::io::stdout().lock();
-    let (mut failed, mut any) = (false, false);
-    let mut json = Vec::new();
-    let many = a.files.len() > 1;
+    let mut report = PerFile::new(a.scan.json, a.files.len());
     for path in &a.files {
         let mut opts = a.scan.options();
         let _bar = Progress::attach(&mut opts, path, "replace");
         match scan::replace(path, &pattern, &replacement, &ropts, &opts) {
             Ok(r) => {
-                any |= r.replacements > 0;
-                if a.scan.json {
-                    json.push(serde_json::json!({
-                        "path": path,
-                        "replacements": r.replacements,
-                        "in_place": r.in_place,
-                        "bytes_written": r.bytes_written,
-                    }));
-                } else if many {
-                    writeln!(out, "{}:{}", path.display(), r.replacements)?;
-                } else {
-                    writeln!(out, "{}", r.replacements)?;
-                }
+                let json = serde_json::json!({
+                    "path": path,
+                    "replacements": r.replacements,
+                    "in_place": r.in_place,
+                    "bytes_written": r.bytes_written,
+                });
+                report.ok(&mut out, path, r.replacements, json)?;
             }
             Err(e) if e.path().is_none() => {
                 // Not about a file (a bad pattern or suffix): the same for
@@ -123,23 +114,10 @@ pub fn replace(a: ReplaceArgs) -> anyhow::Result<u8> {
                 error_to_stderr(&mut out, format_args!("replace: {e}"));
                 return Ok(EXIT_ERROR);
             }
-            Err(e) => {
-                error_to_stderr(&mut out, e);
-                failed = true;
-            }
+            Err(e) => report.err(&mut out, e),
         }
     }
-    if a.scan.json {
-        serde_json::to_writer(&mut out, &json)?;
-        writeln!(out)?;
-    }
-    Ok(if failed {
-        EXIT_ERROR
-    } else if any {
-        EXIT_OK
-    } else {
-        EXIT_NO_MATCH
-    })
+    report.finish(&mut out)
 }
 
 /// Arguments of `mmapkit keep-lines`.
@@ -187,30 +165,21 @@ pub fn head(a: HeadArgs) -> anyhow::Result<u8> {
 }
 
 fn keep(n: u64, files: &[PathBuf], scan_args: &ScanArgs) -> anyhow::Result<u8> {
-    let mut failed = false;
-    let mut json = Vec::new();
+    let mut report = PerFile::new(scan_args.json, files.len());
     for path in files {
         let mut opts = scan_args.options();
         let _bar = Progress::attach(&mut opts, path, "keep-lines");
         match scan::keep_lines(path, n, &opts) {
-            Ok(r) => json.push(serde_json::json!({
+            Ok(r) => report.done(serde_json::json!({
                 "path": path,
                 "old_len": r.old_len,
                 "new_len": r.new_len,
                 "truncated": r.truncated,
             })),
-            Err(e) => {
-                error_to_stderr(&mut std::io::stdout(), e);
-                failed = true;
-            }
+            Err(e) => report.err(&mut std::io::stdout(), e),
         }
     }
-    if scan_args.json {
-        let mut out = std::io::stdout().lock();
-        serde_json::to_writer(&mut out, &json)?;
-        writeln!(out)?;
-    }
-    Ok(if failed { EXIT_ERROR } else { EXIT_OK })
+    report.finish(&mut std::io::stdout().lock())
 }
 
 #[cfg(test)]

@@ -221,3 +221,52 @@ fn evict_read_evict_residency() {
     );
     assert!(field(&v, "resident_pages") <= 1, "after second evict: {v}");
 }
+
+/// `-j/--threads` means the same in every parallel command: auto, 0 (auto),
+/// 1 and N give the same output; nonsense is a usage error (exit 2).
+#[test]
+fn threads_flag_is_the_same_everywhere() {
+    let dir = tempdir();
+    let text = dir.path().join("t.txt");
+    fs::write(&text, b"alpha,1\nbeta,22\n".repeat(20_000)).unwrap();
+    let fa = dir.path().join("r.fa");
+    fs::write(&fa, b">r1\nACGTACGTTT\n>r2\nGGGCCCAAATTT\n".repeat(50)).unwrap();
+    let wal = dir.path().join("wal");
+    let wal_s = wal.to_str().unwrap();
+    assert!(run(&["log", "init", wal_s, "--segment-size", "4K"]).status.success());
+    assert!(run_stdin(&["log", "append", wal_s], Some(&b"an entry of the log\n".repeat(1000))).status.success());
+    let (t, f) = (text.to_str().unwrap(), fa.to_str().unwrap());
+    let out_csv = dir.path().join("o.csv");
+    let o = out_csv.to_str().unwrap();
+    let commands: [&[&str]; 7] = [
+        &["count", "--lines", t],
+        &["find", "--all", "beta", t],
+        &["grep", "-n", r"a,\d$", t],
+        &["grep", "-c", "beta", t],
+        &["replace", "--dry-run", "--json", "alpha", "gamma", t],
+        &["kmers", "-k", "3", f, "-o", o],
+        &["log", "verify", "--json", wal_s],
+    ];
+    for cmd in commands {
+        let with_j = |j: &str| {
+            let mut args = cmd.to_vec();
+            args.extend(["-j", j]);
+            let out = run(&args);
+            assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+            let bytes = if cmd[0] == "kmers" { fs::read(&out_csv).unwrap() } else { out.stdout };
+            assert!(!bytes.is_empty(), "{args:?}");
+            bytes
+        };
+        let want = with_j("1");
+        for j in ["0", "auto", "3"] {
+            assert_eq!(with_j(j), want, "{cmd:?} -j {j}");
+        }
+        for bad in ["--threads=-1", "--threads=two", "-j99999"] {
+            let mut args = cmd.to_vec();
+            args.push(bad);
+            let out = run(&args);
+            assert_eq!(out.status.code(), Some(2), "{args:?}");
+            assert!(stderr(&out).contains("threads"), "{args:?}: {}", stderr(&out));
+        }
+    }
+}

@@ -25,8 +25,8 @@ use crate::errors::IntoPy;
 /// written through, the old file's mode kept; `out` being `path`, a FIFO
 /// or a directory raises; ``"-"`` streams csv/tsv to stdout), and returns
 /// the number of reads. `mode` is ``"single"``, ``"batch"`` or
-/// ``"mmap"`` (same result, different designs); `threads` None uses all
-/// cores. Raises :class:`FormatError` naming the record for malformed
+/// ``"mmap"`` (same result, different designs); `threads` None (or 0)
+/// uses one per core, 1 is sequential. Raises :class:`FormatError` naming the record for malformed
 /// input.
 #[pyfunction]
 #[pyo3(signature = (path, k = 4, out = None, *, format = None, counts = false, mode = "mmap", threads = None, sync = false))]
@@ -39,11 +39,11 @@ pub fn kmers(
     format: Option<&str>,
     counts: bool,
     mode: &str,
-    threads: Option<usize>,
+    threads: Option<i64>,
     sync: bool,
 ) -> PyResult<Py<PyAny>> {
     let mode: Mode = mode.parse().py_err()?;
-    let opts = KmerOptions { k, counts, mode, threads: threads.unwrap_or(0), sync, progress: None };
+    let opts = KmerOptions { k, counts, mode, threads: crate::exec::threads(threads)?, sync, ..Default::default() };
     match out {
         Some(out) => {
             let format: OutFormat = match format {

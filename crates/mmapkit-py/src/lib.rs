@@ -7,6 +7,7 @@
 
 mod buffer;
 mod errors;
+mod exec;
 mod kmers;
 mod log;
 mod mapped;

@@ -279,11 +279,14 @@ impl CommitLog {
         Ok(self.log()?.sync_count())
     }
 
-    /// Checks every entry's checksum and batch commit; returns counts,
-    /// raises ``CorruptError`` naming the entry and segment.
-    fn verify<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    /// Checks every entry's checksum and batch commit (segments in
+    /// parallel on ``threads``: None or 0 one per core, 1 sequential);
+    /// returns counts, raises ``CorruptError`` naming the entry and segment.
+    #[pyo3(signature = (*, threads = None))]
+    fn verify<'py>(&self, py: Python<'py>, threads: Option<i64>) -> PyResult<Bound<'py, PyDict>> {
         let log = self.log()?;
-        let r = py.detach(|| log.verify()).py_err()?;
+        let threads = crate::exec::threads(threads)?;
+        let r = py.detach(|| log.verify_with(threads, &Default::default())).py_err()?;
         let d = PyDict::new(py);
         d.set_item("segments", r.segments)?;
         d.set_item("entries", r.entries)?;

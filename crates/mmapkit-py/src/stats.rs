@@ -31,15 +31,18 @@ fn dtype_name(d: DType) -> &'static str {
 
 /// Runs `f` on the data of `src` (a numpy array, or a path read with
 /// `dtype`/`offset`/`count`, or as `.npy` without a dtype) with the GIL
-/// released. Returns the dtype name and `f`'s result.
+/// released, on `threads` workers. Returns the dtype name and `f`'s result.
+#[allow(clippy::too_many_arguments)]
 fn run<R: Send>(
     py: Python<'_>,
     src: &Bound<'_, PyAny>,
     dtype: Option<&str>,
     offset: u64,
     count: Option<u64>,
+    threads: Option<i64>,
     f: impl Fn(Data<'_>) -> mmapkit::Result<R> + Send + Sync,
 ) -> PyResult<(&'static str, R)> {
+    let threads = crate::exec::threads(threads)?;
     if let Ok(arr) = src.cast::<PyUntypedArray>() {
         if dtype.is_some() || offset != 0 || count.is_some() {
             return Err(PyTypeError::new_err("dtype, offset and count apply to paths, not to arrays"));
@@ -51,7 +54,7 @@ fn run<R: Send>(
                         PyValueError::new_err("array is not contiguous (mmapkit.stats copies such arrays; call it through mmapkit.stats)")
                     })?;
                     let data = Data::$v(s);
-                    let r = py.detach(|| f(data)).py_err()?;
+                    let r = py.detach(|| threads.install(|| f(data))?).py_err()?;
                     return Ok((dtype_name(data.dtype()), r));
                 }
             )*};
@@ -70,7 +73,7 @@ fn run<R: Send>(
     let r = py
         .detach(|| {
             let a = MappedArray::open(&path, dtype, offset, count)?;
-            let r = a.with(&f)??;
+            let r = threads.install(|| a.with(&f))???;
             Ok((dtype_name(a.dtype()), r))
         })
         .py_err()?;
@@ -87,7 +90,7 @@ fn value_obj(py: Python<'_>, v: Value) -> PyResult<Py<PyAny>> {
 
 /// Median of `src` (see `mmapkit.stats.median`): (dtype name, value).
 #[pyfunction]
-#[pyo3(signature = (src, *, dtype = None, offset = 0, count = None, skipna = false))]
+#[pyo3(signature = (src, *, dtype = None, offset = 0, count = None, skipna = false, threads = None))]
 pub fn stats_median(
     py: Python<'_>,
     src: &Bound<'_, PyAny>,
@@ -95,14 +98,15 @@ pub fn stats_median(
     offset: u64,
     count: Option<u64>,
     skipna: bool,
+    threads: Option<i64>,
 ) -> PyResult<(&'static str, f64)> {
-    run(py, src, dtype, offset, count, |d| Ok(with_data!(d, |s| stats::median(s, skipna))))
+    run(py, src, dtype, offset, count, threads, |d| Ok(with_data!(d, |s| stats::median(s, skipna))))
 }
 
 /// Quantiles `qs` of `src`: (dtype name, values as int or float); `wide`:
 /// float32 data interpolates in float64 (numpy's way for an array of q).
 #[pyfunction]
-#[pyo3(signature = (src, qs, *, method = "linear", wide = false, dtype = None, offset = 0, count = None, skipna = false))]
+#[pyo3(signature = (src, qs, *, method = "linear", wide = false, dtype = None, offset = 0, count = None, skipna = false, threads = None))]
 #[allow(clippy::too_many_arguments)]
 pub fn stats_quantile(
     py: Python<'_>,
@@ -114,9 +118,10 @@ pub fn stats_quantile(
     offset: u64,
     count: Option<u64>,
     skipna: bool,
+    threads: Option<i64>,
 ) -> PyResult<(&'static str, Vec<Py<PyAny>>)> {
     let method: Method = method.parse().py_err()?;
-    let (name, vals) = run(py, src, dtype, offset, count, |d| {
+    let (name, vals) = run(py, src, dtype, offset, count, threads, |d| {
         with_data!(d, |s| if wide {
             stats::quantiles_wide(s, &qs, method, skipna)
         } else {
@@ -131,7 +136,8 @@ type HistogramResult<'py> = (&'static str, Bound<'py, PyArray1<i64>>, Bound<'py,
 
 /// Histogram of `src`: (dtype name, counts, edges).
 #[pyfunction]
-#[pyo3(signature = (src, bins = 10, range = None, *, dtype = None, offset = 0, count = None))]
+#[pyo3(signature = (src, bins = 10, range = None, *, dtype = None, offset = 0, count = None, threads = None))]
+#[allow(clippy::too_many_arguments)]
 pub fn stats_histogram<'py>(
     py: Python<'py>,
     src: &Bound<'py, PyAny>,
@@ -140,15 +146,17 @@ pub fn stats_histogram<'py>(
     dtype: Option<&str>,
     offset: u64,
     count: Option<u64>,
+    threads: Option<i64>,
 ) -> PyResult<HistogramResult<'py>> {
-    let (name, h) = run(py, src, dtype, offset, count, |d| with_data!(d, |s| stats::histogram(s, bins, range)))?;
+    let (name, h) = run(py, src, dtype, offset, count, threads, |d| with_data!(d, |s| stats::histogram(s, bins, range)))?;
     let counts: Vec<i64> = h.counts.into_iter().map(|c| c as i64).collect();
     Ok((name, counts.into_pyarray(py), h.edges.into_pyarray(py)))
 }
 
 /// Minimum (`which == "min"`) or maximum (`"max"`) of `src`: (dtype name, value).
 #[pyfunction]
-#[pyo3(signature = (src, which, *, dtype = None, offset = 0, count = None, skipna = false))]
+#[pyo3(signature = (src, which, *, dtype = None, offset = 0, count = None, skipna = false, threads = None))]
+#[allow(clippy::too_many_arguments)]
 pub fn stats_extreme(
     py: Python<'_>,
     src: &Bound<'_, PyAny>,
@@ -157,13 +165,14 @@ pub fn stats_extreme(
     offset: u64,
     count: Option<u64>,
     skipna: bool,
+    threads: Option<i64>,
 ) -> PyResult<(&'static str, Py<PyAny>)> {
     let max = match which {
         "min" => false,
         "max" => true,
         _ => return Err(PyValueError::new_err("which must be \"min\" or \"max\"")),
     };
-    let (name, v) = run(py, src, dtype, offset, count, |d| {
+    let (name, v) = run(py, src, dtype, offset, count, threads, |d| {
         with_data!(d, |s| if max { stats::max(s, skipna) } else { stats::min(s, skipna) })
     })?;
     Ok((name, value_obj(py, v)?))
@@ -171,7 +180,7 @@ pub fn stats_extreme(
 
 /// Sum of `src`: (dtype name, exact int or compensated float).
 #[pyfunction]
-#[pyo3(signature = (src, *, dtype = None, offset = 0, count = None, skipna = false))]
+#[pyo3(signature = (src, *, dtype = None, offset = 0, count = None, skipna = false, threads = None))]
 pub fn stats_sum(
     py: Python<'_>,
     src: &Bound<'_, PyAny>,
@@ -179,8 +188,9 @@ pub fn stats_sum(
     offset: u64,
     count: Option<u64>,
     skipna: bool,
+    threads: Option<i64>,
 ) -> PyResult<(&'static str, Py<PyAny>)> {
-    let (name, s) = run(py, src, dtype, offset, count, |d| Ok(with_data!(d, |s| stats::sum(s, skipna))))?;
+    let (name, s) = run(py, src, dtype, offset, count, threads, |d| Ok(with_data!(d, |s| stats::sum(s, skipna))))?;
     let obj = match s {
         Sum::Int(i) => i.into_py_any(py)?,
         f @ Sum::Float(..) => f.as_f64().into_py_any(py)?,
@@ -190,7 +200,7 @@ pub fn stats_sum(
 
 /// Mean of `src` as float64: (dtype name, value).
 #[pyfunction]
-#[pyo3(signature = (src, *, dtype = None, offset = 0, count = None, skipna = false))]
+#[pyo3(signature = (src, *, dtype = None, offset = 0, count = None, skipna = false, threads = None))]
 pub fn stats_mean(
     py: Python<'_>,
     src: &Bound<'_, PyAny>,
@@ -198,6 +208,7 @@ pub fn stats_mean(
     offset: u64,
     count: Option<u64>,
     skipna: bool,
+    threads: Option<i64>,
 ) -> PyResult<(&'static str, f64)> {
-    run(py, src, dtype, offset, count, |d| Ok(with_data!(d, |s| stats::mean(s, skipna))))
+    run(py, src, dtype, offset, count, threads, |d| Ok(with_data!(d, |s| stats::mean(s, skipna))))
 }

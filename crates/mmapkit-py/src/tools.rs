@@ -24,17 +24,17 @@ pub(crate) fn pattern_bytes(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
         .map_err(|_| PyTypeError::new_err("pattern must be bytes or str"))
 }
 
-pub(crate) fn scan_options(strategy: &str, threads: usize) -> PyResult<ScanOptions> {
+pub(crate) fn scan_options(strategy: &str, threads: Option<i64>) -> PyResult<ScanOptions> {
     let strategy: Strategy = strategy.parse().py_err()?;
-    Ok(ScanOptions::new(strategy, threads))
+    Ok(ScanOptions::new(strategy, crate::exec::threads(threads)?))
 }
 
 /// Number of non-overlapping occurrences of `sub` in the file at `path`
-/// (``count(path, b"\n")`` counts lines like ``wc -l``), on `threads`
-/// threads (0: all cores).
+/// (``count(path, b"\n")`` counts lines like ``wc -l``). Every tool takes
+/// ``threads``: None (or 0) one per core, 1 sequential, n workers.
 #[pyfunction]
-#[pyo3(signature = (path, sub, *, strategy = "auto", threads = 0))]
-pub fn count(py: Python<'_>, path: PathBuf, sub: &Bound<'_, PyAny>, strategy: &str, threads: usize) -> PyResult<u64> {
+#[pyo3(signature = (path, sub, *, strategy = "auto", threads = None))]
+pub fn count(py: Python<'_>, path: PathBuf, sub: &Bound<'_, PyAny>, strategy: &str, threads: Option<i64>) -> PyResult<u64> {
     let needle = pattern_bytes(sub)?;
     let opts = scan_options(strategy, threads)?;
     py.detach(|| mmapkit::scan::count(&path, &needle, &opts)).py_err()
@@ -43,8 +43,8 @@ pub fn count(py: Python<'_>, path: PathBuf, sub: &Bound<'_, PyAny>, strategy: &s
 /// Offset of the first (or with ``last=True`` the last) occurrence of
 /// `sub`, or -1. A match near the start returns at once.
 #[pyfunction]
-#[pyo3(signature = (path, sub, *, last = false, strategy = "auto", threads = 0))]
-pub fn find(py: Python<'_>, path: PathBuf, sub: &Bound<'_, PyAny>, last: bool, strategy: &str, threads: usize) -> PyResult<i64> {
+#[pyo3(signature = (path, sub, *, last = false, strategy = "auto", threads = None))]
+pub fn find(py: Python<'_>, path: PathBuf, sub: &Bound<'_, PyAny>, last: bool, strategy: &str, threads: Option<i64>) -> PyResult<i64> {
     let needle = pattern_bytes(sub)?;
     let opts = scan_options(strategy, threads)?;
     let r = py
@@ -56,14 +56,14 @@ pub fn find(py: Python<'_>, path: PathBuf, sub: &Bound<'_, PyAny>, last: bool, s
 /// Offsets of the non-overlapping occurrences of `sub` (at most `max`),
 /// as a numpy int64 array.
 #[pyfunction]
-#[pyo3(signature = (path, sub, *, max = None, strategy = "auto", threads = 0))]
+#[pyo3(signature = (path, sub, *, max = None, strategy = "auto", threads = None))]
 pub fn find_all<'py>(
     py: Python<'py>,
     path: PathBuf,
     sub: &Bound<'py, PyAny>,
     max: Option<usize>,
     strategy: &str,
-    threads: usize,
+    threads: Option<i64>,
 ) -> PyResult<Bound<'py, PyArray1<i64>>> {
     let needle = pattern_bytes(sub)?;
     let opts = scan_options(strategy, threads)?;
@@ -98,7 +98,7 @@ fn grep_options(
 /// ``only_matching`` one entry per match (its offset and bytes).
 #[pyfunction]
 #[pyo3(signature = (path, pattern, *, ignore_case = false, invert = false, fixed = false,
-                    only_matching = false, max_count = None, strategy = "auto", threads = 0))]
+                    only_matching = false, max_count = None, strategy = "auto", threads = None))]
 #[allow(clippy::too_many_arguments)]
 pub fn grep(
     py: Python<'_>,
@@ -110,7 +110,7 @@ pub fn grep(
     only_matching: bool,
     max_count: Option<u64>,
     strategy: &str,
-    threads: usize,
+    threads: Option<i64>,
 ) -> PyResult<Vec<(u64, u64, Py<PyBytes>)>> {
     let g = grep_options(pattern, ignore_case, invert, fixed, only_matching, max_count)?;
     let opts = scan_options(strategy, threads)?;
@@ -122,7 +122,7 @@ pub fn grep(
 /// like ``grep -c``.
 #[pyfunction]
 #[pyo3(signature = (path, pattern, *, ignore_case = false, invert = false, fixed = false,
-                    max_count = None, strategy = "auto", threads = 0))]
+                    max_count = None, strategy = "auto", threads = None))]
 #[allow(clippy::too_many_arguments)]
 pub fn grep_count(
     py: Python<'_>,
@@ -133,7 +133,7 @@ pub fn grep_count(
     fixed: bool,
     max_count: Option<u64>,
     strategy: &str,
-    threads: usize,
+    threads: Option<i64>,
 ) -> PyResult<u64> {
     let g = grep_options(pattern, ignore_case, invert, fixed, false, max_count)?;
     let opts = scan_options(strategy, threads)?;
@@ -147,7 +147,7 @@ pub fn grep_count(
 /// replaces the original (a crash leaves the old or the new file).
 #[pyfunction]
 #[pyo3(signature = (path, pattern, replacement, *, regex = false, dry_run = false, backup = None,
-                    sync = false, strategy = "auto", threads = 0))]
+                    sync = false, strategy = "auto", threads = None))]
 #[allow(clippy::too_many_arguments)]
 pub fn replace(
     py: Python<'_>,
@@ -159,7 +159,7 @@ pub fn replace(
     backup: Option<String>,
     sync: bool,
     strategy: &str,
-    threads: usize,
+    threads: Option<i64>,
 ) -> PyResult<u64> {
     let pattern = pattern_bytes(pattern)?;
     let replacement = pattern_bytes(replacement)?;

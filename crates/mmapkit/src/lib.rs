@@ -9,6 +9,9 @@
 //!   when another process truncates the file (the operation gets
 //!   [`Error::FileTruncated`] instead).
 //! * [`scan`]: byte-search kernels (memchr) shared by every strategy.
+//! * [`exec`]: the execution context of every parallel operation: thread
+//!   count ([`exec::Threads`]), the shared worker pools, progress
+//!   ([`exec::Progress`]).
 //! * [`info`]: size, allocated blocks and page-cache residency of files.
 //! * [`writer`]: [`writer::RecordWriter`], fixed-width records written
 //!   from many threads straight into a mapped output, in input order.
@@ -28,6 +31,7 @@
 #![warn(missing_docs)]
 
 mod error;
+pub mod exec;
 pub mod fs;
 pub mod info;
 pub mod kmer;

@@ -28,7 +28,7 @@ pub(crate) fn scan_matrix(strategies: &[Strategy], chunks: &[usize]) -> Vec<Scan
     for &strategy in strategies {
         for threads in [1, 3] {
             for &chunk in chunks {
-                v.push(ScanOptions { strategy, threads, chunk, progress: None });
+                v.push(ScanOptions { strategy, threads: threads.into(), chunk, progress: Default::default() });
             }
         }
     }

@@ -59,13 +59,14 @@ mod parse;
 use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Mutex};
 
 use rayon::prelude::*;
 
 use crate::map::{Advice, Map, Mode as MapMode};
 use crate::fs::{AtomicFile, Target};
+use crate::exec::{Progress, Threads};
 use crate::scan::source::{label, open_input, pread_full, Opened};
 use crate::writer::{HeaderSpec, LineFormat, RecordWriter, StreamWriter, WriterOptions};
 use crate::{Error, Result};
@@ -134,17 +135,19 @@ pub struct KmerOptions {
     pub counts: bool,
     /// single / batch / mmap.
     pub mode: Mode,
-    /// Worker threads (0: all cores); `single` uses one.
-    pub threads: usize,
+    /// Worker threads (see [`Threads`]; default: one per core); `single`
+    /// uses one.
+    pub threads: Threads,
     /// fsync the output before renaming it into place.
     pub sync: bool,
-    /// Input bytes consumed so far (for a progress bar).
-    pub progress: Option<Arc<AtomicU64>>,
+    /// Input bytes consumed (the total is the file's size, unknown for
+    /// streams; gzip input counts compressed bytes).
+    pub progress: Progress,
 }
 
 impl Default for KmerOptions {
     fn default() -> Self {
-        KmerOptions { k: 4, counts: false, mode: Mode::Mmap, threads: 0, sync: false, progress: None }
+        KmerOptions { k: 4, counts: false, mode: Mode::Mmap, threads: Threads::AUTO, sync: false, progress: Progress::none() }
     }
 }
 
@@ -409,14 +412,6 @@ pub struct Summary {
     pub dims: usize,
 }
 
-fn threads_for(n: usize) -> usize {
-    if n > 0 {
-        n
-    } else {
-        std::thread::available_parallelism().map_or(1, |n| n.get())
-    }
-}
-
 /// The input, opened once (never reopened: a FIFO or a pipe cannot be).
 enum Source {
     /// A plain (not gzip) regular file: can be mapped.
@@ -431,10 +426,12 @@ const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 /// FIFOs and /proc files are streams) and sniffs gzip without reopening:
 /// a regular file is `pread` at 0, a stream's first bytes are read and
 /// put back in front of it.
-fn open_source(path: &Path, progress: Option<Arc<AtomicU64>>) -> Result<Source> {
+fn open_source(path: &Path, progress: &Progress) -> Result<Source> {
     let name = label(path);
+    let progress = progress.clone();
     match open_input(path)? {
-        Opened::File { file, .. } => {
+        Opened::File { file, len } => {
+            progress.set_total(len);
             let mut magic = [0u8; 2];
             let got = pread_full(&file, &mut magic, 0).map_err(|e| Error::io(name, "read", e))?;
             let gz = got == 2 && magic == GZIP_MAGIC;
@@ -509,7 +506,7 @@ fn run(input: &Path, out: Out, format: OutFormat, opts: &KmerOptions) -> Result<
     let enc = Encoder::new(format, opts.counts, km.dims());
     let name = label(input);
     // progress: counted by the stream as the file is read (mapped input: by the reader)
-    let source = open_source(input, opts.progress.clone())?;
+    let source = open_source(input, &opts.progress)?;
     let wopts = WriterOptions { header: enc.header(), sync: opts.sync, grow_records: 0 };
     // A stream cannot take records at offsets: batch gives the same bytes.
     let mode = match (&out, opts.mode) {
@@ -528,11 +525,11 @@ fn run(input: &Path, out: Out, format: OutFormat, opts: &KmerOptions) -> Result<
                 Source::Mappable(f) => (Box::new(Counting { inner: f, counter: opts.progress.clone() }), false),
                 Source::Stream { r, gz } => (r, gz),
             };
-            let reader = Reader::new(stream_input(r, gz), name, None);
+            let reader = Reader::new(stream_input(r, gz), name, Progress::none());
             if mode == Mode::Single {
                 run_single(reader, &km, &enc, &mut w, name)?;
             } else {
-                run_batch(reader, &km, &enc, &mut w, threads_for(opts.threads), name)?;
+                run_batch(reader, &km, &enc, &mut w, opts.threads, name)?;
             }
             if memory {
                 (w.records(), Some(w.finish_bytes()?))
@@ -559,10 +556,10 @@ fn run(input: &Path, out: Out, format: OutFormat, opts: &KmerOptions) -> Result<
                     }
                     Reader::new(Input::Mapped { data: m.as_slice(), pos: 0 }, name, opts.progress.clone())
                 }
-                (None, Some((r, gz))) => Reader::new(stream_input(r, gz), name, None),
+                (None, Some((r, gz))) => Reader::new(stream_input(r, gz), name, Progress::none()),
                 (None, None) => unreachable!("one of the two is set"),
             };
-            run_mmap(reader, map.as_ref(), &km, &enc, &w, threads_for(opts.threads), name)?;
+            run_mmap(reader, map.as_ref(), &km, &enc, &w, opts.threads, name)?;
             if let Some(m) = &map {
                 m.check()?;
             }
@@ -593,11 +590,8 @@ fn run_single(mut reader: Reader<'_>, km: &Kmerizer, enc: &Encoder, w: &mut Stre
     Ok(())
 }
 
-fn run_batch(mut reader: Reader<'_>, km: &Kmerizer, enc: &Encoder, w: &mut StreamWriter, threads: usize, path: &Path) -> Result<()> {
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .map_err(|e| Error::InvalidArgument(format!("cannot start {threads} worker threads: {e}")))?;
+fn run_batch(mut reader: Reader<'_>, km: &Kmerizer, enc: &Encoder, w: &mut StreamWriter, threads: Threads, path: &Path) -> Result<()> {
+    let pool = threads.pool()?;
     let width = enc.width();
     std::thread::scope(|scope| {
         // Queue of two batches (the article's 20,000 reads).
@@ -655,7 +649,7 @@ struct Watermark {
     input_released: usize,
 }
 
-fn run_mmap(reader: Reader<'_>, input_map: Option<&Map>, km: &Kmerizer, enc: &Encoder, w: &RecordWriter, threads: usize, path: &Path) -> Result<()> {
+fn run_mmap(reader: Reader<'_>, input_map: Option<&Map>, km: &Kmerizer, enc: &Encoder, w: &RecordWriter, threads: Threads, path: &Path) -> Result<()> {
     // The one lock: taking the next block (and its record numbers).
     let reader = Mutex::new((reader, 0u64));
     let abort = AtomicBool::new(false);
@@ -671,9 +665,11 @@ fn run_mmap(reader: Reader<'_>, input_map: Option<&Map>, km: &Kmerizer, enc: &En
     };
     let mark = Mutex::new(Watermark { low: 0, done: Default::default(), rec_end: 0, input_end: 0, input_released: 0 });
     let width = enc.width();
-    std::thread::scope(|scope| {
-        for _ in 0..threads {
-            scope.spawn(|| {
+    // One long-lived task per worker of the shared pool; no task waits for
+    // another, so a pool busy with other work only delays them.
+    threads.pool()?.scope(|scope| {
+        for _ in 0..threads.get() {
+            scope.spawn(|_| {
                 let mut s = Scratch::new(km.dims(), width);
                 while !abort.load(Ordering::Relaxed) {
                     let (block, id) = {

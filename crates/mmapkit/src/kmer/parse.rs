@@ -11,11 +11,10 @@ use std::borrow::Cow;
 use std::io::Read;
 use std::ops::Range;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 
 use memchr::{memchr, memmem};
 
+use crate::exec::Progress;
 use crate::{Error, Result};
 
 /// Which format the input is in.
@@ -194,11 +193,11 @@ pub(crate) struct Reader<'a> {
     next: u64,
     done: bool,
     path: &'a Path,
-    progress: Option<Arc<AtomicU64>>,
+    progress: Progress,
 }
 
 impl<'a> Reader<'a> {
-    pub fn new(input: Input<'a>, path: &'a Path, progress: Option<Arc<AtomicU64>>) -> Reader<'a> {
+    pub fn new(input: Input<'a>, path: &'a Path, progress: Progress) -> Reader<'a> {
         Reader { input, fmt: Format::Unknown, next: 0, done: false, path, progress }
     }
 
@@ -217,9 +216,7 @@ impl<'a> Reader<'a> {
             Input::Mapped { data, pos } => {
                 let data: &'a [u8] = data;
                 let (seqs, end, done) = parse(data, *pos, &mut self.fmt, true, first, caps, self.path)?;
-                if let Some(c) = &self.progress {
-                    c.fetch_add((end - *pos) as u64, Ordering::Relaxed);
-                }
+                self.progress.advance((end - *pos) as u64);
                 *pos = end;
                 self.done = done;
                 if seqs.is_empty() {
@@ -275,15 +272,13 @@ impl<'a> Reader<'a> {
 /// Counts the bytes read from the file (progress for streamed input).
 pub(crate) struct Counting<R> {
     pub inner: R,
-    pub counter: Option<Arc<AtomicU64>>,
+    pub counter: Progress,
 }
 
 impl<R: Read> Read for Counting<R> {
     fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
         let n = self.inner.read(b)?;
-        if let Some(c) = &self.counter {
-            c.fetch_add(n as u64, Ordering::Relaxed);
-        }
+        self.counter.advance(n as u64);
         Ok(n)
     }
 }

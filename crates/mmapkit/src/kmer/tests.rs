@@ -140,7 +140,7 @@ fn gzip(bytes: &[u8]) -> Vec<u8> {
 }
 
 fn opts(mode: Mode, threads: usize, k: usize, counts: bool) -> KmerOptions {
-    KmerOptions { k, counts, mode, threads, ..Default::default() }
+    KmerOptions { k, counts, mode, threads: threads.into(), ..Default::default() }
 }
 
 fn all_outputs(input: &Path, d: &Path, format: OutFormat, k: usize, counts: bool) -> Vec<(String, Result<Vec<u8>>)> {
@@ -293,10 +293,10 @@ fn progress_counts_every_input_byte() {
     for input in [&plain, &gz] {
         let size = std::fs::metadata(input).unwrap().len();
         for mode in [Mode::Single, Mode::Batch, Mode::Mmap] {
-            let counter = Arc::new(AtomicU64::new(0));
-            let o = KmerOptions { progress: Some(counter.clone()), mode, threads: 2, ..Default::default() };
+            let counter = Progress::watched();
+            let o = KmerOptions { progress: counter.clone(), mode, threads: 2.into(), ..Default::default() };
             write(input, &d.path().join("o.csv"), OutFormat::Csv, &o).unwrap();
-            assert_eq!(counter.load(Ordering::Relaxed), size, "{mode:?} {}", input.display());
+            assert_eq!((counter.done(), counter.total()), (size, size), "{mode:?} {}", input.display());
         }
     }
 }

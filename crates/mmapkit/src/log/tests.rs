@@ -634,3 +634,35 @@ fn old_logs_keep_the_old_rule_damage_before_a_later_batch_is_corruption() {
     let e = CommitLog::open(dir.path(), opts(1 << 16)).unwrap_err();
     assert!(matches!(e, Error::Corrupt { .. }), "{e}");
 }
+
+#[test]
+fn verify_is_the_same_for_every_thread_count_and_reports_the_first_bad_segment() {
+    use crate::exec::{Progress, Threads};
+    let dir = tempfile::tempdir().unwrap();
+    let log = CommitLog::open(dir.path(), opts(4096)).unwrap();
+    // One batch per append: several sealed segments.
+    (0..400u64).for_each(|i| assert_eq!(log.append(&[(1, [i as u8; 40])]).unwrap(), i + 1));
+    let want = log.verify_with(Threads::ONE, &Progress::none()).unwrap();
+    assert!(want.segments > 4, "{want:?}");
+    let size: u64 = log.stat().unwrap().segments.iter().map(|s| s.size).sum();
+    for t in [0, 2, 3, 8] {
+        let p = Progress::watched();
+        let r = log.verify_with(Threads::from(t), &p).unwrap();
+        assert_eq!((r.segments, r.entries, r.bytes), (want.segments, want.entries, want.bytes), "threads {t}");
+        assert_eq!((p.done(), p.total()), (size, size), "threads {t}");
+    }
+    drop(log);
+    // Damage two sealed segments: the first one is named whatever the timing.
+    let segs = segments(dir.path());
+    for seg in [&segs[1], &segs[3]] {
+        let mut bytes = std::fs::read(seg).unwrap();
+        bytes[HEADER_LEN + REC + 5] ^= 1;
+        std::fs::write(seg, &bytes).unwrap();
+    }
+    let log = CommitLog::open(dir.path(), opts(4096)).unwrap();
+    let name = segs[1].file_name().unwrap().to_string_lossy().into_owned();
+    for t in [1, 2, 3, 8] {
+        let e = log.verify_with(Threads::from(t), &Progress::none()).unwrap_err();
+        assert!(matches!(e, Error::Corrupt { .. }) && e.to_string().contains(&name), "threads {t}: {e}");
+    }
+}

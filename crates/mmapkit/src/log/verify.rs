@@ -1,39 +1,55 @@
 //! Inspection: full verification and stat.
 
+use rayon::prelude::*;
+
 use super::read::index_sealed;
 use super::*;
+use crate::exec::{Progress, Threads};
 
 impl CommitLog {
     // ----- inspection ---------------------------------------------------
 
-    /// Checks every entry's CRC and every batch commit of every segment.
+    /// Checks every entry's CRC and every batch commit of every segment
+    /// (segments in parallel, one worker per core).
     pub fn verify(&self) -> Result<VerifyReport> {
-        self.verify_progress(&AtomicU64::new(0))
+        self.verify_with(Threads::AUTO, &Progress::none())
     }
 
-    /// [`CommitLog::verify`], adding each segment's size to `done` once it
-    /// is checked (for progress bars). Appends and reads go on meanwhile;
-    /// the segments checked are those of the moment it started.
-    pub fn verify_progress(&self, done: &AtomicU64) -> Result<VerifyReport> {
+    /// [`CommitLog::verify`] on `threads` workers, adding each segment's
+    /// size to `progress` once it is checked (the total: all segments).
+    /// Appends and reads go on meanwhile; the segments checked are those of
+    /// the moment it started. A corrupt log reports its first bad segment,
+    /// whatever the thread count.
+    pub fn verify_with(&self, threads: Threads, progress: &Progress) -> Result<VerifyReport> {
         let segs: Vec<(Arc<SegFile>, u64)> = {
             let s = self.read_state();
             (0..s.segs.len())
                 .map(|k| (s.segs[k].file.clone(), s.count(k)))
                 .collect()
         };
+        progress.set_total(segs.iter().map(|(f, _)| f.map.len() as u64).sum());
+        let checked: Vec<Result<(u64, u64)>> = threads.install(|| {
+            segs.par_iter()
+                .map(|(f, want)| {
+                    let offs = index_sealed(f, *want)?;
+                    let bytes = offs
+                        .iter()
+                        .map(|&o| format::len_at(f.data(), o as usize) as u64)
+                        .sum::<u64>();
+                    progress.advance(f.map.len() as u64);
+                    Ok((offs.len() as u64, bytes))
+                })
+                .collect()
+        })?;
         let mut rep = VerifyReport {
             segments: segs.len(),
             entries: 0,
             bytes: 0,
         };
-        for (f, want) in &segs {
-            let offs = index_sealed(f, *want)?;
-            rep.entries += offs.len() as u64;
-            rep.bytes += offs
-                .iter()
-                .map(|&o| format::len_at(f.data(), o as usize) as u64)
-                .sum::<u64>();
-            done.fetch_add(f.map.len() as u64, Ordering::Relaxed);
+        for r in checked {
+            let (entries, bytes) = r?;
+            rep.entries += entries;
+            rep.bytes += bytes;
         }
         Ok(rep)
     }

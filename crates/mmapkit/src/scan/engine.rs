@@ -14,18 +14,16 @@
 //! (re-synchronising as soon as a rescanned match coincides with a recorded
 //! one). All other needles start every range at its first byte.
 
-use std::collections::HashMap;
 use std::ops::ControlFlow;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use memchr::memmem::Finder;
 use rayon::prelude::*;
-use rayon::ThreadPool;
 
 use super::bytes;
 use super::source::{label, Input, Source, Strategy};
+use crate::exec::{Progress, Threads};
 use crate::{Error, Result};
 
 /// Options shared by every whole-file operation.
@@ -33,27 +31,21 @@ use crate::{Error, Result};
 pub struct ScanOptions {
     /// I/O strategy.
     pub strategy: Strategy,
-    /// Worker threads; 0 means one per core.
-    pub threads: usize,
+    /// Worker threads (see [`Threads`]; default: one per core).
+    pub threads: Threads,
     /// Window size in bytes (0: the default, 1 MiB for read and 8 MiB for
     /// mmap). Tiny values force every boundary case in tests.
     pub chunk: usize,
-    /// Bytes processed so far, for progress bars (updated per window).
-    pub progress: Option<Arc<AtomicU64>>,
+    /// Bytes processed (updated per window; the total is the file's size,
+    /// unknown for streams).
+    pub progress: Progress,
 }
 
 impl ScanOptions {
-    /// Options with a strategy and thread count.
-    pub fn new(strategy: Strategy, threads: usize) -> Self {
-        ScanOptions { strategy, threads, ..Default::default() }
-    }
-
-    pub(crate) fn threads(&self) -> usize {
-        if self.threads == 0 {
-            std::thread::available_parallelism().map_or(1, |n| n.get())
-        } else {
-            self.threads
-        }
+    /// Options with a strategy and thread count (a [`Threads`], or a
+    /// `usize` with 0 for auto).
+    pub fn new(strategy: Strategy, threads: impl Into<Threads>) -> Self {
+        ScanOptions { strategy, threads: threads.into(), ..Default::default() }
     }
 
     pub(crate) fn window(&self, src: &Source) -> u64 {
@@ -65,29 +57,8 @@ impl ScanOptions {
     }
 
     pub(crate) fn advance(&self, n: u64) {
-        if let Some(p) = &self.progress {
-            p.fetch_add(n, Ordering::Relaxed);
-        }
+        self.progress.advance(n);
     }
-}
-
-/// A thread pool per thread count, built once (building one costs more
-/// than scanning a small file).
-pub(crate) fn pool(threads: usize) -> Arc<ThreadPool> {
-    static POOLS: OnceLock<Mutex<HashMap<usize, Arc<ThreadPool>>>> = OnceLock::new();
-    let mut pools = POOLS.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
-    pools
-        .entry(threads)
-        .or_insert_with(|| {
-            Arc::new(
-                rayon::ThreadPoolBuilder::new()
-                    .num_threads(threads)
-                    .thread_name(|i| format!("mmapkit-{i}"))
-                    .build()
-                    .expect("cannot start worker threads"),
-            )
-        })
-        .clone()
 }
 
 /// Splits `[0, len)` into ranges: 8 per thread (load balance), each at
@@ -133,7 +104,8 @@ impl<'a> Job<'a> {
 
     pub(crate) fn new(src: Source, opts: &'a ScanOptions) -> Self {
         let window = opts.window(&src);
-        Job { src, opts, window, threads: opts.threads() }
+        opts.progress.set_total(src.len());
+        Job { src, opts, window, threads: opts.threads.get() }
     }
 
     pub(crate) fn ranges(&self) -> Vec<(u64, u64)> {
@@ -146,7 +118,7 @@ impl<'a> Job<'a> {
         if self.threads <= 1 || items.len() <= 1 {
             return items.iter().map(f).collect();
         }
-        pool(self.threads).install(|| items.par_iter().map(&f).collect())
+        self.opts.threads.install(|| items.par_iter().map(&f).collect())?
     }
 
     /// Leftmost non-overlapping matches of `finder` starting in

@@ -13,8 +13,9 @@
 //! * line-oriented operations cut ranges at line starts.
 //!
 //! ```no_run
+//! use mmapkit::exec::Threads;
 //! use mmapkit::scan::{self, ScanOptions, Strategy};
-//! let opts = ScanOptions::new(Strategy::Auto, 0); // all cores
+//! let opts = ScanOptions::new(Strategy::Auto, Threads::AUTO); // all cores
 //! let lines = scan::count_lines("big.csv", &opts)?;
 //! let first = scan::find("big.csv", b"needle", &opts)?;
 //! # Ok::<(), mmapkit::Error>(())

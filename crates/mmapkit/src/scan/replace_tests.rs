@@ -359,8 +359,7 @@ fn unknown_capture_groups_are_rejected_before_touching_the_file() {
 /// stretches).
 #[test]
 fn truncation_during_in_place_edit_stops_all_writes() {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    use std::sync::Arc;
+    use crate::exec::Progress;
     const LEN: usize = 24 << 20;
     const CUT: u64 = 1000;
     let line = b"alpha,beta,gamma,delta,alpha\n";
@@ -373,11 +372,11 @@ fn truncation_during_in_place_edit_stops_all_writes() {
             let mut caught = 0;
             for _attempt in 0..6 {
                 fs::write(&path, &data).unwrap();
-                let counter = Arc::new(AtomicU64::new(0));
-                let opts = ScanOptions { strategy, threads, chunk: 64 << 10, progress: Some(counter.clone()) };
+                let counter = Progress::watched();
+                let opts = ScanOptions { strategy, threads: threads.into(), chunk: 64 << 10, progress: counter.clone() };
                 let p = path.clone();
                 let cutter = std::thread::spawn(move || {
-                    while counter.load(Ordering::Relaxed) < 1 << 20 {
+                    while counter.done() < 1 << 20 {
                         std::hint::spin_loop();
                     }
                     fs::OpenOptions::new().write(true).open(&p).unwrap().set_len(CUT).unwrap();

@@ -64,19 +64,18 @@ fn bad_input_errors() {
 
 #[test]
 fn truncation_while_scanning_is_an_error_for_both_strategies() {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    use std::sync::Arc;
+    use crate::exec::Progress;
     const LEN: u64 = 16 << 20;
     for strategy in [Strategy::Mmap, Strategy::Read] {
         let mut caught = false;
         for _attempt in 0..20 {
             let (_d, p) = temp_file(&vec![b'x'; LEN as usize]);
             // "Another writer" truncates as soon as the first window is done.
-            let counter = Arc::new(AtomicU64::new(0));
-            let opts = ScanOptions { strategy, threads: 1, chunk: 64 << 10, progress: Some(counter.clone()) };
+            let counter = Progress::watched();
+            let opts = ScanOptions { strategy, threads: 1.into(), chunk: 64 << 10, progress: counter.clone() };
             let path = p.clone();
             let cutter = std::thread::spawn(move || {
-                while counter.load(Ordering::Relaxed) == 0 {
+                while counter.done() == 0 {
                     std::hint::spin_loop();
                 }
                 std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(4096).unwrap();

@@ -4,8 +4,10 @@
 //! They work on typed slices (`&[T]` for the ten [`Element`] types) or,
 //! through [`Data`] and [`MappedArray`], on a file mapped with
 //! [`Map`](crate::map::Map) (a raw binary file with a dtype and offset, or
-//! a `.npy` file). Every function is parallel (rayon) and needs memory
-//! independent of the input length:
+//! a `.npy` file). Every function is parallel (rayon, on the pool it is
+//! called from: wrap the call in [`Threads::install`](crate::exec::Threads::install)
+//! to choose the thread count; results do not depend on it) and needs
+//! memory independent of the input length:
 //!
 //! * 8/16-bit integers: one counting pass (256 / 65536 counters). For the
 //!   median and nearby quantiles of 16-bit data, a strided sample first

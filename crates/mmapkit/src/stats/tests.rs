@@ -260,3 +260,31 @@ fn mapped_file_raw_and_npy() {
     assert!(MappedArray::open(&raw, None, 0, None).is_err());
     assert!("<i2".parse::<DType>().is_ok() && ">i2".parse::<DType>().is_err() && "complex64".parse::<DType>().is_err());
 }
+
+/// `Threads::install` is the stats' thread control: every result is the
+/// same on 1, 2 and 3 workers (and several chunks of work each).
+#[test]
+fn results_do_not_depend_on_the_thread_count() {
+    use crate::exec::Threads;
+    let n = 2 * CHUNK + 12_345;
+    let ints: Vec<i64> = (0..n as i64).map(|i| (i * 7_919) % 100_003 - 50_000).collect();
+    let floats: Vec<f32> = ints.iter().map(|&i| i as f32 / 7.0).collect();
+    let shorts: Vec<u16> = ints.iter().map(|&i| i as u16).collect();
+    fn all<T: Element>(v: &[T]) -> String {
+        format!(
+            "{:?} {:?} {:?} {:?} {:?} {:?} {:?}",
+            median(v, false),
+            quantiles(v, &[0.0, 0.1, 0.5, 0.99], Method::Linear, false).unwrap(),
+            histogram(v, 13, None).map(|h| h.counts),
+            min(v, false).unwrap(),
+            max(v, false).unwrap(),
+            sum(v, false),
+            mean(v, false),
+        )
+    }
+    let want = Threads::ONE.install(|| [all(&ints), all(&floats), all(&shorts)]).unwrap();
+    for t in [2, 3] {
+        let t = Threads::from(t);
+        assert_eq!(t.install(|| [all(&ints), all(&floats), all(&shorts)]).unwrap(), want, "{t}");
+    }
+}

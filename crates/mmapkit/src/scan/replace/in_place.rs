@@ -242,7 +242,7 @@ pub(super) fn replace_in_place(
         }
         _ => (Source::Read { file, len, path: path.to_owned() }, None),
     };
-    let job = Job { window: opts.window(&src), threads: opts.threads(), src, opts };
+    let job = Job::new(src, opts);
     let needle = Needle::new(pattern);
     let ranges = job.ranges();
     let entries = job.entries(&needle.finder, &ranges)?;
