@@ -29,6 +29,6 @@ pub(crate) mod source;
 pub(crate) mod tests;
 
 pub use engine::{count, count_lines, count_stream, find, find_all, rfind, ScanOptions};
-pub use grep::{grep, grep_count, grep_lines, Grep, GrepLine, GrepOptions};
+pub use grep::{grep, grep_count, grep_lines, walk, Collect, FileInfo, GnuPrinter, Grep, GrepOptions, JsonPrinter, Needs, PrintOptions, Report, Sink, SinkLine};
 pub use replace::{keep_lines, replace, KeepReport, ReplaceOptions, ReplaceReport};
 pub use source::{Strategy, AUTO_MMAP_MIN};

@@ -41,7 +41,7 @@ pub(crate) fn all_options() -> Vec<ScanOptions> {
     v
 }
 
-fn write(data: &[u8]) -> (tempfile::TempDir, PathBuf) {
+pub(crate) fn write(data: &[u8]) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("d.bin");
     std::fs::write(&p, data).unwrap();
@@ -49,7 +49,7 @@ fn write(data: &[u8]) -> (tempfile::TempDir, PathBuf) {
 }
 
 /// A reader that returns at most `step` bytes per read (forces carries).
-struct Trickle<'a>(&'a [u8], usize);
+pub(crate) struct Trickle<'a>(pub(crate) &'a [u8], pub(crate) usize);
 impl std::io::Read for Trickle<'_> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let n = self.0.len().min(self.1).min(buf.len());
