@@ -64,16 +64,16 @@ enum ColorWhen {
 
 /// Arguments of `mmapkit grep`.
 #[derive(Args, Debug)]
-#[command(disable_help_flag = true)]
+#[command(disable_help_flag = true, args_override_self = true)]
 pub struct GrepArgs {
     /// Print only the number of selected lines per file.
     #[arg(short = 'c', long)]
     count: bool,
     /// Print only the names of files with a selected line.
-    #[arg(short = 'l', long = "files-with-matches")]
+    #[arg(short = 'l', long = "files-with-matches", overrides_with = "files_without_match")]
     files_with_matches: bool,
     /// Print only the names of files without a selected line.
-    #[arg(short = 'L', long = "files-without-match")]
+    #[arg(short = 'L', long = "files-without-match", overrides_with = "files_with_matches")]
     files_without_match: bool,
     /// Print nothing; exit 0 at the first selected line.
     #[arg(short = 'q', long, visible_alias = "silent")]
@@ -183,8 +183,8 @@ impl GrepArgs {
             line_numbers: self.line_number,
             byte_offset: self.byte_offset,
             only_matching: self.only_matching,
-            before: self.before.or(self.context).unwrap_or(0),
-            after: self.after.or(self.context).unwrap_or(0),
+            before: self.before.or(self.context),
+            after: self.after.or(self.context),
             group_separator: if self.no_group_separator {
                 None
             } else {

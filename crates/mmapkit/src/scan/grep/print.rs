@@ -41,10 +41,11 @@ pub struct PrintOptions {
     /// `-o`: print each non-empty match of a selected line instead of the
     /// line (nothing for `-v`).
     pub only_matching: bool,
-    /// `-B`: context lines before each selected line.
-    pub before: usize,
+    /// `-B`: context lines before each selected line (`Some(0)` still
+    /// separates groups, as in GNU grep).
+    pub before: Option<usize>,
     /// `-A`: context lines after each selected line.
-    pub after: usize,
+    pub after: Option<usize>,
     /// Printed between context groups (`--`; `None`:
     /// `--no-group-separator`).
     pub group_separator: Option<Vec<u8>>,
@@ -62,8 +63,8 @@ impl Default for PrintOptions {
             line_numbers: false,
             byte_offset: false,
             only_matching: false,
-            before: 0,
-            after: 0,
+            before: None,
+            after: None,
             group_separator: Some(b"--".to_vec()),
             color: false,
             text: false,
@@ -78,8 +79,8 @@ impl PrintOptions {
             lines,
             line_numbers: lines && self.line_numbers,
             spans: lines && (self.only_matching || self.color),
-            before: if lines { self.before } else { 0 },
-            after: if lines { self.after } else { 0 },
+            before: self.before.filter(|_| lines),
+            after: self.after.filter(|_| lines),
             first_only: matches!(self.report, Report::FilesWithMatches | Report::FilesWithoutMatch | Report::Quiet),
             binary: lines && !self.text,
         }
@@ -180,7 +181,7 @@ impl<W: Write> GnuPrinter<W> {
     fn group_start(&mut self) {
         if self.file_start {
             self.file_start = false;
-            if self.printed_group && (self.opts.before > 0 || self.opts.after > 0) {
+            if self.printed_group && (self.opts.before.is_some() || self.opts.after.is_some()) {
                 self.separator();
             }
             self.printed_group = true;
@@ -190,6 +191,19 @@ impl<W: Write> GnuPrinter<W> {
     fn separator(&mut self) {
         if let Some(sep) = self.opts.group_separator.clone() {
             self.color(SEP, &sep);
+            self.buf.push(b'\n');
+        }
+    }
+
+    /// The line, or with `-o` its non-empty matches (which only context
+    /// lines have under `-v`, and GNU grep prints them).
+    fn report_line(&mut self, l: &SinkLine<'_>, sep: u8) {
+        if !self.opts.only_matching {
+            return self.line(l, sep);
+        }
+        for &(s, e) in l.spans.iter().filter(|(s, e)| e > s) {
+            self.prefix(l.line, l.offset + s as u64, sep);
+            self.color(MATCH, &l.bytes[s..e]);
             self.buf.push(b'\n');
         }
     }
@@ -234,19 +248,12 @@ impl<W: Write> Sink for GnuPrinter<W> {
     fn matched(&mut self, l: &SinkLine<'_>) -> Result<ControlFlow<()>> {
         if self.binary || (!self.opts.text && memchr::memchr(0, l.bytes).is_some()) {
             self.binary_matched = true;
+            self.printed_group = true; // GNU grep counts its message as output
             self.flush_buf()?;
             return Ok(ControlFlow::Break(()));
         }
         self.group_start();
-        if !self.opts.only_matching {
-            self.line(l, b':');
-        } else {
-            for &(s, e) in l.spans.iter().filter(|(s, e)| e > s) {
-                self.prefix(l.line, l.offset + s as u64, b':');
-                self.color(MATCH, &l.bytes[s..e]);
-                self.buf.push(b'\n');
-            }
-        }
+        self.report_line(l, b':');
         if self.buf.len() >= 64 << 10 {
             self.flush_buf()?;
         }
@@ -258,9 +265,7 @@ impl<W: Write> Sink for GnuPrinter<W> {
             return Ok(ControlFlow::Continue(()));
         }
         self.group_start();
-        if !self.opts.only_matching {
-            self.line(l, b'-');
-        }
+        self.report_line(l, b'-');
         Ok(ControlFlow::Continue(()))
     }
 

@@ -77,7 +77,7 @@ impl Grep {
         sink.begin(&FileInfo { path, binary })?;
         let selected = if !needs.lines && cap == u64::MAX {
             self.count_all(&job)?
-        } else if job.threads <= 1 || !needs.lines || needs.before > 0 || needs.after > 0 {
+        } else if job.threads <= 1 || !needs.lines || needs.before.is_some() || needs.after.is_some() {
             self.run_sequential(&job, &needs, cap, sink)?
         } else {
             self.run_parallel(&job, &needs, cap, sink)?
@@ -269,7 +269,10 @@ impl Grep {
     #[allow(clippy::too_many_arguments)]
     fn emit_line(&self, re: &Regex, line: u64, offset: u64, bytes: &[u8], selected: bool, st: &mut State, sink: &mut dyn Sink) -> ControlFlow<()> {
         let mut spans = std::mem::take(&mut st.spans);
-        if st.needs.spans {
+        spans.clear();
+        // Like GNU grep: the matches of selected lines, or of context lines
+        // under -v (not those of trailing context that matches after -m).
+        if st.needs.spans && selected != self.opts.invert {
             self.spans(re, bytes, &mut spans);
         }
         let l = SinkLine { line, offset, bytes, spans: &spans };
@@ -663,7 +666,7 @@ struct Context {
 impl State {
     /// `line`: the number of the first line (0: the file's first line).
     fn new(cap: u64, needs: &Needs, line: u64) -> State {
-        let context = needs.lines && (needs.before > 0 || needs.after > 0);
+        let context = needs.lines && (needs.before.is_some() || needs.after.is_some());
         State {
             needs: *needs,
             cap,
@@ -673,8 +676,8 @@ impl State {
             err: None,
             stopped: false,
             ctx: context.then(|| Context {
-                before: needs.before,
-                after: needs.after,
+                before: needs.before.unwrap_or(0),
+                after: needs.after.unwrap_or(0),
                 after_left: 0,
                 printed_end: None,
                 ring: VecDeque::new(),

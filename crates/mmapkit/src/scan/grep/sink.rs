@@ -15,11 +15,12 @@ pub struct Needs {
     pub line_numbers: bool,
     /// The match spans inside each reported line.
     pub spans: bool,
-    /// Context lines before each selected line (context is searched on
-    /// one thread per file, so that groups come out whole).
-    pub before: usize,
-    /// Context lines after each selected line.
-    pub after: usize,
+    /// Context lines before each selected line; `Some` (even `Some(0)`)
+    /// turns on context breaks. Context is searched on one thread per
+    /// file, so that groups come out whole.
+    pub before: Option<usize>,
+    /// Context lines after each selected line (as `before`).
+    pub after: Option<usize>,
     /// Stop at the first selected line (`-l`, `-L`, `-q`).
     pub first_only: bool,
     /// Tell whether the file looks binary (see [`FileInfo::binary`]).
@@ -45,8 +46,9 @@ pub struct SinkLine<'a> {
     /// The line without its newline.
     pub bytes: &'a [u8],
     /// `(start, end)` of each match inside `bytes`, empty ones included
-    /// (empty unless [`Needs::spans`]). Selected lines under `invert` and
-    /// context lines without it have none.
+    /// (empty unless [`Needs::spans`]): those of selected lines, or under
+    /// `invert` those of context lines (GNU grep's rule for `-o` and color;
+    /// context lines after the `max_count`-th selected line have none).
     pub spans: &'a [(usize, usize)],
 }
 

@@ -90,7 +90,7 @@ fn reference(data: &[u8], g: &GrepOptions, p: &PrintOptions, label: &[u8]) -> Ex
     }
     let mut shown = selected.clone();
     for i in (0..lines.len()).filter(|&i| selected[i]) {
-        for j in i.saturating_sub(p.before)..=(i + p.after).min(lines.len() - 1) {
+        for j in i.saturating_sub(p.before.unwrap_or(0))..=(i + p.after.unwrap_or(0)).min(lines.len() - 1) {
             shown[j] = true;
         }
     }
@@ -99,7 +99,7 @@ fn reference(data: &[u8], g: &GrepOptions, p: &PrintOptions, label: &[u8]) -> Ex
     for i in (0..lines.len()).filter(|&i| shown[i]) {
         let (line, no) = (lines[i], i as u64 + 1);
         let sep = if selected[i] { b':' } else { b'-' };
-        if (p.before > 0 || p.after > 0) && last.is_some_and(|l| l + 1 != i) {
+        if (p.before.is_some() || p.after.is_some()) && last.is_some_and(|l| l + 1 != i) {
             e.out.extend_from_slice(b"--\n");
         }
         last = Some(i);
@@ -122,7 +122,7 @@ fn reference(data: &[u8], g: &GrepOptions, p: &PrintOptions, label: &[u8]) -> Ex
         };
         if !p.only_matching {
             put(offsets[i], line);
-        } else if selected[i] {
+        } else if selected[i] != g.invert {
             for (s, end) in spans(line).into_iter().filter(|(s, e)| e > s) {
                 put(offsets[i] + s as u64, &line[s..end]);
             }
@@ -147,7 +147,7 @@ fn check(data: &[u8], g: &GrepOptions, p: &PrintOptions) {
     let (_dir, path) = write(data);
     let label = path.as_os_str().as_encoded_bytes().to_vec();
     let want = reference(data, g, p, &label);
-    let plain = PrintOptions { before: 0, after: 0, ..p.clone() };
+    let plain = PrintOptions { before: None, after: None, ..p.clone() };
     let want_records = reference(data, g, &plain, &label).records;
     let compiled = Grep::new(g).unwrap();
     // The free functions once (they compile the regex each time) ...
@@ -259,7 +259,7 @@ proptest! {
         only in proptest::bool::weighted(0.3),
         with_filename: bool,
         whole in prop_oneof![4 => Just((false, false)), 1 => Just((true, false)), 1 => Just((false, true))],
-        context in prop_oneof![3 => Just((0usize, 0usize)), 1 => (0usize..3, 0usize..3)],
+        context in prop_oneof![3 => Just((None, None)), 1 => (proptest::option::of(0usize..3), proptest::option::of(0usize..3))],
         max_count in prop_oneof![3 => Just(None), 1 => (0u64..4).prop_map(Some)],
     ) {
         let g = GrepOptions { patterns, fixed, ignore_case, invert, word: whole.0, line: whole.1, max_count };
@@ -286,7 +286,7 @@ fn edge_cases() {
             check(data, &g, &numbered);
             check(data, &GrepOptions { invert: true, ..g.clone() }, &numbered);
             check(data, &g, &PrintOptions { only_matching: true, ..numbered.clone() });
-            check(data, &GrepOptions { word: true, ..g.clone() }, &PrintOptions { before: 1, after: 1, ..numbered.clone() });
+            check(data, &GrepOptions { word: true, ..g.clone() }, &PrintOptions { before: Some(1), after: Some(1), ..numbered.clone() });
         }
     }
 }
@@ -295,7 +295,7 @@ fn edge_cases() {
 fn context_groups_across_windows() {
     let data: Vec<u8> = (0..200).map(|i| if i % 17 == 0 || i % 23 == 0 { "hit\n".to_string() } else { format!("line {i}\n") }).collect::<String>().into_bytes();
     let g = GrepOptions { patterns: vec!["hit".into()], ..Default::default() };
-    for (before, after) in [(0, 1), (2, 0), (3, 3), (8, 8)] {
+    for (before, after) in [(None, Some(1)), (Some(2), None), (Some(0), Some(0)), (Some(3), Some(3)), (Some(8), Some(8))] {
         let p = PrintOptions { line_numbers: true, before, after, text: true, ..Default::default() };
         check(&data, &g, &p);
         check(&data, &GrepOptions { max_count: Some(3), ..g.clone() }, &p);
@@ -404,7 +404,7 @@ fn binary_files_report_no_lines() {
 fn colors_like_gnu_grep() {
     let (_dir, path) = write(b"xaby\nzz\n");
     let g = Grep::new(&GrepOptions { patterns: vec!["ab".into()], ..Default::default() }).unwrap();
-    let p = PrintOptions { color: true, line_numbers: true, after: 1, ..Default::default() };
+    let p = PrintOptions { color: true, line_numbers: true, after: Some(1), ..Default::default() };
     let (out, _) = printed(&g, &path, &p, &ScanOptions::default(), None);
     assert_eq!(
         out,
