@@ -83,7 +83,8 @@ fn grep_options(
     Ok(mmapkit::scan::grep::GrepOptions { patterns: vec![pattern], fixed, ignore_case, invert, max_count, ..Default::default() })
 }
 
-/// Lines matching the regex `pattern` (regex-crate syntax, like ``grep -E``)
+/// Lines matching the regex `pattern` (regex-crate syntax, like ``grep -E``;
+/// matched as bytes, like ``LC_ALL=C grep``: ASCII classes and case folding)
 /// as a list of ``(line_number, offset, line)`` (1-based line numbers, byte
 /// offset of the line, the line without its newline); with
 /// ``only_matching`` one entry per match (its offset and bytes).

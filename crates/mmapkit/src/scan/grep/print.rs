@@ -411,8 +411,25 @@ fn json_string(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
 }
 
-fn decimal(n: u64) -> String {
-    n.to_string()
+/// `n` in decimal, without allocating.
+fn decimal(mut n: u64) -> Decimal {
+    let mut d = Decimal([0; 20], 20);
+    loop {
+        d.1 -= 1;
+        d.0[d.1] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return d;
+        }
+    }
+}
+
+struct Decimal([u8; 20], usize);
+
+impl Decimal {
+    fn as_bytes(&self) -> &[u8] {
+        &self.0[self.1..]
+    }
 }
 
 fn write_error(e: std::io::Error) -> Error {
