@@ -7,6 +7,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+mod gnu_grep;
+
 /// Variants of the scan options that must all print the same.
 const VARIANTS: &[&[&str]] = &[
     &[],
@@ -18,14 +20,6 @@ const VARIANTS: &[&[&str]] = &[
 
 fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
-}
-
-fn gnu_grep_available() -> bool {
-    let ok = Command::new("grep").arg("--version").output().is_ok_and(|o| o.status.success() && o.stdout.starts_with(b"grep (GNU grep)"));
-    if !ok {
-        eprintln!("GNU grep not found: skipping the comparison");
-    }
-    ok
 }
 
 fn run(cmd: &mut Command, stdin: Option<&[u8]>) -> Output {
@@ -54,15 +48,6 @@ fn gnu(args: &[&str], files: &[&Path], stdin: Option<&[u8]>) -> Output {
     run(Command::new("grep").env("LC_ALL", "C").args(syntax).args(args).args(files), stdin)
 }
 
-fn show(b: &[u8]) -> String {
-    let s = String::from_utf8_lossy(b);
-    if s.len() > 2000 {
-        format!("{}... ({} bytes)", &s[..2000], s.len())
-    } else {
-        s.into_owned()
-    }
-}
-
 /// Runs both with every variant; same stdout and exit status.
 #[track_caller]
 fn same(args: &[&str], files: &[&Path]) -> Output {
@@ -76,14 +61,7 @@ fn same_stdin(args: &[&str], files: &[&Path], stdin: Option<&[u8]>) -> Output {
     for extra in VARIANTS {
         let all: Vec<&str> = extra.iter().chain(args).copied().collect();
         let got = mmapkit(&all, files, stdin);
-        assert!(
-            got.stdout == want.stdout,
-            "mmapkit grep {all:?} {files:?}\n--- mmapkit:\n{}\n--- grep:\n{}\n--- mmapkit stderr: {}",
-            show(&got.stdout),
-            show(&want.stdout),
-            show(&got.stderr)
-        );
-        assert_eq!(got.status.code(), want.status.code(), "exit status of {all:?} {files:?}: {}", show(&got.stderr));
+        gnu_grep::assert_same(&format!("{all:?} {files:?}"), &got, &want);
         last = Some(got);
     }
     last.unwrap()
@@ -151,7 +129,7 @@ fn corpora() -> Corpus {
 
 #[test]
 fn same_output_as_gnu_grep() {
-    if !gnu_grep_available() {
+    if !gnu_grep::available() {
         return;
     }
     let c = corpora();
@@ -205,7 +183,7 @@ fn same_output_as_gnu_grep() {
 
 #[test]
 fn several_files_and_edge_files() {
-    if !gnu_grep_available() {
+    if !gnu_grep::available() {
         return;
     }
     let c = corpora();
@@ -228,7 +206,7 @@ fn several_files_and_edge_files() {
 
 #[test]
 fn exit_codes_and_errors() {
-    if !gnu_grep_available() {
+    if !gnu_grep::available() {
         return;
     }
     let c = corpora();
@@ -261,7 +239,7 @@ fn exit_codes_and_errors() {
 
 #[test]
 fn stdin_is_streamed() {
-    if !gnu_grep_available() {
+    if !gnu_grep::available() {
         return;
     }
     let c = corpora();
@@ -313,8 +291,8 @@ fn closed_pipe_ends_quietly() {
     drop(child.stdout.take());
     let out = child.wait_with_output().unwrap();
     assert_eq!(&first, b"match me\n");
-    assert_eq!(out.status.code(), Some(0), "{}", show(&out.stderr));
-    assert!(out.stderr.is_empty(), "{}", show(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", gnu_grep::show(&out.stderr));
+    assert!(out.stderr.is_empty(), "{}", gnu_grep::show(&out.stderr));
 }
 
 #[test]

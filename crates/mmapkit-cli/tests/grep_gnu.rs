@@ -10,16 +10,10 @@ use std::fs;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
+mod gnu_grep;
+
 fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
-}
-
-fn gnu_grep_available() -> bool {
-    let ok = Command::new("grep").arg("--version").output().is_ok_and(|o| o.status.success() && o.stdout.starts_with(b"grep (GNU grep)"));
-    if !ok {
-        eprintln!("GNU grep not found: skipping the comparison");
-    }
-    ok
 }
 
 fn run(cmd: &mut Command, dir: &Path) -> Output {
@@ -36,12 +30,12 @@ fn gnu(args: &[&str], dir: &Path) -> Output {
     run(Command::new("grep").env("LC_ALL", "C").env_remove("GREP_COLORS").args(syntax).args(args), dir)
 }
 
-fn show(b: &[u8]) -> String {
-    let s = String::from_utf8_lossy(b);
-    if s.len() > 3000 {
-        format!("{}... ({} bytes)", &s[..3000], s.len())
-    } else {
-        s.into_owned()
+/// [`same`] for each case, with `files` after its arguments.
+#[track_caller]
+fn same_each(cases: &[&[&str]], files: &[&str], dir: &Path) {
+    for args in cases {
+        let all: Vec<&str> = args.iter().chain(files).copied().collect();
+        same(&all, dir);
     }
 }
 
@@ -54,14 +48,7 @@ fn same(args: &[&str], dir: &Path) -> Output {
     for extra in [&["-j", "3", "--chunk", "7"][..], &["-j", "1", "--strategy", "stream", "--chunk", "5"]] {
         let all: Vec<&str> = extra.iter().chain(args).copied().collect();
         let got = mmapkit(&all, dir);
-        assert!(
-            got.stdout == want.stdout,
-            "mmapkit grep {all:?}\n--- mmapkit:\n{}\n--- grep:\n{}\n--- mmapkit stderr: {}",
-            show(&got.stdout),
-            show(&want.stdout),
-            show(&got.stderr)
-        );
-        assert_eq!(got.status.code(), want.status.code(), "exit status of {all:?}: {}", show(&got.stderr));
+        gnu_grep::assert_same(&format!("{all:?}"), &got, &want);
         last = Some(got);
     }
     last.unwrap()
@@ -93,7 +80,7 @@ fn inputs() -> (tempfile::TempDir, Vec<&'static str>) {
 
 #[test]
 fn option_matrix_matches_gnu_grep() {
-    if !gnu_grep_available() {
+    if !gnu_grep::available() {
         return;
     }
     let (dir, names) = inputs();
@@ -141,31 +128,28 @@ fn option_matrix_matches_gnu_grep() {
         &["--no-group-separator", "-A", "1"],
         &["--group-separator=##", "-B", "1", "-n"],
     ];
-    for pattern in ["foo", "o+$|^b", "x*"] {
-        for opts in options {
-            for name in &names {
-                let mut args: Vec<&str> = opts.to_vec();
-                args.extend(["-e", pattern, name]);
-                same(&args, d);
-            }
-            // Several files: names, separators between files' groups.
-            let mut args: Vec<&str> = opts.to_vec();
-            args.extend(["-e", pattern]);
-            args.extend(&names);
-            same(&args, d);
+    for opts in options {
+        // Each file alone, then all of them (names, separators between
+        // files' groups) with more patterns.
+        for name in &names {
+            same_each(&[opts], &["-e", "foo", name], d);
+        }
+        for pattern in ["foo", "o+$|^b", "x*"] {
+            let files: Vec<&str> = ["-e", pattern].iter().chain(&names).copied().collect();
+            same_each(&[opts], &files, d);
         }
     }
 }
 
 #[test]
 fn literal_and_multiple_patterns() {
-    if !gnu_grep_available() {
+    if !gnu_grep::available() {
         return;
     }
     let (dir, names) = inputs();
     let d = dir.path();
-    for args in [
-        &["-F", "foo b"][..],
+    let cases: &[&[&str]] = &[
+        &["-F", "foo b"],
         &["-F", "-w", "foo"],
         &["-F", "-x", "foo"],
         &["-F", "-i", "-o", "FOO"],
@@ -173,23 +157,20 @@ fn literal_and_multiple_patterns() {
         &["-w", "-e", "foo", "-e", "bar"],
         &["-x", "-e", "foo", "-e", "abc"],
         &["-c", "-e", "^$", "-e", "z"],
-    ] {
-        let mut all = args.to_vec();
-        all.extend(&names);
-        same(&all, d);
-    }
+    ];
+    same_each(cases, &names, d);
 }
 
 /// The byte rule: `.`, classes and -i behave as in GNU grep under LC_ALL=C.
 #[test]
 fn byte_rule_matches_gnu_grep_in_the_c_locale() {
-    if !gnu_grep_available() {
+    if !gnu_grep::available() {
         return;
     }
     let (dir, _) = inputs();
     let d = dir.path();
-    for args in [
-        &["-o", "."][..],
+    let cases: &[&[&str]] = &[
+        &["-o", "."],
         &["-o", "caf."],
         &["-c", "[[:alpha:]]{3}"],
         &["-o", "[[:alpha:]]+"],
@@ -199,24 +180,21 @@ fn byte_rule_matches_gnu_grep_in_the_c_locale() {
         &["-w", "-o", "na"],
         &["-c", "^.{4}$"],
         &["-o", "[^a-z ]+"],
-    ] {
-        let mut all = args.to_vec();
-        all.push("utf8");
-        same(&all, d);
-    }
+    ];
+    same_each(cases, &["utf8"], d);
 }
 
 #[test]
 fn binary_files() {
-    if !gnu_grep_available() {
+    if !gnu_grep::available() {
         return;
     }
     let (dir, _) = inputs();
     let d = dir.path();
     // Counts, names and exit statuses agree; lines are not printed.
-    for args in [&["foo", "bin"][..], &["-c", "foo", "bin"], &["-l", "foo", "bin"], &["-L", "foo", "bin"], &["-q", "foo", "bin"], &["-n", "zzz", "bin"], &["-o", "foo", "bin"], &["-a", "-n", "foo", "bin"], &["-a", "-o", "-b", ".", "bin"], &["-v", "foo", "bin"], &["-H", "-C", "1", "foo", "bin", "nonl"]] {
-        same(args, d);
-    }
+    let cases: &[&[&str]] = &[&["foo"], &["-c", "foo"], &["-l", "foo"], &["-L", "foo"], &["-q", "foo"], &["-n", "zzz"], &["-o", "foo"], &["-a", "-n", "foo"], &["-a", "-o", "-b", "."], &["-v", "foo"]];
+    same_each(cases, &["bin"], d);
+    same(&["-H", "-C", "1", "foo", "bin", "nonl"], d);
     // The message goes to stderr, naming the file (GNU grep says
     // "grep: bin: binary file matches").
     let out = mmapkit(&["foo", "bin"], d);
@@ -227,7 +205,7 @@ fn binary_files() {
 /// order matters, so GNU grep's directory order cannot differ.
 #[test]
 fn recursive_matches_gnu_grep() {
-    if !gnu_grep_available() {
+    if !gnu_grep::available() {
         return;
     }
     let dir = tempdir();
@@ -238,8 +216,8 @@ fn recursive_matches_gnu_grep() {
     std::os::unix::fs::symlink(d.join("one.txt"), d.join("top/a/link.txt")).unwrap();
     fs::create_dir_all(d.join("linked")).unwrap();
     std::os::unix::fs::symlink(d.join("top/a"), d.join("linked/dirlink")).unwrap();
-    for args in [
-        &["-r", "foo", "top"][..],
+    let cases: &[&[&str]] = &[
+        &["-r", "foo", "top"],
         &["-r", "-n", "foo", "top/"],
         &["-r", "-h", "foo", "top"],
         &["-r", "-c", "foo", "top"],
@@ -251,9 +229,8 @@ fn recursive_matches_gnu_grep() {
         &["-r", "foo", "linked/dirlink"],
         &["-r", "zzz", "top"],
         &["foo", "top"], // a directory without -r is an error
-    ] {
-        same(args, d);
-    }
+    ];
+    same_each(cases, &[], d);
     // No FILE: '.', named without './'.
     same(&["-r", "deep"], d);
     same(&["-r", "-n", "bar"], &d.join("top"));
@@ -264,7 +241,7 @@ fn recursive_matches_gnu_grep() {
 /// order checked on its own.
 #[test]
 fn recursive_walks_in_name_order() {
-    if !gnu_grep_available() {
+    if !gnu_grep::available() {
         return;
     }
     let dir = tempdir();
@@ -303,7 +280,7 @@ impl Lcg {
 /// Random small files and random option sets.
 #[test]
 fn random_inputs_and_options() {
-    if !gnu_grep_available() {
+    if !gnu_grep::available() {
         return;
     }
     let dir = tempdir();
@@ -342,11 +319,11 @@ fn random_inputs_and_options() {
         assert!(
             got.stdout == want.stdout && got.status.code() == want.status.code(),
             "case {case}: mmapkit grep {args:?} on {:?}\n--- mmapkit ({:?}):\n{}\n--- grep ({:?}):\n{}",
-            show(&data),
+            gnu_grep::show(&data),
             got.status.code(),
-            show(&got.stdout),
+            gnu_grep::show(&got.stdout),
             want.status.code(),
-            show(&want.stdout)
+            gnu_grep::show(&want.stdout)
         );
     }
 }
