@@ -80,10 +80,7 @@ fn inputs() -> (tempfile::TempDir, Vec<&'static str>) {
 
 #[test]
 fn option_matrix_matches_gnu_grep() {
-    if !gnu_grep::available() {
-        return;
-    }
-    let (dir, names) = inputs();
+    let Some((dir, names)) = gnu_inputs() else { return };
     let d = dir.path();
     let options: &[&[&str]] = &[
         &[],
@@ -141,14 +138,19 @@ fn option_matrix_matches_gnu_grep() {
     }
 }
 
+/// The inputs, when GNU grep is there to compare with.
+fn gnu_inputs() -> Option<(tempfile::TempDir, Vec<&'static str>)> {
+    gnu_grep::available().then(inputs)
+}
+
+/// Literal and several patterns; the byte rule (`.`, classes and -i as
+/// in GNU grep under LC_ALL=C); binary files (counts, names and exit
+/// statuses agree, lines are not printed).
 #[test]
-fn literal_and_multiple_patterns() {
-    if !gnu_grep::available() {
-        return;
-    }
-    let (dir, names) = inputs();
+fn patterns_byte_rule_and_binary_files() {
+    let Some((dir, names)) = gnu_inputs() else { return };
     let d = dir.path();
-    let cases: &[&[&str]] = &[
+    let patterns: &[&[&str]] = &[
         &["-F", "foo b"],
         &["-F", "-w", "foo"],
         &["-F", "-x", "foo"],
@@ -158,18 +160,8 @@ fn literal_and_multiple_patterns() {
         &["-x", "-e", "foo", "-e", "abc"],
         &["-c", "-e", "^$", "-e", "z"],
     ];
-    same_each(cases, &names, d);
-}
-
-/// The byte rule: `.`, classes and -i behave as in GNU grep under LC_ALL=C.
-#[test]
-fn byte_rule_matches_gnu_grep_in_the_c_locale() {
-    if !gnu_grep::available() {
-        return;
-    }
-    let (dir, _) = inputs();
-    let d = dir.path();
-    let cases: &[&[&str]] = &[
+    same_each(patterns, &names, d);
+    let bytes: &[&[&str]] = &[
         &["-o", "."],
         &["-o", "caf."],
         &["-c", "[[:alpha:]]{3}"],
@@ -181,19 +173,9 @@ fn byte_rule_matches_gnu_grep_in_the_c_locale() {
         &["-c", "^.{4}$"],
         &["-o", "[^a-z ]+"],
     ];
-    same_each(cases, &["utf8"], d);
-}
-
-#[test]
-fn binary_files() {
-    if !gnu_grep::available() {
-        return;
-    }
-    let (dir, _) = inputs();
-    let d = dir.path();
-    // Counts, names and exit statuses agree; lines are not printed.
-    let cases: &[&[&str]] = &[&["foo"], &["-c", "foo"], &["-l", "foo"], &["-L", "foo"], &["-q", "foo"], &["-n", "zzz"], &["-o", "foo"], &["-a", "-n", "foo"], &["-a", "-o", "-b", "."], &["-v", "foo"]];
-    same_each(cases, &["bin"], d);
+    same_each(bytes, &["utf8"], d);
+    let binary: &[&[&str]] = &[&["foo"], &["-c", "foo"], &["-l", "foo"], &["-L", "foo"], &["-q", "foo"], &["-n", "zzz"], &["-o", "foo"], &["-a", "-n", "foo"], &["-a", "-o", "-b", "."], &["-v", "foo"]];
+    same_each(binary, &["bin"], d);
     same(&["-H", "-C", "1", "foo", "bin", "nonl"], d);
     // The message goes to stderr, naming the file (GNU grep says
     // "grep: bin: binary file matches").
@@ -205,10 +187,7 @@ fn binary_files() {
 /// order matters, so GNU grep's directory order cannot differ.
 #[test]
 fn recursive_matches_gnu_grep() {
-    if !gnu_grep::available() {
-        return;
-    }
-    let dir = tempdir();
+    let Some(dir) = gnu_grep::available().then(tempdir) else { return };
     let d = dir.path();
     fs::create_dir_all(d.join("top/a/b")).unwrap();
     fs::write(d.join("top/a/b/deep.txt"), "foo deep\nbar\n").unwrap();
@@ -241,10 +220,7 @@ fn recursive_matches_gnu_grep() {
 /// order checked on its own.
 #[test]
 fn recursive_walks_in_name_order() {
-    if !gnu_grep::available() {
-        return;
-    }
-    let dir = tempdir();
+    let Some(dir) = gnu_grep::available().then(tempdir) else { return };
     let d = dir.path();
     for (i, name) in ["m", "b", "z", "a/x", "a/c", "k/k/k"].iter().enumerate() {
         let p = d.join("t").join(name);
@@ -280,10 +256,7 @@ impl Lcg {
 /// Random small files and random option sets.
 #[test]
 fn random_inputs_and_options() {
-    if !gnu_grep::available() {
-        return;
-    }
-    let dir = tempdir();
+    let Some(dir) = gnu_grep::available().then(tempdir) else { return };
     let d = dir.path();
     let mut r = Lcg(7);
     const ALPHABET: &[u8] = b"aab_ -\r,AB";

@@ -23,6 +23,7 @@
 pub mod bytes;
 mod engine;
 pub mod grep;
+mod local;
 pub mod replace;
 pub(crate) mod source;
 #[cfg(test)]

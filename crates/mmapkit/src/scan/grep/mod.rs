@@ -43,7 +43,6 @@ mod sink;
 mod walk;
 
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use regex::bytes::{Regex, RegexBuilder};
 
@@ -104,7 +103,6 @@ impl Grep {
     /// Compiles the options' patterns; an invalid regex is
     /// [`Error::InvalidArgument`] with the regex error's text.
     pub fn new(opts: &GrepOptions) -> Result<Grep> {
-        static NEXT_ID: AtomicU64 = AtomicU64::new(0);
         if opts.patterns.is_empty() {
             return Err(Error::InvalidArgument("grep: no pattern given".into()));
         }
@@ -146,7 +144,7 @@ impl Grep {
         };
         let per_line = !opts.fixed && parts.iter().any(|p| whole_haystack_assertions(p));
         let line_bounded = opts.fixed || parts.iter().all(|p| pattern::cannot_match_newline(p));
-        Ok(Grep { opts: opts.clone(), re, word, id: NEXT_ID.fetch_add(1, Ordering::Relaxed), per_line, line_bounded })
+        Ok(Grep { opts: opts.clone(), re, word, id: super::local::next_id(), per_line, line_bounded })
     }
 
     /// The options this search was built with.

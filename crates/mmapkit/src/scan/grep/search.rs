@@ -22,7 +22,6 @@
 //! sums. One thread, streams and context (which needs the lines around a
 //! match) report straight from the window, with no copy.
 
-use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::io::Read;
 use std::ops::ControlFlow;
@@ -36,6 +35,7 @@ use regex::bytes::Regex;
 use super::sink::{FileInfo, Needs, Sink, SinkLine};
 use super::Grep;
 use crate::scan::engine::{Job, Scan, ScanOptions};
+use crate::scan::local;
 use crate::scan::source::label;
 use crate::{Error, Result};
 
@@ -48,12 +48,6 @@ const BATCH_PER_THREAD: usize = 4;
 const STREAM_CHUNK: usize = 1 << 20;
 /// A NUL byte this close to the start makes a file binary.
 const BINARY_PEEK: usize = 32 << 10;
-
-thread_local! {
-    /// This thread's clone of the last regex it ran. A clone has its own
-    /// cache pool, so threads never contend for the shared one.
-    static LOCAL_RE: RefCell<Option<(u64, Rc<Regex>)>> = const { RefCell::new(None) };
-}
 
 impl Grep {
     /// Searches the file at `path` (`-`: standard input, streamed), reports
@@ -101,19 +95,10 @@ impl Grep {
         if needs.first_only { cap.min(1) } else { cap }
     }
 
-    /// This thread's own clone of the regex (see [`LOCAL_RE`]).
+    /// This thread's own clone of the regex: a clone has its own cache
+    /// pool, so threads never contend for the shared one.
     fn local_re(&self) -> Rc<Regex> {
-        LOCAL_RE.with(|cell| {
-            let mut slot = cell.borrow_mut();
-            match &*slot {
-                Some((id, re)) if *id == self.id => re.clone(),
-                _ => {
-                    let re = Rc::new(self.re.clone());
-                    *slot = Some((self.id, re.clone()));
-                    re
-                }
-            }
-        })
+        local::per_thread(self.id, || self.re.clone())
     }
 
     // ---- matching inside one window of whole lines ----
