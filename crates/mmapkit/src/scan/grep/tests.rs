@@ -90,9 +90,8 @@ fn reference(data: &[u8], g: &GrepOptions, p: &PrintOptions, label: &[u8]) -> Ex
     }
     let mut shown = selected.clone();
     for i in (0..lines.len()).filter(|&i| selected[i]) {
-        for j in i.saturating_sub(p.before.unwrap_or(0))..=(i + p.after.unwrap_or(0)).min(lines.len() - 1) {
-            shown[j] = true;
-        }
+        let around = i.saturating_sub(p.before.unwrap_or(0))..=(i + p.after.unwrap_or(0)).min(lines.len() - 1);
+        shown[around].fill(true);
     }
     let mut e = Expected { count, out: Vec::new(), records: Vec::new() };
     let mut last: Option<usize> = None;
