@@ -71,7 +71,7 @@ impl Grep {
         sink.begin(&FileInfo { path, binary })?;
         let selected = if !needs.lines && cap == u64::MAX {
             self.count_all(&job)?
-        } else if job.threads <= 1 || !needs.lines || needs.before.is_some() || needs.after.is_some() {
+        } else if job.threads <= 1 || needs.before.is_some() || needs.after.is_some() {
             self.run_sequential(&job, &needs, cap, sink)?
         } else {
             self.run_parallel(&job, &needs, cap, sink)?
@@ -366,8 +366,8 @@ impl Grep {
     }
 
     /// Several threads: batches of bounded ranges; each batch is searched
-    /// in parallel (its lines recorded) while the previous one's lines are
-    /// replayed to the sink.
+    /// in parallel (its lines recorded, or counted up to the cap) while the
+    /// previous one's lines are replayed to the sink.
     fn run_parallel(&self, job: &Job<'_>, needs: &Needs, cap: u64, sink: &mut dyn Sink) -> Result<u64> {
         let len = job.src.len();
         let size = len.div_ceil(job.threads as u64 * 8).clamp(1, RANGE_MAX);
@@ -401,6 +401,9 @@ impl Grep {
                     }
                     Ok(self.window(&re, off, w, &mut st, &mut rec))
                 })?;
+                if !needs.lines {
+                    rec.counted = st.selected;
+                }
                 Ok(rec)
             })?;
             Ok((records, next))
@@ -507,9 +510,11 @@ impl Grep {
     }
 }
 
-/// Replays one batch's records in order, stopping at `cap` selected lines.
+/// Replays one batch's records (or counts) in order, stopping at `cap`
+/// selected lines.
 fn replay(records: Vec<Recorder>, sink: &mut dyn Sink, total: &mut u64, cap: u64) -> Result<ControlFlow<()>> {
     for rec in records {
+        *total = (*total + rec.counted).min(cap);
         for r in &rec.lines {
             if *total >= cap {
                 return Ok(ControlFlow::Break(()));
@@ -531,6 +536,8 @@ struct Recorder {
     bytes: Vec<u8>,
     spans: Vec<(usize, usize)>,
     lines: Vec<Recorded>,
+    /// Selected lines when only counting (no lines recorded).
+    counted: u64,
 }
 
 struct Recorded {
