@@ -262,6 +262,18 @@ pub const EXIT_OK: u8 = 0;
 pub const EXIT_NO_MATCH: u8 = 1;
 pub const EXIT_ERROR: u8 = 2;
 
+/// The exit status of a command over several inputs: an error wins, then
+/// whether anything was found.
+pub fn exit_status(failed: bool, found: bool) -> u8 {
+    if failed {
+        EXIT_ERROR
+    } else if found {
+        EXIT_OK
+    } else {
+        EXIT_NO_MATCH
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

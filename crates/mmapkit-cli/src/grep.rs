@@ -1,39 +1,47 @@
-//! `mmapkit grep`: GNU grep's output for the options both have, searched
-//! in parallel inside each file.
+//! `mmapkit grep`: parse, pick a printer, search each file; the search and
+//! the printers are the core's (`mmapkit::scan::grep`).
 
-use std::borrow::Cow;
 use std::ffi::OsString;
-use std::io::{self, BufWriter, Write};
-use std::ops::ControlFlow;
-use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::io::{self, BufWriter, IsTerminal, Write};
+use std::path::{Path, PathBuf};
 
-use clap::{ArgAction, Args};
-use mmapkit::scan::{Grep, GrepLine, GrepOptions, ScanOptions};
+use clap::{ArgAction, Args, ValueEnum};
+use mmapkit::scan::{walk, GnuPrinter, Grep, GrepOptions, JsonPrinter, PrintOptions, Report, Sink};
 
-use crate::common::{error_to_stderr, Progress, ScanArgs, EXIT_ERROR, EXIT_NO_MATCH, EXIT_OK};
+use crate::common::{error_to_stderr, exit_status, Progress, ScanArgs, EXIT_ERROR, EXIT_NO_MATCH, EXIT_OK};
 
 pub const GREP_HELP: &str = "\
-Output is GNU grep's, byte for byte, for these options: 'path:' when
-several files are searched (or -H), then 'N:' with -n, 'offset:' with -b
-(of the line, or of the match with -o), then the line; -c prints one count
-per file. Files are searched in parallel inside, in line-aligned ranges;
-output stays in file order.
+Output is GNU grep's (LC_ALL=C), byte for byte, for these options:
+'path:' when several files are searched (or -H, or files found by -r),
+then 'N:' with -n, 'offset:' with -b (of the line, or of the match with
+-o), then the line; context lines (-A/-B/-C) use '-' for ':' and groups
+are separated by '--'; -c prints one count per file, -l/-L file names.
+--color uses GNU grep's default GREP_COLORS. Files are searched in
+parallel inside, in line-aligned ranges (on one thread per file with
+context); output stays in file order.
 
-Patterns use the Rust regex crate's syntax, close to grep -E and ripgrep
-(Unicode-aware; (?-u) for plain bytes): -E is implied. A match never spans
-lines; -o prints leftmost-first matches (for 'a|ab', 'a' where GNU grep
-prints 'ab'). Files are treated as text, like grep -a: there is no
-binary-file detection. FILE '-' (or no FILE) reads standard input as a
-stream.
+Patterns use the Rust regex crate's syntax, close to grep -E and ripgrep:
+-E is implied. One byte rule, GNU grep's under LC_ALL=C: '.', \\w, \\b and
+[[:alpha:]]-style classes are ASCII, -i folds ASCII letters only, a
+non-ASCII literal matches its UTF-8 bytes ((?u) turns Unicode classes on).
+A match never spans lines; -o and --color show leftmost-first matches
+(for 'a|ab', 'a' where GNU grep shows 'ab').
+
+Binary files: a file with a NUL byte in its first 32 KiB (or a selected
+line holding one) prints no lines; 'FILE: binary file matches' goes to
+standard error instead, as with GNU grep. -a prints them as text.
+-r walks directories depth first, each directory in name order (GNU grep
+uses directory order); symlinks on the command line are followed, those
+met in the walk are skipped, like grep -r. Without FILE, -r searches '.'.
+FILE '-' (or no FILE without -r) reads standard input as a stream.
 
 With --json, each selected line (each match with -o) is a JSON object on
 its own line: {\"path\", \"line\", \"offset\", \"text\"} (text as lossy UTF-8);
-with -c, one {\"path\", \"count\"} per file.
+with -c, one {\"path\", \"count\"} per file; with -l/-L, one {\"path\"}.
 
 Exit status: 0 if a line was selected, 1 if none, 2 on any error (an
 invalid regex, or a file that cannot be read; other files are still
-searched).
+searched; with -q a selected line wins).
 
 Examples:
   mmapkit grep -c 'ERR[0-9]+' app.log        count matching lines, all cores
@@ -41,16 +49,38 @@ Examples:
   mmapkit grep -o -b '[0-9]{4}-[0-9]{2}' f   each match with its byte offset
   mmapkit grep -v -c '^#' config.txt         lines that are not comments
   mmapkit grep -F -m 10 'a.b[1]' data.txt    a literal, first 10 lines
+  mmapkit grep -rlw 'TODO' src               files with the word TODO
+  mmapkit grep -C 2 --color=auto panic log   two lines around each match
   zcat big.gz | mmapkit grep 'needle' -      a stream, sequentially
   mmapkit grep --json -e foo -e bar f | jq .line";
 
+/// `--color=WHEN`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum ColorWhen {
+    Never,
+    Always,
+    Auto,
+}
+
 /// Arguments of `mmapkit grep`.
 #[derive(Args, Debug)]
-#[command(disable_help_flag = true)]
+#[command(disable_help_flag = true, args_override_self = true)]
 pub struct GrepArgs {
     /// Print only the number of selected lines per file.
     #[arg(short = 'c', long)]
     count: bool,
+    /// Print only the names of files with a selected line.
+    #[arg(short = 'l', long = "files-with-matches", overrides_with = "files_without_match")]
+    files_with_matches: bool,
+    /// Print only the names of files without a selected line.
+    #[arg(short = 'L', long = "files-without-match", overrides_with = "files_with_matches")]
+    files_without_match: bool,
+    /// Print nothing; exit 0 at the first selected line.
+    #[arg(short = 'q', long, visible_alias = "silent")]
+    quiet: bool,
+    /// Suppress messages about files that cannot be read.
+    #[arg(short = 's', long = "no-messages")]
+    no_messages: bool,
     /// Prefix each line with its 1-based line number.
     #[arg(short = 'n', long = "line-number")]
     line_number: bool,
@@ -60,27 +90,56 @@ pub struct GrepArgs {
     /// Print only the (non-empty) matches, one per line.
     #[arg(short = 'o', long = "only-matching")]
     only_matching: bool,
-    /// Ignore case.
+    /// Ignore (ASCII) case.
     #[arg(short = 'i', long = "ignore-case")]
     ignore_case: bool,
     /// Select the lines that do not match.
     #[arg(short = 'v', long = "invert-match")]
     invert: bool,
+    /// Only whole-word matches count (no [0-9A-Za-z_] byte around them).
+    #[arg(short = 'w', long = "word-regexp")]
+    word: bool,
+    /// Only matches of the whole line count.
+    #[arg(short = 'x', long = "line-regexp")]
+    line: bool,
     /// Patterns are literal strings, not regexes.
     #[arg(short = 'F', long = "fixed-strings")]
     fixed: bool,
     /// Accepted for compatibility: patterns are always extended regexes.
     #[arg(short = 'E', long = "extended-regexp")]
     extended: bool,
-    /// Accepted for compatibility: files are always treated as text.
+    /// Print binary files' lines as text.
     #[arg(short = 'a', long = "text")]
     text: bool,
+    /// Search the files under directories (see below).
+    #[arg(short = 'r', long)]
+    recursive: bool,
     /// Prefix each line with the file name (default with several files).
     #[arg(short = 'H', long = "with-filename", overrides_with = "no_filename")]
     with_filename: bool,
     /// Never prefix lines with the file name.
     #[arg(short = 'h', long = "no-filename", overrides_with = "with_filename")]
     no_filename: bool,
+    /// Print NUM lines of context after each selected line.
+    #[arg(short = 'A', long = "after-context", value_name = "NUM")]
+    after: Option<usize>,
+    /// Print NUM lines of context before each selected line.
+    #[arg(short = 'B', long = "before-context", value_name = "NUM")]
+    before: Option<usize>,
+    /// Print NUM lines of context around each selected line.
+    #[arg(short = 'C', long = "context", value_name = "NUM")]
+    context: Option<usize>,
+    /// Printed between groups of context lines (default '--').
+    #[arg(long = "group-separator", value_name = "SEP", overrides_with = "no_group_separator")]
+    group_separator: Option<String>,
+    /// Print nothing between groups of context lines.
+    #[arg(long = "no-group-separator", overrides_with = "group_separator")]
+    no_group_separator: bool,
+    /// Color matches, names, numbers and separators: never, always, or
+    /// auto (when standard output is a terminal); --color alone is auto.
+    #[arg(long, visible_alias = "colour", value_name = "WHEN", num_args = 0..=1, require_equals = true,
+          default_value = "never", default_missing_value = "auto")]
+    color: ColorWhen,
     /// Stop after N selected lines per file.
     #[arg(short = 'm', long = "max-count", value_name = "N")]
     max_count: Option<u64>,
@@ -97,34 +156,69 @@ pub struct GrepArgs {
     help: Option<bool>,
 }
 
-pub fn grep(a: GrepArgs) -> anyhow::Result<u8> {
-    let mut args = a.args.into_iter();
+impl GrepArgs {
+    fn report(&self) -> Report {
+        if self.quiet {
+            Report::Quiet
+        } else if self.files_with_matches {
+            Report::FilesWithMatches
+        } else if self.files_without_match {
+            Report::FilesWithoutMatch
+        } else if self.count {
+            Report::Count
+        } else {
+            Report::Lines
+        }
+    }
+
+    fn print_options(&self) -> PrintOptions {
+        let color = match self.color {
+            ColorWhen::Always => true,
+            ColorWhen::Never => false,
+            ColorWhen::Auto => io::stdout().is_terminal() && std::env::var_os("TERM").is_some_and(|t| t != "dumb"),
+        };
+        PrintOptions {
+            report: self.report(),
+            with_filename: false,
+            line_numbers: self.line_number,
+            byte_offset: self.byte_offset,
+            only_matching: self.only_matching,
+            before: self.before.or(self.context),
+            after: self.after.or(self.context),
+            group_separator: if self.no_group_separator {
+                None
+            } else {
+                Some(self.group_separator.as_deref().unwrap_or("--").as_bytes().to_vec())
+            },
+            color,
+            text: self.text,
+        }
+    }
+}
+
+pub fn grep(mut a: GrepArgs) -> anyhow::Result<u8> {
+    let mut args = std::mem::take(&mut a.args).into_iter();
     let patterns = if a.patterns.is_empty() {
         match args.next() {
             Some(p) => vec![p.into_string().map_err(|_| anyhow::anyhow!("the pattern is not valid UTF-8"))?],
             None => anyhow::bail!("grep needs a PATTERN (or -e PATTERN)"),
         }
     } else {
-        a.patterns
+        std::mem::take(&mut a.patterns)
     };
     let mut files: Vec<OsString> = args.collect();
+    // `grep -r PATTERN` searches '.', naming files without the './'.
+    let bare_dot = files.is_empty() && a.recursive;
     if files.is_empty() {
-        files.push("-".into());
+        files.push(if a.recursive { "." } else { "-" }.into());
     }
     let opts = GrepOptions {
         patterns,
         fixed: a.fixed,
         ignore_case: a.ignore_case,
         invert: a.invert,
-        line_numbers: a.line_number,
-        byte_offset: a.byte_offset,
-        only_matching: a.only_matching,
-        count: a.count,
-        with_filename: Some(if a.no_filename {
-            false
-        } else {
-            a.with_filename || files.len() > 1
-        }),
+        word: a.word,
+        line: a.line,
         max_count: a.max_count,
     };
     let grep = match Grep::new(&opts) {
@@ -137,86 +231,115 @@ pub fn grep(a: GrepArgs) -> anyhow::Result<u8> {
     if opts.max_count == Some(0) {
         return Ok(EXIT_NO_MATCH); // like grep: stop before reading anything
     }
-    let mut out = Output { inner: BufWriter::with_capacity(256 << 10, io::stdout().lock()), error: None };
-    let (mut failed, mut any) = (false, false);
+    let out = Output { inner: BufWriter::with_capacity(256 << 10, io::stdout().lock()), error: None };
+    let mut printer = if a.scan.json {
+        Printer::Json(JsonPrinter::new(out, a.report(), a.only_matching))
+    } else {
+        Printer::Gnu(GnuPrinter::new(out, a.print_options()))
+    };
+    let named = |found_in_dir: bool| !a.no_filename && (a.with_filename || files.len() > 1 || found_in_dir);
+    let mut run = Run { failed: false, any: false, quiet: a.quiet, no_messages: a.no_messages };
     for file in &files {
-        let mut scan = a.scan.options();
-        let stdin = file == "-";
-        let _bar = (!stdin).then(|| Progress::attach(&mut scan, Path::new(file), "grep"));
-        match search(&grep, file, stdin, &scan, a.scan.json, &mut out) {
-            Ok(n) => any |= n > 0,
+        let path = Path::new(file);
+        if a.recursive && file != "-" && path.is_dir() {
+            printer.set_with_filename(named(true));
+            let mut stop = None;
+            walk(path, &mut |found| {
+                if stop.is_some() || (run.quiet && run.any) {
+                    return;
+                }
+                let found = found.map(|p| match p.strip_prefix("./") {
+                    Ok(rest) if bare_dot => rest.to_path_buf(),
+                    _ => p,
+                });
+                stop = run.file(&grep, found, &a.scan, &mut printer).err();
+            });
+            if let Some(e) = stop {
+                return Err(e);
+            }
+        } else {
+            printer.set_with_filename(named(false));
+            run.file(&grep, Ok(path.to_path_buf()), &a.scan, &mut printer)?;
+        }
+        if run.quiet && run.any {
+            break; // like grep -q: the first selected line decides
+        }
+    }
+    printer.out().inner.flush()?;
+    Ok(if run.quiet && run.any { EXIT_OK } else { exit_status(run.failed, run.any) })
+}
+
+/// What the files searched so far came to.
+struct Run {
+    failed: bool,
+    any: bool,
+    quiet: bool,
+    no_messages: bool,
+}
+
+impl Run {
+    /// Searches one file (or stdin, `-`) and prints its results; an error
+    /// with the file is reported and the run goes on, one writing to
+    /// stdout ends it (a closed pipe quietly).
+    fn file(&mut self, grep: &Grep, path: mmapkit::Result<PathBuf>, scan_args: &ScanArgs, printer: &mut Printer) -> anyhow::Result<()> {
+        let result = path.and_then(|path| {
+            let mut scan = scan_args.options();
+            let _bar = (path != Path::new("-")).then(|| Progress::attach(&mut scan, &path, "grep"));
+            let n = grep.search(&path, &scan, printer.sink())?;
+            if printer.binary_matched() {
+                error_to_stderr(&mut printer.out().inner, format_args!("{}: binary file matches", path.display()));
+            }
+            Ok(n)
+        });
+        match result {
+            Ok(n) => self.any |= n > 0,
             Err(e) => {
-                if let Some(err) = out.error.take() {
+                if let Some(err) = printer.out().error.take() {
                     return Err(err.into()); // stdout is gone (a closed pipe ends quietly)
                 }
-                // Earlier files' lines first: the error must not overtake them.
-                error_to_stderr(&mut out.inner, e);
-                failed = true;
+                if !self.no_messages {
+                    // Earlier files' lines first: the error must not overtake them.
+                    error_to_stderr(&mut printer.out().inner, e);
+                }
+                self.failed = true;
             }
         }
+        Ok(())
     }
-    out.inner.flush()?;
-    Ok(if failed {
-        EXIT_ERROR
-    } else if any {
-        EXIT_OK
-    } else {
-        EXIT_NO_MATCH
-    })
 }
 
-/// Searches one file (or stdin) and prints its results; returns the
-/// number of selected lines.
-fn search(grep: &Grep, file: &OsString, stdin: bool, scan: &ScanOptions, json: bool, out: &mut Output<impl Write>) -> mmapkit::Result<u64> {
-    let opts = grep.options();
-    let path = Path::new(file);
-    // The name grep prints for stdin; JSON keeps the argument.
-    let name = if stdin { Path::new("(standard input)") } else { path };
-    let write_err = |e: io::Error| mmapkit::Error::Io { path: "<stdout>".into(), op: "write", source: e };
-    if opts.count {
-        let n = if stdin { grep.count_reader(&mut io::stdin().lock(), name, scan)? } else { grep.count(path, scan)? };
-        if json {
-            serde_json::to_writer(&mut *out, &JsonCount { path: path.to_string_lossy(), count: n })
-                .map_err(|e| write_err(e.into()))?;
-            out.write_all(b"\n").map_err(write_err)?;
-        } else {
-            if opts.with_filename == Some(true) {
-                out.write_all(name.as_os_str().as_bytes()).map_err(write_err)?;
-                out.write_all(b":").map_err(write_err)?;
-            }
-            writeln!(out, "{n}").map_err(write_err)?;
+type Out = Output<BufWriter<io::StdoutLock<'static>>>;
+
+/// The printer the options asked for.
+enum Printer {
+    Gnu(GnuPrinter<Out>),
+    Json(JsonPrinter<Out>),
+}
+
+impl Printer {
+    fn sink(&mut self) -> &mut dyn Sink {
+        match self {
+            Printer::Gnu(p) => p,
+            Printer::Json(p) => p,
         }
-        return Ok(n);
     }
-    if json {
-        let label = path.to_string_lossy();
-        let mut each = |l: GrepLine<'_>| -> mmapkit::Result<ControlFlow<()>> {
-            let v = JsonLine { path: &label, line: l.line, offset: l.offset, text: String::from_utf8_lossy(l.text) };
-            serde_json::to_writer(&mut *out, &v).map_err(|e| write_err(e.into()))?;
-            out.write_all(b"\n").map_err(write_err)?;
-            Ok(ControlFlow::Continue(()))
-        };
-        return if stdin { grep.for_each_reader(&mut io::stdin().lock(), name, scan, &mut each) } else { grep.for_each(path, scan, &mut each) };
-    }
-    if stdin {
-        grep.write_reader(&mut io::stdin().lock(), name, scan, out)
-    } else {
-        grep.write(path, scan, out)
-    }
-}
 
-#[derive(serde::Serialize)]
-struct JsonLine<'a> {
-    path: &'a str,
-    line: u64,
-    offset: u64,
-    text: Cow<'a, str>,
-}
+    fn out(&mut self) -> &mut Out {
+        match self {
+            Printer::Gnu(p) => p.get_mut(),
+            Printer::Json(p) => p.get_mut(),
+        }
+    }
 
-#[derive(serde::Serialize)]
-struct JsonCount<'a> {
-    path: Cow<'a, str>,
-    count: u64,
+    fn set_with_filename(&mut self, on: bool) {
+        if let Printer::Gnu(p) = self {
+            p.set_with_filename(on);
+        }
+    }
+
+    fn binary_matched(&self) -> bool {
+        matches!(self, Printer::Gnu(p) if p.binary_matched())
+    }
 }
 
 /// Stdout, remembering the first write error so that a failed write is

@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 mod common;
-use common::*;
+mod gnu_grep;
+use common::{output, tempdir};
 
 /// Variants of the scan options that must all print the same.
 const VARIANTS: &[&[&str]] = &[
@@ -18,14 +19,6 @@ const VARIANTS: &[&[&str]] = &[
     &["-j", "3", "--strategy", "read", "--chunk", "1000"],
 ];
 
-fn gnu_grep_available() -> bool {
-    let ok = Command::new("grep").arg("--version").output().is_ok_and(|o| o.status.success() && o.stdout.starts_with(b"grep (GNU grep)"));
-    if !ok {
-        eprintln!("GNU grep not found: skipping the comparison");
-    }
-    ok
-}
-
 fn mmapkit(args: &[&str], files: &[&Path], stdin: Option<&[u8]>) -> Output {
     output(common::mmapkit().arg("grep").args(args).args(files), stdin)
 }
@@ -35,15 +28,6 @@ fn gnu(args: &[&str], files: &[&Path], stdin: Option<&[u8]>) -> Output {
     // closest to ours.
     let syntax: &[&str] = if args.contains(&"-F") { &["-a"] } else { &["-a", "-E"] };
     output(Command::new("grep").env("LC_ALL", "C").args(syntax).args(args).args(files), stdin)
-}
-
-fn show(b: &[u8]) -> String {
-    let s = String::from_utf8_lossy(b);
-    if s.len() > 2000 {
-        format!("{}... ({} bytes)", &s[..2000], s.len())
-    } else {
-        s.into_owned()
-    }
 }
 
 /// Runs both with every variant; same stdout and exit status.
@@ -59,14 +43,7 @@ fn same_stdin(args: &[&str], files: &[&Path], stdin: Option<&[u8]>) -> Output {
     for extra in VARIANTS {
         let all: Vec<&str> = extra.iter().chain(args).copied().collect();
         let got = mmapkit(&all, files, stdin);
-        assert!(
-            got.stdout == want.stdout,
-            "mmapkit grep {all:?} {files:?}\n--- mmapkit:\n{}\n--- grep:\n{}\n--- mmapkit stderr: {}",
-            show(&got.stdout),
-            show(&want.stdout),
-            show(&got.stderr)
-        );
-        assert_eq!(got.status.code(), want.status.code(), "exit status of {all:?} {files:?}: {}", show(&got.stderr));
+        gnu_grep::assert_same(&format!("{all:?} {files:?}"), &got, &want);
         last = Some(got);
     }
     last.unwrap()
@@ -134,7 +111,7 @@ fn corpora() -> Corpus {
 
 #[test]
 fn same_output_as_gnu_grep() {
-    if !gnu_grep_available() {
+    if !gnu_grep::available() {
         return;
     }
     let c = corpora();
@@ -188,7 +165,7 @@ fn same_output_as_gnu_grep() {
 
 #[test]
 fn several_files_and_edge_files() {
-    if !gnu_grep_available() {
+    if !gnu_grep::available() {
         return;
     }
     let c = corpora();
@@ -211,7 +188,7 @@ fn several_files_and_edge_files() {
 
 #[test]
 fn exit_codes_and_errors() {
-    if !gnu_grep_available() {
+    if !gnu_grep::available() {
         return;
     }
     let c = corpora();
@@ -244,7 +221,7 @@ fn exit_codes_and_errors() {
 
 #[test]
 fn stdin_is_streamed() {
-    if !gnu_grep_available() {
+    if !gnu_grep::available() {
         return;
     }
     let c = corpora();
@@ -284,7 +261,7 @@ fn closed_pipe_ends_quietly() {
     let dir = tempdir();
     let p = dir.path().join("big.txt");
     fs::write(&p, "match me\n".repeat(400_000)).unwrap();
-    let mut child = common::mmapkit()
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mmapkit"))
         .args(["grep", "-j", "2", "match"])
         .arg(&p)
         .stdout(Stdio::piped())
@@ -296,8 +273,8 @@ fn closed_pipe_ends_quietly() {
     drop(child.stdout.take());
     let out = child.wait_with_output().unwrap();
     assert_eq!(&first, b"match me\n");
-    assert_eq!(out.status.code(), Some(0), "{}", show(&out.stderr));
-    assert!(out.stderr.is_empty(), "{}", show(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{}", gnu_grep::show(&out.stderr));
+    assert!(out.stderr.is_empty(), "{}", gnu_grep::show(&out.stderr));
 }
 
 #[test]

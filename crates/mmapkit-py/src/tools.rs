@@ -76,23 +76,15 @@ fn grep_options(
     ignore_case: bool,
     invert: bool,
     fixed: bool,
-    only_matching: bool,
     max_count: Option<u64>,
 ) -> PyResult<mmapkit::scan::grep::GrepOptions> {
     let pattern = String::from_utf8(pattern_bytes(pattern)?)
         .map_err(|_| pyo3::exceptions::PyValueError::new_err("the pattern must be valid UTF-8"))?;
-    Ok(mmapkit::scan::grep::GrepOptions {
-        patterns: vec![pattern],
-        fixed,
-        ignore_case,
-        invert,
-        only_matching,
-        max_count,
-        ..Default::default()
-    })
+    Ok(mmapkit::scan::grep::GrepOptions { patterns: vec![pattern], fixed, ignore_case, invert, max_count, ..Default::default() })
 }
 
-/// Lines matching the regex `pattern` (regex-crate syntax, like ``grep -E``)
+/// Lines matching the regex `pattern` (regex-crate syntax, like ``grep -E``;
+/// matched as bytes, like ``LC_ALL=C grep``: ASCII classes and case folding)
 /// as a list of ``(line_number, offset, line)`` (1-based line numbers, byte
 /// offset of the line, the line without its newline); with
 /// ``only_matching`` one entry per match (its offset and bytes).
@@ -112,9 +104,9 @@ pub fn grep(
     strategy: &str,
     threads: Option<i64>,
 ) -> PyResult<Vec<(u64, u64, Py<PyBytes>)>> {
-    let g = grep_options(pattern, ignore_case, invert, fixed, only_matching, max_count)?;
+    let g = grep_options(pattern, ignore_case, invert, fixed, max_count)?;
     let opts = scan_options(strategy, threads)?;
-    let lines = py.detach(|| mmapkit::scan::grep::grep_lines(&path, &g, &opts, None)).py_err()?;
+    let lines = py.detach(|| mmapkit::scan::grep::grep_lines(&path, &g, only_matching, &opts, None)).py_err()?;
     Ok(lines.into_iter().map(|(n, o, t)| (n, o, PyBytes::new(py, &t).unbind())).collect())
 }
 
@@ -135,7 +127,7 @@ pub fn grep_count(
     strategy: &str,
     threads: Option<i64>,
 ) -> PyResult<u64> {
-    let g = grep_options(pattern, ignore_case, invert, fixed, false, max_count)?;
+    let g = grep_options(pattern, ignore_case, invert, fixed, max_count)?;
     let opts = scan_options(strategy, threads)?;
     py.detach(|| mmapkit::scan::grep::grep_count(&path, &g, &opts)).py_err()
 }

@@ -24,12 +24,13 @@
 pub mod bytes;
 mod engine;
 pub mod grep;
+mod local;
 pub mod replace;
 pub(crate) mod source;
 #[cfg(test)]
 pub(crate) mod tests;
 
 pub use engine::{count, count_lines, count_stream, find, find_all, rfind, ScanOptions};
-pub use grep::{grep, grep_count, grep_lines, Grep, GrepLine, GrepOptions};
+pub use grep::{grep, grep_count, grep_lines, walk, Collect, FileInfo, GnuPrinter, Grep, GrepOptions, JsonPrinter, Needs, PrintOptions, Report, Sink, SinkLine};
 pub use replace::{keep_lines, replace, KeepReport, ReplaceOptions, ReplaceReport};
 pub use source::{Strategy, AUTO_MMAP_MIN};

@@ -60,14 +60,13 @@
 //! leftmost-first like Perl and ripgrep. Regex mode always rewrites (even
 //! when lengths happen to match), since match lengths vary.
 
-use std::cell::RefCell;
 use std::fs::{self, File, Metadata, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::ops::ControlFlow;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 
 use memchr::memmem::Finder;

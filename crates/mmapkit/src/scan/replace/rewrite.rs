@@ -2,6 +2,7 @@
 //! parallel, written in file order into a temp file beside the original.
 
 use super::*;
+use crate::scan::local;
 
 
 pub(super) enum Edit<'a> {
@@ -27,13 +28,6 @@ pub(super) struct RegexEdit<'a> {
 /// A thread's copies of a [`RegexEdit`]'s line and window regexes.
 type LocalRes = (Regex, Option<Regex>);
 
-thread_local! {
-    /// This thread's copies of the last regexes it ran: a copy has its own
-    /// match caches, so threads never contend for the shared ones, and
-    /// keeping it keeps the caches warm from range to range.
-    static LOCAL_RES: RefCell<Option<(u64, Rc<LocalRes>)>> = const { RefCell::new(None) };
-}
-
 impl<'a> RegexEdit<'a> {
     pub(super) fn new(line: Regex, repl: &'a [u8]) -> Result<Self> {
         let p = line.as_str();
@@ -42,30 +36,18 @@ impl<'a> RegexEdit<'a> {
         } else {
             Some(RegexBuilder::new(p).multi_line(true).build().map_err(|e| Error::InvalidArgument(format!("invalid regex: {e}")))?)
         };
-        static NEXT_ID: AtomicU64 = AtomicU64::new(0);
-        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-        Ok(RegexEdit { line, window, repl, expand: repl.contains(&b'$'), id })
+        Ok(RegexEdit { line, window, repl, expand: repl.contains(&b'$'), id: local::next_id() })
     }
 
-    /// This thread's copies of the regexes.
+    /// This thread's copies of the regexes: a copy has its own match
+    /// caches, so threads never contend for the shared ones, and keeping it
+    /// keeps the caches warm from range to range.
     pub(super) fn local(&self) -> Rc<LocalRes> {
-        LOCAL_RES.with(|cell| {
-            let mut cell = cell.borrow_mut();
-            match &*cell {
-                Some((id, res)) if *id == self.id => res.clone(),
-                _ => {
-                    // Compiled afresh rather than cloned: clones share
-                    // reference-counted internals, and the count bumped for
-                    // every match (`Captures`) would bounce between cores.
-                    let fresh = |re: &Regex, multi_line: bool| {
-                        RegexBuilder::new(re.as_str()).multi_line(multi_line).build().unwrap_or_else(|_| re.clone())
-                    };
-                    let res = Rc::new((fresh(&self.line, false), self.window.as_ref().map(|w| fresh(w, true))));
-                    *cell = Some((self.id, res.clone()));
-                    res
-                }
-            }
-        })
+        // Compiled afresh rather than cloned: clones share reference-counted
+        // internals, and the count bumped for every match (`Captures`) would
+        // bounce between cores.
+        let fresh = |re: &Regex, multi_line: bool| RegexBuilder::new(re.as_str()).multi_line(multi_line).build().unwrap_or_else(|_| re.clone());
+        local::per_thread(self.id, || (fresh(&self.line, false), self.window.as_ref().map(|w| fresh(w, true))))
     }
 
     /// Replaces in one line (without `\n`), appending to `out` (None: count only).

@@ -1,0 +1,229 @@
+//! `grep`: the lines of a file that match a regex, with GNU grep's line
+//! semantics, searched in parallel over line-aligned ranges.
+//!
+//! The search ([`Grep`], `search.rs`) only finds lines: it reports each
+//! selected line (number, offset, bytes, match spans), context lines and
+//! context breaks, and per-file begin and end to a [`Sink`]. It never
+//! formats anything. Printers are sinks: [`GnuPrinter`] prints GNU grep's
+//! text output, [`JsonPrinter`] JSON lines, and [`Collect`] gathers lines
+//! for bindings. [`walk`] lists the files `grep -r` searches.
+//!
+//! # Semantics
+//!
+//! * A line is the bytes up to (excluding) a `\n`; the last line may lack
+//!   its newline (printed output adds one, like grep). `\r` is an ordinary
+//!   byte, so in CRLF files `$` matches after it, not before.
+//! * A line is selected when the regex matches somewhere **inside** it
+//!   (a match never spans lines, even for patterns like `a\sb` or
+//!   `[^x]*`); with `invert`, when it does not. `word` (`-w`) wants a match
+//!   with no word byte (`[0-9A-Za-z_]`) right before or after it, `line`
+//!   (`-x`) one that is the whole line.
+//! * Patterns use the [`regex`] crate's syntax (close to `grep -E` and
+//!   ripgrep); several patterns are alternatives, and a pattern containing
+//!   a newline is several patterns, as in grep. `^` and `$` match at line
+//!   starts and ends.
+//! * **One byte rule (GNU grep under `LC_ALL=C`):** patterns match bytes,
+//!   not characters: `.` is any byte but `\n`, `\w`, `\d`, `\s`, `\b` and
+//!   `[[:alpha:]]`-style classes are ASCII, and `-i` folds ASCII letters
+//!   only. A non-ASCII literal (`é`) matches its UTF-8 bytes. `(?u)`
+//!   turns Unicode classes on inside a pattern.
+//! * `max_count` stops after that many selected lines.
+//! * Binary files: when a sink asks ([`Needs::binary`]), a file whose first
+//!   32 KiB hold a NUL byte is reported as binary in [`FileInfo`];
+//!   [`GnuPrinter`] then prints no lines for it, only noting that it
+//!   matched (as GNU grep does), and also stops at a selected line holding
+//!   a NUL byte further on.
+//!
+//! Results are the same for every strategy, thread count and window size.
+
+mod pattern;
+mod print;
+mod search;
+mod sink;
+mod walk;
+
+use std::path::Path;
+
+use regex::bytes::{Regex, RegexBuilder};
+
+use super::engine::ScanOptions;
+use crate::{Error, Result};
+
+pub(crate) use pattern::whole_haystack_assertions;
+pub use print::{GnuPrinter, JsonPrinter, PrintOptions, Report};
+pub use sink::{Collect, FileInfo, Needs, Sink, SinkLine};
+pub use walk::walk;
+
+/// What selects a line (the subset of GNU grep's matching options that
+/// makes sense for one regex over files). How lines are shown is the
+/// printer's business ([`PrintOptions`]).
+#[derive(Clone, Debug, Default)]
+pub struct GrepOptions {
+    /// The patterns (`-e`), tried as alternatives. A pattern containing
+    /// newlines is one pattern per line, as in grep.
+    pub patterns: Vec<String>,
+    /// `-F`: the patterns are literal strings, not regexes.
+    pub fixed: bool,
+    /// `-i`: ignore (ASCII) case.
+    pub ignore_case: bool,
+    /// `-v`: select the lines that do **not** match.
+    pub invert: bool,
+    /// `-w`: only matches that are whole words count.
+    pub word: bool,
+    /// `-x`: only matches of the whole line count (wins over `word`).
+    pub line: bool,
+    /// `-m`: stop after this many selected lines (per file).
+    pub max_count: Option<u64>,
+}
+
+/// A compiled search: build once, run over any number of files.
+#[derive(Debug)]
+pub struct Grep {
+    opts: GrepOptions,
+    re: Regex,
+    /// `-w`: the match proper is capture group 1 of `re` (the regex
+    /// consumes the non-word bytes around it).
+    word: bool,
+    /// Unique per compiled regex: keys the per-thread clones.
+    id: u64,
+    /// The pattern uses assertions about the whole haystack (`\A`, `\z`,
+    /// `(?-m)`): match line by line instead of whole windows.
+    per_line: bool,
+    /// No match can contain a newline: the end of the first match found
+    /// in a window (an earliest-match search, the cheapest kind) tells the
+    /// first matching line, with no confirmation.
+    line_bounded: bool,
+}
+
+/// A byte that is not part of a word; never `\n`, so a word match stays
+/// inside its line even when the whole window is searched.
+const NOT_WORD: &str = "[^0-9A-Za-z_\\n]";
+
+impl Grep {
+    /// Compiles the options' patterns; an invalid regex is
+    /// [`Error::InvalidArgument`] with the regex error's text.
+    pub fn new(opts: &GrepOptions) -> Result<Grep> {
+        if opts.patterns.is_empty() {
+            return Err(Error::InvalidArgument("grep: no pattern given".into()));
+        }
+        let parts: Vec<String> = opts
+            .patterns
+            .iter()
+            .flat_map(|p| p.split('\n'))
+            .map(|p| if opts.fixed { regex::escape(p) } else { p.to_owned() })
+            .collect();
+        let build = |p: &str| {
+            RegexBuilder::new(p)
+                .multi_line(true)
+                .unicode(false)
+                .case_insensitive(opts.ignore_case)
+                .build()
+                .map_err(|e| Error::InvalidArgument(format!("invalid regex: {e}")))
+        };
+        let joined = if parts.len() == 1 {
+            build(&parts[0])?;
+            parts[0].clone()
+        } else {
+            // Each alternative must be valid on its own (`a)|(b` is not two
+            // valid patterns even though `(?:a)|(b)` parses).
+            for p in &parts {
+                build(p)?;
+            }
+            parts.iter().map(|p| format!("(?:{p})")).collect::<Vec<_>>().join("|")
+        };
+        let word = opts.word && !opts.line;
+        let re = if opts.line {
+            build(&format!("^(?:{joined})$"))?
+        } else if word {
+            // Like ripgrep: the bytes around the match are consumed, so a
+            // leftmost-first search still finds a word match when a
+            // shorter or longer alternative at the same start is not one.
+            build(&format!("(?:^|{NOT_WORD})((?:{joined}))(?:{NOT_WORD}|$)"))?
+        } else {
+            build(&joined)?
+        };
+        let per_line = !opts.fixed && parts.iter().any(|p| whole_haystack_assertions(p));
+        let line_bounded = opts.fixed || parts.iter().all(|p| pattern::cannot_match_newline(p));
+        Ok(Grep { opts: opts.clone(), re, word, id: super::local::next_id(), per_line, line_bounded })
+    }
+
+    /// The options this search was built with.
+    pub fn options(&self) -> &GrepOptions {
+        &self.opts
+    }
+
+    /// Number of selected lines (capped by `max_count`).
+    pub fn count(&self, path: impl AsRef<Path>, opts: &ScanOptions) -> Result<u64> {
+        self.search(path, opts, &mut sink::Counter)
+    }
+
+    /// [`Grep::count`] over a stream, read sequentially in bounded memory
+    /// (`opts.chunk` bytes at a time). `name` labels errors.
+    pub fn count_reader(&self, input: &mut dyn std::io::Read, name: &Path, opts: &ScanOptions) -> Result<u64> {
+        self.search_reader(input, name, opts, &mut sink::Counter)
+    }
+
+    /// The matches inside one line (group 1 with `-w`), empty ones included.
+    pub(crate) fn spans(&self, re: &Regex, line: &[u8], out: &mut Vec<(usize, usize)>) {
+        out.clear();
+        if !self.word {
+            out.extend(re.find_iter(line).map(|m| (m.start(), m.end())));
+            return;
+        }
+        let mut pos = 0;
+        let mut locs = re.capture_locations();
+        while pos <= line.len() {
+            if re.captures_read_at(&mut locs, line, pos).is_none() {
+                break;
+            }
+            let Some((s, e)) = locs.get(1) else { break };
+            out.push((s, e));
+            // The byte after a word match is not a word byte: it may be the
+            // one before the next.
+            pos = if e > pos { e } else { pos + 1 };
+        }
+    }
+}
+
+/// Number of selected lines: matching ones, or non-matching ones with
+/// `invert`, capped by `max_count`.
+pub fn grep_count(path: impl AsRef<Path>, grep: &GrepOptions, opts: &ScanOptions) -> Result<u64> {
+    Grep::new(grep)?.count(path, opts)
+}
+
+/// Writes the selected lines of one file to `out` exactly as GNU grep
+/// prints them with `print`'s options; returns the number of selected
+/// lines.
+///
+/// ```no_run
+/// use mmapkit::scan::{self, GrepOptions, PrintOptions, ScanOptions};
+/// let g = GrepOptions { patterns: vec!["ERR[0-9]+".into()], ..Default::default() };
+/// let p = PrintOptions { line_numbers: true, ..Default::default() };
+/// let n = scan::grep("app.log", &g, &p, &ScanOptions::default(), &mut std::io::stdout().lock())?;
+/// # Ok::<(), mmapkit::Error>(())
+/// ```
+pub fn grep(path: impl AsRef<Path>, grep: &GrepOptions, print: &PrintOptions, opts: &ScanOptions, out: &mut dyn std::io::Write) -> Result<u64> {
+    let mut printer = GnuPrinter::new(out, print.clone());
+    Grep::new(grep)?.search(path, opts, &mut printer)
+}
+
+/// The selected lines as `(line number, offset, line without newline)`
+/// (with `only_matching`, one entry per non-empty match: its offset and
+/// bytes), at most `limit` entries.
+pub fn grep_lines(
+    path: impl AsRef<Path>,
+    grep: &GrepOptions,
+    only_matching: bool,
+    opts: &ScanOptions,
+    limit: Option<usize>,
+) -> Result<Vec<(u64, u64, Vec<u8>)>> {
+    let g = Grep::new(grep)?;
+    let mut sink = Collect::new(only_matching, limit);
+    if limit != Some(0) {
+        g.search(path, opts, &mut sink)?;
+    }
+    Ok(sink.found)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,437 @@
+//! Printers: sinks that write GNU grep's text output or JSON lines.
+
+use std::io::Write;
+use std::ops::ControlFlow;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use super::sink::{FileInfo, Needs, Sink, SinkLine};
+use crate::scan::source::label;
+use crate::{Error, Result};
+
+/// What a printer reports per file.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Report {
+    /// The selected lines (or matches, with `only_matching`).
+    #[default]
+    Lines,
+    /// `-c`: the number of selected lines.
+    Count,
+    /// `-l`: the name of a file with a selected line.
+    FilesWithMatches,
+    /// `-L`: the name of a file without one.
+    FilesWithoutMatch,
+    /// `-q`: nothing.
+    Quiet,
+}
+
+/// How [`GnuPrinter`] shows what the search found (GNU grep's output
+/// options).
+#[derive(Clone, Debug)]
+pub struct PrintOptions {
+    /// Lines, counts, file names or nothing.
+    pub report: Report,
+    /// `-H` / `-h`: prefix output with the file name.
+    pub with_filename: bool,
+    /// `-n`: prefix lines with their 1-based number.
+    pub line_numbers: bool,
+    /// `-b`: prefix lines with the byte offset of the line (of the match,
+    /// with `only_matching`).
+    pub byte_offset: bool,
+    /// `-o`: print each non-empty match of a selected line instead of the
+    /// line (nothing for `-v`).
+    pub only_matching: bool,
+    /// `-B`: context lines before each selected line (`Some(0)` still
+    /// separates groups, as in GNU grep).
+    pub before: Option<usize>,
+    /// `-A`: context lines after each selected line.
+    pub after: Option<usize>,
+    /// Printed between context groups (`--`; `None`:
+    /// `--no-group-separator`).
+    pub group_separator: Option<Vec<u8>>,
+    /// GNU grep's default `GREP_COLORS` escapes.
+    pub color: bool,
+    /// `-a`: no binary-file detection.
+    pub text: bool,
+}
+
+impl Default for PrintOptions {
+    fn default() -> Self {
+        PrintOptions {
+            report: Report::Lines,
+            with_filename: false,
+            line_numbers: false,
+            byte_offset: false,
+            only_matching: false,
+            before: None,
+            after: None,
+            group_separator: Some(b"--".to_vec()),
+            color: false,
+            text: false,
+        }
+    }
+}
+
+impl PrintOptions {
+    fn needs(&self) -> Needs {
+        let lines = self.report == Report::Lines;
+        Needs {
+            lines,
+            line_numbers: lines && self.line_numbers,
+            spans: lines && (self.only_matching || self.color),
+            before: self.before.filter(|_| lines),
+            after: self.after.filter(|_| lines),
+            first_only: matches!(self.report, Report::FilesWithMatches | Report::FilesWithoutMatch | Report::Quiet),
+            binary: lines && !self.text,
+        }
+    }
+}
+
+// GNU grep's default GREP_COLORS (ms=01;31:fn=35:ln=32:bn=32:se=36).
+const MATCH: &[u8] = b"\x1b[01;31m\x1b[K";
+const FILE: &[u8] = b"\x1b[35m\x1b[K";
+const NUMBER: &[u8] = b"\x1b[32m\x1b[K";
+const SEP: &[u8] = b"\x1b[36m\x1b[K";
+const END: &[u8] = b"\x1b[m\x1b[K";
+
+/// GNU grep's text output, byte for byte, as a [`Sink`].
+pub struct GnuPrinter<W: Write> {
+    out: W,
+    opts: PrintOptions,
+    needs: Needs,
+    buf: Vec<u8>,
+    /// The name printed for the current file.
+    name: Vec<u8>,
+    binary: bool,
+    binary_matched: bool,
+    /// A group was printed (in any file): the next one is separated.
+    printed_group: bool,
+    /// No line of the current file printed yet.
+    file_start: bool,
+}
+
+impl<W: Write> GnuPrinter<W> {
+    /// A printer writing to `out`.
+    pub fn new(out: W, opts: PrintOptions) -> Self {
+        GnuPrinter {
+            out,
+            needs: opts.needs(),
+            opts,
+            buf: Vec::new(),
+            name: Vec::new(),
+            binary: false,
+            binary_matched: false,
+            printed_group: false,
+            file_start: true,
+        }
+    }
+
+    /// The last file searched was binary and had a selected line: its
+    /// lines were not printed (front ends say so, as GNU grep does on
+    /// standard error).
+    pub fn binary_matched(&self) -> bool {
+        self.binary_matched
+    }
+
+    /// The writer.
+    pub fn get_mut(&mut self) -> &mut W {
+        &mut self.out
+    }
+
+    /// Turns the file-name prefix on or off for the next files (`grep -r`
+    /// prefixes files found in directories only).
+    pub fn set_with_filename(&mut self, on: bool) {
+        self.opts.with_filename = on;
+    }
+
+    fn color(&mut self, code: &[u8], text: &[u8]) {
+        if self.opts.color {
+            self.buf.extend_from_slice(code);
+            self.buf.extend_from_slice(text);
+            self.buf.extend_from_slice(END);
+        } else {
+            self.buf.extend_from_slice(text);
+        }
+    }
+
+    fn sep(&mut self, sep: u8) {
+        self.color(SEP, &[sep]);
+    }
+
+    /// `[name sep][line sep][offset sep]`
+    fn prefix(&mut self, line: u64, offset: u64, sep: u8) {
+        if self.opts.with_filename {
+            let name = std::mem::take(&mut self.name);
+            self.color(FILE, &name);
+            self.name = name;
+            self.sep(sep);
+        }
+        if self.opts.line_numbers {
+            self.color(NUMBER, decimal(line).as_bytes());
+            self.sep(sep);
+        }
+        if self.opts.byte_offset {
+            self.color(NUMBER, decimal(offset).as_bytes());
+            self.sep(sep);
+        }
+    }
+
+    /// A separator before the first line of a file when an earlier file
+    /// printed a group (GNU grep separates groups across files too).
+    fn group_start(&mut self) {
+        if self.file_start {
+            self.file_start = false;
+            if self.printed_group && (self.opts.before.is_some() || self.opts.after.is_some()) {
+                self.separator();
+            }
+            self.printed_group = true;
+        }
+    }
+
+    fn separator(&mut self) {
+        if let Some(sep) = self.opts.group_separator.clone() {
+            self.color(SEP, &sep);
+            self.buf.push(b'\n');
+        }
+    }
+
+    /// The line, or with `-o` its non-empty matches (which only context
+    /// lines have under `-v`, and GNU grep prints them).
+    fn report_line(&mut self, l: &SinkLine<'_>, sep: u8) {
+        if !self.opts.only_matching {
+            return self.line(l, sep);
+        }
+        for &(s, e) in l.spans.iter().filter(|(s, e)| e > s) {
+            self.prefix(l.line, l.offset + s as u64, sep);
+            self.color(MATCH, &l.bytes[s..e]);
+            self.buf.push(b'\n');
+        }
+    }
+
+    /// A whole line, its non-empty matches colored.
+    fn line(&mut self, l: &SinkLine<'_>, sep: u8) {
+        self.prefix(l.line, l.offset, sep);
+        let mut at = 0;
+        if self.opts.color {
+            for &(s, e) in l.spans.iter().filter(|(s, e)| e > s) {
+                self.buf.extend_from_slice(&l.bytes[at..s]);
+                self.color(MATCH, &l.bytes[s..e]);
+                at = e;
+            }
+        }
+        self.buf.extend_from_slice(&l.bytes[at..]);
+        self.buf.push(b'\n');
+    }
+
+    fn flush_buf(&mut self) -> Result<()> {
+        if !self.buf.is_empty() {
+            self.out.write_all(&self.buf).map_err(write_error)?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+}
+
+impl<W: Write> Sink for GnuPrinter<W> {
+    fn needs(&self) -> Needs {
+        self.needs
+    }
+
+    fn begin(&mut self, file: &FileInfo<'_>) -> Result<()> {
+        self.name = label(file.path).as_os_str().as_bytes().to_vec();
+        self.binary = file.binary;
+        self.binary_matched = false;
+        self.file_start = true;
+        Ok(())
+    }
+
+    fn matched(&mut self, l: &SinkLine<'_>) -> Result<ControlFlow<()>> {
+        if self.binary || (!self.opts.text && memchr::memchr(0, l.bytes).is_some()) {
+            self.binary_matched = true;
+            self.printed_group = true; // GNU grep counts its message as output
+            self.flush_buf()?;
+            return Ok(ControlFlow::Break(()));
+        }
+        self.group_start();
+        self.report_line(l, b':');
+        if self.buf.len() >= 64 << 10 {
+            self.flush_buf()?;
+        }
+        Ok(ControlFlow::Continue(()))
+    }
+
+    fn context(&mut self, l: &SinkLine<'_>) -> Result<ControlFlow<()>> {
+        if self.binary {
+            return Ok(ControlFlow::Continue(()));
+        }
+        self.group_start();
+        self.report_line(l, b'-');
+        Ok(ControlFlow::Continue(()))
+    }
+
+    fn context_break(&mut self) -> Result<()> {
+        if !self.binary {
+            self.separator();
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, selected: u64) -> Result<()> {
+        match self.opts.report {
+            Report::Lines | Report::Quiet => {}
+            Report::Count => {
+                if self.opts.with_filename {
+                    let name = std::mem::take(&mut self.name);
+                    self.color(FILE, &name);
+                    self.name = name;
+                    self.sep(b':');
+                }
+                self.buf.extend_from_slice(decimal(selected).as_bytes());
+                self.buf.push(b'\n');
+            }
+            Report::FilesWithMatches | Report::FilesWithoutMatch => {
+                if (selected > 0) == (self.opts.report == Report::FilesWithMatches) {
+                    let name = std::mem::take(&mut self.name);
+                    self.color(FILE, &name);
+                    self.name = name;
+                    self.buf.push(b'\n');
+                }
+            }
+        }
+        self.flush_buf()
+    }
+}
+
+/// JSON lines: `{"path","line","offset","text"}` per selected line (per
+/// non-empty match with `only_matching`; text as lossy UTF-8),
+/// `{"path","count"}` per file for [`Report::Count`], `{"path"}` per
+/// listed file for `-l`/`-L`. `path` is the path as given.
+pub struct JsonPrinter<W: Write> {
+    out: W,
+    report: Report,
+    only_matching: bool,
+    path: String,
+    buf: Vec<u8>,
+}
+
+impl<W: Write> JsonPrinter<W> {
+    /// A printer writing to `out`.
+    pub fn new(out: W, report: Report, only_matching: bool) -> Self {
+        JsonPrinter { out, report, only_matching, path: String::new(), buf: Vec::new() }
+    }
+
+    /// The writer.
+    pub fn get_mut(&mut self) -> &mut W {
+        &mut self.out
+    }
+
+    fn record(&mut self, line: u64, offset: u64, text: &[u8]) {
+        self.buf.extend_from_slice(b"{\"path\":");
+        json_string(&mut self.buf, &self.path);
+        self.buf.extend_from_slice(format!(",\"line\":{line},\"offset\":{offset},\"text\":").as_bytes());
+        json_string(&mut self.buf, &String::from_utf8_lossy(text));
+        self.buf.extend_from_slice(b"}\n");
+    }
+
+    fn flush_buf(&mut self) -> Result<()> {
+        self.out.write_all(&self.buf).map_err(write_error)?;
+        self.buf.clear();
+        Ok(())
+    }
+}
+
+impl<W: Write> Sink for JsonPrinter<W> {
+    fn needs(&self) -> Needs {
+        let lines = self.report == Report::Lines;
+        Needs {
+            lines,
+            line_numbers: lines,
+            spans: lines && self.only_matching,
+            first_only: matches!(self.report, Report::FilesWithMatches | Report::FilesWithoutMatch | Report::Quiet),
+            ..Needs::default()
+        }
+    }
+
+    fn begin(&mut self, file: &FileInfo<'_>) -> Result<()> {
+        self.path = file.path.to_string_lossy().into_owned();
+        Ok(())
+    }
+
+    fn matched(&mut self, l: &SinkLine<'_>) -> Result<ControlFlow<()>> {
+        if !self.only_matching {
+            self.record(l.line, l.offset, l.bytes);
+        } else {
+            for &(s, e) in l.spans.iter().filter(|(s, e)| e > s) {
+                self.record(l.line, l.offset + s as u64, &l.bytes[s..e]);
+            }
+        }
+        if self.buf.len() >= 64 << 10 {
+            self.flush_buf()?;
+        }
+        Ok(ControlFlow::Continue(()))
+    }
+
+    fn finish(&mut self, selected: u64) -> Result<()> {
+        let listed = match self.report {
+            Report::Count => {
+                self.buf.extend_from_slice(b"{\"path\":");
+                json_string(&mut self.buf, &self.path);
+                self.buf.extend_from_slice(format!(",\"count\":{selected}}}\n").as_bytes());
+                false
+            }
+            Report::FilesWithMatches => selected > 0,
+            Report::FilesWithoutMatch => selected == 0,
+            Report::Lines | Report::Quiet => false,
+        };
+        if listed {
+            self.buf.extend_from_slice(b"{\"path\":");
+            json_string(&mut self.buf, &self.path);
+            self.buf.extend_from_slice(b"}\n");
+        }
+        self.flush_buf()
+    }
+}
+
+/// A JSON string as serde_json writes it.
+fn json_string(out: &mut Vec<u8>, s: &str) {
+    out.push(b'"');
+    for &b in s.as_bytes() {
+        match b {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            0x08 => out.extend_from_slice(b"\\b"),
+            0x0c => out.extend_from_slice(b"\\f"),
+            b if b < 0x20 => out.extend_from_slice(format!("\\u{b:04x}").as_bytes()),
+            b => out.push(b),
+        }
+    }
+    out.push(b'"');
+}
+
+/// `n` in decimal, without allocating.
+fn decimal(mut n: u64) -> Decimal {
+    let mut d = Decimal([0; 20], 20);
+    loop {
+        d.1 -= 1;
+        d.0[d.1] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return d;
+        }
+    }
+}
+
+struct Decimal([u8; 20], usize);
+
+impl Decimal {
+    fn as_bytes(&self) -> &[u8] {
+        &self.0[self.1..]
+    }
+}
+
+fn write_error(e: std::io::Error) -> Error {
+    Error::io(Path::new("<output>"), "write", e)
+}

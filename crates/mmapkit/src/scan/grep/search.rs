@@ -1,0 +1,695 @@
+//! The search: finds the selected lines of a file and reports them, in
+//! file order, to a [`Sink`]; it never formats anything.
+//!
+//! # How
+//!
+//! The regex (in multi-line mode) searches whole windows of lines, so its
+//! literal optimisations skip most bytes; only around a candidate match are
+//! line boundaries looked up (`memrchr`/`memchr`). When the pattern cannot
+//! match a newline (judged conservatively from its text), an earliest-match
+//! search finds the end of a match and its line is selected. Otherwise a
+//! leftmost match is found: one that ends inside its line selects the line
+//! at once; one that runs past the line end is confirmed by matching the
+//! line alone (and a window where that keeps happening, as with `[^x]*y`,
+//! is finished line by line, so the work stays linear). Patterns with
+//! `\A`, `\z` or `(?-m)` are matched line by line. Counting never
+//! materialises lines; `invert` counts lines minus matching lines.
+//!
+//! Reporting lines on several threads searches ranges of at most a few MiB
+//! in batches of a few per thread; each range's lines are recorded and
+//! replayed to the sink in file order while the next batch is searched;
+//! line numbers come from a parallel newline count per range and prefix
+//! sums. One thread, streams and context (which needs the lines around a
+//! match) report straight from the window, with no copy.
+
+use std::collections::VecDeque;
+use std::io::Read;
+use std::ops::ControlFlow;
+use std::path::Path;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use memchr::{memchr, memrchr};
+use regex::bytes::Regex;
+
+use super::sink::{FileInfo, Needs, Sink, SinkLine};
+use super::Grep;
+use crate::scan::engine::{Job, Scan, ScanOptions};
+use crate::scan::local;
+use crate::scan::source::label;
+use crate::{Error, Result};
+
+/// Ranges searched on several threads are at most this long, so the
+/// lines recorded per range stay few.
+const RANGE_MAX: u64 = 2 << 20;
+/// Ranges per thread in one batch.
+const BATCH_PER_THREAD: usize = 4;
+/// Read size when streaming (stdin) with the default window.
+const STREAM_CHUNK: usize = 1 << 20;
+/// A NUL byte this close to the start makes a file binary.
+const BINARY_PEEK: usize = 32 << 10;
+
+impl Grep {
+    /// Searches the file at `path` (`-`: standard input, streamed), reports
+    /// to `sink` and returns the number of selected lines.
+    pub fn search(&self, path: impl AsRef<Path>, opts: &ScanOptions, sink: &mut dyn Sink) -> Result<u64> {
+        let path = path.as_ref();
+        let needs = sink.needs();
+        let cap = self.cap(&needs);
+        if cap == 0 {
+            return Ok(0); // like grep -m 0: not even opened
+        }
+        let job = match Scan::open(path, opts)? {
+            Scan::Job(job) => job,
+            Scan::Stream(mut r) => return self.run_stream(&mut r, path, opts, sink),
+        };
+        let len = job.src.len();
+        let binary = needs.binary
+            && needs.lines
+            && len > 0
+            && job.src.with_window(0, len.min(BINARY_PEEK as u64), |w| memchr(0, w).is_some())?;
+        sink.begin(&FileInfo { path, binary })?;
+        let selected = if !needs.lines && cap == u64::MAX {
+            self.count_all(&job)?
+        } else if job.threads <= 1 || needs.before.is_some() || needs.after.is_some() {
+            self.run_sequential(&job, &needs, cap, sink)?
+        } else {
+            self.run_parallel(&job, &needs, cap, sink)?
+        };
+        sink.finish(selected)?;
+        Ok(selected)
+    }
+
+    /// [`Grep::search`] over a stream, read sequentially in bounded memory
+    /// (`opts.chunk` bytes at a time); `name` is the path given to the sink
+    /// (`-` for standard input) and labels errors.
+    pub fn search_reader(&self, input: &mut dyn Read, name: &Path, opts: &ScanOptions, sink: &mut dyn Sink) -> Result<u64> {
+        if self.cap(&sink.needs()) == 0 {
+            return Ok(0);
+        }
+        self.run_stream(input, name, opts, sink)
+    }
+
+    fn cap(&self, needs: &Needs) -> u64 {
+        let cap = self.opts.max_count.unwrap_or(u64::MAX);
+        if needs.first_only { cap.min(1) } else { cap }
+    }
+
+    /// This thread's own clone of the regex: a clone has its own cache
+    /// pool, so threads never contend for the shared one.
+    fn local_re(&self) -> Rc<Regex> {
+        local::per_thread(self.id, || self.re.clone())
+    }
+
+    // ---- matching inside one window of whole lines ----
+
+    /// Calls `f(start, end)` for every line of `w` (whole lines; `end`
+    /// excludes the newline) that contains a match, in order.
+    fn matching_lines(&self, re: &Regex, w: &[u8], mut f: impl FnMut(usize, usize) -> ControlFlow<()>) -> ControlFlow<()> {
+        let n = w.len();
+        let mut pos = 0;
+        let mut per_line = self.per_line;
+        // Bytes that candidates spanning lines ran past their line: when a
+        // pattern keeps doing that (`[^x]*y`), whole-window search would
+        // rescan the same bytes; line by line is linear.
+        let mut spill = 0usize;
+        if self.line_bounded && !per_line {
+            // Every match lies inside one line, and the first one reported
+            // lies in the first line that has one: the line around its end
+            // is selected. (An empty match right after the window's final
+            // newline belongs to no line.)
+            while pos < n {
+                let Some(e) = re.shortest_match_at(w, pos) else { break };
+                if e == n && w[n - 1] == b'\n' {
+                    break;
+                }
+                let ls = memrchr(b'\n', &w[pos..e]).map_or(pos, |i| pos + i + 1);
+                let le = memchr(b'\n', &w[e..]).map_or(n, |i| e + i);
+                f(ls, le)?;
+                pos = le + 1;
+            }
+            return ControlFlow::Continue(());
+        }
+        while pos < n {
+            if per_line {
+                let le = memchr(b'\n', &w[pos..]).map_or(n, |i| pos + i);
+                if re.is_match(&w[pos..le]) {
+                    f(pos, le)?;
+                }
+                pos = le + 1;
+                continue;
+            }
+            let Some(m) = re.find_at(w, pos) else { break };
+            let s = m.start();
+            if s == n && w[n - 1] == b'\n' {
+                break; // an empty match after the last newline: no line there
+            }
+            let le = memchr(b'\n', &w[s..]).map_or(n, |i| s + i);
+            let ls = memrchr(b'\n', &w[pos..s]).map_or(pos, |i| pos + i + 1);
+            let hit = m.end() <= le || {
+                spill += m.end() - le;
+                per_line = spill > n;
+                re.is_match(&w[ls..le])
+            };
+            if hit {
+                f(ls, le)?;
+            }
+            pos = le + 1;
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// Calls `f(start, end)` for every selected line of `w`, in order.
+    fn selected_lines(&self, re: &Regex, w: &[u8], mut f: impl FnMut(usize, usize) -> ControlFlow<()>) -> ControlFlow<()> {
+        if !self.opts.invert {
+            return self.matching_lines(re, w, f);
+        }
+        let mut prev = 0;
+        self.matching_lines(re, w, |ls, le| {
+            each_line(w, prev, ls, &mut f)?;
+            prev = le + 1;
+            ControlFlow::Continue(())
+        })?;
+        each_line(w, prev, w.len(), &mut f)
+    }
+
+    /// Processes one window of whole lines starting at file offset `off`.
+    fn window(&self, re: &Regex, off: u64, w: &[u8], st: &mut State, sink: &mut dyn Sink) -> ControlFlow<()> {
+        if st.needs.lines {
+            self.report_window(re, off, w, st, sink)
+        } else {
+            self.count_window(re, w, st)
+        }
+    }
+
+    /// Counting (capped): no line is materialised.
+    fn count_window(&self, re: &Regex, w: &[u8], st: &mut State) -> ControlFlow<()> {
+        if st.selected >= st.cap {
+            return ControlFlow::Break(());
+        }
+        let flow = if self.opts.invert {
+            let mut m = 0u64;
+            let _ = self.matching_lines(re, w, |_, _| {
+                m += 1;
+                ControlFlow::Continue(())
+            });
+            st.selected += lines_in(w) - m;
+            ControlFlow::Continue(())
+        } else {
+            let (sel, cap) = (&mut st.selected, st.cap);
+            self.matching_lines(re, w, |_, _| {
+                *sel += 1;
+                if *sel >= cap { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
+            })
+        };
+        if st.selected >= st.cap {
+            st.selected = st.cap;
+            return ControlFlow::Break(());
+        }
+        flow
+    }
+
+    /// Reports the selected lines of a window, with their context when
+    /// asked (after the cap, only the trailing context is left, printed
+    /// whether those lines match or not, as GNU grep does).
+    fn report_window(&self, re: &Regex, off: u64, w: &[u8], st: &mut State, sink: &mut dyn Sink) -> ControlFlow<()> {
+        let mut next = 0usize; // lines before it are reported (or never will be)
+        if st.selected < st.cap {
+            let _ = self.selected_lines(re, w, |ls, le| {
+                if st.ctx.is_some() {
+                    self.before_match(re, off, w, &mut next, ls, st, sink)?;
+                }
+                st.selected += 1; // even when the sink stops here
+                self.emit(re, off, w, ls, le, true, st, sink)?;
+                next = (le + 1).min(w.len());
+                if let Some(c) = &mut st.ctx {
+                    c.after_left = c.after;
+                }
+                if st.selected >= st.cap { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
+            });
+            if st.stopped {
+                return ControlFlow::Break(());
+            }
+        }
+        if st.ctx.is_some() {
+            if self.after_context(re, off, w, &mut next, w.len(), st, sink).is_break() {
+                return ControlFlow::Break(());
+            }
+            self.keep_before(off, w, next, st);
+        }
+        if let Some(c) = &mut st.cursor {
+            c.finish(w, off);
+        }
+        let trailing = st.ctx.as_ref().is_some_and(|c| c.after_left > 0);
+        if st.selected >= st.cap && !trailing { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
+    }
+
+    /// Reports the line `w[ls..le]`, selected or context.
+    #[allow(clippy::too_many_arguments)]
+    fn emit(&self, re: &Regex, off: u64, w: &[u8], ls: usize, le: usize, selected: bool, st: &mut State, sink: &mut dyn Sink) -> ControlFlow<()> {
+        let line = st.cursor.as_mut().map_or(0, |c| c.line_at(w, off, ls));
+        self.emit_line(re, line, off + ls as u64, &w[ls..le], selected, st, sink)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn emit_line(&self, re: &Regex, line: u64, offset: u64, bytes: &[u8], selected: bool, st: &mut State, sink: &mut dyn Sink) -> ControlFlow<()> {
+        let mut spans = std::mem::take(&mut st.spans);
+        spans.clear();
+        // Like GNU grep: the matches of selected lines, or of context lines
+        // under -v (not those of trailing context that matches after -m).
+        if st.needs.spans && selected != self.opts.invert {
+            self.spans(re, bytes, &mut spans);
+        }
+        let l = SinkLine { line, offset, bytes, spans: &spans };
+        let r = if selected { sink.matched(&l) } else { sink.context(&l) };
+        st.spans = spans;
+        if let Some(c) = &mut st.ctx {
+            c.printed_end = Some(offset + bytes.len() as u64 + 1);
+            c.ring.clear();
+        }
+        st.flow(r)
+    }
+
+    /// Before a selected line at `ls`: the previous one's after-context,
+    /// a break if lines were skipped, then this one's before-context.
+    #[allow(clippy::too_many_arguments)]
+    fn before_match(&self, re: &Regex, off: u64, w: &[u8], next: &mut usize, ls: usize, st: &mut State, sink: &mut dyn Sink) -> ControlFlow<()> {
+        self.after_context(re, off, w, next, ls, st, sink)?;
+        let Some(c) = &mut st.ctx else { return ControlFlow::Continue(()) };
+        let starts = last_lines(w, *next, ls, c.before);
+        // Lines kept from earlier windows, when none of this one is reported yet.
+        let reach_back = *next == 0 && starts.first().copied().unwrap_or(ls) == 0;
+        let k = if reach_back { c.ring.len().min(c.before - starts.len()) } else { 0 };
+        let earlier: Vec<(u64, u64, Vec<u8>)> = c.ring.drain(c.ring.len() - k..).collect();
+        let first = earlier.first().map(|e| e.1).or(starts.first().map(|&s| off + s as u64)).unwrap_or(off + ls as u64);
+        if c.printed_end.is_some_and(|end| end != first) {
+            let r = sink.context_break().map(|()| ControlFlow::Continue(()));
+            st.flow(r)?;
+        }
+        for (line, offset, bytes) in &earlier {
+            self.emit_line(re, *line, *offset, bytes, false, st, sink)?;
+        }
+        for s in starts {
+            let le = memchr(b'\n', &w[s..ls]).map_or(ls, |i| s + i);
+            self.emit(re, off, w, s, le, false, st, sink)?;
+        }
+        *next = ls;
+        ControlFlow::Continue(())
+    }
+
+    /// After-context lines from `next` up to `limit` (a line start or the
+    /// end of the window).
+    #[allow(clippy::too_many_arguments)]
+    fn after_context(&self, re: &Regex, off: u64, w: &[u8], next: &mut usize, limit: usize, st: &mut State, sink: &mut dyn Sink) -> ControlFlow<()> {
+        while *next < limit && st.ctx.as_ref().is_some_and(|c| c.after_left > 0) {
+            let le = memchr(b'\n', &w[*next..limit]).map_or(limit, |i| *next + i);
+            if let Some(c) = &mut st.ctx {
+                c.after_left -= 1;
+            }
+            self.emit(re, off, w, *next, le, false, st, sink)?;
+            *next = (le + 1).min(w.len());
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// Keeps the window's last unreported lines for the before-context of a
+    /// selected line in a later window.
+    fn keep_before(&self, off: u64, w: &[u8], next: usize, st: &mut State) {
+        let Some(c) = &mut st.ctx else { return };
+        if c.before == 0 {
+            return;
+        }
+        for s in last_lines(w, next, w.len(), c.before) {
+            let le = memchr(b'\n', &w[s..]).map_or(w.len(), |i| s + i);
+            let line = st.cursor.as_mut().map_or(0, |cur| cur.line_at(w, off, s));
+            c.ring.push_back((line, off + s as u64, w[s..le].to_vec()));
+            if c.ring.len() > c.before {
+                c.ring.pop_front();
+            }
+        }
+    }
+
+    // ---- drivers ----
+
+    /// Counting without a cap: every range at once.
+    fn count_all(&self, job: &Job<'_>) -> Result<u64> {
+        let ranges = job.line_ranges()?;
+        let invert = self.opts.invert;
+        let parts = job.par_map(&ranges, |&(s, e)| {
+            let re = self.local_re();
+            let (mut matching, mut lines) = (0u64, 0u64);
+            job.for_each_lines(s, e, |_, w| {
+                let _ = self.matching_lines(&re, w, |_, _| {
+                    matching += 1;
+                    ControlFlow::Continue(())
+                });
+                if invert {
+                    lines += lines_in(w);
+                }
+                Ok(ControlFlow::Continue(()))
+            })?;
+            Ok(if invert { lines - matching } else { matching })
+        })?;
+        Ok(parts.iter().sum())
+    }
+
+    /// One thread: the whole file window by window, reported straight
+    /// from the window.
+    fn run_sequential(&self, job: &Job<'_>, needs: &Needs, cap: u64, sink: &mut dyn Sink) -> Result<u64> {
+        let re = self.local_re();
+        let mut st = State::new(cap, needs, 0);
+        job.for_each_lines(0, job.src.len(), |off, w| {
+            let flow = self.window(&re, off, w, &mut st, sink);
+            st.err.take().map_or(Ok(flow), Err)
+        })?;
+        Ok(st.selected)
+    }
+
+    /// Several threads: batches of bounded ranges; each batch is searched
+    /// in parallel (its lines recorded, or counted up to the cap) while the
+    /// previous one's lines are replayed to the sink.
+    fn run_parallel(&self, job: &Job<'_>, needs: &Needs, cap: u64, sink: &mut dyn Sink) -> Result<u64> {
+        let len = job.src.len();
+        let size = len.div_ceil(job.threads as u64 * 8).clamp(1, RANGE_MAX);
+        let raw: Vec<(u64, u64)> = (0..len).step_by(size as usize).map(|s| (s, (s + size).min(len))).collect();
+        let ranges = job.lines_aligned(&raw)?;
+        let stop = AtomicBool::new(false);
+        // Searches one batch whose first line is number `base`; returns the
+        // per-range records and the number of the line after the batch.
+        let search = |batch: &[(u64, u64)], base: u64| -> Result<(Vec<Recorder>, u64)> {
+            let mut work = Vec::with_capacity(batch.len());
+            let mut next = base;
+            if needs.line_numbers {
+                let counts = job.par_map(batch, |&(s, e)| newlines(job, s, e))?;
+                for (&r, n) in batch.iter().zip(counts) {
+                    work.push((r, next));
+                    next += n;
+                }
+            } else {
+                work.extend(batch.iter().map(|&r| (r, 0)));
+            }
+            let records = job.par_map(&work, |&((s, e), line)| {
+                let mut st = State::new(cap, needs, line);
+                if let Some(c) = &mut st.cursor {
+                    c.pos = s;
+                }
+                let mut rec = Recorder { needs: *needs, ..Recorder::default() };
+                let re = self.local_re();
+                job.for_each_lines(s, e, |off, w| {
+                    if stop.load(Ordering::Relaxed) {
+                        return Ok(ControlFlow::Break(()));
+                    }
+                    Ok(self.window(&re, off, w, &mut st, &mut rec))
+                })?;
+                if !needs.lines {
+                    rec.counted = st.selected;
+                }
+                Ok(rec)
+            })?;
+            Ok((records, next))
+        };
+        let mut batches = ranges.chunks(job.threads * BATCH_PER_THREAD);
+        let mut pending: Option<Vec<Recorder>> = None;
+        let mut base = 1;
+        let mut total = 0u64;
+        loop {
+            let batch = batches.next();
+            if batch.is_none() && pending.is_none() {
+                break;
+            }
+            let (searched, emitted) = std::thread::scope(|scope| {
+                let handle = batch.map(|b| scope.spawn(|| search(b, base)));
+                let emitted = match pending.take() {
+                    Some(records) => replay(records, sink, &mut total, cap),
+                    None => Ok(ControlFlow::Continue(())),
+                };
+                if !matches!(emitted, Ok(ControlFlow::Continue(()))) {
+                    stop.store(true, Ordering::Relaxed); // the batch being searched is not needed
+                }
+                let searched = handle.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+                (searched, emitted)
+            });
+            if emitted?.is_break() {
+                break;
+            }
+            match searched {
+                Some(r) => {
+                    let (records, next) = r?;
+                    pending = Some(records);
+                    base = next;
+                }
+                None => pending = None,
+            }
+        }
+        Ok(total)
+    }
+
+    /// A stream: read chunks, search up to the last newline, carry the rest.
+    fn run_stream(&self, input: &mut dyn Read, path: &Path, opts: &ScanOptions, sink: &mut dyn Sink) -> Result<u64> {
+        let needs = sink.needs();
+        let cap = self.cap(&needs);
+        let chunk = if opts.chunk == 0 { STREAM_CHUNK } else { opts.chunk };
+        let re = self.local_re();
+        let mut st = State::new(cap, &needs, 0);
+        let mut buf = vec![0u8; chunk];
+        let mut filled = 0; // bytes of `buf` holding data
+        let mut off = 0u64; // file offset of buf[0]
+        let mut begun = false;
+        let peek = needs.binary && needs.lines;
+        loop {
+            if filled == buf.len() {
+                buf.resize(2 * buf.len(), 0); // one line longer than the buffer
+            }
+            let got = loop {
+                match input.read(&mut buf[filled..]) {
+                    Ok(k) => break k,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(Error::io(label(path), "read", e)),
+                }
+            };
+            let old = filled;
+            filled += got;
+            let eof = got == 0;
+            let mut from = old; // bytes before it hold no newline
+            if !begun {
+                if peek && !eof && filled < BINARY_PEEK {
+                    continue;
+                }
+                from = 0;
+                let binary = peek && memchr(0, &buf[..filled.min(BINARY_PEEK)]).is_some();
+                sink.begin(&FileInfo { path, binary })?;
+                begun = true;
+            }
+            let cut = if eof {
+                filled
+            } else {
+                match memrchr(b'\n', &buf[from..filled]) {
+                    Some(i) => from + i + 1,
+                    None => continue, // no complete line yet: read more
+                }
+            };
+            if cut > 0 {
+                let flow = self.window(&re, off, &buf[..cut], &mut st, sink);
+                if let Some(e) = st.err.take() {
+                    return Err(e);
+                }
+                opts.advance(cut as u64);
+                if flow.is_break() {
+                    break;
+                }
+            }
+            buf.copy_within(cut..filled, 0);
+            filled -= cut;
+            off += cut as u64;
+            if eof {
+                break;
+            }
+        }
+        sink.finish(st.selected)?;
+        Ok(st.selected)
+    }
+}
+
+/// Replays one batch's records (or counts) in order, stopping at `cap`
+/// selected lines.
+fn replay(records: Vec<Recorder>, sink: &mut dyn Sink, total: &mut u64, cap: u64) -> Result<ControlFlow<()>> {
+    for rec in records {
+        *total = (*total + rec.counted).min(cap);
+        for r in &rec.lines {
+            if *total >= cap {
+                return Ok(ControlFlow::Break(()));
+            }
+            *total += 1;
+            let l = SinkLine { line: r.line, offset: r.offset, bytes: &rec.bytes[r.bytes.0..r.bytes.1], spans: &rec.spans[r.spans.0..r.spans.1] };
+            if sink.matched(&l)?.is_break() {
+                return Ok(ControlFlow::Break(()));
+            }
+        }
+    }
+    Ok(if *total >= cap { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
+}
+
+/// A range's selected lines, kept until they can be reported in order.
+#[derive(Default)]
+struct Recorder {
+    needs: Needs,
+    bytes: Vec<u8>,
+    spans: Vec<(usize, usize)>,
+    lines: Vec<Recorded>,
+    /// Selected lines when only counting (no lines recorded).
+    counted: u64,
+}
+
+struct Recorded {
+    line: u64,
+    offset: u64,
+    bytes: (usize, usize),
+    spans: (usize, usize),
+}
+
+impl Sink for Recorder {
+    fn needs(&self) -> Needs {
+        self.needs
+    }
+
+    fn matched(&mut self, l: &SinkLine<'_>) -> Result<ControlFlow<()>> {
+        let (b, s) = (self.bytes.len(), self.spans.len());
+        self.bytes.extend_from_slice(l.bytes);
+        self.spans.extend_from_slice(l.spans);
+        self.lines.push(Recorded { line: l.line, offset: l.offset, bytes: (b, self.bytes.len()), spans: (s, self.spans.len()) });
+        Ok(ControlFlow::Continue(()))
+    }
+}
+
+/// Starts of the last `k` lines in `[from, to)` of `w` (`to` a line start
+/// or `w.len()`), in order.
+fn last_lines(w: &[u8], from: usize, to: usize, k: usize) -> Vec<usize> {
+    let mut starts = Vec::new();
+    let mut p = to;
+    while starts.len() < k && p > from {
+        let end = if w[p - 1] == b'\n' { p - 1 } else { p };
+        let s = memrchr(b'\n', &w[from..end]).map_or(from, |i| from + i + 1);
+        starts.push(s);
+        p = s;
+    }
+    starts.reverse();
+    starts
+}
+
+/// Calls `f` for each line starting in `[from, to)` of `w` (`from` a line
+/// start; `to` a line start or `w.len()`).
+fn each_line(w: &[u8], from: usize, to: usize, f: &mut impl FnMut(usize, usize) -> ControlFlow<()>) -> ControlFlow<()> {
+    let mut p = from;
+    while p < to {
+        let le = memchr(b'\n', &w[p..to]).map_or(to, |i| p + i);
+        f(p, le)?;
+        p = le + 1;
+    }
+    ControlFlow::Continue(())
+}
+
+/// Lines in a window of whole lines (the last may lack its newline).
+fn lines_in(w: &[u8]) -> u64 {
+    bytecount::count(w, b'\n') as u64 + u64::from(w.last().is_some_and(|&b| b != b'\n'))
+}
+
+/// Newlines in `[s, e)` of the file.
+fn newlines(job: &Job<'_>, s: u64, e: u64) -> Result<u64> {
+    let mut n = 0;
+    let mut pos = s;
+    while pos < e {
+        let end = (pos + job.window).min(e);
+        n += job.src.with_window(pos, end, |w| bytecount::count(w, b'\n') as u64)?;
+        pos = end;
+    }
+    Ok(n)
+}
+
+/// Line numbers for the lines of a range: `line` is the number of the line
+/// starting at file offset `pos`.
+struct Cursor {
+    line: u64,
+    pos: u64,
+}
+
+impl Cursor {
+    /// The number of the line starting at `w[ls]` (`w` starts at `off`).
+    fn line_at(&mut self, w: &[u8], off: u64, ls: usize) -> u64 {
+        let from = (self.pos - off) as usize;
+        self.line += bytecount::count(&w[from..ls], b'\n') as u64;
+        self.pos = off + ls as u64;
+        self.line
+    }
+
+    /// Moves to the end of the window.
+    fn finish(&mut self, w: &[u8], off: u64) {
+        let from = (self.pos - off) as usize;
+        self.line += bytecount::count(&w[from..], b'\n') as u64;
+        self.pos = off + w.len() as u64;
+    }
+}
+
+/// The state of one range (or the whole file) being searched.
+struct State {
+    needs: Needs,
+    cap: u64,
+    selected: u64,
+    cursor: Option<Cursor>,
+    /// Reused for the spans of each reported line.
+    spans: Vec<(usize, usize)>,
+    /// The sink failed (returned by the driver) or asked to stop.
+    err: Option<Error>,
+    stopped: bool,
+    ctx: Option<Context>,
+}
+
+/// Context lines: what is owed after the last selected line, and the
+/// unreported lines that ended the previous window.
+struct Context {
+    before: usize,
+    after: usize,
+    after_left: usize,
+    /// Offset just past the last reported line.
+    printed_end: Option<u64>,
+    /// `(line number, offset, bytes)`.
+    ring: VecDeque<(u64, u64, Vec<u8>)>,
+}
+
+impl State {
+    /// `line`: the number of the first line (0: the file's first line).
+    fn new(cap: u64, needs: &Needs, line: u64) -> State {
+        let context = needs.lines && (needs.before.is_some() || needs.after.is_some());
+        State {
+            needs: *needs,
+            cap,
+            selected: 0,
+            cursor: (needs.lines && needs.line_numbers).then_some(Cursor { line: line.max(1), pos: 0 }),
+            spans: Vec::new(),
+            err: None,
+            stopped: false,
+            ctx: context.then(|| Context {
+                before: needs.before.unwrap_or(0),
+                after: needs.after.unwrap_or(0),
+                after_left: 0,
+                printed_end: None,
+                ring: VecDeque::new(),
+            }),
+        }
+    }
+
+    /// A sink's answer as the flow of the search.
+    fn flow(&mut self, r: Result<ControlFlow<()>>) -> ControlFlow<()> {
+        match r {
+            Ok(ControlFlow::Continue(())) => ControlFlow::Continue(()),
+            Ok(ControlFlow::Break(())) => {
+                self.stopped = true;
+                ControlFlow::Break(())
+            }
+            Err(e) => {
+                self.err = Some(e);
+                self.stopped = true;
+                ControlFlow::Break(())
+            }
+        }
+    }
+}

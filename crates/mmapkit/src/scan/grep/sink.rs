@@ -1,0 +1,149 @@
+//! What the search reports to, and the sinks that only collect.
+
+use std::ops::ControlFlow;
+use std::path::Path;
+
+use crate::Result;
+
+/// What a sink wants the search to work out (each costs time).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Needs {
+    /// Each selected line (false: only the per-file count given to
+    /// [`Sink::finish`], the cheapest search).
+    pub lines: bool,
+    /// 1-based line numbers (a newline count ahead of each range).
+    pub line_numbers: bool,
+    /// The match spans inside each reported line.
+    pub spans: bool,
+    /// Context lines before each selected line; `Some` (even `Some(0)`)
+    /// turns on context breaks. Context is searched on one thread per
+    /// file, so that groups come out whole.
+    pub before: Option<usize>,
+    /// Context lines after each selected line (as `before`).
+    pub after: Option<usize>,
+    /// Stop at the first selected line (`-l`, `-L`, `-q`).
+    pub first_only: bool,
+    /// Tell whether the file looks binary (see [`FileInfo::binary`]).
+    pub binary: bool,
+}
+
+/// The file being searched, given to [`Sink::begin`].
+#[derive(Clone, Copy, Debug)]
+pub struct FileInfo<'a> {
+    /// The path as given (`-` for standard input).
+    pub path: &'a Path,
+    /// A NUL byte in the first 32 KiB (only worked out when asked).
+    pub binary: bool,
+}
+
+/// One reported line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SinkLine<'a> {
+    /// 1-based line number (0 unless [`Needs::line_numbers`]).
+    pub line: u64,
+    /// Byte offset of the line start.
+    pub offset: u64,
+    /// The line without its newline.
+    pub bytes: &'a [u8],
+    /// `(start, end)` of each match inside `bytes`, empty ones included
+    /// (empty unless [`Needs::spans`]): those of selected lines, or under
+    /// `invert` those of context lines (GNU grep's rule for `-o` and color;
+    /// context lines after the `max_count`-th selected line have none).
+    pub spans: &'a [(usize, usize)],
+}
+
+/// Receives what a search finds, in file order. Returning
+/// `ControlFlow::Break` stops the search of this file; an error stops it
+/// and is returned by the search.
+pub trait Sink {
+    /// What the search must work out for this sink.
+    fn needs(&self) -> Needs;
+    /// The file is open; nothing was reported yet.
+    fn begin(&mut self, _file: &FileInfo<'_>) -> Result<()> {
+        Ok(())
+    }
+    /// A selected line.
+    fn matched(&mut self, line: &SinkLine<'_>) -> Result<ControlFlow<()>>;
+    /// A context line (only with [`Needs::before`] or [`Needs::after`]).
+    fn context(&mut self, _line: &SinkLine<'_>) -> Result<ControlFlow<()>> {
+        Ok(ControlFlow::Continue(()))
+    }
+    /// Lines were skipped between two groups of reported lines.
+    fn context_break(&mut self) -> Result<()> {
+        Ok(())
+    }
+    /// The search of the file ended with `selected` lines selected.
+    fn finish(&mut self, _selected: u64) -> Result<()> {
+        Ok(())
+    }
+}
+
+impl<S: Sink + ?Sized> Sink for &mut S {
+    fn needs(&self) -> Needs {
+        (**self).needs()
+    }
+    fn begin(&mut self, file: &FileInfo<'_>) -> Result<()> {
+        (**self).begin(file)
+    }
+    fn matched(&mut self, line: &SinkLine<'_>) -> Result<ControlFlow<()>> {
+        (**self).matched(line)
+    }
+    fn context(&mut self, line: &SinkLine<'_>) -> Result<ControlFlow<()>> {
+        (**self).context(line)
+    }
+    fn context_break(&mut self) -> Result<()> {
+        (**self).context_break()
+    }
+    fn finish(&mut self, selected: u64) -> Result<()> {
+        (**self).finish(selected)
+    }
+}
+
+/// Counts only.
+pub(super) struct Counter;
+
+impl Sink for Counter {
+    fn needs(&self) -> Needs {
+        Needs::default()
+    }
+    fn matched(&mut self, _: &SinkLine<'_>) -> Result<ControlFlow<()>> {
+        Ok(ControlFlow::Continue(()))
+    }
+}
+
+/// Collects `(line number, offset, bytes)` per selected line, or per
+/// non-empty match with `only_matching`, up to a limit (for bindings).
+#[derive(Debug, Default)]
+pub struct Collect {
+    only_matching: bool,
+    limit: usize,
+    /// What was collected.
+    pub found: Vec<(u64, u64, Vec<u8>)>,
+}
+
+impl Collect {
+    /// Collects at most `limit` entries.
+    pub fn new(only_matching: bool, limit: Option<usize>) -> Collect {
+        Collect { only_matching, limit: limit.unwrap_or(usize::MAX), found: Vec::new() }
+    }
+}
+
+impl Sink for Collect {
+    fn needs(&self) -> Needs {
+        Needs { lines: true, line_numbers: true, spans: self.only_matching, ..Needs::default() }
+    }
+
+    fn matched(&mut self, l: &SinkLine<'_>) -> Result<ControlFlow<()>> {
+        if !self.only_matching {
+            self.found.push((l.line, l.offset, l.bytes.to_vec()));
+        } else {
+            for &(s, e) in l.spans.iter().filter(|(s, e)| e > s) {
+                if self.found.len() >= self.limit {
+                    break;
+                }
+                self.found.push((l.line, l.offset + s as u64, l.bytes[s..e].to_vec()));
+            }
+        }
+        Ok(if self.found.len() >= self.limit { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
+    }
+}

@@ -1,0 +1,496 @@
+//! `grep` against a naive reference (split into lines, `is_match` per
+//! line, context marked around selected lines) for every strategy ×
+//! thread count × window size, through the GNU printer and the collecting
+//! sink.
+
+use std::ops::ControlFlow;
+use std::path::Path;
+
+use proptest::prelude::{prop_oneof, proptest, Just, ProptestConfig, Strategy as _};
+use regex::bytes::RegexBuilder;
+
+use super::pattern::cannot_match_newline;
+use super::{grep, grep_count, grep_lines, whole_haystack_assertions, Collect, GnuPrinter, Grep, GrepOptions, PrintOptions, Report, Sink, SinkLine};
+use crate::test_util::{scan_matrix, ALL_STRATEGIES};
+use crate::test_util::{temp_file as write, Trickle};
+
+/// Every strategy, 1 and 3 threads, tiny to whole-file windows.
+fn all_options() -> Vec<ScanOptions> {
+    scan_matrix(&ALL_STRATEGIES, &[1, 2, 3, 7, 64, 0])
+}
+use crate::scan::{ScanOptions, Strategy};
+use crate::Error;
+
+/// Every combination that must give identical results (the scan tests'
+/// matrix without `auto`, which picks one of the others).
+fn combos() -> Vec<ScanOptions> {
+    all_options().into_iter().filter(|o| o.strategy != Strategy::Auto && o.chunk != 2).collect()
+}
+
+struct Expected {
+    count: u64,
+    out: Vec<u8>,
+    records: Vec<(u64, u64, Vec<u8>)>,
+}
+
+/// The regex the reference uses for one line.
+fn line_regex(g: &GrepOptions) -> regex::bytes::Regex {
+    let parts: Vec<String> = g
+        .patterns
+        .iter()
+        .flat_map(|p| p.split('\n'))
+        .map(|p| if g.fixed { regex::escape(p) } else { p.to_owned() })
+        .map(|p| format!("(?:{p})"))
+        .collect();
+    let joined = parts.join("|");
+    let p = if g.line {
+        format!("^(?:{joined})$")
+    } else if g.word {
+        format!("(?:^|[^0-9A-Za-z_])((?:{joined}))(?:[^0-9A-Za-z_]|$)")
+    } else {
+        joined
+    };
+    RegexBuilder::new(&p).unicode(false).case_insensitive(g.ignore_case).build().unwrap()
+}
+
+/// The obvious implementation: one line at a time, then context.
+fn reference(data: &[u8], g: &GrepOptions, p: &PrintOptions, label: &[u8]) -> Expected {
+    let re = line_regex(g);
+    let word = g.word && !g.line;
+    let spans = |line: &[u8]| -> Vec<(usize, usize)> {
+        if word {
+            let mut v = Vec::new();
+            let mut pos = 0;
+            while pos <= line.len() {
+                let Some(c) = re.captures_at(line, pos) else { break };
+                let m = c.get(1).unwrap();
+                v.push((m.start(), m.end()));
+                pos = if m.end() > pos { m.end() } else { pos + 1 };
+            }
+            v
+        } else {
+            re.find_iter(line).map(|m| (m.start(), m.end())).collect()
+        }
+    };
+    let mut lines: Vec<&[u8]> = data.split(|&b| b == b'\n').collect();
+    if data.is_empty() || data.ends_with(b"\n") {
+        lines.pop();
+    }
+    let mut offsets = Vec::new();
+    let mut off = 0u64;
+    for l in &lines {
+        offsets.push(off);
+        off += l.len() as u64 + 1;
+    }
+    let cap = g.max_count.unwrap_or(u64::MAX);
+    let mut selected = vec![false; lines.len()];
+    let mut count = 0;
+    for (i, line) in lines.iter().enumerate() {
+        if count >= cap {
+            break;
+        }
+        if re.is_match(line) != g.invert {
+            selected[i] = true;
+            count += 1;
+        }
+    }
+    let mut shown = selected.clone();
+    for i in (0..lines.len()).filter(|&i| selected[i]) {
+        let around = i.saturating_sub(p.before.unwrap_or(0))..=(i + p.after.unwrap_or(0)).min(lines.len() - 1);
+        shown[around].fill(true);
+    }
+    let mut e = Expected { count, out: Vec::new(), records: Vec::new() };
+    let mut last: Option<usize> = None;
+    for i in (0..lines.len()).filter(|&i| shown[i]) {
+        let (line, no) = (lines[i], i as u64 + 1);
+        let sep = if selected[i] { b':' } else { b'-' };
+        if (p.before.is_some() || p.after.is_some()) && last.is_some_and(|l| l + 1 != i) {
+            e.out.extend_from_slice(b"--\n");
+        }
+        last = Some(i);
+        let mut put = |at: u64, text: &[u8]| {
+            if p.with_filename {
+                e.out.extend_from_slice(label);
+                e.out.push(sep);
+            }
+            if p.line_numbers {
+                e.out.extend_from_slice(format!("{no}{}", sep as char).as_bytes());
+            }
+            if p.byte_offset {
+                e.out.extend_from_slice(format!("{at}{}", sep as char).as_bytes());
+            }
+            e.out.extend_from_slice(text);
+            e.out.push(b'\n');
+            if selected[i] {
+                e.records.push((no, at, text.to_vec()));
+            }
+        };
+        if !p.only_matching {
+            put(offsets[i], line);
+        } else if selected[i] != g.invert {
+            for (s, end) in spans(line).into_iter().filter(|(s, e)| e > s) {
+                put(offsets[i] + s as u64, &line[s..end]);
+            }
+        }
+    }
+    e
+}
+
+/// Runs the GNU printer over a file or a stream.
+fn printed(compiled: &Grep, path: &Path, p: &PrintOptions, opts: &ScanOptions, stream: Option<(&[u8], usize)>) -> (Vec<u8>, u64) {
+    let mut out = Vec::new();
+    let mut printer = GnuPrinter::new(&mut out, p.clone());
+    let n = match stream {
+        None => compiled.search(path, opts, &mut printer),
+        Some((data, step)) => compiled.search_reader(&mut Trickle(data, step), path, opts, &mut printer),
+    }
+    .unwrap();
+    (out, n)
+}
+
+fn check(data: &[u8], g: &GrepOptions, p: &PrintOptions) {
+    let (_dir, path) = write(data);
+    let label = path.as_os_str().as_encoded_bytes().to_vec();
+    let want = reference(data, g, p, &label);
+    let plain = PrintOptions { before: None, after: None, ..p.clone() };
+    let want_records = reference(data, g, &plain, &label).records;
+    let compiled = Grep::new(g).unwrap();
+    // The free functions once (they compile the regex each time) ...
+    let opts = ScanOptions::new(Strategy::Read, 3);
+    assert_eq!(grep_count(&path, g, &opts).unwrap(), want.count, "count {g:?}");
+    let mut out = Vec::new();
+    assert_eq!(grep(&path, g, p, &opts, &mut out).unwrap(), want.count, "selected {g:?}");
+    assert_eq!(grep_lines(&path, g, p.only_matching, &opts, None).unwrap(), want_records, "lines {g:?}");
+    // ... and every combination through one compiled search.
+    for opts in combos() {
+        let what = format!("{g:?} {p:?} {opts:?} data={:?}", String::from_utf8_lossy(data));
+        assert_eq!(compiled.count(&path, &opts).unwrap(), want.count, "count {what}");
+        let (out, n) = printed(&compiled, &path, p, &opts, None);
+        assert_eq!(String::from_utf8_lossy(&out), String::from_utf8_lossy(&want.out), "output {what}");
+        assert_eq!(n, want.count, "selected {what}");
+        let mut collect = Collect::new(p.only_matching, None);
+        compiled.search(&path, &opts, &mut collect).unwrap();
+        assert_eq!(collect.found, want_records, "records {what}");
+        // A stream, in the window size as read size, through short reads.
+        let step = if opts.chunk == 0 { 5 } else { opts.chunk };
+        let (out, n) = printed(&compiled, &path, p, &opts, Some((data, step)));
+        assert_eq!(String::from_utf8_lossy(&out), String::from_utf8_lossy(&want.out), "stream {what}");
+        assert_eq!(n, want.count, "stream selected {what}");
+        assert_eq!(compiled.count_reader(&mut Trickle(data, step), &path, &opts).unwrap(), want.count, "stream count {what}");
+    }
+}
+
+/// Lines from a small alphabet: empty lines, CR, spaces, long lines.
+fn corpus() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+    let byte = prop_oneof![
+        4 => Just(b'a'),
+        3 => Just(b'b'),
+        2 => Just(b'A'),
+        2 => Just(b'1'),
+        1 => Just(b'B'),
+        1 => Just(b' '),
+        1 => Just(b','),
+        1 => Just(b'\r'),
+        1 => Just(b'.'),
+    ];
+    let line = prop_oneof![
+        6 => proptest::collection::vec(byte.clone(), 0..8),
+        1 => proptest::collection::vec(byte, 60..150), // longer than small windows
+    ];
+    (proptest::collection::vec(line, 0..30), proptest::bool::ANY).prop_map(|(lines, last_newline)| {
+        let mut data = lines.join(&b'\n');
+        if last_newline && !lines.is_empty() {
+            data.push(b'\n');
+        }
+        data
+    })
+}
+
+fn patterns() -> impl proptest::strategy::Strategy<Value = (Vec<String>, bool)> {
+    let regex = prop_oneof![
+        Just("a"),
+        Just("ab"),
+        Just("aa"),
+        Just("bA"),
+        Just("^a"),
+        Just("b$"),
+        Just("^$"),
+        Just("^"),
+        Just("$"),
+        Just(""),
+        Just("a|1"),
+        Just("a|ab"),
+        Just("[0-9]+"),
+        Just("[ab]{3}"),
+        Just("a.b"),
+        Just("(?i)ab"),
+        Just("\\s"),
+        Just("a\\sb"),
+        Just("b\\s*a"),
+        Just("[^a]*b"),
+        Just("[^,]+,"),
+        Just("a\\nb"),
+        Just("\\r$"),
+        Just("\\bab\\b"),
+        Just("\\Aa"),
+        Just("b\\z"),
+        Just("(?-m)^a"),
+        Just("(?s)a.*b"),
+        Just("a*"),
+        Just("x"),
+        Just("[[:alpha:]]1"),
+        Just("[[:^alpha:]]b"),
+        Just("\\w+,"),
+    ]
+    .prop_map(|p| (vec![p.to_owned()], false));
+    let literal = proptest::collection::vec(prop_oneof![Just('a'), Just('b'), Just('.'), Just('*'), Just('1')], 0..4)
+        .prop_map(|c| (vec![c.into_iter().collect::<String>()], true));
+    let several = proptest::collection::vec(prop_oneof![Just("a"), Just("b1"), Just("^A"), Just("x"), Just("a\nB")], 2..4)
+        .prop_map(|v| (v.into_iter().map(String::from).collect(), false));
+    prop_oneof![4 => regex, 2 => literal, 1 => several]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn grep_matches_reference(
+        data in corpus(),
+        (patterns, fixed) in patterns(),
+        ignore_case: bool,
+        invert: bool,
+        numbers: bool,
+        offsets: bool,
+        only in proptest::bool::weighted(0.3),
+        with_filename: bool,
+        whole in prop_oneof![4 => Just((false, false)), 1 => Just((true, false)), 1 => Just((false, true))],
+        context in prop_oneof![3 => Just((None, None)), 1 => (proptest::option::of(0usize..3), proptest::option::of(0usize..3))],
+        max_count in prop_oneof![3 => Just(None), 1 => (0u64..4).prop_map(Some)],
+    ) {
+        let g = GrepOptions { patterns, fixed, ignore_case, invert, word: whole.0, line: whole.1, max_count };
+        let p = PrintOptions {
+            line_numbers: numbers,
+            byte_offset: offsets,
+            only_matching: only,
+            with_filename,
+            before: context.0,
+            after: context.1,
+            text: true,
+            ..Default::default()
+        };
+        check(&data, &g, &p);
+    }
+}
+
+#[test]
+fn edge_cases() {
+    let numbered = PrintOptions { line_numbers: true, byte_offset: true, text: true, ..Default::default() };
+    for data in [&b""[..], b"\n", b"\n\n", b"a", b"a\n", b"\na", b"ab\r\nb\r\n", b"xyz"] {
+        for p in ["", "^", "$", "a", "^$", "\\s", "b\\r$", "x*"] {
+            let g = GrepOptions { patterns: vec![p.into()], ..Default::default() };
+            check(data, &g, &numbered);
+            check(data, &GrepOptions { invert: true, ..g.clone() }, &numbered);
+            check(data, &g, &PrintOptions { only_matching: true, ..numbered.clone() });
+            check(data, &GrepOptions { word: true, ..g.clone() }, &PrintOptions { before: Some(1), after: Some(1), ..numbered.clone() });
+        }
+    }
+}
+
+#[test]
+fn context_groups_across_windows() {
+    let data: Vec<u8> = (0..200).map(|i| if i % 17 == 0 || i % 23 == 0 { "hit\n".to_string() } else { format!("line {i}\n") }).collect::<String>().into_bytes();
+    let g = GrepOptions { patterns: vec!["hit".into()], ..Default::default() };
+    for (before, after) in [(None, Some(1)), (Some(2), None), (Some(0), Some(0)), (Some(3), Some(3)), (Some(8), Some(8))] {
+        let p = PrintOptions { line_numbers: true, before, after, text: true, ..Default::default() };
+        check(&data, &g, &p);
+        check(&data, &GrepOptions { max_count: Some(3), ..g.clone() }, &p);
+        check(&data, &GrepOptions { invert: true, max_count: Some(40), ..g.clone() }, &p);
+    }
+}
+
+#[test]
+fn many_ranges_and_batches() {
+    // Over two printing ranges per thread at the default window, with
+    // matches on both sides of every cut.
+    let mut data = Vec::new();
+    let mut x = 12345u64;
+    while data.len() < 2 << 20 {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        data.extend_from_slice(format!("{},{}\n", x >> 40, (x >> 20) & 0xfff).as_bytes());
+    }
+    let g = GrepOptions { patterns: vec!["^12[0-9]*,".into()], ..Default::default() };
+    let p = PrintOptions { line_numbers: true, byte_offset: true, ..Default::default() };
+    let (_dir, path) = write(&data);
+    let want = reference(&data, &g, &p, b"");
+    assert!(want.count > 100);
+    for opts in [ScanOptions::new(Strategy::Mmap, 2), ScanOptions::new(Strategy::Read, 3), ScanOptions::new(Strategy::Mmap, 1)] {
+        let mut out = Vec::new();
+        assert_eq!(grep(&path, &g, &p, &opts, &mut out).unwrap(), want.count);
+        assert!(out == want.out, "{opts:?}");
+        assert_eq!(grep_count(&path, &g, &opts).unwrap(), want.count);
+        for cap in [1, want.count - 1] {
+            let capped = GrepOptions { max_count: Some(cap), ..g.clone() };
+            let mut out = Vec::new();
+            assert_eq!(grep(&path, &capped, &p, &opts, &mut out).unwrap(), cap);
+            assert!(out == reference(&data, &capped, &p, b"").out, "{opts:?} -m {cap}");
+            assert_eq!(grep_count(&path, &capped, &opts).unwrap(), cap);
+        }
+    }
+}
+
+/// Stops at its first line.
+struct First(u64);
+impl Sink for First {
+    fn needs(&self) -> super::Needs {
+        super::Needs { lines: true, ..Default::default() }
+    }
+    fn matched(&mut self, _: &SinkLine<'_>) -> crate::Result<ControlFlow<()>> {
+        self.0 += 1;
+        Ok(ControlFlow::Break(()))
+    }
+}
+
+#[test]
+fn stops_when_the_sink_says_so() {
+    let (_dir, path) = write(b"a1\nb\na2\na3\n");
+    let g = GrepOptions { patterns: vec!["a".into()], ..Default::default() };
+    for opts in combos() {
+        assert_eq!(grep_lines(&path, &g, false, &opts, Some(2)).unwrap(), vec![(1, 0, b"a1".to_vec()), (3, 5, b"a2".to_vec())]);
+        let mut first = First(0);
+        Grep::new(&g).unwrap().search(&path, &opts, &mut first).unwrap();
+        assert_eq!(first.0, 1);
+    }
+}
+
+#[test]
+fn reports_counts_and_file_names() {
+    let (_dir, path) = write(b"a1\nb\na2\n");
+    let name = path.display().to_string();
+    let g = Grep::new(&GrepOptions { patterns: vec!["a".into()], ..Default::default() }).unwrap();
+    let none = Grep::new(&GrepOptions { patterns: vec!["z".into()], ..Default::default() }).unwrap();
+    let run = |g: &Grep, report: Report| {
+        let mut out = Vec::new();
+        let p = PrintOptions { report, with_filename: true, ..Default::default() };
+        g.search(&path, &ScanOptions::default(), &mut GnuPrinter::new(&mut out, p)).unwrap();
+        String::from_utf8(out).unwrap()
+    };
+    assert_eq!(run(&g, Report::Count), format!("{name}:2\n"));
+    assert_eq!(run(&g, Report::FilesWithMatches), format!("{name}\n"));
+    assert_eq!(run(&none, Report::FilesWithMatches), "");
+    assert_eq!(run(&none, Report::FilesWithoutMatch), format!("{name}\n"));
+    assert_eq!(run(&g, Report::Quiet), "");
+}
+
+#[test]
+fn binary_files_report_no_lines() {
+    let (_dir, path) = write(b"a\0b\nab\n");
+    let g = Grep::new(&GrepOptions { patterns: vec!["a".into()], ..Default::default() }).unwrap();
+    for opts in combos() {
+        let mut out = Vec::new();
+        let mut printer = GnuPrinter::new(&mut out, PrintOptions::default());
+        assert_eq!(g.search(&path, &opts, &mut printer).unwrap(), 1, "stops at the first selected line");
+        assert!(printer.binary_matched());
+        assert!(out.is_empty());
+        let (out, n) = printed(&g, &path, &PrintOptions { text: true, ..Default::default() }, &opts, None);
+        assert_eq!((out, n), (b"a\0b\nab\n".to_vec(), 2));
+    }
+    // A NUL past the first 32 KiB: lines up to the selected line holding it.
+    let mut data = b"ab\n".repeat(20_000);
+    data.extend_from_slice(b"a\0\nab\n");
+    let (_dir, path) = write(&data);
+    let mut out = Vec::new();
+    let mut printer = GnuPrinter::new(&mut out, PrintOptions::default());
+    g.search(&path, &ScanOptions::new(Strategy::Read, 1), &mut printer).unwrap();
+    assert!(printer.binary_matched());
+    assert_eq!(out, b"ab\n".repeat(20_000));
+}
+
+#[test]
+fn colors_like_gnu_grep() {
+    let (_dir, path) = write(b"xaby\nzz\n");
+    let g = Grep::new(&GrepOptions { patterns: vec!["ab".into()], ..Default::default() }).unwrap();
+    let p = PrintOptions { color: true, line_numbers: true, after: Some(1), ..Default::default() };
+    let (out, _) = printed(&g, &path, &p, &ScanOptions::default(), None);
+    assert_eq!(
+        out,
+        b"\x1b[32m\x1b[K1\x1b[m\x1b[K\x1b[36m\x1b[K:\x1b[m\x1b[Kx\x1b[01;31m\x1b[Kab\x1b[m\x1b[Ky\n\x1b[32m\x1b[K2\x1b[m\x1b[K\x1b[36m\x1b[K-\x1b[m\x1b[Kzz\n"
+    );
+}
+
+#[test]
+fn walks_in_name_order_skipping_symlinks() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::create_dir_all(d.join("b/c")).unwrap();
+    for f in ["z", "a", "b/c/x", "b/y"] {
+        std::fs::write(d.join(f), "x").unwrap();
+    }
+    std::os::unix::fs::symlink(d.join("a"), d.join("link")).unwrap();
+    std::os::unix::fs::symlink(d.join("b"), d.join("dlink")).unwrap();
+    let mut got = Vec::new();
+    super::walk(d, &mut |p| got.push(p.unwrap().strip_prefix(d).unwrap().to_path_buf()));
+    let want: Vec<std::path::PathBuf> = ["a", "b/c/x", "b/y", "z"].iter().map(Into::into).collect();
+    assert_eq!(got, want);
+}
+
+#[test]
+fn invalid_regex_and_missing_pattern() {
+    let err = Grep::new(&GrepOptions { patterns: vec!["a(".into()], ..Default::default() }).unwrap_err();
+    assert!(matches!(&err, Error::InvalidArgument(m) if m.starts_with("invalid regex") && m.contains("unclosed group")), "{err}");
+    // Each alternative must be valid on its own.
+    let err = Grep::new(&GrepOptions { patterns: vec!["a)".into(), "(b".into()], ..Default::default() }).unwrap_err();
+    assert!(matches!(err, Error::InvalidArgument(_)));
+    assert!(Grep::new(&GrepOptions::default()).is_err());
+    // -F escapes metacharacters.
+    assert!(Grep::new(&GrepOptions { patterns: vec!["a(".into()], fixed: true, ..Default::default() }).is_ok());
+}
+
+#[test]
+fn missing_file_names_it() {
+    let g = GrepOptions { patterns: vec!["a".into()], ..Default::default() };
+    let err = grep_count(Path::new("/nonexistent/x.txt"), &g, &ScanOptions::default()).unwrap_err();
+    assert!(err.to_string().contains("/nonexistent/x.txt"), "{err}");
+}
+
+#[test]
+fn detects_whole_haystack_assertions() {
+    for p in ["\\Aa", "a\\z", "(?-m)^a", "(?i-m:x)", "(?s-m)$"] {
+        assert!(whole_haystack_assertions(p), "{p}");
+    }
+    for p in ["a", "^a$", "\\\\A", "(?i)a", "(?m)^", "(?:a)", "[-m]", "\\bA\\b"] {
+        assert!(!whole_haystack_assertions(p), "{p}");
+    }
+}
+
+#[test]
+fn detects_patterns_that_cannot_match_newlines() {
+    for p in ["7[0-9]{3}\\.5", "\\w+@\\d", "^foo$", "(?i)abc", "a.b", "[[:alpha:]]+", "\\bx\\b", "\\[^a\\]", "[]^]", "é+"] {
+        assert!(cannot_match_newline(p), "{p}");
+    }
+    for p in [
+        "\\s", "\\S", "\\D", "\\W", "[^a]", "a[^b]c", "(?s).", "(?is:a.)", "[[:space:]]", "[[:^alpha:]]", "\\x0a", "\\n",
+        "\\pC", "\\P{L}", "[\\t-\\r]", "a\\", "\tb", "\\Aa",
+    ] {
+        assert!(!cannot_match_newline(p), "{p}");
+    }
+}
+
+#[test]
+fn grep_reads_proc_files_and_fifos() {
+    let g = GrepOptions { patterns: vec!["^MemTotal".into()], ..Default::default() };
+    let mut out = Vec::new();
+    // /proc/meminfo has size 0: it used to give no match at all.
+    assert_eq!(grep("/proc/meminfo", &g, &PrintOptions::default(), &ScanOptions::default(), &mut out).unwrap(), 1);
+    assert!(out.starts_with(b"MemTotal:"), "{}", String::from_utf8_lossy(&out));
+    let data = b"one\ntwo MemTotal\nMemTotal three\nfour".to_vec();
+    let dir = tempfile::tempdir().unwrap();
+    for (k, opts) in combos().into_iter().enumerate() {
+        let g = GrepOptions { patterns: vec!["^MemTotal|two".into()], ..Default::default() };
+        let p = PrintOptions { line_numbers: true, ..Default::default() };
+        let (f, h) = crate::test_util::fifo(dir.path(), &format!("f{k}"), data.clone());
+        let mut out = Vec::new();
+        assert_eq!(grep(&f, &g, &p, &opts, &mut out).unwrap(), 2, "{opts:?}");
+        h.join().unwrap();
+        assert_eq!(out, b"2:two MemTotal\n3:MemTotal three\n", "{opts:?}");
+    }
+}
