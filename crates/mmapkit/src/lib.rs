@@ -8,7 +8,10 @@
 //!   out stay valid; advice, populate, ranged flush; and no `SIGBUS` crash
 //!   when another process truncates the file (the operation gets
 //!   [`Error::FileTruncated`] instead).
-//! * [`scan`]: byte-search kernels (memchr) shared by every strategy.
+//! * [`bytes`]: byte-search kernels (memchr) on plain slices, under both
+//!   [`map`] and [`scan`].
+//! * [`scan`]: whole-file count, find, grep and replace over every I/O
+//!   strategy.
 //! * [`info`]: size, allocated blocks and page-cache residency of files.
 //! * [`writer`]: [`writer::RecordWriter`], fixed-width records written
 //!   from many threads straight into a mapped output, in input order.
@@ -27,6 +30,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+pub mod bytes;
 mod error;
 pub mod fs;
 pub mod info;

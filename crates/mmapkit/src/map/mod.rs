@@ -984,19 +984,19 @@ impl Map {
 
     /// First offset of `needle` in `[start, end)`, absolute.
     pub fn find(&self, needle: &[u8], start: usize, end: usize) -> Result<Option<usize>> {
-        self.in_range(start, end, |d| crate::scan::bytes::find(d, needle).map(|i| i + start))
+        self.in_range(start, end, |d| crate::bytes::find(d, needle).map(|i| i + start))
     }
     /// Last offset of `needle` in `[start, end)`, absolute.
     pub fn rfind(&self, needle: &[u8], start: usize, end: usize) -> Result<Option<usize>> {
-        self.in_range(start, end, |d| crate::scan::bytes::rfind(d, needle).map(|i| i + start))
+        self.in_range(start, end, |d| crate::bytes::rfind(d, needle).map(|i| i + start))
     }
     /// Non-overlapping occurrences of `needle` in the whole map.
     pub fn count(&self, needle: &[u8]) -> Result<u64> {
-        self.read_with(|d| crate::scan::bytes::count(d, needle))
+        self.read_with(|d| crate::bytes::count(d, needle))
     }
     /// Offsets of non-overlapping occurrences of `needle`, at most `limit`.
     pub fn find_all(&self, needle: &[u8], limit: Option<usize>) -> Result<Vec<u64>> {
-        self.read_with(|d| crate::scan::bytes::find_all(d, needle, limit))?
+        self.read_with(|d| crate::bytes::find_all(d, needle, limit))?
             .ok_or_else(|| Error::InvalidArgument("find_all: the pattern is empty".into()))
     }
 

@@ -24,7 +24,7 @@ use memchr::memmem::Finder;
 use rayon::prelude::*;
 use rayon::ThreadPool;
 
-use super::bytes;
+use crate::bytes;
 use super::source::{label, Input, Source, Strategy};
 use crate::{Error, Result};
 

@@ -6,20 +6,7 @@ use std::path::PathBuf;
 use proptest::prelude::{prop_oneof, proptest, Just, ProptestConfig};
 
 use super::{count, count_lines, find, find_all, rfind, ScanOptions, Strategy};
-
-fn naive_all(hay: &[u8], needle: &[u8]) -> Vec<u64> {
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i + needle.len() <= hay.len() {
-        if &hay[i..i + needle.len()] == needle {
-            out.push(i as u64);
-            i += needle.len();
-        } else {
-            i += 1;
-        }
-    }
-    out
-}
+use crate::bytes::naive_all;
 
 fn naive_last(hay: &[u8], needle: &[u8]) -> Option<u64> {
     (0..=hay.len().saturating_sub(needle.len()))

@@ -1,8 +1,12 @@
-//! Searching byte slices: the kernels every whole-file tool is built on.
+//! Searching byte slices: the kernels [`crate::map::Map`]'s find/count
+//! and every whole-file tool in [`crate::scan`] are built on. A bottom
+//! module (it imports nothing from the crate), so `map` need not depend on
+//! `scan`.
 //!
 //! All functions take plain slices, so they serve mapped memory and
-//! read() buffers alike (the two I/O strategies differ only in I/O). Matches are **non-overlapping**, scanning left to
-//! right (like `bytes.count` and `grep -o`): in `aaaa`, `aa` occurs twice.
+//! read() buffers alike (the two I/O strategies differ only in I/O).
+//! Matches are **non-overlapping**, scanning left to right (like
+//! `bytes.count` and `grep -o`): in `aaaa`, `aa` occurs twice.
 
 use memchr::memmem;
 
@@ -60,24 +64,27 @@ pub fn find_all(hay: &[u8], needle: &[u8], limit: Option<usize>) -> Option<Vec<u
     })
 }
 
+/// The naive reference the kernels (and the scans built on them) are
+/// tested against: offsets of non-overlapping occurrences, left to right.
+#[cfg(test)]
+pub(crate) fn naive_all(hay: &[u8], needle: &[u8]) -> Vec<u64> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i + needle.len() <= hay.len() {
+        if &hay[i..i + needle.len()] == needle {
+            out.push(i as u64);
+            i += needle.len();
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
-
-    fn naive_all(hay: &[u8], needle: &[u8]) -> Vec<u64> {
-        let mut out = Vec::new();
-        let mut i = 0;
-        while i + needle.len() <= hay.len() {
-            if &hay[i..i + needle.len()] == needle {
-                out.push(i as u64);
-                i += needle.len();
-            } else {
-                i += 1;
-            }
-        }
-        out
-    }
 
     #[test]
     fn borders() {
