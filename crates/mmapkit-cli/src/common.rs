@@ -20,7 +20,7 @@ pub struct ScanArgs {
     /// stream (read front to back, one thread) or auto (read below 256 KiB,
     /// mmap above: measured crossover). Stdin, pipes, FIFOs and /proc or
     /// /sys files are always streamed.
-    #[arg(long, default_value = "auto", value_parser = parse_strategy)]
+    #[arg(long, default_value = "auto")]
     pub strategy: Strategy,
     /// Worker threads (default: all cores).
     #[arg(long, short = 'j', default_value_t = 0, hide_default_value = true)]
@@ -31,10 +31,6 @@ pub struct ScanArgs {
     /// Window size in bytes (testing aid: tiny windows force boundary cases).
     #[arg(long, hide = true, default_value_t = 0)]
     pub chunk: usize,
-}
-
-fn parse_strategy(s: &str) -> Result<Strategy, String> {
-    s.parse().map_err(|e: mmapkit::Error| e.to_string())
 }
 
 impl ScanArgs {

@@ -48,11 +48,7 @@ pub fn kmers(
         Some(out) => {
             let format: OutFormat = match format {
                 Some(f) => f.parse().py_err()?,
-                None => match out.extension().and_then(|e| e.to_str()) {
-                    Some("npy") => OutFormat::Npy,
-                    Some("tsv") => OutFormat::Tsv,
-                    _ => OutFormat::Csv,
-                },
+                None => OutFormat::for_path(&out),
             };
             let s = py.detach(|| kmer::write(&path, &out, format, &opts)).py_err()?;
             Ok(s.records.into_pyobject(py)?.into_any().unbind())

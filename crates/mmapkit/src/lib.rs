@@ -37,6 +37,7 @@ pub mod info;
 pub mod kmer;
 pub mod log;
 pub mod map;
+mod names;
 pub mod scan;
 pub mod stats;
 pub mod store;

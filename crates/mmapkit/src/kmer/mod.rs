@@ -86,17 +86,11 @@ pub enum Mode {
     Mmap,
 }
 
-impl std::str::FromStr for Mode {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "single" => Ok(Mode::Single),
-            "batch" => Ok(Mode::Batch),
-            "mmap" => Ok(Mode::Mmap),
-            _ => Err(Error::InvalidArgument(format!("unknown mode {s:?} (expected single, batch or mmap)"))),
-        }
-    }
-}
+crate::names::named_enum!(Mode, "mode", {
+    Single => "single",
+    Batch => "batch",
+    Mmap => "mmap",
+});
 
 /// Output format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -113,14 +107,20 @@ pub enum OutFormat {
     Raw,
 }
 
-impl std::str::FromStr for OutFormat {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "csv" => Ok(OutFormat::Csv),
-            "tsv" => Ok(OutFormat::Tsv),
-            "npy" => Ok(OutFormat::Npy),
-            _ => Err(Error::InvalidArgument(format!("unknown format {s:?} (expected csv, tsv or npy)"))),
+crate::names::named_enum!(OutFormat, "format", {
+    Csv => "csv",
+    Tsv => "tsv",
+    Npy => "npy",
+}; OutFormat::Raw => "raw");
+
+impl OutFormat {
+    /// The format an output path asks for by its extension: `.npy`, `.tsv`,
+    /// else csv (what the CLI and the binding use when none is given).
+    pub fn for_path(path: &Path) -> OutFormat {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("npy") => OutFormat::Npy,
+            Some("tsv") => OutFormat::Tsv,
+            _ => OutFormat::Csv,
         }
     }
 }

@@ -79,6 +79,12 @@ pub enum Mode {
     CopyOnWrite,
 }
 
+crate::names::named_enum!(Mode, "map mode", {
+    Read => "read",
+    ReadWrite => "write",
+    CopyOnWrite => "copy",
+});
+
 /// Access-pattern advice for [`Map::advise`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Advice {
@@ -116,25 +122,15 @@ impl Advice {
     }
 }
 
-impl std::str::FromStr for Advice {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        Ok(match s {
-            "normal" => Advice::Normal,
-            "sequential" => Advice::Sequential,
-            "random" => Advice::Random,
-            "willneed" => Advice::WillNeed,
-            "dontneed" => Advice::DontNeed,
-            "hugepage" => Advice::HugePage,
-            "nohugepage" => Advice::NoHugePage,
-            other => {
-                return Err(Error::InvalidArgument(format!(
-                    "unknown advice {other:?} (expected normal, sequential, random, willneed, dontneed, hugepage or nohugepage)"
-                )))
-            }
-        })
-    }
-}
+crate::names::named_enum!(Advice, "advice", {
+    Normal => "normal",
+    Sequential => "sequential",
+    Random => "random",
+    WillNeed => "willneed",
+    DontNeed => "dontneed",
+    HugePage => "hugepage",
+    NoHugePage => "nohugepage",
+}; Advice::Raw(v) => v);
 
 /// How much of a mapping is in the page cache ([`Map::residency`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

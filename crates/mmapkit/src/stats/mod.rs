@@ -95,18 +95,10 @@ pub enum Method {
     InvertedCdf,
 }
 
-impl std::str::FromStr for Method {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Method> {
-        match s {
-            "linear" => Ok(Method::Linear),
-            "inverted_cdf" => Ok(Method::InvertedCdf),
-            other => Err(Error::InvalidArgument(format!(
-                "unknown quantile method {other:?} (expected \"linear\" or \"inverted_cdf\")"
-            ))),
-        }
-    }
-}
+crate::names::named_enum!(Method, "quantile method", {
+    Linear => "linear",
+    InvertedCdf => "inverted_cdf",
+});
 
 /// The median; see the [module docs](self) for NaN and empty input.
 pub fn median<T: Element>(data: &[T], skipna: bool) -> f64 {
