@@ -6,28 +6,13 @@
 use std::path::PathBuf;
 
 use mmapkit::stats::{self, DType, Data, MappedArray, Method, Sum, Value};
-use mmapkit::with_data;
+use mmapkit::{with_data, with_dtype};
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArrayDyn, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::IntoPyObjectExt;
 
 use crate::errors::IntoPy;
-
-fn dtype_name(d: DType) -> &'static str {
-    match d {
-        DType::I8 => "int8",
-        DType::U8 => "uint8",
-        DType::I16 => "int16",
-        DType::U16 => "uint16",
-        DType::I32 => "int32",
-        DType::U32 => "uint32",
-        DType::I64 => "int64",
-        DType::U64 => "uint64",
-        DType::F32 => "float32",
-        DType::F64 => "float64",
-    }
-}
 
 /// Runs `f` on the data of `src` (a numpy array, or a path read with
 /// `dtype`/`offset`/`count`, or as `.npy` without a dtype) with the GIL
@@ -44,20 +29,15 @@ fn run<R: Send>(
         if dtype.is_some() || offset != 0 || count.is_some() {
             return Err(PyTypeError::new_err("dtype, offset and count apply to paths, not to arrays"));
         }
-        macro_rules! try_type {
-            ($($t:ty => $v:ident),*) => {$(
-                if let Ok(a) = arr.extract::<PyReadonlyArrayDyn<'_, $t>>() {
-                    let s = a.as_slice().map_err(|_| {
-                        PyValueError::new_err("array is not contiguous (mmapkit.stats copies such arrays; call it through mmapkit.stats)")
-                    })?;
-                    let data = Data::$v(s);
-                    let r = py.detach(|| f(data)).py_err()?;
-                    return Ok((dtype_name(data.dtype()), r));
-                }
-            )*};
+        for dt in DType::ALL {
+            with_dtype!(dt, |T| if let Ok(a) = arr.extract::<PyReadonlyArrayDyn<'_, T>>() {
+                let s = a.as_slice().map_err(|_| {
+                    PyValueError::new_err("array is not contiguous (mmapkit.stats copies such arrays; call it through mmapkit.stats)")
+                })?;
+                let r = py.detach(|| f(Data::from(s))).py_err()?;
+                return Ok((dt.name(), r));
+            })
         }
-        try_type!(i8 => I8, u8 => U8, i16 => I16, u16 => U16, i32 => I32, u32 => U32,
-                  i64 => I64, u64 => U64, f32 => F32, f64 => F64);
         let d = arr.dtype().to_string();
         return Err(PyTypeError::new_err(format!(
             "unsupported dtype {d}: mmapkit.stats handles int8..int64, uint8..uint64, float32 and float64 in native byte order"
@@ -71,7 +51,7 @@ fn run<R: Send>(
         .detach(|| {
             let a = MappedArray::open(&path, dtype, offset, count)?;
             let r = a.with(&f)??;
-            Ok((dtype_name(a.dtype()), r))
+            Ok((a.dtype().name(), r))
         })
         .py_err()?;
     Ok(r)

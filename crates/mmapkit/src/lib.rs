@@ -10,6 +10,8 @@
 //!   [`Error::FileTruncated`] instead).
 //! * [`bytes`]: byte-search kernels (memchr) on plain slices, under both
 //!   [`map`] and [`scan`].
+//! * [`dtype`]: the element types ([`dtype::DType`]) every typed module
+//!   shares, with their numpy and `.npy` spellings.
 //! * [`scan`]: whole-file count, find, grep and replace over every I/O
 //!   strategy.
 //! * [`info`]: size, allocated blocks and page-cache residency of files.
@@ -31,6 +33,7 @@
 #![warn(missing_docs)]
 
 pub mod bytes;
+pub mod dtype;
 mod error;
 pub mod fs;
 pub mod info;

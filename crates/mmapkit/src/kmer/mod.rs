@@ -65,6 +65,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use rayon::prelude::*;
 
 use crate::map::{Advice, Map, Mode as MapMode};
+use crate::dtype::DType;
 use crate::fs::{AtomicFile, Target};
 use crate::scan::source::{label, open_input, pread_full, Opened};
 use crate::writer::{HeaderSpec, LineFormat, RecordWriter, StreamWriter, WriterOptions};
@@ -145,6 +146,13 @@ pub struct KmerOptions {
 impl Default for KmerOptions {
     fn default() -> Self {
         KmerOptions { k: 4, counts: false, mode: Mode::Mmap, threads: 0, sync: false, progress: None }
+    }
+}
+
+impl KmerOptions {
+    /// The element type of [`vectors()`] and of `.npy` output.
+    pub fn dtype(&self) -> DType {
+        element_type(self.counts)
     }
 }
 
@@ -270,6 +278,16 @@ impl Kmerizer {
     }
 }
 
+/// The element type of npy and raw output: `u32` counts or `f32`
+/// frequencies.
+fn element_type(counts: bool) -> DType {
+    if counts {
+        DType::U32
+    } else {
+        DType::F32
+    }
+}
+
 /// Encodes count vectors as output records.
 #[derive(Clone, Copy, Debug)]
 struct Encoder {
@@ -289,18 +307,19 @@ impl Encoder {
     fn width(&self) -> usize {
         match self.format {
             OutFormat::Csv | OutFormat::Tsv => self.line.line_len(),
-            OutFormat::Npy | OutFormat::Raw => 4 * self.dims,
+            OutFormat::Npy | OutFormat::Raw => self.dtype().size() * self.dims,
         }
     }
 
     fn header(&self) -> HeaderSpec {
         match self.format {
-            OutFormat::Npy => HeaderSpec::Npy {
-                dtype: if self.counts { "<u4" } else { "<f4" }.into(),
-                row_shape: vec![self.dims as u64],
-            },
+            OutFormat::Npy => HeaderSpec::npy(self.dtype(), &[self.dims as u64]),
             _ => HeaderSpec::None,
         }
+    }
+
+    fn dtype(&self) -> DType {
+        element_type(self.counts)
     }
 
     fn encode(&self, counts: &[u32], total: u64, out: &mut [u8]) {
@@ -498,7 +517,8 @@ pub fn write(input: &Path, output: &Path, format: OutFormat, opts: &KmerOptions)
 }
 
 /// The vectors of every read of `input` as little-endian rows of `dims`
-/// values (`f32` frequencies, or `u32` counts), without a header.
+/// values of [`KmerOptions::dtype`] (`f32` frequencies, or `u32` counts),
+/// without a header.
 pub fn vectors(input: &Path, opts: &KmerOptions) -> Result<(Summary, Vec<u8>)> {
     let (s, bytes) = run(input, Out::Memory, OutFormat::Raw, opts)?;
     Ok((s, bytes.unwrap_or_default()))
