@@ -146,6 +146,18 @@ const DEFAULT_RESERVE: usize = 1 << 30;
 /// From this size on, `read_into` copies with pread (see there).
 const PREAD_MIN: usize = 256 << 10;
 
+/// Builder setters: `name(T) -> field [as Some]` writes
+/// `pub fn name(&mut self, v: T) -> &mut Self` storing `v` (or `Some(v)`).
+macro_rules! setters {
+    ($($(#[$doc:meta])* $name:ident($t:ty) -> $field:ident $(as $wrap:ident)?;)*) => {$(
+        $(#[$doc])*
+        pub fn $name(&mut self, v: $t) -> &mut Self {
+            self.$field = $($wrap)?(v);
+            self
+        }
+    )*};
+}
+
 /// Builder for [`Map`]s with every option.
 #[derive(Clone, Debug)]
 pub struct MapOptions {
@@ -181,52 +193,27 @@ impl MapOptions {
             size: None,
         }
     }
-    /// The mapping mode.
-    pub fn mode(&mut self, mode: Mode) -> &mut Self {
-        self.mode = mode;
-        self
-    }
-    /// Byte offset in the file where the mapping starts (any value).
-    pub fn offset(&mut self, offset: u64) -> &mut Self {
-        self.offset = offset;
-        self
-    }
-    /// Bytes to map; default: from `offset` to the end of the file.
-    pub fn len(&mut self, len: usize) -> &mut Self {
-        self.len = Some(len);
-        self
-    }
-    /// Address space to reserve for growth in place.
-    pub fn reserve(&mut self, bytes: usize) -> &mut Self {
-        self.reserve = Some(bytes);
-        self
-    }
-    /// Raw `PROT_*` bits overriding the mode's (for mmap(2)-compatible
-    /// callers: `PROT_NONE` guards, `PROT_EXEC`, ...).
-    pub fn protection(&mut self, prot: i32) -> &mut Self {
-        self.prot = Some(prot);
-        self
-    }
-    /// Force `MAP_SHARED` (true) or `MAP_PRIVATE` (false) regardless of mode.
-    pub fn shared(&mut self, shared: bool) -> &mut Self {
-        self.shared = Some(shared);
-        self
-    }
-    /// With [`Mode::ReadWrite`]: create the file if missing.
-    pub fn create(&mut self, yes: bool) -> &mut Self {
-        self.create = yes;
-        self
-    }
-    /// With [`Mode::ReadWrite`]: empty the file first.
-    pub fn truncate(&mut self, yes: bool) -> &mut Self {
-        self.truncate = yes;
-        self
-    }
-    /// With [`Mode::ReadWrite`]: make the file at least `size` bytes
-    /// (allocated, so a full disk fails here and not later).
-    pub fn size(&mut self, size: u64) -> &mut Self {
-        self.size = Some(size);
-        self
+    setters! {
+        /// The mapping mode.
+        mode(Mode) -> mode;
+        /// Byte offset in the file where the mapping starts (any value).
+        offset(u64) -> offset;
+        /// Bytes to map; default: from `offset` to the end of the file.
+        len(usize) -> len as Some;
+        /// Address space to reserve for growth in place.
+        reserve(usize) -> reserve as Some;
+        /// Raw `PROT_*` bits overriding the mode's (for mmap(2)-compatible
+        /// callers: `PROT_NONE` guards, `PROT_EXEC`, ...).
+        protection(i32) -> prot as Some;
+        /// Force `MAP_SHARED` (true) or `MAP_PRIVATE` (false) regardless of mode.
+        shared(bool) -> shared as Some;
+        /// With [`Mode::ReadWrite`]: create the file if missing.
+        create(bool) -> create;
+        /// With [`Mode::ReadWrite`]: empty the file first.
+        truncate(bool) -> truncate;
+        /// With [`Mode::ReadWrite`]: make the file at least `size` bytes
+        /// (allocated, so a full disk fails here and not later).
+        size(u64) -> size as Some;
     }
 
     /// Opens `path` and maps it.

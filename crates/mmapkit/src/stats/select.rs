@@ -258,6 +258,26 @@ pub(crate) fn select_keys_limit<T: Element>(data: &[T], top: &TopCounts, ranks: 
     out
 }
 
+/// Calls `hit(i, key)` for each non-NaN element of `chunk` whose key's
+/// top bits (`key >> shift`) are `prefixes[i]` (sorted).
+#[inline(always)]
+fn under_prefixes<T: Element>(chunk: &[T], prefixes: &[u64], shift: u32, mut hit: impl FnMut(usize, u64)) {
+    let (lo, hi) = (prefixes[0], prefixes[prefixes.len() - 1]);
+    for &x in chunk {
+        if x.is_nan() {
+            continue;
+        }
+        let k = x.key();
+        let p = k >> shift;
+        if p < lo || p > hi {
+            continue;
+        }
+        if let Ok(i) = prefixes.binary_search(&p) {
+            hit(i, k);
+        }
+    }
+}
+
 /// The keys whose top bits (`key >> shift`) are one of `prefixes`, one
 /// vector per prefix.
 fn collect<T: Element>(data: &[T], prefixes: &[u64], shift: u32) -> Vec<Vec<u64>> {
@@ -266,19 +286,7 @@ fn collect<T: Element>(data: &[T], prefixes: &[u64], shift: u32) -> Vec<Vec<u64>
         .fold(
             || vec![Vec::new(); n],
             |mut acc: Vec<Vec<u64>>, chunk| {
-                for &x in chunk {
-                    if x.is_nan() {
-                        continue;
-                    }
-                    let k = x.key();
-                    let p = k >> shift;
-                    if p < prefixes[0] || p > prefixes[n - 1] {
-                        continue;
-                    }
-                    if let Ok(i) = prefixes.binary_search(&p) {
-                        acc[i].push(k);
-                    }
-                }
+                under_prefixes(chunk, prefixes, shift, |i, k| acc[i].push(k));
                 acc
             },
         )
@@ -303,19 +311,7 @@ fn refine<T: Element>(data: &[T], prefixes: &[u64], shift: u32, width: u32) -> V
         .fold(
             || vec![0u64; n * bins],
             |mut h, chunk| {
-                for &x in chunk {
-                    if x.is_nan() {
-                        continue;
-                    }
-                    let k = x.key();
-                    let p = k >> shift;
-                    if p < prefixes[0] || p > prefixes[n - 1] {
-                        continue;
-                    }
-                    if let Ok(i) = prefixes.binary_search(&p) {
-                        h[i * bins + ((k >> low) & mask) as usize] += 1;
-                    }
-                }
+                under_prefixes(chunk, prefixes, shift, |i, k| h[i * bins + ((k >> low) & mask) as usize] += 1);
                 h
             },
         )
