@@ -214,47 +214,15 @@ native!(i8 => I8, u8 => U8, i16 => I16, u16 => U16, i32 => I32, u32 => U32,
 #[macro_export]
 macro_rules! with_dtype {
     ($dtype:expr, |$t:ident| $body:expr) => {
+        $crate::with_dtype!(@arms $dtype, $t, $body,
+            I8 i8, U8 u8, I16 i16, U16 u16, I32 i32, U32 u32, I64 i64, U64 u64, F32 f32, F64 f64)
+    };
+    (@arms $dtype:expr, $t:ident, $body:expr, $($v:ident $ty:ty),*) => {
         match $dtype {
-            $crate::dtype::DType::I8 => {
-                type $t = i8;
+            $($crate::dtype::DType::$v => {
+                type $t = $ty;
                 $body
-            }
-            $crate::dtype::DType::U8 => {
-                type $t = u8;
-                $body
-            }
-            $crate::dtype::DType::I16 => {
-                type $t = i16;
-                $body
-            }
-            $crate::dtype::DType::U16 => {
-                type $t = u16;
-                $body
-            }
-            $crate::dtype::DType::I32 => {
-                type $t = i32;
-                $body
-            }
-            $crate::dtype::DType::U32 => {
-                type $t = u32;
-                $body
-            }
-            $crate::dtype::DType::I64 => {
-                type $t = i64;
-                $body
-            }
-            $crate::dtype::DType::U64 => {
-                type $t = u64;
-                $body
-            }
-            $crate::dtype::DType::F32 => {
-                type $t = f32;
-                $body
-            }
-            $crate::dtype::DType::F64 => {
-                type $t = f64;
-                $body
-            }
+            })*
         }
     };
 }
