@@ -32,12 +32,9 @@ __all__ = [
     "kmers",
     "kmer_labels",
     "RecordWriter",
-    "stats_median",
+    "stats_reduce",
     "stats_quantile",
     "stats_histogram",
-    "stats_extreme",
-    "stats_sum",
-    "stats_mean",
     "ArrayStoreCore",
     "SharedSegment",
     "sparse",
@@ -71,9 +68,9 @@ _Pattern = Union[bytes, str]
 # each returns the source's dtype name with the result.
 _Src = Union[npt.NDArray[Any], str, os.PathLike[str]]
 
-def stats_median(
-    src: _Src, *, dtype: Optional[str] = None, offset: int = 0, count: Optional[int] = None, skipna: bool = False
-) -> tuple[str, float]: ...
+def stats_reduce(
+    src: _Src, which: str, *, dtype: Optional[str] = None, offset: int = 0, count: Optional[int] = None, skipna: bool = False
+) -> tuple[str, Union[int, float]]: ...
 def stats_quantile(
     src: _Src,
     qs: Sequence[float],
@@ -94,21 +91,6 @@ def stats_histogram(
     offset: int = 0,
     count: Optional[int] = None,
 ) -> tuple[str, npt.NDArray[np.int64], npt.NDArray[np.float64]]: ...
-def stats_extreme(
-    src: _Src,
-    which: str,
-    *,
-    dtype: Optional[str] = None,
-    offset: int = 0,
-    count: Optional[int] = None,
-    skipna: bool = False,
-) -> tuple[str, Union[int, float]]: ...
-def stats_sum(
-    src: _Src, *, dtype: Optional[str] = None, offset: int = 0, count: Optional[int] = None, skipna: bool = False
-) -> tuple[str, Union[int, float]]: ...
-def stats_mean(
-    src: _Src, *, dtype: Optional[str] = None, offset: int = 0, count: Optional[int] = None, skipna: bool = False
-) -> tuple[str, float]: ...
 
 def count(path: _Path, sub: _Pattern, *, strategy: str = "auto", threads: int = 0) -> int: ...
 def find(path: _Path, sub: _Pattern, *, last: bool = False, strategy: str = "auto", threads: int = 0) -> int: ...

@@ -59,12 +59,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(kmers::kmers, m)?)?;
     m.add_function(wrap_pyfunction!(kmers::kmer_labels, m)?)?;
     m.add_class::<kmers::RecordWriter>()?;
-    m.add_function(wrap_pyfunction!(stats::stats_median, m)?)?;
+    m.add_function(wrap_pyfunction!(stats::stats_reduce, m)?)?;
     m.add_function(wrap_pyfunction!(stats::stats_quantile, m)?)?;
     m.add_function(wrap_pyfunction!(stats::stats_histogram, m)?)?;
-    m.add_function(wrap_pyfunction!(stats::stats_extreme, m)?)?;
-    m.add_function(wrap_pyfunction!(stats::stats_sum, m)?)?;
-    m.add_function(wrap_pyfunction!(stats::stats_mean, m)?)?;
     m.add("ACCESS_DEFAULT", mapped::ACCESS_DEFAULT)?;
     m.add("ACCESS_READ", mapped::ACCESS_READ)?;
     m.add("ACCESS_WRITE", mapped::ACCESS_WRITE)?;

@@ -65,18 +65,41 @@ fn value_obj(py: Python<'_>, v: Value) -> PyResult<Py<PyAny>> {
     }
 }
 
-/// Median of `src` (see `mmapkit.stats.median`): (dtype name, value).
+/// One number summing up `src`: `which` is `"median"` or `"mean"`
+/// (float64), `"sum"` (exact int, or compensated float), `"min"` or
+/// `"max"` (an element, as int or float). Returns (dtype name, value).
 #[pyfunction]
-#[pyo3(signature = (src, *, dtype = None, offset = 0, count = None, skipna = false))]
-pub fn stats_median(
+#[pyo3(signature = (src, which, *, dtype = None, offset = 0, count = None, skipna = false))]
+pub fn stats_reduce(
     py: Python<'_>,
     src: &Bound<'_, PyAny>,
+    which: &str,
     dtype: Option<&str>,
     offset: u64,
     count: Option<u64>,
     skipna: bool,
-) -> PyResult<(&'static str, f64)> {
-    run(py, src, dtype, offset, count, |d| Ok(with_data!(d, |s| stats::median(s, skipna))))
+) -> PyResult<(&'static str, Py<PyAny>)> {
+    enum Out {
+        Float(f64),
+        Sum(Sum),
+        Value(Value),
+    }
+    let reduce: fn(Data<'_>, bool) -> mmapkit::Result<Out> = match which {
+        "median" => |d, skipna| Ok(Out::Float(with_data!(d, |s| stats::median(s, skipna)))),
+        "mean" => |d, skipna| Ok(Out::Float(with_data!(d, |s| stats::mean(s, skipna)))),
+        "sum" => |d, skipna| Ok(Out::Sum(with_data!(d, |s| stats::sum(s, skipna)))),
+        "min" => |d, skipna| with_data!(d, |s| stats::min(s, skipna)).map(Out::Value),
+        "max" => |d, skipna| with_data!(d, |s| stats::max(s, skipna)).map(Out::Value),
+        _ => return Err(PyValueError::new_err(format!("unknown reduction {which:?} (expected median, mean, sum, min or max)"))),
+    };
+    let (name, out) = run(py, src, dtype, offset, count, |d| reduce(d, skipna))?;
+    let obj = match out {
+        Out::Float(f) => f.into_py_any(py)?,
+        Out::Sum(Sum::Int(i)) => i.into_py_any(py)?,
+        Out::Sum(f) => f.as_f64().into_py_any(py)?,
+        Out::Value(v) => value_obj(py, v)?,
+    };
+    Ok((name, obj))
 }
 
 /// Quantiles `qs` of `src`: (dtype name, values as int or float); `wide`:
@@ -124,60 +147,4 @@ pub fn stats_histogram<'py>(
     let (name, h) = run(py, src, dtype, offset, count, |d| with_data!(d, |s| stats::histogram(s, bins, range)))?;
     let counts: Vec<i64> = h.counts.into_iter().map(|c| c as i64).collect();
     Ok((name, counts.into_pyarray(py), h.edges.into_pyarray(py)))
-}
-
-/// Minimum (`which == "min"`) or maximum (`"max"`) of `src`: (dtype name, value).
-#[pyfunction]
-#[pyo3(signature = (src, which, *, dtype = None, offset = 0, count = None, skipna = false))]
-pub fn stats_extreme(
-    py: Python<'_>,
-    src: &Bound<'_, PyAny>,
-    which: &str,
-    dtype: Option<&str>,
-    offset: u64,
-    count: Option<u64>,
-    skipna: bool,
-) -> PyResult<(&'static str, Py<PyAny>)> {
-    let max = match which {
-        "min" => false,
-        "max" => true,
-        _ => return Err(PyValueError::new_err("which must be \"min\" or \"max\"")),
-    };
-    let (name, v) = run(py, src, dtype, offset, count, |d| {
-        with_data!(d, |s| if max { stats::max(s, skipna) } else { stats::min(s, skipna) })
-    })?;
-    Ok((name, value_obj(py, v)?))
-}
-
-/// Sum of `src`: (dtype name, exact int or compensated float).
-#[pyfunction]
-#[pyo3(signature = (src, *, dtype = None, offset = 0, count = None, skipna = false))]
-pub fn stats_sum(
-    py: Python<'_>,
-    src: &Bound<'_, PyAny>,
-    dtype: Option<&str>,
-    offset: u64,
-    count: Option<u64>,
-    skipna: bool,
-) -> PyResult<(&'static str, Py<PyAny>)> {
-    let (name, s) = run(py, src, dtype, offset, count, |d| Ok(with_data!(d, |s| stats::sum(s, skipna))))?;
-    let obj = match s {
-        Sum::Int(i) => i.into_py_any(py)?,
-        f @ Sum::Float(..) => f.as_f64().into_py_any(py)?,
-    };
-    Ok((name, obj))
-}
-
-/// Mean of `src` as float64: (dtype name, value).
-#[pyfunction]
-#[pyo3(signature = (src, *, dtype = None, offset = 0, count = None, skipna = false))]
-pub fn stats_mean(
-    py: Python<'_>,
-    src: &Bound<'_, PyAny>,
-    dtype: Option<&str>,
-    offset: u64,
-    count: Option<u64>,
-    skipna: bool,
-) -> PyResult<(&'static str, f64)> {
-    run(py, src, dtype, offset, count, |d| Ok(with_data!(d, |s| stats::mean(s, skipna))))
 }
