@@ -171,6 +171,21 @@ pub const EXIT_ERROR: u8 = 2;
 #[cfg(test)]
 mod tests {
     #[test]
+    fn bad_names_get_the_cores_error() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cmd {
+            #[command(flatten)]
+            scan: super::ScanArgs,
+        }
+        let core = "bogus".parse::<mmapkit::scan::Strategy>().unwrap_err().to_string();
+        let e = Cmd::try_parse_from(["t", "--strategy", "bogus"]).err().expect("bogus refused").to_string();
+        assert!(e.contains(&core), "{e}");
+        let ok = Cmd::try_parse_from(["t", "--strategy", "stream"]).map(|c| c.scan.strategy);
+        assert_eq!(ok.ok(), Some(mmapkit::scan::Strategy::Stream));
+    }
+
+    #[test]
     fn unescapes() {
         assert_eq!(super::unescape(r"a\nb\t\\\x41\r\0").unwrap(), b"a\nb\t\\A\r\0");
         assert_eq!(super::unescape("plain é").unwrap(), "plain é".as_bytes());
