@@ -12,7 +12,7 @@
 //!
 //! [`TypeStr`] takes apart any simple numpy type string (`<U10`,
 //! `<M8[ns]`, ...), for code that stores dtypes it does not compute on.
-//! Generic code dispatches over a [`DType`] with [`with_dtype!`]; [`Native`]
+//! Generic code dispatches over a [`DType`] with [`with_dtype!`](crate::with_dtype); [`Native`]
 //! ties each Rust type to its [`DType`].
 
 use crate::{Error, Result};
