@@ -32,12 +32,9 @@ __all__ = [
     "kmers",
     "kmer_labels",
     "RecordWriter",
-    "stats_median",
+    "stats_reduce",
     "stats_quantile",
     "stats_histogram",
-    "stats_extreme",
-    "stats_sum",
-    "stats_mean",
     "_NpyBuffer",
     "ArrayStoreCore",
     "SharedSegment",
@@ -74,10 +71,10 @@ _Pattern = Union[bytes, str]
 # one per core, 1 sequential, n workers; negative or over 1024 raises ValueError.
 _Src = Union[npt.NDArray[Any], str, os.PathLike[str]]
 
-def stats_median(
-    src: _Src, *, dtype: Optional[str] = None, offset: int = 0, count: Optional[int] = None, skipna: bool = False,
+def stats_reduce(
+    src: _Src, which: str, *, dtype: Optional[str] = None, offset: int = 0, count: Optional[int] = None, skipna: bool = False,
     threads: Optional[int] = None,
-) -> tuple[str, float]: ...
+) -> tuple[str, Union[int, float]]: ...
 def stats_quantile(
     src: _Src,
     qs: Sequence[float],
@@ -100,24 +97,6 @@ def stats_histogram(
     count: Optional[int] = None,
     threads: Optional[int] = None,
 ) -> tuple[str, npt.NDArray[np.int64], npt.NDArray[np.float64]]: ...
-def stats_extreme(
-    src: _Src,
-    which: str,
-    *,
-    dtype: Optional[str] = None,
-    offset: int = 0,
-    count: Optional[int] = None,
-    skipna: bool = False,
-    threads: Optional[int] = None,
-) -> tuple[str, Union[int, float]]: ...
-def stats_sum(
-    src: _Src, *, dtype: Optional[str] = None, offset: int = 0, count: Optional[int] = None, skipna: bool = False,
-    threads: Optional[int] = None,
-) -> tuple[str, Union[int, float]]: ...
-def stats_mean(
-    src: _Src, *, dtype: Optional[str] = None, offset: int = 0, count: Optional[int] = None, skipna: bool = False,
-    threads: Optional[int] = None,
-) -> tuple[str, float]: ...
 
 def count(path: _Path, sub: _Pattern, *, strategy: str = "auto", threads: Optional[int] = None) -> int: ...
 def find(path: _Path, sub: _Pattern, *, last: bool = False, strategy: str = "auto", threads: Optional[int] = None) -> int: ...

@@ -103,7 +103,7 @@ def median(
 ) -> np.floating[Any]:
     """Exact median, equal to ``np.median(a)`` (``np.nanmedian`` with ``skipna``)."""
     src, kw = _src(a, dtype, offset, count)
-    name, value = _native.stats_median(src, skipna=skipna, threads=threads, **kw)
+    name, value = _native.stats_reduce(src, "median", skipna=skipna, threads=threads, **kw)
     if value != value and _size(src, name, kw) == 0:
         warnings.warn("Mean of empty slice.", RuntimeWarning, stacklevel=2)
     return _float_type(name)(value)
@@ -182,7 +182,7 @@ def _extreme(
     which: str, a: Source, dtype: Any, offset: int, count: Optional[int], skipna: bool, threads: Optional[int]
 ) -> Any:
     src, kw = _src(a, dtype, offset, count)
-    name, value = _native.stats_extreme(src, which, skipna=skipna, threads=threads, **kw)
+    name, value = _native.stats_reduce(src, which, skipna=skipna, threads=threads, **kw)
     if isinstance(value, float) and value != value:
         return _float_type(name)(value)
     return np.dtype(name).type(value)
@@ -210,7 +210,7 @@ def sum(
 ) -> Union[int, np.float64]:
     """Sum: an exact Python ``int`` for integer input, a compensated ``float64`` for floats."""
     src, kw = _src(a, dtype, offset, count)
-    _, value = _native.stats_sum(src, skipna=skipna, threads=threads, **kw)
+    _, value = _native.stats_reduce(src, "sum", skipna=skipna, threads=threads, **kw)
     return value if isinstance(value, builtins.int) else np.float64(value)
 
 
@@ -220,7 +220,7 @@ def mean(
 ) -> np.float64:
     """Arithmetic mean as ``float64`` (exact-sum based; NaN with a warning when empty)."""
     src, kw = _src(a, dtype, offset, count)
-    _, value = _native.stats_mean(src, skipna=skipna, threads=threads, **kw)
+    _, value = _native.stats_reduce(src, "mean", skipna=skipna, threads=threads, **kw)
     if value != value and _size(src, "", kw) == 0:
         warnings.warn("Mean of empty slice.", RuntimeWarning, stacklevel=2)
     return np.float64(value)

@@ -39,7 +39,7 @@ pub struct ScanArgs {
     /// stream (read front to back, one thread) or auto (read below 256 KiB,
     /// mmap above: measured crossover). Stdin, pipes, FIFOs and /proc or
     /// /sys files are always streamed.
-    #[arg(long, default_value = "auto", value_parser = parse_strategy)]
+    #[arg(long, default_value = "auto")]
     pub strategy: Strategy,
     #[command(flatten)]
     pub exec: ThreadsArg,
@@ -49,10 +49,6 @@ pub struct ScanArgs {
     /// Window size in bytes (testing aid: tiny windows force boundary cases).
     #[arg(long, hide = true, default_value_t = 0)]
     pub chunk: usize,
-}
-
-fn parse_strategy(s: &str) -> Result<Strategy, String> {
-    s.parse().map_err(|e: mmapkit::Error| e.to_string())
 }
 
 impl ScanArgs {
@@ -282,6 +278,21 @@ mod tests {
         assert!(!p.is_watched() && bar.thread.is_none());
         let (p, bar) = super::Progress::start_on(true, "x".into());
         assert!(p.is_watched() && bar.thread.is_some());
+    }
+
+    #[test]
+    fn bad_names_get_the_cores_error() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cmd {
+            #[command(flatten)]
+            scan: super::ScanArgs,
+        }
+        let core = "bogus".parse::<mmapkit::scan::Strategy>().unwrap_err().to_string();
+        let e = Cmd::try_parse_from(["t", "--strategy", "bogus"]).err().expect("bogus refused").to_string();
+        assert!(e.contains(&core), "{e}");
+        let ok = Cmd::try_parse_from(["t", "--strategy", "stream"]).map(|c| c.scan.strategy);
+        assert_eq!(ok.ok(), Some(mmapkit::scan::Strategy::Stream));
     }
 
     #[test]

@@ -62,13 +62,13 @@ pub struct KmersArgs {
     #[arg(short = 'k', long = "k-size", default_value_t = 4)]
     k: usize,
     /// csv, tsv or npy (default: from OUT's extension).
-    #[arg(long, value_parser = parse_format)]
+    #[arg(long)]
     format: Option<OutFormat>,
     /// Raw counts instead of frequencies.
     #[arg(long)]
     counts: bool,
     /// single, batch or mmap.
-    #[arg(long, default_value = "mmap", value_parser = parse_mode)]
+    #[arg(long, default_value = "mmap")]
     mode: Mode,
     // (single mode uses one thread)
     #[command(flatten)]
@@ -81,28 +81,8 @@ pub struct KmersArgs {
     json: bool,
 }
 
-fn parse_format(s: &str) -> Result<OutFormat, String> {
-    s.parse().map_err(|e: mmapkit::Error| e.to_string())
-}
-
-fn parse_mode(s: &str) -> Result<Mode, String> {
-    s.parse().map_err(|e: mmapkit::Error| e.to_string())
-}
-
-fn format_name(f: OutFormat) -> &'static str {
-    match f {
-        OutFormat::Csv => "csv",
-        OutFormat::Tsv => "tsv",
-        OutFormat::Npy | OutFormat::Raw => "npy",
-    }
-}
-
 pub fn kmers(a: KmersArgs) -> anyhow::Result<u8> {
-    let format = a.format.unwrap_or_else(|| match a.output.extension().and_then(|e| e.to_str()) {
-        Some("npy") => OutFormat::Npy,
-        Some("tsv") => OutFormat::Tsv,
-        _ => OutFormat::Csv,
-    });
+    let format = a.format.unwrap_or_else(|| OutFormat::for_path(&a.output));
     let (progress, _bar) = Progress::start(format!("kmers {}", a.input.display()));
     let opts = KmerOptions { k: a.k, counts: a.counts, mode: a.mode, threads: a.exec.threads, sync: a.sync, progress };
     let t0 = std::time::Instant::now();
@@ -110,17 +90,12 @@ pub fn kmers(a: KmersArgs) -> anyhow::Result<u8> {
     let secs = t0.elapsed().as_secs_f64();
     drop(_bar);
     if a.json {
-        let mode = match a.mode {
-            Mode::Single => "single",
-            Mode::Batch => "batch",
-            Mode::Mmap => "mmap",
-        };
         let mut out = std::io::stdout().lock();
         serde_json::to_writer(
             &mut out,
             &serde_json::json!({
                 "input": a.input, "output": a.output, "reads": s.records, "dims": s.dims,
-                "k": a.k, "format": format_name(format), "counts": a.counts, "mode": mode,
+                "k": a.k, "format": format.to_string(), "counts": a.counts, "mode": a.mode.to_string(),
                 "seconds": secs,
             }),
         )?;

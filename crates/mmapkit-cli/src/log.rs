@@ -71,7 +71,7 @@ Prints the first and last index appended (--json: an object).")]
         #[arg(long, default_value_t = 1000)]
         batch: usize,
         /// never, batch or interval:<N>ms.
-        #[arg(long, default_value = "batch", value_parser = parse_sync)]
+        #[arg(long, default_value = "batch")]
         sync: SyncMode,
         /// Print the result as JSON.
         #[arg(long)]
@@ -153,10 +153,6 @@ enum Format {
     Lines,
     Json,
     Records,
-}
-
-fn parse_sync(s: &str) -> Result<SyncMode, String> {
-    s.parse().map_err(|e: mmapkit::Error| e.to_string())
 }
 
 fn parse_size(s: &str) -> Result<u64, String> {

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::RwLock;
 
 use mmapkit::kmer::{self, KmerOptions, Mode, OutFormat};
+use mmapkit::with_dtype;
 use mmapkit::writer::{HeaderSpec, WriterOptions};
 use numpy::{IntoPyArray, PyArrayMethods};
 use pyo3::exceptions::PyValueError;
@@ -48,11 +49,7 @@ pub fn kmers(
         Some(out) => {
             let format: OutFormat = match format {
                 Some(f) => f.parse().py_err()?,
-                None => match out.extension().and_then(|e| e.to_str()) {
-                    Some("npy") => OutFormat::Npy,
-                    Some("tsv") => OutFormat::Tsv,
-                    _ => OutFormat::Csv,
-                },
+                None => OutFormat::for_path(&out),
             };
             let s = py.detach(|| kmer::write(&path, &out, format, &opts)).py_err()?;
             Ok(s.records.into_pyobject(py)?.into_any().unbind())
@@ -61,27 +58,11 @@ pub fn kmers(
             if format.is_some() {
                 return Err(PyValueError::new_err("format= needs out= (without it a numpy array is returned)"));
             }
-            enum Rows {
-                F32(Vec<f32>),
-                U32(Vec<u32>),
-            }
-            let (s, rows) = py
-                .detach(|| {
-                    kmer::vectors(&path, &opts).map(|(s, raw)| {
-                        let it = raw.chunks_exact(4).map(|c| [c[0], c[1], c[2], c[3]]);
-                        let rows = if counts {
-                            Rows::U32(it.map(u32::from_le_bytes).collect())
-                        } else {
-                            Rows::F32(it.map(f32::from_le_bytes).collect())
-                        };
-                        (s, rows)
-                    })
-                })
-                .py_err()?;
+            let (s, raw) = py.detach(|| kmer::vectors(&path, &opts)).py_err()?;
             let shape = [s.records as usize, s.dims];
-            Ok(match rows {
-                Rows::F32(v) => v.into_pyarray(py).reshape(shape)?.into_any().unbind(),
-                Rows::U32(v) => v.into_pyarray(py).reshape(shape)?.into_any().unbind(),
+            with_dtype!(opts.dtype(), |T| {
+                let v: Vec<T> = mmapkit::dtype::collect_le(&raw);
+                Ok(v.into_pyarray(py).reshape(shape)?.into_any().unbind())
             })
         }
     }

@@ -55,10 +55,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         kmers::kmers, kmers::kmer_labels,
     );
     m.add_class::<kmers::RecordWriter>()?;
-    add_functions!(m:
-        stats::stats_median, stats::stats_quantile, stats::stats_histogram, stats::stats_extreme, stats::stats_sum,
-        stats::stats_mean,
-    );
+    add_functions!(m: stats::stats_reduce, stats::stats_quantile, stats::stats_histogram);
     m.add("ACCESS_DEFAULT", mapped::ACCESS_DEFAULT)?;
     m.add("ACCESS_READ", mapped::ACCESS_READ)?;
     m.add("ACCESS_WRITE", mapped::ACCESS_WRITE)?;

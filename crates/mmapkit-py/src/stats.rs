@@ -6,28 +6,13 @@
 use std::path::PathBuf;
 
 use mmapkit::stats::{self, DType, Data, MappedArray, Method, Sum, Value};
-use mmapkit::with_data;
+use mmapkit::{with_data, with_dtype};
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArrayDyn, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::IntoPyObjectExt;
 
 use crate::errors::IntoPy;
-
-fn dtype_name(d: DType) -> &'static str {
-    match d {
-        DType::I8 => "int8",
-        DType::U8 => "uint8",
-        DType::I16 => "int16",
-        DType::U16 => "uint16",
-        DType::I32 => "int32",
-        DType::U32 => "uint32",
-        DType::I64 => "int64",
-        DType::U64 => "uint64",
-        DType::F32 => "float32",
-        DType::F64 => "float64",
-    }
-}
 
 /// Runs `f` on the data of `src` (a numpy array, or a path read with
 /// `dtype`/`offset`/`count`, or as `.npy` without a dtype) with the GIL
@@ -47,20 +32,15 @@ fn run<R: Send>(
         if dtype.is_some() || offset != 0 || count.is_some() {
             return Err(PyTypeError::new_err("dtype, offset and count apply to paths, not to arrays"));
         }
-        macro_rules! try_type {
-            ($($t:ty => $v:ident),*) => {$(
-                if let Ok(a) = arr.extract::<PyReadonlyArrayDyn<'_, $t>>() {
-                    let s = a.as_slice().map_err(|_| {
-                        PyValueError::new_err("array is not contiguous (mmapkit.stats copies such arrays; call it through mmapkit.stats)")
-                    })?;
-                    let data = Data::$v(s);
-                    let r = py.detach(|| threads.install(|| f(data))?).py_err()?;
-                    return Ok((dtype_name(data.dtype()), r));
-                }
-            )*};
+        for dt in DType::ALL {
+            with_dtype!(dt, |T| if let Ok(a) = arr.extract::<PyReadonlyArrayDyn<'_, T>>() {
+                let s = a.as_slice().map_err(|_| {
+                    PyValueError::new_err("array is not contiguous (mmapkit.stats copies such arrays; call it through mmapkit.stats)")
+                })?;
+                let r = py.detach(|| threads.install(|| f(Data::from(s)))?).py_err()?;
+                return Ok((dt.name(), r));
+            })
         }
-        try_type!(i8 => I8, u8 => U8, i16 => I16, u16 => U16, i32 => I32, u32 => U32,
-                  i64 => I64, u64 => U64, f32 => F32, f64 => F64);
         let d = arr.dtype().to_string();
         return Err(PyTypeError::new_err(format!(
             "unsupported dtype {d}: mmapkit.stats handles int8..int64, uint8..uint64, float32 and float64 in native byte order"
@@ -74,7 +54,7 @@ fn run<R: Send>(
         .detach(|| {
             let a = MappedArray::open(&path, dtype, offset, count)?;
             let r = threads.install(|| a.with(&f))???;
-            Ok((dtype_name(a.dtype()), r))
+            Ok((a.dtype().name(), r))
         })
         .py_err()?;
     Ok(r)
@@ -88,19 +68,43 @@ fn value_obj(py: Python<'_>, v: Value) -> PyResult<Py<PyAny>> {
     }
 }
 
-/// Median of `src` (see `mmapkit.stats.median`): (dtype name, value).
+/// One number summing up `src`: `which` is `"median"` or `"mean"`
+/// (float64), `"sum"` (exact int, or compensated float), `"min"` or
+/// `"max"` (an element, as int or float). Returns (dtype name, value).
 #[pyfunction]
-#[pyo3(signature = (src, *, dtype = None, offset = 0, count = None, skipna = false, threads = None))]
-pub fn stats_median(
+#[pyo3(signature = (src, which, *, dtype = None, offset = 0, count = None, skipna = false, threads = None))]
+#[allow(clippy::too_many_arguments)]
+pub fn stats_reduce(
     py: Python<'_>,
     src: &Bound<'_, PyAny>,
+    which: &str,
     dtype: Option<&str>,
     offset: u64,
     count: Option<u64>,
     skipna: bool,
     threads: Option<i64>,
-) -> PyResult<(&'static str, f64)> {
-    run(py, src, dtype, offset, count, threads, |d| Ok(with_data!(d, |s| stats::median(s, skipna))))
+) -> PyResult<(&'static str, Py<PyAny>)> {
+    enum Out {
+        Float(f64),
+        Sum(Sum),
+        Value(Value),
+    }
+    let reduce: fn(Data<'_>, bool) -> mmapkit::Result<Out> = match which {
+        "median" => |d, skipna| Ok(Out::Float(with_data!(d, |s| stats::median(s, skipna)))),
+        "mean" => |d, skipna| Ok(Out::Float(with_data!(d, |s| stats::mean(s, skipna)))),
+        "sum" => |d, skipna| Ok(Out::Sum(with_data!(d, |s| stats::sum(s, skipna)))),
+        "min" => |d, skipna| with_data!(d, |s| stats::min(s, skipna)).map(Out::Value),
+        "max" => |d, skipna| with_data!(d, |s| stats::max(s, skipna)).map(Out::Value),
+        _ => return Err(PyValueError::new_err(format!("unknown reduction {which:?} (expected median, mean, sum, min or max)"))),
+    };
+    let (name, out) = run(py, src, dtype, offset, count, threads, |d| reduce(d, skipna))?;
+    let obj = match out {
+        Out::Float(f) => f.into_py_any(py)?,
+        Out::Sum(Sum::Int(i)) => i.into_py_any(py)?,
+        Out::Sum(f) => f.as_f64().into_py_any(py)?,
+        Out::Value(v) => value_obj(py, v)?,
+    };
+    Ok((name, obj))
 }
 
 /// Quantiles `qs` of `src`: (dtype name, values as int or float); `wide`:
@@ -151,64 +155,4 @@ pub fn stats_histogram<'py>(
     let (name, h) = run(py, src, dtype, offset, count, threads, |d| with_data!(d, |s| stats::histogram(s, bins, range)))?;
     let counts: Vec<i64> = h.counts.into_iter().map(|c| c as i64).collect();
     Ok((name, counts.into_pyarray(py), h.edges.into_pyarray(py)))
-}
-
-/// Minimum (`which == "min"`) or maximum (`"max"`) of `src`: (dtype name, value).
-#[pyfunction]
-#[pyo3(signature = (src, which, *, dtype = None, offset = 0, count = None, skipna = false, threads = None))]
-#[allow(clippy::too_many_arguments)]
-pub fn stats_extreme(
-    py: Python<'_>,
-    src: &Bound<'_, PyAny>,
-    which: &str,
-    dtype: Option<&str>,
-    offset: u64,
-    count: Option<u64>,
-    skipna: bool,
-    threads: Option<i64>,
-) -> PyResult<(&'static str, Py<PyAny>)> {
-    let max = match which {
-        "min" => false,
-        "max" => true,
-        _ => return Err(PyValueError::new_err("which must be \"min\" or \"max\"")),
-    };
-    let (name, v) = run(py, src, dtype, offset, count, threads, |d| {
-        with_data!(d, |s| if max { stats::max(s, skipna) } else { stats::min(s, skipna) })
-    })?;
-    Ok((name, value_obj(py, v)?))
-}
-
-/// Sum of `src`: (dtype name, exact int or compensated float).
-#[pyfunction]
-#[pyo3(signature = (src, *, dtype = None, offset = 0, count = None, skipna = false, threads = None))]
-pub fn stats_sum(
-    py: Python<'_>,
-    src: &Bound<'_, PyAny>,
-    dtype: Option<&str>,
-    offset: u64,
-    count: Option<u64>,
-    skipna: bool,
-    threads: Option<i64>,
-) -> PyResult<(&'static str, Py<PyAny>)> {
-    let (name, s) = run(py, src, dtype, offset, count, threads, |d| Ok(with_data!(d, |s| stats::sum(s, skipna))))?;
-    let obj = match s {
-        Sum::Int(i) => i.into_py_any(py)?,
-        f @ Sum::Float(..) => f.as_f64().into_py_any(py)?,
-    };
-    Ok((name, obj))
-}
-
-/// Mean of `src` as float64: (dtype name, value).
-#[pyfunction]
-#[pyo3(signature = (src, *, dtype = None, offset = 0, count = None, skipna = false, threads = None))]
-pub fn stats_mean(
-    py: Python<'_>,
-    src: &Bound<'_, PyAny>,
-    dtype: Option<&str>,
-    offset: u64,
-    count: Option<u64>,
-    skipna: bool,
-    threads: Option<i64>,
-) -> PyResult<(&'static str, f64)> {
-    run(py, src, dtype, offset, count, threads, |d| Ok(with_data!(d, |s| stats::mean(s, skipna))))
 }

@@ -8,10 +8,15 @@
 //!   out stay valid; advice, populate, ranged flush; and no `SIGBUS` crash
 //!   when another process truncates the file (the operation gets
 //!   [`Error::FileTruncated`] instead).
-//! * [`scan`]: byte-search kernels (memchr) shared by every strategy.
 //! * [`exec`]: the execution context of every parallel operation: thread
 //!   count ([`exec::Threads`]), the shared worker pools, progress
 //!   ([`exec::Progress`]).
+//! * [`bytes`]: byte-search kernels (memchr) on plain slices, under both
+//!   [`map`] and [`scan`].
+//! * [`dtype`]: the element types ([`dtype::DType`]) every typed module
+//!   shares, with their numpy and `.npy` spellings.
+//! * [`scan`]: whole-file count, find, grep and replace over every I/O
+//!   strategy.
 //! * [`info`]: size, allocated blocks and page-cache residency of files.
 //! * [`writer`]: [`writer::RecordWriter`], fixed-width records written
 //!   from many threads straight into a mapped output, in input order.
@@ -30,6 +35,8 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+pub mod bytes;
+pub mod dtype;
 mod error;
 pub mod exec;
 pub mod fs;
@@ -37,6 +44,7 @@ pub mod info;
 pub mod kmer;
 pub mod log;
 pub mod map;
+mod names;
 pub mod scan;
 pub mod stats;
 pub mod store;

@@ -44,6 +44,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
+use crate::dtype::DType;
 use crate::fs::AtomicFile;
 use crate::map::{page_size, Advice, Map, MapOptions, Mode, SharedMap};
 use crate::store::npy::Header;
@@ -63,7 +64,8 @@ pub enum HeaderSpec {
     /// output is the same bytes whether the count was known or not, and an
     /// `ArrayStore` can open it and append rows without rewriting it.
     Npy {
-        /// numpy dtype string such as `<f4` or `<u4`.
+        /// numpy dtype string such as `<f4` or `<u4` (any simple dtype; for
+        /// one of [`DType`]'s, [`HeaderSpec::npy`] spells it).
         dtype: String,
         /// Shape of one record (e.g. `[136]`).
         row_shape: Vec<u64>,
@@ -71,6 +73,11 @@ pub enum HeaderSpec {
 }
 
 impl HeaderSpec {
+    /// A `.npy` header for records of `row_shape` elements of `dtype`.
+    pub fn npy(dtype: DType, row_shape: &[u64]) -> HeaderSpec {
+        HeaderSpec::Npy { dtype: dtype.descr().to_owned(), row_shape: row_shape.to_vec() }
+    }
+
     fn npy_header(dtype: &str, row_shape: &[u64], n: u64) -> Header {
         let mut shape = vec![n];
         shape.extend_from_slice(row_shape);

@@ -65,6 +65,7 @@ use std::sync::{mpsc, Mutex};
 use rayon::prelude::*;
 
 use crate::map::{Advice, Map, Mode as MapMode};
+use crate::dtype::DType;
 use crate::fs::{AtomicFile, Target};
 use crate::exec::{Progress, Threads};
 use crate::scan::source::{label, open_input, pread_full, Opened};
@@ -87,17 +88,11 @@ pub enum Mode {
     Mmap,
 }
 
-impl std::str::FromStr for Mode {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "single" => Ok(Mode::Single),
-            "batch" => Ok(Mode::Batch),
-            "mmap" => Ok(Mode::Mmap),
-            _ => Err(Error::InvalidArgument(format!("unknown mode {s:?} (expected single, batch or mmap)"))),
-        }
-    }
-}
+crate::names::named_enum!(Mode, "mode", {
+    Single => "single",
+    Batch => "batch",
+    Mmap => "mmap",
+});
 
 /// Output format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -114,14 +109,20 @@ pub enum OutFormat {
     Raw,
 }
 
-impl std::str::FromStr for OutFormat {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "csv" => Ok(OutFormat::Csv),
-            "tsv" => Ok(OutFormat::Tsv),
-            "npy" => Ok(OutFormat::Npy),
-            _ => Err(Error::InvalidArgument(format!("unknown format {s:?} (expected csv, tsv or npy)"))),
+crate::names::named_enum!(OutFormat, "format", {
+    Csv => "csv",
+    Tsv => "tsv",
+    Npy => "npy",
+}; OutFormat::Raw => "raw");
+
+impl OutFormat {
+    /// The format an output path asks for by its extension: `.npy`, `.tsv`,
+    /// else csv (what the CLI and the binding use when none is given).
+    pub fn for_path(path: &Path) -> OutFormat {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("npy") => OutFormat::Npy,
+            Some("tsv") => OutFormat::Tsv,
+            _ => OutFormat::Csv,
         }
     }
 }
@@ -148,6 +149,13 @@ pub struct KmerOptions {
 impl Default for KmerOptions {
     fn default() -> Self {
         KmerOptions { k: 4, counts: false, mode: Mode::Mmap, threads: Threads::AUTO, sync: false, progress: Progress::none() }
+    }
+}
+
+impl KmerOptions {
+    /// The element type of [`vectors()`] and of `.npy` output.
+    pub fn dtype(&self) -> DType {
+        element_type(self.counts)
     }
 }
 
@@ -273,6 +281,16 @@ impl Kmerizer {
     }
 }
 
+/// The element type of npy and raw output: `u32` counts or `f32`
+/// frequencies.
+fn element_type(counts: bool) -> DType {
+    if counts {
+        DType::U32
+    } else {
+        DType::F32
+    }
+}
+
 /// Encodes count vectors as output records.
 #[derive(Clone, Copy, Debug)]
 struct Encoder {
@@ -292,18 +310,19 @@ impl Encoder {
     fn width(&self) -> usize {
         match self.format {
             OutFormat::Csv | OutFormat::Tsv => self.line.line_len(),
-            OutFormat::Npy | OutFormat::Raw => 4 * self.dims,
+            OutFormat::Npy | OutFormat::Raw => self.dtype().size() * self.dims,
         }
     }
 
     fn header(&self) -> HeaderSpec {
         match self.format {
-            OutFormat::Npy => HeaderSpec::Npy {
-                dtype: if self.counts { "<u4" } else { "<f4" }.into(),
-                row_shape: vec![self.dims as u64],
-            },
+            OutFormat::Npy => HeaderSpec::npy(self.dtype(), &[self.dims as u64]),
             _ => HeaderSpec::None,
         }
+    }
+
+    fn dtype(&self) -> DType {
+        element_type(self.counts)
     }
 
     fn encode(&self, counts: &[u32], total: u64, out: &mut [u8]) {
@@ -495,7 +514,8 @@ pub fn write(input: &Path, output: &Path, format: OutFormat, opts: &KmerOptions)
 }
 
 /// The vectors of every read of `input` as little-endian rows of `dims`
-/// values (`f32` frequencies, or `u32` counts), without a header.
+/// values of [`KmerOptions::dtype`] (`f32` frequencies, or `u32` counts),
+/// without a header.
 pub fn vectors(input: &Path, opts: &KmerOptions) -> Result<(Summary, Vec<u8>)> {
     let (s, bytes) = run(input, Out::Memory, OutFormat::Raw, opts)?;
     Ok((s, bytes.unwrap_or_default()))

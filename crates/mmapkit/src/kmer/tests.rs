@@ -349,3 +349,10 @@ fn proc_files_are_streamed_not_empty() {
     let e = write(Path::new("/proc/meminfo"), &d.path().join("o.csv"), OutFormat::Csv, &opts(Mode::Mmap, 2, 4, false)).unwrap_err();
     assert!(e.to_string().contains("/proc/meminfo") && e.to_string().contains("record 1"), "{e}");
 }
+
+#[test]
+fn format_follows_the_output_extension() {
+    for (p, f) in [("v.npy", OutFormat::Npy), ("v.tsv", OutFormat::Tsv), ("v.csv", OutFormat::Csv), ("v", OutFormat::Csv), ("v.NPY", OutFormat::Csv)] {
+        assert_eq!(OutFormat::for_path(Path::new(p)), f, "{p}");
+    }
+}

@@ -79,6 +79,12 @@ pub enum Mode {
     CopyOnWrite,
 }
 
+crate::names::named_enum!(Mode, "map mode", {
+    Read => "read",
+    ReadWrite => "write",
+    CopyOnWrite => "copy",
+});
+
 /// Access-pattern advice for [`Map::advise`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Advice {
@@ -116,25 +122,15 @@ impl Advice {
     }
 }
 
-impl std::str::FromStr for Advice {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        Ok(match s {
-            "normal" => Advice::Normal,
-            "sequential" => Advice::Sequential,
-            "random" => Advice::Random,
-            "willneed" => Advice::WillNeed,
-            "dontneed" => Advice::DontNeed,
-            "hugepage" => Advice::HugePage,
-            "nohugepage" => Advice::NoHugePage,
-            other => {
-                return Err(Error::InvalidArgument(format!(
-                    "unknown advice {other:?} (expected normal, sequential, random, willneed, dontneed, hugepage or nohugepage)"
-                )))
-            }
-        })
-    }
-}
+crate::names::named_enum!(Advice, "advice", {
+    Normal => "normal",
+    Sequential => "sequential",
+    Random => "random",
+    WillNeed => "willneed",
+    DontNeed => "dontneed",
+    HugePage => "hugepage",
+    NoHugePage => "nohugepage",
+}; Advice::Raw(v) => v);
 
 /// How much of a mapping is in the page cache ([`Map::residency`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -149,6 +145,18 @@ pub struct Residency {
 const DEFAULT_RESERVE: usize = 1 << 30;
 /// From this size on, `read_into` copies with pread (see there).
 const PREAD_MIN: usize = 256 << 10;
+
+/// Builder setters: `name(T) -> field [as Some]` writes
+/// `pub fn name(&mut self, v: T) -> &mut Self` storing `v` (or `Some(v)`).
+macro_rules! setters {
+    ($($(#[$doc:meta])* $name:ident($t:ty) -> $field:ident $(as $wrap:ident)?;)*) => {$(
+        $(#[$doc])*
+        pub fn $name(&mut self, v: $t) -> &mut Self {
+            self.$field = $($wrap)?(v);
+            self
+        }
+    )*};
+}
 
 /// Builder for [`Map`]s with every option.
 #[derive(Clone, Debug)]
@@ -185,52 +193,27 @@ impl MapOptions {
             size: None,
         }
     }
-    /// The mapping mode.
-    pub fn mode(&mut self, mode: Mode) -> &mut Self {
-        self.mode = mode;
-        self
-    }
-    /// Byte offset in the file where the mapping starts (any value).
-    pub fn offset(&mut self, offset: u64) -> &mut Self {
-        self.offset = offset;
-        self
-    }
-    /// Bytes to map; default: from `offset` to the end of the file.
-    pub fn len(&mut self, len: usize) -> &mut Self {
-        self.len = Some(len);
-        self
-    }
-    /// Address space to reserve for growth in place.
-    pub fn reserve(&mut self, bytes: usize) -> &mut Self {
-        self.reserve = Some(bytes);
-        self
-    }
-    /// Raw `PROT_*` bits overriding the mode's (for mmap(2)-compatible
-    /// callers: `PROT_NONE` guards, `PROT_EXEC`, ...).
-    pub fn protection(&mut self, prot: i32) -> &mut Self {
-        self.prot = Some(prot);
-        self
-    }
-    /// Force `MAP_SHARED` (true) or `MAP_PRIVATE` (false) regardless of mode.
-    pub fn shared(&mut self, shared: bool) -> &mut Self {
-        self.shared = Some(shared);
-        self
-    }
-    /// With [`Mode::ReadWrite`]: create the file if missing.
-    pub fn create(&mut self, yes: bool) -> &mut Self {
-        self.create = yes;
-        self
-    }
-    /// With [`Mode::ReadWrite`]: empty the file first.
-    pub fn truncate(&mut self, yes: bool) -> &mut Self {
-        self.truncate = yes;
-        self
-    }
-    /// With [`Mode::ReadWrite`]: make the file at least `size` bytes
-    /// (allocated, so a full disk fails here and not later).
-    pub fn size(&mut self, size: u64) -> &mut Self {
-        self.size = Some(size);
-        self
+    setters! {
+        /// The mapping mode.
+        mode(Mode) -> mode;
+        /// Byte offset in the file where the mapping starts (any value).
+        offset(u64) -> offset;
+        /// Bytes to map; default: from `offset` to the end of the file.
+        len(usize) -> len as Some;
+        /// Address space to reserve for growth in place.
+        reserve(usize) -> reserve as Some;
+        /// Raw `PROT_*` bits overriding the mode's (for mmap(2)-compatible
+        /// callers: `PROT_NONE` guards, `PROT_EXEC`, ...).
+        protection(i32) -> prot as Some;
+        /// Force `MAP_SHARED` (true) or `MAP_PRIVATE` (false) regardless of mode.
+        shared(bool) -> shared as Some;
+        /// With [`Mode::ReadWrite`]: create the file if missing.
+        create(bool) -> create;
+        /// With [`Mode::ReadWrite`]: empty the file first.
+        truncate(bool) -> truncate;
+        /// With [`Mode::ReadWrite`]: make the file at least `size` bytes
+        /// (allocated, so a full disk fails here and not later).
+        size(u64) -> size as Some;
     }
 
     /// Opens `path` and maps it.
@@ -973,19 +956,19 @@ impl Map {
 
     /// First offset of `needle` in `[start, end)`, absolute.
     pub fn find(&self, needle: &[u8], start: usize, end: usize) -> Result<Option<usize>> {
-        self.in_range(start, end, |d| crate::scan::bytes::find(d, needle).map(|i| i + start))
+        self.in_range(start, end, |d| crate::bytes::find(d, needle).map(|i| i + start))
     }
     /// Last offset of `needle` in `[start, end)`, absolute.
     pub fn rfind(&self, needle: &[u8], start: usize, end: usize) -> Result<Option<usize>> {
-        self.in_range(start, end, |d| crate::scan::bytes::rfind(d, needle).map(|i| i + start))
+        self.in_range(start, end, |d| crate::bytes::rfind(d, needle).map(|i| i + start))
     }
     /// Non-overlapping occurrences of `needle` in the whole map.
     pub fn count(&self, needle: &[u8]) -> Result<u64> {
-        self.read_with(|d| crate::scan::bytes::count(d, needle))
+        self.read_with(|d| crate::bytes::count(d, needle))
     }
     /// Offsets of non-overlapping occurrences of `needle`, at most `limit`.
     pub fn find_all(&self, needle: &[u8], limit: Option<usize>) -> Result<Vec<u64>> {
-        self.read_with(|d| crate::scan::bytes::find_all(d, needle, limit))?
+        self.read_with(|d| crate::bytes::find_all(d, needle, limit))?
             .ok_or_else(|| Error::InvalidArgument("find_all: the pattern is empty".into()))
     }
 

@@ -161,7 +161,7 @@ fn truncation_by_someone_else_is_an_error_not_a_crash() {
     let data = pattern(64 * page_size());
     let (_d, path) = file_with(&data);
     let mut m = Map::open(&path, Mode::Read).unwrap();
-    assert_eq!(m.count(&[7]).unwrap(), crate::scan::bytes::count(&data, &[7]));
+    assert_eq!(m.count(&[7]).unwrap(), crate::bytes::count(&data, &[7]));
     let view = m.as_slice();
     // Another writer cuts the file to one page.
     std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(page_size() as u64).unwrap();

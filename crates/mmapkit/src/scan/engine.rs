@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use memchr::memmem::Finder;
 use rayon::prelude::*;
 
-use super::bytes;
+use crate::bytes;
 use super::source::{label, Input, Source, Strategy};
 use crate::exec::{Progress, Threads};
 use crate::{Error, Result};

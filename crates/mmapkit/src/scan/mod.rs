@@ -5,7 +5,7 @@
 //! the mapping; `read`: `pread` into a reusable per-thread buffer; `auto`:
 //! chosen by size, see [`Strategy::resolve`]), splits it into byte ranges
 //! scanned by a thread pool window by window with the SIMD kernels in
-//! [`bytes`], and stitches the per-range results so that the answer is the
+//! [`crate::bytes`], and stitches the per-range results so that the answer is the
 //! same for every strategy, thread count and window size:
 //!
 //! * matches are leftmost and **non-overlapping** over the whole file (in
@@ -21,7 +21,6 @@
 //! # Ok::<(), mmapkit::Error>(())
 //! ```
 
-pub mod bytes;
 mod engine;
 pub mod grep;
 mod local;
@@ -30,6 +29,8 @@ pub(crate) mod source;
 #[cfg(test)]
 pub(crate) mod tests;
 
+/// The byte kernels, re-exported from their bottom module ([`crate::bytes`]).
+pub use crate::bytes;
 pub use engine::{count, count_lines, count_stream, find, find_all, rfind, ScanOptions};
 pub use grep::{grep, grep_count, grep_lines, walk, Collect, FileInfo, GnuPrinter, Grep, GrepOptions, JsonPrinter, Needs, PrintOptions, Report, Sink, SinkLine};
 pub use replace::{keep_lines, replace, KeepReport, ReplaceOptions, ReplaceReport};

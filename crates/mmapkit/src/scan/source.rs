@@ -37,20 +37,12 @@ pub enum Strategy {
     Stream,
 }
 
-impl std::str::FromStr for Strategy {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "auto" => Ok(Strategy::Auto),
-            "mmap" => Ok(Strategy::Mmap),
-            "read" => Ok(Strategy::Read),
-            "stream" => Ok(Strategy::Stream),
-            other => Err(Error::InvalidArgument(format!(
-                "unknown strategy {other:?} (expected auto, mmap, read or stream)"
-            ))),
-        }
-    }
-}
+crate::names::named_enum!(Strategy, "strategy", {
+    Auto => "auto",
+    Mmap => "mmap",
+    Read => "read",
+    Stream => "stream",
+});
 
 /// Below this size `Auto` reads, above it maps (see [`Strategy::resolve`]).
 pub const AUTO_MMAP_MIN: u64 = 256 << 10;

@@ -2,82 +2,10 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::dtype::{DType, Native};
+use crate::with_dtype;
 use crate::map::{Advice, Map, MapOptions, Mode};
 use crate::{Error, Result};
-
-/// The element types statistics support (little-endian, native layout).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[allow(missing_docs)]
-pub enum DType {
-    I8,
-    U8,
-    I16,
-    U16,
-    I32,
-    U32,
-    I64,
-    U64,
-    F32,
-    F64,
-}
-
-impl DType {
-    /// Bytes per element.
-    pub fn size(self) -> usize {
-        match self {
-            DType::I8 | DType::U8 => 1,
-            DType::I16 | DType::U16 => 2,
-            DType::I32 | DType::U32 | DType::F32 => 4,
-            DType::I64 | DType::U64 | DType::F64 => 8,
-        }
-    }
-
-    /// Whether this is `float32` or `float64`.
-    pub fn is_float(self) -> bool {
-        matches!(self, DType::F32 | DType::F64)
-    }
-}
-
-impl std::str::FromStr for DType {
-    type Err = Error;
-    /// Accepts numpy's names (`int16`, `float64`) and array-protocol strings
-    /// (`<i2`, `|u1`, `f8`); big-endian (`>i2`) is refused.
-    fn from_str(s: &str) -> Result<DType> {
-        let bad = || Error::InvalidArgument(format!("unsupported dtype {s:?}: statistics support int8..int64, uint8..uint64, float32 and float64 (little-endian)"));
-        let t = match s {
-            "int8" => "i1",
-            "uint8" => "u1",
-            "int16" => "i2",
-            "uint16" => "u2",
-            "int32" => "i4",
-            "uint32" => "u4",
-            "int64" => "i8",
-            "uint64" => "u8",
-            "float32" => "f4",
-            "float64" => "f8",
-            other => other,
-        };
-        let t = match t.as_bytes().first() {
-            Some(b'<' | b'|' | b'=') => &t[1..],
-            Some(b'>') if !t.ends_with('1') => return Err(bad()),
-            Some(b'>') => &t[1..],
-            _ => t,
-        };
-        Ok(match t {
-            "i1" | "b" => DType::I8,
-            "u1" | "B" => DType::U8,
-            "i2" => DType::I16,
-            "u2" => DType::U16,
-            "i4" => DType::I32,
-            "u4" => DType::U32,
-            "i8" => DType::I64,
-            "u8" => DType::U64,
-            "f4" => DType::F32,
-            "f8" => DType::F64,
-            _ => return Err(bad()),
-        })
-    }
-}
 
 /// A typed slice of one of the supported element types.
 #[derive(Clone, Copy, Debug)]
@@ -115,6 +43,19 @@ macro_rules! with_data {
     };
 }
 
+macro_rules! data_from {
+    ($($t:ty => $v:ident),*) => {$(
+        impl<'a> From<&'a [$t]> for Data<'a> {
+            fn from(s: &'a [$t]) -> Data<'a> {
+                Data::$v(s)
+            }
+        }
+    )*};
+}
+
+data_from!(i8 => I8, u8 => U8, i16 => I16, u16 => U16, i32 => I32, u32 => U32,
+           i64 => I64, u64 => U64, f32 => F32, f64 => F64);
+
 impl<'a> Data<'a> {
     /// Views `bytes` as elements of `dtype` without copying. Fails if the
     /// length is not a multiple of the element size or the bytes are not
@@ -127,57 +68,24 @@ impl<'a> Data<'a> {
                 detail: format!("{} bytes of data is not a whole number of {size}-byte elements", bytes.len()),
             });
         }
-        fn cast<'b, T: bytemuck::Pod>(b: &'b [u8], label: &Path) -> Result<&'b [T]> {
-            bytemuck::try_cast_slice(b).map_err(|_| {
-                Error::invalid(label, format!(
-                    "data is not aligned for {}-byte elements (use an offset that is a multiple of the element size)",
-                    std::mem::align_of::<T>()
-                ))
-            })
-        }
         if bytes.is_empty() {
             // An empty map's pointer may be unaligned; any empty slice will do.
-            return Ok(match dtype {
-                DType::I8 => Data::I8(&[]),
-                DType::U8 => Data::U8(&[]),
-                DType::I16 => Data::I16(&[]),
-                DType::U16 => Data::U16(&[]),
-                DType::I32 => Data::I32(&[]),
-                DType::U32 => Data::U32(&[]),
-                DType::I64 => Data::I64(&[]),
-                DType::U64 => Data::U64(&[]),
-                DType::F32 => Data::F32(&[]),
-                DType::F64 => Data::F64(&[]),
-            });
+            return Ok(with_dtype!(dtype, |T| Data::from(&[] as &[T])));
         }
-        Ok(match dtype {
-            DType::I8 => Data::I8(cast(bytes, label)?),
-            DType::U8 => Data::U8(bytes),
-            DType::I16 => Data::I16(cast(bytes, label)?),
-            DType::U16 => Data::U16(cast(bytes, label)?),
-            DType::I32 => Data::I32(cast(bytes, label)?),
-            DType::U32 => Data::U32(cast(bytes, label)?),
-            DType::I64 => Data::I64(cast(bytes, label)?),
-            DType::U64 => Data::U64(cast(bytes, label)?),
-            DType::F32 => Data::F32(cast(bytes, label)?),
-            DType::F64 => Data::F64(cast(bytes, label)?),
-        })
+        with_dtype!(dtype, |T| bytemuck::try_cast_slice::<u8, T>(bytes).map(Data::from).map_err(|_| {
+            Error::invalid(label, format!(
+                "data is not aligned for {}-byte elements (use an offset that is a multiple of the element size)",
+                std::mem::align_of::<T>()
+            ))
+        }))
     }
 
     /// The element type.
     pub fn dtype(&self) -> DType {
-        match self {
-            Data::I8(_) => DType::I8,
-            Data::U8(_) => DType::U8,
-            Data::I16(_) => DType::I16,
-            Data::U16(_) => DType::U16,
-            Data::I32(_) => DType::I32,
-            Data::U32(_) => DType::U32,
-            Data::I64(_) => DType::I64,
-            Data::U64(_) => DType::U64,
-            Data::F32(_) => DType::F32,
-            Data::F64(_) => DType::F64,
+        fn of<T: Native>(_: &[T]) -> DType {
+            T::DTYPE
         }
+        with_data!(*self, |s| of(s))
     }
 
     /// Number of elements.
@@ -247,7 +155,7 @@ impl MappedArray {
             let have: DType = d.parse().map_err(|_| fmt(format!("dtype {d} is not supported by statistics")))?;
             if dtype.is_some_and(|want| want != have) {
                 return Err(Error::InvalidArgument(format!(
-                    "{}: dtype {:?} conflicts with the .npy header's {d}",
+                    "{}: dtype {} conflicts with the .npy header's {d}",
                     path.display(),
                     dtype.unwrap()
                 )));

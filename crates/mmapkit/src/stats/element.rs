@@ -3,6 +3,7 @@
 //! linear interpolation of quantiles).
 
 use super::Value;
+use crate::dtype::Native;
 
 /// A numeric element type: the ten integer and float types numpy arrays
 /// commonly hold.
@@ -11,11 +12,9 @@ use super::Value;
 /// (`a < b` ⇔ `key(a) < key(b)` for non-NaN values): integers flip the
 /// sign bit, floats flip the sign bit of positives and every bit of
 /// negatives (the usual radix-sort trick), so selection can run on keys.
-pub trait Element: bytemuck::Pod + Send + Sync + PartialOrd + std::fmt::Debug + 'static {
+pub trait Element: Native {
     /// Width of the key in bits (8, 16, 32 or 64).
     const BITS: u32;
-    /// numpy's name of the dtype (`"int16"`, `"float64"`, ...).
-    const NAME: &'static str;
     /// The order-preserving key (NaN keys are meaningless).
     fn key(self) -> u64;
     /// Inverse of [`Element::key`].
@@ -121,10 +120,9 @@ fn float_sum<T: Copy>(chunk: &[T], f: impl Fn(T) -> f64) -> Sum {
 }
 
 macro_rules! int_element {
-    ($t:ty, $u:ty, $bits:expr, $name:expr, $variant:ident, $wide:ty, $acc:ty) => {
+    ($t:ty, $u:ty, $bits:expr, $variant:ident, $wide:ty, $acc:ty) => {
         impl Element for $t {
             const BITS: u32 = $bits;
-            const NAME: &'static str = $name;
             #[inline(always)]
             fn key(self) -> u64 {
                 // Flips the sign bit of signed types (a no-op mask for unsigned).
@@ -171,20 +169,19 @@ macro_rules! int_element {
     };
 }
 
-int_element!(i8, u8, 8, "int8", Int, i64, i64);
-int_element!(u8, u8, 8, "uint8", UInt, u64, i64);
-int_element!(i16, u16, 16, "int16", Int, i64, i64);
-int_element!(u16, u16, 16, "uint16", UInt, u64, i64);
-int_element!(i32, u32, 32, "int32", Int, i64, i64);
-int_element!(u32, u32, 32, "uint32", UInt, u64, i64);
-int_element!(i64, u64, 64, "int64", Int, i64, i128);
-int_element!(u64, u64, 64, "uint64", UInt, u64, i128);
+int_element!(i8, u8, 8, Int, i64, i64);
+int_element!(u8, u8, 8, UInt, u64, i64);
+int_element!(i16, u16, 16, Int, i64, i64);
+int_element!(u16, u16, 16, UInt, u64, i64);
+int_element!(i32, u32, 32, Int, i64, i64);
+int_element!(u32, u32, 32, UInt, u64, i64);
+int_element!(i64, u64, 64, Int, i64, i128);
+int_element!(u64, u64, 64, UInt, u64, i128);
 
 macro_rules! float_element {
-    ($t:ty, $u:ty, $bits:expr, $name:expr) => {
+    ($t:ty, $u:ty, $bits:expr) => {
         impl Element for $t {
             const BITS: u32 = $bits;
-            const NAME: &'static str = $name;
             #[inline(always)]
             fn key(self) -> u64 {
                 let b = self.to_bits();
@@ -243,5 +240,5 @@ macro_rules! float_element {
     };
 }
 
-float_element!(f32, u32, 32, "float32");
-float_element!(f64, u64, 64, "float64");
+float_element!(f32, u32, 32);
+float_element!(f64, u64, 64);

@@ -67,7 +67,7 @@ pub fn histogram<T: Element>(data: &[T], bins: usize, range: Option<(f64, f64)>)
     if bins == 0 {
         return Err(Error::InvalidArgument("`bins` must be positive".into()));
     }
-    let is_f32 = T::NAME == "float32";
+    let is_f32 = T::DTYPE == crate::dtype::DType::F32;
     // (first, last, compute linspace in f32, keep-test bounds)
     let (first, last, in_f32, keep) = match range {
         Some((lo, hi)) => {

@@ -55,7 +55,8 @@ mod select;
 #[cfg(test)]
 mod tests;
 
-pub use data::{DType, Data, MappedArray};
+pub use crate::dtype::DType;
+pub use data::{Data, MappedArray};
 pub use element::{Element, Sum};
 pub use hist::{histogram, Histogram};
 
@@ -97,18 +98,10 @@ pub enum Method {
     InvertedCdf,
 }
 
-impl std::str::FromStr for Method {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Method> {
-        match s {
-            "linear" => Ok(Method::Linear),
-            "inverted_cdf" => Ok(Method::InvertedCdf),
-            other => Err(Error::InvalidArgument(format!(
-                "unknown quantile method {other:?} (expected \"linear\" or \"inverted_cdf\")"
-            ))),
-        }
-    }
-}
+crate::names::named_enum!(Method, "quantile method", {
+    Linear => "linear",
+    InvertedCdf => "inverted_cdf",
+});
 
 /// The median; see the [module docs](self) for NaN and empty input.
 pub fn median<T: Element>(data: &[T], skipna: bool) -> f64 {
@@ -250,7 +243,7 @@ pub fn max<T: Element>(data: &[T], skipna: bool) -> Result<Value> {
 /// The sum: exact for integers, compensated `f64` for floats. With
 /// `skipna`, NaNs count as zero (like `np.nansum`).
 pub fn sum<T: Element>(data: &[T], skipna: bool) -> Sum {
-    let zero = if T::NAME.starts_with("float") { Sum::Float(0.0, 0.0) } else { Sum::Int(0) };
+    let zero = if T::DTYPE.is_float() { Sum::Float(0.0, 0.0) } else { Sum::Int(0) };
     data.par_chunks(CHUNK)
         .map(|c| {
             if skipna && c.iter().any(|x| x.is_nan()) {

@@ -73,56 +73,49 @@ impl Pass1 {
             let (a, b) = self.h.split_at_mut(bins);
             let h0: &mut [u32; 1 << 16] = a.try_into().expect("65536 bins");
             let h1: &mut [u32; 1 << 16] = b.try_into().expect("65536 bins");
-            let mut pairs = chunk.chunks_exact(2);
-            for p in &mut pairs {
-                let (x, y) = (p[0], p[1]);
-                if x.is_nan() || y.is_nan() {
-                    for v in [x, y] {
-                        if v.is_nan() {
-                            self.nans += 1;
-                        } else {
-                            h0[(v.key() >> shift) as u16 as usize] += 1;
-                        }
-                    }
-                    continue;
-                }
-                h0[(x.key() >> shift) as u16 as usize] += 1;
-                h1[(y.key() >> shift) as u16 as usize] += 1;
-            }
-            for &x in pairs.remainder() {
-                if x.is_nan() {
-                    self.nans += 1;
-                } else {
-                    h0[(x.key() >> shift) as u16 as usize] += 1;
-                }
-            }
+            self.nans += count_pairs(chunk, h0, h1, |k| (k >> shift) as u16 as usize);
             return;
         }
         let (h0, h1) = self.h.split_at_mut(bins);
-        let mut pairs = chunk.chunks_exact(2);
-        for p in &mut pairs {
-            let (x, y) = (p[0], p[1]);
-            if x.is_nan() || y.is_nan() {
-                for v in [x, y] {
-                    if v.is_nan() {
-                        self.nans += 1;
-                    } else {
-                        h0[(v.key() >> shift) as usize] += 1;
-                    }
+        self.nans += count_pairs(chunk, h0, h1, |k| (k >> shift) as usize);
+    }
+}
+
+/// Counts each non-NaN element of `chunk` in bin `bin(key)`, alternating
+/// between two tables (two independent increments per step, not a chain
+/// on one counter); returns the number of NaNs.
+#[inline(always)]
+fn count_pairs<T: Element, H: std::ops::IndexMut<usize, Output = u32> + ?Sized>(
+    chunk: &[T],
+    h0: &mut H,
+    h1: &mut H,
+    bin: impl Fn(u64) -> usize,
+) -> u64 {
+    let mut nans = 0;
+    let mut pairs = chunk.chunks_exact(2);
+    for p in &mut pairs {
+        let (x, y) = (p[0], p[1]);
+        if x.is_nan() || y.is_nan() {
+            for v in [x, y] {
+                if v.is_nan() {
+                    nans += 1;
+                } else {
+                    h0[bin(v.key())] += 1;
                 }
-                continue;
             }
-            h0[(x.key() >> shift) as usize] += 1;
-            h1[(y.key() >> shift) as usize] += 1;
+            continue;
         }
-        for &x in pairs.remainder() {
-            if x.is_nan() {
-                self.nans += 1;
-            } else {
-                h0[(x.key() >> shift) as usize] += 1;
-            }
+        h0[bin(x.key())] += 1;
+        h1[bin(y.key())] += 1;
+    }
+    for &x in pairs.remainder() {
+        if x.is_nan() {
+            nans += 1;
+        } else {
+            h0[bin(x.key())] += 1;
         }
     }
+    nans
 }
 
 /// Pass 1 (parallel).
@@ -258,10 +251,10 @@ pub(crate) fn select_keys_limit<T: Element>(data: &[T], top: &TopCounts, ranks: 
     out
 }
 
-/// Calls `f(i, key)` for each non-NaN element of `chunk` whose top key
-/// bits (`key >> shift`) are `prefixes[i]` (`prefixes` sorted).
-#[inline]
-fn for_prefixed<T: Element>(chunk: &[T], prefixes: &[u64], shift: u32, mut f: impl FnMut(usize, u64)) {
+/// Calls `hit(i, key)` for each non-NaN element of `chunk` whose key's
+/// top bits (`key >> shift`) are `prefixes[i]` (sorted).
+#[inline(always)]
+fn under_prefixes<T: Element>(chunk: &[T], prefixes: &[u64], shift: u32, mut hit: impl FnMut(usize, u64)) {
     let (lo, hi) = (prefixes[0], prefixes[prefixes.len() - 1]);
     for &x in chunk {
         if x.is_nan() {
@@ -273,7 +266,7 @@ fn for_prefixed<T: Element>(chunk: &[T], prefixes: &[u64], shift: u32, mut f: im
             continue;
         }
         if let Ok(i) = prefixes.binary_search(&p) {
-            f(i, k);
+            hit(i, k);
         }
     }
 }
@@ -286,7 +279,7 @@ fn collect<T: Element>(data: &[T], prefixes: &[u64], shift: u32) -> Vec<Vec<u64>
         .fold(
             || vec![Vec::new(); n],
             |mut acc: Vec<Vec<u64>>, chunk| {
-                for_prefixed(chunk, prefixes, shift, |i, k| acc[i].push(k));
+                under_prefixes(chunk, prefixes, shift, |i, k| acc[i].push(k));
                 acc
             },
         )
@@ -311,7 +304,7 @@ fn refine<T: Element>(data: &[T], prefixes: &[u64], shift: u32, width: u32) -> V
         .fold(
             || vec![0u64; n * bins],
             |mut h, chunk| {
-                for_prefixed(chunk, prefixes, shift, |i, k| h[i * bins + ((k >> low) & mask) as usize] += 1);
+                under_prefixes(chunk, prefixes, shift, |i, k| h[i * bins + ((k >> low) & mask) as usize] += 1);
                 h
             },
         )

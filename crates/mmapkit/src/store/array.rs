@@ -42,6 +42,7 @@ use std::path::{Path, PathBuf};
 
 use super::npy::Header;
 use durable::Durable;
+use crate::dtype::TypeStr;
 use crate::map::{Map, MapOptions, Mode};
 use crate::{Error, Result};
 
@@ -158,18 +159,10 @@ pub fn read_header_of(path: &Path) -> Result<(Header, usize)> {
 pub(super) fn check_descr(path: &Path, header: &Header) -> Result<()> {
     let descr = header.descr.trim();
     if let Some(d) = header.simple_dtype() {
-        // [byte order] kind digits [\[unit\]], as numpy spells plain types.
-        let rest = d.strip_prefix(['<', '>', '|', '=']).unwrap_or(d);
-        let mut chars = rest.chars();
-        let kind = chars.next().unwrap_or(' ');
-        let rest = chars.as_str();
-        let digits = rest.trim_start_matches(|c: char| c.is_ascii_digit());
-        let unit_ok = digits.is_empty()
-            || digits.strip_prefix('[').and_then(|u| u.strip_suffix(']')).is_some_and(|u| {
-                !u.is_empty() && u.chars().all(|c| c.is_ascii_alphanumeric())
-            });
-        if !"biufcSUVMma".contains(kind) || digits.len() == rest.len() || !unit_ok {
-            let why = if kind == 'O' { " (Python objects, pickled; not plain data)" } else { "" };
+        // A kind numpy stores as plain bytes, as numpy spells plain types.
+        if !TypeStr::parse(d).is_some_and(|t| "biufcSUVMma".contains(t.kind)) {
+            let objects = d.strip_prefix(['<', '>', '|', '=']).unwrap_or(d).starts_with('O');
+            let why = if objects { " (Python objects, pickled; not plain data)" } else { "" };
             return Err(format_err(path, format!("unsupported dtype {descr}{why}")));
         }
     } else if !descr.starts_with('[') {
@@ -311,7 +304,7 @@ impl ArrayStore {
             .and_then(|b| b.checked_add(data_off as u64))
             .ok_or_else(|| Error::invalid(path, format!("{} rows are too many", opts.capacity_rows)))?;
         let file = replace_atomically(path, &bytes, None, capacity)?;
-        let mut store = Self::map_writer(file, path, header, item_size, row_bytes, data_off, field, opts)?;
+        let mut store = Self::map_store(file, path, header, item_size, row_bytes, data_off, field, opts, None)?;
         store.keep_len = data_off;
         store.reserve_rows(opts.capacity_rows)?;
         store.start_durable(false)?;
@@ -380,23 +373,7 @@ impl ArrayStore {
         }
         if !writable {
             let len = usize::try_from(need).map_err(|_| format_err(path, "too large to map".into()))?;
-            let map = MapOptions::new().mode(Mode::Read).len(len).reserve(opts.reserve.max(len)).map(file, path)?;
-            let field = 0..0;
-            return Ok(ArrayStore {
-                map,
-                path: path.to_owned(),
-                header,
-                item_size,
-                row_bytes,
-                data_off,
-                field,
-                writable,
-                chunk_bytes: opts.chunk_bytes,
-                owner: std::process::id(),
-                keep_len: 0,
-                header_dirty: false,
-                durable: None,
-            });
+            return Self::map_store(file, path, header, item_size, row_bytes, data_off, 0..0, opts, Some(len));
         }
         // Our layout needs the count field to end 8-byte aligned; a header
         // of another length (or alignment) cannot hold it in place.
@@ -415,7 +392,7 @@ impl ArrayStore {
         let (bytes, field) = header.encode_growable(data_off)?;
         let mut current = vec![0u8; data_off];
         read_full(&file, &mut current, path)?;
-        let mut store = Self::map_writer(file, path, header, item_size, row_bytes, data_off, field, opts)?;
+        let mut store = Self::map_store(file, path, header, item_size, row_bytes, data_off, field, opts, None)?;
         store.keep_len = usize::try_from(keep_len).map_err(|_| format_err(path, "too large to map".into()))?;
         // Same shape, not our fixed-width layout: the first publish
         // rewrites the header (opening alone changes nothing).
@@ -424,8 +401,10 @@ impl ArrayStore {
         Ok(store)
     }
 
+    /// Maps `file` and assembles the store: a writer, or with `read_len` a
+    /// reader of that many bytes.
     #[allow(clippy::too_many_arguments)]
-    fn map_writer(
+    fn map_store(
         file: File,
         path: &Path,
         header: Header,
@@ -434,8 +413,14 @@ impl ArrayStore {
         data_off: usize,
         field: Range<usize>,
         opts: &StoreOptions,
+        read_len: Option<usize>,
     ) -> Result<ArrayStore> {
-        let map = MapOptions::new().mode(Mode::ReadWrite).reserve(opts.reserve).map(file, path)?;
+        let mut mo = MapOptions::new();
+        match read_len {
+            Some(len) => mo.mode(Mode::Read).len(len).reserve(opts.reserve.max(len)),
+            None => mo.mode(Mode::ReadWrite).reserve(opts.reserve),
+        };
+        let map = mo.map(file, path)?;
         Ok(ArrayStore {
             map,
             path: path.to_owned(),
@@ -444,7 +429,7 @@ impl ArrayStore {
             row_bytes,
             data_off,
             field,
-            writable: true,
+            writable: read_len.is_none(),
             chunk_bytes: opts.chunk_bytes.max(1),
             owner: std::process::id(),
             keep_len: 0,

@@ -11,6 +11,9 @@
 //! **in place** without moving the data: [`Header::encode_into`] pads to an
 //! exact total length. numpy accepts any amount of trailing padding.
 
+use crate::dtype::TypeStr;
+#[cfg(doc)]
+use crate::dtype::DType;
 use crate::{Error, Result};
 use std::path::Path;
 
@@ -34,7 +37,8 @@ pub struct Header {
 }
 
 impl Header {
-    /// A C-order header for a simple dtype string such as `<f4` or `|u1`.
+    /// A C-order header for a simple dtype string such as `<f4` or `|u1`
+    /// (for one of ours: [`DType::descr`]).
     pub fn new(dtype: &str, shape: Vec<u64>) -> Header {
         Header { descr: format!("'{dtype}'"), fortran_order: false, shape }
     }
@@ -48,12 +52,7 @@ impl Header {
 
     /// Bytes per element for simple dtypes (`<f4` → 4, `|u1` → 1, `<c16` → 16).
     pub fn item_size(&self) -> Option<usize> {
-        let d = self.simple_dtype()?;
-        let digits = d.trim_start_matches(['<', '>', '|', '=']);
-        let n: String = digits.chars().skip_while(|c| c.is_ascii_alphabetic()).collect();
-        // `<U10` counts UCS-4 characters, 4 bytes each.
-        let per = if digits.starts_with('U') { 4 } else { 1 };
-        n.parse::<usize>().ok().map(|n| n * per)
+        TypeStr::parse(self.simple_dtype()?)?.item_size()
     }
 
     /// The dict literal without padding.

@@ -1,8 +1,12 @@
-//! Searching byte slices: the kernels every whole-file tool is built on.
+//! Searching byte slices: the kernels [`crate::map::Map`]'s find/count
+//! and every whole-file tool in [`crate::scan`] are built on. A bottom
+//! module (it imports nothing from the crate), so `map` need not depend on
+//! `scan`.
 //!
 //! All functions take plain slices, so they serve mapped memory and
-//! read() buffers alike (the two I/O strategies differ only in I/O). Matches are **non-overlapping**, scanning left to
-//! right (like `bytes.count` and `grep -o`): in `aaaa`, `aa` occurs twice.
+//! read() buffers alike (the two I/O strategies differ only in I/O).
+//! Matches are **non-overlapping**, scanning left to right (like
+//! `bytes.count` and `grep -o`): in `aaaa`, `aa` occurs twice.
 
 use memchr::memmem;
 

@@ -1,0 +1,107 @@
+//! One spelling per value of the core's option enums: `named_enum!`
+//! writes `NAMES`, `Display` and `FromStr` from one table, so the CLI
+//! (clap parses through `FromStr`) and the binding share the names and the
+//! error for a bad one.
+
+/// `"a, b or c"`: how errors list the accepted names.
+pub(crate) fn one_of(names: &[&str]) -> String {
+    match names {
+        [] => String::new(),
+        [one] => (*one).to_owned(),
+        [init @ .., last] => format!("{} or {last}", init.join(", ")),
+    }
+}
+
+/// `named_enum!(Type, "what", { Variant => "name", ... })` implements
+/// `Type::NAMES`, `Display` (the name) and `FromStr` (exactly the name; an
+/// unknown one is an [`crate::Error::InvalidArgument`] listing them all).
+/// Arms after `;` (full patterns) are shown but never parsed (internal
+/// or raw values).
+macro_rules! named_enum {
+    ($ty:ident, $what:literal, { $($v:ident => $name:literal),+ $(,)? } $(; $($hp:pat => $hshow:expr),+ $(,)? )?) => {
+        impl $ty {
+            /// The accepted names, in the order of the variants.
+            pub const NAMES: &'static [&'static str] = &[$($name),+];
+        }
+
+        impl std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                match self {
+                    $($ty::$v => f.write_str($name),)+
+                    $($($hp => write!(f, "{}", $hshow),)+)?
+                }
+            }
+        }
+
+        impl std::str::FromStr for $ty {
+            type Err = $crate::Error;
+            fn from_str(s: &str) -> $crate::Result<Self> {
+                match s {
+                    $($name => Ok($ty::$v),)+
+                    other => Err($crate::Error::InvalidArgument(format!(
+                        "unknown {} {other:?} (expected {})",
+                        $what,
+                        $crate::names::one_of(Self::NAMES)
+                    ))),
+                }
+            }
+        }
+    };
+}
+
+pub(crate) use named_enum;
+
+#[cfg(test)]
+mod tests {
+    use crate::kmer::{Mode as KmerMode, OutFormat};
+    use crate::map::{Advice, Mode as MapMode};
+    use crate::scan::Strategy;
+    use crate::stats::Method;
+
+    /// Every name parses to a value that displays as that name, and an
+    /// unknown name is refused with an error listing every accepted one.
+    fn round_trip<T>(names: &[&str], what: &str)
+    where
+        T: std::str::FromStr<Err = crate::Error> + std::fmt::Display,
+    {
+        for &n in names {
+            let v: T = n.parse().unwrap_or_else(|e| panic!("{n}: {e}"));
+            assert_eq!(v.to_string(), n);
+        }
+        for bad in ["", "bogus", &names[0].to_uppercase(), &format!(" {}", names[0])] {
+            let e = bad.parse::<T>().err().unwrap_or_else(|| panic!("{bad:?} parsed as a {what}"));
+            assert!(matches!(e, crate::Error::InvalidArgument(_)), "{e:?}");
+            let msg = e.to_string();
+            assert!(msg.starts_with(&format!("unknown {what} {bad:?} (expected ")), "{msg}");
+            assert!(names.iter().all(|n| msg.contains(n)), "{msg}");
+        }
+    }
+
+    #[test]
+    fn every_enum_round_trips_and_names_what_it_accepts() {
+        round_trip::<Strategy>(Strategy::NAMES, "strategy");
+        round_trip::<KmerMode>(KmerMode::NAMES, "mode");
+        round_trip::<OutFormat>(OutFormat::NAMES, "format");
+        round_trip::<MapMode>(MapMode::NAMES, "map mode");
+        round_trip::<Advice>(Advice::NAMES, "advice");
+        round_trip::<Method>(Method::NAMES, "quantile method");
+    }
+
+    #[test]
+    fn tables_are_what_the_docs_promise() {
+        assert_eq!(Strategy::NAMES, ["auto", "mmap", "read", "stream"]);
+        assert_eq!(KmerMode::NAMES, ["single", "batch", "mmap"]);
+        assert_eq!(OutFormat::NAMES, ["csv", "tsv", "npy"]);
+        assert_eq!(MapMode::NAMES, ["read", "write", "copy"]);
+        assert_eq!(Method::NAMES, ["linear", "inverted_cdf"]);
+        // Raw is an internal format: shown, never parsed.
+        assert_eq!(OutFormat::Raw.to_string(), "raw");
+        assert!("raw".parse::<OutFormat>().is_err());
+        assert_eq!(
+            "x".parse::<Strategy>().unwrap_err().to_string(),
+            "unknown strategy \"x\" (expected auto, mmap, read or stream)"
+        );
+        assert_eq!(Advice::Raw(14).to_string(), "14");
+        assert_eq!(super::one_of(&["a"]), "a");
+    }
+}
