@@ -59,9 +59,12 @@ fn check_all<T: Element>(v: &[T]) {
             let idx = ((s.len() as f64 * q).ceil() as usize).saturating_sub(1);
             assert_eq!(g, s[idx].value(), "q={q}");
         }
+        // Interpolating next to an infinity gives NaN (inf * 0), as numpy's
+        // lerp does for an array of q (e.g. [-0.0, inf] at q = 0).
         let lin = quantiles(v, &[0.0, 1.0], Method::Linear, false).unwrap();
-        assert!(same(lin[0].as_f64(), s[0].to_f64()) || s[0].to_f64().is_infinite());
-        assert!(same(lin[1].as_f64(), s[s.len() - 1].to_f64()) || s[s.len() - 1].to_f64().is_infinite());
+        let any_inf = s[0].to_f64().is_infinite() || s[s.len() - 1].to_f64().is_infinite();
+        assert!(same(lin[0].as_f64(), s[0].to_f64()) || any_inf);
+        assert!(same(lin[1].as_f64(), s[s.len() - 1].to_f64()) || any_inf);
         assert_eq!(min(v, false).unwrap(), s[0].value());
         assert_eq!(max(v, false).unwrap(), s[s.len() - 1].value());
     }
@@ -116,6 +119,15 @@ proptest! {
             prop_assert!(h.edges[i] <= x && (x < h.edges[i + 1] || i == bins - 1));
         }
     }
+}
+
+#[test]
+fn linear_quantile_next_to_an_infinity_is_nan_like_numpy() {
+    // np.quantile(np.array([-0.0, np.inf]), [0, 0.5, 1]) -> [nan, nan, nan]
+    let got = quantiles(&[-0.0f64, f64::INFINITY], &[0.0, 0.5, 1.0], Method::Linear, false).unwrap();
+    assert!(got.iter().all(|v| v.as_f64().is_nan()), "{got:?}");
+    check_all(&[-0.0f64, f64::INFINITY]);
+    check_all(&[-0.0f32, f32::INFINITY]);
 }
 
 #[test]

@@ -191,11 +191,13 @@ impl Durable {
     }
 }
 
-/// Tests: rewrites the record at `rec` as if written in another boot.
+/// Tests: rewrites the record at `rec` as if written in another boot
+/// (`this_boot`: in this one), with a valid checksum.
 #[cfg(test)]
-pub(super) fn make_other_boot(rec: &Path) {
+pub(super) fn set_boot(rec: &Path, this_boot: bool) {
     let mut b = std::fs::read(rec).unwrap();
-    b[28..28 + BOOT_LEN].fill(b'x');
+    let id = if this_boot { boot_id() } else { [b'x'; BOOT_LEN] };
+    b[28..28 + BOOT_LEN].copy_from_slice(&id);
     let crc = crc32c::crc32c(&b[..LEN - 4]);
     b[LEN - 4..].copy_from_slice(&crc.to_le_bytes());
     std::fs::write(rec, b).unwrap();

@@ -290,7 +290,7 @@ fn survivor_of_power_loss(to: &Path) -> PathBuf {
     let q = to.join("a.npy");
     std::fs::copy(&p, &q).unwrap();
     std::fs::copy(&rec, durable::path_of(&q)).unwrap();
-    durable::make_other_boot(&durable::path_of(&q));
+    durable::set_boot(&durable::path_of(&q), false);
     q
 }
 
@@ -333,19 +333,7 @@ fn a_record_of_this_boot_or_of_other_content_is_not_applied() {
     let q = survivor_of_power_loss(d.path());
     // Same boot: the page cache held every published row; nothing is cut
     // (the record is rewritten as of now by the writer).
-    let rec = durable::path_of(&q);
-    let mut b = std::fs::read(&rec).unwrap();
-    let this = {
-        let (_e, p) = tmp();
-        let s = ArrayStore::create(&p, "'<u8'", 8, &[], &StoreOptions::default()).unwrap();
-        s.flush().unwrap();
-        std::fs::read(durable::path_of(&p)).unwrap()
-    };
-    let n = b.len();
-    b[28..n - 4].copy_from_slice(&this[28..n - 4]);
-    let crc = crc32c::crc32c(&b[..n - 4]);
-    b[n - 4..].copy_from_slice(&crc.to_le_bytes());
-    std::fs::write(&rec, &b).unwrap();
+    durable::set_boot(&durable::path_of(&q), true);
     assert_eq!(ArrayStore::open(&q, false, None).unwrap().len(), 8);
     // Another file at the path (written over by another tool, other
     // content): an earlier boot's record does not apply to it.
@@ -361,12 +349,11 @@ fn a_record_of_this_boot_or_of_other_content_is_not_applied() {
 #[test]
 fn a_damaged_record_is_an_error_naming_it() {
     let d = tempfile::tempdir().unwrap();
-    let q = survivor_of_power_loss(d.path());
-    let rec = durable::path_of(&q);
+    let rec = durable::path_of(&survivor_of_power_loss(d.path()));
     let mut b = std::fs::read(&rec).unwrap();
-    b[20] ^= 1;
+    b[20] ^= 1; // the row count
     std::fs::write(&rec, &b).unwrap();
-    let e = ArrayStore::open(&q, false, None).unwrap_err();
+    let e = ArrayStore::open(d.path().join("a.npy"), false, None).unwrap_err();
     assert!(matches!(e, Error::Corrupt { .. }) && e.to_string().contains(".a.npy.mmapkit-durable"), "{e}");
 }
 
