@@ -49,7 +49,9 @@
 //! segments mapped); smaller entries are coalesced with their frame
 //! headers into chunks of about 64 KiB (one chunk per 50-byte entry would
 //! cost more than the copy). Each body is pulled by the socket, so a
-//! page's memory is its index (40 bytes per entry) and one chunk.
+//! page's memory is its index (40 bytes per entry) and one chunk. A client
+//! that takes no bytes for [`ServeOptions::stall_timeout`] is cut off, so
+//! stalled clients cannot keep the page slots.
 
 pub mod error;
 pub mod follow;

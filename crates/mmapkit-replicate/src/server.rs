@@ -40,6 +40,10 @@ pub struct ServeOptions {
     pub busy_timeout: Duration,
     /// Longest long poll (longer `wait_ms` are clamped; default 30 s).
     pub max_wait: Duration,
+    /// A client that takes no body bytes for this long is cut off and its
+    /// page's turn freed (default 30 s): slow or stalled clients cannot
+    /// hold the page slots.
+    pub stall_timeout: Duration,
 }
 
 impl Default for ServeOptions {
@@ -52,6 +56,7 @@ impl Default for ServeOptions {
             max_concurrent_pages: 32,
             busy_timeout: Duration::from_secs(10),
             max_wait: Duration::from_secs(30),
+            stall_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -486,9 +491,11 @@ fn parse_query(q: Option<&str>) -> std::result::Result<PageQuery, String> {
             "max_bytes" => &mut p.max_bytes,
             "prev_term" => &mut p.prev_term,
             "wait_ms" => &mut p.wait_ms,
-            _ => return Err(format!(
+            _ => {
+                return Err(format!(
                 "unknown parameter {k:?} (expected from, max_count, max_bytes, prev_term, wait_ms)"
-            )),
+            ))
+            }
         };
         let n: u64 = v
             .parse()
@@ -651,8 +658,24 @@ async fn entries(State(sh): State<Arc<Shared>>, RawQuery(q): RawQuery) -> Respon
         pending: None,
         _permit: permit,
     };
-    let stream = futures_util::stream::unfold(page, |mut p| async move {
-        next_chunk(&mut p).map(|b| (Ok::<_, std::convert::Infallible>(b), p))
+    // A task produces the chunks into a one-chunk channel; a client that
+    // takes nothing for stall_timeout makes it give up (dropping the
+    // permit), and the body then ends short of its Content-Length, which
+    // aborts the connection.
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(1);
+    let stall = sh.opts.stall_timeout;
+    tokio::spawn(async move {
+        let mut page = page;
+        while let Some(b) = next_chunk(&mut page) {
+            if tx.send_timeout(b, stall).await.is_err() {
+                return;
+            }
+        }
+    });
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|b| (Ok::<_, std::convert::Infallible>(b), rx))
     });
     let mut r = Response::new(Body::from_stream(stream));
     let h = r.headers_mut();

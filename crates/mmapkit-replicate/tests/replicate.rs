@@ -380,3 +380,39 @@ fn tokens_are_required_and_checked() {
         ));
     }
 }
+
+#[test]
+fn a_stalled_client_cannot_hold_the_page_slots() {
+    use std::io::Write;
+    let a = tempfile::tempdir().unwrap();
+    let leader = Arc::new(open(a.path()));
+    let big = vec![7u8; 64 << 10];
+    for _ in 0..8 {
+        let batch: Vec<(u64, &[u8])> = (0..50).map(|_| (1, big.as_slice())).collect();
+        leader.append(&batch).unwrap();
+    }
+    let srv = serve(
+        leader.clone(),
+        ServeOptions {
+            max_concurrent_pages: 1,
+            max_page_bytes: 32 << 20,
+            busy_timeout: Duration::from_secs(20),
+            stall_timeout: Duration::from_millis(500),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    // Asks for 25 MiB and never reads a byte.
+    let mut s = std::net::TcpStream::connect(srv.local_addr()).unwrap();
+    write!(s, "GET /v1/entries?from=1 HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let t = Instant::now();
+    let (st, _) = http_get(srv.local_addr(), "/v1/entries?from=1&max_count=1", None);
+    assert_eq!(st, 200);
+    assert!(
+        t.elapsed() < Duration::from_secs(15),
+        "waited {:?}",
+        t.elapsed()
+    );
+    drop(s);
+}
