@@ -340,15 +340,20 @@ async fn auth(State(sh): State<Arc<Shared>>, req: Request, next: Next) -> Respon
 }
 
 impl Shared {
-    /// The log's last index, current to 20 ms for a read-only log.
-    async fn fresh_last(self: &Arc<Self>) -> std::result::Result<u64, Response> {
+    /// The log's last index. A read-only log is refreshed first unless a
+    /// refresh started at most `max_age` before this call (concurrent
+    /// requests share one refresh; with a zero `max_age` the answer is
+    /// current as of the call).
+    async fn fresh_last(self: &Arc<Self>, max_age: Duration) -> std::result::Result<u64, Response> {
         if self.log.options().read_only {
             let sh = self.clone();
+            let asked = Instant::now();
             tokio::task::spawn_blocking(move || {
                 let mut at = sh.refreshed.lock().unwrap_or_else(|e| e.into_inner());
-                if at.elapsed() >= Duration::from_millis(20) {
+                if *at + max_age < asked {
+                    let started = Instant::now();
                     sh.log.refresh()?;
-                    *at = Instant::now();
+                    *at = started;
                 }
                 Ok::<_, mmapkit::Error>(())
             })
@@ -370,7 +375,7 @@ impl Shared {
         let mut shutdown = self.shutdown.clone();
         if self.log.options().read_only {
             loop {
-                let last = self.fresh_last().await?;
+                let last = self.fresh_last(Duration::from_millis(20)).await?;
                 if last >= index || tokio::time::Instant::now() >= deadline || *shutdown.borrow() {
                     return Ok(last);
                 }
@@ -397,7 +402,7 @@ fn log_err(e: mmapkit::Error) -> Response {
 }
 
 async fn state(State(sh): State<Arc<Shared>>) -> Response {
-    let last = match sh.fresh_last().await {
+    let last = match sh.fresh_last(Duration::ZERO).await {
         Ok(l) => l,
         Err(r) => return r,
     };
@@ -456,7 +461,7 @@ async fn term(State(sh): State<Arc<Shared>>, UrlPath(raw): UrlPath<String>) -> R
             )
         }
     };
-    let last = match sh.fresh_last().await {
+    let last = match sh.fresh_last(Duration::ZERO).await {
         Ok(l) => l,
         Err(r) => return r,
     };
@@ -573,10 +578,15 @@ async fn entries(State(sh): State<Arc<Shared>>, RawQuery(q): RawQuery) -> Respon
         .max_bytes
         .unwrap_or(sh.opts.max_page_bytes as u64)
         .min(sh.opts.max_page_bytes as u64) as usize;
-    let mut last = match sh.fresh_last().await {
-        Ok(l) => l,
-        Err(r) => return r,
-    };
+    // A page within what this server already knows needs no refresh;
+    // one that starts past it gets a current answer.
+    let mut last = sh.log.last_index();
+    if from > last || from < sh.log.first_index() {
+        last = match sh.fresh_last(Duration::ZERO).await {
+            Ok(l) => l,
+            Err(r) => return r,
+        };
+    }
     let first = sh.log.first_index();
     if from < first || from > last + 1 {
         return out_of_range(from, first, last);

@@ -416,3 +416,19 @@ fn a_stalled_client_cannot_hold_the_page_slots() {
     );
     drop(s);
 }
+
+#[test]
+fn a_served_directory_answers_with_what_was_appended_before_the_request() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let writer = open(a.path());
+    fill(&writer, 1, 11, 1, 0);
+    // Read-only server: another handle (or process) appends.
+    let srv = mmapkit_replicate::serve_dir(a.path(), ServeOptions::default()).unwrap();
+    for k in 0..20u64 {
+        let from = writer.last_index() + 1;
+        fill(&writer, from, from + 3, 1, 0);
+        let r = follow(srv.url(), b.path(), once()).unwrap();
+        assert_eq!(r.last_index, writer.last_index(), "round {k}");
+    }
+    assert_same(a.path(), b.path());
+}
