@@ -9,6 +9,7 @@ mod errors;
 mod kmers;
 mod log;
 mod mapped;
+mod replicate;
 mod stats;
 mod store;
 mod tools;
@@ -42,6 +43,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CorruptError", py.get_type::<errors::CorruptError>())?;
     m.add("FormatError", py.get_type::<errors::FormatError>())?;
     m.add("ReservationExhaustedError", py.get_type::<errors::ReservationExhaustedError>())?;
+    m.add("ReplicationError", py.get_type::<replicate::ReplicationError>())?;
+    m.add("SnapshotRequiredError", py.get_type::<replicate::SnapshotRequiredError>())?;
+    m.add_class::<replicate::LogServer>()?;
+    m.add_function(wrap_pyfunction!(replicate::log_follow, m)?)?;
     m.add_class::<store::ArrayStoreCore>()?;
     m.add_class::<store::SharedSegment>()?;
     m.add_function(wrap_pyfunction!(store::sparse, m)?)?;

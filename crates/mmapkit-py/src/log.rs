@@ -77,7 +77,7 @@ pub struct CommitLog {
     never: bool,
 }
 
-fn parse_sync(obj: &Bound<'_, PyAny>) -> PyResult<SyncMode> {
+pub(crate) fn parse_sync(obj: &Bound<'_, PyAny>) -> PyResult<SyncMode> {
     if let Ok(s) = obj.extract::<String>() {
         return s.parse().py_err();
     }
