@@ -60,7 +60,7 @@ pub mod wire;
 
 pub use error::ReplicateError;
 pub use follow::{follow, FollowOptions, FollowReport, Follower, StopHandle};
-pub use server::{serve, serve_dir, ServeOptions, Server};
+pub use server::{serve, serve_dir, ServeOptions, Server, ServerStop};
 
 /// Result with [`ReplicateError`].
 pub type Result<T, E = ReplicateError> = std::result::Result<T, E>;

@@ -96,12 +96,12 @@ impl Server {
     pub fn shutdown(mut self) {
         self.stop();
     }
-    /// Blocks until the server stops (it stops only by [`shutdown`](Self::shutdown)
-    /// or drop from another thread holding a [`ServerStop`]).
+    /// A handle that stops the server from another thread (a signal
+    /// handler's, Python's) while this one is in [`wait`](Self::wait).
     pub fn stopper(&self) -> ServerStop {
         ServerStop(self.stop_tx.clone())
     }
-    /// Waits until the server has stopped (after a [`ServerStop::stop`]).
+    /// Blocks until the server has stopped (by a [`ServerStop::stop`]).
     pub fn wait(mut self) {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
