@@ -246,11 +246,28 @@ pub fn clean_up_on_signals() {
     let wanted: Vec<i32> = [SIGINT, SIGTERM, SIGHUP].into_iter().filter(|&s| !mmapkit::map::signal_ignored(s)).collect();
     let Ok(mut signals) = signal_hook::iterator::Signals::new(&wanted) else { return };
     std::thread::spawn(move || {
-        if let Some(sig) = signals.forever().next() {
+        let mut sigs = signals.forever();
+        if let Some(sig) = sigs.next() {
+            // A command that stops cleanly on its own (serve, follow) gets
+            // the first signal; a second one exits as below.
+            if let Some(stop) = STOP_ON_SIGNAL.get() {
+                stop();
+                if sigs.next().is_none() {
+                    return;
+                }
+            }
             mmapkit::fs::remove_live_temp_files();
             std::process::exit(128 + sig);
         }
     });
+}
+
+static STOP_ON_SIGNAL: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>> = std::sync::OnceLock::new();
+
+/// Makes the first SIGINT/SIGTERM/SIGHUP call `stop` instead of exiting
+/// (for commands that run until stopped and then exit 0).
+pub fn stop_on_signal(stop: impl Fn() + Send + Sync + 'static) {
+    let _ = STOP_ON_SIGNAL.set(Box::new(stop));
 }
 
 /// Exit codes like coreutils/grep.

@@ -1,4 +1,4 @@
-//! `mmapkit log init|append|read|stat|verify|truncate|purge DIR ...`: the
+//! `mmapkit log init|append|read|stat|verify|truncate|purge|serve|follow DIR ...`: the
 //! commit log (`mmapkit::log`) from the shell.
 
 use std::io::{self, BufRead, BufWriter, Read, Write};
@@ -20,6 +20,8 @@ Examples:
   mmapkit log verify wal               exit 1 if a checksum fails
   mmapkit log truncate wal 3           drop everything after entry 3
   mmapkit log purge wal 100            drop whole segments below entry 100
+  mmapkit log serve wal --bind 127.0.0.1:7070     serve it over HTTP
+  mmapkit log follow http://127.0.0.1:7070 copy   copy it and keep following
 
 A log is a directory of segment files; one process may write it at a time,
 any number may read it (read, stat and verify open it read-only). The
@@ -146,6 +148,12 @@ repaired log verifies.")]
     /// Drop whole segments whose entries are all below INDEX.
     #[command(after_help = "Example:\n  mmapkit log purge wal 1000    entries from 1000 on stay")]
     Purge { dir: PathBuf, index: u64 },
+    /// Serve the log over HTTP to followers (until SIGINT/SIGTERM).
+    #[command(after_help = crate::replicate::SERVE_HELP)]
+    Serve(crate::replicate::ServeArgs),
+    /// Copy a served log into DIR and keep following it.
+    #[command(after_help = crate::replicate::FOLLOW_HELP)]
+    Follow(crate::replicate::FollowArgs),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -308,6 +316,8 @@ pub fn run(a: LogArgs) -> anyhow::Result<u8> {
             open_rw(&dir, SyncMode::Batch, false)?.purge_before(index)?;
             Ok(EXIT_OK)
         }
+        LogCmd::Serve(a) => crate::replicate::serve(a),
+        LogCmd::Follow(a) => crate::replicate::follow(a),
     }
 }
 

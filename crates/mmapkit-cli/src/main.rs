@@ -14,6 +14,7 @@ mod grep;
 mod kmers;
 mod log;
 mod replace;
+mod replicate;
 
 /// The top-level help: commands grouped by capability, one example each
 /// (clap lists subcommands flat, so the list is written here; a test
@@ -38,7 +39,7 @@ Whole-file tools (parallel inside one file; mmap or read() by measurement):
                 mmapkit head --in-place -n 1 big.csv
 
 Commit log (segmented, checksummed, crash-safe):
-  log         init, append, read, stat, verify, truncate, purge
+  log         init, append, read, stat, verify, truncate, purge, serve, follow
                 mmapkit log append wal < cmds.txt
 
 Parallel writers:
@@ -128,7 +129,7 @@ enum Command {
     /// Keep the first N lines of a file, truncating it in place (no rewrite).
     #[command(name = "keep-lines", after_help = replace::KEEP_HELP)]
     KeepLines(replace::KeepArgs),
-    /// A crash-safe write-ahead log: init, append, read, stat, verify, truncate, purge.
+    /// A crash-safe write-ahead log: init, append, read, stat, verify, truncate, purge, serve, follow.
     #[command(after_help = log::LOG_HELP)]
     Log(log::LogArgs),
     /// `head --in-place -n N FILE`: the same as keep-lines.

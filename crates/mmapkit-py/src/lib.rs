@@ -11,6 +11,7 @@ mod exec;
 mod kmers;
 mod log;
 mod mapped;
+mod replicate;
 mod stats;
 mod store;
 mod tools;
@@ -47,6 +48,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<log::CommitLogIter>()?;
     errors::register(m)?;
     m.add_class::<store::NpyBuffer>()?;
+    m.add("ReplicationError", m.py().get_type::<replicate::ReplicationError>())?;
+    m.add("SnapshotRequiredError", m.py().get_type::<replicate::SnapshotRequiredError>())?;
+    m.add_class::<replicate::LogServer>()?;
+    m.add_function(wrap_pyfunction!(replicate::log_follow, m)?)?;
     m.add_class::<store::ArrayStoreCore>()?;
     m.add_class::<store::SharedSegment>()?;
     add_functions!(m:

@@ -85,7 +85,7 @@ pub struct CommitLog {
     opts: LogOptions,
 }
 
-fn parse_sync(obj: &Bound<'_, PyAny>) -> PyResult<SyncMode> {
+pub(crate) fn parse_sync(obj: &Bound<'_, PyAny>) -> PyResult<SyncMode> {
     if let Ok(s) = obj.extract::<String>() {
         return s.parse().py_err();
     }

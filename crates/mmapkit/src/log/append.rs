@@ -94,6 +94,7 @@ impl CommitLog {
             s.tail_end = pos;
         }
         drop(w);
+        self.wake_waiters();
         match self.opts.sync {
             SyncMode::Never => {}
             SyncMode::Batch => self.sync_upto(last)?,
@@ -210,6 +211,59 @@ impl CommitLog {
                 st = self.synced.wait(st).unwrap_or_else(|e| e.into_inner());
             }
         }
+    }
+
+    /// Wakes the threads in [`wait_past`](Self::wait_past) (the new last
+    /// index is already published).
+    fn wake_waiters(&self) {
+        // Pairs with the fence in wait_past: either the waiter sees the new
+        // last index, or this sees its registration and notifies under the
+        // lock it holds while checking.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if self.appended.waiters.load(Ordering::SeqCst) > 0 {
+            let _g = lock(&self.appended.m);
+            self.appended.cv.notify_all();
+        }
+    }
+
+    /// Waits until the log holds an entry past `index` (its last index is
+    /// greater) or `timeout` passed, and returns the last index then. No
+    /// polling for a writable log: appends through this handle wake the
+    /// waiters (and cost nothing extra while nobody waits). A read-only log
+    /// has no such signal from the writing process: it is
+    /// [`refresh`](Self::refresh)ed every 20 ms meanwhile. Followers and log
+    /// servers use it for long polls.
+    pub fn wait_past(&self, index: u64, timeout: Duration) -> Result<u64> {
+        let deadline = Instant::now() + timeout;
+        if self.opts.read_only {
+            loop {
+                let last = self.last_index();
+                let now = Instant::now();
+                if last > index || now >= deadline {
+                    return Ok(last);
+                }
+                std::thread::sleep((deadline - now).min(Duration::from_millis(20)));
+                self.refresh()?;
+            }
+        }
+        let a = &self.appended;
+        let mut g = lock(&a.m);
+        a.waiters.fetch_add(1, Ordering::SeqCst);
+        std::sync::atomic::fence(Ordering::SeqCst);
+        let last = loop {
+            let last = self.last_index();
+            let now = Instant::now();
+            if last > index || now >= deadline {
+                break last;
+            }
+            g = a
+                .cv
+                .wait_timeout(g, deadline - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        };
+        a.waiters.fetch_sub(1, Ordering::SeqCst);
+        Ok(last)
     }
 
     /// Makes everything appended so far durable.

@@ -181,10 +181,18 @@ pub(crate) fn encode_entry(buf: &mut Vec<u8>, index: u64, term: u64, payload: &[
     crc
 }
 
-/// CRC of an entry at `index` (for tests).
-#[cfg(test)]
-pub(crate) fn entry_crc(index: u64, term: u64, payload: &[u8]) -> u32 {
-    encode_entry(&mut Vec::new(), index, term, payload)
+/// The CRC32C the log stores with an entry of `payload` at `index` with
+/// `term` ([`Entry::crc`](super::Entry::crc) returns the stored one): a
+/// copy received from elsewhere (a follower) is checked with it before it
+/// is appended. Seeded from the index, over the length, term, payload and
+/// zero padding to 16 bytes, as in the frame.
+pub fn entry_crc(index: u64, term: u64, payload: &[u8]) -> u32 {
+    let mut head = [0u8; 12];
+    head[..4].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+    head[4..].copy_from_slice(&term.to_le_bytes());
+    let c = crc32c::crc32c_append(seed(index), &head);
+    let c = crc32c::crc32c_append(c, payload);
+    crc32c::crc32c_append(c, &PAD[..padded(payload.len()) - payload.len()])
 }
 
 /// CRC computed over the frame stored at `pos` (the caller checked that

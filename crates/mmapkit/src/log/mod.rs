@@ -76,12 +76,13 @@ mod verify;
 
 pub use open::{is_log_dir, quarantine_dir};
 pub use options::{LogOptions, LogStat, Recovery, SegmentInfo, SyncMode, VerifyReport};
+pub use format::entry_crc;
 pub use read::{Entries, Entry, LogEntry};
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
@@ -165,8 +166,20 @@ pub struct CommitLog {
     poisoned: AtomicBool,
     /// Nominal segment size (recorded in the segment headers).
     seg_size: u64,
+    /// Wakes [`CommitLog::wait_past`] callers on append.
+    appended: Appended,
     _lock: Option<File>,
     _registered: Option<WriterReg>,
+}
+
+/// Where [`CommitLog::wait_past`] sleeps. Appenders lock and notify only
+/// while someone waits (`waiters`), so appends without waiters make no
+/// extra syscall.
+#[derive(Default)]
+pub(super) struct Appended {
+    waiters: AtomicUsize,
+    m: Mutex<()>,
+    cv: Condvar,
 }
 
 /// (device, inode) of the log directories this process has open for

@@ -356,6 +356,7 @@ impl CommitLog {
         } = ld;
         let log = CommitLog {
             dir,
+            appended: Appended::default(),
             state: RwLock::new(State {
                 segs,
                 last,

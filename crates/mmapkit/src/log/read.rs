@@ -170,6 +170,7 @@ pub struct Entries {
 pub struct Entry<'a> {
     index: u64,
     term: u64,
+    crc: u32,
     data: &'a [u8],
 }
 
@@ -185,6 +186,12 @@ impl<'a> Entry<'a> {
     /// Its bytes (a slice of the mapping).
     pub fn data(&self) -> &'a [u8] {
         self.data
+    }
+    /// The CRC32C stored with it (see [`entry_crc`](super::entry_crc)),
+    /// as on disk: it was verified when its segment was indexed, so it
+    /// can be shipped with the bytes for the receiver to check.
+    pub fn crc(&self) -> u32 {
+        self.crc
     }
 }
 
@@ -206,6 +213,7 @@ impl Entries {
         Entry {
             index: it.index,
             term: it.term,
+            crc: u32_at(d, it.pos - REC),
             data: &d[it.pos..it.pos + it.len],
         }
     }

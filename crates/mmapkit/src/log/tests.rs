@@ -666,3 +666,58 @@ fn verify_is_the_same_for_every_thread_count_and_reports_the_first_bad_segment()
         assert!(matches!(e, Error::Corrupt { .. }) && e.to_string().contains(&name), "threads {t}: {e}");
     }
 }
+}
+
+#[test]
+fn stored_crc_matches_entry_crc_and_encode() {
+    let d = tempfile::tempdir().unwrap();
+    let log = CommitLog::open(d.path(), opts(4096)).unwrap();
+    let payloads: Vec<Vec<u8>> = (0..40).map(|n| vec![n as u8; n * 7]).collect();
+    let batch: Vec<(u64, &[u8])> = payloads.iter().map(|p| (3, p.as_slice())).collect();
+    log.append(&batch).unwrap();
+    for e in log.read(1, 41, None).unwrap().iter() {
+        assert_eq!(e.crc(), entry_crc(e.index(), e.term(), e.data()));
+        assert_eq!(e.crc(), format::encode_entry(&mut Vec::new(), e.index(), 3, e.data()));
+        assert_ne!(e.crc(), entry_crc(e.index() + 1, e.term(), e.data()));
+        assert_ne!(e.crc(), entry_crc(e.index(), e.term() + 1, e.data()));
+    }
+}
+
+#[test]
+fn wait_past_wakes_on_append_and_times_out() {
+    let d = tempfile::tempdir().unwrap();
+    let log = Arc::new(CommitLog::open(d.path(), opts(1 << 16)).unwrap());
+    log.append(&[(1, b"a")]).unwrap();
+    // Already past: returns at once.
+    assert_eq!(log.wait_past(0, Duration::from_secs(5)).unwrap(), 1);
+    // Nothing comes: times out with the last index.
+    let t = Instant::now();
+    assert_eq!(log.wait_past(1, Duration::from_millis(50)).unwrap(), 1);
+    assert!(t.elapsed() >= Duration::from_millis(50));
+    // An append from another thread wakes it long before the timeout.
+    let l2 = log.clone();
+    let h = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        l2.append(&[(1, b"b"), (1, b"c")]).unwrap();
+    });
+    let t = Instant::now();
+    assert_eq!(log.wait_past(1, Duration::from_secs(30)).unwrap(), 3);
+    assert!(t.elapsed() < Duration::from_secs(10));
+    h.join().unwrap();
+    // A read-only handle sees another handle's appends by refreshing.
+    let ro = CommitLog::open(
+        d.path(),
+        LogOptions {
+            read_only: true,
+            ..opts(1 << 16)
+        },
+    )
+    .unwrap();
+    let l2 = log.clone();
+    let h = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(50));
+        l2.append(&[(1, b"d")]).unwrap();
+    });
+    assert_eq!(ro.wait_past(3, Duration::from_secs(30)).unwrap(), 4);
+    h.join().unwrap();
+}

@@ -1,0 +1,153 @@
+//! `mmapkit log serve DIR` and `mmapkit log follow URL DIR`: thin fronts
+//! over `mmapkit_replicate`.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use mmapkit::log::SyncMode;
+use mmapkit_replicate::{FollowOptions, Follower, ServeOptions};
+
+use crate::common::EXIT_OK;
+
+pub const SERVE_HELP: &str = "\
+Examples:
+  mmapkit log serve wal                          loopback, a free port
+  mmapkit log serve wal --bind 127.0.0.1:7070
+  mmapkit log serve wal --bind 0.0.0.0:7070 --token \"$TOKEN\"
+
+Prints the URL it listens on (one line, on stdout) and serves until SIGINT
+or SIGTERM, then exits 0. The log is opened read-only: another process may
+append to it meanwhile (new entries reach followers within ~20 ms). Binding
+anything but a loopback address requires --token (followers send it as a
+bearer token). Endpoints: GET /v1/state, /v1/term/INDEX,
+/v1/entries?from=I[&max_count=N&max_bytes=B&prev_term=T&wait_ms=W]
+(pages larger than --max-page-bytes / --max-page-count are clamped).";
+
+pub const FOLLOW_HELP: &str = "\
+Examples:
+  mmapkit log follow http://127.0.0.1:7070 copy --once     catch up and exit
+  mmapkit log follow http://10.0.0.5:7070 copy --token \"$TOKEN\" --sync interval:50ms
+
+Copies the leader's log into DIR (created if missing), resuming from DIR's
+last entry. If DIR's last entries disagree with the leader's (another term
+at the same index), they are truncated back to the last agreeing entry
+first. Every entry's CRC32C is checked before it is appended; a damaged one
+is refused. Without --once it keeps following (long polls) until SIGINT or
+SIGTERM, then exits 0; dropped connections and leader restarts are retried.
+Exit status 2 on errors, e.g. \"snapshot required\" when the leader purged
+entries DIR needs. Prints what it did on stderr (--json: on stdout).";
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// The log directory.
+    dir: PathBuf,
+    /// Address to listen on (port 0: pick a free one).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    bind: String,
+    /// Bearer token followers must send (required off loopback).
+    #[arg(long)]
+    token: Option<String>,
+    /// Largest page in payload bytes (larger requests are clamped).
+    #[arg(long, default_value_t = 16 << 20)]
+    max_page_bytes: usize,
+    /// Largest page in entries (larger requests are clamped).
+    #[arg(long, default_value_t = 16384)]
+    max_page_count: u64,
+    /// Pages sent at once; more requests wait (then 503).
+    #[arg(long, default_value_t = 32)]
+    max_concurrent_pages: usize,
+}
+
+#[derive(Args, Debug)]
+pub struct FollowArgs {
+    /// The leader's URL (what `log serve` printed).
+    url: String,
+    /// The follower's log directory.
+    dir: PathBuf,
+    /// Durability of appends: never, batch or interval:<N>ms.
+    #[arg(long, default_value = "batch")]
+    sync: SyncMode,
+    /// Bearer token for the leader.
+    #[arg(long)]
+    token: Option<String>,
+    /// Catch up, then exit.
+    #[arg(long)]
+    once: bool,
+    /// Bytes received but not yet appended, at most.
+    #[arg(long, default_value_t = 64 << 20)]
+    max_in_flight: usize,
+    /// Print the report as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn serve(a: ServeArgs) -> anyhow::Result<u8> {
+    let srv = mmapkit_replicate::serve_dir(
+        &a.dir,
+        ServeOptions {
+            bind: a.bind,
+            token: a.token,
+            max_page_bytes: a.max_page_bytes,
+            max_page_count: a.max_page_count,
+            max_concurrent_pages: a.max_concurrent_pages,
+            ..Default::default()
+        },
+    )?;
+    let stop = srv.stopper();
+    crate::common::stop_on_signal(move || stop.stop());
+    println!("{}", srv.url());
+    use std::io::Write;
+    std::io::stdout().flush()?;
+    srv.wait();
+    Ok(EXIT_OK)
+}
+
+pub fn follow(a: FollowArgs) -> anyhow::Result<u8> {
+    let f = Follower::spawn(
+        &a.url,
+        &a.dir,
+        FollowOptions {
+            sync: a.sync,
+            token: a.token,
+            once: a.once,
+            max_in_flight: a.max_in_flight.max(1),
+            ..Default::default()
+        },
+    )?;
+    let stop = f.stop_handle();
+    let stopped = Arc::new(AtomicBool::new(false));
+    let s2 = stopped.clone();
+    crate::common::stop_on_signal(move || {
+        s2.store(true, Ordering::Release);
+        stop.stop();
+    });
+    while !f.is_finished() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let r = f.join()?;
+    if a.json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "appended": r.appended, "bytes": r.bytes, "truncated": r.truncated,
+                "retries": r.retries, "first_index": r.first_index, "last_index": r.last_index,
+                "stopped": stopped.load(Ordering::Acquire),
+            })
+        );
+    } else {
+        eprintln!(
+            "{}: {} entries appended ({} bytes), {} truncated, {} retries; holds {}..={}",
+            a.dir.display(),
+            r.appended,
+            r.bytes,
+            r.truncated,
+            r.retries,
+            r.first_index,
+            r.last_index
+        );
+    }
+    Ok(EXIT_OK)
+}

@@ -1,0 +1,66 @@
+//! Replication of a [`mmapkit::log::CommitLog`] over HTTP: a **log
+//! server** that serves a log's entries in pages, and a **follower** that
+//! copies them into a log of its own and keeps following.
+//!
+//! ```no_run
+//! use mmapkit_replicate::{serve_dir, follow, FollowOptions, ServeOptions};
+//! // On the leader (a process that appends to "wal" may run beside it):
+//! let server = serve_dir("wal", ServeOptions::default())?;
+//! println!("{}", server.url());
+//! // On a follower: catch up once.
+//! let report = follow(server.url(), "copy", FollowOptions { once: true, ..Default::default() })?;
+//! println!("{} entries copied", report.appended);
+//! # Ok::<(), mmapkit_replicate::ReplicateError>(())
+//! ```
+//!
+//! # Protocol (`/v1`)
+//!
+//! Every endpoint takes `Authorization: Bearer TOKEN` when the server has
+//! a token (else 401). Errors are `text/plain` with the status:
+//!
+//! * `GET /v1/state` → JSON `{"first_index", "last_index", "last_term"}`
+//!   (`last_term` is `null` for an empty log).
+//! * `GET /v1/term/{index}` → JSON `{"index", "term"}`: the log-matching
+//!   probe. 410 when the leader purged `index`, 416 past its last entry,
+//!   400 for a malformed index.
+//! * `GET /v1/entries?from=I[&max_count=N][&max_bytes=B][&prev_term=T][&wait_ms=W]`
+//!   → `application/octet-stream`, the entries from `I` as frames
+//!   ([`wire`]): as many whole entries as fit in `B` payload bytes (at
+//!   least one) and at most `N`. `N` and `B` are **clamped** to the
+//!   server's limits ([`ServeOptions::max_page_count`],
+//!   [`ServeOptions::max_page_bytes`]); the headers `x-mmapkit-count`,
+//!   `x-mmapkit-last-index` say how many came and where the leader's log
+//!   ends. With `prev_term`, the server first checks that its entry `I-1`
+//!   has that term (Raft's consistency check) and answers 409 if not.
+//!   When `I` is just past the last entry, the request waits up to `W`
+//!   milliseconds (long poll, clamped to [`ServeOptions::max_wait`]) for
+//!   new entries and then answers with what there is (possibly none).
+//!   410 Gone ("snapshot required") when `I` was purged, 416 when `I` is
+//!   more than one past the end, 400 for malformed or zero parameters,
+//!   503 when the server is too busy to start a page in time.
+//!
+//! # Bounds
+//!
+//! At most [`ServeOptions::max_concurrent_pages`] page bodies are produced
+//! at once (a semaphore; the others wait, then 503). A page's payloads are
+//! not copied into a page buffer: payloads of 16 KiB and more are body
+//! chunks that borrow the log's mapping ([`bytes::Bytes::from_owner`] over
+//! the read's [`Entries`](mmapkit::log::Entries), which keep their
+//! segments mapped); smaller entries are coalesced with their frame
+//! headers into chunks of about 64 KiB (one chunk per 50-byte entry would
+//! cost more than the copy). Each body is pulled by the socket, so a
+//! page's memory is its index (40 bytes per entry) and one chunk. A client
+//! that takes no bytes for [`ServeOptions::stall_timeout`] is cut off, so
+//! stalled clients cannot keep the page slots.
+
+pub mod error;
+pub mod follow;
+pub mod server;
+pub mod wire;
+
+pub use error::ReplicateError;
+pub use follow::{follow, FollowOptions, FollowReport, Follower, StopHandle};
+pub use server::{serve, serve_dir, ServeOptions, Server, ServerStop};
+
+/// Result with [`ReplicateError`].
+pub type Result<T, E = ReplicateError> = std::result::Result<T, E>;

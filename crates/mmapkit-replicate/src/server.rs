@@ -1,0 +1,714 @@
+//! The log server: `/v1` endpoints over a [`CommitLog`] (see the crate docs).
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::extract::{Path as UrlPath, RawQuery, Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use bytes::{Bytes, BytesMut};
+use mmapkit::log::{CommitLog, Entries, LogOptions};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+
+use crate::{wire, ReplicateError, Result};
+
+/// Options of [`serve`].
+#[derive(Clone, Debug)]
+pub struct ServeOptions {
+    /// Address to listen on (default `127.0.0.1:0`: loopback, a free port).
+    pub bind: String,
+    /// Bearer token every request must carry; required to bind a
+    /// non-loopback address.
+    pub token: Option<String>,
+    /// Upper bound of a page's payload bytes (larger `max_bytes` requests
+    /// are clamped; default 16 MiB). A single entry larger than this is
+    /// still sent, alone.
+    pub max_page_bytes: usize,
+    /// Upper bound of a page's entry count (clamped; default 16384).
+    pub max_page_count: u64,
+    /// Page bodies produced at once (default 32); more requests wait up to
+    /// `busy_timeout` for a turn, then get 503.
+    pub max_concurrent_pages: usize,
+    /// How long a request waits for a turn (default 10 s).
+    pub busy_timeout: Duration,
+    /// Longest long poll (longer `wait_ms` are clamped; default 30 s).
+    pub max_wait: Duration,
+    /// A client that takes no body bytes for this long is cut off and its
+    /// page's turn freed (default 30 s): slow or stalled clients cannot
+    /// hold the page slots.
+    pub stall_timeout: Duration,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        ServeOptions {
+            bind: "127.0.0.1:0".into(),
+            token: None,
+            max_page_bytes: 16 << 20,
+            max_page_count: 16384,
+            max_concurrent_pages: 32,
+            busy_timeout: Duration::from_secs(10),
+            max_wait: Duration::from_secs(30),
+            stall_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+struct Shared {
+    log: Arc<CommitLog>,
+    opts: ServeOptions,
+    pages: Arc<Semaphore>,
+    /// Last index, published by the watcher thread (writable logs).
+    last_rx: watch::Receiver<u64>,
+    /// When a read-only log was last refreshed.
+    refreshed: Mutex<Instant>,
+    shutdown: tokio::sync::watch::Receiver<bool>,
+}
+
+/// A running server; dropping it shuts it down.
+pub struct Server {
+    url: String,
+    addr: SocketAddr,
+    stop_tx: Option<watch::Sender<bool>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    watcher_stop: Arc<AtomicBool>,
+    watcher: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Server {
+    /// `http://ADDR` (with the port chosen when binding port 0).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+    /// The address it listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+    /// Stops accepting, ends long polls, waits for bodies in flight and
+    /// returns when the server is down.
+    pub fn shutdown(mut self) {
+        self.stop();
+    }
+    /// A handle that stops the server from another thread (a signal
+    /// handler's, Python's) while this one is in [`wait`](Self::wait).
+    pub fn stopper(&self) -> ServerStop {
+        ServerStop(self.stop_tx.clone())
+    }
+    /// Blocks until the server has stopped (by a [`ServerStop::stop`]).
+    pub fn wait(mut self) {
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.stop();
+    }
+    fn stop(&mut self) {
+        if let Some(tx) = self.stop_tx.take() {
+            let _ = tx.send(true);
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.watcher_stop.store(true, Ordering::Release);
+        if let Some(t) = self.watcher.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Stops a [`Server`] from anywhere (a signal handler's thread, Python).
+#[derive(Clone)]
+pub struct ServerStop(Option<watch::Sender<bool>>);
+
+impl ServerStop {
+    /// Asks the server to stop.
+    pub fn stop(&self) {
+        if let Some(tx) = &self.0 {
+            let _ = tx.send(true);
+        }
+    }
+}
+
+/// Opens the log in `dir` read-only (another process may be appending to
+/// it: new entries are picked up by refreshing, at most every 20 ms) and
+/// serves it.
+pub fn serve_dir(dir: impl AsRef<Path>, opts: ServeOptions) -> Result<Server> {
+    let log = CommitLog::open(
+        dir.as_ref(),
+        LogOptions {
+            read_only: true,
+            ..Default::default()
+        },
+    )?;
+    serve(Arc::new(log), opts)
+}
+
+fn check_bind(opts: &ServeOptions) -> Result<SocketAddr> {
+    let addr: SocketAddr = opts.bind.parse().map_err(|_| {
+        ReplicateError::InvalidArgument(format!(
+            "bind address {:?} is not IP:PORT (e.g. 127.0.0.1:8080, [::1]:0)",
+            opts.bind
+        ))
+    })?;
+    if !addr.ip().is_loopback() && opts.token.is_none() {
+        return Err(ReplicateError::InvalidArgument(format!(
+            "refusing to serve on {addr} without a token: anyone who can reach it could \
+             read the log (give a bearer token, or bind 127.0.0.1)"
+        )));
+    }
+    if opts.token.as_deref() == Some("") {
+        return Err(ReplicateError::InvalidArgument(
+            "the token must not be empty".into(),
+        ));
+    }
+    if opts.max_page_bytes == 0 || opts.max_page_count == 0 || opts.max_concurrent_pages == 0 {
+        return Err(ReplicateError::InvalidArgument(
+            "page limits and max_concurrent_pages must be at least 1".into(),
+        ));
+    }
+    Ok(addr)
+}
+
+/// Serves `log` (writable or read-only) on `opts.bind` from a thread of
+/// its own; returns once it listens.
+pub fn serve(log: Arc<CommitLog>, opts: ServeOptions) -> Result<Server> {
+    let addr = check_bind(&opts)?;
+    let std_listener = std::net::TcpListener::bind(addr).map_err(|e| ReplicateError::Server {
+        addr: addr.to_string(),
+        detail: format!("cannot listen: {e}"),
+    })?;
+    std_listener
+        .set_nonblocking(true)
+        .map_err(|e| ReplicateError::Server {
+            addr: addr.to_string(),
+            detail: e.to_string(),
+        })?;
+    let local = std_listener
+        .local_addr()
+        .map_err(|e| ReplicateError::Server {
+            addr: addr.to_string(),
+            detail: e.to_string(),
+        })?;
+    // The watcher publishes the last index: woken by appends through a
+    // writable handle (no polling); a read-only one is refreshed by the
+    // requests themselves.
+    let (last_tx, last_rx) = watch::channel(log.last_index());
+    let watcher_stop = Arc::new(AtomicBool::new(false));
+    let watcher = if log.options().read_only {
+        None
+    } else {
+        let (log, stop) = (log.clone(), watcher_stop.clone());
+        Some(std::thread::spawn(move || {
+            let mut last = log.last_index();
+            while !stop.load(Ordering::Acquire) {
+                match log.wait_past(last, Duration::from_millis(200)) {
+                    Ok(l) => {
+                        // Also catches truncations (published at the timeout).
+                        last = l;
+                        last_tx.send_if_modified(|v| std::mem::replace(v, last) != last);
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(200)),
+                }
+            }
+        }))
+    };
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let shared = Arc::new(Shared {
+        log,
+        pages: Arc::new(Semaphore::new(opts.max_concurrent_pages)),
+        opts,
+        last_rx,
+        refreshed: Mutex::new(Instant::now()),
+        shutdown: stop_rx.clone(),
+    });
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .thread_name("mmapkit-serve")
+        .build()
+        .map_err(|e| ReplicateError::Server {
+            addr: local.to_string(),
+            detail: format!("cannot start the runtime: {e}"),
+        })?;
+    let app = router(shared);
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let thread = std::thread::spawn(move || {
+        rt.block_on(async move {
+            let listener = match tokio::net::TcpListener::from_std(std_listener) {
+                Ok(l) => l,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e.to_string()));
+                    return;
+                }
+            };
+            let _ = ready_tx.send(Ok(()));
+            // Small answers (states, terms, short pages) go out at once:
+            // Nagle's algorithm against the client's delayed ACK would add
+            // ~40 ms to every request whose head and body are two writes.
+            use axum::serve::ListenerExt;
+            let listener = listener.tap_io(|tcp| {
+                let _ = tcp.set_nodelay(true);
+            });
+            let mut stop_rx = stop_rx;
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async move {
+                    let _ = stop_rx.wait_for(|s| *s).await;
+                })
+                .await;
+        });
+        // Bodies still streaming to slow clients are dropped with the runtime.
+        rt.shutdown_timeout(Duration::from_secs(1));
+    });
+    match ready_rx.recv() {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            return Err(ReplicateError::Server {
+                addr: local.to_string(),
+                detail: e,
+            })
+        }
+        Err(_) => {
+            return Err(ReplicateError::Server {
+                addr: local.to_string(),
+                detail: "the server thread died".into(),
+            })
+        }
+    }
+    Ok(Server {
+        url: format!("http://{local}"),
+        addr: local,
+        stop_tx: Some(stop_tx),
+        thread: Some(thread),
+        watcher_stop,
+        watcher,
+    })
+}
+
+fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/v1/state", get(state))
+        .route("/v1/term/{index}", get(term))
+        .route("/v1/entries", get(entries))
+        .fallback(|| async {
+            err(
+                StatusCode::NOT_FOUND,
+                "no such endpoint (try /v1/state, /v1/term/{index}, /v1/entries?from=I)".into(),
+            )
+        })
+        .layer(middleware::from_fn_with_state(shared.clone(), auth))
+        .with_state(shared)
+}
+
+fn err(status: StatusCode, msg: String) -> Response {
+    let mut r = (status, format!("{msg}\n")).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+fn ct_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+async fn auth(State(sh): State<Arc<Shared>>, req: Request, next: Next) -> Response {
+    if let Some(tok) = &sh.opts.token {
+        let given = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        let why = match given {
+            None => Some("missing bearer token (send Authorization: Bearer TOKEN)"),
+            Some(g) if !ct_eq(g.trim().as_bytes(), tok.as_bytes()) => Some("bad bearer token"),
+            _ => None,
+        };
+        if let Some(why) = why {
+            let mut r = err(StatusCode::UNAUTHORIZED, why.into());
+            r.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            return r;
+        }
+    }
+    next.run(req).await
+}
+
+impl Shared {
+    /// The log's last index. A read-only log is refreshed first unless a
+    /// refresh started at most `max_age` before this call (concurrent
+    /// requests share one refresh; with a zero `max_age` the answer is
+    /// current as of the call).
+    async fn fresh_last(self: &Arc<Self>, max_age: Duration) -> std::result::Result<u64, Response> {
+        if self.log.options().read_only {
+            let sh = self.clone();
+            let asked = Instant::now();
+            tokio::task::spawn_blocking(move || {
+                let mut at = sh.refreshed.lock().unwrap_or_else(|e| e.into_inner());
+                if *at + max_age < asked {
+                    let started = Instant::now();
+                    sh.log.refresh()?;
+                    *at = started;
+                }
+                Ok::<_, mmapkit::Error>(())
+            })
+            .await
+            .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
+            .map_err(log_err)?;
+        }
+        Ok(self.log.last_index())
+    }
+
+    /// Waits until the log's last index is at least `index` or `wait`
+    /// passed (or the server shuts down); returns the last index.
+    async fn wait_for(
+        self: &Arc<Self>,
+        index: u64,
+        wait: Duration,
+    ) -> std::result::Result<u64, Response> {
+        let deadline = tokio::time::Instant::now() + wait;
+        let mut shutdown = self.shutdown.clone();
+        if self.log.options().read_only {
+            loop {
+                let last = self.fresh_last(Duration::from_millis(20)).await?;
+                if last >= index || tokio::time::Instant::now() >= deadline || *shutdown.borrow() {
+                    return Ok(last);
+                }
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+                    _ = shutdown.changed() => {}
+                }
+            }
+        }
+        let mut rx = self.last_rx.clone();
+        tokio::select! {
+            _ = tokio::time::timeout_at(deadline, rx.wait_for(|l| *l >= index)) => {}
+            _ = shutdown.wait_for(|s| *s) => {}
+        }
+        Ok(self.log.last_index())
+    }
+}
+
+fn log_err(e: mmapkit::Error) -> Response {
+    err(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        format!("the leader's log failed: {e}"),
+    )
+}
+
+async fn state(State(sh): State<Arc<Shared>>) -> Response {
+    let last = match sh.fresh_last(Duration::ZERO).await {
+        Ok(l) => l,
+        Err(r) => return r,
+    };
+    let first = sh.log.first_index();
+    let last_term = if last >= first {
+        let log = sh.log.clone();
+        match tokio::task::spawn_blocking(move || log.term(last)).await {
+            Ok(Ok(t)) => Some(t),
+            // Truncated meanwhile: the follower asks again.
+            Ok(Err(_)) => {
+                return err(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the log changed; retry".into(),
+                )
+            }
+            Err(e) => return err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        }
+    } else {
+        None
+    };
+    axum::Json(serde_json::json!({
+        "first_index": first,
+        "last_index": last,
+        "last_term": last_term,
+    }))
+    .into_response()
+}
+
+/// 410 / 416 for an index outside `first..=last`.
+fn out_of_range(index: u64, first: u64, last: u64) -> Response {
+    let mut r = if index < first {
+        err(
+            StatusCode::GONE,
+            format!("snapshot required: entry {index} was purged (the log starts at {first})"),
+        )
+    } else {
+        err(
+            StatusCode::RANGE_NOT_SATISFIABLE,
+            format!("entry {index} is past the end of the log (last index {last})"),
+        )
+    };
+    r.headers_mut()
+        .insert("x-mmapkit-first-index", HeaderValue::from(first));
+    r.headers_mut()
+        .insert("x-mmapkit-last-index", HeaderValue::from(last));
+    r
+}
+
+async fn term(State(sh): State<Arc<Shared>>, UrlPath(raw): UrlPath<String>) -> Response {
+    let index: u64 = match raw.parse() {
+        Ok(i) if i > 0 => i,
+        _ => {
+            return err(
+                StatusCode::BAD_REQUEST,
+                format!("bad index {raw:?}: expected a whole number from 1"),
+            )
+        }
+    };
+    let last = match sh.fresh_last(Duration::ZERO).await {
+        Ok(l) => l,
+        Err(r) => return r,
+    };
+    let first = sh.log.first_index();
+    if index < first || index > last {
+        return out_of_range(index, first, last);
+    }
+    let log = sh.log.clone();
+    match tokio::task::spawn_blocking(move || log.term(index)).await {
+        Ok(Ok(t)) => axum::Json(serde_json::json!({"index": index, "term": t})).into_response(),
+        Ok(Err(_)) => out_of_range(index, sh.log.first_index(), sh.log.last_index()),
+        Err(e) => err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
+#[derive(Default)]
+struct PageQuery {
+    from: Option<u64>,
+    max_count: Option<u64>,
+    max_bytes: Option<u64>,
+    prev_term: Option<u64>,
+    wait_ms: Option<u64>,
+}
+
+fn parse_query(q: Option<&str>) -> std::result::Result<PageQuery, String> {
+    let mut p = PageQuery::default();
+    for kv in q.unwrap_or("").split('&').filter(|s| !s.is_empty()) {
+        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+        let slot = match k {
+            "from" => &mut p.from,
+            "max_count" => &mut p.max_count,
+            "max_bytes" => &mut p.max_bytes,
+            "prev_term" => &mut p.prev_term,
+            "wait_ms" => &mut p.wait_ms,
+            _ => {
+                return Err(format!(
+                "unknown parameter {k:?} (expected from, max_count, max_bytes, prev_term, wait_ms)"
+            ))
+            }
+        };
+        let n: u64 = v
+            .parse()
+            .map_err(|_| format!("{k}={v:?} is not a whole number"))?;
+        if n == 0 && matches!(k, "from" | "max_count" | "max_bytes") {
+            return Err(format!("{k} must be at least 1"));
+        }
+        *slot = Some(n);
+    }
+    if p.from.is_none() {
+        return Err("missing from=INDEX".into());
+    }
+    Ok(p)
+}
+
+/// A payload borrowed from the mapping, kept mapped by the read's entries.
+struct Payload(Arc<Entries>, usize);
+
+impl AsRef<[u8]> for Payload {
+    fn as_ref(&self) -> &[u8] {
+        self.0.get(self.1).map(|e| e.data()).unwrap_or(&[])
+    }
+}
+
+/// Payloads at least this long are their own (borrowed) body chunk.
+const BORROW_MIN: usize = 16 << 10;
+/// Target size of a chunk of coalesced small entries.
+const CHUNK: usize = 64 << 10;
+
+struct Page {
+    entries: Arc<Entries>,
+    k: usize,
+    pending: Option<Bytes>,
+    _permit: OwnedSemaphorePermit,
+}
+
+fn next_chunk(p: &mut Page) -> Option<Bytes> {
+    if let Some(b) = p.pending.take() {
+        return Some(b);
+    }
+    if p.k >= p.entries.len() {
+        return None;
+    }
+    let mut buf = BytesMut::with_capacity(CHUNK);
+    while p.k < p.entries.len() && buf.len() < CHUNK {
+        let e = p.entries.get(p.k).expect("in range");
+        buf.extend_from_slice(&wire::header(
+            e.index(),
+            e.term(),
+            e.data().len() as u32,
+            e.crc(),
+        ));
+        if e.data().len() >= BORROW_MIN {
+            p.pending = Some(Bytes::from_owner(Payload(p.entries.clone(), p.k)));
+            p.k += 1;
+            break;
+        }
+        buf.extend_from_slice(e.data());
+        p.k += 1;
+    }
+    Some(buf.freeze())
+}
+
+async fn entries(State(sh): State<Arc<Shared>>, RawQuery(q): RawQuery) -> Response {
+    let q = match parse_query(q.as_deref()) {
+        Ok(q) => q,
+        Err(m) => return err(StatusCode::BAD_REQUEST, m),
+    };
+    let from = q.from.expect("checked");
+    let max_count = q
+        .max_count
+        .unwrap_or(sh.opts.max_page_count)
+        .min(sh.opts.max_page_count);
+    let max_bytes = q
+        .max_bytes
+        .unwrap_or(sh.opts.max_page_bytes as u64)
+        .min(sh.opts.max_page_bytes as u64) as usize;
+    // A page within what this server already knows needs no refresh;
+    // one that starts past it gets a current answer.
+    let mut last = sh.log.last_index();
+    if from > last || from < sh.log.first_index() {
+        last = match sh.fresh_last(Duration::ZERO).await {
+            Ok(l) => l,
+            Err(r) => return r,
+        };
+    }
+    let first = sh.log.first_index();
+    if from < first || from > last + 1 {
+        return out_of_range(from, first, last);
+    }
+    if let Some(pt) = q.prev_term {
+        if from > first {
+            let log = sh.log.clone();
+            match tokio::task::spawn_blocking(move || log.term(from - 1)).await {
+                Ok(Ok(t)) if t == pt => {}
+                Ok(Ok(t)) => {
+                    return err(
+                        StatusCode::CONFLICT,
+                        format!(
+                            "log mismatch: entry {} has term {t} here, not {pt}",
+                            from - 1
+                        ),
+                    )
+                }
+                Ok(Err(_)) => {
+                    return out_of_range(from - 1, sh.log.first_index(), sh.log.last_index())
+                }
+                Err(e) => return err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+            }
+        }
+    }
+    if from == last + 1 {
+        let wait = Duration::from_millis(q.wait_ms.unwrap_or(0)).min(sh.opts.max_wait);
+        if !wait.is_zero() {
+            last = match sh.wait_for(from, wait).await {
+                Ok(l) => l,
+                Err(r) => return r,
+            };
+        }
+    }
+    let permit =
+        match tokio::time::timeout(sh.opts.busy_timeout, sh.pages.clone().acquire_owned()).await {
+            Ok(Ok(p)) => p,
+            _ => {
+                let mut r = err(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!(
+                        "busy: {} pages are being sent; retry",
+                        sh.opts.max_concurrent_pages
+                    ),
+                );
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                return r;
+            }
+        };
+    let hi = if last >= from {
+        last.min(from.saturating_add(max_count - 1)) + 1
+    } else {
+        from
+    };
+    let log = sh.log.clone();
+    let read = tokio::task::spawn_blocking(move || {
+        if hi == from {
+            Ok(Entries::default())
+        } else {
+            log.read(from, hi, Some(max_bytes))
+        }
+    })
+    .await;
+    let ents = match read {
+        Ok(Ok(e)) => e,
+        // Truncated or purged since the check above.
+        Ok(Err(mmapkit::Error::InvalidArgument(_))) => {
+            return out_of_range(from, sh.log.first_index(), sh.log.last_index())
+        }
+        Ok(Err(e)) => return log_err(e),
+        Err(e) => return err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    };
+    let count = ents.len();
+    let len: usize = ents.iter().map(|e| wire::HEADER + e.data().len()).sum();
+    let page = Page {
+        entries: Arc::new(ents),
+        k: 0,
+        pending: None,
+        _permit: permit,
+    };
+    // A task produces the chunks into a one-chunk channel; a client that
+    // takes nothing for stall_timeout makes it give up (dropping the
+    // permit), and the body then ends short of its Content-Length, which
+    // aborts the connection.
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(1);
+    let stall = sh.opts.stall_timeout;
+    tokio::spawn(async move {
+        let mut page = page;
+        while let Some(b) = next_chunk(&mut page) {
+            if tx.send_timeout(b, stall).await.is_err() {
+                return;
+            }
+        }
+    });
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv()
+            .await
+            .map(|b| (Ok::<_, std::convert::Infallible>(b), rx))
+    });
+    let mut r = Response::new(Body::from_stream(stream));
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/octet-stream"),
+    );
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
+    h.insert("x-mmapkit-count", HeaderValue::from(count));
+    h.insert(
+        "x-mmapkit-last-index",
+        HeaderValue::from(sh.log.last_index().max(last)),
+    );
+    h.insert(
+        "x-mmapkit-first-index",
+        HeaderValue::from(sh.log.first_index()),
+    );
+    r
+}

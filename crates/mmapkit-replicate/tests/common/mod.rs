@@ -1,0 +1,245 @@
+//! Test helpers: logs with known contents, raw HTTP, a faulty proxy.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use mmapkit::log::{CommitLog, LogOptions, SyncMode};
+
+pub fn open(dir: &Path) -> CommitLog {
+    CommitLog::open(
+        dir,
+        LogOptions {
+            sync: SyncMode::Never,
+            segment_size: 1 << 20,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
+
+pub fn open_ro(dir: &Path) -> CommitLog {
+    CommitLog::open(
+        dir,
+        LogOptions {
+            read_only: true,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
+
+/// Payload of entry `i` (sizes vary from 0 to ~40 KiB, so pages mix
+/// coalesced and borrowed chunks).
+pub fn payload(i: u64, salt: u8) -> Vec<u8> {
+    let n = match i % 50 {
+        0 => 40_000,
+        1 => 0,
+        k => (k * 37) as usize,
+    };
+    (0..n).map(|j| (i as usize * 31 + j) as u8 ^ salt).collect()
+}
+
+/// Appends entries `from..to` (term `term`) in batches of 100.
+pub fn fill(log: &CommitLog, from: u64, to: u64, term: u64, salt: u8) {
+    assert_eq!(log.last_index() + 1, from);
+    let mut i = from;
+    while i < to {
+        let hi = (i + 100).min(to);
+        let ps: Vec<(u64, Vec<u8>)> = (i..hi).map(|k| (term, payload(k, salt))).collect();
+        log.append(&ps).unwrap();
+        i = hi;
+    }
+}
+
+pub fn entries(log: &CommitLog) -> Vec<(u64, u64, Vec<u8>)> {
+    if log.is_empty() {
+        return Vec::new();
+    }
+    log.read(log.first_index(), log.last_index() + 1, None)
+        .unwrap()
+        .iter()
+        .map(|e| (e.index(), e.term(), e.data().to_vec()))
+        .collect()
+}
+
+/// Both logs hold the same entries (index, term, bytes), one by one.
+pub fn assert_same(a: &Path, b: &Path) {
+    let (x, y) = (entries(&open_ro(a)), entries(&open_ro(b)));
+    assert_eq!(x.len(), y.len(), "entry counts differ");
+    for (p, q) in x.iter().zip(&y) {
+        assert!(p == q, "entry {} differs", p.0);
+    }
+}
+
+/// `b`'s entries are a prefix of `a`'s.
+pub fn assert_prefix(a: &Path, b: &Path) -> usize {
+    let (x, y) = (entries(&open_ro(a)), entries(&open_ro(b)));
+    assert!(y.len() <= x.len());
+    for (p, q) in x.iter().zip(&y) {
+        assert!(p == q, "entry {} differs", p.0);
+    }
+    y.len()
+}
+
+/// A raw HTTP/1.1 GET: (status, body).
+pub fn http_get(addr: SocketAddr, path: &str, token: Option<&str>) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\n{auth}Connection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).unwrap();
+    let text = String::from_utf8_lossy(&out).to_string();
+    let status = text[9..12].parse().unwrap();
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|x| x.1.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// What the proxy does to server-to-client bytes.
+#[derive(Clone, Copy)]
+pub enum Fault {
+    /// Cut each connection after a pseudo-random number of bytes (up to the given bound).
+    Cut(u64),
+    /// Flip a byte in the middle of every `application/octet-stream` body.
+    Flip,
+}
+
+pub struct Proxy {
+    pub addr: SocketAddr,
+    pub connections: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        let _ = TcpStream::connect(self.addr);
+    }
+}
+
+pub fn proxy(upstream: SocketAddr, fault: Fault) -> Proxy {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let connections = Arc::new(AtomicU64::new(0));
+    let (st, conns) = (stop.clone(), connections.clone());
+    std::thread::spawn(move || {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        for c in l.incoming() {
+            if st.load(Ordering::Acquire) {
+                return;
+            }
+            let Ok(down) = c else { continue };
+            let Ok(up) = TcpStream::connect(upstream) else {
+                continue;
+            };
+            conns.fetch_add(1, Ordering::Relaxed);
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let (d2, u2) = (down.try_clone().unwrap(), up.try_clone().unwrap());
+            std::thread::spawn(move || pipe(d2, u2, None));
+            let cut = match fault {
+                Fault::Cut(max) => Some(1 + seed % max),
+                Fault::Flip => None,
+            };
+            std::thread::spawn(move || pipe_down(up, down, cut, matches!(fault, Fault::Flip)));
+        }
+    });
+    Proxy {
+        addr,
+        connections,
+        stop,
+    }
+}
+
+fn pipe(mut from: TcpStream, mut to: TcpStream, _: Option<u64>) {
+    let mut buf = [0u8; 16384];
+    while let Ok(n) = from.read(&mut buf) {
+        if n == 0 || to.write_all(&buf[..n]).is_err() {
+            break;
+        }
+    }
+    let _ = to.shutdown(std::net::Shutdown::Both);
+    let _ = from.shutdown(std::net::Shutdown::Both);
+}
+
+/// Server to client, with the fault.
+fn pipe_down(mut from: TcpStream, mut to: TcpStream, cut: Option<u64>, flip: bool) {
+    from.set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let mut buf = vec![0u8; 16384];
+    let mut sent = 0u64;
+    // Response parsing for Flip: head bytes so far, or body left + flip offset.
+    let mut head: Vec<u8> = Vec::new();
+    let mut body_left: u64 = 0;
+    let mut flip_at: Option<u64> = None;
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let data = &mut buf[..n];
+        if flip {
+            let mut k = 0;
+            while k < data.len() {
+                if body_left == 0 {
+                    head.push(data[k]);
+                    k += 1;
+                    if head.ends_with(b"\r\n\r\n") {
+                        let h = String::from_utf8_lossy(&head).to_ascii_lowercase();
+                        let len: u64 = h
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .and_then(|v| v.trim().parse().ok())
+                            .unwrap_or(0);
+                        body_left = len;
+                        flip_at =
+                            (h.contains("application/octet-stream") && len > 0).then_some(len / 2);
+                        head.clear();
+                    }
+                } else {
+                    let take = (data.len() - k).min(body_left as usize);
+                    if let Some(f) = flip_at {
+                        // Offset from the end of the body.
+                        let start_left = body_left;
+                        let end_left = body_left - take as u64;
+                        if f < start_left && f >= end_left {
+                            let pos = k + (start_left - 1 - f) as usize;
+                            data[pos] ^= 0x40;
+                            flip_at = None;
+                        }
+                    }
+                    body_left -= take as u64;
+                    k += take;
+                }
+            }
+        }
+        if let Some(c) = cut {
+            if sent + n as u64 >= c {
+                let keep = (c - sent) as usize;
+                let _ = to.write_all(&data[..keep]);
+                break;
+            }
+        }
+        if to.write_all(data).is_err() {
+            break;
+        }
+        sent += n as u64;
+    }
+    let _ = to.shutdown(std::net::Shutdown::Both);
+    let _ = from.shutdown(std::net::Shutdown::Both);
+}

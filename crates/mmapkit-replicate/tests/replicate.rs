@@ -1,0 +1,434 @@
+//! Serve/follow end to end: catch-up, resume, log matching, faults,
+//! HTTP errors, tokens.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use mmapkit::log::SyncMode;
+use mmapkit_replicate::{follow, serve, FollowOptions, Follower, ReplicateError, ServeOptions};
+
+fn once() -> FollowOptions {
+    FollowOptions {
+        once: true,
+        sync: SyncMode::Never,
+        page_bytes: 256 << 10,
+        give_up_after: Some(Duration::from_secs(20)),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn catch_up_from_empty_then_resume() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let leader = Arc::new(open(a.path()));
+    fill(&leader, 1, 3001, 1, 0);
+    let srv = serve(leader.clone(), ServeOptions::default()).unwrap();
+    let r = follow(srv.url(), b.path(), once()).unwrap();
+    assert_eq!((r.appended, r.truncated, r.last_index), (3000, 0, 3000));
+    assert_same(a.path(), b.path());
+    // More on the leader: a second run copies only the new entries.
+    fill(&leader, 3001, 3501, 2, 0);
+    let r = follow(srv.url(), b.path(), once()).unwrap();
+    assert_eq!((r.appended, r.last_index), (500, 3500));
+    assert_same(a.path(), b.path());
+    // Caught up: nothing to do.
+    assert_eq!(follow(srv.url(), b.path(), once()).unwrap().appended, 0);
+}
+
+#[test]
+fn follows_new_entries_with_long_polls_until_stopped() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let leader = Arc::new(open(a.path()));
+    fill(&leader, 1, 101, 1, 0);
+    let srv = serve(leader.clone(), ServeOptions::default()).unwrap();
+    let f = Follower::spawn(
+        srv.url(),
+        b.path(),
+        FollowOptions {
+            once: false,
+            ..once()
+        },
+    )
+    .unwrap();
+    for round in 0..5u64 {
+        let from = leader.last_index() + 1;
+        fill(&leader, from, from + 50, 1 + round, 0);
+        let want = leader.last_index();
+        let t = Instant::now();
+        while open_ro(b.path()).last_index() < want {
+            assert!(
+                t.elapsed() < Duration::from_secs(20),
+                "follower did not catch up"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    let stop = f.stop_handle();
+    let t = Instant::now();
+    stop.stop();
+    let r = f.join().unwrap();
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "stop took {:?}",
+        t.elapsed()
+    );
+    assert_eq!(r.last_index, 350);
+    assert_same(a.path(), b.path());
+}
+
+#[test]
+fn divergent_follower_is_truncated_to_the_last_agreeing_entry() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let leader = Arc::new(open(a.path()));
+    fill(&leader, 1, 501, 1, 0);
+    fill(&leader, 501, 1001, 2, 0);
+    {
+        // Agrees up to 700, then a term-3 leader's entries the real leader never had.
+        let f = open(b.path());
+        fill(&f, 1, 501, 1, 0);
+        fill(&f, 501, 701, 2, 0);
+        fill(&f, 701, 1201, 3, 9);
+    }
+    let srv = serve(leader.clone(), ServeOptions::default()).unwrap();
+    let r = follow(srv.url(), b.path(), once()).unwrap();
+    assert_eq!((r.truncated, r.appended), (500, 300));
+    assert_same(a.path(), b.path());
+
+    // A follower longer than the leader, agreeing on all the leader has.
+    let c = tempfile::tempdir().unwrap();
+    {
+        let f = open(c.path());
+        fill(&f, 1, 501, 1, 0);
+        fill(&f, 501, 1001, 2, 0);
+        fill(&f, 1001, 1101, 2, 0);
+    }
+    let r = follow(srv.url(), c.path(), once()).unwrap();
+    assert_eq!((r.truncated, r.appended), (100, 0));
+    assert_same(a.path(), c.path());
+}
+
+#[test]
+fn leader_restart_mid_follow_and_a_leader_that_changed_its_log() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let leader = Arc::new(open(a.path()));
+    fill(&leader, 1, 1001, 1, 0);
+    let srv = serve(leader.clone(), ServeOptions::default()).unwrap();
+    let addr = srv.local_addr();
+    let f = Follower::spawn(
+        srv.url(),
+        b.path(),
+        FollowOptions {
+            once: false,
+            ..once()
+        },
+    )
+    .unwrap();
+    let wait_for = |n: u64| {
+        let t = Instant::now();
+        while open_ro(b.path()).last_index() < n {
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "follower stuck before {n}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    wait_for(1000);
+    srv.shutdown();
+    // While the leader is down its log changes: the last 100 entries are
+    // replaced by a new term's (the follower must notice on reconnect).
+    leader.truncate_after(900).unwrap();
+    fill(&leader, 901, 1201, 2, 5);
+    std::thread::sleep(Duration::from_millis(300));
+    let srv = serve(
+        leader.clone(),
+        ServeOptions {
+            bind: addr.to_string(),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    wait_for(1200);
+    f.stop_handle().stop();
+    let r = f.join().unwrap();
+    assert_eq!(r.truncated, 100);
+    assert!(r.retries > 0);
+    assert_same(a.path(), b.path());
+    drop(srv);
+}
+
+#[test]
+fn dropped_connections_are_retried_and_nothing_is_lost_or_duplicated() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let leader = Arc::new(open(a.path()));
+    fill(&leader, 1, 2001, 1, 0);
+    let srv = serve(leader.clone(), ServeOptions::default()).unwrap();
+    let px = proxy(srv.local_addr(), Fault::Cut(400_000));
+    let r = follow(
+        &format!("http://{}", px.addr),
+        b.path(),
+        FollowOptions {
+            page_bytes: 64 << 10,
+            ..once()
+        },
+    )
+    .unwrap();
+    assert_eq!(r.appended, 2000);
+    assert!(r.retries > 0, "the proxy cut nothing?");
+    assert!(px.connections.load(std::sync::atomic::Ordering::Relaxed) > 3);
+    assert_same(a.path(), b.path());
+}
+
+#[test]
+fn damage_in_transit_is_refused_never_appended() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let leader = Arc::new(open(a.path()));
+    fill(&leader, 1, 2001, 1, 0);
+    let srv = serve(leader.clone(), ServeOptions::default()).unwrap();
+    let px = proxy(srv.local_addr(), Fault::Flip);
+    let e = follow(
+        &format!("http://{}", px.addr),
+        b.path(),
+        FollowOptions {
+            page_bytes: 64 << 10,
+            ..once()
+        },
+    )
+    .unwrap_err();
+    assert!(matches!(e, ReplicateError::Corrupt { .. }), "{e}");
+    assert!(e.to_string().contains("arrived damaged"), "{e}");
+    // What was appended is a verified prefix of the leader's log.
+    let kept = assert_prefix(a.path(), b.path());
+    assert!(kept < 2000);
+    // Without the proxy the same follower completes.
+    follow(srv.url(), b.path(), once()).unwrap();
+    assert_same(a.path(), b.path());
+}
+
+#[test]
+fn purged_leader_says_snapshot_required() {
+    let (a, b, c) = (
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+        tempfile::tempdir().unwrap(),
+    );
+    let leader = Arc::new(open(a.path()));
+    fill(&leader, 1, 301, 1, 0);
+    let srv = serve(leader.clone(), ServeOptions::default()).unwrap();
+    follow(srv.url(), b.path(), once()).unwrap();
+    fill(&leader, 301, 3001, 1, 0);
+    leader.purge_before(2000).unwrap();
+    let first = leader.first_index();
+    assert!(first > 301);
+    for dir in [b.path(), c.path()] {
+        let e = follow(srv.url(), dir, once()).unwrap_err();
+        assert!(matches!(e, ReplicateError::SnapshotRequired { .. }), "{e}");
+        let m = e.to_string();
+        assert!(
+            m.contains("snapshot required") && m.contains(srv.url()),
+            "{m}"
+        );
+    }
+    assert_eq!(open_ro(b.path()).last_index(), 300);
+}
+
+#[test]
+fn bad_requests_get_clear_http_errors() {
+    let a = tempfile::tempdir().unwrap();
+    let leader = Arc::new(open(a.path()));
+    fill(&leader, 1, 1001, 1, 0);
+    leader.purge_before(700).unwrap();
+    let first = leader.first_index();
+    assert!(first > 2 && first <= 700, "{first}");
+    let srv = serve(
+        leader.clone(),
+        ServeOptions {
+            max_page_count: 100,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let at = srv.local_addr();
+    let (s, body) = http_get(at, "/v1/state", None);
+    assert_eq!(s, 200);
+    assert!(body.contains("\"last_index\":1000"), "{body}");
+    for (path, want, says) in [
+        ("/v1/entries", 400, "missing from"),
+        ("/v1/entries?from=abc", 400, "not a whole number"),
+        ("/v1/entries?from=0", 400, "at least 1"),
+        ("/v1/entries?from=900&max_count=0", 400, "at least 1"),
+        (
+            "/v1/entries?from=900&max_bytes=-1",
+            400,
+            "not a whole number",
+        ),
+        ("/v1/entries?from=900&color=red", 400, "unknown parameter"),
+        ("/v1/entries?from=1002", 416, "past the end"),
+        ("/v1/entries?from=1", 410, "snapshot required"),
+        ("/v1/entries?from=901&prev_term=7", 409, "log mismatch"),
+        ("/v1/term/abc", 400, "bad index"),
+        ("/v1/term/5000", 416, "past the end"),
+        ("/v1/term/1", 410, "snapshot required"),
+        ("/v2/state", 404, "no such endpoint"),
+    ] {
+        let (s, body) = http_get(at, path, None);
+        assert_eq!(s, want, "{path}: {body}");
+        assert!(body.contains(says), "{path}: {body}");
+    }
+    assert_eq!(http_get(at, &format!("/v1/term/{first}"), None).0, 200);
+    // Huge pages are clamped to the server's limit (100 entries here).
+    let mut s = std::net::TcpStream::connect(at).unwrap();
+    use std::io::{Read, Write};
+    write!(s, "GET /v1/entries?from=900&max_count=99999999999&max_bytes=99999999999999 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).unwrap();
+    let head =
+        String::from_utf8_lossy(&out[..out.windows(4).position(|w| w == b"\r\n\r\n").unwrap()])
+            .to_lowercase();
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    assert!(head.contains("x-mmapkit-count: 100"), "{head}");
+    // At the end with a long poll: waits, then answers with no entries.
+    let t = Instant::now();
+    let (s, body) = http_get(at, "/v1/entries?from=1001&wait_ms=300", None);
+    assert_eq!((s, body.len()), (200, 0));
+    assert!(t.elapsed() >= Duration::from_millis(250));
+    // A long poll answers as soon as an entry arrives.
+    let l2 = leader.clone();
+    let h = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(100));
+        l2.append(&[(1, b"new".as_slice())]).unwrap();
+    });
+    let t = Instant::now();
+    let (s, body) = http_get(at, "/v1/entries?from=1001&wait_ms=20000", None);
+    assert_eq!(s, 200);
+    assert!(body.ends_with("new"), "{body:?}");
+    assert!(t.elapsed() < Duration::from_secs(10));
+    h.join().unwrap();
+}
+
+#[test]
+fn tokens_are_required_and_checked() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let leader = Arc::new(open(a.path()));
+    fill(&leader, 1, 11, 1, 0);
+    // Not loopback without a token: refused.
+    let e = serve(
+        leader.clone(),
+        ServeOptions {
+            bind: "0.0.0.0:0".into(),
+            ..Default::default()
+        },
+    )
+    .err()
+    .unwrap();
+    assert!(e.to_string().contains("without a token"), "{e}");
+    assert!(serve(
+        leader.clone(),
+        ServeOptions {
+            bind: "localhost:80".into(),
+            ..Default::default()
+        }
+    )
+    .is_err());
+    let srv = serve(
+        leader.clone(),
+        ServeOptions {
+            bind: "0.0.0.0:0".into(),
+            token: Some("s3cret".into()),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let at: std::net::SocketAddr = format!("127.0.0.1:{}", srv.local_addr().port())
+        .parse()
+        .unwrap();
+    assert_eq!(http_get(at, "/v1/state", None).0, 401);
+    assert_eq!(http_get(at, "/v1/state", Some("nope")).0, 401);
+    assert_eq!(http_get(at, "/v1/entries?from=1", Some("s3cret!")).0, 401);
+    assert_eq!(http_get(at, "/v1/state", Some("s3cret")).0, 200);
+    let url = format!("http://{at}");
+    let e = follow(
+        &url,
+        b.path(),
+        FollowOptions {
+            token: Some("wrong".into()),
+            ..once()
+        },
+    )
+    .unwrap_err();
+    assert!(matches!(e, ReplicateError::Unauthorized { .. }), "{e}");
+    let e = follow(&url, b.path(), once()).unwrap_err();
+    assert!(e.to_string().contains("401"), "{e}");
+    let r = follow(
+        &url,
+        b.path(),
+        FollowOptions {
+            token: Some("s3cret".into()),
+            ..once()
+        },
+    )
+    .unwrap();
+    assert_eq!(r.appended, 10);
+    // Malformed URLs are refused before anything is sent.
+    for bad in ["not a url", "ftp://127.0.0.1:1", "https://127.0.0.1:1"] {
+        assert!(matches!(
+            follow(bad, b.path(), once()).unwrap_err(),
+            ReplicateError::InvalidArgument(_)
+        ));
+    }
+}
+
+#[test]
+fn a_stalled_client_cannot_hold_the_page_slots() {
+    use std::io::Write;
+    let a = tempfile::tempdir().unwrap();
+    let leader = Arc::new(open(a.path()));
+    let big = vec![7u8; 64 << 10];
+    for _ in 0..8 {
+        let batch: Vec<(u64, &[u8])> = (0..50).map(|_| (1, big.as_slice())).collect();
+        leader.append(&batch).unwrap();
+    }
+    let srv = serve(
+        leader.clone(),
+        ServeOptions {
+            max_concurrent_pages: 1,
+            max_page_bytes: 32 << 20,
+            busy_timeout: Duration::from_secs(20),
+            stall_timeout: Duration::from_millis(500),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    // Asks for 25 MiB and never reads a byte.
+    let mut s = std::net::TcpStream::connect(srv.local_addr()).unwrap();
+    write!(s, "GET /v1/entries?from=1 HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let t = Instant::now();
+    let (st, _) = http_get(srv.local_addr(), "/v1/entries?from=1&max_count=1", None);
+    assert_eq!(st, 200);
+    assert!(
+        t.elapsed() < Duration::from_secs(15),
+        "waited {:?}",
+        t.elapsed()
+    );
+    drop(s);
+}
+
+#[test]
+fn a_served_directory_answers_with_what_was_appended_before_the_request() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let writer = open(a.path());
+    fill(&writer, 1, 11, 1, 0);
+    // Read-only server: another handle (or process) appends.
+    let srv = mmapkit_replicate::serve_dir(a.path(), ServeOptions::default()).unwrap();
+    for k in 0..20u64 {
+        let from = writer.last_index() + 1;
+        fill(&writer, from, from + 3, 1, 0);
+        let r = follow(srv.url(), b.path(), once()).unwrap();
+        assert_eq!(r.last_index, writer.last_index(), "round {k}");
+    }
+    assert_same(a.path(), b.path());
+}

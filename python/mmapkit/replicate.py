@@ -1,0 +1,90 @@
+"""Serve a commit log over HTTP and follow it from another node.
+
+>>> import mmapkit.replicate as rep
+>>> with rep.serve("wal") as server:               # doctest: +SKIP
+...     rep.follow(server.url, "copy")              # catch up once
+{'appended': 1000, 'bytes': ..., 'truncated': 0, 'retries': 0, 'first_index': 1, 'last_index': 1000}
+
+``serve`` opens the log read-only (another process may append meanwhile)
+and listens on loopback by default; binding any other address requires a
+bearer ``token``. ``follow`` resumes from the follower's own last entry,
+truncates entries that disagree with the leader's (Raft's log-matching
+rule), checks every entry's CRC32C before appending, and retries dropped
+connections. It raises :class:`SnapshotRequiredError` when the leader purged
+entries the follower needs and :class:`ReplicationError` for other
+failures (the message names the URL and directory). The GIL is released
+while they work. The protocol is documented in the ``mmapkit-replicate``
+crate.
+"""
+
+from __future__ import annotations
+
+import os
+from types import TracebackType
+from typing import Optional, Union
+
+from ._native import LogServer, ReplicationError, SnapshotRequiredError, log_follow
+
+__all__ = ["Server", "serve", "follow", "ReplicationError", "SnapshotRequiredError"]
+
+_Path = Union[str, "os.PathLike[str]"]
+
+
+class Server:
+    """A running log server; a context manager that closes it on exit."""
+
+    def __init__(self, native: LogServer) -> None:
+        self._native = native
+
+    @property
+    def url(self) -> str:
+        """``http://HOST:PORT`` (the chosen port when bound to port 0)."""
+        return self._native.url
+
+    @property
+    def closed(self) -> bool:
+        return self._native.closed
+
+    def close(self) -> None:
+        """Stops the server (idempotent)."""
+        self._native.close()
+
+    def __enter__(self) -> Server:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: Optional[type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "serving"
+        return f"<mmapkit.replicate.Server {self.url} ({state})>"
+
+
+def serve(dir: _Path, bind: str = "127.0.0.1:0", token: Optional[str] = None) -> Server:
+    """Serves the log in ``dir`` on ``bind`` (``HOST:PORT``; port 0 picks a free one)."""
+    return Server(LogServer(os.fspath(dir), bind, token))
+
+
+def follow(
+    url: str,
+    dir: _Path,
+    *,
+    once: bool = True,
+    sync: Union[str, float, None] = "batch",
+    token: Optional[str] = None,
+) -> dict[str, int]:
+    """Copies the log served at ``url`` into ``dir`` (created if missing).
+
+    With ``once`` (the default) it returns when caught up; otherwise it keeps
+    following until interrupted (KeyboardInterrupt stops it cleanly and is
+    re-raised). ``sync`` is the follower log's durability: ``"batch"``,
+    ``"never"`` or an interval in milliseconds. Returns a report:
+    ``appended``, ``bytes``, ``truncated``, ``retries``, ``first_index``,
+    ``last_index``.
+    """
+    return log_follow(url, os.fspath(dir), once, sync, token)

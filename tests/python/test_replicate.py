@@ -1,0 +1,114 @@
+"""mmapkit.replicate: serve a log, follow it, errors."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import mmapkit
+import mmapkit.replicate as rep
+
+
+def _entries(path):
+    log = mmapkit.CommitLog(path, read_only=True)
+    return log.read_entries(log.first_index(), log.last_index() + 1)
+
+
+def test_serve_follow_resume_and_close(tmp_path):
+    wal, copy = tmp_path / "wal", tmp_path / "copy"
+    log = mmapkit.CommitLog(wal, sync="never")
+    log.append([(1, b"x" * (i % 300)) for i in range(2000)])
+    with rep.serve(wal) as server:
+        assert server.url.startswith("http://127.0.0.1:")
+        report = rep.follow(server.url, copy)
+        assert report["appended"] == 2000 and report["last_index"] == 2000
+        log.append([(2, b"more"), (2, b"again")])
+        report = rep.follow(server.url, copy, sync="never")
+        assert report["appended"] == 2
+        assert _entries(copy) == _entries(wal)
+        url = server.url
+    assert server.closed
+    assert "closed" in repr(server) and url in repr(server)
+    log.close()
+
+
+def test_follow_without_once_runs_in_a_thread_with_the_gil_released(tmp_path):
+    wal, copy = tmp_path / "wal", tmp_path / "copy"
+    log = mmapkit.CommitLog(wal, sync="never")
+    log.append([(1, b"a")] * 10)
+    with rep.serve(wal) as server:
+        errors = []
+
+        def run():
+            try:
+                rep.follow(server.url, copy, once=False)
+            except BaseException as e:  # noqa: BLE001
+                errors.append(e)
+
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        # The main thread keeps running Python while the follower works.
+        deadline = time.monotonic() + 20
+        log.append([(1, b"b")] * 5)
+        while time.monotonic() < deadline:
+            try:
+                if mmapkit.CommitLog(copy, read_only=True).last_index() == 15:
+                    break
+            except Exception:  # noqa: BLE001 (not created yet)
+                pass
+            time.sleep(0.02)
+        assert mmapkit.CommitLog(copy, read_only=True).last_index() == 15
+        assert not errors
+
+
+def test_errors(tmp_path):
+    wal = tmp_path / "wal"
+    log = mmapkit.CommitLog(wal, sync="never", segment_size=4096)
+    for _ in range(100):  # one segment per batch of three
+        log.append([(1, b"y" * 1000)])
+    with pytest.raises(ValueError, match="without a token"):
+        rep.serve(wal, bind="0.0.0.0:0")
+    with rep.serve(wal, token="t") as server:
+        with pytest.raises(rep.ReplicationError, match="401"):
+            rep.follow(server.url, tmp_path / "a")
+        assert rep.follow(server.url, tmp_path / "a", token="t")["appended"] == 100
+    log.purge_before(50)
+    with rep.serve(wal) as server:
+        with pytest.raises(rep.SnapshotRequiredError, match="snapshot required"):
+            rep.follow(server.url, tmp_path / "b")
+    with pytest.raises(ValueError, match="not a URL"):
+        rep.follow("nonsense", tmp_path / "c")
+    assert issubclass(rep.SnapshotRequiredError, rep.ReplicationError)
+    assert issubclass(rep.ReplicationError, OSError)
+
+
+def test_follow_forever_stops_on_ctrl_c(tmp_path):
+    wal, copy = tmp_path / "wal", tmp_path / "copy"
+    log = mmapkit.CommitLog(wal, sync="never")
+    log.append([(1, b"z")] * 100)
+    with rep.serve(wal) as server:
+        code = (
+            "import mmapkit.replicate as rep, sys\n"
+            "try:\n"
+            f"    rep.follow({server.url!r}, {str(copy)!r}, once=False)\n"
+            "except KeyboardInterrupt:\n"
+            "    print('interrupted', flush=True); sys.exit(0)\n"
+        )
+        p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if mmapkit.CommitLog(copy, read_only=True).last_index() == 100:
+                    break
+            except Exception:  # noqa: BLE001 (not created yet)
+                pass
+            time.sleep(0.02)
+        p.send_signal(signal.SIGINT)
+        out, _ = p.communicate(timeout=20)
+        assert p.returncode == 0 and "interrupted" in out
+    assert _entries(copy) == _entries(wal)
