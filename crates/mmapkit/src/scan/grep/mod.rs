@@ -51,7 +51,7 @@ use crate::{Error, Result};
 
 pub(crate) use pattern::whole_haystack_assertions;
 pub use print::{GnuPrinter, JsonPrinter, PrintOptions, Report};
-pub use sink::{Collect, FileInfo, Needs, Sink, SinkLine};
+pub use sink::{Collect, FileInfo, Forked, Formatted, Needs, Sink, SinkLine};
 pub use walk::walk;
 
 /// What selects a line (the subset of GNU grep's matching options that

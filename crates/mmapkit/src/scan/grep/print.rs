@@ -5,7 +5,7 @@ use std::ops::ControlFlow;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use super::sink::{FileInfo, Needs, Sink, SinkLine};
+use super::sink::{FileInfo, Forked, Formatted, Needs, Sink, SinkLine};
 use crate::scan::source::label;
 use crate::{Error, Result};
 
@@ -108,6 +108,9 @@ pub struct GnuPrinter<W: Write> {
     printed_group: bool,
     /// No line of the current file printed yet.
     file_start: bool,
+    /// `buf` is written out once this long (never, in a fork: its
+    /// buffer is the range's output).
+    flush_at: usize,
 }
 
 impl<W: Write> GnuPrinter<W> {
@@ -123,6 +126,7 @@ impl<W: Write> GnuPrinter<W> {
             binary_matched: false,
             printed_group: false,
             file_start: true,
+            flush_at: 64 << 10,
         }
     }
 
@@ -254,7 +258,7 @@ impl<W: Write> Sink for GnuPrinter<W> {
         }
         self.group_start();
         self.report_line(l, b':');
-        if self.buf.len() >= 64 << 10 {
+        if self.buf.len() >= self.flush_at {
             self.flush_buf()?;
         }
         Ok(ControlFlow::Continue(()))
@@ -299,6 +303,54 @@ impl<W: Write> Sink for GnuPrinter<W> {
             }
         }
         self.flush_buf()
+    }
+
+    /// Lines only, without context (groups need one thread) and in a file
+    /// not already known to be binary.
+    fn fork(&self) -> Option<Box<dyn Forked>> {
+        if self.opts.report != Report::Lines || self.needs.before.is_some() || self.needs.after.is_some() || self.binary {
+            return None;
+        }
+        Some(Box::new(GnuPrinter {
+            out: Vec::new(),
+            opts: self.opts.clone(),
+            needs: self.needs,
+            buf: Vec::new(),
+            name: self.name.clone(),
+            binary: false,
+            binary_matched: false,
+            printed_group: false,
+            file_start: false, // no group separators without context
+            flush_at: usize::MAX,
+        }))
+    }
+
+    /// The range's lines; a stopped fork met a selected line holding a NUL
+    /// byte (as [`Sink::matched`] here would have).
+    fn join(&mut self, part: Formatted) -> Result<ControlFlow<()>> {
+        if !part.bytes.is_empty() {
+            self.group_start();
+            self.flush_buf()?;
+            self.out.write_all(&part.bytes).map_err(write_error)?;
+        }
+        if part.stopped {
+            self.binary_matched = true;
+            self.printed_group = true;
+            return Ok(ControlFlow::Break(()));
+        }
+        Ok(ControlFlow::Continue(()))
+    }
+}
+
+impl Forked for GnuPrinter<Vec<u8>> {
+    fn done(self: Box<Self>) -> Formatted {
+        let GnuPrinter { mut out, buf, binary_matched, .. } = *self;
+        if out.is_empty() {
+            out = buf;
+        } else {
+            out.extend_from_slice(&buf);
+        }
+        Formatted { bytes: out, stopped: binary_matched }
     }
 }
 

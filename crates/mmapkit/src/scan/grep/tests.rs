@@ -338,6 +338,40 @@ fn many_ranges_and_batches() {
     }
 }
 
+#[test]
+fn forked_printers_match_one_thread() {
+    // Parallel ranges format their lines on their own threads (forks of the
+    // printer); the bytes must be those of one thread, window sizes from
+    // tiny up, for every output option.
+    let mut data = Vec::new();
+    for i in 0..3000u32 {
+        data.extend_from_slice(format!("{},{},id{}\n", i * 7919 % 10007, i % 13, i % 97).as_bytes());
+    }
+    let (_dir, path) = write(&data);
+    let g = Grep::new(&GrepOptions { patterns: vec!["1[0-9]*".into()], ..Default::default() }).unwrap();
+    let base = PrintOptions { with_filename: true, ..Default::default() };
+    let prints = [
+        PrintOptions { line_numbers: true, ..base.clone() },
+        PrintOptions { byte_offset: true, ..base.clone() },
+        PrintOptions { only_matching: true, byte_offset: true, line_numbers: true, ..base.clone() },
+        PrintOptions { color: true, line_numbers: true, ..base.clone() },
+        PrintOptions { report: Report::Count, ..base.clone() },
+        PrintOptions { before: Some(1), after: Some(2), line_numbers: true, ..base.clone() },
+    ];
+    for p in &prints {
+        let (want, n) = printed(&g, &path, p, &ScanOptions::new(Strategy::Mmap, 1), None);
+        assert!(n > 100 && !want.is_empty());
+        for chunk in [3, 64, 4096, 0] {
+            for strategy in [Strategy::Mmap, Strategy::Read] {
+                let opts = ScanOptions { chunk, ..ScanOptions::new(strategy, 3) };
+                let (out, m) = printed(&g, &path, p, &opts, None);
+                assert_eq!(m, n, "{p:?} {opts:?}");
+                assert!(out == want, "{p:?} {opts:?}");
+            }
+        }
+    }
+}
+
 /// Stops at its first line.
 struct First(u64);
 impl Sink for First {
@@ -398,11 +432,13 @@ fn binary_files_report_no_lines() {
     let mut data = b"ab\n".repeat(20_000);
     data.extend_from_slice(b"a\0\nab\n");
     let (_dir, path) = write(&data);
-    let mut out = Vec::new();
-    let mut printer = GnuPrinter::new(&mut out, PrintOptions::default());
-    g.search(&path, &ScanOptions::new(Strategy::Read, 1), &mut printer).unwrap();
-    assert!(printer.binary_matched());
-    assert_eq!(out, b"ab\n".repeat(20_000));
+    for opts in [ScanOptions::new(Strategy::Read, 1), ScanOptions::new(Strategy::Mmap, 3), ScanOptions { chunk: 64, ..ScanOptions::new(Strategy::Read, 3) }] {
+        let mut out = Vec::new();
+        let mut printer = GnuPrinter::new(&mut out, PrintOptions::default());
+        assert_eq!(g.search(&path, &opts, &mut printer).unwrap(), 20_001, "{opts:?}");
+        assert!(printer.binary_matched());
+        assert!(out == b"ab\n".repeat(20_000), "{opts:?}");
+    }
 }
 
 #[test]
