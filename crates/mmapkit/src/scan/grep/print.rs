@@ -94,6 +94,10 @@ const NUMBER: &[u8] = b"\x1b[32m\x1b[K";
 const SEP: &[u8] = b"\x1b[36m\x1b[K";
 const END: &[u8] = b"\x1b[m\x1b[K";
 
+/// Most buffers kept for forks (at most a batch of ranges' are kept
+/// anyway: forks take theirs before the previous batch is joined).
+const SPARE_MAX: usize = 64;
+
 /// GNU grep's text output, byte for byte, as a [`Sink`].
 pub struct GnuPrinter<W: Write> {
     out: W,
@@ -111,6 +115,9 @@ pub struct GnuPrinter<W: Write> {
     /// `buf` is written out once this long (never, in a fork: its
     /// buffer is the range's output).
     flush_at: usize,
+    /// Buffers of joined forks, for the next forks (fresh memory costs
+    /// page faults and cache misses).
+    spare: Vec<Vec<u8>>,
 }
 
 impl<W: Write> GnuPrinter<W> {
@@ -127,6 +134,7 @@ impl<W: Write> GnuPrinter<W> {
             printed_group: false,
             file_start: true,
             flush_at: 64 << 10,
+            spare: Vec::new(),
         }
     }
 
@@ -307,7 +315,7 @@ impl<W: Write> Sink for GnuPrinter<W> {
 
     /// Lines only, without context (groups need one thread) and in a file
     /// not already known to be binary.
-    fn fork(&self) -> Option<Box<dyn Forked>> {
+    fn fork(&mut self) -> Option<Box<dyn Forked>> {
         if self.opts.report != Report::Lines || self.needs.before.is_some() || self.needs.after.is_some() || self.binary {
             return None;
         }
@@ -315,13 +323,14 @@ impl<W: Write> Sink for GnuPrinter<W> {
             out: Vec::new(),
             opts: self.opts.clone(),
             needs: self.needs,
-            buf: Vec::new(),
+            buf: self.spare.pop().unwrap_or_default(),
             name: self.name.clone(),
             binary: false,
             binary_matched: false,
             printed_group: false,
             file_start: false, // no group separators without context
             flush_at: usize::MAX,
+            spare: Vec::new(),
         }))
     }
 
@@ -332,6 +341,11 @@ impl<W: Write> Sink for GnuPrinter<W> {
             self.group_start();
             self.flush_buf()?;
             self.out.write_all(&part.bytes).map_err(write_error)?;
+        }
+        if self.spare.len() < SPARE_MAX && part.bytes.capacity() > 0 {
+            let mut bytes = part.bytes;
+            bytes.clear();
+            self.spare.push(bytes);
         }
         if part.stopped {
             self.binary_matched = true;

@@ -79,10 +79,11 @@ pub trait Sink {
     /// For a search on several threads (no context, no cap): a copy of
     /// this sink that formats one range's selected lines into bytes on a
     /// search thread; what it formatted comes back to [`Sink::join`] in
-    /// file order. Asked after [`Sink::begin`], once per range. `None`
+    /// file order (a sink may hand the joined buffers to its next forks).
+    /// Asked after [`Sink::begin`], once per range. `None`
     /// (the default): the range's lines are recorded and reported to this
     /// sink, on one thread.
-    fn fork(&self) -> Option<Box<dyn Forked>> {
+    fn fork(&mut self) -> Option<Box<dyn Forked>> {
         None
     }
     /// What a fork of this sink formatted for one range, in file order
@@ -128,7 +129,7 @@ impl<S: Sink + ?Sized> Sink for &mut S {
     fn finish(&mut self, selected: u64) -> Result<()> {
         (**self).finish(selected)
     }
-    fn fork(&self) -> Option<Box<dyn Forked>> {
+    fn fork(&mut self) -> Option<Box<dyn Forked>> {
         (**self).fork()
     }
     fn join(&mut self, part: Formatted) -> Result<ControlFlow<()>> {
