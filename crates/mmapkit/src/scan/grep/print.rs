@@ -339,14 +339,8 @@ impl<W: Write> Sink for GnuPrinter<W> {
     fn join(&mut self, part: Formatted) -> Result<ControlFlow<()>> {
         if !part.bytes.is_empty() {
             self.group_start();
-            self.flush_buf()?;
-            self.out.write_all(&part.bytes).map_err(write_error)?;
         }
-        if self.spare.len() < SPARE_MAX && part.bytes.capacity() > 0 {
-            let mut bytes = part.bytes;
-            bytes.clear();
-            self.spare.push(bytes);
-        }
+        write_part(&mut self.out, &mut self.buf, &mut self.spare, part.bytes)?;
         if part.stopped {
             self.binary_matched = true;
             self.printed_group = true;
@@ -358,13 +352,8 @@ impl<W: Write> Sink for GnuPrinter<W> {
 
 impl Forked for GnuPrinter<Vec<u8>> {
     fn done(self: Box<Self>) -> Formatted {
-        let GnuPrinter { mut out, buf, binary_matched, .. } = *self;
-        if out.is_empty() {
-            out = buf;
-        } else {
-            out.extend_from_slice(&buf);
-        }
-        Formatted { bytes: out, stopped: binary_matched }
+        let GnuPrinter { out, buf, binary_matched, .. } = *self;
+        Formatted { bytes: concat(out, buf), stopped: binary_matched }
     }
 }
 
@@ -378,12 +367,15 @@ pub struct JsonPrinter<W: Write> {
     only_matching: bool,
     path: String,
     buf: Vec<u8>,
+    /// As [`GnuPrinter`]'s.
+    flush_at: usize,
+    spare: Vec<Vec<u8>>,
 }
 
 impl<W: Write> JsonPrinter<W> {
     /// A printer writing to `out`.
     pub fn new(out: W, report: Report, only_matching: bool) -> Self {
-        JsonPrinter { out, report, only_matching, path: String::new(), buf: Vec::new() }
+        JsonPrinter { out, report, only_matching, path: String::new(), buf: Vec::new(), flush_at: 64 << 10, spare: Vec::new() }
     }
 
     /// The writer.
@@ -431,9 +423,29 @@ impl<W: Write> Sink for JsonPrinter<W> {
                 self.record(l.line, l.offset + s as u64, &l.bytes[s..e]);
             }
         }
-        if self.buf.len() >= 64 << 10 {
+        if self.buf.len() >= self.flush_at {
             self.flush_buf()?;
         }
+        Ok(ControlFlow::Continue(()))
+    }
+
+    fn fork(&mut self) -> Option<Box<dyn Forked>> {
+        (self.report == Report::Lines).then(|| {
+            let fork = JsonPrinter {
+                out: Vec::new(),
+                report: self.report,
+                only_matching: self.only_matching,
+                path: self.path.clone(),
+                buf: self.spare.pop().unwrap_or_default(),
+                flush_at: usize::MAX,
+                spare: Vec::new(),
+            };
+            Box::new(fork) as Box<dyn Forked>
+        })
+    }
+
+    fn join(&mut self, part: Formatted) -> Result<ControlFlow<()>> {
+        write_part(&mut self.out, &mut self.buf, &mut self.spare, part.bytes)?;
         Ok(ControlFlow::Continue(()))
     }
 
@@ -456,6 +468,39 @@ impl<W: Write> Sink for JsonPrinter<W> {
         }
         self.flush_buf()
     }
+}
+
+impl Forked for JsonPrinter<Vec<u8>> {
+    fn done(self: Box<Self>) -> Formatted {
+        let JsonPrinter { out, buf, .. } = *self;
+        Formatted { bytes: concat(out, buf), stopped: false }
+    }
+}
+
+/// Writes a printer's buffered bytes, then a fork's, and keeps the fork's
+/// buffer for a later fork.
+fn write_part(out: &mut impl Write, buf: &mut Vec<u8>, spare: &mut Vec<Vec<u8>>, mut bytes: Vec<u8>) -> Result<()> {
+    if !bytes.is_empty() {
+        if !buf.is_empty() {
+            out.write_all(buf).map_err(write_error)?;
+            buf.clear();
+        }
+        out.write_all(&bytes).map_err(write_error)?;
+    }
+    if spare.len() < SPARE_MAX && bytes.capacity() > 0 {
+        bytes.clear();
+        spare.push(bytes);
+    }
+    Ok(())
+}
+
+/// A fork's output: what it wrote out, then what it still buffers.
+fn concat(mut out: Vec<u8>, buf: Vec<u8>) -> Vec<u8> {
+    if out.is_empty() {
+        return buf;
+    }
+    out.extend_from_slice(&buf);
+    out
 }
 
 /// A JSON string as serde_json writes it.

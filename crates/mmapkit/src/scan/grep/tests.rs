@@ -10,7 +10,7 @@ use proptest::prelude::{prop_oneof, proptest, Just, ProptestConfig, Strategy as 
 use regex::bytes::RegexBuilder;
 
 use super::pattern::cannot_match_newline;
-use super::{grep, grep_count, grep_lines, whole_haystack_assertions, Collect, GnuPrinter, Grep, GrepOptions, PrintOptions, Report, Sink, SinkLine};
+use super::{grep, grep_count, grep_lines, whole_haystack_assertions, Collect, GnuPrinter, Grep, GrepOptions, JsonPrinter, PrintOptions, Report, Sink, SinkLine};
 use crate::test_util::{scan_matrix, ALL_STRATEGIES};
 use crate::test_util::{temp_file as write, Trickle};
 
@@ -368,6 +368,18 @@ fn forked_printers_match_one_thread() {
                 assert_eq!(m, n, "{p:?} {opts:?}");
                 assert!(out == want, "{p:?} {opts:?}");
             }
+        }
+    }
+    for only_matching in [false, true] {
+        let json = |opts: &ScanOptions| {
+            let mut out = Vec::new();
+            g.search(&path, opts, &mut JsonPrinter::new(&mut out, Report::Lines, only_matching)).unwrap();
+            out
+        };
+        let want = json(&ScanOptions::new(Strategy::Mmap, 1));
+        for chunk in [3, 4096, 0] {
+            let opts = ScanOptions { chunk, ..ScanOptions::new(Strategy::Mmap, 3) };
+            assert!(json(&opts) == want, "json -o={only_matching} {opts:?}");
         }
     }
 }
