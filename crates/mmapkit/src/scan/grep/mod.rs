@@ -6,7 +6,9 @@
 //! context breaks, and per-file begin and end to a [`Sink`]. It never
 //! formats anything. Printers are sinks: [`GnuPrinter`] prints GNU grep's
 //! text output, [`JsonPrinter`] JSON lines, and [`Collect`] gathers lines
-//! for bindings. [`walk`] lists the files `grep -r` searches.
+//! for bindings. [`walk`] lists the files `grep -r` searches. On several
+//! threads the printers fork ([`Sink::fork`]): each range's lines are
+//! formatted on its search thread and the bytes joined in file order.
 //!
 //! # Semantics
 //!
@@ -51,7 +53,7 @@ use crate::{Error, Result};
 
 pub(crate) use pattern::whole_haystack_assertions;
 pub use print::{GnuPrinter, JsonPrinter, PrintOptions, Report};
-pub use sink::{Collect, FileInfo, Needs, Sink, SinkLine};
+pub use sink::{Collect, FileInfo, Forked, Formatted, Needs, Sink, SinkLine};
 pub use walk::walk;
 
 /// What selects a line (the subset of GNU grep's matching options that

@@ -5,7 +5,7 @@ use std::ops::ControlFlow;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use super::sink::{FileInfo, Needs, Sink, SinkLine};
+use super::sink::{FileInfo, Forked, Formatted, Needs, Sink, SinkLine};
 use crate::scan::source::label;
 use crate::{Error, Result};
 
@@ -94,6 +94,10 @@ const NUMBER: &[u8] = b"\x1b[32m\x1b[K";
 const SEP: &[u8] = b"\x1b[36m\x1b[K";
 const END: &[u8] = b"\x1b[m\x1b[K";
 
+/// Most buffers kept for forks (at most a batch of ranges' are kept
+/// anyway: forks take theirs before the previous batch is joined).
+const SPARE_MAX: usize = 64;
+
 /// GNU grep's text output, byte for byte, as a [`Sink`].
 pub struct GnuPrinter<W: Write> {
     out: W,
@@ -108,6 +112,12 @@ pub struct GnuPrinter<W: Write> {
     printed_group: bool,
     /// No line of the current file printed yet.
     file_start: bool,
+    /// `buf` is written out once this long (never, in a fork: its
+    /// buffer is the range's output).
+    flush_at: usize,
+    /// Buffers of joined forks, for the next forks (fresh memory costs
+    /// page faults and cache misses).
+    spare: Vec<Vec<u8>>,
 }
 
 impl<W: Write> GnuPrinter<W> {
@@ -123,6 +133,8 @@ impl<W: Write> GnuPrinter<W> {
             binary_matched: false,
             printed_group: false,
             file_start: true,
+            flush_at: 64 << 10,
+            spare: Vec::new(),
         }
     }
 
@@ -254,7 +266,7 @@ impl<W: Write> Sink for GnuPrinter<W> {
         }
         self.group_start();
         self.report_line(l, b':');
-        if self.buf.len() >= 64 << 10 {
+        if self.buf.len() >= self.flush_at {
             self.flush_buf()?;
         }
         Ok(ControlFlow::Continue(()))
@@ -300,6 +312,49 @@ impl<W: Write> Sink for GnuPrinter<W> {
         }
         self.flush_buf()
     }
+
+    /// Lines only, without context (groups need one thread) and in a file
+    /// not already known to be binary.
+    fn fork(&mut self) -> Option<Box<dyn Forked>> {
+        if self.opts.report != Report::Lines || self.needs.before.is_some() || self.needs.after.is_some() || self.binary {
+            return None;
+        }
+        Some(Box::new(GnuPrinter {
+            out: Vec::new(),
+            opts: self.opts.clone(),
+            needs: self.needs,
+            buf: self.spare.pop().unwrap_or_default(),
+            name: self.name.clone(),
+            binary: false,
+            binary_matched: false,
+            printed_group: false,
+            file_start: false, // no group separators without context
+            flush_at: usize::MAX,
+            spare: Vec::new(),
+        }))
+    }
+
+    /// The range's lines; a stopped fork met a selected line holding a NUL
+    /// byte (as [`Sink::matched`] here would have).
+    fn join(&mut self, part: Formatted) -> Result<ControlFlow<()>> {
+        if !part.bytes.is_empty() {
+            self.group_start();
+        }
+        write_part(&mut self.out, &mut self.buf, &mut self.spare, part.bytes)?;
+        if part.stopped {
+            self.binary_matched = true;
+            self.printed_group = true;
+            return Ok(ControlFlow::Break(()));
+        }
+        Ok(ControlFlow::Continue(()))
+    }
+}
+
+impl Forked for GnuPrinter<Vec<u8>> {
+    fn done(self: Box<Self>) -> Formatted {
+        let GnuPrinter { out, buf, binary_matched, .. } = *self;
+        Formatted { bytes: concat(out, buf), stopped: binary_matched }
+    }
 }
 
 /// JSON lines: `{"path","line","offset","text"}` per selected line (per
@@ -312,12 +367,15 @@ pub struct JsonPrinter<W: Write> {
     only_matching: bool,
     path: String,
     buf: Vec<u8>,
+    /// As [`GnuPrinter`]'s.
+    flush_at: usize,
+    spare: Vec<Vec<u8>>,
 }
 
 impl<W: Write> JsonPrinter<W> {
     /// A printer writing to `out`.
     pub fn new(out: W, report: Report, only_matching: bool) -> Self {
-        JsonPrinter { out, report, only_matching, path: String::new(), buf: Vec::new() }
+        JsonPrinter { out, report, only_matching, path: String::new(), buf: Vec::new(), flush_at: 64 << 10, spare: Vec::new() }
     }
 
     /// The writer.
@@ -365,9 +423,29 @@ impl<W: Write> Sink for JsonPrinter<W> {
                 self.record(l.line, l.offset + s as u64, &l.bytes[s..e]);
             }
         }
-        if self.buf.len() >= 64 << 10 {
+        if self.buf.len() >= self.flush_at {
             self.flush_buf()?;
         }
+        Ok(ControlFlow::Continue(()))
+    }
+
+    fn fork(&mut self) -> Option<Box<dyn Forked>> {
+        (self.report == Report::Lines).then(|| {
+            let fork = JsonPrinter {
+                out: Vec::new(),
+                report: self.report,
+                only_matching: self.only_matching,
+                path: self.path.clone(),
+                buf: self.spare.pop().unwrap_or_default(),
+                flush_at: usize::MAX,
+                spare: Vec::new(),
+            };
+            Box::new(fork) as Box<dyn Forked>
+        })
+    }
+
+    fn join(&mut self, part: Formatted) -> Result<ControlFlow<()>> {
+        write_part(&mut self.out, &mut self.buf, &mut self.spare, part.bytes)?;
         Ok(ControlFlow::Continue(()))
     }
 
@@ -390,6 +468,39 @@ impl<W: Write> Sink for JsonPrinter<W> {
         }
         self.flush_buf()
     }
+}
+
+impl Forked for JsonPrinter<Vec<u8>> {
+    fn done(self: Box<Self>) -> Formatted {
+        let JsonPrinter { out, buf, .. } = *self;
+        Formatted { bytes: concat(out, buf), stopped: false }
+    }
+}
+
+/// Writes a printer's buffered bytes, then a fork's, and keeps the fork's
+/// buffer for a later fork.
+fn write_part(out: &mut impl Write, buf: &mut Vec<u8>, spare: &mut Vec<Vec<u8>>, mut bytes: Vec<u8>) -> Result<()> {
+    if !bytes.is_empty() {
+        if !buf.is_empty() {
+            out.write_all(buf).map_err(write_error)?;
+            buf.clear();
+        }
+        out.write_all(&bytes).map_err(write_error)?;
+    }
+    if spare.len() < SPARE_MAX && bytes.capacity() > 0 {
+        bytes.clear();
+        spare.push(bytes);
+    }
+    Ok(())
+}
+
+/// A fork's output: what it wrote out, then what it still buffers.
+fn concat(mut out: Vec<u8>, buf: Vec<u8>) -> Vec<u8> {
+    if out.is_empty() {
+        return buf;
+    }
+    out.extend_from_slice(&buf);
+    out
 }
 
 /// A JSON string as serde_json writes it.

@@ -16,10 +16,12 @@
 //! materialises lines; `invert` counts lines minus matching lines.
 //!
 //! Reporting lines on several threads searches ranges of at most a few MiB
-//! in batches of a few per thread; each range's lines are recorded and
-//! replayed to the sink in file order while the next batch is searched;
-//! line numbers come from a parallel newline count per range and prefix
-//! sums. One thread, streams and context (which needs the lines around a
+//! in batches of a few per thread. Without a cap, a sink that can fork
+//! (the printers) gets a fork per range that formats the range's lines on
+//! its search thread; their bytes are joined to the sink in file order
+//! while the next batch is searched. Otherwise each range's lines are
+//! recorded and replayed to the sink in file order. Line numbers come
+//! from a parallel newline count per range and prefix sums. One thread, streams and context (which needs the lines around a
 //! match) report straight from the window, with no copy.
 
 use std::collections::VecDeque;
@@ -28,11 +30,12 @@ use std::ops::ControlFlow;
 use std::path::Path;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 
 use memchr::{memchr, memrchr};
 use regex::bytes::Regex;
 
-use super::sink::{FileInfo, Needs, Sink, SinkLine};
+use super::sink::{FileInfo, Forked, Needs, Sink, SinkLine};
 use super::Grep;
 use crate::scan::engine::{Job, Scan, ScanOptions};
 use crate::scan::local;
@@ -366,17 +369,21 @@ impl Grep {
     }
 
     /// Several threads: batches of bounded ranges; each batch is searched
-    /// in parallel (its lines recorded, or counted up to the cap) while the
-    /// previous one's lines are replayed to the sink.
+    /// in parallel (its lines formatted by forks of the sink, or recorded,
+    /// or counted up to the cap) while the previous one's output is joined
+    /// or replayed to the sink.
     fn run_parallel(&self, job: &Job<'_>, needs: &Needs, cap: u64, sink: &mut dyn Sink) -> Result<u64> {
         let len = job.src.len();
         let size = len.div_ceil(job.threads as u64 * 8).clamp(1, RANGE_MAX);
         let raw: Vec<(u64, u64)> = (0..len).step_by(size as usize).map(|s| (s, (s + size).min(len))).collect();
         let ranges = job.lines_aligned(&raw)?;
         let stop = AtomicBool::new(false);
-        // Searches one batch whose first line is number `base`; returns the
-        // per-range records and the number of the line after the batch.
-        let search = |batch: &[(u64, u64)], base: u64| -> Result<(Vec<Recorder>, u64)> {
+        // Forks format lines only when every selected line is reported.
+        let forking = needs.lines && cap == u64::MAX;
+        // Searches one batch whose first line is number `base`, into the
+        // forks given (one per range) or recorders; returns the per-range
+        // output and the number of the line after the batch.
+        let search = |batch: &[(u64, u64)], forks: Option<Vec<Box<dyn Forked>>>, base: u64| -> Result<(Vec<Done>, u64)> {
             let mut work = Vec::with_capacity(batch.len());
             let mut next = base;
             if needs.line_numbers {
@@ -388,28 +395,43 @@ impl Grep {
             } else {
                 work.extend(batch.iter().map(|&r| (r, 0)));
             }
-            let records = job.par_map(&work, |&((s, e), line)| {
-                let mut st = State::new(cap, needs, line);
+            // A fork moves to the thread that searches its range.
+            let mut forks = forks.map(|f| f.into_iter().map(|f| Mutex::new(Some(f)))).into_iter().flatten();
+            let work: Vec<_> = work.into_iter().map(|w| (w, forks.next())).collect();
+            let done = job.par_map(&work, |(((s, e), line), fork)| {
+                let (s, e) = (*s, *e);
+                let mut st = State::new(cap, needs, *line);
                 if let Some(c) = &mut st.cursor {
                     c.pos = s;
                 }
-                let mut rec = Recorder { needs: *needs, ..Recorder::default() };
+                let fork = fork.as_ref().and_then(|f| f.lock().unwrap_or_else(|p| p.into_inner()).take());
+                let mut out = match fork {
+                    Some(f) => Done::Formatted(f, 0),
+                    None => Done::Recorded(Recorder { needs: *needs, ..Recorder::default() }),
+                };
+                let sink: &mut dyn Sink = match &mut out {
+                    Done::Formatted(f, _) => &mut **f,
+                    Done::Recorded(r) => r,
+                };
                 let re = self.local_re();
                 job.for_each_lines(s, e, |off, w| {
                     if stop.load(Ordering::Relaxed) {
                         return Ok(ControlFlow::Break(()));
                     }
-                    Ok(self.window(&re, off, w, &mut st, &mut rec))
+                    let flow = self.window(&re, off, w, &mut st, sink);
+                    st.err.take().map_or(Ok(flow), Err)
                 })?;
-                if !needs.lines {
-                    rec.counted = st.selected;
+                match &mut out {
+                    Done::Formatted(_, n) => *n = st.selected,
+                    Done::Recorded(r) if !needs.lines => r.counted = st.selected,
+                    Done::Recorded(_) => {}
                 }
-                Ok(rec)
+                Ok(out)
             })?;
-            Ok((records, next))
+            Ok((done, next))
         };
         let mut batches = ranges.chunks(job.threads * BATCH_PER_THREAD);
-        let mut pending: Option<Vec<Recorder>> = None;
+        let mut pending: Option<Vec<Done>> = None;
         let mut base = 1;
         let mut total = 0u64;
         loop {
@@ -417,8 +439,10 @@ impl Grep {
             if batch.is_none() && pending.is_none() {
                 break;
             }
+            // Forked here: the sink is the joining thread's below.
+            let forks = batch.filter(|_| forking).and_then(|b| b.iter().map(|_| sink.fork()).collect::<Option<Vec<_>>>());
             let (searched, emitted) = std::thread::scope(|scope| {
-                let handle = batch.map(|b| scope.spawn(|| search(b, base)));
+                let handle = batch.map(|b| scope.spawn(|| search(b, forks, base)));
                 let emitted = match pending.take() {
                     Some(records) => replay(records, sink, &mut total, cap),
                     None => Ok(ControlFlow::Continue(())),
@@ -510,10 +534,22 @@ impl Grep {
     }
 }
 
-/// Replays one batch's records (or counts) in order, stopping at `cap`
-/// selected lines.
-fn replay(records: Vec<Recorder>, sink: &mut dyn Sink, total: &mut u64, cap: u64) -> Result<ControlFlow<()>> {
-    for rec in records {
+/// Joins or replays one batch's output (or counts) in order, stopping at
+/// `cap` selected lines.
+fn replay(done: Vec<Done>, sink: &mut dyn Sink, total: &mut u64, cap: u64) -> Result<ControlFlow<()>> {
+    for d in done {
+        let rec = match d {
+            Done::Recorded(rec) => rec,
+            Done::Formatted(fork, selected) => {
+                // No cap here: the range's lines are all there (up to the
+                // one its fork stopped at).
+                *total = (*total + selected).min(cap);
+                if sink.join(fork.done())?.is_break() {
+                    return Ok(ControlFlow::Break(()));
+                }
+                continue;
+            }
+        };
         *total = (*total + rec.counted).min(cap);
         for r in &rec.lines {
             if *total >= cap {
@@ -527,6 +563,14 @@ fn replay(records: Vec<Recorder>, sink: &mut dyn Sink, total: &mut u64, cap: u64
         }
     }
     Ok(if *total >= cap { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
+}
+
+/// What searching one range on several threads left to report.
+enum Done {
+    /// Formatted by a fork of the sink; the range's selected lines.
+    Formatted(Box<dyn Forked>, u64),
+    /// Recorded (or counted).
+    Recorded(Recorder),
 }
 
 /// A range's selected lines, kept until they can be reported in order.

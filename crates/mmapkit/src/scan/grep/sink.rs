@@ -76,6 +76,38 @@ pub trait Sink {
     fn finish(&mut self, _selected: u64) -> Result<()> {
         Ok(())
     }
+    /// For a search on several threads (no context, no cap): a copy of
+    /// this sink that formats one range's selected lines into bytes on a
+    /// search thread; what it formatted comes back to [`Sink::join`] in
+    /// file order (a sink may hand the joined buffers to its next forks).
+    /// Asked after [`Sink::begin`], once per range. `None`
+    /// (the default): the range's lines are recorded and reported to this
+    /// sink, on one thread.
+    fn fork(&mut self) -> Option<Box<dyn Forked>> {
+        None
+    }
+    /// What a fork of this sink formatted for one range, in file order
+    /// (after the lines reported for earlier ranges).
+    fn join(&mut self, _part: Formatted) -> Result<ControlFlow<()>> {
+        Ok(ControlFlow::Continue(()))
+    }
+}
+
+/// A sink made by [`Sink::fork`]: it gets one range's selected lines (with
+/// their line numbers, offsets and spans) on a search thread.
+pub trait Forked: Sink + Send {
+    /// What it formatted, for [`Sink::join`].
+    fn done(self: Box<Self>) -> Formatted;
+}
+
+/// One range's output, formatted by a [`Forked`] sink.
+#[derive(Debug, Default)]
+pub struct Formatted {
+    /// The bytes to write, in order.
+    pub bytes: Vec<u8>,
+    /// The fork stopped the range at its last reported line (its sink
+    /// decides what that means; the search stops there).
+    pub stopped: bool,
 }
 
 impl<S: Sink + ?Sized> Sink for &mut S {
@@ -96,6 +128,12 @@ impl<S: Sink + ?Sized> Sink for &mut S {
     }
     fn finish(&mut self, selected: u64) -> Result<()> {
         (**self).finish(selected)
+    }
+    fn fork(&mut self) -> Option<Box<dyn Forked>> {
+        (**self).fork()
+    }
+    fn join(&mut self, part: Formatted) -> Result<ControlFlow<()>> {
+        (**self).join(part)
     }
 }
 

@@ -10,7 +10,7 @@ use proptest::prelude::{prop_oneof, proptest, Just, ProptestConfig, Strategy as 
 use regex::bytes::RegexBuilder;
 
 use super::pattern::cannot_match_newline;
-use super::{grep, grep_count, grep_lines, whole_haystack_assertions, Collect, GnuPrinter, Grep, GrepOptions, PrintOptions, Report, Sink, SinkLine};
+use super::{grep, grep_count, grep_lines, whole_haystack_assertions, Collect, GnuPrinter, Grep, GrepOptions, JsonPrinter, PrintOptions, Report, Sink, SinkLine};
 use crate::test_util::{scan_matrix, ALL_STRATEGIES};
 use crate::test_util::{temp_file as write, Trickle};
 
@@ -338,6 +338,52 @@ fn many_ranges_and_batches() {
     }
 }
 
+#[test]
+fn forked_printers_match_one_thread() {
+    // Parallel ranges format their lines on their own threads (forks of the
+    // printer); the bytes must be those of one thread, window sizes from
+    // tiny up, for every output option.
+    let mut data = Vec::new();
+    for i in 0..3000u32 {
+        data.extend_from_slice(format!("{},{},id{}\n", i * 7919 % 10007, i % 13, i % 97).as_bytes());
+    }
+    let (_dir, path) = write(&data);
+    let g = Grep::new(&GrepOptions { patterns: vec!["1[0-9]*".into()], ..Default::default() }).unwrap();
+    let base = PrintOptions { with_filename: true, ..Default::default() };
+    let prints = [
+        PrintOptions { line_numbers: true, ..base.clone() },
+        PrintOptions { byte_offset: true, ..base.clone() },
+        PrintOptions { only_matching: true, byte_offset: true, line_numbers: true, ..base.clone() },
+        PrintOptions { color: true, line_numbers: true, ..base.clone() },
+        PrintOptions { report: Report::Count, ..base.clone() },
+        PrintOptions { before: Some(1), after: Some(2), line_numbers: true, ..base.clone() },
+    ];
+    for p in &prints {
+        let (want, n) = printed(&g, &path, p, &ScanOptions::new(Strategy::Mmap, 1), None);
+        assert!(n > 100 && !want.is_empty());
+        for chunk in [3, 64, 4096, 0] {
+            for strategy in [Strategy::Mmap, Strategy::Read] {
+                let opts = ScanOptions { chunk, ..ScanOptions::new(strategy, 3) };
+                let (out, m) = printed(&g, &path, p, &opts, None);
+                assert_eq!(m, n, "{p:?} {opts:?}");
+                assert!(out == want, "{p:?} {opts:?}");
+            }
+        }
+    }
+    for only_matching in [false, true] {
+        let json = |opts: &ScanOptions| {
+            let mut out = Vec::new();
+            g.search(&path, opts, &mut JsonPrinter::new(&mut out, Report::Lines, only_matching)).unwrap();
+            out
+        };
+        let want = json(&ScanOptions::new(Strategy::Mmap, 1));
+        for chunk in [3, 4096, 0] {
+            let opts = ScanOptions { chunk, ..ScanOptions::new(Strategy::Mmap, 3) };
+            assert!(json(&opts) == want, "json -o={only_matching} {opts:?}");
+        }
+    }
+}
+
 /// Stops at its first line.
 struct First(u64);
 impl Sink for First {
@@ -398,11 +444,13 @@ fn binary_files_report_no_lines() {
     let mut data = b"ab\n".repeat(20_000);
     data.extend_from_slice(b"a\0\nab\n");
     let (_dir, path) = write(&data);
-    let mut out = Vec::new();
-    let mut printer = GnuPrinter::new(&mut out, PrintOptions::default());
-    g.search(&path, &ScanOptions::new(Strategy::Read, 1), &mut printer).unwrap();
-    assert!(printer.binary_matched());
-    assert_eq!(out, b"ab\n".repeat(20_000));
+    for opts in [ScanOptions::new(Strategy::Read, 1), ScanOptions::new(Strategy::Mmap, 3), ScanOptions { chunk: 64, ..ScanOptions::new(Strategy::Read, 3) }] {
+        let mut out = Vec::new();
+        let mut printer = GnuPrinter::new(&mut out, PrintOptions::default());
+        assert_eq!(g.search(&path, &opts, &mut printer).unwrap(), 20_001, "{opts:?}");
+        assert!(printer.binary_matched());
+        assert!(out == b"ab\n".repeat(20_000), "{opts:?}");
+    }
 }
 
 #[test]
