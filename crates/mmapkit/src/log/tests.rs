@@ -666,7 +666,6 @@ fn verify_is_the_same_for_every_thread_count_and_reports_the_first_bad_segment()
         assert!(matches!(e, Error::Corrupt { .. }) && e.to_string().contains(&name), "threads {t}: {e}");
     }
 }
-}
 
 #[test]
 fn stored_crc_matches_entry_crc_and_encode() {
