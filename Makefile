@@ -52,7 +52,7 @@ dist: setup cli
 	cp target/release/mmapkit $(WHEEL_DATA)/scripts/
 	$(VENV)/bin/maturin build --release --quiet -i $(VPY) --out target/wheels; \
 		status=$$?; rm -rf $(WHEEL_DATA); exit $$status
-	cargo package --quiet -p mmapkit -p mmapkit-cli --no-verify --allow-dirty
+	cargo package --quiet -p mmapkit -p mmapkit-replicate -p mmapkit-cli --no-verify --allow-dirty
 
 # The command-line peers of the `files` benchmark (ripgrep, sd), built from crates.io
 # into .venv/tools (first on PATH above); only when missing.
