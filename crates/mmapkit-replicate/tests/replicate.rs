@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use mmapkit::log::SyncMode;
-use mmapkit_replicate::{follow, serve, FollowOptions, Follower, ReplicateError, ServeOptions};
+use mmapkit::log::CommitLog;
+use mmapkit_replicate::{follow, serve, FollowOptions, Follower, ReplicateError, ServeOptions, Server};
 
 fn once() -> FollowOptions {
     FollowOptions {
@@ -20,12 +21,33 @@ fn once() -> FollowOptions {
     }
 }
 
-#[test]
-fn catch_up_from_empty_then_resume() {
+/// A leader log (in `a`) holding entries `1..end` of term 1, served with
+/// the default options, and an empty directory `b` for a follower.
+fn served_leader(end: u64) -> (tempfile::TempDir, tempfile::TempDir, Arc<CommitLog>, Server) {
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let leader = Arc::new(open(a.path()));
-    fill(&leader, 1, 3001, 1, 0);
+    fill(&leader, 1, end, 1, 0);
     let srv = serve(leader.clone(), ServeOptions::default()).unwrap();
+    (a, b, leader, srv)
+}
+
+/// A follower that keeps following (long polls) until stopped.
+fn following(url: &str, dir: &std::path::Path) -> Follower {
+    Follower::spawn(url, dir, FollowOptions { once: false, ..once() }).unwrap()
+}
+
+/// Waits until the log in `dir` reaches index `n`, failing after `limit`.
+fn wait_for_index(dir: &std::path::Path, n: u64, limit: Duration) {
+    let t = Instant::now();
+    while open_ro(dir).last_index() < n {
+        assert!(t.elapsed() < limit, "follower stuck before {n}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn catch_up_from_empty_then_resume() {
+    let (a, b, leader, srv) = served_leader(3001);
     let r = follow(srv.url(), b.path(), once()).unwrap();
     assert_eq!((r.appended, r.truncated, r.last_index), (3000, 0, 3000));
     assert_same(a.path(), b.path());
@@ -40,31 +62,13 @@ fn catch_up_from_empty_then_resume() {
 
 #[test]
 fn follows_new_entries_with_long_polls_until_stopped() {
-    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let leader = Arc::new(open(a.path()));
-    fill(&leader, 1, 101, 1, 0);
-    let srv = serve(leader.clone(), ServeOptions::default()).unwrap();
-    let f = Follower::spawn(
-        srv.url(),
-        b.path(),
-        FollowOptions {
-            once: false,
-            ..once()
-        },
-    )
-    .unwrap();
+    let (a, b, leader, srv) = served_leader(101);
+    let f = following(srv.url(), b.path());
     for round in 0..5u64 {
         let from = leader.last_index() + 1;
         fill(&leader, from, from + 50, 1 + round, 0);
         let want = leader.last_index();
-        let t = Instant::now();
-        while open_ro(b.path()).last_index() < want {
-            assert!(
-                t.elapsed() < Duration::from_secs(20),
-                "follower did not catch up"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        wait_for_index(b.path(), want, Duration::from_secs(20));
     }
     let stop = f.stop_handle();
     let t = Instant::now();
@@ -112,30 +116,10 @@ fn divergent_follower_is_truncated_to_the_last_agreeing_entry() {
 
 #[test]
 fn leader_restart_mid_follow_and_a_leader_that_changed_its_log() {
-    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let leader = Arc::new(open(a.path()));
-    fill(&leader, 1, 1001, 1, 0);
-    let srv = serve(leader.clone(), ServeOptions::default()).unwrap();
+    let (a, b, leader, srv) = served_leader(1001);
     let addr = srv.local_addr();
-    let f = Follower::spawn(
-        srv.url(),
-        b.path(),
-        FollowOptions {
-            once: false,
-            ..once()
-        },
-    )
-    .unwrap();
-    let wait_for = |n: u64| {
-        let t = Instant::now();
-        while open_ro(b.path()).last_index() < n {
-            assert!(
-                t.elapsed() < Duration::from_secs(30),
-                "follower stuck before {n}"
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    };
+    let f = following(srv.url(), b.path());
+    let wait_for = |n: u64| wait_for_index(b.path(), n, Duration::from_secs(30));
     wait_for(1000);
     srv.shutdown();
     // While the leader is down its log changes: the last 100 entries are
@@ -162,10 +146,7 @@ fn leader_restart_mid_follow_and_a_leader_that_changed_its_log() {
 
 #[test]
 fn dropped_connections_are_retried_and_nothing_is_lost_or_duplicated() {
-    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let leader = Arc::new(open(a.path()));
-    fill(&leader, 1, 2001, 1, 0);
-    let srv = serve(leader.clone(), ServeOptions::default()).unwrap();
+    let (a, b, _leader, srv) = served_leader(2001);
     let px = proxy(srv.local_addr(), Fault::Cut(400_000));
     let r = follow(
         &format!("http://{}", px.addr),
@@ -184,10 +165,7 @@ fn dropped_connections_are_retried_and_nothing_is_lost_or_duplicated() {
 
 #[test]
 fn damage_in_transit_is_refused_never_appended() {
-    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let leader = Arc::new(open(a.path()));
-    fill(&leader, 1, 2001, 1, 0);
-    let srv = serve(leader.clone(), ServeOptions::default()).unwrap();
+    let (a, b, _leader, srv) = served_leader(2001);
     let px = proxy(srv.local_addr(), Fault::Flip);
     let e = follow(
         &format!("http://{}", px.addr),
