@@ -190,7 +190,12 @@ fn error_line(e: &anyhow::Error) -> String {
             Some(io) if i > 0 => line.push_str(&mmapkit::os_message(io)),
             _ => line.push_str(&cause.to_string()),
         }
-        if cause.is::<mmapkit::Error>() {
+        // A core error's text is complete (it names the file and the OS
+        // error); replication wraps it transparently, so its chain would
+        // repeat the OS error.
+        let complete = cause.is::<mmapkit::Error>()
+            || matches!(cause.downcast_ref(), Some(mmapkit_replicate::ReplicateError::Log(_)));
+        if complete {
             break;
         }
     }

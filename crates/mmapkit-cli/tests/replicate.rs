@@ -201,6 +201,12 @@ fn serve_and_follow_refuse_clearly() {
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_same(a.path(), b.path());
+    // A missing directory is named once, with its OS error once.
+    let missing = a.path().join("missing");
+    let out = mmapkit().args(["log", "serve"]).arg(&missing).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let want = format!("mmapkit: {}: read_dir: No such file or directory\n", missing.display());
+    assert_eq!(String::from_utf8_lossy(&out.stderr), want);
     for cmd in ["serve", "follow"] {
         let out = mmapkit().args(["log", cmd, "--help"]).output().unwrap();
         let h = String::from_utf8_lossy(&out.stdout);
