@@ -112,17 +112,23 @@ fn follower_killed_mid_catch_up_resumes_without_loss_or_duplicates() {
             .spawn()
             .unwrap();
         // Kill it once it has appended something (but not everything).
+        // (try_wait reaps a follower that already finished: never signal
+        // a reaped pid.)
         let t = Instant::now();
-        loop {
-            let n = last_index(b.path());
-            if n > before + 5000 || f.try_wait().unwrap().is_some() {
-                break;
+        let finished = loop {
+            if f.try_wait().unwrap().is_some() {
+                break true;
+            }
+            if last_index(b.path()) > before + 5000 {
+                break false;
             }
             assert!(t.elapsed() < Duration::from_secs(60));
             std::thread::sleep(Duration::from_millis(2));
+        };
+        if !finished {
+            signal(&f, libc::SIGKILL);
+            let _ = f.wait();
         }
-        signal(&f, libc::SIGKILL);
-        let _ = f.wait();
         if last_index(b.path()) < 200_000 {
             kills += 1;
         }
