@@ -1,0 +1,61 @@
+//! openraft storage on mmapkit's commit log, and a replicated key-value
+//! service built on it.
+//!
+//! * [`LogStore`]: openraft 0.9's `RaftLogStorage` + `RaftLogReader`
+//!   (`storage-v2`) on [`mmapkit::log::CommitLog`], for any
+//!   `RaftTypeConfig` whose entries serialize with serde. Vote and purge
+//!   point are persisted atomically and durably; openraft's `LogFlushed`
+//!   callback fires only after the entries are durable; reads check
+//!   contiguity; purge and truncate are safe against concurrent readers.
+//!   See [`log_store`] for the on-disk layout and every promise.
+//! * [`kv`]: a key-value state machine snapshotting to a mapped file, and
+//!   [`node`]: one KV node (openraft over HTTP on axum + reqwest), used by
+//!   the `mmapkit-kv` binary, the cluster tests and the benchmark.
+//!
+//! It passes openraft's own conformance suite
+//! (`openraft::testing::Suite::test_all`, see `tests/suite.rs`).
+//!
+//! ```no_run
+//! use mmapkit_raft::{kv::{KvConfig, KvStateMachine}, LogStore, StoreOptions};
+//! let log = LogStore::<KvConfig>::open("node1/log", StoreOptions::default())?;
+//! let sm = KvStateMachine::open("node1/sm")?;
+//! // openraft::Raft::new(1, config, network, log, sm).await
+//! # Ok::<(), mmapkit_raft::Error>(())
+//! ```
+
+pub mod kv;
+pub mod log_store;
+pub mod mem;
+mod meta;
+pub mod node;
+#[cfg(feature = "rocksdb")]
+pub mod rocks;
+
+pub use log_store::{LogStore, StoreOptions};
+
+use std::path::PathBuf;
+
+/// Errors of the storage layer (turned into openraft's `StorageError`
+/// at the trait boundary).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// From the commit log or the atomic-output layer.
+    #[error(transparent)]
+    Log(#[from] mmapkit::Error),
+    /// An I/O call on a path failed.
+    #[error("{}: {}: {}", .0.display(), .1, .2)]
+    Io(PathBuf, &'static str, #[source] std::io::Error),
+    /// A metadata or snapshot file is damaged.
+    #[error("{}: {}", .0.display(), .1)]
+    Corrupt(PathBuf, String),
+    /// Entries are not contiguous or do not carry the index they are
+    /// stored at.
+    #[error("raft log contiguity: {0}")]
+    Gap(String),
+    /// A value did not serialize.
+    #[error("encode: {0}")]
+    Encode(String),
+}
+
+/// The result of this crate's calls.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
