@@ -12,6 +12,8 @@ use std::path::PathBuf;
 
 use mmapkit::store::npy::Header;
 use mmapkit::store::{self, ArrayStore, Segment, StoreOptions};
+use pyo3::buffer::PyBuffer;
+use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 
@@ -228,6 +230,47 @@ impl ArrayStoreCore {
         store(slf, |s| slf.py().detach(|| s.flush()))?.py_err()
     }
 
+    /// Writers: cuts the published row count back to `rows` (≤ len) and
+    /// flushes (the cut rows become capacity).
+    fn truncate(slf: &Bound<'_, Self>, rows: u64) -> PyResult<()> {
+        store(slf, |s| slf.py().detach(|| s.truncate_rows(rows)))?.py_err()
+    }
+
+    /// Copies rows `rows` (a C-contiguous uint64 buffer) into `out` (a
+    /// writable C-contiguous buffer of `len(rows)` rows), with the GIL
+    /// released.
+    fn gather(slf: &Bound<'_, Self>, rows: &Bound<'_, PyAny>, out: &Bound<'_, PyAny>) -> PyResult<()> {
+        let py = slf.py();
+        let idx = PyBuffer::<u64>::get(rows)?;
+        let dst = PyBuffer::<u8>::get(out)?;
+        if !idx.is_c_contiguous() || !dst.is_c_contiguous() {
+            return Err(PyValueError::new_err("gather: rows and out must be C-contiguous"));
+        }
+        if dst.readonly() {
+            return Err(PyValueError::new_err("gather: out must be writable"));
+        }
+        let (ip, n) = (idx.buf_ptr() as usize, idx.item_count());
+        let (op, len) = (dst.buf_ptr() as usize, dst.len_bytes());
+        let r = store(slf, |s| {
+            py.detach(move || {
+                // SAFETY: both buffers are exported (held by `idx` and
+                // `dst`, which outlive this call) and C-contiguous; `idx`
+                // holds `n` u64 (PyBuffer::<u64> checked the format, numpy
+                // aligns its arrays) and `dst` is `len` writable bytes.
+                // Python cannot touch them while the GIL is released
+                // except through other threads, which is the caller's
+                // business, as for any buffer.
+                let (rows, out) = unsafe {
+                    (std::slice::from_raw_parts(ip as *const u64, n), std::slice::from_raw_parts_mut(op as *mut u8, len))
+                };
+                s.gather_rows(rows, out)
+            })
+        })?;
+        drop(idx);
+        drop(dst);
+        r.py_err()
+    }
+
     /// Gives unused capacity back to the file system.
     fn trim(slf: &Bound<'_, Self>) -> PyResult<()> {
         store(slf, |s| s.trim())?.py_err()
@@ -335,4 +378,24 @@ pub fn npy_header(py: Python<'_>, path: PathBuf) -> PyResult<(String, bool, Vec<
 #[pyo3(signature = (name, dir = None))]
 pub fn segment_path(name: &str, dir: Option<PathBuf>) -> PyResult<PathBuf> {
     store::shared::segment_path(name, dir.as_deref()).py_err()
+}
+
+/// Writes `data` to `path` atomically: a temp file beside it, fsync,
+/// rename over `path`, directory fsync (the core's `fs::AtomicFile`).
+/// Readers see the old file or the new one, never a mix.
+#[pyfunction]
+pub fn write_file_atomic(py: Python<'_>, path: PathBuf, data: &Bound<'_, PyAny>) -> PyResult<()> {
+    with_contiguous(py, data, |b| -> PyResult<()> {
+        use std::io::Write;
+        let mut f = mmapkit::fs::AtomicFile::create(&path, &[]).py_err()?;
+        f.file_mut().write_all(b).map_err(|e| {
+            // ENOSPC is DiskFullError, like the core's own writes.
+            let args = (e.raw_os_error(), e.to_string(), f.temp_path().to_owned());
+            match e.raw_os_error() {
+                Some(libc::ENOSPC) | Some(libc::EDQUOT) => crate::errors::DiskFullError::new_err(args),
+                _ => pyo3::exceptions::PyOSError::new_err(args),
+            }
+        })?;
+        f.commit(true).py_err()
+    })?
 }

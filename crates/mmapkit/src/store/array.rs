@@ -490,6 +490,41 @@ impl ArrayStore {
         let end = self.data_off + self.len() as usize * self.row_bytes;
         &self.map.as_slice()[self.data_off..end]
     }
+    /// Copies the published rows `rows` (any order, repeats allowed) into
+    /// `out`, one after another: `out.len()` must be `rows.len()` ×
+    /// [`row_bytes`](Self::row_bytes). Runs of consecutive indices are
+    /// copied with one `memcpy` each, so a permutation of contiguous blocks
+    /// reads mostly sequentially. An index past [`len`](Self::len) is an
+    /// error (nothing is copied); a truncation of the file by someone else
+    /// is [`Error::FileTruncated`].
+    pub fn gather_rows(&self, rows: &[u64], out: &mut [u8]) -> Result<()> {
+        let rb = self.row_bytes;
+        if out.len() != rows.len().saturating_mul(rb) {
+            return Err(Error::invalid(&self.path, format!(
+                "the output has {} bytes, not {} rows of {rb} bytes",
+                out.len(),
+                rows.len()
+            )));
+        }
+        if let Some(&bad) = rows.iter().find(|&&r| r >= self.len()) {
+            return Err(Error::invalid(&self.path, format!("row {bad} is out of range: the store has {} rows", self.len())));
+        }
+        let data = &self.map;
+        let off = self.data_off;
+        data.read_with(|d| {
+            let mut i = 0;
+            while i < rows.len() {
+                let mut j = i + 1;
+                while j < rows.len() && rows[j] == rows[j - 1] + 1 {
+                    j += 1;
+                }
+                let from = off + rows[i] as usize * rb;
+                out[i * rb..j * rb].copy_from_slice(&d[from..from + (j - i) * rb]);
+                i = j;
+            }
+        })
+    }
+
     /// Pointer to row 0, for bindings that hand out views (valid for
     /// [`len`](Self::len) rows while the store lives; writable for writers).
     pub fn data_ptr(&self) -> *const u8 {
@@ -571,6 +606,28 @@ impl ArrayStore {
         self.map.check()?;
         self.publish(self.len() + n)?;
         Ok(Ok(self.len()))
+    }
+
+    /// Writers: cuts the published row count back to `rows` (at most
+    /// [`len`](Self::len)) and flushes, for a caller whose own commit
+    /// record (e.g. a feature store's metadata) counts fewer rows than a
+    /// writer that died left published. The cut rows become capacity that
+    /// the next append overwrites. Readers that already saw them get a
+    /// [`Error::Format`] from [`refresh`](Self::refresh) ("the row count
+    /// went down") and must open the store again.
+    pub fn truncate_rows(&mut self, rows: u64) -> Result<()> {
+        self.need_writer()?;
+        if rows > self.len() {
+            return Err(Error::invalid(&self.path, format!(
+                "cannot truncate to {rows} rows: the store has {}",
+                self.len()
+            )));
+        }
+        if rows == self.len() {
+            return Ok(());
+        }
+        self.publish(rows)?;
+        self.flush()
     }
 
     /// Rewrites the header's row count in place. The low 8 bytes of the

@@ -366,3 +366,43 @@ fn a_record_that_is_not_a_regular_file_is_refused_without_opening_it() {
     let e = ArrayStore::open(&p, false, None).unwrap_err();
     assert!(e.to_string().contains("not a regular file"), "{e}");
 }
+
+#[test]
+fn gather_rows_copies_runs_and_checks_bounds() {
+    let (_d, p) = tmp();
+    let mut s = ArrayStore::create(&p, "'<f8'", 8, &[2], &StoreOptions::default()).unwrap();
+    let vals: Vec<f64> = (0..20).map(|v| v as f64).collect();
+    s.append(&rows_f64(&vals)).unwrap();
+    let r = ArrayStore::open(&p, false, None).unwrap();
+    let idx = [7u64, 8, 9, 0, 1, 5, 5, 3];
+    let mut out = vec![0u8; idx.len() * 16];
+    r.gather_rows(&idx, &mut out).unwrap();
+    let want: Vec<f64> = idx.iter().flat_map(|&i| [2.0 * i as f64, 2.0 * i as f64 + 1.0]).collect();
+    assert_eq!(out, rows_f64(&want));
+    r.gather_rows(&[], &mut []).unwrap();
+    let e = r.gather_rows(&[10], &mut [0u8; 16]).unwrap_err();
+    assert!(e.to_string().contains("row 10 is out of range"), "{e}");
+    assert!(e.to_string().contains("a.npy"), "{e}");
+    let e = r.gather_rows(&[1], &mut [0u8; 8]).unwrap_err();
+    assert!(e.to_string().contains("not 1 rows of 16 bytes"), "{e}");
+}
+
+#[test]
+fn truncate_rows_cuts_the_count_and_reuses_the_rows() {
+    let (_d, p) = tmp();
+    let mut s = ArrayStore::create(&p, "'<f8'", 8, &[], &StoreOptions::default()).unwrap();
+    s.append(&rows_f64(&[1., 2., 3., 4.])).unwrap();
+    let e = s.truncate_rows(5).unwrap_err();
+    assert!(e.to_string().contains("cannot truncate to 5 rows"), "{e}");
+    s.truncate_rows(2).unwrap();
+    assert_eq!((s.len(), header_rows(&p).0), (2, 2));
+    s.append(&rows_f64(&[9.])).unwrap();
+    assert_eq!(s.data(), &rows_f64(&[1., 2., 9.])[..]);
+    let mut r = ArrayStore::open(&p, false, None).unwrap();
+    assert!(matches!(r.truncate_rows(0), Err(Error::ReadOnly { .. })));
+    s.truncate_rows(1).unwrap();
+    let e = r.refresh().unwrap_err();
+    assert!(e.to_string().contains("went down"), "{e}");
+    s.close().unwrap();
+    assert_eq!(ArrayStore::open(&p, false, None).unwrap().data(), &rows_f64(&[1.])[..]);
+}
