@@ -29,7 +29,9 @@ finished); :func:`kmers` turns FASTA/FASTQ reads into canonical k-mer
 frequency vectors (a numpy array, or csv/tsv/npy written in parallel).
 
 Arrays: :class:`ArrayStore` (a ``.npy`` file whose first axis grows, readable
-by ``np.load(mmap_mode="r")`` at any moment), :func:`sparse` (an instantly
+by ``np.load(mmap_mode="r")`` at any moment), :class:`FeatureStore` (feature
+vectors and labels for out-of-core training: atomic batch commits, zero-copy
+and shuffled batches; :mod:`mmapkit.ml` trains on it), :func:`sparse` (an instantly
 created sparse file), :class:`SharedArray` (numpy arrays in shared memory,
 reference-counted, pickled by name; module :mod:`mmapkit.shared_memory`) and
 :func:`mmapkit.parallel.map_chunks` (chunk-parallel map over processes that
@@ -93,9 +95,11 @@ from ._native import (
     replace,
 )
 from . import stats  # exact out-of-core statistics: mmapkit.stats.median(...)
+from . import ml  # out-of-core training: mmapkit.ml.StreamingLogisticRegression
 from . import parallel, shared_memory
 from .shared_memory import SharedArray
 from .store import ArrayStore, sparse
+from .features import FeatureStore
 
 #: ``mmap.error`` is ``OSError`` in the stdlib; so it is here.
 error = OSError
@@ -110,6 +114,7 @@ __all__ = [
     "ACCESS_COPY",
     "ACCESS_DEFAULT",
     "ArrayStore",
+    "FeatureStore",
     "SharedArray",
     "parallel",
     "shared_memory",

@@ -1,0 +1,586 @@
+"""A memory-mapped feature store: :class:`FeatureStore`.
+
+A feature store is a directory::
+
+    features.npy   n × d feature vectors (float32 by default, any float dtype)
+    labels.npy     n labels (float32 by default)
+    meta.json      schema, committed row count, format version
+
+``features.npy`` and ``labels.npy`` are growable :class:`~mmapkit.ArrayStore`
+files (real ``.npy`` files); ``meta.json`` holds the **committed** row count,
+the only count readers trust::
+
+    fs = mmapkit.FeatureStore("train", "w", dim=64)
+    fs.add(X, y)                       # durable when it returns
+    fs.close()
+
+    fs = mmapkit.FeatureStore("train")  # read-only, any number of processes
+    X, y = fs.get(0, 1000)             # zero-copy views
+    for X, y in fs.batches(256, shuffle=True, seed=1):
+        ...
+
+Commit protocol of :meth:`FeatureStore.add`: the rows are appended to both
+arrays and flushed (data, then header, to disk), then ``meta.json`` is
+replaced atomically (a temp file beside it, fsync, rename, directory fsync)
+with the new count. Readers see exactly the committed count, so rows of an add that has not returned are invisible; a
+crash mid-add loses at most that batch, and the next writer cuts both arrays
+back to the committed count (``ArrayStore`` truncation in the core), so the
+two files never disagree after a reopen. ``np.load("features.npy",
+mmap_mode="r")`` works at any moment but may show uncommitted rows.
+
+One writer at a time (each array holds an exclusive ``flock``; a second
+writer gets ``BlockingIOError``); readers take no lock and follow the writer
+with :meth:`FeatureStore.refresh`. A store pickles by path as a reader, so
+data-loader workers and ``multiprocessing`` children map the files again
+instead of receiving the data.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import os
+from collections import deque
+from typing import Any, Iterator, Optional, Sequence, Union
+
+import numpy as np
+import numpy.typing as npt
+
+from . import stats as _stats
+from ._native import FormatError, write_file_atomic
+from .store import ArrayStore
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+__all__ = ["FeatureStore", "batch_order"]
+
+FORMAT = "mmapkit.FeatureStore"
+VERSION = 1
+META = "meta.json"
+FEATURES = "features.npy"
+LABELS = "labels.npy"
+
+Batch = tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]
+
+
+def _float_dtype(dtype: npt.DTypeLike, what: str) -> np.dtype[Any]:
+    try:
+        dt = np.dtype(dtype)
+    except TypeError as e:
+        raise ValueError(f"{what}: {e}") from None
+    if dt.kind != "f":
+        raise ValueError(f"{what} must be a floating-point dtype, got {dt}")
+    return dt.newbyteorder("=") if not dt.isnative else dt
+
+
+def _plain_dtype(dtype: npt.DTypeLike, what: str) -> np.dtype[Any]:
+    try:
+        dt = np.dtype(dtype)
+    except TypeError as e:
+        raise ValueError(f"{what}: {e}") from None
+    if dt.kind not in "biuf" or dt.shape:
+        raise ValueError(f"{what} must be a numeric scalar dtype, got {dt}")
+    return dt
+
+
+def batch_order(n: int, batch_size: int, seed: Any = None, block_size: Optional[int] = None) -> npt.NDArray[np.uint64]:
+    """The row order of one shuffled epoch over ``n`` rows: a seeded
+    permutation of contiguous blocks of ``block_size`` rows (default
+    ``max(1, batch_size // 8)``, so each batch mixes about 8 blocks from
+    random places, and each block is one sequential read).
+
+    Every row appears exactly once; equal ``seed`` gives the equal order
+    (``seed`` is anything ``np.random.default_rng`` takes).
+    """
+    if block_size is None:
+        block_size = max(1, batch_size // 8)
+    if block_size < 1:
+        raise ValueError(f"block_size must be at least 1, got {block_size}")
+    nblocks = -(-n // block_size)
+    perm = np.random.default_rng(seed).permutation(nblocks)
+    starts = perm * block_size
+    lens = np.minimum(n - starts, block_size)
+    # Output position i in block b (which starts at out_start[b]) holds row
+    # starts[b] + (i - out_start[b]).
+    out_start = np.cumsum(lens) - lens
+    order = np.repeat(starts - out_start, lens) + np.arange(n, dtype=np.int64)
+    return order.astype(np.uint64)
+
+
+class FeatureStore:
+    """A directory of feature vectors and labels; see the module docs.
+
+    ``mode``: ``"r"`` (default) read-only; ``"r+"`` the one writer of an
+    existing store; ``"w"`` create (replacing any store there; needs
+    ``dim``); ``"a"`` ``"r+"`` if the store exists, else ``"w"``.
+    ``dtype`` (a float dtype, default float32) and ``label_dtype`` (any
+    numeric dtype, default float32) apply when creating.
+    """
+
+    def __init__(
+        self,
+        path: PathLike,
+        mode: str = "r",
+        *,
+        dim: Optional[int] = None,
+        dtype: npt.DTypeLike = np.float32,
+        label_dtype: npt.DTypeLike = np.float32,
+    ) -> None:
+        if mode not in ("r", "r+", "w", "a"):
+            raise ValueError(f"invalid mode {mode!r}: expected 'r', 'r+', 'w' or 'a'")
+        self._path = os.path.abspath(os.fspath(path))
+        self._closed = True
+        if mode == "a":
+            mode = "r+" if os.path.exists(self._meta_path) else "w"
+        if mode == "w":
+            self._create(dim, dtype, label_dtype)
+            mode = "r+"
+        self._mode = mode
+        meta = self._read_meta()
+        self._dim = int(meta["dim"])
+        self._dtype = np.dtype(meta["dtype"])
+        self._label_dtype = np.dtype(meta["label_dtype"])
+        self._n = int(meta["rows"])
+        am = "r+" if mode == "r+" else "r"
+        self._features = ArrayStore.open(os.path.join(self._path, FEATURES), am)
+        try:
+            self._labels = ArrayStore.open(os.path.join(self._path, LABELS), am)
+        except BaseException:
+            self._features.close()
+            raise
+        self._closed = False
+        try:
+            self._check_arrays()
+            if mode == "r+":
+                # A writer that died mid-add may have left rows past the
+                # committed count in either array: cut them off.
+                for a in (self._features, self._labels):
+                    if len(a) > self._n:
+                        a._core.truncate(self._n)
+        except BaseException:
+            self.close()
+            raise
+
+    # ----- files ----------------------------------------------------------
+
+    @property
+    def _meta_path(self) -> str:
+        return os.path.join(self._path, META)
+
+    def _create(self, dim: Optional[int], dtype: npt.DTypeLike, label_dtype: npt.DTypeLike) -> None:
+        if dim is None or isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1:
+            raise ValueError(f"{self._path}: creating a FeatureStore needs dim, a positive integer (got {dim!r})")
+        dt = _float_dtype(dtype, "dtype")
+        ldt = _plain_dtype(label_dtype, "label_dtype")
+        if os.path.exists(self._path) and not os.path.isdir(self._path):
+            raise NotADirectoryError(20, "a FeatureStore is a directory", self._path)
+        os.makedirs(self._path, exist_ok=True)
+        _fsync_dir(os.path.dirname(self._path))
+        # No meta.json while the arrays are replaced: a crash in between
+        # leaves "not a FeatureStore", never a count the arrays do not hold.
+        try:
+            os.unlink(self._meta_path)
+            _fsync_dir(self._path)
+        except FileNotFoundError:
+            pass
+        ArrayStore.create(os.path.join(self._path, FEATURES), dt, (int(dim),)).close()
+        ArrayStore.create(os.path.join(self._path, LABELS), ldt).close()
+        self._write_meta(
+            {"dim": int(dim), "dtype": np.lib.format.dtype_to_descr(dt), "label_dtype": np.lib.format.dtype_to_descr(ldt)},
+            0,
+        )
+
+    def _write_meta(self, schema: dict[str, Any], rows: int) -> None:
+        meta = {"format": FORMAT, "version": VERSION, **schema, "rows": int(rows),
+                "features": FEATURES, "labels": LABELS}
+        write_file_atomic(self._meta_path, (json.dumps(meta, indent=1) + "\n").encode())
+
+    def _schema(self) -> dict[str, Any]:
+        return {"dim": self._dim, "dtype": np.lib.format.dtype_to_descr(self._dtype),
+                "label_dtype": np.lib.format.dtype_to_descr(self._label_dtype)}
+
+    def _read_meta(self) -> dict[str, Any]:
+        p = self._meta_path
+        if not os.path.isdir(self._path):
+            if os.path.exists(self._path):
+                raise NotADirectoryError(20, "not a FeatureStore (a FeatureStore is a directory)", self._path)
+            raise FileNotFoundError(2, "no such FeatureStore", self._path)
+        try:
+            with open(p, "rb") as f:
+                meta = json.loads(f.read())
+        except FileNotFoundError:
+            raise FileNotFoundError(2, f"not a FeatureStore (no {META})", p) from None
+        except (ValueError, UnicodeDecodeError) as e:
+            raise FormatError(f"{p}: not valid JSON ({e})") from None
+        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+            raise FormatError(f"{p}: not a FeatureStore's {META} (format is not {FORMAT!r})")
+        if meta.get("version") != VERSION:
+            raise FormatError(f"{p}: FeatureStore format version {meta.get('version')!r} is not supported (this is {VERSION})")
+        try:
+            dim, rows = meta["dim"], meta["rows"]
+            if not (isinstance(dim, int) and dim >= 1 and isinstance(rows, int) and rows >= 0):
+                raise ValueError("dim must be a positive integer and rows a non-negative integer")
+            meta["dtype"] = _float_dtype(np.lib.format.descr_to_dtype(meta["dtype"]), "dtype")
+            meta["label_dtype"] = _plain_dtype(np.lib.format.descr_to_dtype(meta["label_dtype"]), "label_dtype")
+        except (KeyError, ValueError, TypeError) as e:
+            raise FormatError(f"{p}: bad schema ({type(e).__name__}: {e})") from None
+        return meta
+
+    def _check_arrays(self) -> None:
+        f, l = self._features, self._labels
+        if f.row_shape != (self._dim,) or f.dtype != self._dtype:
+            raise FormatError(f"{f.path}: holds rows of {f.row_shape} {f.dtype}, but {META} says ({self._dim},) {self._dtype}")
+        if l.row_shape != () or l.dtype != self._label_dtype:
+            raise FormatError(f"{l.path}: holds rows of {l.row_shape} {l.dtype}, but {META} says () {self._label_dtype}")
+        for a in (f, l):
+            if len(a) < self._n:
+                raise FormatError(f"{a.path}: has {len(a)} rows, fewer than the {self._n} {META} commits (damaged?)")
+
+    # ----- writing --------------------------------------------------------
+
+    def add(self, vectors: npt.ArrayLike, labels: npt.ArrayLike) -> int:
+        """Append rows (``vectors`` of shape ``(m, dim)``, ``labels`` of
+        shape ``(m,)``; converted to the store's dtypes) and commit them;
+        returns the committed row count. Durable when it returns; readers
+        see the rows after their next :meth:`refresh`. On an error nothing
+        is committed (the partial rows are cut off again)."""
+        self._need_open()
+        if self._mode != "r+":
+            raise OSError(9, "FeatureStore opened read-only (mode 'r'); open with 'r+', 'w' or 'a' to add", self._path)
+        X = np.asarray(vectors, dtype=self._dtype)
+        y = np.asarray(labels, dtype=self._label_dtype)
+        if X.ndim == 1 and X.shape[0] == self._dim:
+            X = X[None, :]
+        if X.ndim != 2 or X.shape[1] != self._dim:
+            raise ValueError(f"{self._path}: vectors must have shape (m, {self._dim}), got {np.shape(vectors)}")
+        y = y.reshape(-1) if y.ndim == 0 else y
+        if y.ndim != 1 or y.shape[0] != X.shape[0]:
+            raise ValueError(f"{self._path}: labels must have shape ({X.shape[0]},) to match the vectors, got {np.shape(labels)}")
+        if X.shape[0] == 0:
+            return self._n
+        new = self._n + X.shape[0]
+        try:
+            self._features.extend(X)
+            self._labels.extend(y)
+            self._features.flush()
+            self._labels.flush()
+            self._write_meta(self._schema(), new)
+        except BaseException:
+            for a in (self._features, self._labels):
+                try:
+                    if len(a) > self._n:
+                        a._core.truncate(self._n)
+                except Exception:
+                    pass  # the next writer cuts it back
+            raise
+        self._n = new
+        return new
+
+    # ----- reading --------------------------------------------------------
+
+    def refresh(self) -> int:
+        """Readers: see rows committed since (views taken before stay
+        valid). Returns the committed row count."""
+        self._need_open()
+        if self._mode == "r+":
+            return self._n
+        meta = self._read_meta()
+        if (int(meta["dim"]), meta["dtype"], meta["label_dtype"]) != (self._dim, self._dtype, self._label_dtype):
+            raise FormatError(f"{self._meta_path}: the schema changed (was the store re-created?); open it again")
+        for name in ("_features", "_labels"):
+            a: ArrayStore = getattr(self, name)
+            try:
+                a.refresh()
+            except FormatError:
+                # A writer cut off rows a dead writer had left uncommitted
+                # (the count went down): map the file again. Old views keep
+                # the old mapping.
+                setattr(self, name, ArrayStore.open(a.path, "r"))
+        self._n = int(meta["rows"])
+        self._check_arrays()
+        return self._n
+
+    def _need_open(self) -> None:
+        if self._closed:
+            raise ValueError(f"{self._path}: the FeatureStore is closed")
+
+    def _bounds(self, start: int, end: Optional[int]) -> tuple[int, int]:
+        n = self._n
+        s, e = int(start), n if end is None else int(end)
+        if s < 0:
+            s += n
+        if e < 0:
+            e += n
+        if not 0 <= s <= e <= n:
+            raise ValueError(f"{self._path}: rows [{start}, {end}) are out of range for a store of {n} rows")
+        return s, e
+
+    def get(self, start: int = 0, end: Optional[int] = None) -> Batch:
+        """Rows ``[start, end)`` as zero-copy, read-only views ``(X, y)``
+        (negative indices count from the end; out of range is ValueError)."""
+        self._need_open()
+        s, e = self._bounds(start, end)
+        X = self._features.numpy()[s:e]
+        y = self._labels.numpy()[s:e]
+        X.flags.writeable = False
+        y.flags.writeable = False
+        return X, y
+
+    @property
+    def features(self) -> np.ndarray[Any, Any]:
+        """All committed feature rows, a zero-copy read-only view ``(n, dim)``."""
+        return self.get()[0]
+
+    @property
+    def labels(self) -> np.ndarray[Any, Any]:
+        """All committed labels, a zero-copy read-only view ``(n,)``."""
+        return self.get()[1]
+
+    def take(self, rows: npt.ArrayLike) -> Batch:
+        """Rows ``rows`` (any order, repeats allowed) gathered into fresh
+        arrays ``(X, y)`` by the Rust core with the GIL released (runs of
+        consecutive rows are one copy each)."""
+        self._need_open()
+        idx = np.ascontiguousarray(rows, dtype=np.int64).reshape(-1)
+        if idx.size and (idx.min() < 0 or idx.max() >= self._n):
+            bad = idx[(idx < 0) | (idx >= self._n)][0]
+            raise ValueError(f"{self._path}: row {bad} is out of range for a store of {self._n} rows")
+        u = idx.view(np.uint64)
+        X = np.empty((idx.size, self._dim), dtype=self._dtype)
+        y = np.empty(idx.size, dtype=self._label_dtype)
+        self._features._core.gather(u.data, X.reshape(-1).view(np.uint8).data)
+        self._labels._core.gather(u.data, y.view(np.uint8).data)
+        return X, y
+
+    def num_batches(self, batch_size: int, drop_last: bool = False) -> int:
+        """How many batches :meth:`batches` yields per epoch now."""
+        _check_batch_size(batch_size)
+        return self._n // batch_size if drop_last else -(-self._n // batch_size)
+
+    def batch_bounds(self, batch_size: int, drop_last: bool = False) -> list[tuple[int, int]]:
+        """``[start, end)`` of each sequential batch."""
+        nb = self.num_batches(batch_size, drop_last)
+        return [(i * batch_size, min((i + 1) * batch_size, self._n)) for i in range(nb)]
+
+    def batches(
+        self,
+        batch_size: int,
+        shuffle: bool = False,
+        seed: Any = None,
+        drop_last: bool = False,
+        prefetch: int = 2,
+        *,
+        block_size: Optional[int] = None,
+    ) -> Iterator[Batch]:
+        """One epoch of ``(X, y)`` batches over the rows committed when it starts.
+
+        Sequential (``shuffle=False``): zero-copy read-only views, in row
+        order (the kernel's readahead prefetches them; ``prefetch`` is not
+        used). Shuffled: rows in :func:`batch_order` (a ``seed``-ed
+        permutation of contiguous blocks of ``block_size`` rows), gathered
+        into fresh arrays by :meth:`take`, with a background thread
+        gathering up to ``prefetch`` batches ahead (0: none) so I/O overlaps
+        the caller's compute. Every row is in exactly one batch per epoch
+        (the last may be short; ``drop_last`` skips it). The order array
+        costs 8 bytes per row.
+        """
+        self._need_open()
+        _check_batch_size(batch_size)
+        if prefetch < 0:
+            raise ValueError(f"prefetch must be >= 0, got {prefetch}")
+        n = self._n
+        stop = (n // batch_size) * batch_size if drop_last else n
+        if not shuffle:
+            return (self.get(s, min(s + batch_size, stop)) for s in range(0, stop, batch_size))
+        order = batch_order(n, batch_size, seed, block_size).view(np.int64)
+        chunks = [order[s:min(s + batch_size, stop)] for s in range(0, stop, batch_size)]
+        return self._gathered(chunks, prefetch)
+
+    def _gathered(self, chunks: Sequence[np.ndarray[Any, Any]], prefetch: int) -> Iterator[Batch]:
+        if prefetch == 0:
+            for c in chunks:
+                yield self.take(c)
+            return
+        pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mmapkit-prefetch")
+        pending: deque[concurrent.futures.Future[Batch]] = deque()
+        it = iter(chunks)
+        try:
+            for c in it:
+                pending.append(pool.submit(self.take, c))
+                if len(pending) > prefetch:
+                    break
+            while pending:
+                batch = pending.popleft().result()
+                for c in it:
+                    pending.append(pool.submit(self.take, c))
+                    break
+                yield batch
+        finally:
+            for f in pending:
+                f.cancel()
+            pool.shutdown(wait=True)
+
+    # ----- statistics -----------------------------------------------------
+
+    def _row_chunks(self, chunk_bytes: int = 64 << 20) -> Iterator[np.ndarray[Any, Any]]:
+        rows = max(1, chunk_bytes // max(1, self._dim * self._dtype.itemsize))
+        X = self.features
+        for s in range(0, self._n, rows):
+            yield X[s:s + rows]
+
+    def _moments(self) -> tuple[int, npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """(count, mean, M2) per column in one pass (Chan et al.'s merge of
+        per-chunk float64 moments)."""
+        n = 0
+        mean = np.zeros(self._dim)
+        m2 = np.zeros(self._dim)
+        for c in self._row_chunks():
+            c64 = c.astype(np.float64)
+            k = c64.shape[0]
+            cm = c64.mean(axis=0)
+            cm2 = ((c64 - cm) ** 2).sum(axis=0)
+            delta = cm - mean
+            tot = n + k
+            mean = mean + delta * (k / tot)
+            m2 = m2 + cm2 + delta ** 2 * (n * k / tot)
+            n = tot
+        return n, mean, m2
+
+    def mean(self) -> npt.NDArray[np.float64]:
+        """Per-feature mean (``float64``, shape ``(dim,)``), one streaming pass."""
+        self._need_open()
+        n, mean, _ = self._moments()
+        return mean if n else np.full(self._dim, np.nan)
+
+    def std(self, ddof: int = 0) -> npt.NDArray[np.float64]:
+        """Per-feature standard deviation (``float64``), one streaming pass."""
+        self._need_open()
+        n, _, m2 = self._moments()
+        if n - ddof <= 0:
+            return np.full(self._dim, np.nan)
+        return np.sqrt(m2 / (n - ddof))
+
+    def _extreme(self, fn: Any) -> np.ndarray[Any, Any]:
+        self._need_open()
+        if self._n == 0:
+            raise ValueError(f"{self._path}: the store is empty (no minimum or maximum)")
+        acc = None
+        for c in self._row_chunks():
+            m = fn(c, axis=0)
+            acc = m if acc is None else fn(np.stack([acc, m]), axis=0)
+        assert acc is not None
+        return acc
+
+    def min(self) -> np.ndarray[Any, Any]:
+        """Per-feature minimum (the store's dtype), like ``np.min(X, axis=0)``."""
+        return self._extreme(np.min)
+
+    def max(self) -> np.ndarray[Any, Any]:
+        """Per-feature maximum (the store's dtype), like ``np.max(X, axis=0)``."""
+        return self._extreme(np.max)
+
+    def quantile(self, q: Union[float, Sequence[float], npt.NDArray[Any]], *, method: str = "linear",
+                 memory: int = 256 << 20, threads: Optional[int] = None) -> Any:
+        """Exact per-feature quantile(s), equal to ``np.quantile(X, q, axis=0,
+        method=method)`` (shape ``(dim,)`` for a scalar ``q``, ``(len(q),
+        dim)`` for a sequence). Columns are copied out, as many at a time as
+        fit in ``memory`` bytes (at least one: a column's ``n`` values), then
+        selected exactly by :func:`mmapkit.stats.quantile` (Rust, GIL
+        released). Not yet fully out of core: one column must fit in memory.
+        """
+        self._need_open()
+        if self._n == 0:
+            raise ValueError(f"{self._path}: the store is empty (no quantiles)")
+        per_col = self._n * self._dtype.itemsize
+        group = max(1, memory // per_col)
+        native = self._dtype in (np.dtype(np.float32), np.dtype(np.float64))
+        out: list[Any] = []
+        X = self.features
+        for j0 in range(0, self._dim, group):
+            cols = np.ascontiguousarray(X[:, j0:j0 + group].T)
+            for col in cols:
+                if native:
+                    out.append(_stats.quantile(col, q, method=method, threads=threads))
+                else:
+                    out.append(np.quantile(col, q, method=method))  # type: ignore[call-overload]
+        return np.stack(out, axis=-1)
+
+    def median(self, **kw: Any) -> Any:
+        """Exact per-feature median (:meth:`quantile` at 0.5)."""
+        return self.quantile(0.5, **kw)
+
+    # ----- properties and protocol ----------------------------------------
+
+    def __len__(self) -> int:
+        return self._n
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    @property
+    def mode(self) -> str:
+        return self._mode
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        return self._dtype
+
+    @property
+    def label_dtype(self) -> np.dtype[Any]:
+        return self._label_dtype
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self._n, self._dim)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Close both arrays (a writer trims and flushes them); views taken
+        before keep their memory until they are gone."""
+        if self._closed:
+            return
+        self._closed = True
+        err = None
+        for a in (getattr(self, "_features", None), getattr(self, "_labels", None)):
+            if a is not None:
+                try:
+                    a.close()
+                except Exception as e:  # close both, report the first error
+                    err = err or e
+        if err is not None:
+            raise err
+
+    def __enter__(self) -> "FeatureStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickles by path, always as a reader (there is one writer)."""
+        return (FeatureStore, (self._path, "r"))
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"rows={self._n}"
+        return f"<mmapkit.FeatureStore {self._path!r} mode={self._mode!r} dim={self._dim} dtype={self._dtype} {state}>"
+
+
+def _check_batch_size(batch_size: int) -> None:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+
+
+def _fsync_dir(d: str) -> None:
+    fd = os.open(d or ".", os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

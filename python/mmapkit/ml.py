@@ -1,0 +1,218 @@
+"""Out-of-core training on a :class:`~mmapkit.FeatureStore`:
+:class:`StreamingLogisticRegression`.
+
+Binary logistic regression by mini-batch gradient descent with L2
+regularisation, in ``float32`` numpy (the matrix products go to BLAS). For
+a batch ``X`` (m × d) with labels ``y`` in {0, 1}, with ``λ = l2`` and
+``η = lr``::
+
+    p  = σ(X·w + b)                 σ(z) = 1/(1 + e^-z), computed without overflow
+    gw = Xᵀ(p − y) / s + 2λ·w
+    gb = Σ(p − y)  / s + 2λ·b
+    w ← w − η·gw
+    b ← b − η·gb
+
+with ``s = 1`` for ``reduction="sum"`` (the default: the update rule of the
+article this module follows, whose gradient is the batch's summed loss
+gradient plus 2λ times the parameters, the bias regularised too) and
+``s = m`` for ``reduction="mean"`` (per-example average; a learning rate
+that does not depend on the batch size). Weights start at zero, so a fit is
+deterministic: equal ``seed`` (or ``shuffle=False``) gives equal weights.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any, Optional, TextIO
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["StreamingLogisticRegression", "sigmoid"]
+
+
+def sigmoid(z: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """The logistic function ``1 / (1 + e^-z)`` in ``z``'s dtype, computed
+    through ``e^-|z|`` (``e^z / (1 + e^z)`` for negative ``z``): no
+    overflow for large ``|z|`` and full relative precision in both tails."""
+    z = np.asarray(z)
+    e = np.exp(-np.abs(z))
+    d = e + 1
+    return np.where(z >= 0, 1 / d, e / d)  # type: ignore[no-any-return]
+
+
+class _Progress:
+    """A one-line progress bar on a terminal (stderr), or nothing."""
+
+    def __init__(self, enabled: Optional[bool], total: int, stream: TextIO = sys.stderr) -> None:
+        self.on = (stream.isatty() if enabled is None else enabled) and total > 0
+        self.total, self.done, self.stream = total, 0, stream
+        self.t0 = self.last = time.monotonic()
+
+    def step(self, rows: int, label: str) -> None:
+        if not self.on:
+            return
+        self.done += rows
+        now = time.monotonic()
+        if now - self.last < 0.2 and self.done < self.total:
+            return
+        self.last = now
+        rate = self.done / max(now - self.t0, 1e-9)
+        frac = self.done / self.total
+        bar = "#" * int(frac * 30)
+        self.stream.write(f"\r{label} [{bar:<30}] {frac:6.1%} {rate:,.0f} rows/s")
+        self.stream.flush()
+
+    def end(self) -> None:
+        if self.on:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+class StreamingLogisticRegression:
+    """Binary logistic regression trained out of core; see the module docs.
+
+    ``l2``: λ; ``lr``: η (default for :meth:`fit` and :meth:`partial_fit`);
+    ``reduction``: ``"sum"`` (the article's rule, default) or ``"mean"``.
+    After fitting, ``coef_`` (``float32``, shape ``(d,)``), ``intercept_``
+    (``float32``) and ``n_steps_`` (updates made) are set.
+    """
+
+    def __init__(self, l2: float = 0.0, lr: float = 0.01, reduction: str = "sum", progress: Optional[bool] = None) -> None:
+        if reduction not in ("sum", "mean"):
+            raise ValueError(f"reduction must be 'sum' or 'mean', got {reduction!r}")
+        if l2 < 0 or lr <= 0:
+            raise ValueError(f"need l2 >= 0 and lr > 0, got l2={l2}, lr={lr}")
+        self.l2 = float(l2)
+        self.lr = float(lr)
+        self.reduction = reduction
+        self.progress = progress
+        self.coef_: Optional[npt.NDArray[np.float32]] = None
+        self.intercept_ = np.float32(0.0)
+        self.n_steps_ = 0
+
+    # ----- training -------------------------------------------------------
+
+    def _init(self, d: int) -> None:
+        self.coef_ = np.zeros(d, dtype=np.float32)
+        self.intercept_ = np.float32(0.0)
+        self.n_steps_ = 0
+
+    def _step(self, X: npt.NDArray[Any], y: npt.NDArray[Any], lr: float) -> None:
+        w = self.coef_
+        assert w is not None
+        X = np.asarray(X, dtype=np.float32)
+        r = sigmoid(X @ w + self.intercept_)
+        r -= np.asarray(y, dtype=np.float32)
+        s = np.float32(X.shape[0] if self.reduction == "mean" else 1)
+        two_l2, eta = np.float32(2 * self.l2), np.float32(lr)
+        gw = (r @ X) / s + two_l2 * w
+        gb = r.sum(dtype=np.float32) / s + two_l2 * self.intercept_
+        w -= eta * gw
+        self.intercept_ = np.float32(self.intercept_ - eta * gb)
+        self.n_steps_ += 1
+
+    def _check_xy(self, X: Any, y: Any) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:
+        X = np.asarray(X)
+        y = np.asarray(y)
+        if X.ndim != 2:
+            raise ValueError(f"X must be 2-D (m, d), got shape {X.shape}")
+        if y.shape != (X.shape[0],):
+            raise ValueError(f"y must have shape ({X.shape[0]},), got {y.shape}")
+        if self.coef_ is not None and X.shape[1] != self.coef_.shape[0]:
+            raise ValueError(f"X has {X.shape[1]} features, the model {self.coef_.shape[0]}")
+        return X, y
+
+    def partial_fit(self, X: npt.ArrayLike, y: npt.ArrayLike, lr: Optional[float] = None) -> "StreamingLogisticRegression":
+        """One update on the batch ``(X, y)`` (weights start at zero on the
+        first call)."""
+        Xa, ya = self._check_xy(X, y)
+        if self.coef_ is None:
+            self._init(Xa.shape[1])
+        if Xa.shape[0]:
+            self._step(Xa, ya, self.lr if lr is None else lr)
+        return self
+
+    def fit(
+        self,
+        store: Any,
+        epochs: int = 1,
+        batch_size: int = 64,
+        lr: Optional[float] = None,
+        shuffle: bool = False,
+        seed: Any = None,
+        *,
+        drop_last: bool = False,
+        prefetch: int = 2,
+    ) -> "StreamingLogisticRegression":
+        """Train from zero weights for ``epochs`` passes over ``store`` (a
+        :class:`~mmapkit.FeatureStore`, or anything with ``dim``,
+        ``len()`` and its ``batches()``), one update per batch. With
+        ``shuffle``, epoch ``e`` uses the order of seed
+        ``np.random.SeedSequence(seed).spawn(epochs)[e]``: equal seeds give
+        equal weights."""
+        if epochs < 0:
+            raise ValueError(f"epochs must be >= 0, got {epochs}")
+        eta = self.lr if lr is None else float(lr)
+        self._init(int(store.dim))
+        seeds: list[Any] = list(np.random.SeedSequence(seed).spawn(epochs)) if shuffle else [None] * epochs
+        bar = _Progress(self.progress, epochs * len(store))
+        try:
+            for e in range(epochs):
+                for X, y in store.batches(batch_size, shuffle=shuffle, seed=seeds[e], drop_last=drop_last, prefetch=prefetch):
+                    self._step(X, y, eta)
+                    bar.step(X.shape[0], f"epoch {e + 1}/{epochs}")
+        finally:
+            bar.end()
+        return self
+
+    # ----- prediction -----------------------------------------------------
+
+    def _need_fit(self) -> npt.NDArray[np.float32]:
+        if self.coef_ is None:
+            raise ValueError("this StreamingLogisticRegression is not fitted yet: call fit or partial_fit")
+        return self.coef_
+
+    def decision_function(self, X: npt.ArrayLike) -> npt.NDArray[np.float32]:
+        """``X·w + b`` (``float32``)."""
+        w = self._need_fit()
+        return np.asarray(X, dtype=np.float32) @ w + self.intercept_  # type: ignore[no-any-return]
+
+    def predict_proba(self, X: npt.ArrayLike) -> npt.NDArray[np.float32]:
+        """``[P(y=0), P(y=1)]`` per row, shape ``(m, 2)`` like scikit-learn."""
+        p = sigmoid(self.decision_function(X))
+        return np.stack([1 - p, p], axis=1)
+
+    def predict(self, X: npt.ArrayLike) -> npt.NDArray[np.int64]:
+        """Class 1 where ``P(y=1) > ½`` (decision value > 0), else 0."""
+        return (self.decision_function(X) > 0).astype(np.int64)
+
+    def _batches(self, data: Any, y: Any, batch_size: int) -> Any:
+        if y is not None:
+            X, ya = self._check_xy(data, y)
+            return ((X[s:s + batch_size], ya[s:s + batch_size]) for s in range(0, X.shape[0], batch_size))
+        return data.batches(batch_size)
+
+    def score(self, data: Any, y: Optional[npt.ArrayLike] = None, *, batch_size: int = 65536) -> float:
+        """Accuracy on ``(X, y)`` or on a store (one streaming pass)."""
+        self._need_fit()
+        right = total = 0
+        for X, yb in self._batches(data, y, batch_size):
+            right += int(np.count_nonzero(self.predict(X) == (np.asarray(yb) > 0.5)))
+            total += X.shape[0]
+        return right / total if total else float("nan")
+
+    def loss(self, data: Any, y: Optional[npt.ArrayLike] = None, *, batch_size: int = 65536) -> float:
+        """Mean log loss over a store (or ``(X, y)``) in one streaming pass,
+        plus ``l2·(‖w‖² + b²)``: ``mean(log(1 + e^z) − y·z) + λ‖θ‖²``
+        (computed stably, accumulated in ``float64``)."""
+        w = self._need_fit()
+        acc = 0.0
+        total = 0
+        for X, yb in self._batches(data, y, batch_size):
+            z = self.decision_function(X).astype(np.float64)
+            acc += float(np.sum(np.logaddexp(0.0, z) - np.asarray(yb, dtype=np.float64) * z))
+            total += X.shape[0]
+        reg = self.l2 * (float(np.dot(w.astype(np.float64), w)) + float(self.intercept_) ** 2)
+        return (acc / total if total else float("nan")) + reg

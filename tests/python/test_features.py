@@ -1,0 +1,435 @@
+"""mmapkit.FeatureStore and mmapkit.ml.StreamingLogisticRegression."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+import mmapkit
+import mmapkit.ml
+from mmapkit import FeatureStore, FormatError
+from mmapkit.features import batch_order
+from mmapkit.ml import StreamingLogisticRegression, sigmoid
+
+
+def make(path, n=1000, d=8, dtype=np.float32, seed=0, batch=None):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)).astype(dtype)
+    y = (X @ np.linspace(-1, 1, d) + 0.1 > 0).astype(np.float32)
+    fs = FeatureStore(path, "w", dim=d, dtype=dtype)
+    step = batch or n
+    for s in range(0, n, step):
+        fs.add(X[s:s + step], y[s:s + step])
+    return fs, X, y
+
+
+def ids_store(path, n, d=3, batch=None):
+    """Row i holds i in every column and label i: batches say which rows they hold."""
+    fs = FeatureStore(path, "w", dim=d, dtype=np.float64, label_dtype=np.int64)
+    step = batch or max(n, 1)
+    for s in range(0, n, step):
+        e = min(n, s + step)
+        fs.add(np.repeat(np.arange(s, e, dtype=np.float64)[:, None], d, axis=1), np.arange(s, e))
+    return fs
+
+
+# ----- store: layout, commit, errors -----------------------------------------
+
+
+def test_round_trip_layout_and_zero_copy_views(tmp):
+    fs, X, y = make(tmp / "fs", n=500, batch=128)
+    assert (len(fs), fs.shape, fs.dim, fs.dtype, fs.label_dtype) == (500, (500, 8), 8, np.float32, np.float32)
+    fs.close()
+    assert sorted(os.listdir(tmp / "fs")) == ["features.npy", "labels.npy", "meta.json"]
+    meta = json.loads((tmp / "fs" / "meta.json").read_text())
+    assert meta["format"] == "mmapkit.FeatureStore" and meta["version"] == 1
+    assert (meta["rows"], meta["dim"], meta["dtype"], meta["label_dtype"]) == (500, 8, "<f4", "<f4")
+    # Plain .npy files, equal to what was added.
+    assert np.array_equal(np.load(tmp / "fs" / "features.npy"), X)
+    assert np.array_equal(np.load(tmp / "fs" / "labels.npy"), y)
+
+    r = FeatureStore(tmp / "fs")
+    Xv, yv = r.get(100, 200)
+    assert np.array_equal(Xv, X[100:200]) and np.array_equal(yv, y[100:200])
+    assert np.shares_memory(Xv, r.features) and np.shares_memory(yv, r.labels)
+    assert not Xv.flags.writeable and not yv.flags.writeable
+    assert np.array_equal(r.get(-10)[0], X[-10:])
+    Xt, yt = r.take([5, 6, 7, 499, 0, 5])
+    assert np.array_equal(Xt, X[[5, 6, 7, 499, 0, 5]]) and np.array_equal(yt, y[[5, 6, 7, 499, 0, 5]])
+    with pytest.raises(ValueError, match="out of range"):
+        r.get(10, 501)
+    with pytest.raises(ValueError, match="row 500 is out of range"):
+        r.take([1, 500])
+    r.close()
+    with pytest.raises(ValueError, match="closed"):
+        r.get(0, 1)
+
+
+def test_any_float_dtype_and_label_dtype(tmp):
+    fs = FeatureStore(tmp / "f8", "w", dim=2, dtype="float64", label_dtype="int32")
+    fs.add([[1, 2], [3, 4]], [0, 1])
+    fs.add([5, 6], 1)  # one row
+    X, y = fs.get()
+    assert X.dtype == np.float64 and y.dtype == np.int32
+    assert X.tolist() == [[1, 2], [3, 4], [5, 6]] and y.tolist() == [0, 1, 1]
+    fs.close()
+    fs = FeatureStore(tmp / "f2", "w", dim=3, dtype=np.float16)
+    fs.add(np.ones((4, 3)), np.zeros(4))
+    assert FeatureStore(tmp / "f2").features.dtype == np.float16
+
+
+def test_bad_input_is_a_clear_error_naming_the_path(tmp):
+    with pytest.raises(FileNotFoundError) as e:
+        FeatureStore(tmp / "nope")
+    assert e.value.filename == str(tmp / "nope")
+    (tmp / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="not a FeatureStore") as e:
+        FeatureStore(tmp / "empty")
+    assert e.value.filename == str(tmp / "empty" / "meta.json")
+    (tmp / "file").write_text("x")
+    with pytest.raises(NotADirectoryError):
+        FeatureStore(tmp / "file")
+    with pytest.raises(ValueError, match="needs dim"):
+        FeatureStore(tmp / "x", "w")
+    with pytest.raises(ValueError, match="floating-point"):
+        FeatureStore(tmp / "x", "w", dim=2, dtype=np.int32)
+    with pytest.raises(ValueError, match="invalid mode"):
+        FeatureStore(tmp / "x", "rw")
+
+    fs = FeatureStore(tmp / "fs", "w", dim=3)
+    with pytest.raises(ValueError, match=r"shape \(m, 3\)") as e:
+        fs.add(np.zeros((2, 4)), np.zeros(2))
+    assert str(tmp / "fs") in str(e.value)
+    with pytest.raises(ValueError, match=r"labels must have shape \(2,\)"):
+        fs.add(np.zeros((2, 3)), np.zeros(3))
+    assert len(fs) == 0
+    with pytest.raises(BlockingIOError):
+        FeatureStore(tmp / "fs", "r+")  # one writer
+    fs.close()
+    with pytest.raises(OSError, match="read-only"):
+        FeatureStore(tmp / "fs").add(np.zeros((1, 3)), [0])
+
+    meta = tmp / "fs" / "meta.json"
+    meta.write_text("{not json")
+    with pytest.raises(FormatError, match="not valid JSON") as e:
+        FeatureStore(tmp / "fs")
+    assert str(meta) in str(e.value)
+    meta.write_text(json.dumps({"format": "mmapkit.FeatureStore", "version": 99}))
+    with pytest.raises(FormatError, match="version 99"):
+        FeatureStore(tmp / "fs")
+    meta.write_text(json.dumps({"format": "mmapkit.FeatureStore", "version": 1, "dim": 3, "rows": 5,
+                                "dtype": "<f4", "label_dtype": "<f4"}))
+    with pytest.raises(FormatError, match="fewer than the 5"):
+        FeatureStore(tmp / "fs")
+    meta.write_text(json.dumps({"format": "mmapkit.FeatureStore", "version": 1, "dim": 4, "rows": 0,
+                                "dtype": "<f4", "label_dtype": "<f4"}))
+    with pytest.raises(FormatError, match=r"features.npy: holds rows of \(3,\)"):
+        FeatureStore(tmp / "fs")
+
+
+def test_modes_w_replaces_and_a_appends(tmp):
+    make(tmp / "fs", n=10)[0].close()
+    fs = FeatureStore(tmp / "fs", "a")
+    assert len(fs) == 10
+    fs.add(np.zeros((5, 8)), np.zeros(5))
+    fs.close()
+    fs = FeatureStore(tmp / "fs", "w", dim=2)
+    assert len(fs) == 0 and fs.dim == 2
+    fs.close()
+    fs = FeatureStore(tmp / "new", "a", dim=4)
+    assert (len(fs), fs.dim) == (0, 4)
+
+
+def _leave_uncommitted(path, n_features, n_labels, d):
+    """What a writer killed mid-add leaves: rows past meta.json's count."""
+    f = mmapkit.ArrayStore.open(path / "features.npy", "r+")
+    f.extend(np.full((n_features, d), -1, dtype=f.dtype))
+    f.close()
+    lab = mmapkit.ArrayStore.open(path / "labels.npy", "r+")
+    lab.extend(np.full(n_labels, -1, dtype=lab.dtype))
+    lab.close()
+
+
+@pytest.mark.parametrize("extra", [(7, 0), (7, 7), (0, 3)])
+def test_readers_see_the_committed_count_and_a_writer_trims_the_rest(tmp, extra):
+    fs, X, y = make(tmp / "fs", n=100)
+    fs.close()
+    _leave_uncommitted(tmp / "fs", *extra, d=8)
+    assert len(np.load(tmp / "fs" / "features.npy", mmap_mode="r")) == 100 + extra[0]
+    r = FeatureStore(tmp / "fs")
+    assert len(r) == 100 and r.features.shape == (100, 8) and r.labels.shape == (100,)
+    assert sum(len(b[0]) for b in r.batches(33, shuffle=True, seed=1)) == 100
+    w = FeatureStore(tmp / "fs", "r+")  # cuts both arrays back to 100
+    assert len(np.load(tmp / "fs" / "features.npy", mmap_mode="r")) == 100
+    assert len(np.load(tmp / "fs" / "labels.npy", mmap_mode="r")) == 100
+    w.add(np.ones((2, 8)), [1, 1])
+    # The reader opened before the trim follows (it maps the arrays again).
+    assert r.refresh() == 102
+    assert np.array_equal(r.features[:100], X) and np.array_equal(r.features[100:], np.ones((2, 8)))
+    assert r.labels.tolist() == y.tolist() + [1, 1]
+    w.close()
+
+
+def test_concurrent_reader_sees_whole_committed_batches(tmp):
+    fs = ids_store(tmp / "fs", 0)
+    r = FeatureStore(tmp / "fs")
+    seen = []
+    for i in range(50):
+        fs.add(np.full((10, 3), 0.0) + np.arange(i * 10, i * 10 + 10)[:, None], np.arange(i * 10, i * 10 + 10))
+        if i % 7 == 0:
+            n = r.refresh()
+            seen.append(n)
+            X, y = r.get()
+            assert n % 10 == 0 and np.array_equal(X[:, 0], np.arange(n)) and np.array_equal(y, np.arange(n))
+    assert seen == [10, 80, 150, 220, 290, 360, 430, 500][: len(seen)]
+    fs.close()
+
+
+_KILL_CHILD = textwrap.dedent(
+    """
+    import sys, numpy as np, mmapkit
+    fs = mmapkit.FeatureStore(sys.argv[1], "a", dim=16, dtype=np.float64, label_dtype=np.int64)
+    print("ready", flush=True)
+    n = len(fs)
+    while True:
+        m = 1 + (n * 7919) % 97  # batches of varying size
+        ids = np.arange(n, n + m)
+        fs.add(np.repeat(ids[:, None].astype(np.float64), 16, axis=1), ids)
+        n += m
+    """
+)
+
+
+def test_sigkill_mid_add_leaves_a_consistent_store(tmp):
+    path = tmp / "fs"
+    rng = np.random.default_rng(42)
+    last = 0
+    for _ in range(6):
+        child = subprocess.Popen([sys.executable, "-c", _KILL_CHILD, str(path)], stdout=subprocess.PIPE)
+        assert child.stdout.readline().strip() == b"ready"
+        time.sleep(float(rng.uniform(0.02, 0.25)))
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        child.stdout.close()
+        r = FeatureStore(path)  # a reader before any writer repaired it
+        n = len(r)
+        X, y = r.get()
+        assert n >= last and np.array_equal(y, np.arange(n))
+        assert np.array_equal(X, np.repeat(np.arange(n, dtype=np.float64)[:, None], 16, axis=1))
+        r.close()
+        w = FeatureStore(path, "r+")
+        assert len(w) == n
+        w.close()
+        for name in ("features.npy", "labels.npy"):
+            assert len(np.load(path / name, mmap_mode="r")) == n, name
+        last = n
+    assert last > 0
+    assert not [f for f in os.listdir(path) if f.endswith(".tmp")]
+
+
+def test_pickles_by_path_as_a_reader(tmp):
+    fs, X, y = make(tmp / "fs", n=20000, d=16)
+    blob = pickle.dumps(fs)
+    assert len(blob) < 500  # 1.3 MB of data, not in the pickle
+    other = pickle.loads(blob)
+    assert other.mode == "r" and len(other) == 20000
+    assert np.array_equal(other.features, X)
+    fs.close()
+    # In another process: maps the files itself.
+    code = "import pickle, sys, numpy as np; fs = pickle.loads(sys.stdin.buffer.read()); print(len(fs), float(fs.features.sum(dtype=np.float64)))"
+    out = subprocess.run([sys.executable, "-c", code], input=blob, capture_output=True, check=True).stdout.split()
+    assert int(out[0]) == 20000 and float(out[1]) == pytest.approx(float(X.sum(dtype=np.float64)))
+
+
+# ----- batches ---------------------------------------------------------------
+
+
+def test_sequential_batches_are_views_covering_every_row_once(tmp):
+    fs = ids_store(tmp / "fs", 1000, batch=300)
+    got = list(fs.batches(64))
+    assert [len(y) for _, y in got] == [64] * 15 + [40] == [e - s for s, e in fs.batch_bounds(64)]
+    assert np.array_equal(np.concatenate([y for _, y in got]), np.arange(1000))
+    assert all(np.shares_memory(X, fs.features) for X, _ in got)
+    assert [len(y) for _, y in fs.batches(64, drop_last=True)] == [64] * 15
+    assert fs.num_batches(64) == 16 and fs.num_batches(64, drop_last=True) == 15
+    with pytest.raises(ValueError, match="batch_size"):
+        list(fs.batches(0))
+
+
+@pytest.mark.parametrize("n,bs,block", [(1000, 64, None), (1000, 64, 1), (997, 100, 33), (5, 64, None), (0, 8, None)])
+def test_shuffled_batches_cover_every_row_exactly_once(tmp, n, bs, block):
+    fs = ids_store(tmp / "fs", n)
+    for seed in (0, 1):
+        got = list(fs.batches(bs, shuffle=True, seed=seed, block_size=block))
+        ids = np.concatenate([y for _, y in got]) if got else np.array([], np.int64)
+        assert np.array_equal(np.sort(ids), np.arange(n))
+        for X, y in got:
+            assert np.array_equal(X[:, 0], y) and np.array_equal(X[:, 2], y)  # rows gathered whole
+            assert len(y) <= bs
+        if n >= bs:
+            assert all(len(y) == bs for _, y in got[:-1])
+        dropped = np.concatenate([y for _, y in fs.batches(bs, shuffle=True, seed=seed, drop_last=True, block_size=block)] or [np.array([], np.int64)])
+        assert len(dropped) == (n // bs) * bs and len(np.unique(dropped)) == len(dropped)
+
+
+def test_equal_seeds_give_equal_orders_and_prefetch_does_not_change_them(tmp):
+    fs = ids_store(tmp / "fs", 3200)
+
+    def order(**kw):
+        return np.concatenate([y for _, y in fs.batches(128, shuffle=True, **kw)])
+
+    a = order(seed=7)
+    assert np.array_equal(a, order(seed=7, prefetch=0))
+    assert np.array_equal(a, order(seed=7, prefetch=5))
+    assert np.array_equal(a, batch_order(3200, 128, 7).astype(np.int64))
+    assert not np.array_equal(a, order(seed=8))
+    assert not np.array_equal(a, np.arange(3200))
+    # Blocks of 16 rows (128 // 8), each contiguous, in a permuted order.
+    blocks = a.reshape(-1, 16)
+    assert np.all(np.diff(blocks, axis=1) == 1) and np.all(blocks[:, 0] % 16 == 0)
+    _, first = next(iter(fs.batches(128, shuffle=True, seed=1)))
+    assert len(np.unique(first // 16)) == 8  # each batch mixes 8 blocks
+
+
+def test_abandoned_prefetching_epoch_stops_its_thread(tmp):
+    import threading
+
+    fs = ids_store(tmp / "fs", 5000)
+    before = threading.active_count()
+    it = fs.batches(100, shuffle=True, seed=0, prefetch=3)
+    next(it)
+    it.close()
+    assert threading.active_count() == before
+
+
+# ----- statistics -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_per_feature_statistics_match_numpy(tmp, dtype):
+    fs, X, _ = make(tmp / "fs", n=3001, d=5, dtype=dtype)
+    X[7, 2] = 1e6
+    fs.close()
+    fs = FeatureStore(tmp / "fs2", "w", dim=5, dtype=dtype)
+    fs.add(X, np.zeros(len(X)))
+    X64 = X.astype(np.float64)
+    np.testing.assert_allclose(fs.mean(), X64.mean(axis=0), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(fs.std(), X64.std(axis=0), rtol=1e-10)
+    np.testing.assert_allclose(fs.std(ddof=1), X64.std(axis=0, ddof=1), rtol=1e-10)
+    assert np.array_equal(fs.min(), X.min(axis=0)) and fs.min().dtype == dtype
+    assert np.array_equal(fs.max(), X.max(axis=0))
+    for q in (0.5, 0.0, 1.0, 0.37):
+        got = fs.quantile(q)
+        assert got.shape == (5,) and np.array_equal(got, np.quantile(X, q, axis=0)), q
+    qs = [0.1, 0.5, 0.99]
+    assert np.array_equal(fs.quantile(qs, memory=1), np.quantile(X, qs, axis=0))  # one column at a time
+    assert np.array_equal(fs.quantile(qs, method="inverted_cdf"), np.quantile(X, qs, axis=0, method="inverted_cdf"))
+    assert np.array_equal(fs.median(), np.median(X, axis=0))
+
+
+def test_statistics_of_an_empty_store(tmp):
+    fs = FeatureStore(tmp / "fs", "w", dim=2)
+    assert np.isnan(fs.mean()).all() and np.isnan(fs.std()).all()
+    with pytest.raises(ValueError, match="empty"):
+        fs.min()
+    with pytest.raises(ValueError, match="empty"):
+        fs.quantile(0.5)
+
+
+# ----- logistic regression ----------------------------------------------------
+
+
+def reference_fit(X, y, batches, lr, l2, mean=False):
+    """The update rule written out directly in float32 numpy, step by step."""
+    w = np.zeros(X.shape[1], np.float32)
+    b = np.float32(0)
+    steps = []
+    for idx in batches:
+        Xb = X[idx].astype(np.float32)
+        yb = y[idx].astype(np.float32)
+        p = (1 / (1 + np.exp(-(Xb.astype(np.float64) @ w + b)))).astype(np.float32)
+        s = len(idx) if mean else 1
+        gw = Xb.T @ (p - yb) / s + 2 * l2 * w
+        gb = np.sum(p - yb) / s + 2 * l2 * b
+        w = (w - lr * gw).astype(np.float32)
+        b = np.float32(b - lr * gb)
+        steps.append((w.copy(), b))
+    return steps
+
+
+@pytest.mark.parametrize("reduction", ["sum", "mean"])
+def test_logistic_regression_matches_numpy_step_for_step(tmp, reduction):
+    fs, X, y = make(tmp / "fs", n=700, d=6)
+    lr, l2 = (0.01, 0.05) if reduction == "sum" else (0.5, 0.01)
+    # partial_fit: one step per batch.
+    bounds = [np.arange(s, min(s + 50, 700)) for s in range(0, 700, 50)]
+    ref = reference_fit(X, y, bounds, lr, l2, mean=reduction == "mean")
+    m = StreamingLogisticRegression(l2=l2, lr=lr, reduction=reduction)
+    for idx, (w, b) in zip(bounds, ref):
+        m.partial_fit(X[idx], y[idx])
+        np.testing.assert_allclose(m.coef_, w, rtol=1e-4, atol=1e-6)
+        assert float(m.intercept_) == pytest.approx(float(b), rel=1e-4, abs=1e-6)
+    assert m.coef_.dtype == np.float32 and m.n_steps_ == len(bounds)
+
+    # fit with shuffling: epoch e's order comes from SeedSequence(seed).spawn(epochs)[e].
+    seeds = np.random.SeedSequence(3).spawn(2)
+    order = [batch_order(700, 64, s).astype(np.int64) for s in seeds]
+    batches = [o[i:i + 64] for o in order for i in range(0, 700, 64)]
+    ref = reference_fit(X, y, batches, lr, l2, mean=reduction == "mean")
+    m = StreamingLogisticRegression(l2=l2, lr=lr, reduction=reduction).fit(fs, epochs=2, batch_size=64, shuffle=True, seed=3)
+    np.testing.assert_allclose(m.coef_, ref[-1][0], rtol=1e-4, atol=1e-5)
+    assert m.n_steps_ == len(batches)
+    again = StreamingLogisticRegression(l2=l2, lr=lr, reduction=reduction).fit(fs, epochs=2, batch_size=64, shuffle=True, seed=3)
+    assert np.array_equal(again.coef_, m.coef_) and again.intercept_ == m.intercept_  # deterministic
+
+
+def test_logistic_regression_learns_a_separable_problem(tmp):
+    rng = np.random.default_rng(1)
+    n, d = 20000, 16
+    w_true = rng.normal(size=d)
+    X = rng.normal(size=(n, d)).astype(np.float32)
+    y = (X @ w_true > 0).astype(np.float32)
+    fs = FeatureStore(tmp / "fs", "w", dim=d)
+    fs.add(X, y)
+    m = StreamingLogisticRegression(lr=0.1, reduction="mean")
+    m.fit(fs, epochs=1, batch_size=64)
+    loss1 = m.loss(fs)
+    m2 = StreamingLogisticRegression(lr=0.1, reduction="mean").fit(fs, epochs=3, batch_size=64, shuffle=True, seed=0)
+    assert m2.loss(fs) < loss1 < np.log(2)
+    assert m2.score(fs) > 0.97 and m2.score(X, y) == m2.score(fs)
+    p = m2.predict_proba(X[:10])
+    assert p.shape == (10, 2) and np.allclose(p.sum(axis=1), 1)
+    assert np.array_equal(m2.predict(X[:10]), (p[:, 1] > 0.5).astype(np.int64))
+    assert m2.loss(X, y) == pytest.approx(m2.loss(fs))
+
+    sklearn = pytest.importorskip("sklearn.linear_model")
+    sk = sklearn.SGDClassifier(loss="log_loss", random_state=0, max_iter=3, tol=None).fit(X, y)
+    # Documented tolerance: within 2 points of scikit-learn's accuracy.
+    assert m2.score(fs) >= sk.score(X, y) - 0.02
+
+
+def test_logistic_regression_errors_and_stable_sigmoid():
+    m = StreamingLogisticRegression()
+    with pytest.raises(ValueError, match="not fitted"):
+        m.predict(np.zeros((1, 2)))
+    with pytest.raises(ValueError, match="reduction"):
+        StreamingLogisticRegression(reduction="max")
+    with pytest.raises(ValueError, match=r"y must have shape \(3,\)"):
+        m.partial_fit(np.zeros((3, 2)), np.zeros(2))
+    m.partial_fit(np.zeros((3, 2)), np.zeros(3))
+    with pytest.raises(ValueError, match="3 features, the model 2"):
+        m.partial_fit(np.zeros((3, 3)), np.zeros(3))
+    z = np.array([-1000, -20, 0, 20, 1000], np.float32)
+    with np.errstate(over="raise", invalid="raise", divide="raise"):  # underflow to 0 is fine
+        s = sigmoid(z)
+    assert s.dtype == np.float32 and s[0] == 0 and s[2] == 0.5 and s[4] == 1
+    np.testing.assert_allclose(s[1:4], 1 / (1 + np.exp(-z[1:4].astype(np.float64))), rtol=1e-6)
