@@ -1,0 +1,184 @@
+"""PyTorch adapter for :class:`~mmapkit.FeatureStore` (extra ``torch``).
+
+:class:`FeatureDataset` is a map-style ``Dataset`` whose items are **whole
+batches**, and :class:`FeatureBatchSampler` yields one key per batch, so a
+``DataLoader`` with automatic batching off (``batch_size=None``) moves one
+``(X, y)`` pair of tensors per batch instead of collating rows::
+
+    ds = FeatureDataset("train")
+    loader = DataLoader(ds, sampler=FeatureBatchSampler(ds, 256, shuffle=True, seed=0),
+                        batch_size=None, num_workers=2)
+    for epoch in range(3):
+        loader.sampler.set_epoch(epoch)
+        for X, y in loader:
+            ...
+
+(:func:`data_loader` builds exactly that.) The dataset holds only the
+store's path: worker processes (fork or spawn) open the store themselves,
+their pickles carry no data, and nothing in them grows with epochs (no
+per-row Python objects to be touched by copy-on-read). Sequential batches
+are ``torch.from_numpy`` of the mapped rows (no copy; the memory is the
+read-only mapping: copy before writing to them in place); shuffled batches
+are gathered into fresh arrays by the Rust core (GIL released).
+
+Keys: a ``slice`` (rows ``start:stop``, zero-copy), an integer array or list
+(those rows, gathered), or an ``int`` ``i`` (sequential batch ``i`` of
+``batch_size`` rows).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Any, Iterator, Optional, Union
+
+import numpy as np
+import torch
+import torch.utils.data
+
+from .features import FeatureStore, batch_order
+
+__all__ = ["FeatureBatchSampler", "FeatureDataset", "data_loader"]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def _tensor(a: np.ndarray[Any, Any]) -> torch.Tensor:
+    if a.flags.writeable:
+        return torch.from_numpy(a)
+    with warnings.catch_warnings():
+        # The mapping is read-only; torch warns that it cannot enforce that.
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        return torch.from_numpy(a)
+
+
+class FeatureDataset(torch.utils.data.Dataset[tuple[torch.Tensor, torch.Tensor]]):
+    """A :class:`~mmapkit.FeatureStore` as a map-style dataset of batches.
+
+    ``store``: a store or its path (opened read-only in each process that
+    uses the dataset). ``batch_size`` is the default for ``int`` keys and
+    ``len()`` (number of sequential batches). The row count is fixed when
+    the dataset is made (``refresh()`` to see rows committed since).
+    """
+
+    def __init__(self, store: Union[FeatureStore, PathLike], batch_size: int = 256) -> None:
+        self.path = store.path if isinstance(store, FeatureStore) else os.path.abspath(os.fspath(store))
+        self.batch_size = int(batch_size)
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        self._store: Optional[FeatureStore] = None
+        self._pid = 0
+        self.rows = len(self.store)
+
+    @property
+    def store(self) -> FeatureStore:
+        """This process's read-only store (opened on first use, again after a fork)."""
+        if self._store is None or self._pid != os.getpid():
+            self._store = FeatureStore(self.path, "r")
+            self._pid = os.getpid()
+        return self._store
+
+    def refresh(self) -> int:
+        """See rows committed since; returns the row count."""
+        self.rows = self.store.refresh()
+        return self.rows
+
+    def __len__(self) -> int:
+        return -(-self.rows // self.batch_size)
+
+    def __getitem__(self, key: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        s = self.store
+        if isinstance(key, (int, np.integer)):
+            i = int(key)
+            if not 0 <= i < len(self):
+                raise IndexError(f"batch {i} out of range ({len(self)} batches)")
+            key = slice(i * self.batch_size, min((i + 1) * self.batch_size, self.rows))
+        if isinstance(key, slice):
+            if key.step not in (None, 1):
+                raise ValueError("slices of a FeatureDataset must have step 1")
+            start, stop, _ = key.indices(self.rows)
+            X, y = s.get(start, max(start, stop))
+        else:
+            X, y = s.take(key)
+        return _tensor(X), _tensor(y)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Path and sizes only: a worker opens the store itself.
+        return {"path": self.path, "batch_size": self.batch_size, "rows": self.rows}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._store = None
+        self._pid = 0
+
+
+class FeatureBatchSampler(torch.utils.data.Sampler[Any]):
+    """Keys of one epoch's batches for :class:`FeatureDataset`: slices in
+    row order, or (``shuffle``) arrays of rows in the order of
+    :func:`mmapkit.features.batch_order` for seed
+    ``np.random.SeedSequence(seed).spawn`` of the epoch (:meth:`set_epoch`;
+    each ``iter()`` without it moves to the next epoch), equal to
+    ``FeatureStore.batches(batch_size, shuffle=True, seed=...)``'s order.
+    """
+
+    def __init__(
+        self,
+        dataset: FeatureDataset,
+        batch_size: Optional[int] = None,
+        shuffle: bool = False,
+        seed: Optional[int] = None,
+        drop_last: bool = False,
+        block_size: Optional[int] = None,
+    ) -> None:
+        self.rows = dataset.rows
+        self.batch_size = dataset.batch_size if batch_size is None else int(batch_size)
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        self.shuffle = shuffle
+        self.seed = np.random.SeedSequence(seed).entropy if seed is None else seed
+        self.drop_last = drop_last
+        self.block_size = block_size
+        self.epoch = 0
+        self._explicit = False
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+        self._explicit = True
+
+    def epoch_seed(self, epoch: int) -> np.random.SeedSequence:
+        return np.random.SeedSequence(self.seed, spawn_key=(epoch,))
+
+    def __len__(self) -> int:
+        return self.rows // self.batch_size if self.drop_last else -(-self.rows // self.batch_size)
+
+    def __iter__(self) -> Iterator[Any]:
+        epoch = self.epoch
+        if not self._explicit:
+            self.epoch += 1
+        self._explicit = False
+        bs, stop = self.batch_size, (self.rows // self.batch_size) * self.batch_size if self.drop_last else self.rows
+        if not self.shuffle:
+            for s in range(0, stop, bs):
+                yield slice(s, min(s + bs, stop))
+            return
+        order = batch_order(self.rows, bs, self.epoch_seed(epoch), self.block_size).view(np.int64)
+        for s in range(0, stop, bs):
+            yield order[s:min(s + bs, stop)]
+
+
+def data_loader(
+    store: Union[FeatureStore, FeatureDataset, PathLike],
+    batch_size: int = 256,
+    shuffle: bool = False,
+    seed: Optional[int] = None,
+    drop_last: bool = False,
+    **kwargs: Any,
+) -> torch.utils.data.DataLoader[Any]:
+    """A ``DataLoader`` of ``(X, y)`` batches over ``store``: a
+    :class:`FeatureDataset` with a :class:`FeatureBatchSampler` and
+    automatic batching off. ``kwargs`` go to ``DataLoader``
+    (``num_workers``, ``multiprocessing_context``, ``pin_memory``,
+    ``persistent_workers``, ...)."""
+    ds = store if isinstance(store, FeatureDataset) else FeatureDataset(store, batch_size)
+    sampler = FeatureBatchSampler(ds, batch_size, shuffle=shuffle, seed=seed, drop_last=drop_last)
+    return torch.utils.data.DataLoader(ds, sampler=sampler, batch_size=None, **kwargs)
