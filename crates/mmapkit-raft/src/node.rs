@@ -169,6 +169,9 @@ async fn new_raft<LS: RaftLogStorage<KvConfig>>(
 
 type Reply<T, E> = Json<Result<T, E>>;
 
+/// What `POST /kv/write` answers.
+type WriteResult = Result<ClientWriteResponse<KvConfig>, RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>>;
+
 async fn append(
     State(app): State<App>,
     Json(req): Json<AppendEntriesRequest<KvConfig>>,
@@ -197,7 +200,7 @@ async fn init(
 async fn write(
     State(app): State<App>,
     Json(req): Json<Request>,
-) -> Reply<ClientWriteResponse<KvConfig>, RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>> {
+) -> Json<WriteResult> {
     Json(app.raft.client_write(req).await)
 }
 
@@ -357,10 +360,7 @@ impl KvClient {
             let k = *self.leader.lock().unwrap_or_else(|e| e.into_inner());
             let url = format!("http://{}/kv/write", self.nodes[k]);
             let sent = self.http.post(url).json(req).timeout(Duration::from_secs(5)).send().await;
-            let answer: Result<
-                Result<ClientWriteResponse<KvConfig>, RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>>,
-                String,
-            > = match sent {
+            let answer: Result<WriteResult, String> = match sent {
                 Ok(r) => r.json().await.map_err(|e| e.to_string()),
                 Err(e) => Err(e.to_string()),
             };

@@ -21,13 +21,13 @@ impl StoreBuilder<KvConfig, LogStore<KvConfig>, KvStateMachine, tempfile::TempDi
 }
 
 #[test]
-fn openraft_conformance_suite() -> Result<(), StorageError<u64>> {
-    Suite::test_all(Builder { segment_size: 64 << 20 })
+fn openraft_conformance_suite() {
+    Suite::test_all(Builder { segment_size: 64 << 20 }).expect("conformance suite");
 }
 
 /// The same with 4 KiB segments: purges drop real segments and appends
 /// roll over while the suite runs.
 #[test]
-fn openraft_conformance_suite_small_segments() -> Result<(), StorageError<u64>> {
-    Suite::test_all(Builder { segment_size: 4096 })
+fn openraft_conformance_suite_small_segments() {
+    Suite::test_all(Builder { segment_size: 4096 }).expect("conformance suite");
 }

@@ -1,0 +1,175 @@
+//! The log store's own promises beyond openraft's suite: what survives a
+//! reopen, crash leftovers, contiguity errors, the flush callback after a
+//! sync, and readers racing purges and truncations.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use mmapkit::log::{CommitLog, LogOptions};
+use mmapkit_raft::kv::KvConfig;
+use mmapkit_raft::{LogStore, StoreOptions};
+use openraft::storage::{RaftLogReader, RaftLogStorage, RaftLogStorageExt};
+use openraft::{CommittedLeaderId, Entry, LogId, RaftLogId, Vote};
+
+type Store = LogStore<KvConfig>;
+
+fn id(term: u64, index: u64) -> LogId<u64> {
+    LogId::new(CommittedLeaderId::new(term, 1), index)
+}
+
+fn blank(term: u64, index: u64) -> Entry<KvConfig> {
+    Entry { log_id: id(term, index), payload: openraft::EntryPayload::Blank }
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Runtime::new().unwrap()
+}
+
+fn small() -> StoreOptions {
+    StoreOptions { segment_size: 4096, ..Default::default() }
+}
+
+#[test]
+fn vote_entries_purge_point_and_committed_survive_a_reopen() {
+    let d = tempfile::tempdir().unwrap();
+    let rt = rt();
+    rt.block_on(async {
+        let mut s = Store::open(d.path(), small()).unwrap();
+        s.blocking_append((0..200).map(|i| blank(1 + i / 100, i))).await.unwrap();
+        s.save_vote(&Vote::new_committed(2, 1)).await.unwrap();
+        s.purge(id(1, 49)).await.unwrap();
+        s.truncate(id(2, 150)).await.unwrap();
+        s.save_committed(Some(id(2, 120))).await.unwrap();
+    });
+    rt.block_on(async {
+        let mut s = Store::open(d.path(), small()).unwrap();
+        assert_eq!(s.read_vote().await.unwrap(), Some(Vote::new_committed(2, 1)));
+        let st = s.get_log_state().await.unwrap();
+        assert_eq!(st.last_purged_log_id, Some(id(1, 49)));
+        assert_eq!(st.last_log_id, Some(id(2, 149)));
+        assert_eq!(s.read_committed().await.unwrap(), Some(id(2, 120)));
+        let got = s.try_get_log_entries(0..1000).await.unwrap();
+        let ids: Vec<_> = got.iter().map(|e| *e.get_log_id()).collect();
+        let want: Vec<_> = (50..150).map(|i| id(1 + i / 100, i)).collect();
+        assert_eq!(ids, want);
+    });
+}
+
+#[test]
+fn a_purge_past_the_end_starts_a_new_generation_and_crash_leftovers_go() {
+    let d = tempfile::tempdir().unwrap();
+    let rt = rt();
+    rt.block_on(async {
+        let mut s = Store::open(d.path(), small()).unwrap();
+        s.blocking_append((0..10).map(|i| blank(1, i))).await.unwrap();
+        s.purge(id(3, 500)).await.unwrap();
+        assert!(!d.path().join("log.0").exists());
+        assert!(d.path().join("log.1").exists());
+        s.blocking_append([blank(3, 501), blank(3, 502)]).await.unwrap();
+    });
+    // A crash between creating a generation and recording it leaves an orphan.
+    std::fs::create_dir(d.path().join("log.7")).unwrap();
+    std::fs::write(d.path().join("log.7/junk"), b"x").unwrap();
+    rt.block_on(async {
+        let mut s = Store::open(d.path(), small()).unwrap();
+        assert!(!d.path().join("log.7").exists(), "an orphan generation is deleted on open");
+        let st = s.get_log_state().await.unwrap();
+        assert_eq!(st.last_purged_log_id, Some(id(3, 500)));
+        assert_eq!(st.last_log_id, Some(id(3, 502)));
+        let got = s.try_get_log_entries(..).await.unwrap();
+        assert_eq!(got.iter().map(|e| e.get_log_id().index).collect::<Vec<_>>(), [501, 502]);
+        // Appends must continue the log.
+        assert!(s.blocking_append([blank(3, 504)]).await.is_err());
+    });
+}
+
+#[test]
+fn an_entry_stored_at_the_wrong_index_is_an_error_never_a_short_answer() {
+    let d = tempfile::tempdir().unwrap();
+    let rt = rt();
+    rt.block_on(async {
+        let mut s = Store::open(d.path(), small()).unwrap();
+        s.blocking_append((0..5).map(|i| blank(1, i))).await.unwrap();
+    });
+    // Append, behind the store's back, entry 5 claiming to be raft index 9.
+    {
+        let log = CommitLog::open(d.path().join("log.0"), LogOptions::default()).unwrap();
+        let bogus = serde_json::to_vec(&blank(1, 9)).unwrap();
+        log.append(&[(1u64, bogus)]).unwrap();
+    }
+    rt.block_on(async {
+        let mut s = Store::open(d.path(), small()).unwrap();
+        let e = s.try_get_log_entries(0..6).await.unwrap_err().to_string();
+        assert!(e.contains("expected index 5"), "{e}");
+        // The entries before it are still readable.
+        assert_eq!(s.try_get_log_entries(0..5).await.unwrap().len(), 5);
+    });
+}
+
+#[test]
+fn the_flush_callback_fires_after_a_sync() {
+    let d = tempfile::tempdir().unwrap();
+    rt().block_on(async {
+        let mut s = Store::open(d.path(), StoreOptions::default()).unwrap();
+        for round in 0..5u64 {
+            let before = s.log().sync_count();
+            s.blocking_append([blank(1, round)]).await.unwrap();
+            assert!(s.log().sync_count() > before, "acknowledged without a sync");
+        }
+    });
+}
+
+#[test]
+fn readers_racing_purges_truncations_and_appends_see_whole_contiguous_ranges() {
+    let d = tempfile::tempdir().unwrap();
+    let rt = rt();
+    let store = Store::open(d.path(), small()).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let mut r = store.clone();
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+                let mut reads = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let st = rt.block_on(r.get_log_state()).unwrap();
+                    let got = rt.block_on(r.try_get_log_entries(0..u64::MAX)).unwrap();
+                    let floor = st.last_purged_log_id.map_or(0, |p| p.index + 1);
+                    for w in got.windows(2) {
+                        assert_eq!(w[1].get_log_id().index, w[0].get_log_id().index + 1, "gap");
+                    }
+                    if let Some(f) = got.first() {
+                        // Never below a purge point seen before the read.
+                        assert!(f.get_log_id().index >= floor, "purged entry {} returned", f.get_log_id().index);
+                    }
+                    reads += 1;
+                }
+                reads
+            })
+        })
+        .collect();
+    rt.block_on(async {
+        let mut s = store.clone();
+        let mut next = 0u64;
+        for round in 0..60u64 {
+            s.blocking_append((next..next + 50).map(|i| blank(1 + round, i))).await.unwrap();
+            next += 50;
+            if round % 3 == 1 {
+                s.truncate(id(1 + round, next - 20)).await.unwrap();
+                next -= 20;
+            }
+            if round % 4 == 3 {
+                let upto = next - 10;
+                let st = s.get_log_state().await.unwrap();
+                let e = s.try_get_log_entries(upto..upto + 1).await.unwrap();
+                s.purge(*e[0].get_log_id()).await.unwrap();
+                assert_eq!(s.get_log_state().await.unwrap().last_log_id, st.last_log_id);
+            }
+        }
+    });
+    stop.store(true, Ordering::Relaxed);
+    for r in readers {
+        assert!(r.join().unwrap() > 0);
+    }
+}
