@@ -6,7 +6,7 @@ VPY    := $(VENV)/bin/python
 export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(VENV))/tools/bin:$(abspath $(VENV))/bin:$(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: run test bench bench-tools bench-peers setup develop cli dist rust-test lint py-test stubtest clean
+.PHONY: run test bench bench-tools bench-peers bench-rocksdb setup develop cli dist rust-test lint py-test stubtest clean
 
 # Every suite, every peer and the baseline at small sizes, warm cache: ~5 minutes on 2
 # cores after set-up; reports in bench/results/quick/ (git-ignored), one-screen summary
@@ -14,7 +14,7 @@ export PATH := $(abspath $(VENV))/tools/bin:$(abspath $(VENV))/bin:$(HOME)/.carg
 run: develop cli bench-tools bench-peers
 	$(VPY) -m bench all --quick
 
-bench: develop cli bench-tools bench-peers
+bench: develop cli bench-tools bench-peers bench-rocksdb
 	$(VPY) -m bench all
 
 test: develop rust-test lint py-test stubtest
@@ -78,10 +78,22 @@ bench-peers:
 	@cargo build --release --quiet --manifest-path $(PEERS_RS)/Cargo.toml \
 		--bin log-raft-engine --bin log-commitlog \
 		|| echo "warning: the raft-engine/commitlog drivers did not build; the log suite shows them as n/a"
+	cargo build --release --quiet -p mmapkit-raft --bin mmapkit-kv
 	@if command -v go >/dev/null; then \
 		cd $(PEERS_GO) && go build -mod=readonly -buildvcs=false -o bin/ ./cmd/... \
 		|| echo "warning: the Go drivers did not build; the log suite shows them as n/a"; \
 	else echo "warning: no go toolchain: the log suite shows tidwall/wal and etcd/wal as n/a"; fi
+
+# The replication suite's RocksDB peer: mmapkit-kv with the RocksDB log store, in its
+# own target dir (RocksDB compiles from source: ~20 minutes on 2 cores, so only `make
+# bench` builds it; `make run` shows it as n/a). bindgen needs libclang (Debian's
+# libclang-dev, installed here when missing and we are root).
+bench-rocksdb:
+	@if ! ls /usr/lib/llvm-*/lib/libclang.so* >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+		apt-get install -y -qq libclang-dev >/dev/null || echo "warning: could not install libclang-dev"; fi
+	@CARGO_TARGET_DIR=$(abspath target/bench-raft) cargo build --release --quiet -p mmapkit-raft \
+		--features rocksdb --bin mmapkit-kv \
+		|| echo "warning: the RocksDB store did not build; the replication suite shows it as n/a"
 
 # --- checks ---------------------------------------------------------------
 # The power-loss suite (crates/mmapkit-crashfs, FUSE; skipped with the reason

@@ -18,6 +18,7 @@ SUITES: dict[str, str] = {
     "log": "bench.suites.log:LogSuite",
     "arrays": "bench.suites.arrays:ArraysSuite",
     "kmers": "bench.suites.kmers:KmersSuite",
+    "replication": "bench.suites.replication:ReplicationSuite",
 }
 
 

@@ -4,7 +4,7 @@
 //! as one static HTTP body over the same stack).
 //!
 //! ```text
-//! cargo run --release -p mmapkit-replicate --example catchup -- [--quick] [--out bench/results/replication.md]
+//! cargo run --release -p mmapkit-replicate --example catchup -- [--quick] [--out bench/results/replication-catchup.md]
 //! ```
 //!
 //! Workloads: 1 M entries of 50 B and 100 K entries of 4 KiB (`--quick`:
