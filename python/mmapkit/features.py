@@ -47,7 +47,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import stats as _stats
-from ._native import FormatError, write_file_atomic
+from ._native import FormatError, page_size as _page_size, write_file_atomic
 from .store import ArrayStore
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -61,6 +61,11 @@ FEATURES = "features.npy"
 LABELS = "labels.npy"
 
 Batch = tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]
+
+#: Bytes of rows :meth:`FeatureStore.batches` prepares per group (one
+#: gather, one prefetch job): large enough that thread hand-offs cost
+#: nothing next to the copy, small enough to stay in the CPU caches.
+GROUP_BYTES = 1 << 20
 
 
 def _float_dtype(dtype: npt.DTypeLike, what: str) -> np.dtype[Any]:
@@ -375,14 +380,20 @@ class FeatureStore:
         """One epoch of ``(X, y)`` batches over the rows committed when it starts.
 
         Sequential (``shuffle=False``): zero-copy read-only views, in row
-        order (the kernel's readahead prefetches them; ``prefetch`` is not
-        used). Shuffled: rows in :func:`batch_order` (a ``seed``-ed
+        order. Shuffled: rows in :func:`batch_order` (a ``seed``-ed
         permutation of contiguous blocks of ``block_size`` rows), gathered
-        into fresh arrays by :meth:`take`, with a background thread
-        gathering up to ``prefetch`` batches ahead (0: none) so I/O overlaps
-        the caller's compute. Every row is in exactly one batch per epoch
-        (the last may be short; ``drop_last`` skips it). The order array
-        costs 8 bytes per row.
+        into fresh arrays by :meth:`take` (Rust, GIL released). Every row
+        is in exactly one batch per epoch (the last may be short;
+        ``drop_last`` skips it); the order array costs 8 bytes per row.
+
+        Batches are prepared in groups of about :data:`GROUP_BYTES` (at
+        least one batch): one ``take`` per group for shuffled batches (its
+        batches are slices of one fresh array), one pass touching every page
+        for sequential ones (so a store that is not in the page cache is
+        read ahead). With ``prefetch`` > 0 a background thread prepares up
+        to ``prefetch`` groups ahead of the one being consumed, so I/O
+        overlaps the caller's compute; ``prefetch=0`` does it all in the
+        caller's thread (sequential views are then not touched ahead).
         """
         self._need_open()
         _check_batch_size(batch_size)
@@ -390,31 +401,53 @@ class FeatureStore:
             raise ValueError(f"prefetch must be >= 0, got {prefetch}")
         n = self._n
         stop = (n // batch_size) * batch_size if drop_last else n
+        row_bytes = self._dim * self._dtype.itemsize + self._label_dtype.itemsize
+        per_group = max(1, min(1024, GROUP_BYTES // max(1, batch_size * row_bytes)))
+        starts = range(0, stop, batch_size)
+        groups = [starts[i:i + per_group] for i in range(0, len(starts), per_group)]
         if not shuffle:
-            return (self.get(s, min(s + batch_size, stop)) for s in range(0, stop, batch_size))
+            if prefetch == 0:
+                return (self.get(s, min(s + batch_size, stop)) for s in starts)
+            return self._prefetched(groups, lambda g: self._touched(g, batch_size, stop), prefetch)
         order = batch_order(n, batch_size, seed, block_size).view(np.int64)
-        chunks = [order[s:min(s + batch_size, stop)] for s in range(0, stop, batch_size)]
-        return self._gathered(chunks, prefetch)
+        return self._prefetched(groups, lambda g: self._gathered(order, g, batch_size, stop), prefetch)
 
-    def _gathered(self, chunks: Sequence[np.ndarray[Any, Any]], prefetch: int) -> Iterator[Batch]:
+    def _touched(self, group: range, batch_size: int, stop: int) -> list[Batch]:
+        """The group's sequential views, after reading one byte of each page."""
+        out = [self.get(s, min(s + batch_size, stop)) for s in group]
+        lo, hi = group[0], min(group[-1] + batch_size, stop)
+        page = _page_size()
+        for a in (self._features.numpy()[lo:hi], self._labels.numpy()[lo:hi]):
+            b = a.reshape(-1).view(np.uint8)
+            if b.size:
+                b[::page].max()
+        return out
+
+    def _gathered(self, order: np.ndarray[Any, Any], group: range, batch_size: int, stop: int) -> list[Batch]:
+        """The group's shuffled batches: one gather, split into views."""
+        lo, hi = group[0], min(group[-1] + batch_size, stop)
+        X, y = self.take(order[lo:hi])
+        return [(X[s - lo:min(s + batch_size, stop) - lo], y[s - lo:min(s + batch_size, stop) - lo]) for s in group]
+
+    def _prefetched(self, groups: Sequence[range], make: Any, prefetch: int) -> Iterator[Batch]:
         if prefetch == 0:
-            for c in chunks:
-                yield self.take(c)
+            for g in groups:
+                yield from make(g)
             return
         pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mmapkit-prefetch")
-        pending: deque[concurrent.futures.Future[Batch]] = deque()
-        it = iter(chunks)
+        pending: deque[concurrent.futures.Future[list[Batch]]] = deque()
+        it = iter(groups)
         try:
-            for c in it:
-                pending.append(pool.submit(self.take, c))
+            for g in it:
+                pending.append(pool.submit(make, g))
                 if len(pending) > prefetch:
                     break
             while pending:
-                batch = pending.popleft().result()
-                for c in it:
-                    pending.append(pool.submit(self.take, c))
+                ready = pending.popleft().result()
+                for g in it:
+                    pending.append(pool.submit(make, g))
                     break
-                yield batch
+                yield from ready
         finally:
             for f in pending:
                 f.cancel()

@@ -6,7 +6,7 @@ regularisation, in ``float32`` numpy (the matrix products go to BLAS). For
 a batch ``X`` (m × d) with labels ``y`` in {0, 1}, with ``λ = l2`` and
 ``η = lr``::
 
-    p  = σ(X·w + b)                 σ(z) = 1/(1 + e^-z), computed without overflow
+    p  = σ(X·w + b)                 σ(z) = 1/(1 + e^-z)
     gw = Xᵀ(p − y) / s + 2λ·w
     gb = Σ(p − y)  / s + 2λ·b
     w ← w − η·gw
@@ -100,17 +100,31 @@ class StreamingLogisticRegression:
         self.n_steps_ = 0
 
     def _step(self, X: npt.NDArray[Any], y: npt.NDArray[Any], lr: float) -> None:
+        """One update, in as few numpy calls as possible (each costs about a
+        microsecond, as much as the arithmetic of a 64-row batch):
+        ``w ← (1 − 2ηλ)·w − (η/s)·Xᵀr`` and ``b ← (1 − 2ηλ)·b − (η/s)·Σr``
+        with ``r = σ(z) − y``; ``σ(z) = ½ + ½·tanh(z/2)`` here (absolute
+        error below 1e-7 in ``float32``, which is what the difference
+        ``σ(z) − y`` needs; no overflow)."""
         w = self.coef_
         assert w is not None
-        X = np.asarray(X, dtype=np.float32)
-        r = sigmoid(X @ w + self.intercept_)
-        r -= np.asarray(y, dtype=np.float32)
-        s = np.float32(X.shape[0] if self.reduction == "mean" else 1)
-        two_l2, eta = np.float32(2 * self.l2), np.float32(lr)
-        gw = (r @ X) / s + two_l2 * w
-        gb = r.sum(dtype=np.float32) / s + two_l2 * self.intercept_
-        w -= eta * gw
-        self.intercept_ = np.float32(self.intercept_ - eta * gb)
+        if X.dtype != np.float32:
+            X = X.astype(np.float32)
+        z = X @ w
+        z += self.intercept_
+        z *= np.float32(0.5)
+        np.tanh(z, out=z)
+        z *= np.float32(0.5)
+        z += np.float32(0.5)
+        z -= y
+        step = np.float32(lr / (X.shape[0] if self.reduction == "mean" else 1))
+        gw = z @ X
+        gw *= step
+        if self.l2:
+            w *= np.float32(1 - 2 * lr * self.l2)
+        w -= gw
+        b = np.float32(self.intercept_) * np.float32(1 - 2 * lr * self.l2)
+        self.intercept_ = np.float32(b - step * z.sum())
         self.n_steps_ += 1
 
     def _check_xy(self, X: Any, y: Any) -> tuple[npt.NDArray[Any], npt.NDArray[Any]]:

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import mmapkit
+import mmapkit.features
 import mmapkit.ml
 from mmapkit import FeatureStore, FormatError
 from mmapkit.features import batch_order
@@ -281,8 +282,13 @@ def test_shuffled_batches_cover_every_row_exactly_once(tmp, n, bs, block):
         assert len(dropped) == (n // bs) * bs and len(np.unique(dropped)) == len(dropped)
 
 
-def test_equal_seeds_give_equal_orders_and_prefetch_does_not_change_them(tmp):
+@pytest.mark.parametrize("group_bytes", [1 << 20, 1, 10000])  # batches per prefetch group: all, 1, 2
+def test_equal_seeds_give_equal_orders_and_prefetch_does_not_change_them(tmp, monkeypatch, group_bytes):
+    monkeypatch.setattr(mmapkit.features, "GROUP_BYTES", group_bytes)
     fs = ids_store(tmp / "fs", 3200)
+    seq = list(fs.batches(128, prefetch=3))
+    assert np.array_equal(np.concatenate([y for _, y in seq]), np.arange(3200))
+    assert all(np.shares_memory(X, fs.features) for X, _ in seq)
 
     def order(**kw):
         return np.concatenate([y for _, y in fs.batches(128, shuffle=True, **kw)])
