@@ -38,6 +38,8 @@ instead of receiving the data.
 from __future__ import annotations
 
 import concurrent.futures
+import errno
+import fcntl
 import json
 import os
 from collections import deque
@@ -181,6 +183,7 @@ class FeatureStore:
             raise NotADirectoryError(20, "a FeatureStore is a directory", self._path)
         os.makedirs(self._path, exist_ok=True)
         _fsync_dir(os.path.dirname(self._path))
+        _refuse_if_written(os.path.join(self._path, FEATURES))
         # No meta.json while the arrays are replaced: a crash in between
         # leaves "not a FeatureStore", never a count the arrays do not hold.
         try:
@@ -609,6 +612,23 @@ class FeatureStore:
 def _check_batch_size(batch_size: int) -> None:
     if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+
+
+def _refuse_if_written(path: str) -> None:
+    """BlockingIOError if a writer (which holds the array's exclusive
+    ``flock``) has ``path`` open: "w" must not replace a store under it."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise BlockingIOError(errno.EWOULDBLOCK, "a writer has this FeatureStore open; cannot re-create it", path) from None
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 def _fsync_dir(d: str) -> None:

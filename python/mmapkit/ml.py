@@ -45,7 +45,8 @@ def sigmoid(z: npt.NDArray[Any]) -> npt.NDArray[Any]:
 class _Progress:
     """A one-line progress bar on a terminal (stderr), or nothing."""
 
-    def __init__(self, enabled: Optional[bool], total: int, stream: TextIO = sys.stderr) -> None:
+    def __init__(self, enabled: Optional[bool], total: int, stream: Optional[TextIO] = None) -> None:
+        stream = sys.stderr if stream is None else stream
         self.on = (stream.isatty() if enabled is None else enabled) and total > 0
         self.total, self.done, self.stream = total, 0, stream
         self.t0 = self.last = time.monotonic()

@@ -115,6 +115,8 @@ def test_bad_input_is_a_clear_error_naming_the_path(tmp):
     assert len(fs) == 0
     with pytest.raises(BlockingIOError):
         FeatureStore(tmp / "fs", "r+")  # one writer
+    with pytest.raises(BlockingIOError, match="cannot re-create"):
+        FeatureStore(tmp / "fs", "w", dim=3)
     fs.close()
     with pytest.raises(OSError, match="read-only"):
         FeatureStore(tmp / "fs").add(np.zeros((1, 3)), [0])
@@ -208,6 +210,27 @@ _KILL_CHILD = textwrap.dedent(
         n += m
     """
 )
+
+
+def test_reader_in_another_process_sees_only_whole_commits(tmp):
+    path = tmp / "fs"
+    child = subprocess.Popen([sys.executable, "-c", _KILL_CHILD, str(path)], stdout=subprocess.PIPE)
+    try:
+        assert child.stdout.readline().strip() == b"ready"
+        r = FeatureStore(path)
+        seen = set()
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline:
+            n = r.refresh()
+            X, y = r.get()
+            assert len(X) == len(y) == n
+            assert np.array_equal(y, np.arange(n)) and np.array_equal(X[:, 0], y) and np.array_equal(X[:, 15], y)
+            seen.add(n)
+        assert len(seen) > 3, seen  # it saw the store grow while reading
+    finally:
+        child.kill()
+        child.wait()
+        child.stdout.close()
 
 
 def test_sigkill_mid_add_leaves_a_consistent_store(tmp):
@@ -439,3 +462,12 @@ def test_logistic_regression_errors_and_stable_sigmoid():
         s = sigmoid(z)
     assert s.dtype == np.float32 and s[0] == 0 and s[2] == 0.5 and s[4] == 1
     np.testing.assert_allclose(s[1:4], 1 / (1 + np.exp(-z[1:4].astype(np.float64))), rtol=1e-6)
+
+
+def test_progress_bar_on_request(tmp, capsys):
+    fs, _, _ = make(tmp / "fs", n=300)
+    StreamingLogisticRegression(progress=True).fit(fs, epochs=2, batch_size=100)
+    err = capsys.readouterr().err
+    assert "epoch 2/2" in err and "100.0%" in err and "rows/s" in err
+    StreamingLogisticRegression().fit(fs, epochs=1, batch_size=100)  # not a terminal: silent
+    assert capsys.readouterr().err == ""
