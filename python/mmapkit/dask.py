@@ -40,6 +40,7 @@ import numpy.typing as npt
 from dask.base import tokenize
 
 from ._native import FormatError
+from ._radix import QuantilePlan, from_key, median_of, to_keys
 from .features import FeatureStore
 from .store import ArrayStore
 
@@ -146,38 +147,15 @@ _SUPPORTED = {np.dtype(t) for t in ("i1", "i2", "i4", "i8", "u1", "u2", "u4", "u
 
 
 def _keys(block: np.ndarray[Any, Any]) -> tuple[np.ndarray[Any, Any], int]:
-    """Order-preserving unsigned keys of the non-NaN elements, and the NaN count."""
+    """Keys of the non-NaN elements (flat), and the NaN count."""
     a = np.asarray(block).reshape(-1)
-    if not a.dtype.isnative:
-        a = a.astype(a.dtype.newbyteorder("="))
-    w = a.dtype.itemsize * 8
-    ut = np.dtype(f"u{w // 8}")
-    sign = ut.type(1 << (w - 1))
     nans = 0
     if a.dtype.kind == "f":
         m = np.isnan(a)
         nans = int(np.count_nonzero(m))
         if nans:
             a = a[~m]
-        u = a.view(ut)
-        return np.where(u & sign, ~u, u | sign), nans
-    if a.dtype.kind == "i":
-        return a.view(ut) ^ sign, 0
-    return a.view(ut), 0
-
-
-def _from_key(key: int, dtype: np.dtype[Any]) -> Any:
-    w = dtype.itemsize * 8
-    ut = np.dtype(f"u{w // 8}")
-    k = ut.type(key)
-    sign = ut.type(1 << (w - 1))
-    if dtype.kind == "f":
-        u = k ^ sign if k & sign else ~k
-    elif dtype.kind == "i":
-        u = k ^ sign
-    else:
-        u = k
-    return np.array([u], dtype=ut).view(dtype)[0]
+    return to_keys(a), nans
 
 
 def _digits(dtype: np.dtype[Any]) -> int:
@@ -244,73 +222,21 @@ def quantile(
     store / ``.npy`` path made one with :func:`to_dask_array`), equal to
     ``np.quantile(np.asarray(x), q, method=method)``; see the module docs.
     ``skipna``: like ``np.nanquantile``. Runs on the active scheduler."""
-    if method not in ("linear", "inverted_cdf"):
-        raise ValueError(f"method must be 'linear' or 'inverted_cdf', got {method!r}")
+    plan = QuantilePlan(q, method)
     x = _check(_as_dask(x, what))
-    dt = x.dtype
-    weak = type(q) in (float, int)
-    qa = np.asarray(q, dtype=np.float64)
-    if np.any((qa < 0) | (qa > 1)) or np.any(np.isnan(qa)):
-        raise ValueError("Quantiles must be in the range [0, 1]")
-
-    def positions(n: int) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]:
-        # numpy's own index arithmetic (np.lib._function_base_impl._quantile).
-        q1 = qa.reshape(-1)
-        if method == "inverted_cdf":
-            index = n * q1 - 1
-            prev = np.floor(index)
-            res = np.where(index - prev == 0, prev, prev + 1).astype(np.intp)
-            res[res < 0] = 0
-            return res, res, np.zeros(q1.shape)
-        virtual = (n - 1) * q1
-        prev = np.floor(virtual)
-        nxt = prev + 1
-        prev[virtual >= n - 1] = -1
-        nxt[virtual >= n - 1] = -1
-        prev[virtual < 0] = 0
-        nxt[virtual < 0] = 0
-        gamma = np.asarray(virtual - prev, dtype=np.float64)
-        pi, ni = prev.astype(np.intp), nxt.astype(np.intp)
-        return np.where(pi < 0, pi + n, pi), np.where(ni < 0, ni + n, ni), gamma
-
     holder: dict[str, int] = {}
 
     def ranks(n: int) -> list[int]:  # called after the first pass counted the NaNs
         if n == 0 or (holder["nans"] and not skipna):
             return []
-        p, nx, _ = positions(n)
-        return [int(v) for v in np.concatenate([p.ravel(), nx.ravel()])]
+        return plan.ranks(n)
 
     n, nans, stats = _order_statistics(x, ranks, gather_limit, holder)
-    out_dtype = _result_dtype(dt, method, weak)
     if nans and not skipna:
-        res = np.full(qa.shape, np.nan, dtype=out_dtype)
-        return res[()] if qa.ndim == 0 else res
+        return plan.nan(x.dtype)
     if n == 0:
         raise ValueError("cannot take a quantile of an empty array" + (" (all NaN)" if nans else ""))
-    p, nx, gamma = positions(n)
-    pv = np.array([stats[int(i)] for i in p], dtype=dt).reshape(qa.shape)
-    nv = np.array([stats[int(i)] for i in nx], dtype=dt).reshape(qa.shape)
-    if method == "inverted_cdf":
-        return pv[()] if qa.ndim == 0 else pv
-    g: Any = float(gamma[0]) if weak else gamma.reshape(qa.shape)
-    if dt.kind in "iu":
-        # The difference exactly (Python ints), then rounded: no wrap-around, as in mmapkit.stats.
-        diff = np.array([float(int(b) - int(a)) for a, b in zip(pv.ravel(), nv.ravel())]).reshape(qa.shape)
-        pv, nv = pv.astype(np.float64), nv.astype(np.float64)
-    else:
-        diff = nv - pv
-    res = np.asarray(np.add(pv, diff * g))  # an array even when 0-d, for out= below
-    np.subtract(nv, diff * (1 - g), out=res, where=np.asarray(g) >= 0.5, casting="unsafe", dtype=res.dtype)
-    return res[()] if res.ndim == 0 else res
-
-
-def _result_dtype(dt: np.dtype[Any], method: str, weak: bool) -> np.dtype[Any]:
-    if method == "inverted_cdf":
-        return dt
-    if dt.kind == "f" and weak:
-        return dt
-    return np.dtype(np.float64)
+    return plan.finish(x.dtype, n, stats.__getitem__)
 
 
 def _order_statistics(x: da.Array, ranks_of: Callable[[int], list[int]], gather_limit: int,
@@ -344,7 +270,7 @@ def _order_statistics(x: da.Array, ranks_of: Callable[[int], list[int]], gather_
             counts.append(int(h[d]))
         done += D
         if done == w:
-            return n, nans, {s[0]: _from_key(s[1], x.dtype) for s in state}
+            return n, nans, {s[0]: from_key(s[1], x.dtype) for s in state}
         prefixes = sorted({s[1] for s in state})
         if max(counts) <= gather_limit:
             break
@@ -355,7 +281,7 @@ def _order_statistics(x: da.Array, ranks_of: Callable[[int], list[int]], gather_
         i = prefixes.index(s[1])
         keys = np.concatenate([p[i] for p in parts])
         k = s[0] - s[2]
-        out[s[0]] = _from_key(int(np.partition(keys, k)[k]), x.dtype)
+        out[s[0]] = from_key(int(np.partition(keys, k)[k]), x.dtype)
     return n, nans, out
 
 
@@ -372,15 +298,11 @@ def median(x: Source, *, skipna: bool = False, gather_limit: int = 1 << 22, what
         return [(n - 1) // 2, n // 2]
 
     n, nans, stats = _order_statistics(x, ranks, gather_limit, holder)
-    ft = x.dtype.type if x.dtype.kind == "f" else np.float64
     if (nans and not skipna) or n == 0:
         if n == 0:
             warnings.warn("Mean of empty slice.", RuntimeWarning, stacklevel=2)
-        return ft(np.nan)
-    a, b = stats[(n - 1) // 2], stats[n // 2]
-    if x.dtype.kind == "f":
-        return ft((a + b) / ft(2))
-    return np.float64((float(a) + float(b)) / 2)
+        return (x.dtype.type if x.dtype.kind == "f" else np.float64)(np.nan)
+    return median_of(x.dtype, n, stats[(n - 1) // 2], stats[n // 2])
 
 
 # ----- data-parallel training --------------------------------------------------------

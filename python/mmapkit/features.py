@@ -50,6 +50,7 @@ import numpy.typing as npt
 
 from . import stats as _stats
 from ._native import FormatError, page_size as _page_size, write_file_atomic
+from ._radix import QuantilePlan, from_key, median_of, to_keys
 from .store import ArrayStore
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -518,32 +519,128 @@ class FeatureStore:
     def quantile(self, q: Union[float, Sequence[float], npt.NDArray[Any]], *, method: str = "linear",
                  memory: int = 256 << 20, threads: Optional[int] = None) -> Any:
         """Exact per-feature quantile(s), equal to ``np.quantile(X, q, axis=0,
-        method=method)`` (shape ``(dim,)`` for a scalar ``q``, ``(len(q),
-        dim)`` for a sequence). Columns are copied out, as many at a time as
-        fit in ``memory`` bytes (at least one: a column's ``n`` values), then
-        selected exactly by :func:`mmapkit.stats.quantile` (Rust, GIL
-        released). Not yet fully out of core: one column must fit in memory.
+        method=method)`` (``"linear"`` or ``"inverted_cdf"``; shape
+        ``(dim,)`` for a scalar ``q``, ``(len(q), dim)`` for a sequence; a
+        column holding a NaN gives NaN, as in numpy).
+
+        Memory stays within about ``memory`` bytes: when a column (``n``
+        values) fits, columns are copied out as many at a time as fit and
+        selected by :func:`mmapkit.stats.quantile` (Rust, GIL released);
+        otherwise by radix selection out of core (:meth:`_select_columns`):
+        one pass over the store sums per-column histograms of the keys'
+        top 12 bits, each further pass narrows every wanted order statistic
+        to a bucket of the next 12 bits, and when all buckets fit in
+        ``memory`` a last pass collects them (typically 2-3 passes).
         """
         self._need_open()
+        plan = QuantilePlan(q, method)
         if self._n == 0:
             raise ValueError(f"{self._path}: the store is empty (no quantiles)")
-        per_col = self._n * self._dtype.itemsize
-        group = max(1, memory // per_col)
+        if self._n * self._dtype.itemsize > memory:
+            nan_cols, values = self._select_columns(plan.ranks(self._n), memory)
+            n = self._n
+            return np.stack([plan.nan(self._dtype) if nan_cols[j] else plan.finish(self._dtype, n, lambda r: values[j, r])
+                             for j in range(self._dim)], axis=-1)
         native = self._dtype in (np.dtype(np.float32), np.dtype(np.float64))
-        out: list[Any] = []
+        return np.stack([_stats.quantile(col, q, method=method, threads=threads) if native
+                         else np.quantile(col, q, method=method)  # type: ignore[call-overload]
+                         for col in self._columns(memory)], axis=-1)
+
+    def median(self, *, memory: int = 256 << 20, threads: Optional[int] = None) -> np.ndarray[Any, Any]:
+        """Exact per-feature median, equal to ``np.median(X, axis=0)``
+        (``memory`` as in :meth:`quantile`)."""
+        self._need_open()
+        n, dt = self._n, self._dtype
+        ft = dt.type if dt.kind == "f" else np.float64
+        if n == 0:
+            return np.full(self._dim, np.nan, dtype=ft)
+        if n * dt.itemsize > memory:
+            lo, hi = (n - 1) // 2, n // 2
+            nan_cols, values = self._select_columns([lo, hi], memory)
+            return np.array([ft(np.nan) if nan_cols[j] else median_of(dt, n, values[j, lo], values[j, hi])
+                             for j in range(self._dim)], dtype=ft)
+        native = dt in (np.dtype(np.float32), np.dtype(np.float64))
+        return np.array([_stats.median(col, threads=threads) if native else np.median(col)
+                         for col in self._columns(memory)], dtype=ft)
+
+    def _columns(self, memory: int) -> Iterator[np.ndarray[Any, Any]]:
+        """Each column as a contiguous copy, made as many at a time as fit in ``memory``."""
+        group = max(1, memory // max(1, self._n * self._dtype.itemsize))
         X = self.features
         for j0 in range(0, self._dim, group):
-            cols = np.ascontiguousarray(X[:, j0:j0 + group].T)
-            for col in cols:
-                if native:
-                    out.append(_stats.quantile(col, q, method=method, threads=threads))
-                else:
-                    out.append(np.quantile(col, q, method=method))  # type: ignore[call-overload]
-        return np.stack(out, axis=-1)
+            yield from np.ascontiguousarray(X[:, j0:j0 + group].T)
 
-    def median(self, **kw: Any) -> Any:
-        """Exact per-feature median (:meth:`quantile` at 0.5)."""
-        return self.quantile(0.5, **kw)
+    def _select_columns(self, ranks: Sequence[int], memory: int,
+                        digit_bits: int = 12) -> tuple[np.ndarray[Any, Any], dict[tuple[int, int], Any]]:
+        """Out-of-core radix selection of the elements of ``ranks`` in every
+        column: (columns holding a NaN, {(column, rank): element}) for the
+        other columns. Memory: the per-column histograms (``dim`` ×
+        2^``digit_bits`` counts), one row chunk and its keys, and the last
+        buckets (at most ``memory`` bytes of keys)."""
+        d, n, dt = self._dim, self._n, self._dtype
+        w = dt.itemsize * 8
+        chunk_rows = max(1, min(n, (8 << 20) // max(1, d * dt.itemsize)))
+
+        def chunks() -> Iterator[np.ndarray[Any, Any]]:
+            X = self.features
+            for s in range(0, n, chunk_rows):
+                yield X[s:s + chunk_rows]
+
+        # Pass 1: NaNs and the top digit of every column at once (one bincount per chunk).
+        D = min(digit_bits, w)
+        nans = np.zeros(d, dtype=np.int64)
+        hist = np.zeros(d << D, dtype=np.int64)
+        offsets = (np.arange(d, dtype=np.intp) << D)[None, :]
+        for c in chunks():
+            keys = to_keys(c)
+            idx = (keys >> keys.dtype.type(w - D)).astype(np.intp) + offsets
+            if dt.kind == "f":
+                m = np.isnan(c)
+                nans += m.sum(axis=0)
+                idx = idx[~m]
+            hist += np.bincount(idx.ravel(), minlength=d << D)
+        nan_cols = nans > 0
+        # Each wanted statistic: [column, rank, prefix, elements below the prefix's bucket].
+        state = [[j, r, 0, 0] for j in range(d) if not nan_cols[j] for r in ranks]
+        hists = {(j, 0): hist[j << D:(j + 1) << D] for j in range(d)}
+        done = 0
+        while True:
+            bucket: dict[tuple[int, int], int] = {}
+            for st in state:
+                h = hists[st[0], st[2]]
+                cum = np.cumsum(h)
+                digit = int(np.searchsorted(cum, st[1] - st[3], side="right"))
+                st[3] += int(cum[digit - 1]) if digit else 0
+                st[2] = (st[2] << D) | digit
+                bucket[st[0], st[2]] = int(h[digit])
+            done += D
+            if done == w:
+                return nan_cols, {(st[0], st[1]): from_key(st[2], dt) for st in state}
+            pairs = sorted(bucket)
+            if sum(bucket.values()) * dt.itemsize <= memory:
+                break
+            D = min(digit_bits, w - done)
+            hists = {pr: np.zeros(1 << D, dtype=np.int64) for pr in pairs}
+            for c in chunks():
+                keys = to_keys(c)
+                for j, p in pairs:
+                    col = keys[:, j]
+                    sel = col[(col >> col.dtype.type(w - done)) == col.dtype.type(p)]
+                    hists[j, p] += np.bincount(((sel >> sel.dtype.type(w - done - D)) & sel.dtype.type((1 << D) - 1))
+                                               .astype(np.intp), minlength=1 << D)
+        # Last pass: collect the keys in each bucket, select exactly.
+        got: dict[tuple[int, int], list[np.ndarray[Any, Any]]] = {pr: [] for pr in pairs}
+        for c in chunks():
+            keys = to_keys(c)
+            for j, p in pairs:
+                col = keys[:, j]
+                got[j, p].append(col[(col >> col.dtype.type(w - done)) == col.dtype.type(p)])
+        out = {}
+        for st in state:
+            ks = np.concatenate(got[st[0], st[2]])
+            k = st[1] - st[3]
+            out[st[0], st[1]] = from_key(int(np.partition(ks, k)[k]), dt)
+        return nan_cols, out
 
     # ----- properties and protocol ----------------------------------------
 

@@ -360,9 +360,30 @@ def test_per_feature_statistics_match_numpy(tmp, dtype):
         got = fs.quantile(q)
         assert got.shape == (5,) and np.array_equal(got, np.quantile(X, q, axis=0)), q
     qs = [0.1, 0.5, 0.99]
-    assert np.array_equal(fs.quantile(qs, memory=1), np.quantile(X, qs, axis=0))  # one column at a time
+    assert np.array_equal(fs.quantile(qs, memory=3001 * X.itemsize), np.quantile(X, qs, axis=0))  # one column at a time
     assert np.array_equal(fs.quantile(qs, method="inverted_cdf"), np.quantile(X, qs, axis=0, method="inverted_cdf"))
     assert np.array_equal(fs.median(), np.median(X, axis=0))
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("memory", [1, 4000])  # out of core: radix passes to the last bit / then a gather
+def test_out_of_core_quantiles_equal_numpy(tmp, dtype, memory):
+    rng = np.random.default_rng(5)
+    X = (rng.normal(size=(4001, 6)) * 100).astype(dtype)
+    X[:1000, 1] = np.round(X[:1000, 1])  # ties
+    X[:, 2] = 7  # one value
+    X[17, 3] = np.nan  # numpy: NaN for that column
+    X[:, 4] = np.abs(X[:, 4])
+    X[5, 5], X[6, 5] = -np.inf, np.inf
+    fs = FeatureStore(tmp / "fs", "w", dim=6, dtype=dtype)
+    fs.add(X, np.zeros(len(X)))
+    with np.errstate(invalid="ignore"):
+        for q in (0.5, [0.0, 0.1, 0.5, 0.9, 1.0], 0.37, np.float64(0.25)):
+            for method in ("linear", "inverted_cdf"):
+                got, want = fs.quantile(q, method=method, memory=memory), np.quantile(X, q, axis=0, method=method)
+                assert got.dtype == want.dtype and np.array_equal(got, want, equal_nan=True), (q, method)
+        got, want = fs.median(memory=memory), np.median(X, axis=0)
+    assert got.dtype == want.dtype and np.array_equal(got, want, equal_nan=True)
 
 
 def test_statistics_of_an_empty_store(tmp):
