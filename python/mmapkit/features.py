@@ -472,15 +472,7 @@ class FeatureStore:
         mean = np.zeros(self._dim)
         m2 = np.zeros(self._dim)
         for c in self._row_chunks():
-            c64 = c.astype(np.float64)
-            k = c64.shape[0]
-            cm = c64.mean(axis=0)
-            cm2 = ((c64 - cm) ** 2).sum(axis=0)
-            delta = cm - mean
-            tot = n + k
-            mean = mean + delta * (k / tot)
-            m2 = m2 + cm2 + delta ** 2 * (n * k / tot)
-            n = tot
+            n, mean, m2 = _merge_moments(n, mean, m2, c)
         return n, mean, m2
 
     def mean(self) -> npt.NDArray[np.float64]:
@@ -515,6 +507,25 @@ class FeatureStore:
     def max(self) -> np.ndarray[Any, Any]:
         """Per-feature maximum (the store's dtype), like ``np.max(X, axis=0)``."""
         return self._extreme(np.max)
+
+    def describe(self, ddof: int = 0) -> dict[str, Any]:
+        """``count``, ``mean``, ``std``, ``min`` and ``max`` per feature in
+        one pass over the store (the same values as the methods of those
+        names; ``min``/``max`` are ``None`` for an empty store), e.g. to
+        standardise features: ``(X - d["mean"]) / d["std"]``."""
+        self._need_open()
+        n = 0
+        mean = np.zeros(self._dim)
+        m2 = np.zeros(self._dim)
+        lo = hi = None
+        for c in self._row_chunks():
+            n, mean, m2 = _merge_moments(n, mean, m2, c)
+            cl, ch = c.min(axis=0), c.max(axis=0)
+            lo = cl if lo is None else np.minimum(lo, cl)
+            hi = ch if hi is None else np.maximum(hi, ch)
+        nan = np.full(self._dim, np.nan)
+        return {"count": n, "mean": mean if n else nan,
+                "std": np.sqrt(m2 / (n - ddof)) if n - ddof > 0 else nan, "min": lo, "max": hi}
 
     def quantile(self, q: Union[float, Sequence[float], npt.NDArray[Any]], *, method: str = "linear",
                  memory: int = 256 << 20, threads: Optional[int] = None) -> Any:
@@ -704,6 +715,19 @@ class FeatureStore:
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"rows={self._n}"
         return f"<mmapkit.FeatureStore {self._path!r} mode={self._mode!r} dim={self._dim} dtype={self._dtype} {state}>"
+
+
+def _merge_moments(n: int, mean: npt.NDArray[np.float64], m2: npt.NDArray[np.float64],
+                   c: np.ndarray[Any, Any]) -> tuple[int, npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Count, mean and M2 per column after adding the rows ``c`` (Chan et
+    al.'s merge of the chunk's own float64 moments)."""
+    c64 = c.astype(np.float64)
+    k = c64.shape[0]
+    cm = c64.mean(axis=0)
+    cm2 = ((c64 - cm) ** 2).sum(axis=0)
+    delta = cm - mean
+    tot = n + k
+    return tot, mean + delta * (k / tot), m2 + cm2 + delta ** 2 * (n * k / tot)
 
 
 def _check_batch_size(batch_size: int) -> None:

@@ -152,6 +152,24 @@ def test_modes_w_replaces_and_a_appends(tmp):
     assert (len(fs), fs.dim) == (0, 4)
 
 
+def test_a_failed_add_commits_nothing_and_cuts_its_rows(tmp, monkeypatch):
+    fs, X, y = make(tmp / "fs", n=50)
+
+    def fail(*a):
+        raise OSError(28, "No space left on device", str(tmp / "fs" / "meta.json"))
+
+    monkeypatch.setattr(mmapkit.features, "write_file_atomic", fail)
+    with pytest.raises(OSError, match="No space"):
+        fs.add(np.ones((10, 8)), np.ones(10))
+    monkeypatch.undo()
+    assert len(fs) == 50
+    for name in ("features.npy", "labels.npy"):
+        assert len(np.load(tmp / "fs" / name, mmap_mode="r")) == 50, name
+    fs.add(np.full((2, 8), 3.0), [1, 1])
+    r = FeatureStore(tmp / "fs")
+    assert len(r) == 52 and np.array_equal(r.features[:50], X) and (r.features[50:] == 3).all()
+
+
 def _leave_uncommitted(path, n_features, n_labels, d):
     """What a writer killed mid-add leaves: rows past meta.json's count."""
     f = mmapkit.ArrayStore.open(path / "features.npy", "r+")
@@ -356,6 +374,9 @@ def test_per_feature_statistics_match_numpy(tmp, dtype):
     np.testing.assert_allclose(fs.std(ddof=1), X64.std(axis=0, ddof=1), rtol=1e-10)
     assert np.array_equal(fs.min(), X.min(axis=0)) and fs.min().dtype == dtype
     assert np.array_equal(fs.max(), X.max(axis=0))
+    d = fs.describe(ddof=1)
+    assert d["count"] == 3001 and np.array_equal(d["mean"], fs.mean()) and np.array_equal(d["std"], fs.std(ddof=1))
+    assert np.array_equal(d["min"], fs.min()) and np.array_equal(d["max"], fs.max())
     for q in (0.5, 0.0, 1.0, 0.37):
         got = fs.quantile(q)
         assert got.shape == (5,) and np.array_equal(got, np.quantile(X, q, axis=0)), q
@@ -388,6 +409,8 @@ def test_out_of_core_quantiles_equal_numpy(tmp, dtype, memory):
 
 def test_statistics_of_an_empty_store(tmp):
     fs = FeatureStore(tmp / "fs", "w", dim=2)
+    d = fs.describe()
+    assert d["count"] == 0 and d["min"] is None and np.isnan(d["mean"]).all()
     assert np.isnan(fs.mean()).all() and np.isnan(fs.std()).all()
     with pytest.raises(ValueError, match="empty"):
         fs.min()
