@@ -351,3 +351,59 @@ def fit_logistic_regression(
         w = (w - lr * (gw / n + 2 * l2 * w)).astype(np.float32)
         b = float(b - lr * (gb / n + 2 * l2 * b))
     return w, b, losses
+
+
+# ----- command line: the data-parallel example -----------------------------------------
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """``python -m mmapkit.dask {fit,median,quantile} PATH ...``: train on, or
+    take exact quantiles of, a store (or ``.npy`` file) on a dask cluster:
+    ``--scheduler tcp://host:8786`` (workers must see PATH at the same
+    path: a shared file system), ``local`` (default: a ``LocalCluster`` of
+    ``--workers`` processes) or ``synchronous``. Prints JSON."""
+    import argparse
+    import json
+
+    ap = argparse.ArgumentParser(prog="python -m mmapkit.dask", description=main.__doc__)
+    ap.add_argument("command", choices=["fit", "median", "quantile"])
+    ap.add_argument("path")
+    ap.add_argument("--scheduler", default="local")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--chunks", default="auto", help="rows per chunk, or auto")
+    ap.add_argument("--epochs", type=int, default=10)
+    ap.add_argument("--lr", type=float, default=0.5)
+    ap.add_argument("--l2", type=float, default=0.0)
+    ap.add_argument("-q", type=float, action="append", help="quantile(s) in [0, 1] (command quantile)")
+    args = ap.parse_args(argv)
+    chunks: Any = args.chunks if args.chunks == "auto" else int(args.chunks)
+
+    def run() -> dict[str, Any]:
+        if args.command == "fit":
+            w, b, losses = fit_logistic_regression(args.path, args.epochs, args.lr, args.l2, chunks)
+            return {"coef": w.tolist(), "intercept": b, "losses": losses}
+        x = to_dask_array(args.path, chunks)
+        if args.command == "median":
+            return {"median": float(median(x))}
+        qs = args.q or [0.5]
+        return {"q": qs, "quantile": [float(v) for v in np.atleast_1d(quantile(x, qs))]}
+
+    if args.scheduler == "synchronous":
+        with dask.config.set(scheduler="synchronous"):
+            out = run()
+    else:
+        import distributed
+
+        if args.scheduler == "local":
+            with distributed.LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
+                                          dashboard_address=None) as cluster, distributed.Client(cluster):
+                out = run()
+        else:
+            with distributed.Client(args.scheduler):
+                out = run()
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

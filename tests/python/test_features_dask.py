@@ -187,3 +187,17 @@ def test_data_parallel_training_on_the_cluster(tmp, client):
     np.testing.assert_allclose(w, wr, rtol=1e-4, atol=1e-5)
     acc = float(np.mean(((X @ w + b) > 0) == (y > 0.5)))
     assert acc > 0.9
+
+
+def test_command_line_example(tmp, capsys, client):
+    import json
+
+    fs, X, _ = store(tmp / "fs", 5000)
+    assert md.main(["median", str(tmp / "fs"), "--scheduler", "synchronous", "--chunks", "700"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"median": float(np.median(X))}
+    md.main(["quantile", str(tmp / "fs"), "--scheduler", client.scheduler.address, "-q", "0.1", "-q", "0.9"])
+    assert json.loads(capsys.readouterr().out)["quantile"] == np.quantile(X, [0.1, 0.9]).tolist()
+    md.main(["fit", str(tmp / "fs"), "--scheduler", client.scheduler.address, "--epochs", "3", "--chunks", "1000"])
+    out = json.loads(capsys.readouterr().out)
+    w, b, losses = md.fit_logistic_regression(fs, 3, 0.5, 0.0, 1000)
+    assert out["losses"] == losses and np.allclose(out["coef"], w)
