@@ -22,10 +22,11 @@ the only count readers trust::
 Commit protocol of :meth:`FeatureStore.add`: the rows are appended to both
 arrays and flushed (data, then header, to disk), then ``meta.json`` is
 replaced atomically (a temp file beside it, fsync, rename, directory fsync)
-with the new count. Readers see exactly the committed count, so rows of an add that has not returned are invisible; a
-crash mid-add loses at most that batch, and the next writer cuts both arrays
-back to the committed count (``ArrayStore`` truncation in the core), so the
-two files never disagree after a reopen. ``np.load("features.npy",
+with the new count. Readers see exactly the committed count, so rows of an
+add that has not returned are invisible; a crash mid-add loses at most that
+batch, and the next writer cuts both arrays back to the committed count
+(``ArrayStore`` truncation in the core), so the two files never disagree
+after a reopen. ``np.load("features.npy",
 mmap_mode="r")`` works at any moment but may show uncommitted rows.
 
 One writer at a time (each array holds an exclusive ``flock``; a second
@@ -33,6 +34,15 @@ writer gets ``BlockingIOError``); readers take no lock and follow the writer
 with :meth:`FeatureStore.refresh`. A store pickles by path as a reader, so
 data-loader workers and ``multiprocessing`` children map the files again
 instead of receiving the data.
+
+Reading: :meth:`~FeatureStore.get` (views), :meth:`~FeatureStore.take`
+(rows in any order, gathered in Rust), :meth:`~FeatureStore.batches` (one
+epoch, sequential or block-shuffled, prefetched by a background thread).
+Per-feature statistics: :meth:`~FeatureStore.describe` (count, mean, std,
+min, max in one pass), :meth:`~FeatureStore.quantile` and
+:meth:`~FeatureStore.median` (exact, out of core). Adapters:
+:mod:`mmapkit.ml` (streaming logistic regression), :mod:`mmapkit.torch`,
+:mod:`mmapkit.dask`.
 """
 
 from __future__ import annotations
@@ -158,6 +168,8 @@ class FeatureStore:
             raise
         self._closed = False
         try:
+            # Which files the mappings are of (refresh notices a re-created store).
+            self._inodes = {a.path: _inode(a.path) for a in (self._features, self._labels)}
             self._check_arrays()
             if mode == "r+":
                 # A writer that died mid-add may have left rows past the
@@ -299,12 +311,15 @@ class FeatureStore:
         for name in ("_features", "_labels"):
             a: ArrayStore = getattr(self, name)
             try:
+                if _inode(a.path) != self._inodes[a.path]:
+                    raise FormatError(f"{a.path}: replaced")  # re-created ("w"): not our mapping's file
                 a.refresh()
             except FormatError:
-                # A writer cut off rows a dead writer had left uncommitted
-                # (the count went down): map the file again. Old views keep
-                # the old mapping.
+                # The file was replaced, or a writer cut off rows a dead
+                # writer had left uncommitted (the count went down): map
+                # the file again. Old views keep the old mapping.
                 setattr(self, name, ArrayStore.open(a.path, "r"))
+                self._inodes[a.path] = _inode(a.path)
         self._n = int(meta["rows"])
         self._check_arrays()
         return self._n
@@ -750,6 +765,11 @@ def _refuse_if_written(path: str) -> None:
         fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+def _inode(path: str) -> tuple[int, int]:
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
 
 
 def _fsync_dir(d: str) -> None:

@@ -139,6 +139,15 @@ def test_bad_input_is_a_clear_error_naming_the_path(tmp):
         FeatureStore(tmp / "fs")
 
 
+def test_a_reader_follows_a_re_created_store(tmp):
+    make(tmp / "fs", n=30)[0].close()
+    r = FeatureStore(tmp / "fs")
+    old = r.features
+    fs = FeatureStore(tmp / "fs", "w", dim=8)
+    fs.add(np.full((5, 8), 2.0), np.ones(5))
+    assert r.refresh() == 5 and (r.features == 2).all() and len(old) == 30
+
+
 def test_modes_w_replaces_and_a_appends(tmp):
     make(tmp / "fs", n=10)[0].close()
     fs = FeatureStore(tmp / "fs", "a")
