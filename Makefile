@@ -11,7 +11,7 @@ export PATH := $(abspath $(VENV))/tools/bin:$(abspath $(VENV))/bin:$(HOME)/.carg
 # Every suite, every peer and the baseline at small sizes, warm cache: ~5 minutes on 2
 # cores after set-up; reports in bench/results/quick/ (git-ignored), one-screen summary
 # at the end. `make bench`: the full sizes, into bench/results/ and the README.
-run: develop cli bench-tools bench-peers
+run: develop cli bench-tools bench-peers bench-rocksdb
 	$(VPY) -m bench all --quick
 
 bench: develop cli bench-tools bench-peers bench-rocksdb
@@ -33,7 +33,7 @@ setup: $(VENV)/.deps
 # Builds the extension in release mode and installs the package editable into .venv
 # (the .so lands in python/mmapkit/, ignored by git).
 develop: setup
-	$(VENV)/bin/maturin develop --release --quiet --extras test,bench
+	$(VENV)/bin/maturin develop --release --quiet --extras test,bench,torch,dask
 
 cli:
 	cargo build --release -p mmapkit-cli --quiet
@@ -84,15 +84,15 @@ bench-peers:
 		|| echo "warning: the Go drivers did not build; the log suite shows them as n/a"; \
 	else echo "warning: no go toolchain: the log suite shows tidwall/wal and etcd/wal as n/a"; fi
 
-# The replication suite's RocksDB peer: mmapkit-kv with the RocksDB log store, in its
-# own target dir (RocksDB compiles from source: ~20 minutes on 2 cores, so only `make
-# bench` builds it; `make run` shows it as n/a). bindgen needs libclang (Debian's
-# libclang-dev, installed here when missing and we are root).
+# The replication suite's RocksDB peer: mmapkit-kv with the RocksDB log store (the
+# rocksdb crate linked against Debian's librocksdb; bindgen needs libclang), in its own
+# target dir; installed from Debian's packages when missing and we are root.
 bench-rocksdb:
-	@if ! ls /usr/lib/llvm-*/lib/libclang.so* >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
-		apt-get install -y -qq libclang-dev >/dev/null || echo "warning: could not install libclang-dev"; fi
-	@CARGO_TARGET_DIR=$(abspath target/bench-raft) cargo build --release --quiet -p mmapkit-raft \
-		--features rocksdb --bin mmapkit-kv \
+	@if [ ! -e /usr/lib/x86_64-linux-gnu/librocksdb.so ] || ! ls /usr/lib/llvm-*/lib/libclang.so* >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ]; then apt-get install -y -qq librocksdb-dev libclang-dev >/dev/null \
+			|| echo "warning: could not install librocksdb-dev/libclang-dev"; fi; fi
+	@ROCKSDB_LIB_DIR=/usr/lib/x86_64-linux-gnu CARGO_TARGET_DIR=$(abspath target/bench-raft) \
+		cargo build --release --quiet -p mmapkit-raft --features rocksdb --bin mmapkit-kv \
 		|| echo "warning: the RocksDB store did not build; the replication suite shows it as n/a"
 
 # --- checks ---------------------------------------------------------------

@@ -9,8 +9,8 @@ sends the next; the time and the latency percentiles are the load generator's ow
 Contenders (the log store under the same openraft, network, state machine and KV):
 ``mmapkit`` (mmapkit's commit log; fdatasync of the range before openraft hears that
 entries are flushed, shared by every batch waiting: group commit), ``rocksdb`` (a log
-store on the `rocksdb` crate, each append one WriteBatch with sync=true: equal
-durability; built only by ``make bench``, RocksDB compiles from source) and ``memory``
+store on the `rocksdb` crate linked against Debian's librocksdb, each append one
+WriteBatch with sync=true: equal durability; ``make bench-rocksdb``) and ``memory``
 (a BTreeMap, no durability: the upper bound). The catch-up part of the issue's suite
 is ``cargo run --release -p mmapkit-replicate --example catchup`` (its results:
 bench/results/replication-catchup.md).
@@ -120,9 +120,9 @@ class ReplicationSuite(Suite):
                             "written into the mapped segment, a flusher thread syncs "
                             "(msync MS_SYNC) and only then fires openraft's flush callback"),
             self._contender("rocksdb", KV_ROCKS, "rocksdb",
-                            "rocksdb 0.25 crate (RocksDB from source, default options), our "
-                            "log store on it (crates/mmapkit-raft/src/rocks.rs): one "
-                            "WriteBatch per append with sync=true; `make bench` builds it"),
+                            "the rocksdb 0.20 crate on Debian's librocksdb 7.8.3 (default "
+                            "options), our log store on it (crates/mmapkit-raft/src/rocks.rs): "
+                            "one WriteBatch per append with sync=true; `make bench-rocksdb`"),
             self._contender("memory", KV, "memory",
                             "a BTreeMap log store (crates/mmapkit-raft/src/mem.rs), no "
                             "durability: the upper bound (openraft-memstore itself is "
@@ -145,8 +145,7 @@ class ReplicationSuite(Suite):
 
         def make() -> dict[str, Callable[[Path], Any]]:
             if not exe.is_file():
-                hint = "make bench (RocksDB compiles from source)" if store == "rocksdb" \
-                    else "make bench-peers"
+                hint = "make bench-rocksdb" if store == "rocksdb" else "make bench-peers"
                 raise Unavailable(f"{exe.relative_to(REPO_DIR)} not built ({hint})")
 
             def task(clients: int) -> Callable[[Path], Any]:
@@ -172,7 +171,7 @@ class ReplicationSuite(Suite):
                                    for c in CLIENTS})
 
     def versions(self) -> dict[str, str]:
-        return {"openraft": "0.9.25", "rocksdb crate": "0.25"}
+        return {"openraft": "0.9.25", "rocksdb crate": "0.20 (librocksdb 7.8.3)"}
 
     def targets(self, doc: dict[str, Any]) -> list[dict[str, Any]]:
         out = []
