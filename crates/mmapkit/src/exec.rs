@@ -143,6 +143,40 @@ pub struct Progress(Option<Arc<Counters>>);
 struct Counters {
     done: AtomicU64,
     total: AtomicU64,
+    #[cfg(test)]
+    hook: test_hook::Hook,
+}
+
+/// Tests that must act at an exact point of an operation (truncate the
+/// input mid-scan) run their action on the working thread, from
+/// `advance`: a thread polling `done` can miss the whole scan on a
+/// loaded machine.
+#[cfg(test)]
+mod test_hook {
+    use std::sync::Mutex;
+
+    type Action = Box<dyn FnOnce() + Send>;
+
+    #[derive(Default)]
+    pub(super) struct Hook(pub(super) Mutex<Option<(u64, Action)>>);
+
+    impl std::fmt::Debug for Hook {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("Hook")
+        }
+    }
+
+    impl Hook {
+        /// Runs the action once `done` has reached its threshold.
+        pub(super) fn check(&self, done: u64) {
+            let mut slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            if slot.as_ref().is_some_and(|(at, _)| done >= *at) {
+                let (_, action) = slot.take().expect("checked");
+                drop(slot);
+                action();
+            }
+        }
+    }
 }
 
 impl Progress {
@@ -164,8 +198,20 @@ impl Progress {
     /// Adds `n` units done.
     pub fn advance(&self, n: u64) {
         if let Some(c) = &self.0 {
-            c.done.fetch_add(n, Ordering::Relaxed);
+            let _done = c.done.fetch_add(n, Ordering::Relaxed) + n;
+            #[cfg(test)]
+            c.hook.check(_done);
         }
+    }
+
+    /// Test-only: a watched progress that runs `action` once, on the
+    /// thread that advances `done` to `at` or past it, before the
+    /// operation goes on.
+    #[cfg(test)]
+    pub(crate) fn watched_then(at: u64, action: impl FnOnce() + Send + 'static) -> Progress {
+        let c = Counters::default();
+        *c.hook.0.lock().unwrap() = Some((at, Box::new(action)));
+        Progress(Some(Arc::new(c)))
     }
 
     /// Sets the total (0: unknown, e.g. a stream).

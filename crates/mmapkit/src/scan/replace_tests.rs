@@ -372,17 +372,12 @@ fn truncation_during_in_place_edit_stops_all_writes() {
             let mut caught = 0;
             for _attempt in 0..6 {
                 fs::write(&path, &data).unwrap();
-                let counter = Progress::watched();
-                let opts = ScanOptions { strategy, threads: threads.into(), chunk: 64 << 10, progress: counter.clone() };
                 let p = path.clone();
-                let cutter = std::thread::spawn(move || {
-                    while counter.done() < 1 << 20 {
-                        std::hint::spin_loop();
-                    }
+                let counter = Progress::watched_then(1 << 20, move || {
                     fs::OpenOptions::new().write(true).open(&p).unwrap().set_len(CUT).unwrap();
                 });
+                let opts = ScanOptions { strategy, threads: threads.into(), chunk: 64 << 10, progress: counter };
                 let r = replace(&path, b"alpha", b"ALPHA", &ro, &opts);
-                cutter.join().unwrap();
                 let ctx = format!("{strategy:?} x{threads}: {r:?}");
                 match &r {
                     Err(Error::Truncated { path: p, .. } | Error::FileTruncated { path: p }) => {
