@@ -1,0 +1,198 @@
+//! Power-loss matrix of the Python `mmapkit.FeatureStore`: rows of an
+//! `add` that returned survive any crash, rows of one that did not are
+//! invisible or whole, the two arrays never disagree on the count a
+//! reader sees, and a writer reopening the survivor cuts the leftovers
+//! and adds on. The workload and the checker are Python (the store's
+//! commit protocol lives in `python/mmapkit/features.py`); they run with
+//! the project's `.venv` (or `MMAPKIT_TEST_PYTHON`), and the matrix is
+//! skipped, saying why, where that cannot import mmapkit.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::*;
+use mmapkit_crashfs::CrashAt;
+
+const ROWS: u64 = 37;
+const DIM: u64 = 3;
+
+/// Appends `ADDS` batches of `ROWS` rows; row i is (i, 2i, 3i), label i.
+const WORKLOAD: &str = r#"
+import sys
+import numpy as np
+import mmapkit
+
+def say(s):
+    print(s, flush=True)
+
+path, adds, rows, dim = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+if sys.argv[5] == "nosync":
+    # The negative control: commit counts without flushing the rows.
+    mmapkit.store.ArrayStore.flush = lambda self: None
+fs = mmapkit.FeatureStore(path, "w", dim=dim)
+say("CREATED")
+for k in range(adds):
+    i = np.arange(k * rows, (k + 1) * rows, dtype=np.float32)
+    say(f"TRY {(k + 1) * rows}")
+    n = fs.add(i[:, None] * np.arange(1, dim + 1, dtype=np.float32), i)
+    say(f"ACK {n}")
+fs.close()
+say("CLOSED")
+"#;
+
+/// argv: rows, dim, then (dir, created, acked, tried) per survivor; prints
+/// `OK dir` or `BAD dir: why` for each.
+const CHECKER: &str = r#"
+import sys
+import numpy as np
+import mmapkit
+
+def want(n, dim):
+    i = np.arange(n, dtype=np.float32)
+    return i[:, None] * np.arange(1, dim + 1, dtype=np.float32), i
+
+def check(d, created, acked, tried, rows, dim):
+    try:
+        r = mmapkit.FeatureStore(d)
+    except FileNotFoundError as e:
+        # Only before creation finished: "not a FeatureStore (no meta.json)".
+        return None if not created else f"created, then gone: {e}"
+    with r:
+        n = len(r)
+        if not (acked <= n <= max(tried, acked)) or n % rows:
+            return f"reader sees {n} rows; acknowledged {acked}, tried {tried}"
+        X, y = r.get(0, n)
+        wx, wy = want(n, dim)
+        if not (np.array_equal(X, wx) and np.array_equal(y, wy)):
+            return f"the {n} committed rows do not hold what was added"
+    with mmapkit.FeatureStore(d, "a") as w:
+        if len(w) != n:
+            return f"a writer sees {len(w)} rows, a reader {n}"
+        i = np.arange(n, n + rows, dtype=np.float32)
+        w.add(i[:, None] * np.arange(1, dim + 1, dtype=np.float32), i)
+    with mmapkit.FeatureStore(d) as r:
+        X, y = r.get(0, len(r))
+        wx, wy = want(n + rows, dim)
+        if len(r) != n + rows or not (np.array_equal(X, wx) and np.array_equal(y, wy)):
+            return f"after the writer's add: {len(r)} rows, or not the rows added"
+    for name in ("features.npy", "labels.npy"):
+        if np.load(f"{d}/{name}", mmap_mode="r").shape[0] != n + rows:
+            return f"{name} disagrees with meta.json after a writer closed"
+    return None
+
+rows, dim = int(sys.argv[1]), int(sys.argv[2])
+a = sys.argv[3:]
+for k in range(0, len(a), 4):
+    d, created, acked, tried = a[k], a[k + 1] == "1", int(a[k + 2]), int(a[k + 3])
+    try:
+        why = check(d, created, acked, tried, rows, dim)
+    except Exception as e:
+        why = f"{type(e).__name__}: {e}"
+    print(f"OK {d}" if why is None else f"BAD {d}: {why}", flush=True)
+"#;
+
+/// The project's Python, if it imports mmapkit (else why not).
+fn python() -> Result<PathBuf, String> {
+    let py = std::env::var_os("MMAPKIT_TEST_PYTHON").map(PathBuf::from).unwrap_or_else(|| {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python")
+    });
+    let ok = Command::new(&py).args(["-c", "import mmapkit, numpy"]).output();
+    match ok {
+        Ok(o) if o.status.success() => Ok(py),
+        Ok(o) => Err(format!("{} cannot import mmapkit: {}", py.display(), String::from_utf8_lossy(&o.stderr).trim())),
+        Err(e) => Err(format!("{}: {e} (make develop, or set MMAPKIT_TEST_PYTHON)", py.display())),
+    }
+}
+
+fn matrix(py: &Path, sync: &str) -> (u64, Vec<String>) {
+    let adds = if long() { 30 } else { 8 };
+    let make = |mnt: &Path| {
+        let mut c = Command::new(py);
+        c.args(["-c", WORKLOAD, mnt.join("fs").to_str().unwrap(), &adds.to_string(), &ROWS.to_string(), &DIM.to_string(), sync])
+            // Survivors are checked "after a reboot" (ArrayStore's durable-rows record).
+            .env("MMAPKIT_TEST_BOOT_ID", "the-boot-before-the-power-loss");
+        c
+    };
+    let setup = |_: &Path| {};
+    let total = calibrate(&setup, &make);
+    let (points, seeds) = size();
+    // Each point starts Python twice: fewer points than the Rust matrices.
+    let pts = crash_points(total, points / 3, total);
+    let (mut survivors, mut bad) = (0u64, Vec::new());
+    for &p in &pts {
+        let back = tempfile::tempdir().unwrap();
+        let (run, crashed) = crash_run(back.path(), &make, CrashAt::Ops(p));
+        assert!(run.crashed || run.status.success(), "point {p}: {}", run.stderr);
+        let out = &run.stdout;
+        let last = |tag: &str| out.iter().filter_map(|l| l.strip_prefix(tag)?.parse::<u64>().ok()).max().unwrap_or(0);
+        let created = out.iter().any(|l| l == "CREATED");
+        let (acked, tried) = (last("ACK "), last("TRY "));
+        // Every crash mode's survivor in its own directory; one checker run.
+        let keep = tempfile::tempdir().unwrap();
+        let mut args = vec![ROWS.to_string(), DIM.to_string()];
+        let mut names = Vec::new();
+        for (k, mode) in modes(p, seeds).into_iter().enumerate() {
+            let dest = keep.path().join(k.to_string());
+            std::fs::create_dir(&dest).unwrap();
+            crashed.materialize(mode, &dest).unwrap();
+            survivors += 1;
+            let fs = dest.join("fs");
+            if !fs.exists() {
+                if created {
+                    bad.push(format!("crash after op {p} of {total}, {mode:?}: the store is gone after it was created"));
+                }
+                continue;
+            }
+            names.push(format!("{mode:?}"));
+            args.extend([fs.to_str().unwrap().to_owned(), u8::from(created).to_string(), acked.to_string(), tried.to_string()]);
+        }
+        let o = Command::new(py).arg("-c").arg(CHECKER).args(&args).output().unwrap();
+        let lines: Vec<String> = String::from_utf8_lossy(&o.stdout).lines().map(str::to_owned).collect();
+        if !o.status.success() || lines.len() != names.len() {
+            bad.push(format!("crash after op {p}: the checker failed: {}", String::from_utf8_lossy(&o.stderr)));
+            continue;
+        }
+        for (l, mode) in lines.iter().zip(&names) {
+            if let Some(why) = l.strip_prefix("BAD ") {
+                bad.push(format!("crash after op {p} of {total} (acknowledged {acked}, tried {tried}), {mode}: {why}"));
+            }
+        }
+    }
+    println!("feature store ({sync}): {} crash points of {total} ops x {} modes: {survivors} survivors, {} violations", pts.len(), seeds + 1, bad.len());
+    (survivors, bad)
+}
+
+/// Returns from the calling test, printing why, without the project's Python.
+macro_rules! require_python {
+    () => {
+        match python() {
+            Ok(py) => py,
+            Err(why) => {
+                println!("SKIPPED: {why}");
+                eprintln!("SKIPPED: {why}");
+                return;
+            }
+        }
+    };
+}
+
+fuse_tests! {
+    feature_store_keeps_every_acknowledged_add_and_its_arrays_agree => {
+        let py = require_python!();
+        let (n, bad) = matrix(&py, "sync");
+        assert!(n > 50, "only {n} survivors");
+        assert!(bad.is_empty(), "{} violation(s):\n{}", bad.len(), bad.join("\n"));
+    };
+
+    /// The negative control: an add that commits its count without
+    /// flushing the rows must be caught, or the matrix cannot see a
+    /// missing flush.
+    negative_control_feature_store_without_flush_is_caught => {
+        let py = require_python!();
+        let (_, bad) = matrix(&py, "nosync");
+        assert!(!bad.is_empty(), "commits without a flush of the rows were never caught");
+        println!("negative control: {} violations, e.g. {}", bad.len(), bad[0]);
+    };
+}
