@@ -19,6 +19,7 @@ SUITES: dict[str, str] = {
     "arrays": "bench.suites.arrays:ArraysSuite",
     "kmers": "bench.suites.kmers:KmersSuite",
     "replication": "bench.suites.replication:ReplicationSuite",
+    "features": "bench.suites.features:FeaturesSuite",
 }
 
 

@@ -74,3 +74,19 @@ def test_kmers_suite_runs_and_verifies(tmp_path):
     assert len(doc["targets"]) == 4
     assert (tmp_path / "kmers.png").stat().st_size > 10_000
     assert not list((tmp_path / "data" / "kmers-out").iterdir()), "outputs are deleted after checks"
+
+
+def test_features_suite_runs_and_verifies(tmp_path):
+    # q64 (training, DataLoader) and the 64 MiB dask median; contenders whose library
+    # (torch, dask, scikit-learn) is missing are n/a, never failures.
+    doc = run_bench(tmp_path, "features", "--quick", "--sizes", "q64,qdask")
+    cells = warm(doc)
+    bad = [c for c in cells if c["status"] in ("error", "wrong")]
+    assert not bad, bad
+    ok = {(c["task"], c["contender"]) for c in cells if c["status"] == "ok"}
+    for want in [("train", "np.memmap + numpy"), ("train", "text store (article)"),
+                 ("train", "mmapkit sequential"), ("train", "mmapkit shuffled")]:
+        assert want in ok, (want, sorted(ok))
+    train = [c for c in cells if c["task"] == "train" and c["status"] == "ok"]
+    assert all(c["metrics"]["accuracy"]["max"] > 0.6 for c in train)
+    assert (tmp_path / "features.png").stat().st_size > 10_000
