@@ -539,8 +539,12 @@ def markdown(doc: dict[str, Any], suite_name: str) -> str:
             ("kernel", m.get("kernel", "?")), ("Python", m.get("python", "?"))]
     rows += [(k, v) for k, v in doc.get("versions", {}).items()]
     rows += [("data filesystem", m.get("filesystem", "?")), ("git revision", m.get("git", "?")),
-             ("date (UTC)", m.get("date", "?")),
-             ("cache drop (cold runs)", doc["cache_drop"]["description"]),
+             ("date (UTC)", m.get("date", "?"))]
+    if doc.get("runs"):  # merged from runs of some tasks each (python -m bench --merge)
+        rows += [("runs merged", "; ".join(
+            f"{', '.join(r['tasks'])}: {r.get('date', '?')} (git {r.get('git', '?')}, "
+            f"{r.get('mode', '?')})" for r in doc["runs"]))]
+    rows += [("cache drop (cold runs)", doc["cache_drop"]["description"]),
              ("sizes", ", ".join(f"{s['label']} = {s['human']} ({s['nbytes']:,} bytes)"
                                  for s in doc["sizes"]))]
     exceptions = [f"{t} @ {s}: {n}" for t, per in doc["repeats"].items() for s, n in per.items()
