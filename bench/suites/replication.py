@@ -141,7 +141,8 @@ class ReplicationSuite(Suite):
              "follower receives, as one static body from the same axum/hyper server to the "
              "same reqwest client, and drops them: the transfer alone.")
     headline = {"capability": "replicated log", "label": "3-node KV, 16 clients, writes",
-                "task": "clients-16", "contender": "mmapkit", "peers": ["rocksdb"]}
+                "task": "clients-16", "contender": "mmapkit", "peers": ["rocksdb"],
+                "sizes": [CLUSTER]}
 
     def __init__(self) -> None:
         self._quick = False
