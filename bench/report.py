@@ -477,7 +477,9 @@ def readme_section(results_dir: Path,
         names.append(name)
         rel = f"bench/results/{name}"
         modes.add(doc["mode"])
-        dates.add(doc["machine"].get("date", "?")[:10])
+        # a merged document (--merge) holds runs of several dates
+        runs = doc.get("runs") or [doc["machine"]]
+        dates.update((r.get("date") or "?")[:10] for r in runs)
         cores.add(str(doc["machine"].get("cores", "?")))
         h = headline(doc, (specs or {}).get(name))
         link = f"[{rel}.md]({rel}.md)"
