@@ -79,6 +79,7 @@ bench-peers:
 		--bin log-raft-engine --bin log-commitlog \
 		|| echo "warning: the raft-engine/commitlog drivers did not build; the log suite shows them as n/a"
 	cargo build --release --quiet -p mmapkit-raft --bin mmapkit-kv
+	cargo build --release --quiet -p mmapkit-replicate --example catchup
 	@if command -v go >/dev/null; then \
 		cd $(PEERS_GO) && go build -mod=readonly -buildvcs=false -o bin/ ./cmd/... \
 		|| echo "warning: the Go drivers did not build; the log suite shows them as n/a"; \

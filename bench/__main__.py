@@ -37,6 +37,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--data-dir", type=Path, default=DATA_DIR, help="default: bench/data")
     p.add_argument("--results-dir", type=Path,
                    help="default: bench/results (--quick: bench/results/quick)")
+    p.add_argument("--merge", action="store_true",
+                   help="with --tasks: keep the other tasks' results already in SUITE.json "
+                        "(from an earlier run; each task's run is named in the report) "
+                        "instead of replacing the file")
     p.add_argument("--render", action="store_true",
                    help="do not run: re-render SUITE.md and SUITE.png from SUITE.json")
     return p
@@ -89,6 +93,45 @@ def _summary(docs: dict[str, dict], failed: list[str], results_dir: Path, second
                    f"{_show(RESULTS_DIR)}/ and the README")
     out.append("=" * 78)
     return "\n".join(out)
+
+
+def merge_docs(path: Path, doc: dict, suite) -> dict:
+    """`doc` (a run of some tasks) with the other tasks' results of the document at
+    `path` (an earlier run of the same suite) kept: sizes, tasks and contenders are
+    the union (this run's description wins), and ``runs`` says which run measured
+    which tasks (date, revision, machine)."""
+    if not path.exists():
+        return doc
+    old = json.loads(path.read_text())
+    mine = {t["name"] for t in doc["tasks"]}
+    kept = [t for t in old["tasks"] if t["name"] not in mine]
+    if not kept:
+        return doc
+
+    def run_of(d: dict, tasks: list[str]) -> dict:
+        m = d["machine"]
+        return {"tasks": tasks, "date": m.get("date"), "git": m.get("git"),
+                "elapsed_s": d.get("elapsed_s"), "mode": d.get("mode")}
+
+    runs = [r for r in old.get("runs", [run_of(old, [t["name"] for t in old["tasks"]])])
+            if r["tasks"] and not set(r["tasks"]) <= mine]
+    for r in runs:
+        r["tasks"] = [t for t in r["tasks"] if t not in mine]
+    out = dict(doc)
+    labels = {s["label"] for s in doc["sizes"]}
+    out["sizes"] = [s for s in old["sizes"] if s["label"] not in labels] + doc["sizes"]
+    order = [t.name for t in suite.tasks]
+    out["tasks"] = sorted(kept + doc["tasks"],
+                          key=lambda t: order.index(t["name"]) if t["name"] in order else 99)
+    names = {c["name"] for c in doc["contenders"]}
+    out["contenders"] = doc["contenders"] + [c for c in old["contenders"]
+                                             if c["name"] not in names]
+    out["results"] = [r for r in old["results"] if r["task"] not in mine] + doc["results"]
+    out["repeats"] = {**old.get("repeats", {}), **doc["repeats"]}
+    out["versions"] = {**old.get("versions", {}), **doc["versions"]}
+    out["runs"] = runs + [run_of(doc, sorted(mine))]
+    out["targets"] = suite.targets(out)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -146,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr, flush=True)
             failed.append(name)
             continue
+        if args.merge:
+            doc = merge_docs(args.results_dir / f"{name}.json", doc, suite)
         docs[name] = doc
         print(text_tables(doc), flush=True)
         for path in write_all(doc, name, args.results_dir):

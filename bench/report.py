@@ -477,7 +477,9 @@ def readme_section(results_dir: Path,
         names.append(name)
         rel = f"bench/results/{name}"
         modes.add(doc["mode"])
-        dates.add(doc["machine"].get("date", "?")[:10])
+        # a merged document (--merge) holds runs of several dates
+        runs = doc.get("runs") or [doc["machine"]]
+        dates.update((r.get("date") or "?")[:10] for r in runs)
         cores.add(str(doc["machine"].get("cores", "?")))
         h = headline(doc, (specs or {}).get(name))
         link = f"[{rel}.md]({rel}.md)"
@@ -539,8 +541,12 @@ def markdown(doc: dict[str, Any], suite_name: str) -> str:
             ("kernel", m.get("kernel", "?")), ("Python", m.get("python", "?"))]
     rows += [(k, v) for k, v in doc.get("versions", {}).items()]
     rows += [("data filesystem", m.get("filesystem", "?")), ("git revision", m.get("git", "?")),
-             ("date (UTC)", m.get("date", "?")),
-             ("cache drop (cold runs)", doc["cache_drop"]["description"]),
+             ("date (UTC)", m.get("date", "?"))]
+    if doc.get("runs"):  # merged from runs of some tasks each (python -m bench --merge)
+        rows += [("runs merged", "; ".join(
+            f"{', '.join(r['tasks'])}: {r.get('date', '?')} (git {r.get('git', '?')}, "
+            f"{r.get('mode', '?')})" for r in doc["runs"]))]
+    rows += [("cache drop (cold runs)", doc["cache_drop"]["description"]),
              ("sizes", ", ".join(f"{s['label']} = {s['human']} ({s['nbytes']:,} bytes)"
                                  for s in doc["sizes"]))]
     exceptions = [f"{t} @ {s}: {n}" for t, per in doc["repeats"].items() for s, n in per.items()

@@ -57,7 +57,8 @@ pub struct FollowOptions {
     pub token: Option<String>,
     /// Catch up and return (default); else follow until stopped.
     pub once: bool,
-    /// Payload bytes asked per page (default 4 MiB; the server may clamp).
+    /// Payload bytes asked per page (default 16 MiB, the default server's
+    /// largest: fewer request round trips; the server may clamp).
     pub page_bytes: usize,
     /// Entries asked per page (default 16384; the server may clamp).
     pub page_count: u64,
@@ -82,7 +83,7 @@ impl Default for FollowOptions {
             sync: SyncMode::Batch,
             token: None,
             once: true,
-            page_bytes: 4 << 20,
+            page_bytes: 16 << 20,
             page_count: 16384,
             max_in_flight: 64 << 20,
             batch_bytes: 1 << 20,
@@ -211,6 +212,8 @@ impl From<ReplicateError> for Fail {
 struct Batch {
     first: u64,
     entries: Vec<(u64, Bytes)>,
+    /// Their CRCs, checked on arrival (the log stores them as they are).
+    crcs: Vec<u32>,
     bytes: usize,
     _permit: Option<OwnedSemaphorePermit>,
 }
@@ -476,7 +479,7 @@ impl Ctx {
                         b.first
                     ))));
                 }
-                if let Err(e) = log.append(&b.entries) {
+                if let Err(e) = log.append_with_crcs(b.first, &b.entries, &b.crcs) {
                     return (n, bytes, Err(e.into()));
                 }
                 n += b.entries.len() as u64;
@@ -513,6 +516,7 @@ impl Ctx {
         let mut batch = Batch {
             first: next,
             entries: Vec::new(),
+            crcs: Vec::new(),
             bytes: 0,
             _permit: None,
         };
@@ -580,7 +584,7 @@ impl Ctx {
                         .into());
                     }
                 };
-                dec.extend(&chunk);
+                dec.push(chunk);
                 loop {
                     let f = match dec.next_frame(max_frame) {
                         Ok(Some(f)) => f,
@@ -599,6 +603,7 @@ impl Ctx {
                     got += 1;
                     batch.bytes += f.payload.len();
                     batch.entries.push((f.term, f.payload));
+                    batch.crcs.push(f.crc);
                     if batch.bytes >= self.opts.batch_bytes {
                         self.send(&tx, &budget, &mut batch, next).await?;
                     }
@@ -640,6 +645,7 @@ impl Ctx {
                 Batch {
                     first: next,
                     entries: Vec::new(),
+                    crcs: Vec::new(),
                     bytes: 0,
                     _permit: None,
                 },

@@ -45,50 +45,97 @@ impl Frame {
     }
 }
 
-/// Incremental decoder: feed body chunks, take whole frames.
+/// Incremental decoder: feed body chunks, take whole frames. Frames lying
+/// whole inside a pushed chunk are zero-copy slices of it; only a frame
+/// split across chunks is assembled (copied) in a buffer of its own.
 #[derive(Default)]
 pub struct Decoder {
-    buf: BytesMut,
+    /// The start of a frame split across chunks.
+    part: BytesMut,
+    /// The rest of the last chunk pushed.
+    cur: Bytes,
 }
 
 impl Decoder {
-    /// Adds received bytes.
+    /// Adds received bytes (copied; see [`Decoder::push`]).
     pub fn extend(&mut self, chunk: &[u8]) {
-        self.buf.extend_from_slice(chunk);
+        self.push(Bytes::copy_from_slice(chunk));
+    }
+    /// Adds a received chunk without copying it.
+    pub fn push(&mut self, chunk: Bytes) {
+        if !self.cur.is_empty() {
+            // Frames not taken yet: keep the order (part, cur, chunk).
+            self.part.extend_from_slice(&self.cur);
+        }
+        self.cur = chunk;
+    }
+    /// Moves up to `n` bytes from `cur` to the end of `part`.
+    fn take(&mut self, n: usize) {
+        let n = n.min(self.cur.len());
+        self.part.extend_from_slice(&self.cur.split_to(n));
     }
     /// The next whole frame, if one has arrived. `max_len` bounds the
     /// length field (a damaged length must not make us wait for gigabytes).
     pub fn next_frame(&mut self, max_len: usize) -> Result<Option<Frame>, String> {
-        if self.buf.len() < HEADER {
+        if self.part.is_empty() {
+            let Some(len) = frame_len(&self.cur, max_len)? else {
+                self.take(usize::MAX);
+                return Ok(None);
+            };
+            if self.cur.len() < HEADER + len {
+                self.part.reserve(HEADER + len);
+                self.take(usize::MAX);
+                return Ok(None);
+            }
+            let frame = self.cur.split_to(HEADER + len);
+            return Ok(Some(parse(&frame, frame.slice(HEADER..))));
+        }
+        if self.part.len() < HEADER {
+            self.take(HEADER - self.part.len());
+        }
+        let Some(len) = frame_len(&self.part, max_len)? else {
+            return Ok(None);
+        };
+        self.take(HEADER + len - self.part.len());
+        if self.part.len() < HEADER + len {
+            self.part.reserve(HEADER + len - self.part.len());
             return Ok(None);
         }
-        let len = u32::from_le_bytes(self.buf[16..20].try_into().expect("4")) as usize;
-        if len > max_len {
-            let index = u64::from_le_bytes(self.buf[..8].try_into().expect("8"));
-            return Err(format!(
-                "frame of entry {index} claims {len} bytes (more than {max_len}): damaged in transit"
-            ));
-        }
-        if self.buf.len() < HEADER + len {
-            self.buf.reserve(HEADER + len - self.buf.len());
-            return Ok(None);
-        }
-        let mut h = self.buf.split_to(HEADER);
-        let index = h.get_u64_le();
-        let term = h.get_u64_le();
-        let _ = h.get_u32_le();
-        let crc = h.get_u32_le();
-        let payload = self.buf.split_to(len).freeze();
-        Ok(Some(Frame {
-            index,
-            term,
-            crc,
-            payload,
-        }))
+        let h = self.part.split_to(HEADER);
+        let payload = self.part.split_to(len).freeze();
+        Ok(Some(parse(&h, payload)))
     }
     /// Bytes received but not yet a whole frame.
     pub fn pending(&self) -> usize {
-        self.buf.len()
+        self.part.len() + self.cur.len()
+    }
+}
+
+/// The payload length of the frame starting `buf`, once its header arrived.
+fn frame_len(buf: &[u8], max_len: usize) -> Result<Option<usize>, String> {
+    if buf.len() < HEADER {
+        return Ok(None);
+    }
+    let len = u32::from_le_bytes(buf[16..20].try_into().expect("4")) as usize;
+    if len > max_len {
+        let index = u64::from_le_bytes(buf[..8].try_into().expect("8"));
+        return Err(format!(
+            "frame of entry {index} claims {len} bytes (more than {max_len}): damaged in transit"
+        ));
+    }
+    Ok(Some(len))
+}
+
+fn parse(mut h: &[u8], payload: Bytes) -> Frame {
+    let index = h.get_u64_le();
+    let term = h.get_u64_le();
+    let _ = h.get_u32_le();
+    let crc = h.get_u32_le();
+    Frame {
+        index,
+        term,
+        crc,
+        payload,
     }
 }
 
@@ -113,8 +160,12 @@ mod tests {
         for step in [1, 7, 24, 1000, body.len()] {
             let mut d = Decoder::default();
             let mut got = Vec::new();
-            for c in body.chunks(step) {
-                d.extend(c);
+            for (k, c) in body.chunks(step).enumerate() {
+                if k % 2 == 0 {
+                    d.extend(c);
+                } else {
+                    d.push(Bytes::copy_from_slice(c));
+                }
                 while let Some(f) = d.next_frame(1 << 20).unwrap() {
                     assert!(f.crc_ok());
                     got.push(f);

@@ -11,6 +11,35 @@ impl CommitLog {
     /// durable) when this returns. An empty batch writes nothing and
     /// returns the next index.
     pub fn append<B: AsRef<[u8]>>(&self, entries: &[(u64, B)]) -> Result<u64> {
+        self.append_inner(entries, None)
+    }
+
+    /// [`append`](Self::append) at index `first`, which must be the next
+    /// index (else nothing is written and it is an error), of entries whose
+    /// CRCs the caller already computed or checked: `crcs[k]` must be
+    /// [`entry_crc`](super::entry_crc)`(first + k, term, bytes)` of entry
+    /// `k` (a follower verifies each received entry against the CRC its
+    /// leader stored, which is this). The log stores them instead of
+    /// computing them again; a wrong one makes the entry fail its checks
+    /// when read (never silently accepted), and is caught on append in
+    /// debug builds.
+    pub fn append_with_crcs<B: AsRef<[u8]>>(
+        &self,
+        first: u64,
+        entries: &[(u64, B)],
+        crcs: &[u32],
+    ) -> Result<u64> {
+        if crcs.len() != entries.len() {
+            return Err(Error::invalid(&self.dir, format!(
+                "{} entries but {} CRCs",
+                entries.len(),
+                crcs.len()
+            )));
+        }
+        self.append_inner(entries, Some((first, crcs)))
+    }
+
+    fn append_inner<B: AsRef<[u8]>>(&self, entries: &[(u64, B)], given: Option<(u64, &[u32])>) -> Result<u64> {
         self.check_writable()?;
         let mut need = format::COMMIT_WM;
         for (_, b) in entries {
@@ -32,6 +61,14 @@ impl CommitLog {
                 s.tail_end,
             )
         };
+        if let Some((want, _)) = given {
+            if want != first {
+                return Err(Error::invalid(&self.dir, format!(
+                    "expected to append entry {want} but the next index is {first} \
+                     (was the log changed by another writer?)"
+                )));
+            }
+        }
         if entries.is_empty() {
             return Ok(first);
         }
@@ -48,12 +85,18 @@ impl CommitLog {
         wr.scratch.clear();
         for (k, (term, b)) in entries.iter().enumerate() {
             wr.scratch.push((pos + wr.buf.len()) as u64);
-            wr.crcs.push(format::encode_entry(
-                &mut wr.buf,
-                first + k as u64,
-                *term,
-                b.as_ref(),
-            ));
+            wr.crcs.push(match given {
+                None => format::encode_entry(&mut wr.buf, first + k as u64, *term, b.as_ref()),
+                Some((_, c)) => {
+                    debug_assert_eq!(
+                        c[k],
+                        format::entry_crc(first + k as u64, *term, b.as_ref()),
+                        "append_with_crcs: wrong CRC for entry {}",
+                        first + k as u64
+                    );
+                    format::encode_entry_with_crc(&mut wr.buf, c[k], *term, b.as_ref())
+                }
+            });
         }
         // Only what a returned sync covered: a power loss may tear anything
         // later, in any order, and recovery must know (format::classify_tail).
@@ -81,6 +124,9 @@ impl CommitLog {
         }
         pos += wr.buf.len() - if zero_fits { REC } else { 0 };
         tail.map.seal(pos)?;
+        if !matches!(self.opts.sync, SyncMode::Batch) {
+            write_behind(&mut wr.wb, &tail, pos);
+        }
         let last = first + entries.len() as u64 - 1;
         {
             let mut s = self.write_state();
@@ -274,4 +320,38 @@ impl CommitLog {
         let last = self.last_index();
         self.sync_upto(last)
     }
+}
+
+/// Starts (does not wait for) writeback of the tail's whole pages written
+/// since the last call, once [`WRITE_BEHIND`] bytes have piled up. Every
+/// byte of a sealed segment is synced at roll-over anyway (`roll_over`);
+/// started early, that sync mostly finds the pages clean instead of
+/// writing the whole segment while the appender waits (measured: ~30 ms
+/// per 64 MiB segment, a third of a follower's catch-up). Only pages below
+/// the last one touched are submitted, so the next batch never writes
+/// into a page under writeback. Advisory: an error here is left to the
+/// sync that must succeed.
+fn write_behind(wb: &mut (u64, usize), tail: &SegFile, pos: usize) {
+    if wb.0 != tail.first || pos < wb.1 {
+        // A new segment, or a truncation moved the end back.
+        *wb = (tail.first, 0);
+    }
+    let page = crate::map::page_size();
+    let end = pos / page * page;
+    if end < wb.1 + WRITE_BEHIND {
+        return;
+    }
+    use std::os::fd::AsRawFd;
+    let fd = tail.map.file().as_raw_fd();
+    // SAFETY: sync_file_range only reads the arguments; `fd` is the open
+    // segment file, kept alive by `tail` for the duration of the call.
+    unsafe {
+        libc::sync_file_range(
+            fd,
+            wb.1 as libc::off64_t,
+            (end - wb.1) as libc::off64_t,
+            libc::SYNC_FILE_RANGE_WRITE,
+        );
+    }
+    wb.1 = end;
 }

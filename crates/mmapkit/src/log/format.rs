@@ -181,6 +181,18 @@ pub(crate) fn encode_entry(buf: &mut Vec<u8>, index: u64, term: u64, payload: &[
     crc
 }
 
+/// [`encode_entry`] with its CRC already known (see
+/// `CommitLog::append_with_crcs`).
+#[inline]
+pub(crate) fn encode_entry_with_crc(buf: &mut Vec<u8>, crc: u32, term: u64, payload: &[u8]) -> u32 {
+    buf.extend_from_slice(&crc.to_le_bytes());
+    buf.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    buf.extend_from_slice(&term.to_le_bytes());
+    buf.extend_from_slice(payload);
+    buf.extend_from_slice(&PAD[..padded(payload.len()) - payload.len()]);
+    crc
+}
+
 /// The CRC32C the log stores with an entry of `payload` at `index` with
 /// `term` ([`Entry::crc`](super::Entry::crc) returns the stored one): a
 /// copy received from elsewhere (a follower) is checked with it before it

@@ -95,6 +95,10 @@ use crate::{Error, Result};
 /// instead of stores through the mapping (see `append`).
 pub(super) const PWRITE_MIN: usize = 16 << 10;
 
+/// Without [`SyncMode::Batch`], writeback of the tail is started (not
+/// waited for) every this many appended bytes (see `append`).
+pub(super) const WRITE_BEHIND: usize = 8 << 20;
+
 pub(super) struct Seg {
     file: Arc<SegFile>,
     /// Header position of each entry; `None` for a sealed segment not read yet.
@@ -136,6 +140,9 @@ pub(super) struct Writer {
     buf: Vec<u8>,
     /// The batch's entry CRCs (reused).
     crcs: Vec<u32>,
+    /// Write-behind: (tail segment's first index, offset) up to which its
+    /// writeback was started (see `append`).
+    wb: (u64, usize),
 }
 
 pub(super) struct SyncState {

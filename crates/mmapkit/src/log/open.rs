@@ -367,6 +367,7 @@ impl CommitLog {
                 scratch: Vec::new(),
                 buf: Vec::new(),
                 crcs: Vec::new(),
+                wb: (0, 0),
             }),
             sync: Mutex::new(SyncState {
                 durable: last,

@@ -720,3 +720,52 @@ fn wait_past_wakes_on_append_and_times_out() {
     assert_eq!(ro.wait_past(3, Duration::from_secs(30)).unwrap(), 4);
     h.join().unwrap();
 }
+
+#[test]
+fn append_with_crcs_stores_the_given_crcs_at_the_expected_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = CommitLog::open(dir.path(), opts(1 << 20)).unwrap();
+    log.append(&[(1, b"a".as_slice())]).unwrap();
+    let ents = [(1u64, b"bb".as_slice()), (2, b"ccc")];
+    let crcs: Vec<u32> = ents
+        .iter()
+        .enumerate()
+        .map(|(k, (t, b))| entry_crc(2 + k as u64, *t, b))
+        .collect();
+    // Not the next index, or a CRC count that does not match: nothing written.
+    assert!(log.append_with_crcs(3, &ents, &crcs).is_err());
+    assert!(log.append_with_crcs(2, &ents, &crcs[..1]).is_err());
+    assert_eq!(log.last_index(), 1);
+    assert_eq!(log.append_with_crcs(2, &ents, &crcs).unwrap(), 2);
+    assert_eq!(log.read(3, 4, None).unwrap().get(0).unwrap().crc(), crcs[1]);
+    assert_eq!(collect(&log, 2, 4)[1], (3, 2, b"ccc".to_vec()));
+    drop(log);
+    let log = CommitLog::open(dir.path(), opts(1 << 20)).unwrap();
+    assert_eq!(log.last_index(), 3);
+    log.verify().unwrap();
+}
+
+#[test]
+fn write_behind_keeps_every_entry_across_segments() {
+    // Without Batch syncs, writeback of the tail is started every
+    // WRITE_BEHIND bytes; appends go on past it, across roll-overs and a
+    // truncation that moves the end back below what was submitted.
+    let dir = tempfile::tempdir().unwrap();
+    let log = CommitLog::open(dir.path(), opts(24 << 20)).unwrap();
+    let payload = vec![7u8; 100_000];
+    let batch: Vec<(u64, &[u8])> = (0..10).map(|_| (1, payload.as_slice())).collect();
+    for _ in 0..60 {
+        log.append(&batch).unwrap();
+    }
+    assert!(log.stat().unwrap().segments.len() >= 2);
+    log.truncate_after(550).unwrap();
+    for _ in 0..20 {
+        log.append(&batch).unwrap();
+    }
+    assert_eq!(log.last_index(), 750);
+    drop(log);
+    let log = CommitLog::open(dir.path(), opts(24 << 20)).unwrap();
+    assert_eq!(log.last_index(), 750);
+    log.verify().unwrap();
+    assert_eq!(log.get(700).unwrap().data(), &payload[..]);
+}
