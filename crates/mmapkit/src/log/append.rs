@@ -341,17 +341,6 @@ fn write_behind(wb: &mut (u64, usize), tail: &SegFile, pos: usize) {
     if end < wb.1 + WRITE_BEHIND {
         return;
     }
-    use std::os::fd::AsRawFd;
-    let fd = tail.map.file().as_raw_fd();
-    // SAFETY: sync_file_range only reads the arguments; `fd` is the open
-    // segment file, kept alive by `tail` for the duration of the call.
-    unsafe {
-        libc::sync_file_range(
-            fd,
-            wb.1 as libc::off64_t,
-            (end - wb.1) as libc::off64_t,
-            libc::SYNC_FILE_RANGE_WRITE,
-        );
-    }
+    let _ = crate::map::start_writeback(tail.map.file(), wb.1 as u64, (end - wb.1) as u64);
     wb.1 = end;
 }

@@ -64,7 +64,7 @@ use std::sync::Mutex;
 use libc::c_int;
 
 pub use sys::page_size;
-pub(crate) use sys::{fs_type, strerror};
+pub(crate) use sys::{fs_type, start_writeback, strerror};
 
 use crate::{Error, Result};
 

@@ -332,6 +332,20 @@ pub(super) fn fadvise_dontneed(file: &File) -> io::Result<()> {
     }
 }
 
+/// Starts writeback of `[offset, offset+len)` of `file` without waiting
+/// (`sync_file_range(SYNC_FILE_RANGE_WRITE)`): a hint, not a sync.
+pub fn start_writeback(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    // SAFETY: plain syscall on a valid descriptor; it reads only its arguments.
+    let r = unsafe {
+        libc::sync_file_range(file.as_raw_fd(), offset as libc::off64_t, len as libc::off64_t, libc::SYNC_FILE_RANGE_WRITE)
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// `pread` until `buf` is full or end of file; returns the bytes read.
 pub(super) fn pread_full(file: &File, buf: &mut [std::mem::MaybeUninit<u8>], mut off: u64) -> io::Result<usize> {
     let mut done = 0;
