@@ -60,6 +60,9 @@ use crate::{Error, Result};
 /// answer (replication pages); at least one entry always.
 pub const READ_PAGE_BYTES: usize = 4 << 20;
 
+/// Bytes of the log zeroed ahead of its end ([`CommitLog::set_zero_ahead`]).
+pub const ZERO_AHEAD: usize = 1 << 20;
+
 /// Options of [`LogStore::open`].
 #[derive(Clone, Debug)]
 pub struct StoreOptions {
@@ -333,6 +336,12 @@ fn open_log(dir: &Path, gen: u64, first: u64, opts: &StoreOptions) -> Result<Com
     };
     let path = log_dir(dir, gen);
     let log = CommitLog::open(&path, lo)?;
+    if opts.durable {
+        // Every append is synced, most of them one entry (openraft 0.9's
+        // leader appends each client write on its own): syncs into
+        // fallocated blocks also convert extents and write the inode.
+        log.set_zero_ahead(ZERO_AHEAD);
+    }
     if log.first_index() > first {
         return Err(Error::Gap(format!(
             "{}: the log starts at entry {} but the purge point keeps entries from {first}",

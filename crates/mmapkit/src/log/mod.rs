@@ -168,6 +168,8 @@ pub struct CommitLog {
     seg_size: u64,
     /// Wakes [`CommitLog::wait_past`] callers on append.
     appended: Appended,
+    /// Bytes zeroed ahead of the tail ([`CommitLog::set_zero_ahead`]; 0: off).
+    zero_ahead: AtomicUsize,
     _lock: Option<File>,
     _registered: Option<WriterReg>,
 }
@@ -248,6 +250,20 @@ impl CommitLog {
     pub fn segment_size(&self) -> u64 {
         self.seg_size
     }
+    /// Zero-ahead: before a batch is written past the part of the tail
+    /// segment already zeroed, the next `bytes` (rounded to pages) past it
+    /// are overwritten with zeros and synced (0, the default: off). The
+    /// bytes are the same (a fresh segment reads as zeros), but the
+    /// segment's blocks are then *written* extents instead of fallocated
+    /// (unwritten) ones: a later sync of appended entries is a data-only
+    /// flush, not one that also converts an extent and writes the inode
+    /// (measured on ext4: the leader's per-append msync of a 3-node
+    /// openraft cluster, mean 1.05 ms -> 0.35 ms). Costs one write and
+    /// sync of `bytes` every `bytes` of log, inside the append that crosses.
+    pub fn set_zero_ahead(&self, bytes: usize) {
+        self.zero_ahead.store(bytes, Ordering::Relaxed);
+    }
+
     /// What recovery found on open.
     pub fn recovery(&self) -> &Recovery {
         &self.recovery
