@@ -77,6 +77,11 @@ impl CommitLog {
             pos = HEADER_LEN;
         }
         let epoch = tail.gen();
+        let ahead = self.zero_ahead.load(Ordering::Relaxed);
+        if ahead > 0 {
+            // `need` counts the commit record; the zero record follows it.
+            self.zero_ahead(&tail, pos, pos + need + REC, ahead)?;
+        }
         // The batch is framed in a reused buffer and copied into the map
         // in one write: no per-entry allocation or bounds checks.
         let wr: &mut Writer = &mut w;
@@ -211,6 +216,38 @@ impl CommitLog {
         st.durable = st.durable.max(first - 1);
         st.synced = (first, HEADER_LEN);
         Ok(seg)
+    }
+
+    /// Zeroes and syncs `[max(zeroed, pos), end + ahead)` (end rounded up to a page)
+    /// of the tail (capped at its length) when the batch `[pos, end)` goes
+    /// past what is zeroed; see [`CommitLog::set_zero_ahead`]. Only bytes
+    /// past the tail's end are written (the caller holds the writer lock):
+    /// no entry, and nothing a reader or recovery could see as one.
+    fn zero_ahead(&self, tail: &SegFile, pos: usize, end: usize, ahead: usize) -> Result<()> {
+        static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
+        let page = crate::map::page_size();
+        let len = tail.map.len();
+        let done = tail.zeroed.load(Ordering::Relaxed);
+        if end <= done || done >= len {
+            return Ok(());
+        }
+        let from = done.max(pos);
+        let to = (end.div_ceil(page) * page).saturating_add(ahead.div_ceil(page) * page).min(len);
+        let mut off = from;
+        while off < to {
+            let n = (to - off).min(ZEROS.len());
+            tail.map
+                .file()
+                .write_all_at(&ZEROS[..n], off as u64)
+                .map_err(|e| Error::io(tail.map.path(), "pwrite", e))?;
+            off += n;
+        }
+        if to > from {
+            // Synced now, so the extents are converted before entries land.
+            tail.map.flush_range(from, to - from, true)?;
+        }
+        tail.zeroed.store(to, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Makes every entry up to `target` durable, sharing syncs between

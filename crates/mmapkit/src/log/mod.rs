@@ -175,6 +175,8 @@ pub struct CommitLog {
     seg_size: u64,
     /// Wakes [`CommitLog::wait_past`] callers on append.
     appended: Appended,
+    /// Bytes zeroed ahead of the tail ([`CommitLog::set_zero_ahead`]; 0: off).
+    zero_ahead: AtomicUsize,
     _lock: Option<File>,
     _registered: Option<WriterReg>,
 }
@@ -255,6 +257,21 @@ impl CommitLog {
     pub fn segment_size(&self) -> u64 {
         self.seg_size
     }
+    /// Zero-ahead: before a batch is written past the part of the tail
+    /// segment already zeroed, the next `bytes` (rounded to pages) past it
+    /// are overwritten with zeros and synced (0, the default: off). The
+    /// bytes are the same (a fresh segment reads as zeros), but the
+    /// segment's blocks are then *written* extents instead of fallocated
+    /// (unwritten) ones: a later sync of appended entries is a data-only
+    /// flush, not one that also converts an extent and writes the inode
+    /// (ext4, the leader of a 3-node openraft cluster: per-append msync
+    /// mean 1.05 -> 0.35 ms in one loaded session, within noise in a
+    /// calmer one; writes/s +3 to +8 %). Costs one write and
+    /// sync of `bytes` every `bytes` of log, inside the append that crosses.
+    pub fn set_zero_ahead(&self, bytes: usize) {
+        self.zero_ahead.store(bytes, Ordering::Relaxed);
+    }
+
     /// What recovery found on open.
     pub fn recovery(&self) -> &Recovery {
         &self.recovery

@@ -357,6 +357,7 @@ impl CommitLog {
         let log = CommitLog {
             dir,
             appended: Appended::default(),
+            zero_ahead: AtomicUsize::new(0),
             state: RwLock::new(State {
                 segs,
                 last,

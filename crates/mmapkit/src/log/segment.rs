@@ -4,7 +4,7 @@
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use super::format::{self, Header, HEADER_LEN};
@@ -36,6 +36,9 @@ pub(crate) struct SegFile {
     pub header: Header,
     gen: AtomicU32,
     path: Mutex<PathBuf>,
+    /// Bytes from 0 whose blocks zero-ahead wrote and synced (0: none
+    /// yet; per file, so a rewritten copy starts over).
+    pub zeroed: AtomicUsize,
     /// Sealed up to the end of the last committed batch: entries read
     /// from it never change; appends go past the seal, and only exclusive
     /// access ([`SegFile::rewrite`]) writes below it.
@@ -101,6 +104,7 @@ impl SegFile {
             header,
             gen: AtomicU32::new(gen),
             path: Mutex::new(path),
+            zeroed: AtomicUsize::new(0),
             map: AppendMap::new(map, 0, len)?,
         })
     }

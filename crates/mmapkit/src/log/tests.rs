@@ -149,6 +149,40 @@ fn rollover_and_oversized_entries() {
 }
 
 #[test]
+fn zero_ahead_writes_only_zeros_past_the_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let seg = 1 << 16;
+    let log = CommitLog::open(dir.path(), opts(seg)).unwrap();
+    log.set_zero_ahead(8192);
+    // One-entry batches across pages and segments, a truncation, a big batch.
+    for i in 0..600u64 {
+        log.append(&[(i, vec![i as u8; 150])]).unwrap();
+        let s = log.read_state();
+        let tail = &s.segs.last().unwrap().file;
+        let zeroed = tail.zeroed.load(Ordering::Relaxed);
+        assert!(zeroed >= (s.tail_end + REC).min(tail.map.len()), "{zeroed} {}", s.tail_end);
+        assert!(zeroed <= tail.map.len());
+    }
+    log.truncate_after(550).unwrap();
+    log.append(&[(9, vec![1u8; 20_000])]).unwrap();
+    assert!(segments(dir.path()).len() > 1);
+    let (path, end) = {
+        let s = log.read_state();
+        (s.segs.last().unwrap().file.path(), s.tail_end)
+    };
+    drop(log);
+    // Past the clean end: the zero record, then zeros (as fallocate left them).
+    let bytes = std::fs::read(&path).unwrap();
+    assert!(bytes[end..].iter().all(|&b| b == 0));
+    let log = CommitLog::open(dir.path(), opts(seg)).unwrap();
+    assert_eq!(log.recovery().dropped_entries, 0);
+    assert_eq!(log.last_index(), 551);
+    assert_eq!(log.get(300).unwrap().data(), &[43u8; 150][..]);
+    assert_eq!(log.get(551).unwrap().data(), &[1u8; 20_000][..]);
+    assert_eq!(log.verify().unwrap().entries, 551);
+}
+
+#[test]
 fn truncate_mid_batch_and_at_boundary_survive_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let log = CommitLog::open(dir.path(), opts(1 << 16)).unwrap();
@@ -454,10 +488,11 @@ fn op() -> impl Strategy<Value = Op> {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
     #[test]
-    fn matches_model(ops in proptest::collection::vec(op(), 1..40)) {
+    fn matches_model(ops in proptest::collection::vec(op(), 1..40), zero in prop_oneof![Just(0usize), Just(1), Just(5000)]) {
         let dir = tempfile::tempdir().unwrap();
         let o = opts(4096);
         let mut log = Some(CommitLog::open(dir.path(), o.clone()).unwrap());
+        log.as_ref().unwrap().set_zero_ahead(zero);
         // Model: first index and the entries from it.
         let mut first = 1u64;
         let mut model: Vec<(u64, Vec<u8>)> = Vec::new();
@@ -489,6 +524,7 @@ proptest! {
                 Op::Reopen => {
                     drop(log.take());
                     log = Some(CommitLog::open(dir.path(), o.clone()).unwrap());
+                    log.as_ref().unwrap().set_zero_ahead(zero);
                     prop_assert_eq!(log.as_ref().unwrap().recovery().dropped_entries, 0);
                 }
             }
