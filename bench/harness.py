@@ -235,7 +235,7 @@ def human_bytes(n: int) -> str:
         return f"{n / 1e9:g} GB"
     if n >= 1_000_000_000:
         return f"{n / 1e9:.3g} GB"  # not "2.15e+03 MB"
-    if n >= 1 << 10 and n % (1 << 10) == 0:
+    if 1 << 10 <= n < 1 << 20 and n % (1 << 10) == 0:  # not "400000 KiB" for 409.6 MB
         return f"{n >> 10} KiB"
     if n >= 1_000_000:
         return f"{n / 1e6:.3g} MB"
