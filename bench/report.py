@@ -230,7 +230,6 @@ def _rows_throughput(doc: dict[str, Any], size: dict[str, Any]) -> list[list[str
     last_task = None
     for t, c in _row_pairs(doc):
         row = [t["name"] if t["name"] != last_task else "", c]
-        last_task = t["name"]
         for cache in caches:
             r = idx.get((size["label"], t["name"], c, cache))
             g = _gbps(doc, size, r) if t.get("throughput", True) else None
@@ -243,7 +242,10 @@ def _rows_throughput(doc: dict[str, Any], size: dict[str, Any]) -> list[list[str
                     .get("max") for cache in caches if (size["label"], t["name"], c, cache) in idx]
             vals = [v for v in vals if v is not None]
             row.append(_metric_text(doc, m, max(vals)) if vals else "–")
-        rows.append(row)
+        # Tasks not measured at this size (another part of the suite) add nothing.
+        if any(cell != "–" for cell in row[2:]):
+            rows.append(row)
+            last_task = t["name"]
     return rows
 
 
@@ -347,6 +349,9 @@ def _text_rows(doc: dict[str, Any]) -> str:
 def _md_rows_results(doc: dict[str, Any], heading: str) -> list[str]:
     lines = _md_table(_rows_summary(doc, True), 3) + [""]
     for size in doc["sizes"]:
+        table = _rows_throughput(doc, size)
+        if len(table) == 1:
+            continue
         lim = doc.get("limit")
         lines += [f"{heading} {size['label']} ({size['human']}): throughput"
                   + (" and memory" if doc.get("metrics") else ""), "",
@@ -356,7 +361,7 @@ def _md_rows_results(doc: dict[str, Any], heading: str) -> list[str]:
                      + f" in task `{lim[0]}` in the same cache state" if lim else "")
                   + "".join(f"; {v.get('title', k)} (max): the largest over the timed runs"
                             for k, v in doc.get("metrics", {}).items()) + ".", ""]
-        lines += _md_table(_rows_throughput(doc, size), 2) + [""]
+        lines += _md_table(table, 2) + [""]
     if doc.get("targets"):
         lines += [f"{heading} Targets", "",
                   "Speed-up = the other tool's median time / mmapkit's, same size and cache; "
