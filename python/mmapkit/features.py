@@ -58,9 +58,8 @@ from typing import Any, Iterator, Optional, Sequence, Union
 import numpy as np
 import numpy.typing as npt
 
-from . import stats as _stats
+from . import _columns
 from ._native import FormatError, page_size as _page_size, write_file_atomic
-from ._radix import QuantilePlan, from_key, median_of, to_keys
 from .store import ArrayStore
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -472,48 +471,23 @@ class FeatureStore:
                 f.cancel()
             pool.shutdown(wait=True)
 
-    # ----- statistics -----------------------------------------------------
-
-    def _row_chunks(self, chunk_bytes: int = 64 << 20) -> Iterator[np.ndarray[Any, Any]]:
-        rows = max(1, chunk_bytes // max(1, self._dim * self._dtype.itemsize))
-        X = self.features
-        for s in range(0, self._n, rows):
-            yield X[s:s + rows]
-
-    def _moments(self) -> tuple[int, npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-        """(count, mean, M2) per column in one pass (Chan et al.'s merge of
-        per-chunk float64 moments)."""
-        n = 0
-        mean = np.zeros(self._dim)
-        m2 = np.zeros(self._dim)
-        for c in self._row_chunks():
-            n, mean, m2 = _merge_moments(n, mean, m2, c)
-        return n, mean, m2
+    # ----- statistics (mmapkit._columns, shared with mmapkit.stats' axis=0) --
 
     def mean(self) -> npt.NDArray[np.float64]:
         """Per-feature mean (``float64``, shape ``(dim,)``), one streaming pass."""
         self._need_open()
-        n, mean, _ = self._moments()
-        return mean if n else np.full(self._dim, np.nan)
+        return _columns.mean(self.features)
 
     def std(self, ddof: int = 0) -> npt.NDArray[np.float64]:
         """Per-feature standard deviation (``float64``), one streaming pass."""
         self._need_open()
-        n, _, m2 = self._moments()
-        if n - ddof <= 0:
-            return np.full(self._dim, np.nan)
-        return np.sqrt(m2 / (n - ddof))
+        return _columns.std(self.features, ddof)
 
     def _extreme(self, fn: Any) -> np.ndarray[Any, Any]:
         self._need_open()
         if self._n == 0:
             raise ValueError(f"{self._path}: the store is empty (no minimum or maximum)")
-        acc = None
-        for c in self._row_chunks():
-            m = fn(c, axis=0)
-            acc = m if acc is None else fn(np.stack([acc, m]), axis=0)
-        assert acc is not None
-        return acc
+        return _columns.extreme(self.features, fn)
 
     def min(self) -> np.ndarray[Any, Any]:
         """Per-feature minimum (the store's dtype), like ``np.min(X, axis=0)``."""
@@ -529,144 +503,35 @@ class FeatureStore:
         names; ``min``/``max`` are ``None`` for an empty store), e.g. to
         standardise features: ``(X - d["mean"]) / d["std"]``."""
         self._need_open()
-        n = 0
-        mean = np.zeros(self._dim)
-        m2 = np.zeros(self._dim)
-        lo = hi = None
-        for c in self._row_chunks():
-            n, mean, m2 = _merge_moments(n, mean, m2, c)
-            cl, ch = c.min(axis=0), c.max(axis=0)
-            lo = cl if lo is None else np.minimum(lo, cl)
-            hi = ch if hi is None else np.maximum(hi, ch)
-        nan = np.full(self._dim, np.nan)
-        return {"count": n, "mean": mean if n else nan,
-                "std": np.sqrt(m2 / (n - ddof)) if n - ddof > 0 else nan, "min": lo, "max": hi}
+        return _columns.describe(self.features, ddof)
 
     def quantile(self, q: Union[float, Sequence[float], npt.NDArray[Any]], *, method: str = "linear",
                  memory: int = 256 << 20, threads: Optional[int] = None) -> Any:
         """Exact per-feature quantile(s), equal to ``np.quantile(X, q, axis=0,
         method=method)`` (``"linear"`` or ``"inverted_cdf"``; shape
         ``(dim,)`` for a scalar ``q``, ``(len(q), dim)`` for a sequence; a
-        column holding a NaN gives NaN, as in numpy).
+        column holding a NaN gives NaN, as in numpy), the same as
+        ``mmapkit.stats.quantile(store.features, q, axis=0)``.
 
         Memory stays within about ``memory`` bytes: when a column (``n``
         values) fits, columns are copied out as many at a time as fit and
         selected by :func:`mmapkit.stats.quantile` (Rust, GIL released);
-        otherwise by radix selection out of core (:meth:`_select_columns`):
-        one pass over the store sums per-column histograms of the keys'
-        top 12 bits, each further pass narrows every wanted order statistic
-        to a bucket of the next 12 bits, and when all buckets fit in
-        ``memory`` a last pass collects them (typically 2-3 passes).
+        otherwise by radix selection out of core: one pass over the store
+        sums per-column histograms of the keys' top 12 bits, each further
+        pass narrows every wanted order statistic to a bucket of the next
+        12 bits, and when all buckets fit in ``memory`` a last pass
+        collects them (typically 2-3 passes).
         """
         self._need_open()
-        plan = QuantilePlan(q, method)
         if self._n == 0:
             raise ValueError(f"{self._path}: the store is empty (no quantiles)")
-        if self._n * self._dtype.itemsize > memory:
-            nan_cols, values = self._select_columns(plan.ranks(self._n), memory)
-            n = self._n
-            return np.stack([plan.nan(self._dtype) if nan_cols[j] else plan.finish(self._dtype, n, lambda r: values[j, r])
-                             for j in range(self._dim)], axis=-1)
-        native = self._dtype in (np.dtype(np.float32), np.dtype(np.float64))
-        return np.stack([_stats.quantile(col, q, method=method, threads=threads) if native
-                         else np.quantile(col, q, method=method)  # type: ignore[call-overload]
-                         for col in self._columns(memory)], axis=-1)
+        return _columns.quantile(self.features, q, method, memory, threads)
 
     def median(self, *, memory: int = 256 << 20, threads: Optional[int] = None) -> np.ndarray[Any, Any]:
         """Exact per-feature median, equal to ``np.median(X, axis=0)``
         (``memory`` as in :meth:`quantile`)."""
         self._need_open()
-        n, dt = self._n, self._dtype
-        ft = dt.type if dt.kind == "f" else np.float64
-        if n == 0:
-            return np.full(self._dim, np.nan, dtype=ft)
-        if n * dt.itemsize > memory:
-            lo, hi = (n - 1) // 2, n // 2
-            nan_cols, values = self._select_columns([lo, hi], memory)
-            return np.array([ft(np.nan) if nan_cols[j] else median_of(dt, n, values[j, lo], values[j, hi])
-                             for j in range(self._dim)], dtype=ft)
-        native = dt in (np.dtype(np.float32), np.dtype(np.float64))
-        return np.array([_stats.median(col, threads=threads) if native else np.median(col)
-                         for col in self._columns(memory)], dtype=ft)
-
-    def _columns(self, memory: int) -> Iterator[np.ndarray[Any, Any]]:
-        """Each column as a contiguous copy, made as many at a time as fit in ``memory``."""
-        group = max(1, memory // max(1, self._n * self._dtype.itemsize))
-        X = self.features
-        for j0 in range(0, self._dim, group):
-            yield from np.ascontiguousarray(X[:, j0:j0 + group].T)
-
-    def _select_columns(self, ranks: Sequence[int], memory: int,
-                        digit_bits: int = 12) -> tuple[np.ndarray[Any, Any], dict[tuple[int, int], Any]]:
-        """Out-of-core radix selection of the elements of ``ranks`` in every
-        column: (columns holding a NaN, {(column, rank): element}) for the
-        other columns. Memory: the per-column histograms (``dim`` ×
-        2^``digit_bits`` counts), one row chunk and its keys, and the last
-        buckets (at most ``memory`` bytes of keys)."""
-        d, n, dt = self._dim, self._n, self._dtype
-        w = dt.itemsize * 8
-        chunk_rows = max(1, min(n, (8 << 20) // max(1, d * dt.itemsize)))
-
-        def chunks() -> Iterator[np.ndarray[Any, Any]]:
-            X = self.features
-            for s in range(0, n, chunk_rows):
-                yield X[s:s + chunk_rows]
-
-        # Pass 1: NaNs and the top digit of every column at once (one bincount per chunk).
-        D = min(digit_bits, w)
-        nans = np.zeros(d, dtype=np.int64)
-        hist = np.zeros(d << D, dtype=np.int64)
-        offsets = (np.arange(d, dtype=np.intp) << D)[None, :]
-        for c in chunks():
-            keys = to_keys(c)
-            idx = (keys >> keys.dtype.type(w - D)).astype(np.intp) + offsets
-            if dt.kind == "f":
-                m = np.isnan(c)
-                nans += m.sum(axis=0)
-                idx = idx[~m]
-            hist += np.bincount(idx.ravel(), minlength=d << D)
-        nan_cols = nans > 0
-        # Each wanted statistic: [column, rank, prefix, elements below the prefix's bucket].
-        state = [[j, r, 0, 0] for j in range(d) if not nan_cols[j] for r in ranks]
-        hists = {(j, 0): hist[j << D:(j + 1) << D] for j in range(d)}
-        done = 0
-        while True:
-            bucket: dict[tuple[int, int], int] = {}
-            for st in state:
-                h = hists[st[0], st[2]]
-                cum = np.cumsum(h)
-                digit = int(np.searchsorted(cum, st[1] - st[3], side="right"))
-                st[3] += int(cum[digit - 1]) if digit else 0
-                st[2] = (st[2] << D) | digit
-                bucket[st[0], st[2]] = int(h[digit])
-            done += D
-            if done == w:
-                return nan_cols, {(st[0], st[1]): from_key(st[2], dt) for st in state}
-            pairs = sorted(bucket)
-            if sum(bucket.values()) * dt.itemsize <= memory:
-                break
-            D = min(digit_bits, w - done)
-            hists = {pr: np.zeros(1 << D, dtype=np.int64) for pr in pairs}
-            for c in chunks():
-                keys = to_keys(c)
-                for j, p in pairs:
-                    col = keys[:, j]
-                    sel = col[(col >> col.dtype.type(w - done)) == col.dtype.type(p)]
-                    hists[j, p] += np.bincount(((sel >> sel.dtype.type(w - done - D)) & sel.dtype.type((1 << D) - 1))
-                                               .astype(np.intp), minlength=1 << D)
-        # Last pass: collect the keys in each bucket, select exactly.
-        got: dict[tuple[int, int], list[np.ndarray[Any, Any]]] = {pr: [] for pr in pairs}
-        for c in chunks():
-            keys = to_keys(c)
-            for j, p in pairs:
-                col = keys[:, j]
-                got[j, p].append(col[(col >> col.dtype.type(w - done)) == col.dtype.type(p)])
-        out = {}
-        for st in state:
-            ks = np.concatenate(got[st[0], st[2]])
-            k = st[1] - st[3]
-            out[st[0], st[1]] = from_key(int(np.partition(ks, k)[k]), dt)
-        return nan_cols, out
+        return _columns.median(self.features, memory, threads)
 
     # ----- properties and protocol ----------------------------------------
 
@@ -730,19 +595,6 @@ class FeatureStore:
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"rows={self._n}"
         return f"<mmapkit.FeatureStore {self._path!r} mode={self._mode!r} dim={self._dim} dtype={self._dtype} {state}>"
-
-
-def _merge_moments(n: int, mean: npt.NDArray[np.float64], m2: npt.NDArray[np.float64],
-                   c: np.ndarray[Any, Any]) -> tuple[int, npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    """Count, mean and M2 per column after adding the rows ``c`` (Chan et
-    al.'s merge of the chunk's own float64 moments)."""
-    c64 = c.astype(np.float64)
-    k = c64.shape[0]
-    cm = c64.mean(axis=0)
-    cm2 = ((c64 - cm) ** 2).sum(axis=0)
-    delta = cm - mean
-    tot = n + k
-    return tot, mean + delta * (k / tot), m2 + cm2 + delta ** 2 * (n * k / tot)
 
 
 def _check_batch_size(batch_size: int) -> None:

@@ -1,7 +1,7 @@
 """Exact statistics over arrays larger than memory.
 
 :func:`median`, :func:`quantile`, :func:`histogram`, :func:`min`,
-:func:`max`, :func:`sum` and :func:`mean` take
+:func:`max`, :func:`sum`, :func:`mean` and :func:`std` take
 
 * a numpy array (``np.memmap`` included) or anything with ``__array__``
   (e.g. an :class:`mmapkit.ArrayStore`): read in place when it is C- or
@@ -48,6 +48,16 @@ Results agree with numpy:
   :func:`quantile` raise ``ValueError`` (numpy raises ``ValueError`` /
   ``IndexError``).
 
+Per column: :func:`median`, :func:`quantile`, :func:`min`, :func:`max`,
+:func:`mean` and :func:`std` take ``axis=0`` for an array (or ``.npy``
+file) of rows, ``(n, d)`` or ``(n, ...)``, and give one value per column,
+equal to numpy's ``axis=0`` results (``mean``/``std`` in ``float64``, NaN
+columns give NaN: ``skipna`` is for ``axis=None`` only). It reads the rows
+in chunks, so memory stays bounded: moments and extremes in one pass;
+quantiles column by column when a column fits in ``memory`` bytes, else by
+radix selection over the rows in 2-3 passes (the same code as
+:class:`mmapkit.FeatureStore`'s per-feature statistics).
+
 >>> import numpy as np, mmapkit.stats as st
 >>> st.median(np.array([3, 1, 2, 10], dtype=np.int16))
 np.float64(2.5)
@@ -65,9 +75,9 @@ from typing import Any, Optional, Sequence, Union
 import numpy as np
 import numpy.typing as npt
 
-from . import _native
+from . import _columns, _native
 
-__all__ = ["histogram", "max", "mean", "median", "min", "quantile", "sum"]
+__all__ = ["histogram", "max", "mean", "median", "min", "quantile", "std", "sum"]
 
 Source = Union[npt.ArrayLike, str, "os.PathLike[str]"]
 
@@ -93,15 +103,57 @@ def _src(a: Any, dtype: Any, offset: int, count: Optional[int]) -> tuple[Any, di
     return arr, {}
 
 
+def _rows(a: Any, dtype: Any, offset: int, count: Optional[int], skipna: bool,
+          axis: Optional[int]) -> Optional[tuple[np.ndarray[Any, Any], tuple[int, ...]]]:
+    """For ``axis=0``: the input as a 2-D array of rows (a mapping for a
+    path) and the shape of one row; ``None`` to reduce the whole input
+    (``axis=None``, or a 1-D input, whose ``axis=0`` is the whole)."""
+    if axis is None:
+        return None
+    if isinstance(axis, bool) or axis != 0:
+        raise ValueError(f"axis must be None or 0, got {axis!r}")
+    if isinstance(a, (str, os.PathLike)):
+        if dtype is not None:
+            return None  # a raw file is one-dimensional
+        if offset or count is not None:
+            raise TypeError("offset and count apply to raw files (with dtype), not to .npy files")
+        X = np.load(os.fspath(a), mmap_mode="r")
+    else:
+        if dtype is not None or offset or count is not None:
+            raise TypeError("dtype, offset and count apply to paths, not to arrays")
+        X = np.asarray(a)
+    if X.ndim <= 1:
+        return None
+    if skipna:
+        raise ValueError("skipna applies to axis=None only (with axis=0 a column holding a NaN gives NaN)")
+    return X.reshape(X.shape[0], int(np.prod(X.shape[1:]))), X.shape[1:]
+
+
+def _need_rows(X: np.ndarray[Any, Any], what: str) -> None:
+    if X.shape[0] == 0:
+        raise ValueError(f"zero-size array along axis 0: no {what}")
+
+
+def _empty_warning(X: np.ndarray[Any, Any]) -> None:
+    if X.shape[0] == 0:
+        warnings.warn("Mean of empty slice.", RuntimeWarning, stacklevel=3)
+
+
 def _float_type(dtype_name: str) -> type[np.floating[Any]]:
     return np.float32 if dtype_name == "float32" else np.float64
 
 
 def median(
-    a: Source, *, dtype: Any = None, offset: int = 0, count: Optional[int] = None, skipna: bool = False,
-    threads: Optional[int] = None,
-) -> np.floating[Any]:
-    """Exact median, equal to ``np.median(a)`` (``np.nanmedian`` with ``skipna``)."""
+    a: Source, *, axis: Optional[int] = None, dtype: Any = None, offset: int = 0, count: Optional[int] = None,
+    skipna: bool = False, threads: Optional[int] = None, memory: int = 256 << 20,
+) -> Any:
+    """Exact median, equal to ``np.median(a)`` (``np.nanmedian`` with
+    ``skipna``); per column with ``axis=0``, within about ``memory`` bytes."""
+    rows = _rows(a, dtype, offset, count, skipna, axis)
+    if rows is not None:
+        X, shape = rows
+        _empty_warning(X)
+        return _columns.median(X, memory, threads).reshape(shape)
     src, kw = _src(a, dtype, offset, count)
     name, value = _native.stats_reduce(src, "median", skipna=skipna, threads=threads, **kw)
     if value != value and _size(src, name, kw) == 0:
@@ -120,11 +172,13 @@ def quantile(
     q: Union[float, Sequence[float], npt.NDArray[Any]],
     *,
     method: str = "linear",
+    axis: Optional[int] = None,
     dtype: Any = None,
     offset: int = 0,
     count: Optional[int] = None,
     skipna: bool = False,
     threads: Optional[int] = None,
+    memory: int = 256 << 20,
 ) -> Any:
     """Exact quantile(s) ``q`` in [0, 1], equal to ``np.quantile(a, q, method=method)``.
 
@@ -134,7 +188,16 @@ def quantile(
     the same shape. As in numpy, ``float32`` data interpolates in
     ``float32`` for a Python ``float`` ``q`` and in ``float64`` (returning
     ``float64``) for an array or numpy scalar ``q``.
+
+    ``axis=0``: per column, shape ``q.shape + a.shape[1:]`` like numpy's,
+    within about ``memory`` bytes.
     """
+    rows = _rows(a, dtype, offset, count, skipna, axis)
+    if rows is not None:
+        X, shape = rows
+        _need_rows(X, "quantiles")
+        out = _columns.quantile(X, q, method, memory, threads)
+        return out.reshape(np.shape(q) + shape)
     src, kw = _src(a, dtype, offset, count)
     qa = np.asarray(q, dtype=np.float64)
     # numpy interpolates float32 data in float32 only for a Python scalar q
@@ -179,8 +242,14 @@ def histogram(
 
 
 def _extreme(
-    which: str, a: Source, dtype: Any, offset: int, count: Optional[int], skipna: bool, threads: Optional[int]
+    which: str, a: Source, dtype: Any, offset: int, count: Optional[int], skipna: bool, threads: Optional[int],
+    axis: Optional[int],
 ) -> Any:
+    rows = _rows(a, dtype, offset, count, skipna, axis)
+    if rows is not None:
+        X, shape = rows
+        _need_rows(X, "minimum" if which == "min" else "maximum")
+        return _columns.extreme(X, np.min if which == "min" else np.max).reshape(shape)
     src, kw = _src(a, dtype, offset, count)
     name, value = _native.stats_reduce(src, which, skipna=skipna, threads=threads, **kw)
     if isinstance(value, float) and value != value:
@@ -189,19 +258,19 @@ def _extreme(
 
 
 def min(
-    a: Source, *, dtype: Any = None, offset: int = 0, count: Optional[int] = None, skipna: bool = False,
-    threads: Optional[int] = None,
+    a: Source, *, axis: Optional[int] = None, dtype: Any = None, offset: int = 0, count: Optional[int] = None,
+    skipna: bool = False, threads: Optional[int] = None,
 ) -> Any:
-    """Smallest element, like ``np.min`` (``np.nanmin`` with ``skipna``)."""
-    return _extreme("min", a, dtype, offset, count, skipna, threads)
+    """Smallest element, like ``np.min`` (``np.nanmin`` with ``skipna``); per column with ``axis=0``."""
+    return _extreme("min", a, dtype, offset, count, skipna, threads, axis)
 
 
 def max(
-    a: Source, *, dtype: Any = None, offset: int = 0, count: Optional[int] = None, skipna: bool = False,
-    threads: Optional[int] = None,
+    a: Source, *, axis: Optional[int] = None, dtype: Any = None, offset: int = 0, count: Optional[int] = None,
+    skipna: bool = False, threads: Optional[int] = None,
 ) -> Any:
-    """Largest element, like ``np.max`` (``np.nanmax`` with ``skipna``)."""
-    return _extreme("max", a, dtype, offset, count, skipna, threads)
+    """Largest element, like ``np.max`` (``np.nanmax`` with ``skipna``); per column with ``axis=0``."""
+    return _extreme("max", a, dtype, offset, count, skipna, threads, axis)
 
 
 def sum(
@@ -215,12 +284,53 @@ def sum(
 
 
 def mean(
-    a: Source, *, dtype: Any = None, offset: int = 0, count: Optional[int] = None, skipna: bool = False,
-    threads: Optional[int] = None,
-) -> np.float64:
-    """Arithmetic mean as ``float64`` (exact-sum based; NaN with a warning when empty)."""
+    a: Source, *, axis: Optional[int] = None, dtype: Any = None, offset: int = 0, count: Optional[int] = None,
+    skipna: bool = False, threads: Optional[int] = None,
+) -> Any:
+    """Arithmetic mean as ``float64`` (exact-sum based; NaN with a warning
+    when empty); per column with ``axis=0`` (merged per-chunk ``float64``
+    moments, one pass)."""
+    rows = _rows(a, dtype, offset, count, skipna, axis)
+    if rows is not None:
+        X, shape = rows
+        _empty_warning(X)
+        return _columns.mean(X).reshape(shape)
     src, kw = _src(a, dtype, offset, count)
     _, value = _native.stats_reduce(src, "mean", skipna=skipna, threads=threads, **kw)
     if value != value and _size(src, "", kw) == 0:
         warnings.warn("Mean of empty slice.", RuntimeWarning, stacklevel=2)
     return np.float64(value)
+
+
+def std(
+    a: Source, *, axis: Optional[int] = None, ddof: int = 0, dtype: Any = None, offset: int = 0,
+    count: Optional[int] = None,
+) -> Any:
+    """Standard deviation as ``float64``, like ``np.std(a, axis=axis,
+    ddof=ddof)`` (one streaming pass of merged per-chunk moments; NaN,
+    with a warning, when ``n - ddof <= 0``)."""
+    rows = _rows(a, dtype, offset, count, False, axis)
+    if rows is None:
+        X = _flat(a, dtype, offset, count)
+        shape: tuple[int, ...] = ()
+    else:
+        X, shape = rows
+    if X.shape[0] - ddof <= 0:
+        warnings.warn("Degrees of freedom <= 0 for slice", RuntimeWarning, stacklevel=2)
+    out = _columns.std(X, ddof).reshape(shape)
+    return out[()] if shape == () else out
+
+
+def _flat(a: Any, dtype: Any, offset: int, count: Optional[int]) -> np.ndarray[Any, Any]:
+    """The whole input as one column (a mapping for a path)."""
+    if isinstance(a, (str, os.PathLike)):
+        p = os.fspath(a)
+        if dtype is None:
+            X = np.load(p, mmap_mode="r")
+        else:
+            X = np.memmap(p, dtype=np.dtype(dtype), mode="r", offset=offset, shape=None if count is None else (count,))
+    else:
+        if dtype is not None or offset or count is not None:
+            raise TypeError("dtype, offset and count apply to paths, not to arrays")
+        X = np.asarray(a)
+    return X.reshape(-1, 1)

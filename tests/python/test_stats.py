@@ -326,3 +326,71 @@ def test_threads_out_of_range_raise_value_error(bad: int) -> None:
         st.median(np.arange(10), threads=bad)
     with pytest.raises(ValueError, match="threads"):
         st.sum(np.arange(10), threads=bad)
+
+
+# ----- axis=0: per column (the code behind FeatureStore's statistics) -------
+
+
+def _same(got, want) -> None:
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape, (got.shape, want.shape)
+    assert np.array_equal(got, want, equal_nan=True), (got, want)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("dtype", DTYPES + ["float16"])
+@pytest.mark.parametrize("memory", [256 << 20, 64])  # 64 bytes: radix selection over the rows
+def test_axis0_matches_numpy(tmp_path, dtype: str, memory: int) -> None:
+    X = rand(dtype, 3 * 501, 7, special=True).reshape(501, 3)
+    if dtype.startswith("float"):
+        X[5, 1] = np.nan  # one NaN column
+    p = tmp_path / "x.npy"
+    np.save(p, X)
+    for src in (X, np.load(p, mmap_mode="r"), p):
+        _same(st.median(src, axis=0, memory=memory), np.median(X, axis=0))
+        for q in (0.5, [0.0, 0.1, 1 / 3, 0.999, 1.0], np.float64(0.25)):
+            for method in ("linear", "inverted_cdf"):
+                _same(st.quantile(src, q, axis=0, method=method, memory=memory),
+                      np.quantile(X, q, axis=0, method=method))
+        _same(st.min(src, axis=0), np.min(X, axis=0))
+        _same(st.max(src, axis=0), np.max(X, axis=0))
+        np.testing.assert_allclose(st.mean(src, axis=0), X.astype(np.float64).mean(axis=0), rtol=1e-12)
+        np.testing.assert_allclose(st.std(src, axis=0, ddof=1), X.astype(np.float64).std(axis=0, ddof=1), rtol=1e-9)
+
+
+def test_axis0_shapes_one_dimensional_input_and_errors(tmp_path) -> None:
+    X = np.arange(2 * 3 * 4, dtype=np.int32).reshape(2, 3, 4)
+    _same(st.median(X, axis=0), np.median(X, axis=0))
+    _same(st.quantile(X, [0.2, 0.7], axis=0), np.quantile(X, [0.2, 0.7], axis=0))
+    _same(st.max(X, axis=0), np.max(X, axis=0))
+    # A 1-D input's axis 0 is the whole array: a scalar, as in numpy.
+    v = np.array([5, 1, 4], dtype=np.int16)
+    assert st.median(v, axis=0) == np.median(v) and np.ndim(st.median(v, axis=0)) == 0
+    assert st.std(v) == pytest.approx(np.std(v)) and st.std(v, axis=0) == st.std(v)
+    raw = tmp_path / "raw.bin"
+    v.tofile(raw)
+    assert st.min(raw, axis=0, dtype="int16") == 1 and st.std(raw, dtype="int16") == pytest.approx(np.std(v))
+    with pytest.raises(ValueError, match="axis must be None or 0"):
+        st.median(X, axis=1)
+    with pytest.raises(ValueError, match="skipna"):
+        st.median(X.astype(np.float32), axis=0, skipna=True)
+    empty = np.empty((0, 3), dtype=np.float32)
+    with pytest.raises(ValueError, match="no minimum"):
+        st.min(empty, axis=0)
+    with pytest.raises(ValueError, match="no quantiles"):
+        st.quantile(empty, 0.5, axis=0)
+    with pytest.warns(RuntimeWarning):
+        assert np.isnan(st.median(empty, axis=0)).all() and np.isnan(st.mean(empty, axis=0)).all()
+    with pytest.raises(TypeError):
+        st.mean(X, axis=0, dtype="int16")
+
+
+def test_axis0_equals_the_feature_store_statistics(tmp_path) -> None:
+    X = np.random.default_rng(3).standard_normal((1000, 5)).astype(np.float32)
+    with mmapkit.FeatureStore(tmp_path / "fs", "w", dim=5) as fs:
+        fs.add(X, np.zeros(1000))
+    with mmapkit.FeatureStore(tmp_path / "fs") as fs:
+        _same(fs.median(), st.median(fs.features, axis=0))
+        _same(fs.quantile([0.1, 0.9], memory=64), st.quantile(tmp_path / "fs" / "features.npy", [0.1, 0.9], axis=0))
+        _same(fs.std(), st.std(fs.features, axis=0))
+        _same(fs.mean(), st.mean(fs.features, axis=0))

@@ -1,0 +1,214 @@
+"""Per-column (``axis=0``) statistics of a 2-D array larger than memory:
+the one implementation behind ``mmapkit.stats.*(a, axis=0)`` and
+:class:`mmapkit.FeatureStore`'s per-feature statistics.
+
+``X`` is a 2-D array of ``n`` rows (typically a read-only mapping); every
+function reads it in row chunks, so memory stays bounded whatever ``n``.
+Moments are merged per chunk in ``float64`` (Chan et al.), extremes per
+chunk, and quantiles either column by column (when a column fits in
+``memory``: copied out and selected in Rust by :mod:`mmapkit.stats`) or by
+radix selection over the rows (:func:`_select`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator, Optional, Sequence, Union
+
+import numpy as np
+import numpy.typing as npt
+
+from ._radix import QuantilePlan, from_key, median_of, to_keys
+
+Q = Union[float, Sequence[float], npt.NDArray[Any]]
+
+
+def row_chunks(X: np.ndarray[Any, Any], chunk_bytes: int = 64 << 20) -> Iterator[np.ndarray[Any, Any]]:
+    """``X`` in chunks of whole rows of about ``chunk_bytes``."""
+    rows = max(1, chunk_bytes // max(1, X.shape[1] * X.dtype.itemsize))
+    for s in range(0, X.shape[0], rows):
+        yield X[s:s + rows]
+
+
+def merge_moments(n: int, mean: npt.NDArray[np.float64], m2: npt.NDArray[np.float64],
+                  c: np.ndarray[Any, Any]) -> tuple[int, npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Count, mean and M2 per column after adding the rows ``c`` (Chan et
+    al.'s merge of the chunk's own float64 moments)."""
+    c64 = c.astype(np.float64)
+    k = c64.shape[0]
+    cm = c64.mean(axis=0)
+    cm2 = ((c64 - cm) ** 2).sum(axis=0)
+    delta = cm - mean
+    tot = n + k
+    return tot, mean + delta * (k / tot), m2 + cm2 + delta ** 2 * (n * k / tot)
+
+
+def moments(X: np.ndarray[Any, Any]) -> tuple[int, npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """(count, mean, M2) per column in one pass."""
+    n = 0
+    mean = np.zeros(X.shape[1])
+    m2 = np.zeros(X.shape[1])
+    for c in row_chunks(X):
+        n, mean, m2 = merge_moments(n, mean, m2, c)
+    return n, mean, m2
+
+
+def mean(X: np.ndarray[Any, Any]) -> npt.NDArray[np.float64]:
+    """Per-column mean (``float64``; NaN for no rows)."""
+    n, m, _ = moments(X)
+    return m if n else np.full(X.shape[1], np.nan)
+
+
+def std(X: np.ndarray[Any, Any], ddof: int = 0) -> npt.NDArray[np.float64]:
+    """Per-column standard deviation (``float64``; NaN when ``n - ddof <= 0``)."""
+    n, _, m2 = moments(X)
+    if n - ddof <= 0:
+        return np.full(X.shape[1], np.nan)
+    return np.sqrt(m2 / (n - ddof))
+
+
+def extreme(X: np.ndarray[Any, Any], fn: Callable[..., Any]) -> np.ndarray[Any, Any]:
+    """``fn(X, axis=0)`` (``np.min``/``np.max``) chunk by chunk; ``X`` has rows."""
+    acc = None
+    for c in row_chunks(X):
+        m = fn(c, axis=0)
+        acc = m if acc is None else fn(np.stack([acc, m]), axis=0)
+    assert acc is not None
+    return acc
+
+
+def describe(X: np.ndarray[Any, Any], ddof: int = 0) -> dict[str, Any]:
+    """count, mean, std, min and max per column in one pass (min/max ``None`` without rows)."""
+    d = X.shape[1]
+    n = 0
+    m = np.zeros(d)
+    m2 = np.zeros(d)
+    lo = hi = None
+    for c in row_chunks(X):
+        n, m, m2 = merge_moments(n, m, m2, c)
+        cl, ch = c.min(axis=0), c.max(axis=0)
+        lo = cl if lo is None else np.minimum(lo, cl)
+        hi = ch if hi is None else np.maximum(hi, ch)
+    nan = np.full(d, np.nan)
+    return {"count": n, "mean": m if n else nan,
+            "std": np.sqrt(m2 / (n - ddof)) if n - ddof > 0 else nan, "min": lo, "max": hi}
+
+
+def _native_float(dt: np.dtype[Any]) -> bool:
+    return dt in (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def quantile(X: np.ndarray[Any, Any], q: Q, method: str = "linear", memory: int = 256 << 20,
+             threads: Optional[int] = None) -> Any:
+    """Exact per-column quantile(s), equal to ``np.quantile(X, q, axis=0,
+    method=method)``; ``X`` has rows. Within about ``memory`` bytes: columns
+    copied out as many at a time as fit and selected by
+    :func:`mmapkit.stats.quantile` (Rust, GIL released) when a column fits,
+    else radix selection over the rows (:func:`_select`)."""
+    from . import stats
+
+    plan = QuantilePlan(q, method)
+    n, dt = X.shape[0], X.dtype
+    if n * dt.itemsize > memory:
+        nan_cols, values = _select(X, plan.ranks(n), memory)
+        return np.stack([plan.nan(dt) if nan_cols[j] else plan.finish(dt, n, lambda r: values[j, r])
+                         for j in range(X.shape[1])], axis=-1)
+    native = _native_float(dt)
+    return np.stack([stats.quantile(col, q, method=method, threads=threads) if native
+                     else np.quantile(col, q, method=method)  # type: ignore[call-overload]
+                     for col in _columns(X, memory)], axis=-1)
+
+
+def median(X: np.ndarray[Any, Any], memory: int = 256 << 20, threads: Optional[int] = None) -> np.ndarray[Any, Any]:
+    """Exact per-column median, equal to ``np.median(X, axis=0)`` (NaN for no rows)."""
+    from . import stats
+
+    n, dt = X.shape[0], X.dtype
+    ft = dt.type if dt.kind == "f" else np.float64
+    if n == 0:
+        return np.full(X.shape[1], np.nan, dtype=ft)
+    if n * dt.itemsize > memory:
+        lo, hi = (n - 1) // 2, n // 2
+        nan_cols, values = _select(X, [lo, hi], memory)
+        return np.array([ft(np.nan) if nan_cols[j] else median_of(dt, n, values[j, lo], values[j, hi])
+                         for j in range(X.shape[1])], dtype=ft)
+    native = _native_float(dt)
+    return np.array([stats.median(col, threads=threads) if native else np.median(col)
+                     for col in _columns(X, memory)], dtype=ft)
+
+
+def _columns(X: np.ndarray[Any, Any], memory: int) -> Iterator[np.ndarray[Any, Any]]:
+    """Each column as a contiguous copy, made as many at a time as fit in ``memory``."""
+    group = max(1, memory // max(1, X.shape[0] * X.dtype.itemsize))
+    for j0 in range(0, X.shape[1], group):
+        yield from np.ascontiguousarray(X[:, j0:j0 + group].T)
+
+
+def _select(X: np.ndarray[Any, Any], ranks: Sequence[int], memory: int,
+            digit_bits: int = 12) -> tuple[np.ndarray[Any, Any], dict[tuple[int, int], Any]]:
+    """Out-of-core radix selection of the elements of ``ranks`` in every
+    column: (columns holding a NaN, {(column, rank): element}) for the
+    other columns. Memory: the per-column histograms (``dim`` ×
+    2^``digit_bits`` counts), one row chunk and its keys, and the last
+    buckets (at most ``memory`` bytes of keys)."""
+    n, d = X.shape
+    dt = X.dtype
+    w = dt.itemsize * 8
+
+    def chunks() -> Iterator[np.ndarray[Any, Any]]:
+        return row_chunks(X, 8 << 20)
+
+    # Pass 1: NaNs and the top digit of every column at once (one bincount per chunk).
+    D = min(digit_bits, w)
+    nans = np.zeros(d, dtype=np.int64)
+    hist = np.zeros(d << D, dtype=np.int64)
+    offsets = (np.arange(d, dtype=np.intp) << D)[None, :]
+    for c in chunks():
+        keys = to_keys(c)
+        idx = (keys >> keys.dtype.type(w - D)).astype(np.intp) + offsets
+        if dt.kind == "f":
+            m = np.isnan(c)
+            nans += m.sum(axis=0)
+            idx = idx[~m]
+        hist += np.bincount(idx.ravel(), minlength=d << D)
+    nan_cols = nans > 0
+    # Each wanted statistic: [column, rank, prefix, elements below the prefix's bucket].
+    state = [[j, r, 0, 0] for j in range(d) if not nan_cols[j] for r in ranks]
+    hists = {(j, 0): hist[j << D:(j + 1) << D] for j in range(d)}
+    done = 0
+    while True:
+        bucket: dict[tuple[int, int], int] = {}
+        for st in state:
+            h = hists[st[0], st[2]]
+            cum = np.cumsum(h)
+            digit = int(np.searchsorted(cum, st[1] - st[3], side="right"))
+            st[3] += int(cum[digit - 1]) if digit else 0
+            st[2] = (st[2] << D) | digit
+            bucket[st[0], st[2]] = int(h[digit])
+        done += D
+        if done == w:
+            return nan_cols, {(st[0], st[1]): from_key(st[2], dt) for st in state}
+        pairs = sorted(bucket)
+        if sum(bucket.values()) * dt.itemsize <= memory:
+            break
+        D = min(digit_bits, w - done)
+        hists = {pr: np.zeros(1 << D, dtype=np.int64) for pr in pairs}
+        for c in chunks():
+            keys = to_keys(c)
+            for j, p in pairs:
+                col = keys[:, j]
+                sel = col[(col >> col.dtype.type(w - done)) == col.dtype.type(p)]
+                hists[j, p] += np.bincount(((sel >> sel.dtype.type(w - done - D)) & sel.dtype.type((1 << D) - 1))
+                                           .astype(np.intp), minlength=1 << D)
+    # Last pass: collect the keys in each bucket, select exactly.
+    got: dict[tuple[int, int], list[np.ndarray[Any, Any]]] = {pr: [] for pr in pairs}
+    for c in chunks():
+        keys = to_keys(c)
+        for j, p in pairs:
+            col = keys[:, j]
+            got[j, p].append(col[(col >> col.dtype.type(w - done)) == col.dtype.type(p)])
+    out = {}
+    for st in state:
+        ks = np.concatenate(got[st[0], st[2]])
+        k = st[1] - st[3]
+        out[st[0], st[1]] = from_key(int(np.partition(ks, k)[k]), dt)
+    return nan_cols, out
