@@ -414,6 +414,27 @@ class FeatureStore:
         overlaps the caller's compute; ``prefetch=0`` does it all in the
         caller's thread (sequential views are then not touched ahead).
         """
+        bs = batch_size
+        return (
+            (X[s:s + bs], y[s:s + bs])
+            for X, y, _ in self._batch_groups(batch_size, shuffle, seed, drop_last, prefetch, block_size=block_size)
+            for s in range(0, len(y), bs)
+        )
+
+    def _batch_groups(
+        self,
+        batch_size: int,
+        shuffle: bool = False,
+        seed: Any = None,
+        drop_last: bool = False,
+        prefetch: int = 2,
+        *,
+        block_size: Optional[int] = None,
+    ) -> Iterator[tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], int]]:
+        """:meth:`batches`' epoch as groups ``(X, y, batch_size)``: each
+        holds consecutive batches of ``batch_size`` rows (the last may be
+        short). Consumers that can work per group (``mmapkit.ml``'s fit:
+        labels converted once per group) skip the per-batch views."""
         self._need_open()
         _check_batch_size(batch_size)
         if prefetch < 0:
@@ -422,51 +443,46 @@ class FeatureStore:
         stop = (n // batch_size) * batch_size if drop_last else n
         row_bytes = self._dim * self._dtype.itemsize + self._label_dtype.itemsize
         per_group = max(1, min(1024, GROUP_BYTES // max(1, batch_size * row_bytes)))
-        starts = range(0, stop, batch_size)
-        groups = [starts[i:i + per_group] for i in range(0, len(starts), per_group)]
+        step = per_group * batch_size
+        bounds = [(lo, min(lo + step, stop)) for lo in range(0, stop, step)]
         if not shuffle:
+            X, y = self.get(0, stop)
+            views = ((X[lo:hi], y[lo:hi], batch_size) for lo, hi in bounds)
             if prefetch == 0:
-                return (self.get(s, min(s + batch_size, stop)) for s in starts)
-            return self._prefetched(groups, lambda g: self._touched(g, batch_size, stop), prefetch)
+                return views
+            return self._prefetched(bounds, lambda b: self._touched(X, y, b, batch_size), prefetch)
         order = batch_order(n, batch_size, seed, block_size).view(np.int64)
-        return self._prefetched(groups, lambda g: self._gathered(order, g, batch_size, stop), prefetch)
+        return self._prefetched(bounds, lambda b: (*self.take(order[b[0]:b[1]]), batch_size), prefetch)
 
-    def _touched(self, group: range, batch_size: int, stop: int) -> list[Batch]:
-        """The group's sequential views, after reading one byte of each page."""
-        out = [self.get(s, min(s + batch_size, stop)) for s in group]
-        lo, hi = group[0], min(group[-1] + batch_size, stop)
+    def _touched(self, X: np.ndarray[Any, Any], y: np.ndarray[Any, Any], b: tuple[int, int], batch_size: int) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], int]:
+        """Rows ``[lo, hi)`` as views, after reading one byte of each page."""
+        lo, hi = b
         page = _page_size()
-        for a in (self._features.numpy()[lo:hi], self._labels.numpy()[lo:hi]):
-            b = a.reshape(-1).view(np.uint8)
-            if b.size:
-                b[::page].max()
-        return out
+        for a in (X[lo:hi], y[lo:hi]):
+            v = a.reshape(-1).view(np.uint8)
+            if v.size:
+                v[::page].max()
+        return X[lo:hi], y[lo:hi], batch_size
 
-    def _gathered(self, order: np.ndarray[Any, Any], group: range, batch_size: int, stop: int) -> list[Batch]:
-        """The group's shuffled batches: one gather, split into views."""
-        lo, hi = group[0], min(group[-1] + batch_size, stop)
-        X, y = self.take(order[lo:hi])
-        return [(X[s - lo:min(s + batch_size, stop) - lo], y[s - lo:min(s + batch_size, stop) - lo]) for s in group]
-
-    def _prefetched(self, groups: Sequence[range], make: Any, prefetch: int) -> Iterator[Batch]:
+    def _prefetched(self, bounds: Sequence[tuple[int, int]], make: Any, prefetch: int) -> Iterator[Any]:
         if prefetch == 0:
-            for g in groups:
-                yield from make(g)
+            for b in bounds:
+                yield make(b)
             return
         pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mmapkit-prefetch")
-        pending: deque[concurrent.futures.Future[list[Batch]]] = deque()
-        it = iter(groups)
+        pending: deque[concurrent.futures.Future[Any]] = deque()
+        it = iter(bounds)
         try:
-            for g in it:
-                pending.append(pool.submit(make, g))
+            for b in it:
+                pending.append(pool.submit(make, b))
                 if len(pending) > prefetch:
                     break
             while pending:
                 ready = pending.popleft().result()
-                for g in it:
-                    pending.append(pool.submit(make, g))
+                for b in it:
+                    pending.append(pool.submit(make, b))
                     break
-                yield from ready
+                yield ready
         finally:
             for f in pending:
                 f.cancel()
