@@ -122,8 +122,9 @@ def batch_order(n: int, batch_size: int, seed: Any = None, block_size: Optional[
     # Output position i in block b (which starts at out_start[b]) holds row
     # starts[b] + (i - out_start[b]).
     out_start = np.cumsum(lens) - lens
-    order = np.repeat(starts - out_start, lens) + np.arange(n, dtype=np.int64)
-    return order.astype(np.uint64)
+    order = np.repeat(starts - out_start, lens)
+    order += np.arange(n, dtype=np.int64)
+    return order.view(np.uint64)  # every value is >= 0: a view, not a copy
 
 
 class FeatureStore:
