@@ -88,10 +88,11 @@ class _Kernel:
     ``w ← c·w − η'·Xᵀ(σ − y)``, ``b ← c·b − η'·Σ(σ − y)`` (``c = 1 − 2ηλ``,
     ``η' = η/s``) is ``θ ← c·θ − (η'/4)·(Xᵀr, Σr)`` with
     ``r = tanh(u) − y2``. ``tanh`` cannot overflow and ``σ − y`` keeps an
-    absolute error below 1e-7 in ``float32``. Nine numpy calls per step (eight
-    without L2), every operand preallocated and of the output's shape
-    where that is possible: at 64 rows a numpy call costs as much as its
-    arithmetic, and a scalar or broadcast operand about twice an array's.
+    absolute error below 1e-7 in ``float32``. Eight numpy calls per step
+    (nine with L2) into preallocated buffers, operands of the output's shape
+    where possible: at 64 rows a call's overhead is most of its cost, and
+    a Python-float operand costs about twice an array's (measured: 0.76 vs
+    0.36 µs per ufunc call at 64 elements).
     """
 
     def __init__(self, theta: npt.NDArray[np.float32], lr: float, l2: float, mean: bool) -> None:
