@@ -373,6 +373,21 @@ def _prefetch_threads():
     return [t for t in threading.enumerate() if t.name.startswith("mmapkit-prefetch")]
 
 
+def _reopened_cold(fs):
+    """``fs`` closed, its files dropped from the page cache, opened again."""
+    path = fs.path
+    fs.close()
+    if mmapkit.features._disk_reads is None:
+        pytest.skip("no per-thread I/O counts on this platform")
+    for name in ("features.npy", "labels.npy"):
+        mmapkit.drop_cache(os.path.join(path, name))
+    with mmapkit.MappedFile(os.path.join(path, "features.npy")) as m:
+        resident, size = m.residency()
+    if resident > size // 2:  # (pages still under write-back stay)
+        pytest.skip(f"this file system keeps the pages cached (tmpfs?): {resident} of {size}")
+    return FeatureStore(path)
+
+
 @pytest.mark.parametrize("shuffle", [False, True])
 def test_prefetch_thread_only_once_pages_come_from_disk(tmp, monkeypatch, shuffle):
     monkeypatch.setattr(mmapkit.features, "GROUP_BYTES", 4096)  # many groups
@@ -386,25 +401,26 @@ def test_prefetch_thread_only_once_pages_come_from_disk(tmp, monkeypatch, shuffl
         got.append(batch[1].copy())
         assert not _prefetch_threads()
     del batch
-    fs.close()
-    if mmapkit.features._disk_reads is None:
-        pytest.skip("no per-thread I/O counts on this platform")
-    for name in ("features.npy", "labels.npy"):
-        mmapkit.drop_cache(str(tmp / "fs" / name))
-    with mmapkit.MappedFile(str(tmp / "fs" / "features.npy")) as m:
-        resident, size = m.residency()
-    if resident > size // 2:  # (pages still under write-back stay)
-        pytest.skip(f"this file system keeps the pages cached (tmpfs?): {resident} of {size}")
-    fs = FeatureStore(tmp / "fs")
+    fs = _reopened_cold(fs)
     cold, threads = [], []
-    for _, y in fs.batches(100, shuffle=shuffle, seed=2, prefetch=2):
-        cold.append(y)
+    for batch in fs.batches(100, shuffle=shuffle, seed=2, prefetch=2):
+        cold.append(batch[1].copy())
         threads.append(len(_prefetch_threads()))
+    del batch
     # From the first group that read from disk (opening the store may have
     # read the first pages ahead), one thread, stopped at the end.
     assert max(threads) == 1 and threads[-1] == 1 and not _prefetch_threads()
     for a, b, c in zip(want, got, cold, strict=True):
         assert np.array_equal(a, b) and np.array_equal(a, c)
+    # An epoch abandoned while its thread runs stops the thread.
+    fs = _reopened_cold(fs)
+    it = fs.batches(100, shuffle=shuffle, seed=2, prefetch=2)
+    for _ in it:
+        if _prefetch_threads():
+            break
+    assert len(_prefetch_threads()) == 1
+    it.close()
+    assert not _prefetch_threads()
 
 
 def test_fit_on_a_cold_store_equals_the_warm_fit(tmp):
