@@ -357,7 +357,8 @@ def _fit(d: Path, shuffle: bool, batch: int = BATCH) -> Measured:
 
 @contender("mmapkit sequential", "train", available=_need("FeatureStore"),
            note="`StreamingLogisticRegression(lr=0.01).fit(FeatureStore(path), epochs=1, "
-                "batch_size=64)`: zero-copy views, a prefetch thread touching the next pages.")
+                "batch_size=64)`: zero-copy views; a prefetch thread touching the next pages "
+                "once a group's pages come from storage (none when the store is in the page cache).")
 @_one_blas_thread
 def train_mmapkit(d: Path) -> Measured:
     return _fit(d, shuffle=False)
@@ -365,7 +366,8 @@ def train_mmapkit(d: Path) -> Measured:
 
 @contender("mmapkit shuffled", "train", available=_need("FeatureStore"),
            note="the same with `shuffle=True, seed=0`: a seeded permutation of blocks of 8 rows, "
-                "gathered in Rust (GIL released) by the prefetch thread.")
+                "gathered in Rust (GIL released) per group of ~1 MiB; by a prefetch thread once a "
+                "group's rows come from storage.")
 @_one_blas_thread
 def train_mmapkit_shuffled(d: Path) -> Measured:
     return _fit(d, shuffle=True)
@@ -742,7 +744,7 @@ class FeaturesSuite(Suite):
         "'optimal' learning-rate schedule, L2 alpha 1e-4): it is the peer users reach for, "
         "not the same arithmetic; the check is only that every model learned.",
         "`rows per CPU-second` divides the rows by the process's CPU time during the epoch "
-        "(all its threads: the prefetch thread and BLAS included): the per-core rate.",
+        "(all its threads: a prefetch thread and BLAS included): the per-core rate.",
         "The machine is shared with other jobs (builds ran at the same time); numbers can move "
         "between runs.",
     )

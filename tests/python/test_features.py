@@ -369,6 +369,72 @@ def test_abandoned_prefetching_epoch_stops_its_thread(tmp):
     assert threading.active_count() == before
 
 
+def _prefetch_threads():
+    import threading
+
+    return [t for t in threading.enumerate() if t.name.startswith("mmapkit-prefetch")]
+
+
+def _reopened_cold(fs):
+    """``fs`` closed, its files dropped from the page cache, opened again."""
+    path = fs.path
+    fs.close()
+    if mmapkit.features._disk_reads is None:
+        pytest.skip("no per-thread I/O counts on this platform")
+    for name in ("features.npy", "labels.npy"):
+        mmapkit.drop_cache(os.path.join(path, name))
+    with mmapkit.MappedFile(os.path.join(path, "features.npy")) as m:
+        resident, size = m.residency()
+    if resident > size // 2:  # (pages still under write-back stay)
+        pytest.skip(f"this file system keeps the pages cached (tmpfs?): {resident} of {size}")
+    return FeatureStore(path)
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_prefetch_thread_only_once_pages_come_from_disk(tmp, monkeypatch, shuffle):
+    monkeypatch.setattr(mmapkit.features, "GROUP_BYTES", 4096)  # many groups
+    fs = ids_store(tmp / "fs", 100_000)  # 3.2 MB: more than the kernel reads ahead
+    # Copies: a view left alive would keep the pages mapped, and mapped
+    # pages stay in the page cache.
+    want = [y.copy() for _, y in fs.batches(100, shuffle=shuffle, seed=2, prefetch=0)]
+    # In the page cache (just written): every group made in this thread.
+    got = []
+    for batch in fs.batches(100, shuffle=shuffle, seed=2, prefetch=2):
+        got.append(batch[1].copy())
+        assert not _prefetch_threads()
+    del batch
+    fs = _reopened_cold(fs)
+    cold, threads = [], []
+    for batch in fs.batches(100, shuffle=shuffle, seed=2, prefetch=2):
+        cold.append(batch[1].copy())
+        threads.append(len(_prefetch_threads()))
+    del batch
+    # From the first group that read from disk (opening the store may have
+    # read the first pages ahead), one thread, stopped at the end.
+    assert max(threads) == 1 and threads[-1] == 1 and not _prefetch_threads()
+    for a, b, c in zip(want, got, cold, strict=True):
+        assert np.array_equal(a, b) and np.array_equal(a, c)
+    # An epoch abandoned while its thread runs stops the thread.
+    fs = _reopened_cold(fs)
+    it = fs.batches(100, shuffle=shuffle, seed=2, prefetch=2)
+    for _ in it:
+        if _prefetch_threads():
+            break
+    assert len(_prefetch_threads()) == 1
+    it.close()
+    assert not _prefetch_threads()
+
+
+def test_fit_on_a_cold_store_equals_the_warm_fit(tmp):
+    fs, _, _ = make(tmp / "fs", n=3000, d=8)
+    warm = StreamingLogisticRegression(l2=0.01).fit(fs, epochs=2, batch_size=32, shuffle=True, seed=5)
+    fs.close()
+    for name in ("features.npy", "labels.npy"):
+        mmapkit.drop_cache(str(tmp / "fs" / name))
+    cold = StreamingLogisticRegression(l2=0.01).fit(FeatureStore(tmp / "fs"), epochs=2, batch_size=32, shuffle=True, seed=5)
+    assert np.array_equal(warm.coef_, cold.coef_) and warm.intercept_ == cold.intercept_
+
+
 # ----- statistics -------------------------------------------------------------
 
 
