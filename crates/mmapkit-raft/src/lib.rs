@@ -57,5 +57,18 @@ pub enum Error {
     Encode(String),
 }
 
+/// Runs `f`, a call that blocks on disk I/O (a write and its sync), from
+/// async storage code: on a multi-threaded tokio runtime through
+/// `block_in_place`, so the worker's other tasks (the HTTP server, the
+/// replication streams) move to another thread instead of waiting behind
+/// the sync; elsewhere (a current-thread runtime, no runtime) directly.
+pub(crate) fn blocking<R>(f: impl FnOnce() -> R) -> R {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
+        _ => f(),
+    }
+}
+
 /// The result of this crate's calls.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

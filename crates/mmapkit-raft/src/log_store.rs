@@ -485,7 +485,7 @@ where
     {
         let entries: Vec<C::Entry> = entries.into_iter().collect();
         // Written and (when durable) synced before the callback hears of it.
-        match self.do_append(entries) {
+        match crate::blocking(|| self.do_append(entries)) {
             Ok(()) => {
                 callback.log_io_completed(Ok(()));
                 Ok(())

@@ -153,7 +153,7 @@ where
             batch.put(e.get_log_id().index.to_be_bytes(), serde_json::to_vec(&e).map_err(err)?);
         }
         // Synced: durable before the callback, as the mmapkit store.
-        let r = self.db.write_opt(batch, &Self::synced());
+        let r = crate::blocking(|| self.db.write_opt(batch, &Self::synced()));
         callback.log_io_completed(r.as_ref().map(|_| ()).map_err(|e| std::io::Error::other(e.to_string())));
         r.map_err(err)
     }
