@@ -150,7 +150,7 @@ class ReplicationSuite(Suite):
         self._runs = 0
         self.tasks = tuple(
             Task(f"clients-{c}", f"{c} concurrent client{'s' if c > 1 else ''}", caches=("warm",),
-                 throughput=False, warmup="prime", check=lambda _p, r: r,
+                 sizes=(CLUSTER,), throughput=False, warmup="prime", check=lambda _p, r: r,
                  note=f"{WRITES[c][0]:,} writes ({WRITES[c][1]:,} with --quick) of "
                       f"{VALUE}-byte values from {c} client(s), each waiting for its answer")
             for c in CLIENTS) + (
@@ -161,9 +161,10 @@ class ReplicationSuite(Suite):
                       "leader's log, the driver asserts the follower appended all of them"),)
         self.contenders = (
             self._contender("mmapkit", KV, "mmapkit",
-                            "mmapkit's commit log (crates/mmapkit-raft LogStore): entries "
-                            "written into the mapped segment, a flusher thread syncs "
-                            "(msync MS_SYNC) and only then fires openraft's flush callback; "
+                            "mmapkit's commit log (crates/mmapkit-raft LogStore): append "
+                            "writes the entries into the mapped segment and syncs them "
+                            "(msync MS_SYNC; the next 1 MiB zeroed ahead, so the sync writes "
+                            "data only) before it fires openraft's flush callback; "
                             "catchup: mmapkit's follower (crates/mmapkit-replicate): pages of "
                             "entries, CRC32C checked, appended in batches by a second thread"),
             self._contender("rocksdb", KV_ROCKS, "rocksdb",
