@@ -60,7 +60,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _columns
-from ._native import FormatError, page_size as _page_size, write_file_atomic
+from ._native import FormatError, page_size as _page_size, remove_stale_temp_files, write_file_atomic
 from .store import ArrayStore
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -178,6 +178,8 @@ class FeatureStore:
                 for a in (self._features, self._labels):
                     if len(a) > self._n:
                         a._core.truncate(self._n)
+                # ... and the temp file of a meta.json replace it did not finish.
+                remove_stale_temp_files(self._meta_path)
         except BaseException:
             self.close()
             raise

@@ -262,6 +262,22 @@ def test_reader_in_another_process_sees_only_whole_commits(tmp):
         child.stdout.close()
 
 
+def test_a_writer_removes_the_meta_temp_file_a_dead_writer_left(tmp):
+    path = tmp / "fs"
+    FeatureStore(path, "w", dim=2).close()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = path / f".meta.json.mmapkit-{int(dead.stdout)}-7.tmp"
+    mine = path / f".meta.json.mmapkit-{os.getpid()}-7.tmp"  # a live process's: kept
+    other = path / f".labels.npy.mmapkit-{int(dead.stdout)}-7.tmp"  # not meta.json's: the arrays' business
+    for f in (stale, mine, other):
+        f.write_bytes(b"{half")
+    FeatureStore(path).close()  # a reader removes nothing
+    assert stale.exists()
+    FeatureStore(path, "r+").close()
+    assert not stale.exists() and mine.exists() and other.exists()
+    mine.unlink()
+
+
 def test_sigkill_mid_add_leaves_a_consistent_store(tmp):
     path = tmp / "fs"
     rng = np.random.default_rng(42)

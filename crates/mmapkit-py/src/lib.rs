@@ -55,7 +55,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<store::ArrayStoreCore>()?;
     m.add_class::<store::SharedSegment>()?;
     add_functions!(m:
-        store::sparse, store::npy_header, store::segment_path, store::write_file_atomic, drop_cache, page_size,
+        store::sparse, store::npy_header, store::segment_path, store::write_file_atomic, store::remove_stale_temp_files, drop_cache, page_size,
         tools::count, tools::find, tools::find_all, tools::grep, tools::grep_count, tools::replace, tools::keep_lines,
         kmers::kmers, kmers::kmer_labels,
     );

@@ -380,6 +380,14 @@ pub fn segment_path(name: &str, dir: Option<PathBuf>) -> PyResult<PathBuf> {
     store::shared::segment_path(name, dir.as_deref()).py_err()
 }
 
+/// Removes the temp files that writers of `path` which died left beside it
+/// (the core's `fs` naming: only those of processes that no longer
+/// exist); returns how many.
+#[pyfunction]
+pub fn remove_stale_temp_files(path: PathBuf) -> usize {
+    mmapkit::fs::remove_stale_temp_files_of(&path)
+}
+
 /// Writes `data` to `path` atomically: a temp file beside it, fsync,
 /// rename over `path`, directory fsync (the core's `fs::AtomicFile`).
 /// Readers see the old file or the new one, never a mix.
