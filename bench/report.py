@@ -674,10 +674,17 @@ def _chart_rows(doc: dict[str, Any], path: Path) -> None:
                              squeeze=False)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     task_names = [t["name"] for t in doc["tasks"]]
-    labels = [f"{t['name']}: {c}" for t, c in pairs]
+
+    def measured(size: dict[str, Any], task: str, cache: str) -> bool:
+        return any(r["status"] != "n/a" for (s, t, _c, ca), r in idx.items()
+                   if s == size["label"] and t == task and ca == cache)
+
     for k, (size, cache) in enumerate(sc):
         ax = axes[k // ncol][k % ncol]
-        for i, (t, c) in enumerate(pairs):
+        # A task not measured at this size (another part of the suite) gets no rows here.
+        shown = [(t, c) for t, c in pairs if measured(size, t["name"], cache)] or pairs
+        labels = [f"{t['name']}: {c}" for t, c in shown]
+        for i, (t, c) in enumerate(shown):
             r = idx.get((size["label"], t["name"], c, cache))
             base = idx.get((size["label"], t["name"], _baseline(doc, t["name"]), cache))
             color = colors[task_names.index(t["name"]) % len(colors)]
@@ -692,8 +699,9 @@ def _chart_rows(doc: dict[str, Any], path: Path) -> None:
                         fontsize=6, color="grey" if status == "n/a" else "red")
         ax.axvline(1, color="black", linewidth=0.8)
         ax.set_xscale("log")
-        ax.set_yticks(range(len(pairs)))
-        ax.set_yticklabels(labels if k % ncol == 0 else [""] * len(labels), fontsize=7)
+        ax.set_yticks(range(len(shown)))
+        same = len(shown) == len(pairs)  # every panel lists the same rows: labels on the left ones only
+        ax.set_yticklabels(labels if k % ncol == 0 or not same else [""] * len(labels), fontsize=7)
         ax.invert_yaxis()
         ax.set_xlabel("median time / task baseline's (log; left of 1 is faster)")
         ax.set_title(f"{size['label']} ({size['human']}), {cache} cache")
