@@ -112,16 +112,9 @@ def _rows(a: Any, dtype: Any, offset: int, count: Optional[int], skipna: bool,
         return None
     if isinstance(axis, bool) or axis != 0:
         raise ValueError(f"axis must be None or 0, got {axis!r}")
-    if isinstance(a, (str, os.PathLike)):
-        if dtype is not None:
-            return None  # a raw file is one-dimensional
-        if offset or count is not None:
-            raise TypeError("offset and count apply to raw files (with dtype), not to .npy files")
-        X = np.load(os.fspath(a), mmap_mode="r")
-    else:
-        if dtype is not None or offset or count is not None:
-            raise TypeError("dtype, offset and count apply to paths, not to arrays")
-        X = np.asarray(a)
+    if isinstance(a, (str, os.PathLike)) and dtype is not None:
+        return None  # a raw file is one-dimensional
+    X = _mapped(a, dtype, offset, count)
     if X.ndim <= 1:
         return None
     if skipna:
@@ -311,7 +304,7 @@ def std(
     with a warning, when ``n - ddof <= 0``)."""
     rows = _rows(a, dtype, offset, count, False, axis)
     if rows is None:
-        X = _flat(a, dtype, offset, count)
+        X = _mapped(a, dtype, offset, count).reshape(-1, 1)  # the whole input as one column
         shape: tuple[int, ...] = ()
     else:
         X, shape = rows
@@ -321,16 +314,18 @@ def std(
     return out[()] if shape == () else out
 
 
-def _flat(a: Any, dtype: Any, offset: int, count: Optional[int]) -> np.ndarray[Any, Any]:
-    """The whole input as one column (a mapping for a path)."""
+def _mapped(a: Any, dtype: Any, offset: int, count: Optional[int]) -> np.ndarray[Any, Any]:
+    """The input as a numpy array: a read-only mapping for a path (a raw
+    file of ``dtype`` from ``offset``, or a ``.npy`` file), else the array."""
     if isinstance(a, (str, os.PathLike)):
         p = os.fspath(a)
-        if dtype is None:
-            X = np.load(p, mmap_mode="r")
-        else:
-            X = np.memmap(p, dtype=np.dtype(dtype), mode="r", offset=offset, shape=None if count is None else (count,))
-    else:
-        if dtype is not None or offset or count is not None:
-            raise TypeError("dtype, offset and count apply to paths, not to arrays")
-        X = np.asarray(a)
-    return X.reshape(-1, 1)
+        if dtype is not None:
+            return np.memmap(p, dtype=np.dtype(dtype), mode="r", offset=offset,
+                             shape=None if count is None else (count,))
+        if offset or count is not None:
+            raise TypeError("offset and count apply to raw files (with dtype), not to .npy files")
+        _native.npy_header(p)  # the core's checks and errors (FormatError naming the file), as without axis
+        return np.load(p, mmap_mode="r")
+    if dtype is not None or offset or count is not None:
+        raise TypeError("dtype, offset and count apply to paths, not to arrays")
+    return np.asarray(a)

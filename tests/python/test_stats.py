@@ -383,6 +383,15 @@ def test_axis0_shapes_one_dimensional_input_and_errors(tmp_path) -> None:
         assert np.isnan(st.median(empty, axis=0)).all() and np.isnan(st.mean(empty, axis=0)).all()
     with pytest.raises(TypeError):
         st.mean(X, axis=0, dtype="int16")
+    # Bad files: the same errors, naming the file, as without axis.
+    empty = tmp_path / "empty.npy"
+    empty.write_bytes(b"")
+    for bad, err in ((tmp_path / "missing.npy", FileNotFoundError), (tmp_path, IsADirectoryError),
+                     (empty, mmapkit.FormatError)):
+        with pytest.raises(err, match=str(bad.name)):
+            st.median(bad, axis=0)
+        with pytest.raises(err, match=str(bad.name)):
+            st.std(bad)
 
 
 def test_axis0_equals_the_feature_store_statistics(tmp_path) -> None:
