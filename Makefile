@@ -74,7 +74,7 @@ PEERS_RS := bench/peers/rust
 PEERS_GO := bench/peers/go
 bench-peers:
 	cargo build --release --quiet --manifest-path $(PEERS_RS)/Cargo.toml \
-		--bin log-baseline --bin log-mmapkit
+		--bin log-baseline --bin log-mmapkit --bin log-null
 	@cargo build --release --quiet --manifest-path $(PEERS_RS)/Cargo.toml \
 		--bin log-raft-engine --bin log-commitlog \
 		|| echo "warning: the raft-engine/commitlog drivers did not build; the log suite shows them as n/a"

@@ -41,7 +41,7 @@ def test_baseline_and_mmapkit_run_and_are_verified(doc, contender):
 
 PEERS = {"raft-engine": RUST_BIN / "log-raft-engine", "commitlog": RUST_BIN / "log-commitlog",
          "tidwall/wal": GO_BIN / "log-tidwall", "etcd/wal": GO_BIN / "log-etcd",
-         "disk limit": RUST_BIN / "log-baseline"}
+         "disk limit": RUST_BIN / "log-baseline", "driver loop (no log)": RUST_BIN / "log-null"}
 
 
 @pytest.mark.parametrize("peer", list(PEERS))
@@ -61,6 +61,17 @@ def test_no_failures_and_group_commit_counts(doc):
              if r["task"] == "append_sync" and r["status"] == "ok"}
     assert syncs["baseline"] == syncs["mmapkit"] == 20  # one per batch
     assert doc["targets"], "the targets table is built"
+
+
+def test_the_driver_loop_is_measured_and_netted(doc):
+    """The drivers' own loop (log-null) has an append row, and the net target quotes
+    mmapkit's median minus it."""
+    if not (RUST_BIN / "log-null").is_file():
+        pytest.skip("log-null not built (make bench-peers)")
+    null = [r for r in cells(doc, "driver loop (no log)") if r["task"] == "append"]
+    assert null and all(r["status"] == "ok" for r in null), null
+    rows = [r for r in text_tables(doc).splitlines() if "net of the driver" in r]
+    assert rows and " s net (" in rows[0], rows
 
 
 def test_a_wrong_answer_is_caught(tmp_path):
