@@ -105,7 +105,7 @@ impl CommitLog {
         }
         // Only what a returned sync covered: a power loss may tear anything
         // later, in any order, and recovery must know (format::classify_tail).
-        let watermark = lock(&self.sync).durable.min(first - 1);
+        let watermark = self.durable.load(Ordering::Acquire).min(first - 1);
         format::encode_commit(&mut wr.buf, first, epoch, watermark, &wr.crcs);
         // A zero record after every batch: the clean end is explicit, so
         // anything else found there on recovery is a torn batch.
@@ -130,7 +130,7 @@ impl CommitLog {
         pos += wr.buf.len() - if zero_fits { REC } else { 0 };
         tail.map.seal(pos)?;
         if !matches!(self.opts.sync, SyncMode::Batch) {
-            write_behind(&mut wr.wb, &tail, pos);
+            write_behind(&self.behind, &mut wr.wb, &tail, pos);
         }
         let last = first + entries.len() as u64 - 1;
         {
@@ -213,7 +213,8 @@ impl CommitLog {
         });
         s.tail_end = HEADER_LEN;
         let mut st = lock(&self.sync);
-        st.durable = st.durable.max(first - 1);
+        let v = st.durable.max(first - 1);
+        self.set_durable(&mut st, v);
         st.synced = (first, HEADER_LEN);
         Ok(seg)
     }
@@ -285,7 +286,8 @@ impl CommitLog {
                 st.running = false;
                 st.last = Instant::now();
                 if r.is_ok() && st.cuts == cuts {
-                    st.durable = st.durable.max(upto);
+                    let v = st.durable.max(upto);
+                    self.set_durable(&mut st, v);
                     st.synced = (tail.first, end);
                 }
                 self.synced.notify_all();
@@ -367,8 +369,9 @@ impl CommitLog {
 /// per 64 MiB segment, a third of a follower's catch-up). Only pages below
 /// the last one touched are submitted, so the next batch never writes
 /// into a page under writeback. Advisory: an error here is left to the
-/// sync that must succeed.
-fn write_behind(wb: &mut (u64, usize), tail: &SegFile, pos: usize) {
+/// sync that must succeed. Submitted from the log's write-behind thread
+/// ([`WriteBehind`]), so a congested device queue never stalls the append.
+fn write_behind(behind: &WriteBehind, wb: &mut (u64, usize), tail: &Arc<SegFile>, pos: usize) {
     if wb.0 != tail.first || pos < wb.1 {
         // A new segment, or a truncation moved the end back.
         *wb = (tail.first, 0);
@@ -378,6 +381,6 @@ fn write_behind(wb: &mut (u64, usize), tail: &SegFile, pos: usize) {
     if end < wb.1 + WRITE_BEHIND {
         return;
     }
-    let _ = crate::map::start_writeback(tail.map.file(), wb.1 as u64, (end - wb.1) as u64);
+    behind.post(tail, wb.1 as u64, end as u64);
     wb.1 = end;
 }

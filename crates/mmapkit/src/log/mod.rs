@@ -99,6 +99,13 @@ pub(super) const PWRITE_MIN: usize = 16 << 10;
 /// waited for) every this many appended bytes (see `append`).
 pub(super) const WRITE_BEHIND: usize = 8 << 20;
 
+/// Zero-ahead of a log opened with [`SyncMode::Batch`] until
+/// [`CommitLog::set_zero_ahead`] says otherwise: every append of such a
+/// log waits for a sync, and a sync into written extents is the cheaper
+/// one (bench `log`, sync per batch, interleaved runs: 100 K x 4 KiB
+/// 0.99x -> 0.77x raft-engine's time, 100 K x 50 B 1.18x -> 1.04x).
+pub const DEFAULT_ZERO_AHEAD: usize = 1 << 20;
+
 pub(super) struct Seg {
     file: Arc<SegFile>,
     /// Header position of each entry; `None` for a sealed segment not read yet.
@@ -166,6 +173,12 @@ pub struct CommitLog {
     state: RwLock<State>,
     writer: Mutex<Writer>,
     sync: Mutex<SyncState>,
+    /// `SyncState::durable`, readable without the sync mutex (appends
+    /// frame it into every commit record). Written only under that mutex,
+    /// right after `durable` changes: a stale read is never above what
+    /// was durable (raises happen after the sync returned; the only
+    /// lowering, a truncation, holds the writer lock appends need too).
+    durable: AtomicU64,
     synced: Condvar,
     syncs: AtomicU64,
     recovery: Recovery,
@@ -177,6 +190,8 @@ pub struct CommitLog {
     appended: Appended,
     /// Bytes zeroed ahead of the tail ([`CommitLog::set_zero_ahead`]; 0: off).
     zero_ahead: AtomicUsize,
+    /// Write-behind off the append path (see `append::write_behind`).
+    behind: WriteBehind,
     _lock: Option<File>,
     _registered: Option<WriterReg>,
 }
@@ -189,6 +204,87 @@ pub(super) struct Appended {
     waiters: AtomicUsize,
     m: Mutex<()>,
     cv: Condvar,
+}
+
+/// Starts writeback of appended ranges from a thread of its own (spawned
+/// on first use): `sync_file_range(WRITE)` blocks while the device's
+/// queue is full, which on a busy disk cost the appender more than the
+/// writeback it starts (bench `log`, 100 K x 4 KiB: ~0.1 s of 0.44 s).
+/// Requests are coalesced: only the latest range per segment waits. It
+/// is advisory only (the roll-over and explicit syncs still write and
+/// wait for every byte), so a request dropped or late changes nothing
+/// but timing.
+#[derive(Default)]
+pub(super) struct WriteBehind {
+    job: Arc<(Mutex<WbJob>, Condvar)>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+#[derive(Default)]
+pub(super) struct WbJob {
+    /// (segment, from, to): the next range to submit.
+    next: Option<(Arc<SegFile>, u64, u64)>,
+    stop: bool,
+}
+
+impl WriteBehind {
+    /// Asks for writeback of `[from, to)` of `seg` to be started.
+    pub(super) fn post(&self, seg: &Arc<SegFile>, from: u64, to: u64) {
+        {
+            let mut t = lock(&self.thread);
+            if t.is_none() {
+                let job = self.job.clone();
+                match std::thread::Builder::new()
+                    .name("mmapkit-log-wb".into())
+                    .spawn(move || Self::run(&job))
+                {
+                    Ok(h) => *t = Some(h),
+                    Err(_) => {
+                        // No thread: start it inline, as before.
+                        let _ = crate::map::start_writeback(seg.map.file(), from, to - from);
+                        return;
+                    }
+                }
+            }
+        }
+        let (m, cv) = &*self.job;
+        let mut j = lock(m);
+        j.next = Some(match j.next.take() {
+            Some((s, f, t)) if Arc::ptr_eq(&s, seg) => (s, f.min(from), t.max(to)),
+            _ => (seg.clone(), from, to),
+        });
+        cv.notify_one();
+    }
+
+    fn run(job: &(Mutex<WbJob>, Condvar)) {
+        let (m, cv) = job;
+        let mut j = lock(m);
+        loop {
+            if j.stop {
+                return;
+            }
+            match j.next.take() {
+                Some((seg, from, to)) => {
+                    drop(j);
+                    let _ = crate::map::start_writeback(seg.map.file(), from, to.saturating_sub(from));
+                    drop(seg);
+                    j = lock(m);
+                }
+                None => j = cv.wait(j).unwrap_or_else(|e| e.into_inner()),
+            }
+        }
+    }
+
+    /// Stops the thread (pending requests are dropped: advisory).
+    fn stop(&self) {
+        let h = lock(&self.thread).take();
+        if let Some(h) = h {
+            let (m, cv) = &*self.job;
+            lock(m).stop = true;
+            cv.notify_one();
+            let _ = h.join();
+        }
+    }
 }
 
 /// (device, inode) of the log directories this process has open for
@@ -259,7 +355,8 @@ impl CommitLog {
     }
     /// Zero-ahead: before a batch is written past the part of the tail
     /// segment already zeroed, the next `bytes` (rounded to pages) past it
-    /// are overwritten with zeros and synced (0, the default: off). The
+    /// are overwritten with zeros and synced (0: off; the default is
+    /// [`DEFAULT_ZERO_AHEAD`] for [`SyncMode::Batch`], off otherwise). The
     /// bytes are the same (a fresh segment reads as zeros), but the
     /// segment's blocks are then *written* extents instead of fallocated
     /// (unwritten) ones: a later sync of appended entries is a data-only
@@ -299,6 +396,12 @@ impl CommitLog {
         self.syncs.load(Ordering::Relaxed)
     }
 
+    /// Sets the durable watermark (the caller holds the sync mutex `st`).
+    pub(super) fn set_durable(&self, st: &mut SyncState, v: u64) {
+        st.durable = v;
+        self.durable.store(v, Ordering::Release);
+    }
+
     fn check_writable(&self) -> Result<()> {
         if self.opts.read_only {
             return Err(Error::ReadOnly {
@@ -318,6 +421,7 @@ impl Drop for CommitLog {
         {
             let _ = self.sync();
         }
+        self.behind.stop();
     }
 }
 

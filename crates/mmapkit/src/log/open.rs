@@ -357,7 +357,12 @@ impl CommitLog {
         let log = CommitLog {
             dir,
             appended: Appended::default(),
-            zero_ahead: AtomicUsize::new(0),
+            zero_ahead: AtomicUsize::new(if writable && opts.sync == SyncMode::Batch {
+                DEFAULT_ZERO_AHEAD
+            } else {
+                0
+            }),
+            behind: WriteBehind::default(),
             state: RwLock::new(State {
                 segs,
                 last,
@@ -377,6 +382,7 @@ impl CommitLog {
                 synced: (0, 0),
                 cuts: 0,
             }),
+            durable: AtomicU64::new(last),
             synced: Condvar::new(),
             syncs: AtomicU64::new(0),
             recovery: Recovery::default(),
@@ -409,7 +415,8 @@ impl CommitLog {
             let t = log.tail();
             let mut st = lock(&log.sync);
             if log.opts.sync == SyncMode::Never {
-                st.durable = st.durable.min(t.first - 1);
+                let v = st.durable.min(t.first - 1);
+                log.set_durable(&mut st, v);
             } else {
                 t.map.flush_range(0, tail_end, true)?;
                 st.synced = (t.first, tail_end);

@@ -149,6 +149,78 @@ fn rollover_and_oversized_entries() {
 }
 
 #[test]
+fn zero_ahead_is_on_by_default_for_batch_sync_only() {
+    // sync=batch: the tail is zeroed ahead on append (DEFAULT_ZERO_AHEAD);
+    // the entries read back the same as from a log without it.
+    let seg = 4 << 20;
+    let data: Vec<Vec<u8>> = (0..300u64).map(|i| vec![i as u8; 1 + (i as usize * 37) % 3000]).collect();
+    let mut got = Vec::new();
+    for (o, want_zeroed) in [(synced(seg), true), (opts(seg), false)] {
+        let dir = tempfile::tempdir().unwrap();
+        let log = CommitLog::open(dir.path(), o.clone()).unwrap();
+        for c in data.chunks(7) {
+            let b: Vec<(u64, &[u8])> = c.iter().map(|d| (3, d.as_slice())).collect();
+            log.append(&b).unwrap();
+        }
+        let zeroed = log.tail().zeroed.load(Ordering::Relaxed);
+        if want_zeroed {
+            let s = log.read_state();
+            assert!(zeroed >= s.tail_end + REC && zeroed >= DEFAULT_ZERO_AHEAD, "{zeroed}");
+        } else {
+            assert_eq!(zeroed, 0);
+        }
+        drop(log);
+        let log = CommitLog::open(dir.path(), o).unwrap();
+        assert_eq!(log.recovery().dropped_entries, 0);
+        assert_eq!(log.verify().unwrap().entries, data.len() as u64);
+        got.push(collect(&log, 1, data.len() as u64 + 1));
+    }
+    assert_eq!(got[0], got[1]);
+    assert_eq!(got[0].iter().map(|e| e.2.clone()).collect::<Vec<_>>(), data);
+    // set_zero_ahead(0) turns the default off.
+    let dir = tempfile::tempdir().unwrap();
+    let log = CommitLog::open(dir.path(), synced(seg)).unwrap();
+    log.set_zero_ahead(0);
+    log.append(&[(1, b"x")]).unwrap();
+    assert_eq!(log.tail().zeroed.load(Ordering::Relaxed), 0);
+}
+
+#[test]
+fn write_behind_thread_across_roll_overs_and_truncation() {
+    // sync=never past WRITE_BEHIND bytes per segment (the write-behind
+    // thread runs), across roll-overs and a truncation: everything reads
+    // back, on this handle and after reopening (drop joins the thread).
+    let dir = tempfile::tempdir().unwrap();
+    let seg = (WRITE_BEHIND as u64) * 2;
+    let log = CommitLog::open(dir.path(), opts(seg)).unwrap();
+    let entry = |i: u64| vec![(i % 251) as u8; 60_000];
+    let mut i = 1u64;
+    while i <= 900 {
+        let b: Vec<(u64, Vec<u8>)> = (i..i + 10).map(|k| (1, entry(k))).collect();
+        log.append(&b).unwrap();
+        i += 10;
+    }
+    assert!(segments(dir.path()).len() >= 3);
+    assert!(lock(&log.behind.thread).is_some(), "the write-behind thread was started");
+    log.truncate_after(455).unwrap();
+    let b: Vec<(u64, Vec<u8>)> = (456..466).map(|k| (2, entry(k + 1))).collect();
+    log.append(&b).unwrap();
+    let check = |log: &CommitLog| {
+        assert_eq!(log.last_index(), 465);
+        for k in [1u64, 200, 455] {
+            assert_eq!(log.get(k).unwrap().data(), &entry(k)[..]);
+        }
+        assert_eq!(log.get(460).unwrap().data(), &entry(461)[..]);
+        assert_eq!(log.verify().unwrap().entries, 465);
+    };
+    check(&log);
+    drop(log);
+    let log = CommitLog::open(dir.path(), opts(seg)).unwrap();
+    assert_eq!(log.recovery().dropped_entries, 0);
+    check(&log);
+}
+
+#[test]
 fn zero_ahead_writes_only_zeros_past_the_tail() {
     let dir = tempfile::tempdir().unwrap();
     let seg = 1 << 16;

@@ -88,7 +88,8 @@ impl CommitLog {
         s.last = index;
         s.tail_end = end;
         let mut st = lock(&self.sync);
-        st.durable = st.durable.min(index);
+        let v = st.durable.min(index);
+        self.set_durable(&mut st, v);
         st.cuts += 1;
         if st.synced.0 == tail_first {
             st.synced.1 = st.synced.1.min(end);

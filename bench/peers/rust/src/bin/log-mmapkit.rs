@@ -3,6 +3,8 @@
 //! `append` of a slice of (term, data) per batch, `SyncMode::Batch` or `Never`,
 //! concurrent appenders share the `&self` log (group commit), reads with
 //! `read(lo, hi, None)` (zero-copy slices of the mapping, copied into the sink).
+//! The log's defaults otherwise; `MMAPKIT_ZERO_AHEAD=N` (bytes; 0: off) overrides
+//! `CommitLog::set_zero_ahead` for A/B runs by hand (the suite never sets it).
 use mmapkit::log::{CommitLog, LogOptions, SyncMode};
 
 use log_bench_drivers::{appenders, main as run, Args, Driver, Sink, TERM};
@@ -27,6 +29,9 @@ impl Driver for Mk {
             ..Default::default()
         };
         let log = CommitLog::open(&a.dir, opts).map_err(|e| e.to_string())?;
+        if let Some(n) = std::env::var("MMAPKIT_ZERO_AHEAD").ok().and_then(|v| v.parse().ok()) {
+            log.set_zero_ahead(n);
+        }
         Ok(Mk { log })
     }
 
