@@ -11,7 +11,11 @@
 * or a path: a raw binary file read as ``dtype`` from byte ``offset``
   (``count`` elements, default: to the end of the file), or, without
   ``dtype``, a ``.npy`` file (dtype, offset and shape from its header).
-  The file is mapped by the Rust core; nothing is loaded into memory.
+  Nothing is loaded into memory: the Rust core maps the file when it is in
+  the page cache and otherwise reads it front to back with large
+  ``pread`` calls (disk speed; a mapping would fault it in piecemeal).
+  ``strategy`` (``"auto"``, ``"mmap"`` or ``"read"``) overrides that choice
+  (``axis=None`` only); results are identical either way.
 
 The work runs in Rust with the GIL released, on ``threads`` workers (every
 function takes it: ``None`` or ``0``, the default, one per core; ``1``
@@ -82,15 +86,16 @@ __all__ = ["histogram", "max", "mean", "median", "min", "quantile", "std", "sum"
 Source = Union[npt.ArrayLike, str, "os.PathLike[str]"]
 
 
-def _src(a: Any, dtype: Any, offset: int, count: Optional[int]) -> tuple[Any, dict[str, Any]]:
+def _src(a: Any, dtype: Any, offset: int, count: Optional[int],
+         strategy: Optional[str] = None) -> tuple[Any, dict[str, Any]]:
     """The native source (array or path) and the path-only keyword arguments."""
     if isinstance(a, (str, os.PathLike)):
-        kw: dict[str, Any] = {"offset": offset, "count": count}
+        kw: dict[str, Any] = {"offset": offset, "count": count, "strategy": strategy}
         if dtype is not None:
             kw["dtype"] = np.dtype(dtype).str
         return os.fspath(a), kw
-    if dtype is not None or offset or count is not None:
-        raise TypeError("dtype, offset and count apply to paths, not to arrays")
+    if dtype is not None or offset or count is not None or strategy is not None:
+        raise TypeError("dtype, offset, count and strategy apply to paths, not to arrays")
     arr = np.asarray(a)
     if arr.flags.c_contiguous:
         pass
@@ -138,7 +143,7 @@ def _float_type(dtype_name: str) -> type[np.floating[Any]]:
 
 def median(
     a: Source, *, axis: Optional[int] = None, dtype: Any = None, offset: int = 0, count: Optional[int] = None,
-    skipna: bool = False, threads: Optional[int] = None, memory: int = 256 << 20,
+    skipna: bool = False, threads: Optional[int] = None, strategy: Optional[str] = None, memory: int = 256 << 20,
 ) -> Any:
     """Exact median, equal to ``np.median(a)`` (``np.nanmedian`` with
     ``skipna``); per column with ``axis=0``, within about ``memory`` bytes."""
@@ -147,7 +152,7 @@ def median(
         X, shape = rows
         _empty_warning(X)
         return _columns.median(X, memory, threads).reshape(shape)
-    src, kw = _src(a, dtype, offset, count)
+    src, kw = _src(a, dtype, offset, count, strategy)
     name, value = _native.stats_reduce(src, "median", skipna=skipna, threads=threads, **kw)
     if value != value and _size(src, name, kw) == 0:
         warnings.warn("Mean of empty slice.", RuntimeWarning, stacklevel=2)
@@ -170,7 +175,7 @@ def quantile(
     offset: int = 0,
     count: Optional[int] = None,
     skipna: bool = False,
-    threads: Optional[int] = None,
+    threads: Optional[int] = None, strategy: Optional[str] = None,
     memory: int = 256 << 20,
 ) -> Any:
     """Exact quantile(s) ``q`` in [0, 1], equal to ``np.quantile(a, q, method=method)``.
@@ -191,7 +196,7 @@ def quantile(
         _need_rows(X, "quantiles")
         out = _columns.quantile(X, q, method, memory, threads)
         return out.reshape(np.shape(q) + shape)
-    src, kw = _src(a, dtype, offset, count)
+    src, kw = _src(a, dtype, offset, count, strategy)
     qa = np.asarray(q, dtype=np.float64)
     # numpy interpolates float32 data in float32 only for a Python scalar q
     # (a "weak" scalar); for arrays and numpy scalars in float64.
@@ -216,7 +221,7 @@ def histogram(
     dtype: Any = None,
     offset: int = 0,
     count: Optional[int] = None,
-    threads: Optional[int] = None,
+    threads: Optional[int] = None, strategy: Optional[str] = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.floating[Any]]]:
     """``np.histogram(a, bins, range)`` with ``bins`` equal-width bins: (counts, edges).
 
@@ -228,7 +233,7 @@ def histogram(
         raise TypeError("bins must be an integer number of equal-width bins")
     if bins < 1:
         raise ValueError("`bins` must be positive, when an integer")
-    src, kw = _src(a, dtype, offset, count)
+    src, kw = _src(a, dtype, offset, count, strategy)
     rng = None if range is None else (float(range[0]), float(range[1]))
     name, counts, edges = _native.stats_histogram(src, int(bins), rng, threads=threads, **kw)
     return counts, edges.astype(_float_type(name), copy=False)
@@ -236,14 +241,14 @@ def histogram(
 
 def _extreme(
     which: str, a: Source, dtype: Any, offset: int, count: Optional[int], skipna: bool, threads: Optional[int],
-    axis: Optional[int],
+    axis: Optional[int], strategy: Optional[str],
 ) -> Any:
     rows = _rows(a, dtype, offset, count, skipna, axis)
     if rows is not None:
         X, shape = rows
         _need_rows(X, "minimum" if which == "min" else "maximum")
         return _columns.extreme(X, np.min if which == "min" else np.max).reshape(shape)
-    src, kw = _src(a, dtype, offset, count)
+    src, kw = _src(a, dtype, offset, count, strategy)
     name, value = _native.stats_reduce(src, which, skipna=skipna, threads=threads, **kw)
     if isinstance(value, float) and value != value:
         return _float_type(name)(value)
@@ -252,33 +257,33 @@ def _extreme(
 
 def min(
     a: Source, *, axis: Optional[int] = None, dtype: Any = None, offset: int = 0, count: Optional[int] = None,
-    skipna: bool = False, threads: Optional[int] = None,
+    skipna: bool = False, threads: Optional[int] = None, strategy: Optional[str] = None,
 ) -> Any:
     """Smallest element, like ``np.min`` (``np.nanmin`` with ``skipna``); per column with ``axis=0``."""
-    return _extreme("min", a, dtype, offset, count, skipna, threads, axis)
+    return _extreme("min", a, dtype, offset, count, skipna, threads, axis, strategy)
 
 
 def max(
     a: Source, *, axis: Optional[int] = None, dtype: Any = None, offset: int = 0, count: Optional[int] = None,
-    skipna: bool = False, threads: Optional[int] = None,
+    skipna: bool = False, threads: Optional[int] = None, strategy: Optional[str] = None,
 ) -> Any:
     """Largest element, like ``np.max`` (``np.nanmax`` with ``skipna``); per column with ``axis=0``."""
-    return _extreme("max", a, dtype, offset, count, skipna, threads, axis)
+    return _extreme("max", a, dtype, offset, count, skipna, threads, axis, strategy)
 
 
 def sum(
     a: Source, *, dtype: Any = None, offset: int = 0, count: Optional[int] = None, skipna: bool = False,
-    threads: Optional[int] = None,
+    threads: Optional[int] = None, strategy: Optional[str] = None,
 ) -> Union[int, np.float64]:
     """Sum: an exact Python ``int`` for integer input, a compensated ``float64`` for floats."""
-    src, kw = _src(a, dtype, offset, count)
+    src, kw = _src(a, dtype, offset, count, strategy)
     _, value = _native.stats_reduce(src, "sum", skipna=skipna, threads=threads, **kw)
     return value if isinstance(value, builtins.int) else np.float64(value)
 
 
 def mean(
     a: Source, *, axis: Optional[int] = None, dtype: Any = None, offset: int = 0, count: Optional[int] = None,
-    skipna: bool = False, threads: Optional[int] = None,
+    skipna: bool = False, threads: Optional[int] = None, strategy: Optional[str] = None,
 ) -> Any:
     """Arithmetic mean as ``float64`` (exact-sum based; NaN with a warning
     when empty); per column with ``axis=0`` (merged per-chunk ``float64``
@@ -288,7 +293,7 @@ def mean(
         X, shape = rows
         _empty_warning(X)
         return _columns.mean(X).reshape(shape)
-    src, kw = _src(a, dtype, offset, count)
+    src, kw = _src(a, dtype, offset, count, strategy)
     _, value = _native.stats_reduce(src, "mean", skipna=skipna, threads=threads, **kw)
     if value != value and _size(src, "", kw) == 0:
         warnings.warn("Mean of empty slice.", RuntimeWarning, stacklevel=2)

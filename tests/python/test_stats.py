@@ -320,6 +320,55 @@ def test_threads_give_the_same_results(tmp_path, dtype: str) -> None:
                 np.testing.assert_array_equal(call(src, t), want, strict=True)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n", [0, 1, 2, 1001, (1 << 20) + 3, (5 << 20) + 1])
+def test_read_and_mmap_strategies_agree(tmp_path, dtype: str, n: int) -> None:
+    """A path read with large preads ("read", what "auto" picks for a file
+    not in the page cache) gives exactly the mapped path's results (the
+    array's own), raw with an offset or .npy, on 1 and 3 threads."""
+    a = rand(dtype, n, 11, special=dtype in FLOATS)
+    raw = tmp_path / "a.raw"
+    raw.write_bytes(b"\0" * 16 + a.tobytes())
+    npy = tmp_path / "a.npy"
+    np.save(npy, a)
+    calls = [
+        lambda src, **kw: st.median(src, **kw),
+        lambda src, **kw: st.median(src, skipna=True, **kw),
+        lambda src, **kw: st.quantile(src, QS, **kw),
+        lambda src, **kw: st.quantile(src, [0.5, 0.1], method="inverted_cdf", skipna=True, **kw),
+        lambda src, **kw: st.histogram(src, 9, (-100, 100), **kw),
+        lambda src, **kw: (st.min(src, skipna=True, **kw), st.max(src, skipna=True, **kw)),
+        lambda src, **kw: st.sum(src, **kw),
+        lambda src, **kw: st.mean(src, skipna=True, **kw),
+    ]
+    if dtype not in FLOATS:
+        calls.append(lambda src, **kw: st.histogram(src, 7, **kw))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for call in calls:
+            try:
+                want = call(a, threads=1)
+            except (ValueError, IndexError) as e:
+                want = type(e)
+            for path, kw in ((raw, {"dtype": dtype, "offset": 16}), (npy, {})):
+                for strategy in ("mmap", "read", "auto"):
+                    for t in (1, 3):
+                        try:
+                            got = call(path, strategy=strategy, threads=t, **kw)
+                        except (ValueError, IndexError) as e:
+                            got = type(e)
+                        if isinstance(want, tuple):
+                            assert isinstance(got, tuple) and len(got) == len(want)
+                            for g, w in zip(got, want):
+                                np.testing.assert_array_equal(g, w, strict=True)
+                        else:
+                            np.testing.assert_array_equal(got, want, strict=True)
+    with pytest.raises(TypeError, match="strategy"):
+        st.median(a, strategy="read")
+    with pytest.raises(ValueError, match="strategy"):
+        st.median(npy, strategy="bogus")
+
+
 @pytest.mark.parametrize("bad", [-1, 1025])
 def test_threads_out_of_range_raise_value_error(bad: int) -> None:
     with pytest.raises(ValueError, match="threads"):

@@ -1,12 +1,14 @@
 //! `mmapkit.stats` natives: exact statistics over a contiguous numpy array
-//! (borrowed zero-copy) or a file mapped by path. Each returns the source's
+//! (borrowed zero-copy) or a file by path (mapped, or read with large
+//! `pread`s when not in the page cache: `strategy`). Each returns the source's
 //! dtype name with the result so `mmapkit/stats.py` can build numpy-typed
 //! results; the work runs with the GIL released.
 
 use std::path::PathBuf;
 
-use mmapkit::stats::{self, DType, Data, MappedArray, Method, Sum, Value};
-use mmapkit::{with_data, with_dtype};
+use mmapkit::scan::Strategy;
+use mmapkit::stats::{ArrayFile, DType, Data, Input, Method, Sum, Value};
+use mmapkit::with_dtype;
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArrayDyn, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -15,8 +17,9 @@ use pyo3::IntoPyObjectExt;
 use crate::errors::IntoPy;
 
 /// Runs `f` on the data of `src` (a numpy array, or a path read with
-/// `dtype`/`offset`/`count`, or as `.npy` without a dtype) with the GIL
-/// released, on `threads` workers. Returns the dtype name and `f`'s result.
+/// `dtype`/`offset`/`count`, or as `.npy` without a dtype, through
+/// `strategy`) with the GIL released, on `threads` workers. Returns the
+/// dtype name and `f`'s result.
 #[allow(clippy::too_many_arguments)]
 fn run<R: Send>(
     py: Python<'_>,
@@ -25,19 +28,20 @@ fn run<R: Send>(
     offset: u64,
     count: Option<u64>,
     threads: Option<i64>,
-    f: impl Fn(Data<'_>) -> mmapkit::Result<R> + Send + Sync,
+    strategy: Option<&str>,
+    f: impl Fn(Input<'_>) -> mmapkit::Result<R> + Send + Sync,
 ) -> PyResult<(&'static str, R)> {
     let threads = crate::exec::threads(threads)?;
     if let Ok(arr) = src.cast::<PyUntypedArray>() {
-        if dtype.is_some() || offset != 0 || count.is_some() {
-            return Err(PyTypeError::new_err("dtype, offset and count apply to paths, not to arrays"));
+        if dtype.is_some() || offset != 0 || count.is_some() || strategy.is_some() {
+            return Err(PyTypeError::new_err("dtype, offset, count and strategy apply to paths, not to arrays"));
         }
         for dt in DType::ALL {
             with_dtype!(dt, |T| if let Ok(a) = arr.extract::<PyReadonlyArrayDyn<'_, T>>() {
                 let s = a.as_slice().map_err(|_| {
                     PyValueError::new_err("array is not contiguous (mmapkit.stats copies such arrays; call it through mmapkit.stats)")
                 })?;
-                let r = py.detach(|| threads.install(|| f(Data::from(s)))?).py_err()?;
+                let r = py.detach(|| threads.install(|| f(Input::from(Data::from(s))))?).py_err()?;
                 return Ok((dt.name(), r));
             })
         }
@@ -50,9 +54,10 @@ fn run<R: Send>(
         .extract()
         .map_err(|_| PyTypeError::new_err("expected a numpy array, an object with __array__, or a path"))?;
     let dtype = dtype.map(str::parse::<DType>).transpose().py_err()?;
+    let strategy: Strategy = strategy.unwrap_or("auto").parse().py_err()?;
     let r = py
         .detach(|| {
-            let a = MappedArray::open(&path, dtype, offset, count)?;
+            let a = ArrayFile::open(&path, dtype, offset, count, strategy)?;
             let r = threads.install(|| a.with(&f))???;
             Ok((a.dtype().name(), r))
         })
@@ -72,7 +77,7 @@ fn value_obj(py: Python<'_>, v: Value) -> PyResult<Py<PyAny>> {
 /// (float64), `"sum"` (exact int, or compensated float), `"min"` or
 /// `"max"` (an element, as int or float). Returns (dtype name, value).
 #[pyfunction]
-#[pyo3(signature = (src, which, *, dtype = None, offset = 0, count = None, skipna = false, threads = None))]
+#[pyo3(signature = (src, which, *, dtype = None, offset = 0, count = None, skipna = false, threads = None, strategy = None))]
 #[allow(clippy::too_many_arguments)]
 pub fn stats_reduce(
     py: Python<'_>,
@@ -83,21 +88,22 @@ pub fn stats_reduce(
     count: Option<u64>,
     skipna: bool,
     threads: Option<i64>,
+    strategy: Option<&str>,
 ) -> PyResult<(&'static str, Py<PyAny>)> {
     enum Out {
         Float(f64),
         Sum(Sum),
         Value(Value),
     }
-    let reduce: fn(Data<'_>, bool) -> mmapkit::Result<Out> = match which {
-        "median" => |d, skipna| Ok(Out::Float(with_data!(d, |s| stats::median(s, skipna)))),
-        "mean" => |d, skipna| Ok(Out::Float(with_data!(d, |s| stats::mean(s, skipna)))),
-        "sum" => |d, skipna| Ok(Out::Sum(with_data!(d, |s| stats::sum(s, skipna)))),
-        "min" => |d, skipna| with_data!(d, |s| stats::min(s, skipna)).map(Out::Value),
-        "max" => |d, skipna| with_data!(d, |s| stats::max(s, skipna)).map(Out::Value),
+    let reduce: fn(Input<'_>, bool) -> mmapkit::Result<Out> = match which {
+        "median" => |d, skipna| d.median(skipna).map(Out::Float),
+        "mean" => |d, skipna| d.mean(skipna).map(Out::Float),
+        "sum" => |d, skipna| d.sum(skipna).map(Out::Sum),
+        "min" => |d, skipna| d.min(skipna).map(Out::Value),
+        "max" => |d, skipna| d.max(skipna).map(Out::Value),
         _ => return Err(PyValueError::new_err(format!("unknown reduction {which:?} (expected median, mean, sum, min or max)"))),
     };
-    let (name, out) = run(py, src, dtype, offset, count, threads, |d| reduce(d, skipna))?;
+    let (name, out) = run(py, src, dtype, offset, count, threads, strategy, |d| reduce(d, skipna))?;
     let obj = match out {
         Out::Float(f) => f.into_py_any(py)?,
         Out::Sum(Sum::Int(i)) => i.into_py_any(py)?,
@@ -110,7 +116,7 @@ pub fn stats_reduce(
 /// Quantiles `qs` of `src`: (dtype name, values as int or float); `wide`:
 /// float32 data interpolates in float64 (numpy's way for an array of q).
 #[pyfunction]
-#[pyo3(signature = (src, qs, *, method = "linear", wide = false, dtype = None, offset = 0, count = None, skipna = false, threads = None))]
+#[pyo3(signature = (src, qs, *, method = "linear", wide = false, dtype = None, offset = 0, count = None, skipna = false, threads = None, strategy = None))]
 #[allow(clippy::too_many_arguments)]
 pub fn stats_quantile(
     py: Python<'_>,
@@ -123,15 +129,10 @@ pub fn stats_quantile(
     count: Option<u64>,
     skipna: bool,
     threads: Option<i64>,
+    strategy: Option<&str>,
 ) -> PyResult<(&'static str, Vec<Py<PyAny>>)> {
     let method: Method = method.parse().py_err()?;
-    let (name, vals) = run(py, src, dtype, offset, count, threads, |d| {
-        with_data!(d, |s| if wide {
-            stats::quantiles_wide(s, &qs, method, skipna)
-        } else {
-            stats::quantiles(s, &qs, method, skipna)
-        })
-    })?;
+    let (name, vals) = run(py, src, dtype, offset, count, threads, strategy, |d| d.quantiles(&qs, method, skipna, wide))?;
     Ok((name, vals.into_iter().map(|v| value_obj(py, v)).collect::<PyResult<_>>()?))
 }
 
@@ -140,7 +141,7 @@ type HistogramResult<'py> = (&'static str, Bound<'py, PyArray1<i64>>, Bound<'py,
 
 /// Histogram of `src`: (dtype name, counts, edges).
 #[pyfunction]
-#[pyo3(signature = (src, bins = 10, range = None, *, dtype = None, offset = 0, count = None, threads = None))]
+#[pyo3(signature = (src, bins = 10, range = None, *, dtype = None, offset = 0, count = None, threads = None, strategy = None))]
 #[allow(clippy::too_many_arguments)]
 pub fn stats_histogram<'py>(
     py: Python<'py>,
@@ -151,8 +152,9 @@ pub fn stats_histogram<'py>(
     offset: u64,
     count: Option<u64>,
     threads: Option<i64>,
+    strategy: Option<&str>,
 ) -> PyResult<HistogramResult<'py>> {
-    let (name, h) = run(py, src, dtype, offset, count, threads, |d| with_data!(d, |s| stats::histogram(s, bins, range)))?;
+    let (name, h) = run(py, src, dtype, offset, count, threads, strategy, |d| d.histogram(bins, range))?;
     let counts: Vec<i64> = h.counts.into_iter().map(|c| c as i64).collect();
     Ok((name, counts.into_pyarray(py), h.edges.into_pyarray(py)))
 }

@@ -129,7 +129,8 @@ pub(crate) fn pseudo_fs(file: &File) -> bool {
 }
 
 thread_local! {
-    static BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    // u64 words so a window is 8-byte aligned: statistics view it as typed elements.
+    static BUF: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
 }
 
 impl Input {
@@ -188,11 +189,12 @@ impl Source {
         match self {
             Source::Mapped(m) => m.read_with(|d| f(&d[start as usize..end as usize])),
             Source::Read { file, path, .. } => BUF.with(|cell| {
-                let mut buf = cell.borrow_mut();
+                let mut words = cell.borrow_mut();
                 let n = (end - start) as usize;
-                if buf.len() < n {
-                    buf.resize(n, 0);
+                if words.len() * 8 < n {
+                    words.resize(n.div_ceil(8), 0);
                 }
+                let buf: &mut [u8] = bytemuck::cast_slice_mut(&mut words[..]);
                 let got = pread_full(file, &mut buf[..n], start).map_err(|e| Error::io(path, "read", e))?;
                 if got < n {
                     // Not mapped: say so (FileTruncated is about mappings).

@@ -2,9 +2,13 @@
 
 use std::path::{Path, PathBuf};
 
+use super::source::{Streamed, BLOCK_BYTES};
+use super::{Histogram, Method, Sum, Value};
 use crate::dtype::{DType, Native};
-use crate::with_dtype;
 use crate::map::{Advice, Map, MapOptions, Mode};
+use crate::scan::source::Source;
+use crate::scan::Strategy;
+use crate::with_dtype;
 use crate::{Error, Result};
 
 /// A typed slice of one of the supported element types.
@@ -205,5 +209,205 @@ impl MappedArray {
     pub fn with<R>(&self, f: impl FnOnce(Data<'_>) -> R) -> Result<R> {
         let data = Data::from_bytes(self.dtype, self.map.as_slice(), &self.path)?;
         self.map.read_with(|_| f(data))
+    }
+}
+
+/// Resident share of a file's range from which [`Strategy::Auto`] maps it
+/// instead of reading it: page faults on cached pages cost less than
+/// copying them out, but faults on uncached ones get small, scattered I/O
+/// (a strided sample, two workers reading far apart), while `pread`s of
+/// [`BLOCK_BYTES`] in file order stream at the disk's speed.
+pub const AUTO_MMAP_RESIDENT: f64 = 0.9;
+
+/// A file (or part of one) as a flat array, read through a mapping or with
+/// large sequential `pread`s; see [`ArrayFile::open`].
+#[derive(Debug)]
+pub struct ArrayFile {
+    array: MappedArray,
+    /// The `pread` source when reading (not mapping) the data.
+    read: Option<Source>,
+}
+
+impl std::fmt::Debug for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Source::Mapped(_) => "Source::Mapped",
+            Source::Read { .. } => "Source::Read",
+        })
+    }
+}
+
+impl ArrayFile {
+    /// Opens the elements [`MappedArray::open`] would (same arguments, same
+    /// errors), to be read with `strategy`: [`Strategy::Mmap`] maps them,
+    /// [`Strategy::Read`] (or `Stream`) reads them in order with `pread`
+    /// into per-worker buffers, and [`Strategy::Auto`] maps them when at
+    /// least [`AUTO_MMAP_RESIDENT`] of the range is in the page cache
+    /// (`mincore`) and reads them otherwise. Every statistic gives the same
+    /// result either way.
+    pub fn open(
+        path: impl AsRef<Path>,
+        dtype: Option<DType>,
+        offset: u64,
+        count: Option<u64>,
+        strategy: Strategy,
+    ) -> Result<ArrayFile> {
+        let path = path.as_ref();
+        let array = MappedArray::open(path, dtype, offset, count)?;
+        let read = match strategy {
+            Strategy::Mmap => false,
+            Strategy::Read | Strategy::Stream => true,
+            Strategy::Auto => {
+                let r = array.map.residency()?;
+                r.mapped_bytes > 0 && (r.resident_bytes as f64) < AUTO_MMAP_RESIDENT * r.mapped_bytes as f64
+            }
+        };
+        let read = if read {
+            let file = array.map.file().try_clone().map_err(|e| Error::io(path, "dup", e))?;
+            let len = file.metadata().map_err(|e| Error::io(path, "stat", e))?.len();
+            // Tell the kernel the file is read front to back (larger read-ahead).
+            fadvise_sequential(&file);
+            Some(Source::Read { file, len, path: path.to_owned() })
+        } else {
+            None
+        };
+        Ok(ArrayFile { array, read })
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.array.dtype
+    }
+
+    /// The strategy in use: [`Strategy::Mmap`] or [`Strategy::Read`].
+    pub fn strategy(&self) -> Strategy {
+        if self.read.is_some() {
+            Strategy::Read
+        } else {
+            Strategy::Mmap
+        }
+    }
+
+    /// Runs `f` on the elements; a truncation of the file by another
+    /// process during `f` is an error ([`Error::FileTruncated`] when
+    /// mapped, [`Error::Truncated`] when read).
+    pub fn with<R>(&self, f: impl FnOnce(Input<'_>) -> R) -> Result<R> {
+        let a = &self.array;
+        // The same checks (whole elements, alignment) whichever the source.
+        let data = Data::from_bytes(a.dtype, a.map.as_slice(), &a.path)?;
+        match &self.read {
+            None => a.map.read_with(|_| f(Input::Memory(data))),
+            Some(source) => Ok(f(Input::File(FileData {
+                source,
+                offset: a.map.offset(),
+                len: data.len(),
+                dtype: a.dtype,
+            }))),
+        }
+    }
+}
+
+/// `posix_fadvise(SEQUENTIAL)`: a hint (doubles the read-ahead window), so
+/// a refusal is ignored.
+fn fadvise_sequential(file: &std::fs::File) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: plain syscall on a valid descriptor; it touches no memory.
+    let _ = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_SEQUENTIAL) };
+}
+
+/// The elements of a file read with `pread` (see [`ArrayFile`]).
+#[derive(Clone, Copy, Debug)]
+pub struct FileData<'a> {
+    source: &'a Source,
+    offset: u64,
+    len: usize,
+    dtype: DType,
+}
+
+/// What a statistic reads: elements in memory, or a file read in blocks.
+#[derive(Clone, Copy, Debug)]
+pub enum Input<'a> {
+    /// A typed slice (an array in memory, or a mapped file).
+    Memory(Data<'a>),
+    /// A file read with large sequential `pread`s.
+    File(FileData<'a>),
+}
+
+/// Runs a generic expression on the elements of an [`Input`], bound to
+/// `$s` as a `&[T]` or a `&Streamed<T>` (both [`Elements`](super::source::Elements)).
+macro_rules! on_input {
+    ($input:expr, |$s:ident| $body:expr) => {
+        match $input {
+            Input::Memory(d) => $crate::with_data!(d, |$s| $body),
+            Input::File(f) => with_dtype!(f.dtype, |T| {
+                let streamed = Streamed::<T>::new(f.source, f.offset, f.len, BLOCK_BYTES);
+                let $s = &streamed;
+                $body
+            }),
+        }
+    };
+}
+
+impl Input<'_> {
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        match self {
+            Input::Memory(d) => d.dtype(),
+            Input::File(f) => f.dtype,
+        }
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        match self {
+            Input::Memory(d) => d.len(),
+            Input::File(f) => f.len,
+        }
+    }
+
+    /// Whether there are no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// [`median`](super::median).
+    pub fn median(self, skipna: bool) -> Result<f64> {
+        on_input!(self, |s| super::median_in(s, skipna))
+    }
+
+    /// [`quantiles`](super::quantiles), or [`quantiles_wide`](super::quantiles_wide) with `wide`.
+    pub fn quantiles(self, qs: &[f64], method: Method, skipna: bool, wide: bool) -> Result<Vec<Value>> {
+        on_input!(self, |s| super::quantiles_in(s, qs, method, skipna, wide))
+    }
+
+    /// [`min`](super::min).
+    pub fn min(self, skipna: bool) -> Result<Value> {
+        on_input!(self, |s| super::extreme_in(s, skipna, false))
+    }
+
+    /// [`max`](super::max).
+    pub fn max(self, skipna: bool) -> Result<Value> {
+        on_input!(self, |s| super::extreme_in(s, skipna, true))
+    }
+
+    /// [`sum`](super::sum).
+    pub fn sum(self, skipna: bool) -> Result<Sum> {
+        on_input!(self, |s| super::sum_count_in(s, skipna).map(|(sum, _)| sum))
+    }
+
+    /// [`mean`](super::mean).
+    pub fn mean(self, skipna: bool) -> Result<f64> {
+        on_input!(self, |s| super::mean_in(s, skipna))
+    }
+
+    /// [`histogram`](super::histogram).
+    pub fn histogram(self, bins: usize, range: Option<(f64, f64)>) -> Result<Histogram> {
+        on_input!(self, |s| super::hist::histogram_in(s, bins, range))
+    }
+}
+
+impl<'a> From<Data<'a>> for Input<'a> {
+    fn from(d: Data<'a>) -> Input<'a> {
+        Input::Memory(d)
     }
 }

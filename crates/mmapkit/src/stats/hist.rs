@@ -8,9 +8,8 @@
 //! type. This does the same: an estimated index, corrected against the
 //! edges, so the answer is exactly numpy's.
 
-use rayon::prelude::*;
-
-use super::select::{top_counts, CHUNK};
+use super::select::top_counts_in;
+use super::source::Elements;
 use super::{key_range, Element};
 use crate::{Error, Result};
 
@@ -64,6 +63,14 @@ fn bin_of(x: f64, edges: &[f64], scale: f64) -> usize {
 /// in the data is then an error, as in numpy; with a range they are
 /// dropped like any out-of-range value).
 pub fn histogram<T: Element>(data: &[T], bins: usize, range: Option<(f64, f64)>) -> Result<Histogram> {
+    histogram_in(data, bins, range)
+}
+
+pub(crate) fn histogram_in<T: Element, S: Elements<T> + ?Sized>(
+    data: &S,
+    bins: usize,
+    range: Option<(f64, f64)>,
+) -> Result<Histogram> {
     if bins == 0 {
         return Err(Error::InvalidArgument("`bins` must be positive".into()));
     }
@@ -82,9 +89,9 @@ pub fn histogram<T: Element>(data: &[T], bins: usize, range: Option<(f64, f64)>)
             let (lo, hi) = if lo == hi { (lo - 0.5, hi + 0.5) } else { (lo, hi) };
             (lo, hi, false, Some(keep))
         }
-        None if data.is_empty() => (0.0, 1.0, false, None),
+        None if data.count() == 0 => (0.0, 1.0, false, None),
         None => {
-            let (klo, khi, nans) = key_range(data);
+            let (klo, khi, nans) = key_range(data)?;
             let (lo, hi) = if nans > 0 {
                 (f64::NAN, f64::NAN)
             } else {
@@ -126,7 +133,7 @@ pub fn histogram<T: Element>(data: &[T], bins: usize, range: Option<(f64, f64)>)
     let mut counts = vec![0u64; bins];
     if T::BITS <= 16 {
         // Count every distinct value once, then bin the values.
-        let top = top_counts(data);
+        let top = top_counts_in(data)?;
         for (k, &c) in top.hist.iter().enumerate() {
             let x = T::from_key(k as u64).to_f64();
             if c > 0 && in_range(x) {
@@ -135,27 +142,22 @@ pub fn histogram<T: Element>(data: &[T], bins: usize, range: Option<(f64, f64)>)
         }
         return Ok(Histogram { counts, edges });
     }
-    counts = data
-        .par_chunks(CHUNK)
-        .fold(
-            || vec![0u64; bins],
-            |mut h, chunk| {
-                for &x in chunk {
-                    // NaN fails the range test; without a range there is none.
-                    let v = x.to_f64();
-                    if !x.is_nan() && in_range(v) {
-                        h[bin_of(v, &edges, scale)] += 1;
-                    }
+    counts = data.fold_chunks(
+        || vec![0u64; bins],
+        |mut h, _, chunk| {
+            for &x in chunk {
+                // NaN fails the range test; without a range there is none.
+                let v = x.to_f64();
+                if !x.is_nan() && in_range(v) {
+                    h[bin_of(v, &edges, scale)] += 1;
                 }
-                h
-            },
-        )
-        .reduce(
-            || vec![0u64; bins],
-            |mut a, b| {
-                a.iter_mut().zip(&b).for_each(|(x, y)| *x += y);
-                a
-            },
-        );
+            }
+            h
+        },
+        |mut a, b| {
+            a.iter_mut().zip(&b).for_each(|(x, y)| *x += y);
+            a
+        },
+    )?;
     Ok(Histogram { counts, edges })
 }

@@ -14,6 +14,10 @@
 //!   guesses a narrow window of values holding the wanted ranks, and the one
 //!   pass counts values below it and histograms only those inside (an
 //!   L1-sized table); if the sample misled, the plain counting pass runs.
+//! * Files ([`ArrayFile`]) are mapped when they are in the page cache and
+//!   otherwise read front to back with large `pread`s into per-worker
+//!   buffers (a mapping faults uncached data in with small, scattered
+//!   reads); the kernels are the same, and so are the results.
 //! * 32/64-bit integers and floats: two-pass radix selection on an
 //!   order-preserving unsigned key (floats: sign-flipped bits): pass 1
 //!   counts the top 16 bits, pass 2 collects the one bucket that holds the
@@ -52,18 +56,18 @@ mod data;
 mod element;
 mod hist;
 mod select;
+mod source;
 #[cfg(test)]
 mod tests;
 
 pub use crate::dtype::DType;
-pub use data::{Data, MappedArray};
+pub use data::{ArrayFile, Data, FileData, Input, MappedArray};
 pub use element::{Element, Sum};
 pub use hist::{histogram, Histogram};
 
-use rayon::prelude::*;
-
 use crate::{Error, Result};
-use select::{select_keys, select_keys_window, top_counts, TopCounts, CHUNK};
+use select::{infallible, select_keys, select_keys_window, top_counts_in, TopCounts};
+use source::Elements;
 
 /// A single value of an array, widened.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -105,39 +109,43 @@ crate::names::named_enum!(Method, "quantile method", {
 
 /// The median; see the [module docs](self) for NaN and empty input.
 pub fn median<T: Element>(data: &[T], skipna: bool) -> f64 {
-    let (n, nans, top) = counts(data);
+    infallible(median_in(data, skipna))
+}
+
+pub(crate) fn median_in<T: Element, S: Elements<T> + ?Sized>(data: &S, skipna: bool) -> Result<f64> {
+    let (n, nans, top) = counts(data)?;
     if (nans > 0 && !skipna) || n == 0 {
-        return f64::NAN;
+        return Ok(f64::NAN);
     }
-    if n % 2 == 1 {
+    Ok(if n % 2 == 1 {
         // numpy's mean of one element is the element (no a + a overflow).
-        T::from_key(select(data, top, &[n / 2])[0]).to_f64()
+        T::from_key(select(data, top, &[n / 2])?[0]).to_f64()
     } else {
-        let k = select(data, top, &[n / 2 - 1, n / 2]);
+        let k = select(data, top, &[n / 2 - 1, n / 2])?;
         T::mid(T::from_key(k[0]), T::from_key(k[1]))
-    }
+    })
 }
 
 /// (non-NaN count, NaN count, pass-1 counts). 16-bit data (integers: no
 /// NaN) skips pass 1: [`select`] tries the one-pass window first.
-fn counts<T: Element>(data: &[T]) -> (u64, u64, Option<TopCounts>) {
-    if T::BITS == 16 {
-        (data.len() as u64, 0, None)
+fn counts<T: Element, S: Elements<T> + ?Sized>(data: &S) -> Result<(u64, u64, Option<TopCounts>)> {
+    Ok(if T::BITS == 16 {
+        (data.count() as u64, 0, None)
     } else {
-        let top = top_counts(data);
+        let top = top_counts_in(data)?;
         (top.valid(), top.nans, Some(top))
-    }
+    })
 }
 
 /// Keys of `ranks`, by the window fast path when pass 1 was skipped.
-fn select<T: Element>(data: &[T], top: Option<TopCounts>, ranks: &[u64]) -> Vec<u64> {
+fn select<T: Element, S: Elements<T> + ?Sized>(data: &S, top: Option<TopCounts>, ranks: &[u64]) -> Result<Vec<u64>> {
     let top = match top {
         Some(t) => t,
         None => {
-            if let Some(k) = select_keys_window(data, ranks) {
-                return k;
+            if let Some(k) = select_keys_window(data, ranks)? {
+                return Ok(k);
             }
-            top_counts(data)
+            top_counts_in(data)?
         }
     };
     select_keys(data, &top, ranks)
@@ -160,13 +168,23 @@ pub fn quantiles_wide<T: Element>(data: &[T], qs: &[f64], method: Method, skipna
 }
 
 fn quantiles_with<T: Element>(data: &[T], qs: &[f64], method: Method, skipna: bool, wide: bool) -> Result<Vec<Value>> {
+    quantiles_in(data, qs, method, skipna, wide)
+}
+
+pub(crate) fn quantiles_in<T: Element, S: Elements<T> + ?Sized>(
+    data: &S,
+    qs: &[f64],
+    method: Method,
+    skipna: bool,
+    wide: bool,
+) -> Result<Vec<Value>> {
     if let Some(q) = qs.iter().find(|q| !(0.0..=1.0).contains(*q)) {
         return Err(Error::InvalidArgument(format!("quantiles must be in the range [0, 1], got {q}")));
     }
-    if data.is_empty() {
+    if data.count() == 0 {
         return Err(Error::InvalidArgument("cannot compute a quantile of an empty array".into()));
     }
-    let (n, nans, top) = counts(data);
+    let (n, nans, top) = counts(data)?;
     if (nans > 0 && !skipna) || n == 0 {
         return Ok(vec![Value::Float(f64::NAN); qs.len()]);
     }
@@ -198,7 +216,7 @@ fn quantiles_with<T: Element>(data: &[T], qs: &[f64], method: Method, skipna: bo
     let mut ranks: Vec<u64> = plan.iter().flat_map(|&(a, b, _)| [a, b]).collect();
     ranks.sort_unstable();
     ranks.dedup();
-    let keys = select(data, top, &ranks);
+    let keys = select(data, top, &ranks)?;
     let at = |r: u64| T::from_key(keys[ranks.binary_search(&r).expect("rank selected")]);
     Ok(plan
         .into_iter()
@@ -209,22 +227,27 @@ fn quantiles_with<T: Element>(data: &[T], qs: &[f64], method: Method, skipna: bo
         .collect())
 }
 
-/// Non-NaN key range and NaN count of a chunk.
-fn key_range<T: Element>(data: &[T]) -> (u64, u64, u64) {
-    data.par_chunks(CHUNK)
-        .map(T::key_range)
-        .reduce(|| (u64::MAX, 0, 0), |a, b| (a.0.min(b.0), a.1.max(b.1), a.2 + b.2))
+/// Non-NaN key range and NaN count.
+fn key_range<T: Element, S: Elements<T> + ?Sized>(data: &S) -> Result<(u64, u64, u64)> {
+    data.fold_chunks(
+        || (u64::MAX, 0, 0),
+        |a, _, c| {
+            let b = T::key_range(c);
+            (a.0.min(b.0), a.1.max(b.1), a.2 + b.2)
+        },
+        |a, b| (a.0.min(b.0), a.1.max(b.1), a.2 + b.2),
+    )
 }
 
-fn extreme<T: Element>(data: &[T], skipna: bool, max: bool) -> Result<Value> {
-    if data.is_empty() {
+pub(crate) fn extreme_in<T: Element, S: Elements<T> + ?Sized>(data: &S, skipna: bool, max: bool) -> Result<Value> {
+    if data.count() == 0 {
         return Err(Error::InvalidArgument(format!(
             "zero-size array to reduction operation {} which has no identity",
             if max { "maximum" } else { "minimum" }
         )));
     }
-    let (lo, hi, nans) = key_range(data);
-    if (nans > 0 && !skipna) || nans == data.len() as u64 {
+    let (lo, hi, nans) = key_range(data)?;
+    if (nans > 0 && !skipna) || nans == data.count() as u64 {
         return Ok(Value::Float(f64::NAN));
     }
     Ok(T::from_key(if max { hi } else { lo }).value())
@@ -232,38 +255,57 @@ fn extreme<T: Element>(data: &[T], skipna: bool, max: bool) -> Result<Value> {
 
 /// The smallest element (NaN rules in the [module docs](self)).
 pub fn min<T: Element>(data: &[T], skipna: bool) -> Result<Value> {
-    extreme(data, skipna, false)
+    extreme_in(data, skipna, false)
 }
 
 /// The largest element (NaN rules in the [module docs](self)).
 pub fn max<T: Element>(data: &[T], skipna: bool) -> Result<Value> {
-    extreme(data, skipna, true)
+    extreme_in(data, skipna, true)
 }
 
 /// The sum: exact for integers, compensated `f64` for floats. With
 /// `skipna`, NaNs count as zero (like `np.nansum`).
 pub fn sum<T: Element>(data: &[T], skipna: bool) -> Sum {
+    infallible(sum_count_in(data, skipna)).0
+}
+
+/// The sum and the number of elements summed (non-NaN ones with `skipna`).
+/// Chunk sums merge in chunk order, so the result does not depend on the
+/// thread count or the source.
+pub(crate) fn sum_count_in<T: Element, S: Elements<T> + ?Sized>(data: &S, skipna: bool) -> Result<(Sum, u64)> {
     let zero = if T::DTYPE.is_float() { Sum::Float(0.0, 0.0) } else { Sum::Int(0) };
-    data.par_chunks(CHUNK)
-        .map(|c| {
+    let mut parts = data.fold_chunks(
+        Vec::new,
+        |mut acc: Vec<(usize, Sum, u64)>, i, c| {
             if skipna && c.iter().any(|x| x.is_nan()) {
                 let clean: Vec<T> = c.iter().copied().filter(|x| !x.is_nan()).collect();
-                T::sum_chunk(&clean)
+                acc.push((i, T::sum_chunk(&clean), clean.len() as u64));
             } else {
-                T::sum_chunk(c)
+                acc.push((i, T::sum_chunk(c), c.len() as u64));
             }
-        })
-        .reduce(|| zero, Sum::merge)
+            acc
+        },
+        |mut a, b| {
+            a.extend(b);
+            a
+        },
+    )?;
+    parts.sort_unstable_by_key(|p| p.0);
+    Ok(parts.into_iter().fold((zero, 0), |(s, n), (_, t, m)| (s.merge(t), n + m)))
 }
 
 /// The arithmetic mean as `f64` (NaN for empty input). With `skipna`,
 /// over the non-NaN elements (like `np.nanmean`).
 pub fn mean<T: Element>(data: &[T], skipna: bool) -> f64 {
-    let n = if skipna { data.par_iter().filter(|x| !x.is_nan()).count() } else { data.len() };
-    match sum(data, skipna) {
+    infallible(mean_in(data, skipna))
+}
+
+pub(crate) fn mean_in<T: Element, S: Elements<T> + ?Sized>(data: &S, skipna: bool) -> Result<f64> {
+    let (s, n) = sum_count_in(data, skipna)?;
+    Ok(match s {
         Sum::Int(s) => s as f64 / n as f64,
         Sum::Float(s, c) => (s + c) / n as f64,
-    }
+    })
 }
 
 impl Sum {

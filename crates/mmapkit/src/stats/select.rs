@@ -8,9 +8,9 @@
 //! bucket keeps more than `COLLECT` keys only when more than
 //! `COLLECT` values share their top 16 bits).
 
-use rayon::prelude::*;
-
+use super::source::Elements;
 use super::Element;
+use crate::Result;
 
 /// Elements per parallel task.
 pub(crate) const CHUNK: usize = 1 << 20;
@@ -118,7 +118,8 @@ fn count_pairs<T: Element, H: std::ops::IndexMut<usize, Output = u32> + ?Sized>(
     nans
 }
 
-/// Pass 1 (parallel).
+/// Pass 1 over a slice (tests: the reference the kernels are checked on).
+#[cfg(test)]
 pub(crate) fn top_counts<T: Element>(data: &[T]) -> TopCounts {
     let bins = 1usize << top_bits::<T>();
     let shift = T::BITS - top_bits::<T>();
@@ -135,27 +136,38 @@ pub(crate) fn top_counts<T: Element>(data: &[T]) -> TopCounts {
         }
         return TopCounts { hist, nans };
     }
-    let (hist, nans) = data
-        .par_chunks(CHUNK)
-        .fold(
+    infallible(top_counts_in(data))
+}
+
+/// A slice source never fails.
+pub(crate) fn infallible<R>(r: Result<R>) -> R {
+    r.unwrap_or_else(|e| unreachable!("reading memory failed: {e}"))
+}
+
+/// Pass 1 (parallel).
+pub(crate) fn top_counts_in<T: Element, S: Elements<T> + ?Sized>(src: &S) -> Result<TopCounts> {
+    let bins = 1usize << top_bits::<T>();
+    let shift = T::BITS - top_bits::<T>();
+    let (hist, nans) = src
+        .fold_chunks(
             || Pass1::new(bins),
-            |mut acc, chunk| {
+            |mut acc, _, chunk| {
                 acc.add(chunk, shift);
                 acc
+            },
+            |mut a, mut b| {
+                a.flush();
+                b.flush();
+                a.total.iter_mut().zip(&b.total).for_each(|(x, y)| *x += y);
+                a.nans += b.nans;
+                a
             },
         )
         .map(|mut acc| {
             acc.flush();
             (acc.total, acc.nans)
-        })
-        .reduce(
-            || (vec![0u64; bins], 0),
-            |(mut a, n), (b, m)| {
-                a.iter_mut().zip(&b).for_each(|(x, y)| *x += y);
-                (a, n + m)
-            },
-        );
-    TopCounts { hist, nans }
+        })?;
+    Ok(TopCounts { hist, nans })
 }
 
 /// A rank still being narrowed: its key starts with `prefix` (the top
@@ -199,12 +211,17 @@ fn unique_prefixes(targets: &[Target]) -> Vec<u64> {
 
 /// The keys of the given ranks (0-based, among non-NaN elements in key
 /// order; every rank must be below `top.valid()`).
-pub(crate) fn select_keys<T: Element>(data: &[T], top: &TopCounts, ranks: &[u64]) -> Vec<u64> {
+pub(crate) fn select_keys<T: Element, S: Elements<T> + ?Sized>(data: &S, top: &TopCounts, ranks: &[u64]) -> Result<Vec<u64>> {
     select_keys_limit(data, top, ranks, COLLECT)
 }
 
 /// [`select_keys`] collecting buckets of at most `limit` keys.
-pub(crate) fn select_keys_limit<T: Element>(data: &[T], top: &TopCounts, ranks: &[u64], limit: u64) -> Vec<u64> {
+pub(crate) fn select_keys_limit<T: Element, S: Elements<T> + ?Sized>(
+    data: &S,
+    top: &TopCounts,
+    ranks: &[u64],
+    limit: u64,
+) -> Result<Vec<u64>> {
     let mut out = vec![0u64; ranks.len()];
     let bits = top_bits::<T>();
     let cum = Cumulative::new(&top.hist);
@@ -228,7 +245,7 @@ pub(crate) fn select_keys_limit<T: Element>(data: &[T], top: &TopCounts, ranks: 
         let (small, big): (Vec<Target>, Vec<Target>) = pending.drain(..).partition(|t| t.count <= limit);
         if !small.is_empty() {
             let prefixes = unique_prefixes(&small);
-            let mut buckets = collect(data, &prefixes, shift);
+            let mut buckets = collect(data, &prefixes, shift)?;
             buckets.iter_mut().for_each(|b| b.sort_unstable());
             for t in small {
                 let i = prefixes.binary_search(&t.prefix).expect("prefix collected");
@@ -238,7 +255,7 @@ pub(crate) fn select_keys_limit<T: Element>(data: &[T], top: &TopCounts, ranks: 
         if !big.is_empty() {
             let prefixes = unique_prefixes(&big);
             let width = RADIX.min(shift);
-            let hists = refine(data, &prefixes, shift, width);
+            let hists = refine(data, &prefixes, shift, width)?;
             let bins = 1usize << width;
             let cums: Vec<Cumulative> = hists.chunks_exact(bins).map(Cumulative::new).collect();
             for t in big {
@@ -248,7 +265,7 @@ pub(crate) fn select_keys_limit<T: Element>(data: &[T], top: &TopCounts, ranks: 
             }
         }
     }
-    out
+    Ok(out)
 }
 
 /// Calls `hit(i, key)` for each non-NaN element of `chunk` whose key's
@@ -273,48 +290,40 @@ fn under_prefixes<T: Element>(chunk: &[T], prefixes: &[u64], shift: u32, mut hit
 
 /// The keys whose top bits (`key >> shift`) are one of `prefixes`, one
 /// vector per prefix.
-fn collect<T: Element>(data: &[T], prefixes: &[u64], shift: u32) -> Vec<Vec<u64>> {
+fn collect<T: Element, S: Elements<T> + ?Sized>(data: &S, prefixes: &[u64], shift: u32) -> Result<Vec<Vec<u64>>> {
     let n = prefixes.len();
-    data.par_chunks(CHUNK)
-        .fold(
-            || vec![Vec::new(); n],
-            |mut acc: Vec<Vec<u64>>, chunk| {
-                under_prefixes(chunk, prefixes, shift, |i, k| acc[i].push(k));
-                acc
-            },
-        )
-        .reduce(
-            || vec![Vec::new(); n],
-            |mut a, b| {
-                for (x, y) in a.iter_mut().zip(b) {
-                    x.extend(y);
-                }
-                a
-            },
-        )
+    data.fold_chunks(
+        || vec![Vec::new(); n],
+        |mut acc: Vec<Vec<u64>>, _, chunk| {
+            under_prefixes(chunk, prefixes, shift, |i, k| acc[i].push(k));
+            acc
+        },
+        |mut a, b| {
+            for (x, y) in a.iter_mut().zip(b) {
+                x.extend(y);
+            }
+            a
+        },
+    )
 }
 
 /// Histograms of the `width` bits below each prefix, concatenated.
-fn refine<T: Element>(data: &[T], prefixes: &[u64], shift: u32, width: u32) -> Vec<u64> {
+fn refine<T: Element, S: Elements<T> + ?Sized>(data: &S, prefixes: &[u64], shift: u32, width: u32) -> Result<Vec<u64>> {
     let n = prefixes.len();
     let bins = 1usize << width;
     let low = shift - width;
     let mask = (bins - 1) as u64;
-    data.par_chunks(CHUNK)
-        .fold(
-            || vec![0u64; n * bins],
-            |mut h, chunk| {
-                under_prefixes(chunk, prefixes, shift, |i, k| h[i * bins + ((k >> low) & mask) as usize] += 1);
-                h
-            },
-        )
-        .reduce(
-            || vec![0u64; n * bins],
-            |mut a, b| {
-                a.iter_mut().zip(&b).for_each(|(x, y)| *x += y);
-                a
-            },
-        )
+    data.fold_chunks(
+        || vec![0u64; n * bins],
+        |mut h, _, chunk| {
+            under_prefixes(chunk, prefixes, shift, |i, k| h[i * bins + ((k >> low) & mask) as usize] += 1);
+            h
+        },
+        |mut a, b| {
+            a.iter_mut().zip(&b).for_each(|(x, y)| *x += y);
+            a
+        },
+    )
 }
 
 /// Elements sampled to place the window of [`select_keys_window`].
@@ -326,58 +335,192 @@ const SAMPLE: usize = 1 << 16;
 /// histograms the keys inside it (a table small enough for L1 instead of
 /// 65536 counters). `None` when a rank falls outside the window (the
 /// sample misled): the caller then does the ordinary counting passes, so
-/// the answer is exact either way.
-pub(crate) fn select_keys_window<T: Element>(data: &[T], ranks: &[u64]) -> Option<Vec<u64>> {
+/// the answer is exact either way. (A streamed file is sampled in its
+/// first block only: a file whose values drift along it, e.g. sorted,
+/// misleads it and costs a second pass.)
+pub(crate) fn select_keys_window<T: Element, S: Elements<T> + ?Sized>(data: &S, ranks: &[u64]) -> Result<Option<Vec<u64>>> {
     select_keys_window_with(data, ranks, SAMPLE)
 }
 
-pub(crate) fn select_keys_window_with<T: Element>(data: &[T], ranks: &[u64], sample: usize) -> Option<Vec<u64>> {
-    let n = data.len();
+pub(crate) fn select_keys_window_with<T: Element, S: Elements<T> + ?Sized>(
+    data: &S,
+    ranks: &[u64],
+    sample: usize,
+) -> Result<Option<Vec<u64>>> {
+    let n = data.count();
     if n == 0 || ranks.is_empty() {
-        return None;
+        return Ok(None);
     }
-    let step = (n / sample).max(1);
-    let mut keys: Vec<u64> = data.iter().step_by(step).map(|x| x.key()).collect();
+    let mut keys: Vec<u64> = data.sample(sample)?.into_iter().map(|x| x.key()).collect();
     keys.sort_unstable();
     let s = keys.len();
     // ±8 standard deviations of a sample quantile's position, at least 2.
     let margin = ((s as f64).sqrt() * 4.0) as usize + 2;
     let pos = |r: u64| ((r as f64 / n as f64) * s as f64) as usize;
-    let lo_pos = pos(*ranks.iter().min()?).saturating_sub(margin);
-    let hi_pos = (pos(*ranks.iter().max()?) + margin).min(s - 1);
+    let (Some(&rmin), Some(&rmax)) = (ranks.iter().min(), ranks.iter().max()) else {
+        return Ok(None);
+    };
+    let lo_pos = pos(rmin).saturating_sub(margin);
+    let hi_pos = (pos(rmax) + margin).min(s - 1);
     let (lo, hi) = (keys[lo_pos], keys[hi_pos]);
     if hi - lo >= 1 << 16 {
-        return None; // wider than plain counting: no gain (only 16-bit data comes here)
+        return Ok(None); // wider than plain counting: no gain (only 16-bit data comes here)
     }
     let width = (hi - lo + 1) as usize;
-    let (below, table) = data
-        .par_chunks(CHUNK)
-        .fold(
-            || (0u64, vec![0u64; width]),
-            |(mut below, mut t), chunk| {
-                for &x in chunk {
-                    let k = x.key();
-                    let d = k.wrapping_sub(lo) as usize;
-                    if d < width {
-                        t[d] += 1;
-                    } else if k < lo {
-                        below += 1;
-                    }
-                }
-                (below, t)
-            },
-        )
-        .reduce(
-            || (0, vec![0u64; width]),
-            |(a, mut t), (b, u)| {
-                t.iter_mut().zip(&u).for_each(|(x, y)| *x += y);
-                (a + b, t)
-            },
-        );
+    let (below, table) = data.fold_chunks(
+        || (0u64, vec![0u64; width]),
+        |(below, mut t), _, chunk| (below + window_count(chunk, lo, &mut t), t),
+        |(a, mut t), (b, u)| {
+            t.iter_mut().zip(&u).for_each(|(x, y)| *x += y);
+            (a + b, t)
+        },
+    )?;
     let inside: u64 = table.iter().sum();
     if ranks.iter().any(|&r| r < below || r >= below + inside) {
-        return None;
+        return Ok(None);
     }
     let cum = Cumulative::new(&table);
-    Some(ranks.iter().map(|&r| lo + cum.locate(r - below).0).collect())
+    Ok(Some(ranks.iter().map(|&r| lo + cum.locate(r - below).0).collect()))
+}
+
+/// Counts each key `k` of `chunk` with `lo <= k < lo + t.len()` in
+/// `t[k - lo]`; returns how many keys are below `lo`.
+pub(crate) fn window_count<T: Element>(chunk: &[T], lo: u64, t: &mut [u64]) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    if T::BITS == 16 && !T::DTYPE.is_float() {
+        // 16-bit integers: the key is the raw bits xor a constant (the
+        // sign flip), which the vector kernels apply themselves.
+        let raw: &[u16] = bytemuck::cast_slice(chunk);
+        let flip = <T as bytemuck::Zeroable>::zeroed().key() as u16;
+        if has_avx512() {
+            // SAFETY: the CPU has the kernel's features (checked just above).
+            return unsafe { window_count_avx512(raw, flip, lo as u16, t) };
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: AVX2 is available (checked just above).
+            return unsafe { window_count_avx2(raw, flip, lo as u16, t) };
+        }
+    }
+    window_count_scalar(chunk, lo, t)
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn has_avx512() -> bool {
+    std::arch::is_x86_feature_detected!("avx512f")
+        && std::arch::is_x86_feature_detected!("avx512bw")
+        && std::arch::is_x86_feature_detected!("avx512vbmi2")
+}
+
+/// [`window_count_avx2`] with 32 keys per step and no unpredictable
+/// branch: the in-window offsets are compressed (in a register: the
+/// memory form is slow on some CPUs) into a buffer, counted when it fills.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi2,popcnt")]
+pub(crate) unsafe fn window_count_avx512(raw: &[u16], flip: u16, lo: u16, t: &mut [u64]) -> u64 {
+    use std::arch::x86_64::*;
+    const FLUSH: usize = 4096;
+    let width = t.len();
+    debug_assert!((1..=1 << 16).contains(&width) && lo as usize + width <= 1 << 16);
+    let mut below = 0u64;
+    let vflip = _mm512_set1_epi16(flip as i16);
+    let vlo = _mm512_set1_epi16(lo as i16);
+    let vlast = _mm512_set1_epi16((width - 1) as u16 as i16);
+    let vtop = _mm512_set1_epi16((u16::MAX - lo) as i16);
+    // Room for FLUSH offsets plus one full 32-lane store past them.
+    let mut buf = vec![0u16; FLUSH + 32];
+    let mut n = 0usize;
+    let mut blocks = raw.chunks_exact(32);
+    for b in &mut blocks {
+        // SAFETY: `b` holds 32 u16 (64 bytes); loadu takes any alignment.
+        let v = unsafe { _mm512_loadu_si512(b.as_ptr().cast()) };
+        let dv = _mm512_sub_epi16(_mm512_xor_si512(v, vflip), vlo);
+        let inside = _mm512_cmple_epu16_mask(dv, vlast);
+        // Below the window: d wrapped, d > 2^16 - 1 - lo (none when lo = 0).
+        below += _mm512_cmpgt_epu16_mask(dv, vtop).count_ones() as u64;
+        let packed = _mm512_maskz_compress_epi16(inside, dv);
+        // SAFETY: n <= FLUSH, so the 64-byte store at n stays in `buf`.
+        unsafe { _mm512_storeu_si512(buf.as_mut_ptr().add(n).cast(), packed) };
+        n += inside.count_ones() as usize;
+        if n >= FLUSH {
+            buf[..n].iter().for_each(|&d| t[d as usize] += 1);
+            n = 0;
+        }
+    }
+    buf[..n].iter().for_each(|&d| t[d as usize] += 1);
+    for &x in blocks.remainder() {
+        let k = x ^ flip;
+        let d = k.wrapping_sub(lo) as usize;
+        if d < width {
+            t[d] += 1;
+        } else if k < lo {
+            below += 1;
+        }
+    }
+    below
+}
+
+pub(crate) fn window_count_scalar<T: Element>(chunk: &[T], lo: u64, t: &mut [u64]) -> u64 {
+    let width = t.len();
+    let mut below = 0;
+    for &x in chunk {
+        let k = x.key();
+        let d = k.wrapping_sub(lo) as usize;
+        if d < width {
+            t[d] += 1;
+        } else if k < lo {
+            below += 1;
+        }
+    }
+    below
+}
+
+/// [`window_count_scalar`] for 16-bit keys `raw ^ flip`, 16 at a time:
+/// vector compares find the keys below the window (counted by popcount)
+/// and the few inside it (counted one by one); uniform data puts only a
+/// few percent of the keys inside the median's window.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,popcnt")]
+pub(crate) unsafe fn window_count_avx2(raw: &[u16], flip: u16, lo: u16, t: &mut [u64]) -> u64 {
+    use std::arch::x86_64::*;
+    let width = t.len();
+    debug_assert!((1..=1 << 16).contains(&width) && lo as usize + width <= 1 << 16);
+    let mut below = 0u64;
+    let mut blocks = raw.chunks_exact(16);
+    let vflip = _mm256_set1_epi16(flip as i16);
+    let vlo = _mm256_set1_epi16(lo as i16);
+    // d = k - lo (mod 2^16) is inside when d <= width - 1, and k is below
+    // the window when d >= 2^16 - lo (it wrapped), i.e. d > 2^16 - 1 - lo.
+    let vlast = _mm256_set1_epi16((width - 1) as u16 as i16);
+    let vtop = _mm256_set1_epi16((u16::MAX - lo) as i16);
+    let mut d = [0u16; 16];
+    for b in &mut blocks {
+        // SAFETY: `b` holds 16 u16 (32 bytes); loadu takes any alignment.
+        let v = unsafe { _mm256_loadu_si256(b.as_ptr().cast()) };
+        let dv = _mm256_sub_epi16(_mm256_xor_si256(v, vflip), vlo);
+        let inside = _mm256_cmpeq_epi16(_mm256_min_epu16(dv, vlast), dv);
+        let mut m = _mm256_movemask_epi8(inside) as u32;
+        if lo > 0 {
+            let not_below = _mm256_cmpeq_epi16(_mm256_min_epu16(dv, vtop), dv);
+            below += 16 - (_mm256_movemask_epi8(not_below) as u32).count_ones() as u64 / 2;
+        }
+        if m != 0 {
+            // SAFETY: `d` is 32 bytes; storeu takes any alignment.
+            unsafe { _mm256_storeu_si256(d.as_mut_ptr().cast(), dv) };
+            while m != 0 {
+                let i = m.trailing_zeros() as usize / 2;
+                t[d[i] as usize] += 1;
+                m &= !(3 << (2 * i));
+            }
+        }
+    }
+    for &x in blocks.remainder() {
+        let k = x ^ flip;
+        let dd = k.wrapping_sub(lo) as usize;
+        if dd < width {
+            t[dd] += 1;
+        } else if k < lo {
+            below += 1;
+        }
+    }
+    below
 }

@@ -1,4 +1,4 @@
-use super::select::{select_keys, select_keys_limit, select_keys_window_with, top_counts};
+use super::select::{select_keys, select_keys_limit, select_keys_window_with, top_counts, window_count, window_count_scalar, CHUNK};
 use super::*;
 use proptest::prelude::*;
 
@@ -22,7 +22,7 @@ fn check_all<T: Element>(v: &[T]) {
         for sample in [1, 3, 50] {
             let mid = s.len() as u64 / 2;
             for ranks in [vec![mid], vec![0], vec![s.len() as u64 - 1], vec![mid.saturating_sub(1), mid]] {
-                if let Some(keys) = select_keys_window_with(v, &ranks, sample) {
+                if let Some(keys) = select_keys_window_with(v, &ranks, sample).unwrap() {
                     for (r, k) in ranks.iter().zip(keys) {
                         assert!(T::from_key(k) == s[*r as usize], "window rank {r}");
                     }
@@ -33,7 +33,7 @@ fn check_all<T: Element>(v: &[T]) {
     if !s.is_empty() {
         let top = top_counts(v);
         let ranks: Vec<u64> = (0..s.len() as u64).collect();
-        let keys = select_keys(v, &top, &ranks);
+        let keys = select_keys(v, &top, &ranks).unwrap();
         for (i, k) in keys.into_iter().enumerate() {
             assert!(T::from_key(k) == s[i], "rank {i}: {:?} != {:?}", T::from_key(k), s[i]);
         }
@@ -156,7 +156,7 @@ fn big_bucket_is_narrowed_again() {
         s.sort_unstable();
         let top = top_counts(v);
         let ranks = [0, 1, 4999, 10_000, 19_999];
-        let got = select_keys_limit(v, &top, &ranks, 3);
+        let got = select_keys_limit(v, &top, &ranks, 3).unwrap();
         for (r, k) in ranks.iter().zip(got) {
             assert_eq!(T::from_key(k), s[*r as usize], "rank {r}");
         }
@@ -170,7 +170,7 @@ fn window_misled_by_the_sample_falls_back() {
     // Every sampled position (stride 10) holds 1000, the rest 0: the sample
     // puts the window around 1000, the true median is 0.
     let v: Vec<i16> = (0..100_000).map(|i| if i % 10 == 0 { 1000 } else { 0 }).collect();
-    assert_eq!(select_keys_window_with(&v, &[50_000], 10_000), None);
+    assert_eq!(select_keys_window_with(&v[..], &[50_000], 10_000).unwrap(), None);
     assert_eq!(median(&v, false), 0.0);
     let u: Vec<u16> = (0..100_001u32).map(|i| (i % 65536) as u16).collect();
     let mut s = u.clone();
@@ -298,5 +298,194 @@ fn results_do_not_depend_on_the_thread_count() {
     for t in [2, 3] {
         let t = Threads::from(t);
         assert_eq!(t.install(|| [all(&ints), all(&floats), all(&shorts)]).unwrap(), want, "{t}");
+    }
+}
+
+// ---------------------------------------------------------------- the pread source
+
+use super::source::{Elements, Streamed};
+use crate::scan::source::Source;
+
+/// Every statistic of `src`, as text (exact values, `{:?}` of floats).
+fn all_of<T: Element, S: Elements<T> + ?Sized>(src: &S, float_sums: bool) -> String {
+    let q = [0.0, 0.1, 0.25, 0.5, 0.9, 1.0];
+    let r = |m| quantiles_in(src, &q, m, false, false).ok();
+    let sum = sum_count_in(src, false).unwrap();
+    let sum_nan = sum_count_in(src, true).unwrap();
+    let sums = if float_sums { format!("{sum:?} {sum_nan:?} {:?} {:?}", mean_in(src, false), mean_in(src, true)) } else { String::new() };
+    format!(
+        "{:?} {:?} | {:?} {:?} {:?} {:?} | {:?} {:?} {:?} {:?} | {:?} {:?} | {} {} {}",
+        median_in(src, false).unwrap(),
+        median_in(src, true).unwrap(),
+        r(Method::Linear),
+        r(Method::InvertedCdf),
+        quantiles_in(src, &q, Method::Linear, false, true).ok(),
+        quantiles_in(src, &[0.5, 0.25], Method::InvertedCdf, true, false).ok(),
+        extreme_in(src, false, false).ok(),
+        extreme_in(src, false, true).ok(),
+        extreme_in(src, true, false).ok(),
+        extreme_in(src, true, true).ok(),
+        hist::histogram_in(src, 13, None).map(|h| h.counts).ok(),
+        hist::histogram_in(src, 7, Some((-50.0, 50.0))).map(|h| (h.counts, h.edges)).ok(),
+        sum.1,
+        sum_nan.1,
+        sums,
+    )
+}
+
+/// Writes `v` to a file after `pad` bytes and opens it for `pread`.
+fn read_source<T: Element>(v: &[T], pad: usize) -> (tempfile::TempDir, Source) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.bin");
+    let mut bytes = vec![0xA5u8; pad];
+    bytes.extend_from_slice(bytemuck::cast_slice(v));
+    std::fs::write(&path, &bytes).unwrap();
+    let file = std::fs::File::open(&path).unwrap();
+    (dir, Source::Read { file, len: bytes.len() as u64, path })
+}
+
+/// The streamed source gives exactly the slice's results: any block size
+/// (tiny ones cut chunks, so float sums are compared only when blocks are
+/// whole chunks), any offset, 1 and 3 workers.
+fn check_streamed<T: Element>(v: &[T], blocks: &[usize]) {
+    use crate::exec::Threads;
+    let size = std::mem::size_of::<T>();
+    for pad in [0, size, 3 * size + 8] {
+        let (_dir, src) = read_source(v, pad);
+        for &block in blocks {
+            let whole = block % CHUNK == 0;
+            let want = Threads::ONE.install(|| all_of(v, whole)).unwrap();
+            for t in [1, 3] {
+                let got = Threads::from(t)
+                    .install(|| all_of(&Streamed::<T>::with_block(&src, pad as u64, v.len(), block), whole))
+                    .unwrap();
+                assert_eq!(got, want, "block {block}, pad {pad}, {t} threads");
+            }
+        }
+    }
+}
+
+macro_rules! streamed_props {
+    ($($name:ident: $values:expr;)*) => {
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(48))]
+            $(
+                #[test]
+                fn $name(v in prop::collection::vec($values, 0..300)) { check_streamed(&v, &[1, 2, 7, 64, CHUNK]) }
+            )*
+        }
+    };
+}
+
+streamed_props! {
+    streamed_i8: any::<i8>();
+    streamed_u8: any::<u8>();
+    streamed_i16: any::<i16>();
+    streamed_i16_narrow: -3i16..3;
+    streamed_u16: any::<u16>();
+    streamed_i32: any::<i32>();
+    streamed_u32: any::<u32>();
+    streamed_i64: any::<i64>();
+    streamed_u64: any::<u64>();
+    streamed_f32: prop_oneof![any::<f32>(), Just(f32::NAN), -100f32..100.0];
+    streamed_f64: prop_oneof![any::<f64>(), Just(f64::NAN), Just(f64::INFINITY), -100f64..100.0];
+}
+
+/// Several chunks, a partial last one, and blocks that are and are not
+/// whole chunks: 16-bit (the window path on the slice, one counting pass
+/// streamed), 32-bit (radix selection: a second pass), floats (sums).
+#[test]
+fn streamed_equals_mapped_on_several_chunks() {
+    let n = 2 * CHUNK + 12_345;
+    let ints: Vec<i64> = (0..n as i64).map(|i| (i * 7_919) % 100_003 - 50_000).collect();
+    let shorts: Vec<i16> = ints.iter().map(|&i| i as i16).collect();
+    let words: Vec<u32> = ints.iter().map(|&i| (i * 40_503) as u32).collect();
+    let floats: Vec<f32> = ints.iter().map(|&i| i as f32 / 7.0).collect();
+    let blocks = [CHUNK, 3 * CHUNK, CHUNK / 3 + 1];
+    check_streamed(&shorts, &blocks);
+    check_streamed(&words, &blocks);
+    check_streamed(&floats, &blocks);
+    check_streamed(&ints, &blocks[..1]);
+}
+
+#[test]
+fn array_file_strategies_agree_and_auto_follows_the_cache() {
+    use crate::scan::Strategy;
+    let dir = tempfile::tempdir().unwrap();
+    let raw = dir.path().join("a.bin");
+    let vals: Vec<i16> = (0..300_001).map(|i: i32| ((i * 7_919) % 60_007 - 30_000) as i16).collect();
+    let mut bytes = vec![0u8; 6];
+    bytes.extend_from_slice(bytemuck::cast_slice(&vals));
+    std::fs::write(&raw, &bytes).unwrap();
+    let stats = |s: Strategy, count: Option<u64>| {
+        let a = ArrayFile::open(&raw, Some(DType::I16), 6, count, s).unwrap();
+        let got = a
+            .with(|d| {
+                format!(
+                    "{:?} {:?} {:?} {:?} {:?} {:?} {:?}",
+                    d.median(false),
+                    d.quantiles(&[0.1, 0.5], Method::Linear, false, false),
+                    d.min(false),
+                    d.max(false),
+                    d.sum(false),
+                    d.mean(false),
+                    d.histogram(5, None).map(|h| h.counts)
+                )
+            })
+            .unwrap();
+        (a.strategy(), got)
+    };
+    let (s, want) = stats(Strategy::Mmap, None);
+    assert_eq!(s, Strategy::Mmap);
+    assert_eq!(stats(Strategy::Read, None), (Strategy::Read, want.clone()));
+    assert_eq!(stats(Strategy::Read, Some(1_001)).1, stats(Strategy::Mmap, Some(1_001)).1);
+    // Just written: in the page cache, so auto maps; evicted, it reads.
+    assert_eq!(stats(Strategy::Auto, None), (Strategy::Mmap, want.clone()));
+    crate::info::evict(&raw).unwrap();
+    if crate::info::file_info(&raw).unwrap().resident_fraction() < 0.5 {
+        assert_eq!(stats(Strategy::Auto, None), (Strategy::Read, want));
+    }
+    // The same checks whichever the source: misaligned data is an error.
+    for s in [Strategy::Mmap, Strategy::Read] {
+        assert!(ArrayFile::open(&raw, Some(DType::I16), 5, Some(4), s).unwrap().with(|_| ()).is_err());
+    }
+    // A file truncated under the reader is an error, not a wrong answer.
+    let a = ArrayFile::open(&raw, Some(DType::I16), 6, None, Strategy::Read).unwrap();
+    std::fs::OpenOptions::new().write(true).open(&raw).unwrap().set_len(1_000).unwrap();
+    let err = a.with(|d| d.median(false)).unwrap().unwrap_err();
+    assert!(err.to_string().contains("a.bin"), "{err}");
+}
+
+proptest! {
+    /// The vector window kernel (16-bit integers) counts exactly what the
+    /// scalar one does, for any window (at the bottom, the top, the whole range).
+    #[test]
+    fn window_kernel_matches_scalar(v in prop::collection::vec(any::<i16>(), 0..10_000), lo in 0u64..65536, w in 1u64..70000) {
+        let w = w.min(65536 - lo) as usize;
+        let (mut a, mut b) = (vec![0u64; w], vec![0u64; w]);
+        let below = window_count(&v, lo, &mut a);
+        prop_assert_eq!(below, window_count_scalar(&v, lo, &mut b));
+        prop_assert_eq!(a, b);
+        let u: Vec<u16> = v.iter().map(|&x| x as u16).collect();
+        let (mut a, mut b) = (vec![0u64; w], vec![0u64; w]);
+        prop_assert_eq!(window_count(&u, lo, &mut a), window_count_scalar(&u, lo, &mut b));
+        prop_assert_eq!(a, b.clone());
+        // Each vector kernel the CPU has, whichever the dispatch picks.
+        #[cfg(target_arch = "x86_64")]
+        {
+            use super::select::{has_avx512, window_count_avx2, window_count_avx512};
+            if std::arch::is_x86_feature_detected!("avx2") {
+                let mut a = vec![0u64; w];
+                // SAFETY: AVX2 is available (checked just above).
+                let below = unsafe { window_count_avx2(&u, 0, lo as u16, &mut a) };
+                prop_assert_eq!((below, &a), (window_count_scalar(&u, lo, &mut vec![0u64; w]), &b));
+            }
+            if has_avx512() {
+                let mut a = vec![0u64; w];
+                // SAFETY: the CPU has the kernel's features (checked just above).
+                let below = unsafe { window_count_avx512(&u, 0, lo as u16, &mut a) };
+                prop_assert_eq!((below, &a), (window_count_scalar(&u, lo, &mut vec![0u64; w]), &b));
+            }
+        }
     }
 }
