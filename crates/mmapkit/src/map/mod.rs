@@ -258,6 +258,11 @@ impl MapOptions {
         self.map_meta(file, label, false, Some(meta))
     }
 
+    /// [`MapOptions::map`] with the caller's fresh `fstat` of `file` (saves a second one).
+    pub(crate) fn map_with_meta(&self, file: File, label: &Path, meta: std::fs::Metadata) -> Result<Map> {
+        self.map_meta(file, Label::known(label.to_owned()), false, Some(meta))
+    }
+
     /// Anonymous memory of `len` bytes (backed by a memfd so it can grow);
     /// shared with children forked later unless `shared(false)`.
     pub fn anonymous(&self, len: usize) -> Result<Map> {
