@@ -158,6 +158,23 @@ class ArrayStore(NpyFacade):
         if mode not in ("r", "r+"):
             raise ValueError(f"invalid mode {mode!r}: expected 'r' or 'r+'")
         p = os.fspath(path)
+        if mode == "r":
+            # A reader changes nothing, so it may check numpy's view of the
+            # dtype after opening: one open and one header read (a worker
+            # handed a pickled store does this). Whatever fails here is
+            # left to the checked path below, so the errors are its own.
+            try:
+                core = ArrayStoreCore.open(p, False, None, chunk_bytes, reserve)
+            except Exception:
+                core = None
+            if core is not None:
+                try:
+                    dt = _header_dtype(p, core.descr)
+                except FormatError:
+                    dt = None
+                if dt is not None and dt.itemsize == core.itemsize:
+                    return cls(core, dt, mode)
+                core.close()
         dt = _header_dtype(p)
         core = ArrayStoreCore.open(p, mode == "r+", dt.itemsize, chunk_bytes, reserve)
         return cls(core, dt, mode)
