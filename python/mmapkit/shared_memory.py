@@ -26,7 +26,7 @@ whose writes stay private to the caller.
 
 from __future__ import annotations
 
-import ast
+import math
 import os
 from typing import Any, Optional, Union
 
@@ -35,7 +35,7 @@ import numpy.typing as npt
 
 from ._facade import NpyFacade
 from ._native import MappedFile, SharedSegment, segment_path
-from .store import _descr, _header_dtype, _split_dtype
+from .store import _descr, _descr_dtype, _header_dtype, _split_dtype
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -61,9 +61,9 @@ class SharedArray(NpyFacade):
     _core: SharedSegment
 
     def __init__(self, seg: SharedSegment) -> None:
-        super().__init__(seg, np.lib.format.descr_to_dtype(ast.literal_eval(seg.descr)))
+        super().__init__(seg, _descr_dtype(seg.descr))
         self._shape = tuple(int(d) for d in seg.shape)
-        expect = self._dtype.itemsize * int(np.prod(self._shape, dtype=np.int64))
+        expect = self._dtype.itemsize * math.prod(self._shape)
         if seg.nbytes < expect:
             raise ValueError(f"{seg.path}: segment holds {seg.nbytes} bytes, {self._shape} of {self._dtype} needs {expect}")
 
@@ -109,10 +109,19 @@ class SharedArray(NpyFacade):
         as another ``.npy`` file). ``FileNotFoundError`` if it is gone."""
         n = os.fspath(name)
         path = n if "/" in n else segment_path(n, None if dir is None else os.fspath(dir))
-        # Check the dtype before attaching: a handle that fails afterwards
-        # would be dropped, and with unlink_on_close remove the file.
-        _header_dtype(os.fspath(path))
-        return cls(SharedSegment.attach(path, not readonly, unlink_on_close))
+        # Attached with unlink_on_close off until the dtype and size are
+        # checked: a rejected handle is dropped, and must not remove the
+        # file. (One open and one header read: no separate pre-read.)
+        seg = SharedSegment.attach(path, not readonly, False)
+        try:
+            _header_dtype(os.fspath(path), seg.descr)
+            out = cls(seg)
+        except BaseException:
+            seg.close()
+            raise
+        if unlink_on_close:
+            seg.set_unlink_on_close(True)
+        return out
 
     @classmethod
     def anonymous(cls, shape: Union[int, tuple[int, ...], list[int]], dtype: npt.DTypeLike = np.float64) -> "SharedArray":
@@ -124,7 +133,7 @@ class SharedArray(NpyFacade):
 
     def numpy(self) -> np.ndarray[Any, Any]:
         """A zero-copy view (read-only for read-only attachments)."""
-        count = int(np.prod(self._shape, dtype=np.int64))
+        count = math.prod(self._shape)  # exact ints: np.prod costs more than the rest of numpy()
         return np.frombuffer(memoryview(self._core), dtype=self._dtype, count=count).reshape(self._shape)
 
     def __len__(self) -> int:

@@ -61,12 +61,28 @@ def _split_dtype(dtype: npt.DTypeLike, row_shape: Sequence[int]) -> tuple[np.dty
     return dt, shape
 
 
-def _header_dtype(path: str) -> np.dtype[Any]:
-    """The dtype a ``.npy`` file's header declares; FormatError (naming the
-    file) unless it is plain data numpy understands."""
-    descr = npy_header(path)[0]
-    try:
+_DTYPES: dict[str, np.dtype[Any]] = {}
+
+
+def _descr_dtype(descr: str) -> np.dtype[Any]:
+    """numpy's dtype for a header's ``descr`` text, parsed once per process
+    (``ast.literal_eval`` is most of the cost of attaching to a segment)."""
+    dt = _DTYPES.get(descr)
+    if dt is None:
         dt = np.lib.format.descr_to_dtype(ast.literal_eval(descr))
+        if len(_DTYPES) < 256:
+            _DTYPES[descr] = dt
+    return dt
+
+
+def _header_dtype(path: str, descr: Optional[str] = None) -> np.dtype[Any]:
+    """The dtype a ``.npy`` file's header declares (``descr``, or read from
+    the file); FormatError (naming the file) unless it is plain data numpy
+    understands."""
+    if descr is None:
+        descr = npy_header(path)[0]
+    try:
+        dt = _descr_dtype(descr)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as e:
         raise FormatError(f"{path}: unsupported dtype {descr} ({e})") from None
     if dt.hasobject:
@@ -142,6 +158,23 @@ class ArrayStore(NpyFacade):
         if mode not in ("r", "r+"):
             raise ValueError(f"invalid mode {mode!r}: expected 'r' or 'r+'")
         p = os.fspath(path)
+        if mode == "r":
+            # A reader changes nothing, so it may check numpy's view of the
+            # dtype after opening: one open and one header read (a worker
+            # handed a pickled store does this). Whatever fails here is
+            # left to the checked path below, so the errors are its own.
+            try:
+                core = ArrayStoreCore.open(p, False, None, chunk_bytes, reserve)
+            except Exception:
+                core = None
+            if core is not None:
+                try:
+                    dt = _header_dtype(p, core.descr)
+                except FormatError:
+                    dt = None
+                if dt is not None and dt.itemsize == core.itemsize:
+                    return cls(core, dt, mode)
+                core.close()
         dt = _header_dtype(p)
         core = ArrayStoreCore.open(p, mode == "r+", dt.itemsize, chunk_bytes, reserve)
         return cls(core, dt, mode)

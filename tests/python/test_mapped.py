@@ -316,6 +316,72 @@ def test_pickles_by_path_not_by_data(tmp):
         pickle.dumps(mmapkit.mmap(-1, 10))
 
 
+def test_stdlib_class_finds_its_file_after_the_callers_fd_is_gone(tmp):
+    # mmapkit.mmap looks the file's path up only when an error, pickle or
+    # `path` needs it (it costs more than mapping a small file), through
+    # its own descriptor: the caller's may be closed by then, and a rename
+    # in between is followed (the stdlib has no path to compare with).
+    data = b"z" * (4 * PAGE)
+    p = write(tmp / "before.bin", data)
+    with open(p, "rb") as f:
+        m = mmapkit.mmap(f.fileno(), 0, access=mmapkit.ACCESS_READ)
+        fd = f.fileno()
+        null = os.open(os.devnull, os.O_RDONLY)
+    os.rename(p, tmp / "after.bin")
+    os.dup2(null, fd)  # the caller's number now names another file
+    os.close(null)
+    try:
+        assert m.path == tmp / "after.bin"
+        m2 = pickle.loads(pickle.dumps(m))
+        assert m2[:] == data
+        m2.close()
+        os.truncate(tmp / "after.bin", 0)
+        with pytest.raises(mmapkit.FileTruncatedError, match="after.bin"):
+            m.read()
+    finally:
+        os.close(fd)
+    m.close()
+    # A path never asked for while open is unknown once closed.
+    with open(tmp / "after.bin", "wb") as f:
+        f.write(data)
+    with open(tmp / "after.bin", "rb") as f:
+        m = mmapkit.mmap(f.fileno(), 0, access=mmapkit.ACCESS_READ)
+    m.close()
+    assert m.path is None and m.mode == "r"
+
+
+def test_stdlib_class_without_a_path_is_named_by_its_fd(tmp):
+    # A file deleted before its path was looked up has none: not
+    # picklable, and errors name the caller's descriptor.
+    p = write(tmp / "gone.bin", b"q" * (2 * PAGE))
+    with open(p, "r+b") as f:
+        m = mmapkit.mmap(f.fileno(), 0, access=mmapkit.ACCESS_READ)
+        os.unlink(p)
+        assert m.path is None
+        with pytest.raises(TypeError, match="anonymous"):
+            pickle.dumps(m)
+        os.ftruncate(f.fileno(), 0)
+        with pytest.raises(mmapkit.FileTruncatedError, match=f"<fd {f.fileno()}>"):
+            m.read()
+    m.close()
+
+
+def test_read_only_stdlib_class_reserves_no_room_to_grow(tmp):
+    # Nothing can grow a read-only mmap, so it is one plain mmap(2), not a
+    # reserve + MAP_FIXED pair (half the system calls of a small map).
+    p = write(tmp / "r.bin", b"r" * (3 * PAGE + 5))
+    with open(p, "rb") as f:
+        with mmapkit.mmap(f.fileno(), 0, access=mmapkit.ACCESS_READ) as m:
+            assert m.reserved == 4 * PAGE
+            assert m[:] == p.read_bytes() and m.refresh() == 3 * PAGE + 5
+        with mmapkit.mmap(f.fileno(), PAGE, access=mmapkit.ACCESS_READ, offset=PAGE) as m:
+            assert m.reserved == PAGE and m[:] == b"r" * PAGE
+    with open(p, "r+b") as f, mmapkit.mmap(f.fileno(), 0) as m:
+        assert m.reserved >= 1 << 30  # writable maps keep room to grow in place
+        m.resize(16 * PAGE)
+        assert len(m) == 16 * PAGE
+
+
 # --- advice, populate, flush, residency ------------------------------------------
 
 

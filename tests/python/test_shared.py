@@ -258,6 +258,38 @@ def test_attach_refuses_a_bad_npy_file_and_keeps_it(tmp_path):
     assert p.read_bytes() == before
 
 
+def test_attach_refuses_a_too_short_structured_segment_and_keeps_it(tmp_path):
+    """The size check of a structured dtype runs after attaching: the
+    rejected handle must not remove the file (attach turns unlink_on_close
+    on only once the segment is accepted)."""
+    p = tmp_path / "short.npy"
+    d = "{'descr': [('a', '<i8'), ('b', '<i8')], 'fortran_order': False, 'shape': (4,), }"
+    head = b"\x93NUMPY\x01\x00" + (118).to_bytes(2, "little") + d.encode().ljust(117) + b"\n"
+    p.write_bytes(head + bytes(16))  # one row of four
+    before = p.read_bytes()
+    with pytest.raises(ValueError, match="short.npy"):
+        mmapkit.SharedArray.attach(p)
+    import gc
+
+    gc.collect()
+    assert p.read_bytes() == before
+
+
+def test_attach_then_close_still_removes_the_name(name):
+    a = SharedArray.create(name, 8, "f8")
+    b = SharedArray.attach(name)
+    a.close()
+    assert os.path.exists(f"/dev/shm/{name}"), "b still holds it"
+    b.close()
+    assert not os.path.exists(f"/dev/shm/{name}"), "the last holder removes the name"
+    c = SharedArray.create(name, 8, "f8", unlink_on_close=False)
+    d = SharedArray.attach(name, unlink_on_close=False)
+    d.close()
+    c.close()
+    assert os.path.exists(f"/dev/shm/{name}")
+    os.unlink(f"/dev/shm/{name}")
+
+
 def test_close_with_a_view_unlinks_when_the_view_goes(name):
     a = SharedArray.create(name, 8, "u1")
     v = np.asarray(a)

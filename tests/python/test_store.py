@@ -96,6 +96,38 @@ def test_readers_are_read_only_and_pickle_by_path(tmp):
     assert len(r2) == 100 and r2.refresh() == 101
 
 
+def test_reader_open_reads_the_header_once(tmp, monkeypatch):
+    """A reader (a worker handed a pickled store) opens the file once: the
+    separate header pre-read is only for writers and for files the core
+    alone cannot size (structured dtypes), and errors stay the checked
+    path's."""
+    np.save(tmp / "plain.npy", np.arange(12, dtype="<i4").reshape(4, 3))
+    rec = np.zeros(3, dtype=[("a", "<i8"), ("b", "<f4")])
+    rec["a"] = [1, 2, 3]
+    np.save(tmp / "rec.npy", rec)
+    import mmapkit.store as store_mod
+
+    calls = []
+    real = store_mod.npy_header
+
+    def counting(path):
+        calls.append(path)
+        return real(path)
+
+    monkeypatch.setattr(store_mod, "npy_header", counting)
+    with mmapkit.ArrayStore.open(tmp / "plain.npy") as s:
+        assert s.dtype == np.dtype("<i4") and s.numpy().tolist() == np.arange(12).reshape(4, 3).tolist()
+    assert calls == []
+    with mmapkit.ArrayStore.open(tmp / "rec.npy") as s:
+        assert s.numpy()["a"].tolist() == [1, 2, 3]
+    assert len(calls) == 1  # structured: the core cannot size it alone
+    bad = tmp / "bad.npy"
+    d = "{'descr': [('a', '<q9')], 'fortran_order': False, 'shape': (1,), }"
+    bad.write_bytes(b"\x93NUMPY\x01\x00" + (118).to_bytes(2, "little") + d.encode().ljust(117) + b"\n" + bytes(8))
+    with pytest.raises(mmapkit.FormatError, match="bad.npy"):
+        mmapkit.ArrayStore.open(bad)
+
+
 def test_one_writer_and_clear_errors(tmp):
     p = tmp / "w.npy"
     w = mmapkit.ArrayStore.create(p, "i2")

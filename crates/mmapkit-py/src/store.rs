@@ -343,6 +343,12 @@ impl SharedSegment {
         Self::wrap(py, seg)
     }
 
+    /// Whether closing the last handle removes the name (see
+    /// `Segment::set_unlink_on_close`).
+    fn set_unlink_on_close(slf: &Bound<'_, Self>, on: bool) -> PyResult<()> {
+        segment(slf, |s| s.set_unlink_on_close(on))
+    }
+
     /// Removes the name now (existing mappings stay valid).
     fn unlink(slf: &Bound<'_, Self>) -> PyResult<()> {
         segment(slf, |s| s.unlink())?.py_err()

@@ -44,7 +44,7 @@ impl MappedFile {
         }
         let map = py.detach(|| opts.open(&path)).py_err()?;
         let abs = std::path::absolute(&path).unwrap_or(path);
-        Ok(Self::new_inner(map, access, Some((abs, reopen)), length.is_none(), true))
+        Ok(Self::new_inner(map, access, Some((super::FilePath::Known(abs), reopen)), length.is_none(), true))
     }
 
     /// `resize` after the stdlib's checks, in the stdlib's order.

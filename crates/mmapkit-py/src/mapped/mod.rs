@@ -25,7 +25,7 @@ mod stdlib;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use mmapkit::map::{self, Advice, Map, SharedMap};
 use numpy::{IntoPyArray, PyArray1};
@@ -49,6 +49,15 @@ fn readonly_err() -> PyErr {
     PyTypeError::new_err("mmap can't modify a readonly memory map.")
 }
 
+/// Where a map's file is, for pickling, `path` and `repr`.
+pub(crate) enum FilePath {
+    Known(PathBuf),
+    /// `mmapkit.mmap` over a caller's descriptor: the path behind it is
+    /// looked up on first use (a readlink of /proc/self/fd costs more than
+    /// mapping a small file), through the core map's lazy label.
+    Lazy(OnceLock<Option<PathBuf>>),
+}
+
 /// A memory-mapped file: the stdlib `mmap` API plus empty files, growth
 /// that never invalidates views, numpy views, advice, populate, ranged
 /// flush, fast search and pickling by path.
@@ -58,14 +67,14 @@ pub struct MappedFile {
     map: Exported<Arc<SharedMap>>,
     pos: AtomicUsize,
     access: i32,
-    /// Mode string for pickling (`None` for anonymous maps).
-    reopen: Option<(PathBuf, &'static str)>,
+    /// File and mode string for pickling (`None` for anonymous maps).
+    reopen: Option<(FilePath, &'static str)>,
     to_end: AtomicBool,
     trackfd: bool,
 }
 
 impl MappedFile {
-    fn new_inner(map: Map, access: i32, reopen: Option<(PathBuf, &'static str)>, to_end: bool, trackfd: bool) -> Self {
+    fn new_inner(map: Map, access: i32, reopen: Option<(FilePath, &'static str)>, to_end: bool, trackfd: bool) -> Self {
         MappedFile {
             map: Exported::new(Arc::new(map.into_shared()), "mmap closed or invalid"),
             pos: AtomicUsize::new(0),
@@ -74,6 +83,24 @@ impl MappedFile {
             to_end: AtomicBool::new(to_end),
             trackfd,
         }
+    }
+
+    /// The mapped file's absolute path and the mode to map it again with
+    /// (None for anonymous memory, and for a descriptor with no path: a
+    /// pipe, a deleted file; or a closed map whose path was never asked).
+    fn reopen_path(&self) -> Option<(PathBuf, &'static str)> {
+        let (p, mode) = self.reopen.as_ref()?;
+        let path = match p {
+            FilePath::Known(p) => Some(p.clone()),
+            FilePath::Lazy(cell) => match cell.get() {
+                Some(p) => p.clone(),
+                None => {
+                    let m = self.get().ok()?;
+                    cell.get_or_init(|| Some(m.path().to_owned()).filter(|p| p.is_absolute())).clone()
+                }
+            },
+        };
+        Some((path?, *mode))
     }
 
     /// The open map, or ValueError("mmap closed or invalid").
@@ -140,7 +167,7 @@ impl MappedFile {
     }
 
     fn __repr__(&self) -> String {
-        match (self.get().ok(), &self.reopen) {
+        match (self.get().ok(), self.reopen_path()) {
             (None, _) => "<mmapkit.MappedFile closed=True>".to_owned(),
             (Some(m), Some((p, _))) => format!(
                 "<mmapkit.MappedFile path={:?} mode={:?} length={} offset={}>",
@@ -159,13 +186,13 @@ impl MappedFile {
         let py = slf.py();
         let this = slf.get();
         let m = this.get()?;
-        let Some((path, mode)) = &this.reopen else {
+        let Some((path, mode)) = this.reopen_path() else {
             return Err(PyTypeError::new_err(
                 "cannot pickle an anonymous map: share it with fork, or map a file",
             ));
         };
         let length = if this.to_end.load(Ordering::Relaxed) { None } else { Some(m.len()) };
-        let args = (path.clone(), *mode, None::<u64>, m.offset(), length);
+        let args = (path, mode, None::<u64>, m.offset(), length);
         PyTuple::new(py, [py.get_type::<MappedFile>().into_any(), args.into_pyobject(py)?.into_any()])
     }
 
@@ -444,7 +471,7 @@ impl MappedFile {
     /// The mapped file's absolute path (None for anonymous memory).
     #[getter]
     fn path(&self) -> Option<PathBuf> {
-        self.reopen.as_ref().map(|(p, _)| p.clone())
+        self.reopen_path().map(|(p, _)| p)
     }
 
     /// "r", "r+", "c" (or "anonymous").
@@ -453,7 +480,7 @@ impl MappedFile {
         match self.access {
             ACCESS_READ => "r",
             ACCESS_COPY => "c",
-            _ if self.reopen.is_none() => "anonymous",
+            _ if self.reopen_path().is_none() => "anonymous",
             _ => "r+",
         }
     }

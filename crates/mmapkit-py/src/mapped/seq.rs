@@ -37,10 +37,17 @@ impl MappedFile {
     }
 
     /// The map and resolved indices of a slice key (same ordering rule).
+    /// One lock of the map, not two: re.finditer slices the map once per
+    /// match, so this is its hot path. Holding the `Arc` keeps the memory
+    /// while the indices' `__index__` runs; a close there is seen by the
+    /// flag check after it.
     fn slice_indices(&self, slice: &Bound<'_, PySlice>) -> PyResult<(Arc<SharedMap>, PySliceIndices)> {
-        let len = self.get()?.len();
-        let ix = slice.indices(len as isize)?;
-        Ok((self.get()?, ix))
+        let m = self.get()?;
+        let ix = slice.indices(m.len() as isize)?;
+        if self.map.is_closed() {
+            return Err(self.map.closed_err());
+        }
+        Ok((m, ix))
     }
 
     pub(super) fn get_item(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {

@@ -1,15 +1,15 @@
 //! `mmapkit.mmap`: the drop-in for the stdlib class, a `MappedFile`
 //! subclass with the stdlib's constructor, flags and access modes.
 
-use std::path::PathBuf;
 use std::sync::atomic::Ordering;
+use std::sync::OnceLock;
 
 use mmapkit::map::{self, MapOptions, Mode};
 use pyo3::exceptions::{PyOSError, PyOverflowError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
-use super::{MappedFile, ACCESS_COPY, ACCESS_DEFAULT, ACCESS_READ, ACCESS_WRITE};
+use super::{FilePath, MappedFile, ACCESS_COPY, ACCESS_DEFAULT, ACCESS_READ, ACCESS_WRITE};
 use crate::errors::IntoPy;
 
 /// Drop-in replacement for `mmap.mmap`: same constructor, methods,
@@ -96,15 +96,18 @@ impl Mmap {
             }
             let len = usize::try_from(len).map_err(|_| PyOverflowError::new_err("mmap length is too large"))?;
             opts.offset(offset).len(len);
-            let path = map::fd_path(fileno);
-            let label = path.clone().unwrap_or_else(|| PathBuf::from(format!("<fd {fileno}>")));
-            let map = opts.map(file, label).py_err()?;
+            if mode == Mode::Read {
+                // Nothing can grow a read-only mmap (no resize, refresh
+                // keeps the length): no reserve, so one plain mmap.
+                opts.reserve(0);
+            }
+            let map = opts.map_fd(file, fileno, meta).py_err()?;
             let reopen_mode = match (access, mode) {
                 (_, Mode::Read) => "r",
                 (_, Mode::CopyOnWrite) => "c",
                 _ => "r+",
             };
-            MappedFile::new_inner(map, access, path.map(|p| (p, reopen_mode)), false, trackfd)
+            MappedFile::new_inner(map, access, Some((FilePath::Lazy(OnceLock::new()), reopen_mode)), false, trackfd)
         };
         Ok(PyClassInitializer::from(base).add_subclass(Mmap {}))
     }
@@ -168,11 +171,11 @@ impl Mmap {
         let base = slf.as_super().get();
         // Like the stdlib's refusal (TypeError) for what cannot be reopened.
         let m = base.get().map_err(|_| PyTypeError::new_err("cannot pickle a closed mmap"))?;
-        let Some((path, _)) = &base.reopen else {
+        let Some((path, _)) = base.reopen_path() else {
             return Err(PyTypeError::new_err("cannot pickle an anonymous mmap: share it with fork, or map a file"));
         };
         let reopen = py.import("mmapkit")?.getattr("_reopen_mmap")?;
-        let args = (path.clone(), base.access, m.offset(), m.len());
+        let args = (path, base.access, m.offset(), m.len());
         PyTuple::new(py, [reopen, args.into_pyobject(py)?.into_any()])
     }
 }

@@ -59,7 +59,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use libc::c_int;
 
@@ -240,12 +240,27 @@ impl MapOptions {
                     .map_err(|e| disk_err(path, size, e))?;
             }
         }
-        self.map_file(file, path.to_owned(), false)
+        self.map_file(file, Label::known(path.to_owned()), false)
     }
 
     /// Maps an already open file; `label` names it in errors.
     pub fn map(&self, file: File, label: impl Into<PathBuf>) -> Result<Map> {
-        self.map_file(file, label.into(), false)
+        self.map_file(file, Label::known(label.into()), false)
+    }
+
+    /// Maps an already open file named in errors by its path, looked up
+    /// (`/proc/self/fd`) only when first needed, or `<fd {fd}>` when it
+    /// has none: the lookup costs more than the rest of a small map, and
+    /// most maps never report an error. `meta` is the caller's fresh
+    /// `fstat` of `file` (saves a second one).
+    pub fn map_fd(&self, file: File, fd: i32, meta: std::fs::Metadata) -> Result<Map> {
+        let label = Label { path: OnceLock::new(), fd: file.as_raw_fd(), shown_fd: fd };
+        self.map_meta(file, label, false, Some(meta))
+    }
+
+    /// [`MapOptions::map`] with the caller's fresh `fstat` of `file` (saves a second one).
+    pub(crate) fn map_with_meta(&self, file: File, label: &Path, meta: std::fs::Metadata) -> Result<Map> {
+        self.map_meta(file, Label::known(label.to_owned()), false, Some(meta))
     }
 
     /// Anonymous memory of `len` bytes (backed by a memfd so it can grow);
@@ -258,12 +273,19 @@ impl MapOptions {
         opts.mode = Mode::ReadWrite;
         opts.offset = 0;
         opts.len = Some(len);
-        opts.map_file(file, label, true)
+        opts.map_file(file, Label::known(label), true)
     }
 
-    fn map_file(&self, file: File, path: PathBuf, anonymous: bool) -> Result<Map> {
+    fn map_file(&self, file: File, path: Label, anonymous: bool) -> Result<Map> {
+        self.map_meta(file, path, anonymous, None)
+    }
+
+    fn map_meta(&self, file: File, path: Label, anonymous: bool, meta: Option<std::fs::Metadata>) -> Result<Map> {
         let page = page_size();
-        let meta = file.metadata().map_err(|e| Error::io(&path, "stat", e))?;
+        let meta = match meta {
+            Some(m) => m,
+            None => file.metadata().map_err(|e| Error::io(&path, "stat", e))?,
+        };
         let file_len = meta.len();
         let regular = meta.file_type().is_file();
         let len = match self.len {
@@ -308,7 +330,16 @@ impl MapOptions {
             .reserve
             .unwrap_or_else(|| DEFAULT_RESERVE.max(need.saturating_add(need / 4)));
         let reserved = sys::round_up(want_reserve.max(need).max(page));
-        let base = sys::reserve(reserved).map_err(|e| Error::io(&path, "mmap (reserve)", e))?;
+        // No room to grow asked for: one mmap where the kernel likes, half
+        // the system calls of reserve + MAP_FIXED (growth still extends in
+        // place when the next addresses happen to be free).
+        let direct = reserved == need;
+        let base = if direct {
+            sys::map_anywhere(need, prot, flags, file.as_raw_fd(), aligned)
+                .map_err(|e| Error::io(&path, "mmap", e))?
+        } else {
+            sys::reserve(reserved).map_err(|e| Error::io(&path, "mmap (reserve)", e))?
+        };
         let mut map = Map {
             base,
             reserved: AtomicUsize::new(reserved),
@@ -326,7 +357,7 @@ impl MapOptions {
             slot: None,
             resize: Mutex::new(()),
         };
-        if need > 0 {
+        if need > 0 && !direct {
             // SAFETY: [base, base+need) is inside our fresh reservation.
             unsafe { sys::map_fixed(base, need, prot, flags, map.file.as_raw_fd(), aligned) }
                 .map_err(|e| Error::io(&map.path, "mmap", e))?;
@@ -348,6 +379,31 @@ fn disk_err(path: &Path, size: u64, e: std::io::Error) -> Error {
     }
 }
 
+/// What errors call a map's file: a known path, or the path behind its
+/// descriptor looked up on first use (see [`MapOptions::map_fd`]).
+struct Label {
+    path: OnceLock<PathBuf>,
+    /// Our descriptor (owned by the map's `file`, open as long as it).
+    fd: c_int,
+    /// The caller's descriptor, for `<fd N>` when there is no path.
+    shown_fd: i32,
+}
+
+impl Label {
+    fn known(path: PathBuf) -> Label {
+        Label { path: OnceLock::from(path), fd: -1, shown_fd: -1 }
+    }
+}
+
+impl std::ops::Deref for Label {
+    type Target = PathBuf;
+    fn deref(&self) -> &PathBuf {
+        self.path.get_or_init(|| {
+            fd_path(self.fd).unwrap_or_else(|| PathBuf::from(format!("<fd {}>", self.shown_fd)))
+        })
+    }
+}
+
 /// A memory-mapped file (or anonymous memory); see the [module docs](self).
 pub struct Map {
     base: *mut u8,
@@ -363,7 +419,7 @@ pub struct Map {
     mode: Mode,
     anonymous: bool,
     file: File,
-    path: PathBuf,
+    path: Label,
     slot: Option<guard::Slot>,
     resize: Mutex<()>,
 }
@@ -377,7 +433,7 @@ unsafe impl Sync for Map {}
 impl std::fmt::Debug for Map {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Map")
-            .field("path", &self.path)
+            .field("path", &*self.path)
             .field("mode", &self.mode)
             .field("offset", &self.offset)
             .field("len", &self.len())

@@ -114,6 +114,17 @@ pub(super) unsafe fn map_zero(addr: *mut u8, len: usize, prot: c_int) -> io::Res
     }
 }
 
+/// Maps `len` bytes of `fd` at file offset `off` where the kernel chooses.
+pub(super) fn map_anywhere(len: usize, prot: c_int, flags: c_int, fd: c_int, off: u64) -> io::Result<*mut u8> {
+    // SAFETY: no MAP_FIXED: the kernel picks a free range and replaces nothing.
+    let p = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, flags, fd, off as libc::off_t) };
+    if p == libc::MAP_FAILED {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(p.cast())
+    }
+}
+
 /// Maps `len` bytes of `fd` at file offset `off` over `[addr, addr+len)`.
 ///
 /// # Safety

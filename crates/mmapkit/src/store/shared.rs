@@ -109,7 +109,7 @@ impl Segment {
         lock_shared(&file).map_err(|e| Error::io(path, "flock", e))?;
         let id = ident(&file.metadata().map_err(|e| Error::io(path, "stat", e))?);
         crate::map::allocate(&file, path, total)?;
-        let mut map = MapOptions::new().mode(Mode::ReadWrite).map(file, path)?;
+        let mut map = MapOptions::new().mode(Mode::ReadWrite).reserve(0).map(file, path)?;
         map.write_at(0, &bytes)?;
         let map = map.into_shared();
         tmp.link_to(path)?;
@@ -174,7 +174,9 @@ impl Segment {
             });
         }
         let mode = if writable { Mode::ReadWrite } else { Mode::Read };
-        let map = MapOptions::new().mode(mode).len(data_off + nbytes).map(file, path)?.into_shared();
+        // A segment never grows: no address space reserved for growth, so
+        // attaching is one mmap (and closing unmaps no big reservation).
+        let map = MapOptions::new().mode(mode).len(data_off + nbytes).reserve(0).map_with_meta(file, path, meta)?.into_shared();
         Ok(Segment {
             map,
             path: path.to_owned(),
@@ -268,6 +270,15 @@ impl Segment {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(Error::io(&self.path, "stat", e)),
         }
+    }
+}
+
+impl Segment {
+    /// Turns `unlink_on_close` on or off after attaching (a caller that
+    /// validates the segment first attaches with it off, so that a
+    /// rejected segment is not removed). Never on for unnamed segments.
+    pub fn set_unlink_on_close(&mut self, on: bool) {
+        self.unlink_on_close = on && self.id.is_some();
     }
 }
 
