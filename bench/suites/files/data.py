@@ -1,4 +1,6 @@
-"""The `files` suite's data: a seeded CSV of 100 numeric columns (~570 bytes a line)."""
+"""The `files` suite's data: a seeded CSV of 100 numeric columns (~570 bytes a line),
+a quarter of the lines with a 101st field of text (words in several cases and scripts,
+for the case-insensitive, word and Unicode regex classes)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import numpy as np
 from ...harness import generated_file, human_bytes, need_space
 
 DATA_SEED = 20
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2  # 2: the text field
 COLUMNS = 100
 SPLIT_AT = 50  # lines past the pool are half a pool line + the other half of another
 POOL_LINES = 1 << 16
@@ -18,6 +20,11 @@ POOL_LINES = 1 << 16
 _PAD = 0
 _W = 11  # bytes per field slot: sign, 6 integer digits, '.', 2 decimals, separator
 _POW = 10 ** np.arange(5, -1, -1, dtype=np.int64)
+TEXT_EVERY = 4  # one pool line in 4 ends with a text field
+# ASCII words in three cases and non-ASCII ones (UTF-8; no uppercase non-ASCII letters,
+# so ASCII-only and Unicode case folding agree on what matches).
+WORDS = ("error", "Error", "ERROR", "warning", "Warning", "timeout", "ok", "retry",
+         "Zürich", "São Paulo", "naïve café", "Gödel", "Москва", "東京", "Ελλάδα", "jalapeño")
 
 
 def _column_formats(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -73,7 +80,8 @@ def _write_csv(path: Path, seed: int, nbytes: int) -> dict[str, int]:
         rng = np.random.default_rng([seed, 1, b])
         left += _rows(rng, step, slice(0, SPLIT_AT), formats, last=False)
         right += _rows(rng, step, slice(SPLIT_AT, COLUMNS), formats, last=True)
-    written = lines = 0
+    _add_text(right, seed)
+    written = lines = commas = 0
     with open(path, "wb") as f:
         block_no = 0
         while written < nbytes:
@@ -98,10 +106,20 @@ def _write_csv(path: Path, seed: int, nbytes: int) -> dict[str, int]:
             f.write(block)
             written += len(block)
             lines += block.count(b"\n")
+            commas += block.count(b",")
             block_no += 1
             if room < 0:
                 break
-    return {"lines": lines}
+    return {"lines": lines, "commas": commas}
+
+
+def _add_text(right: list[bytes], seed: int) -> None:
+    """Appends ",TEXT" to one right half in TEXT_EVERY: one to three seeded words."""
+    rng = np.random.default_rng([seed, 3])
+    for i in range(0, len(right), TEXT_EVERY):
+        k = int(rng.integers(1, 4))
+        words = " ".join(WORDS[j] for j in rng.integers(0, len(WORDS), k).tolist())
+        right[i] = right[i][:-1] + b"," + words.encode() + b"\n"
 
 
 def ensure_csv(data_dir: Path, nbytes: int, log: Callable[[str], None]) -> tuple[Path, dict]:

@@ -45,8 +45,11 @@ mod sink;
 mod walk;
 
 use std::path::Path;
+use std::sync::atomic::AtomicUsize;
 
 use regex::bytes::{Regex, RegexBuilder};
+use regex_automata::meta;
+use regex_automata::util::syntax;
 
 use super::engine::ScanOptions;
 use crate::{Error, Result};
@@ -95,7 +98,26 @@ pub struct Grep {
     /// in a window (an earliest-match search, the cheapest kind) tells the
     /// first matching line, with no confirmation.
     line_bounded: bool,
+    /// The same regex as `re` for finding matching lines, as two engines:
+    /// [`FINDER_PREFILTER`] (regex-automata's meta regex with its literal
+    /// prefilters, as `regex` has it) and [`FINDER_DFA`] (no prefilter: the
+    /// lazy DFA reads every byte). The prefilters pick their literals by
+    /// byte frequencies of ordinary text: on data where those literals are
+    /// everywhere (digits, commas in a CSV) every candidate costs a
+    /// verification, and the plain DFA is several times faster.
+    finders: [meta::Regex; 2],
+    /// The finder chosen for the current search (see `search.rs`,
+    /// `choose_finder`); only speed depends on it, never the answer.
+    finder: AtomicUsize,
+    /// Always this finder, no timing (tests: each finder must give the
+    /// same answers).
+    forced: Option<usize>,
 }
+
+/// [`Grep::finders`]: with the literal prefilter.
+pub(crate) const FINDER_PREFILTER: usize = 0;
+/// [`Grep::finders`]: the lazy DFA alone.
+pub(crate) const FINDER_DFA: usize = 1;
 
 /// A byte that is not part of a word; never `\n`, so a word match stays
 /// inside its line even when the whole window is searched.
@@ -134,19 +156,50 @@ impl Grep {
             parts.iter().map(|p| format!("(?:{p})")).collect::<Vec<_>>().join("|")
         };
         let word = opts.word && !opts.line;
-        let re = if opts.line {
-            build(&format!("^(?:{joined})$"))?
+        let pattern = if opts.line {
+            format!("^(?:{joined})$")
         } else if word {
             // Like ripgrep: the bytes around the match are consumed, so a
             // leftmost-first search still finds a word match when a
             // shorter or longer alternative at the same start is not one.
-            build(&format!("(?:^|{NOT_WORD})((?:{joined}))(?:{NOT_WORD}|$)"))?
+            format!("(?:^|{NOT_WORD})((?:{joined}))(?:{NOT_WORD}|$)")
         } else {
-            build(&joined)?
+            joined
         };
+        let re = build(&pattern)?;
+        // The finders: `re`'s syntax and match semantics (a bytes regex:
+        // empty matches may split UTF-8).
+        let finder = |prefilter: bool| {
+            let syntax = syntax::Config::new().multi_line(true).unicode(false).utf8(false).case_insensitive(opts.ignore_case);
+            meta::Builder::new()
+                .syntax(syntax)
+                .configure(meta::Config::new().utf8_empty(false).auto_prefilter(prefilter))
+                .build(&pattern)
+                .map_err(|e| Error::InvalidArgument(format!("invalid regex: {e}")))
+        };
+        let finders = [finder(true)?, finder(false)?];
         let per_line = !opts.fixed && parts.iter().any(|p| whole_haystack_assertions(p));
         let line_bounded = opts.fixed || parts.iter().all(|p| pattern::cannot_match_newline(p));
-        Ok(Grep { opts: opts.clone(), re, word, id: super::local::next_id(), per_line, line_bounded })
+        Ok(Grep {
+            opts: opts.clone(),
+            re,
+            word,
+            id: super::local::next_id(),
+            per_line,
+            line_bounded,
+            finders,
+            finder: AtomicUsize::new(FINDER_PREFILTER),
+            forced: None,
+        })
+    }
+
+    /// Searches with the finder `which` ([`FINDER_PREFILTER`] or
+    /// [`FINDER_DFA`]) on every file, instead of timing both on large
+    /// ones (for the equivalence tests).
+    #[cfg(test)]
+    pub(crate) fn force_finder(&mut self, which: usize) {
+        self.forced = Some(which);
+        self.finder.store(which, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The options this search was built with.

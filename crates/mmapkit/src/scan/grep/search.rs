@@ -28,15 +28,18 @@ use std::collections::VecDeque;
 use std::io::Read;
 use std::ops::ControlFlow;
 use std::path::Path;
+use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use memchr::{memchr, memrchr};
 use regex::bytes::Regex;
+use regex_automata::{meta, Input};
 
 use super::sink::{FileInfo, Forked, Needs, Sink, SinkLine};
-use super::Grep;
+use super::{Grep, FINDER_DFA, FINDER_PREFILTER};
 use crate::scan::engine::{Job, Scan, ScanOptions};
 use crate::scan::local;
 use crate::scan::source::label;
@@ -51,6 +54,26 @@ const BATCH_PER_THREAD: usize = 4;
 const STREAM_CHUNK: usize = 1 << 20;
 /// A NUL byte this close to the start makes a file binary.
 const BINARY_PEEK: usize = 32 << 10;
+/// Files at least this long choose their line finder by timing both on a
+/// sample (smaller ones take the prefilter, as `regex` would).
+const CHOOSE_MIN: u64 = 4 << 20;
+/// The sample: the whole lines in the first 1/32 of the file, at most
+/// this many bytes (timing both finders twice costs at most ~1/8 of what
+/// searching the file with the slower one does).
+const CHOOSE_SAMPLE: u64 = 1 << 20;
+
+/// One thread's regex and finder caches (see [`Grep::local_re`]).
+pub(super) struct Local {
+    re: Regex,
+    caches: [RefCell<meta::Cache>; 2],
+}
+
+impl std::ops::Deref for Local {
+    type Target = Regex;
+    fn deref(&self) -> &Regex {
+        &self.re
+    }
+}
 
 impl Grep {
     /// Searches the file at `path` (`-`: standard input, streamed), reports
@@ -72,6 +95,7 @@ impl Grep {
             && len > 0
             && job.src.with_window(0, len.min(BINARY_PEEK as u64), |w| memchr(0, w).is_some())?;
         sink.begin(&FileInfo { path, binary })?;
+        self.choose_finder(&job)?;
         let selected = if !needs.lines && cap == u64::MAX {
             self.count_all(&job)?
         } else if job.threads <= 1 || needs.before.is_some() || needs.after.is_some() {
@@ -98,17 +122,63 @@ impl Grep {
         if needs.first_only { cap.min(1) } else { cap }
     }
 
-    /// This thread's own clone of the regex: a clone has its own cache
-    /// pool, so threads never contend for the shared one.
-    fn local_re(&self) -> Rc<Regex> {
-        local::per_thread(self.id, || self.re.clone())
+    /// This thread's own clone of the regex (a clone has its own cache
+    /// pool, so threads never contend for the shared one) and caches for
+    /// the finders.
+    fn local_re(&self) -> Rc<Local> {
+        local::per_thread(self.id, || Local {
+            re: self.re.clone(),
+            caches: [RefCell::new(self.finders[0].create_cache()), RefCell::new(self.finders[1].create_cache())],
+        })
+    }
+
+    /// Picks the faster finder for this file: on a large file, both count
+    /// the matching lines of a sample at its start, twice each
+    /// (alternately; the best time of each counts). Only speed depends on
+    /// the choice: both finders are the same regex.
+    fn choose_finder(&self, job: &Job<'_>) -> Result<()> {
+        if self.forced.is_some() {
+            return Ok(());
+        }
+        let len = job.src.len();
+        if len < CHOOSE_MIN || !self.line_bounded || self.per_line {
+            self.finder.store(FINDER_PREFILTER, Ordering::Relaxed);
+            return Ok(());
+        }
+        let re = self.local_re();
+        let best = job.src.with_window(0, CHOOSE_SAMPLE.min(len / 32), |w| {
+            let w = &w[..memrchr(b'\n', w).map_or(w.len(), |i| i + 1)];
+            let mut best = [Duration::MAX; 2];
+            for _ in 0..2 {
+                for (which, b) in best.iter_mut().enumerate() {
+                    let t = Instant::now();
+                    let mut n = 0u64;
+                    let _ = self.lines_with(which, &re, w, |_, _| {
+                        n += 1;
+                        ControlFlow::Continue(())
+                    });
+                    *b = (*b).min(t.elapsed());
+                    std::hint::black_box(n);
+                }
+            }
+            best
+        })?;
+        let which = if best[FINDER_DFA] < best[FINDER_PREFILTER] { FINDER_DFA } else { FINDER_PREFILTER };
+        self.finder.store(which, Ordering::Relaxed);
+        Ok(())
     }
 
     // ---- matching inside one window of whole lines ----
 
     /// Calls `f(start, end)` for every line of `w` (whole lines; `end`
     /// excludes the newline) that contains a match, in order.
-    fn matching_lines(&self, re: &Regex, w: &[u8], mut f: impl FnMut(usize, usize) -> ControlFlow<()>) -> ControlFlow<()> {
+    fn matching_lines(&self, re: &Local, w: &[u8], f: impl FnMut(usize, usize) -> ControlFlow<()>) -> ControlFlow<()> {
+        self.lines_with(self.finder.load(Ordering::Relaxed), re, w, f)
+    }
+
+    /// [`Grep::matching_lines`] with the finder `which` (for line-bounded
+    /// patterns; the others use `re`).
+    fn lines_with(&self, which: usize, re: &Local, w: &[u8], mut f: impl FnMut(usize, usize) -> ControlFlow<()>) -> ControlFlow<()> {
         let n = w.len();
         let mut pos = 0;
         let mut per_line = self.per_line;
@@ -121,8 +191,11 @@ impl Grep {
             // lies in the first line that has one: the line around its end
             // is selected. (An empty match right after the window's final
             // newline belongs to no line.)
+            let finder = &self.finders[which];
+            let mut cache = re.caches[which].borrow_mut();
             while pos < n {
-                let Some(e) = re.shortest_match_at(w, pos) else { break };
+                let input = Input::new(w).range(pos..).earliest(true);
+                let Some(e) = finder.search_half_with(&mut cache, &input).map(|m| m.offset()) else { break };
                 if e == n && w[n - 1] == b'\n' {
                     break;
                 }
@@ -163,7 +236,7 @@ impl Grep {
     }
 
     /// Calls `f(start, end)` for every selected line of `w`, in order.
-    fn selected_lines(&self, re: &Regex, w: &[u8], mut f: impl FnMut(usize, usize) -> ControlFlow<()>) -> ControlFlow<()> {
+    fn selected_lines(&self, re: &Local, w: &[u8], mut f: impl FnMut(usize, usize) -> ControlFlow<()>) -> ControlFlow<()> {
         if !self.opts.invert {
             return self.matching_lines(re, w, f);
         }
@@ -177,7 +250,7 @@ impl Grep {
     }
 
     /// Processes one window of whole lines starting at file offset `off`.
-    fn window(&self, re: &Regex, off: u64, w: &[u8], st: &mut State, sink: &mut dyn Sink) -> ControlFlow<()> {
+    fn window(&self, re: &Local, off: u64, w: &[u8], st: &mut State, sink: &mut dyn Sink) -> ControlFlow<()> {
         if st.needs.lines {
             self.report_window(re, off, w, st, sink)
         } else {
@@ -186,7 +259,7 @@ impl Grep {
     }
 
     /// Counting (capped): no line is materialised.
-    fn count_window(&self, re: &Regex, w: &[u8], st: &mut State) -> ControlFlow<()> {
+    fn count_window(&self, re: &Local, w: &[u8], st: &mut State) -> ControlFlow<()> {
         if st.selected >= st.cap {
             return ControlFlow::Break(());
         }
@@ -215,7 +288,7 @@ impl Grep {
     /// Reports the selected lines of a window, with their context when
     /// asked (after the cap, only the trailing context is left, printed
     /// whether those lines match or not, as GNU grep does).
-    fn report_window(&self, re: &Regex, off: u64, w: &[u8], st: &mut State, sink: &mut dyn Sink) -> ControlFlow<()> {
+    fn report_window(&self, re: &Local, off: u64, w: &[u8], st: &mut State, sink: &mut dyn Sink) -> ControlFlow<()> {
         let mut next = 0usize; // lines before it are reported (or never will be)
         if st.selected < st.cap {
             let _ = self.selected_lines(re, w, |ls, le| {
@@ -249,13 +322,13 @@ impl Grep {
 
     /// Reports the line `w[ls..le]`, selected or context.
     #[allow(clippy::too_many_arguments)]
-    fn emit(&self, re: &Regex, off: u64, w: &[u8], ls: usize, le: usize, selected: bool, st: &mut State, sink: &mut dyn Sink) -> ControlFlow<()> {
+    fn emit(&self, re: &Local, off: u64, w: &[u8], ls: usize, le: usize, selected: bool, st: &mut State, sink: &mut dyn Sink) -> ControlFlow<()> {
         let line = st.cursor.as_mut().map_or(0, |c| c.line_at(w, off, ls));
         self.emit_line(re, line, off + ls as u64, &w[ls..le], selected, st, sink)
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn emit_line(&self, re: &Regex, line: u64, offset: u64, bytes: &[u8], selected: bool, st: &mut State, sink: &mut dyn Sink) -> ControlFlow<()> {
+    fn emit_line(&self, re: &Local, line: u64, offset: u64, bytes: &[u8], selected: bool, st: &mut State, sink: &mut dyn Sink) -> ControlFlow<()> {
         let mut spans = std::mem::take(&mut st.spans);
         spans.clear();
         // Like GNU grep: the matches of selected lines, or of context lines
@@ -276,7 +349,7 @@ impl Grep {
     /// Before a selected line at `ls`: the previous one's after-context,
     /// a break if lines were skipped, then this one's before-context.
     #[allow(clippy::too_many_arguments)]
-    fn before_match(&self, re: &Regex, off: u64, w: &[u8], next: &mut usize, ls: usize, st: &mut State, sink: &mut dyn Sink) -> ControlFlow<()> {
+    fn before_match(&self, re: &Local, off: u64, w: &[u8], next: &mut usize, ls: usize, st: &mut State, sink: &mut dyn Sink) -> ControlFlow<()> {
         self.after_context(re, off, w, next, ls, st, sink)?;
         let Some(c) = &mut st.ctx else { return ControlFlow::Continue(()) };
         let starts = last_lines(w, *next, ls, c.before);
@@ -303,7 +376,7 @@ impl Grep {
     /// After-context lines from `next` up to `limit` (a line start or the
     /// end of the window).
     #[allow(clippy::too_many_arguments)]
-    fn after_context(&self, re: &Regex, off: u64, w: &[u8], next: &mut usize, limit: usize, st: &mut State, sink: &mut dyn Sink) -> ControlFlow<()> {
+    fn after_context(&self, re: &Local, off: u64, w: &[u8], next: &mut usize, limit: usize, st: &mut State, sink: &mut dyn Sink) -> ControlFlow<()> {
         while *next < limit && st.ctx.as_ref().is_some_and(|c| c.after_left > 0) {
             let le = memchr(b'\n', &w[*next..limit]).map_or(limit, |i| *next + i);
             if let Some(c) = &mut st.ctx {

@@ -10,6 +10,7 @@ use proptest::prelude::{prop_oneof, proptest, Just, ProptestConfig, Strategy as 
 use regex::bytes::RegexBuilder;
 
 use super::pattern::cannot_match_newline;
+use super::{FINDER_DFA, FINDER_PREFILTER};
 use super::{grep, grep_count, grep_lines, whole_haystack_assertions, Collect, GnuPrinter, Grep, GrepOptions, JsonPrinter, PrintOptions, Report, Sink, SinkLine};
 use crate::test_util::{scan_matrix, ALL_STRATEGIES};
 use crate::test_util::{temp_file as write, Trickle};
@@ -154,18 +155,26 @@ fn check(data: &[u8], g: &GrepOptions, p: &PrintOptions) {
     let want = reference(data, g, p, &label);
     let plain = PrintOptions { before: None, after: None, ..p.clone() };
     let want_records = reference(data, g, &plain, &label).records;
-    let compiled = Grep::new(g).unwrap();
     // The free functions once (they compile the regex each time) ...
     let opts = ScanOptions::new(Strategy::Read, 3);
     assert_eq!(grep_count(&path, g, &opts).unwrap(), want.count, "count {g:?}");
     let mut out = Vec::new();
     assert_eq!(grep(&path, g, p, &opts, &mut out).unwrap(), want.count, "selected {g:?}");
     assert_eq!(grep_lines(&path, g, p.only_matching, &opts, None).unwrap(), want_records, "lines {g:?}");
-    // ... and every combination through one compiled search.
-    for opts in combos() {
-        let what = format!("{g:?} {p:?} {opts:?} data={:?}", String::from_utf8_lossy(data));
+    // ... and every combination through one compiled search, with each
+    // line finder (files this small never time them: each is forced).
+    let finders: Vec<Grep> = [FINDER_PREFILTER, FINDER_DFA]
+        .into_iter()
+        .map(|which| {
+            let mut compiled = Grep::new(g).unwrap();
+            compiled.force_finder(which);
+            compiled
+        })
+        .collect();
+    for (which, compiled, opts) in finders.iter().enumerate().flat_map(|(w, c)| combos().into_iter().map(move |o| (w, c, o))) {
+        let what = format!("finder {which} {g:?} {p:?} {opts:?} data={:?}", String::from_utf8_lossy(data));
         assert_eq!(compiled.count(&path, &opts).unwrap(), want.count, "count {what}");
-        let (out, n) = printed(&compiled, &path, p, &opts, None);
+        let (out, n) = printed(compiled, &path, p, &opts, None);
         assert_eq!(String::from_utf8_lossy(&out), String::from_utf8_lossy(&want.out), "output {what}");
         assert_eq!(n, want.count, "selected {what}");
         let mut collect = Collect::new(p.only_matching, None);
@@ -173,7 +182,7 @@ fn check(data: &[u8], g: &GrepOptions, p: &PrintOptions) {
         assert_eq!(collect.found, want_records, "records {what}");
         // A stream, in the window size as read size, through short reads.
         let step = if opts.chunk == 0 { 5 } else { opts.chunk };
-        let (out, n) = printed(&compiled, &path, p, &opts, Some((data, step)));
+        let (out, n) = printed(compiled, &path, p, &opts, Some((data, step)));
         assert_eq!(String::from_utf8_lossy(&out), String::from_utf8_lossy(&want.out), "stream {what}");
         assert_eq!(n, want.count, "stream selected {what}");
         assert_eq!(compiled.count_reader(&mut Trickle(data, step), &path, &opts).unwrap(), want.count, "stream count {what}");
@@ -540,5 +549,30 @@ fn grep_reads_proc_files_and_fifos() {
         assert_eq!(grep(&f, &g, &p, &opts, &mut out).unwrap(), 2, "{opts:?}");
         h.join().unwrap();
         assert_eq!(out, b"2:two MemTotal\n3:MemTotal three\n", "{opts:?}");
+    }
+}
+
+#[test]
+fn large_files_time_the_finders_and_count_the_same() {
+    // Past the size where a search times both finders on a sample: the
+    // count (and printed lines) must not depend on the one it picks.
+    let mut data = Vec::new();
+    let mut x = 12345u64;
+    while data.len() < (17 << 20) {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let line = format!("{},{}.{},{}\n", x >> 44, (x >> 20) & 0xfff, (x >> 8) & 0x3f, x & 0xff);
+        data.extend_from_slice(line.as_bytes());
+    }
+    let (_dir, path) = write(&data);
+    for pattern in ["[0-9]{3},[0-9]{3}\\.[0-9]5", "45", "^9[0-9]*,|,7$", "\\b12\\b"] {
+        let g = GrepOptions { patterns: vec![pattern.into()], ..Default::default() };
+        let re = line_regex(&g);
+        let want = data.split(|&b| b == b'\n').filter(|l| re.is_match(l)).count() as u64;
+        let compiled = Grep::new(&g).unwrap();
+        for opts in [ScanOptions::new(Strategy::Mmap, 1), ScanOptions::new(Strategy::Read, 2), ScanOptions::new(Strategy::Mmap, 3)] {
+            assert_eq!(compiled.count(&path, &opts).unwrap(), want, "{pattern} {opts:?}");
+            let lines = grep_lines(&path, &g, false, &opts, None).unwrap();
+            assert_eq!(lines.len() as u64, want, "{pattern} {opts:?}");
+        }
     }
 }
