@@ -155,7 +155,6 @@ pub(super) fn rewrite(path: &Path, meta: &Metadata, edit: &Edit<'_>, ropts: &Rep
 
     let real = real_path(path)?;
     let orig = File::open(path).map_err(|e| Error::io(path, "open", e))?;
-    let cached = orig.try_clone().map_err(|e| Error::io(path, "dup", e))?;
     let pool = Buffers::default();
     let (count, out) = std::thread::scope(|s| -> Result<(u64, Option<(TempFile, u64)>)> {
         let (tx, rx) = mpsc::sync_channel::<Vec<Piece>>(0);
@@ -168,10 +167,7 @@ pub(super) fn rewrite(path: &Path, meta: &Metadata, edit: &Edit<'_>, ropts: &Rep
             let mut covered = 0u64; // input bytes whose output is decided
             let mut total = 0u64;
             let mut swept = 0u64; // mapped input released up to here
-            let mut dropped = 0u64; // input evicted from the page cache up to here
-            let mut behind = 0u64; // the writer may still copy input from here on
             while g < len {
-                let group_start = g;
                 let mut pieces = match edit {
                     Edit::Literal { needle, repl } => {
                         let ranges: Vec<(u64, u64)> = (0..per_group as u64)
@@ -200,19 +196,6 @@ pub(super) fn rewrite(path: &Path, meta: &Metadata, edit: &Edit<'_>, ropts: &Rep
                     covered = covered.max(p.in_end);
                     total += p.count;
                 }
-                // Once the file is sure to be replaced, the old content's
-                // pages leave the page cache as the run goes (the writer is
-                // at most one group behind): freeing a whole cached file
-                // at the last close, after the rename, took 0.2-0.4 s for
-                // 1 GiB, serially at the end.
-                if !dry && total > 0 {
-                    let to = behind.saturating_sub(SWEEP_BACK);
-                    if to > dropped {
-                        drop_cached(&cached, dropped, to);
-                        dropped = to;
-                    }
-                }
-                behind = group_start;
                 if !dry && tx.send(pieces).is_err() {
                     break; // the writer stopped: its error is reported below
                 }
@@ -359,16 +342,6 @@ pub(super) fn release(job: &Job<'_>, a: u64, e: u64) {
         if e > a {
             let _ = m.advise(Advice::DontNeed, a as usize, Some((e - a) as usize));
         }
-    }
-}
-
-/// Evicts `[a, e)` of the input from the page cache (a hint: pages still
-/// mapped, dirty or only partly inside stay).
-pub(super) fn drop_cached(file: &File, a: u64, e: u64) {
-    use std::os::fd::AsRawFd;
-    // SAFETY: plain syscall on a valid descriptor; it reads only its arguments.
-    unsafe {
-        libc::posix_fadvise(file.as_raw_fd(), a as libc::off_t, (e - a) as libc::off_t, libc::POSIX_FADV_DONTNEED);
     }
 }
 
