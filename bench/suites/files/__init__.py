@@ -203,6 +203,13 @@ class FilesSuite(Suite):
             cli("tr", installed("tr"), commands={"replace_same": f"tr , ';' < {FILE} > NEW"},
                 note="GNU `tr` from the file to a new file (stdin/stdout redirected by the "
                      "harness, no shell); its output file is what is hashed."),
+            cli("copy limit", compiled, shown="files-helper",
+                commands={"replace_grow": "files-helper copy GROWN NEW"},
+                note="the write limit of the grown replace (compiled helper): "
+                     "`copy_file_range` of a file holding the expected result (same size, "
+                     "same bytes; made once, untimed) to a new file, then fsync: what `cp` "
+                     "+ `sync` would do, with no transformation. Its time is the helper's "
+                     "run only."),
             cli("naive loop", compiled, shown="files-helper",
                 note="the article's style in Rust (compiled by the suite with `rustc -O` into "
                      "bench/data/tools/): `File::read` into a 64 KiB buffer, a plain "
@@ -292,6 +299,9 @@ class FilesSuite(Suite):
                  "replace_same", "mmapkit --sync", "sed", 50),
             goal("different-length replace: mmapkit ≥ 5× sd, in ≤ 64 MiB", "replace_grow",
                  "mmapkit", "sd", 5, max_metric={"peak_rss": 64 << 20}),
+            goal("different-length replace: mmapkit ≥ 0.9× a plain copy of the output "
+                 "(copy limit), in ≤ 64 MiB", "replace_grow", "mmapkit", "copy limit", 0.9,
+                 max_metric={"peak_rss": 64 << 20}),
             goal("keep the first line: mmapkit ≥ 2× sed -i 1q", "keep_first", "mmapkit", "sed",
                  2),
             *per_class,

@@ -407,3 +407,26 @@ fn proc_files_are_refused_not_silently_unmatched() {
     }
     assert_eq!(keep_lines("/proc/meminfo", 1, &o).unwrap_err().kind(), ErrorKind::NotAFile);
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// The one-byte kernel (16-byte blocks and the scalar tail) against the
+    /// naive loop, with dense and sparse matches, replacements of 0 to 20
+    /// bytes (past 16: the scalar path), appended after existing bytes.
+    #[test]
+    fn replace_byte_matches_naive(
+        data in proptest::collection::vec(prop_oneof![8 => any::<u8>(), 3 => Just(b','), 1 => Just(b'\n')], 0..700),
+        rep in proptest::collection::vec(any::<u8>(), 0..21),
+        prefix in proptest::collection::vec(any::<u8>(), 0..3),
+        sparse in any::<bool>(),
+    ) {
+        let data: Vec<u8> = if sparse { data.iter().map(|&b| if b == b',' { b'.' } else { b }).collect() } else { data };
+        let (want, n) = naive_replace(&data, b",", &rep);
+        let mut out = prefix.clone();
+        let got = replace_byte(&data, b',', &rep, &mut out);
+        prop_assert_eq!(got, n);
+        prop_assert_eq!(&out[..prefix.len()], &prefix[..]);
+        prop_assert_eq!(&out[prefix.len()..], &want[..]);
+    }
+}

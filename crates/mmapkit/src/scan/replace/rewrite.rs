@@ -155,11 +155,12 @@ pub(super) fn rewrite(path: &Path, meta: &Metadata, edit: &Edit<'_>, ropts: &Rep
 
     let real = real_path(path)?;
     let orig = File::open(path).map_err(|e| Error::io(path, "open", e))?;
+    let pool = Buffers::default();
     let (count, out) = std::thread::scope(|s| -> Result<(u64, Option<(TempFile, u64)>)> {
         let (tx, rx) = mpsc::sync_channel::<Vec<Piece>>(0);
         let writer = (!dry).then(|| {
-            let real = real.as_path();
-            s.spawn(move || write_pieces(rx, orig, real))
+            let (real, pool) = (real.as_path(), &pool);
+            s.spawn(move || write_pieces(rx, orig, real, pool))
         });
         let produced = (|| -> Result<u64> {
             let mut g = 0u64; // start of the next group
@@ -177,12 +178,12 @@ pub(super) fn rewrite(path: &Path, meta: &Metadata, edit: &Edit<'_>, ropts: &Rep
                         g = ranges.last().map_or(len, |r| r.1);
                         let entries = job.entries_after(&needle.finder, &ranges, covered)?;
                         let work: Vec<(u64, u64)> = entries.iter().zip(&ranges).map(|(&a, &(_, e))| (a, e)).collect();
-                        job.par_map(&work, |&(a, e)| literal_piece(&job, needle, repl, a, e, dry))?
+                        job.par_map(&work, |&(a, e)| literal_piece(&job, needle, repl, a, e, dry, &pool))?
                     }
                     Edit::Regex(r) => {
                         let ranges = line_batches(&job, g, batch, per_group)?;
                         g = ranges.last().map_or(len, |r| r.1);
-                        job.par_map(&ranges, |&(a, e)| regex_piece(&job, r, a, e, dry))?
+                        job.par_map(&ranges, |&(a, e)| regex_piece(&job, r, a, e, dry, &pool))?
                     }
                 };
                 // Pages that a thread's faults mapped around its range
@@ -227,12 +228,15 @@ pub fn resolve_rewrite(strategy: Strategy, len: u64) -> Strategy {
 }
 
 /// Literal matches in `[a, e)` (from entry `a`) and the range's new bytes.
-pub(super) fn literal_piece(job: &Job<'_>, needle: &Needle, repl: &[u8], a: u64, e: u64, dry: bool) -> Result<Piece> {
+pub(super) fn literal_piece(job: &Job<'_>, needle: &Needle, repl: &[u8], a: u64, e: u64, dry: bool, pool: &Buffers) -> Result<Piece> {
     let n = needle.len();
     let len = job.src.len();
-    let mut out = Vec::new();
+    let mut out = if dry { Vec::new() } else { pool.take() };
     if !dry {
-        out.reserve((e.saturating_sub(a) as usize).saturating_add(64));
+        // The worst case (every input byte in a match) at once: growing the
+        // Vec would copy it again.
+        let factor = repl.len().div_ceil(n).max(1);
+        out.reserve((e.saturating_sub(a) as usize).saturating_mul(factor).saturating_add(64));
     }
     let mut count = 0u64;
     let mut first = None;
@@ -242,6 +246,17 @@ pub(super) fn literal_piece(job: &Job<'_>, needle: &Needle, repl: &[u8], a: u64,
         let win_end = (core_end + n as u64 - 1).min(len);
         let i = job.src.with_window(pos, win_end, |w| {
             let core = (core_end - pos) as usize;
+            if let (Some(b), false) = (needle.byte, dry) {
+                // One byte: no match runs past the core, and matches are
+                // dense in the common cases (`,` in a CSV), so a block
+                // kernel beats a call per match.
+                let here = replace_byte(&w[..core], b, repl, &mut out);
+                if here > 0 && first.is_none() {
+                    first = memchr::memchr(b, &w[..core]).map(|at| pos + at as u64);
+                }
+                count += here;
+                return 0;
+            }
             let mut last = 0;
             let i = needle.matches(w, core, |at| {
                 count += 1;
@@ -262,14 +277,14 @@ pub(super) fn literal_piece(job: &Job<'_>, needle: &Needle, repl: &[u8], a: u64,
     }
     let in_end = pos.max(a);
     release(job, a, in_end);
-    Ok(Piece { a, in_end, data: (count > 0 && !dry).then_some(out), count, first, skip: 0 })
+    Ok(Piece { a, in_end, data: pool.keep_if(count > 0 && !dry, out), count, first, skip: 0 })
 }
 
 /// Regex matches in the lines of `[a, e)` and the range's new bytes.
-pub(super) fn regex_piece(job: &Job<'_>, r: &RegexEdit<'_>, a: u64, e: u64, dry: bool) -> Result<Piece> {
+pub(super) fn regex_piece(job: &Job<'_>, r: &RegexEdit<'_>, a: u64, e: u64, dry: bool, pool: &Buffers) -> Result<Piece> {
     let local = r.local();
     let (line_re, win_re) = &*local;
-    let mut out = Vec::new();
+    let mut out = if dry { Vec::new() } else { pool.take() };
     if !dry {
         out.reserve((e - a) as usize + 64);
     }
@@ -279,7 +294,42 @@ pub(super) fn regex_piece(job: &Job<'_>, r: &RegexEdit<'_>, a: u64, e: u64, dry:
         Ok(ControlFlow::Continue(()))
     })?;
     release(job, a, e);
-    Ok(Piece { a, in_end: e, data: (count > 0 && !dry).then_some(out), count, first: None, skip: 0 })
+    Ok(Piece { a, in_end: e, data: pool.keep_if(count > 0 && !dry, out), count, first: None, skip: 0 })
+}
+
+/// Bytes written between two write-back starts of the new file.
+pub(super) const WRITE_BEHIND: u64 = 8 << 20;
+
+/// Output buffers handed back by the writer, so pieces reuse memory that is
+/// already mapped instead of faulting in (and zeroing) fresh pages for
+/// every piece. At most the pieces of two groups are alive, so this holds
+/// no more than they did.
+#[derive(Default)]
+pub(super) struct Buffers(std::sync::Mutex<Vec<Vec<u8>>>);
+
+impl Buffers {
+    /// An empty buffer, with the capacity of a returned one if any.
+    pub(super) fn take(&self) -> Vec<u8> {
+        let mut b = self.0.lock().unwrap_or_else(|e| e.into_inner()).pop().unwrap_or_default();
+        b.clear();
+        b
+    }
+
+    pub(super) fn give(&self, b: Vec<u8>) {
+        if b.capacity() > 0 {
+            self.0.lock().unwrap_or_else(|e| e.into_inner()).push(b);
+        }
+    }
+
+    /// `Some(b)` when `keep`, else `b` goes back to the pool.
+    pub(super) fn keep_if(&self, keep: bool, b: Vec<u8>) -> Option<Vec<u8>> {
+        if keep {
+            Some(b)
+        } else {
+            self.give(b);
+            None
+        }
+    }
 }
 
 /// How far back of a group's start to release mapped pages again.
@@ -328,9 +378,10 @@ pub(super) fn next_line_start(job: &Job<'_>, c: u64) -> Result<u64> {
 
 /// The writer thread: writes the pieces in order into a temporary file
 /// created at the first change (the unchanged prefix is copied then).
-pub(super) fn write_pieces(rx: mpsc::Receiver<Vec<Piece>>, orig: File, real: &Path) -> Result<Option<(TempFile, u64)>> {
+pub(super) fn write_pieces(rx: mpsc::Receiver<Vec<Piece>>, orig: File, real: &Path, pool: &Buffers) -> Result<Option<(TempFile, u64)>> {
     let mut tmp: Option<TempFile> = None;
     let mut written = 0u64;
+    let mut flushed = 0u64; // write-back started below this offset
     for pieces in rx {
         for p in pieces {
             let start = p.a + p.skip;
@@ -355,6 +406,17 @@ pub(super) fn write_pieces(rx: mpsc::Receiver<Vec<Piece>>, orig: File, real: &Pa
             let d = &data[p.skip as usize..];
             t.file_mut().write_all(d).map_err(|e| Error::io(t.path(), "write", e))?;
             written += d.len() as u64;
+            pool.give(data);
+        }
+        // Write-behind: the disk writes the new file while the rest is
+        // built, so the final fsync only waits for the tail (on a 1 GiB
+        // rewrite it took 0.36 s, most of a plain copy's time). A hint:
+        // durability still comes from that fsync, before the rename.
+        if let Some(t) = &tmp {
+            if written >= flushed + WRITE_BEHIND {
+                let _ = crate::map::start_writeback(t.file(), flushed, written - flushed);
+                flushed = written;
+            }
         }
     }
     Ok(tmp.map(|t| (t, written)))
@@ -373,4 +435,102 @@ pub(super) fn copy_range(orig: &File, from: u64, to: u64, t: &mut TempFile, real
         return Err(Error::Truncated { path: real.to_owned(), during: "being rewritten; it was not replaced" });
     }
     Ok(())
+}
+
+/// Appends `src` to `out` with every byte `b` replaced by `repl`; returns
+/// the number of replacements. The result is the same as a `memchr` loop
+/// with `extend_from_slice` per match, which costs ~15 ns a match when
+/// matches are a few bytes apart (185 M commas per GiB of CSV).
+pub(super) fn replace_byte(src: &[u8], b: u8, repl: &[u8], out: &mut Vec<u8>) -> u64 {
+    let count = bytecount::count(src, b);
+    if count == 0 {
+        out.extend_from_slice(src);
+        return 0;
+    }
+    let new_len = src.len() - count + count * repl.len();
+    #[cfg(target_arch = "x86_64")]
+    if repl.len() <= 16 {
+        // Block stores write up to 16 bytes past the current end.
+        out.reserve(new_len + 16);
+        // SAFETY: SSE2 is part of the x86_64 baseline; `out` has room for
+        // `new_len + 16` more bytes (reserved above), which bounds every
+        // store (see replace_byte_sse2).
+        unsafe { replace_byte_sse2(src, b, repl, out, new_len) };
+        return count as u64;
+    }
+    out.reserve(new_len);
+    let mut last = 0;
+    for at in memchr::memchr_iter(b, src) {
+        out.extend_from_slice(&src[last..at]);
+        out.extend_from_slice(repl);
+        last = at + 1;
+    }
+    out.extend_from_slice(&src[last..]);
+    count as u64
+}
+
+/// [`replace_byte`] 16 bytes at a time: each block's match mask, then per
+/// match one 16-byte copy of the bytes before it and one 16-byte store of
+/// the replacement (both advanced by their true lengths, so later stores
+/// overwrite the excess).
+///
+/// # Safety
+/// `repl.len() <= 16`, `new_len` is the exact output length, and `out` has
+/// capacity for `out.len() + new_len + 16` bytes: the output pointer only
+/// grows and ends at `out.len() + new_len`, and no store writes more than
+/// 16 bytes past it. Loads stay inside `src`: a block starting at `i` is
+/// only taken while `i + 32 <= src.len()`, and its loads start at
+/// `i + last` with `last <= 16`.
+#[cfg(target_arch = "x86_64")]
+unsafe fn replace_byte_sse2(src: &[u8], b: u8, repl: &[u8], out: &mut Vec<u8>, new_len: usize) {
+    // SAFETY: the caller's contract (# Safety above) bounds every load
+    // and store of the loop; the intrinsics need only SSE2 (baseline).
+    unsafe {
+        use std::arch::x86_64::*;
+        debug_assert!(repl.len() <= 16 && out.capacity() - out.len() >= new_len + 16);
+        let r = repl.len();
+        let mut padded = [0u8; 16];
+        padded[..r].copy_from_slice(repl);
+        let rv = _mm_loadu_si128(padded.as_ptr() as *const __m128i);
+        let nv = _mm_set1_epi8(b as i8);
+        let s = src.as_ptr();
+        let start = out.as_mut_ptr().add(out.len());
+        let mut o = start;
+        let mut i = 0usize;
+        while i + 32 <= src.len() {
+            let v = _mm_loadu_si128(s.add(i) as *const __m128i);
+            let mut m = _mm_movemask_epi8(_mm_cmpeq_epi8(v, nv)) as u32;
+            if m == 0 {
+                _mm_storeu_si128(o as *mut __m128i, v);
+                o = o.add(16);
+                i += 16;
+                continue;
+            }
+            let mut last = 0usize;
+            while m != 0 {
+                let p = m.trailing_zeros() as usize;
+                _mm_storeu_si128(o as *mut __m128i, _mm_loadu_si128(s.add(i + last) as *const __m128i));
+                o = o.add(p - last);
+                _mm_storeu_si128(o as *mut __m128i, rv);
+                o = o.add(r);
+                last = p + 1;
+                m &= m - 1;
+            }
+            _mm_storeu_si128(o as *mut __m128i, _mm_loadu_si128(s.add(i + last) as *const __m128i));
+            o = o.add(16 - last);
+            i += 16;
+        }
+        for &c in &src[i..] {
+            if c == b {
+                std::ptr::copy_nonoverlapping(repl.as_ptr(), o, r);
+                o = o.add(r);
+            } else {
+                *o = c;
+                o = o.add(1);
+            }
+        }
+        let written = o.offset_from(start) as usize;
+        assert_eq!(written, new_len, "replace_byte: output length");
+        out.set_len(out.len() + written);
+    }
 }
