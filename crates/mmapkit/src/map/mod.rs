@@ -42,6 +42,7 @@
 
 mod guard;
 mod share;
+pub(crate) mod simd;
 mod sys;
 
 pub use guard::GuardStats;
@@ -64,7 +65,7 @@ use std::sync::{Mutex, OnceLock};
 use libc::c_int;
 
 pub use sys::page_size;
-pub(crate) use sys::{fs_type, start_writeback, strerror};
+pub(crate) use sys::{fadvise_sequential, fs_type, start_writeback, strerror};
 
 use crate::{Error, Result};
 

@@ -332,6 +332,13 @@ pub(super) fn signal_ignored(sig: c_int) -> bool {
     r == 0 && unsafe { old.assume_init() }.sa_sigaction == libc::SIG_IGN
 }
 
+/// `posix_fadvise(SEQUENTIAL)` over the whole file: a hint (doubles the
+/// read-ahead window), so a refusal is ignored.
+pub(crate) fn fadvise_sequential(file: &File) {
+    // SAFETY: plain syscall on a valid descriptor; it touches no memory.
+    let _ = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_SEQUENTIAL) };
+}
+
 /// `posix_fadvise(DONTNEED)` over the whole file.
 pub(super) fn fadvise_dontneed(file: &File) -> io::Result<()> {
     // SAFETY: plain syscall on a valid descriptor.

@@ -266,7 +266,7 @@ impl ArrayFile {
             let file = array.map.file().try_clone().map_err(|e| Error::io(path, "dup", e))?;
             let len = file.metadata().map_err(|e| Error::io(path, "stat", e))?.len();
             // Tell the kernel the file is read front to back (larger read-ahead).
-            fadvise_sequential(&file);
+            crate::map::fadvise_sequential(&file);
             Some(Source::Read { file, len, path: path.to_owned() })
         } else {
             None
@@ -305,14 +305,6 @@ impl ArrayFile {
             }))),
         }
     }
-}
-
-/// `posix_fadvise(SEQUENTIAL)`: a hint (doubles the read-ahead window), so
-/// a refusal is ignored.
-fn fadvise_sequential(file: &std::fs::File) {
-    use std::os::fd::AsRawFd;
-    // SAFETY: plain syscall on a valid descriptor; it touches no memory.
-    let _ = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_SEQUENTIAL) };
 }
 
 /// The elements of a file read with `pread` (see [`ArrayFile`]).

@@ -392,71 +392,11 @@ pub(crate) fn window_count<T: Element>(chunk: &[T], lo: u64, t: &mut [u64]) -> u
         // sign flip), which the vector kernels apply themselves.
         let raw: &[u16] = bytemuck::cast_slice(chunk);
         let flip = <T as bytemuck::Zeroable>::zeroed().key() as u16;
-        if has_avx512() {
-            // SAFETY: the CPU has the kernel's features (checked just above).
-            return unsafe { window_count_avx512(raw, flip, lo as u16, t) };
-        }
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: AVX2 is available (checked just above).
-            return unsafe { window_count_avx2(raw, flip, lo as u16, t) };
+        if let Some(below) = crate::map::simd::window_count_u16(raw, flip, lo as u16, t) {
+            return below;
         }
     }
     window_count_scalar(chunk, lo, t)
-}
-
-#[cfg(target_arch = "x86_64")]
-pub(crate) fn has_avx512() -> bool {
-    std::arch::is_x86_feature_detected!("avx512f")
-        && std::arch::is_x86_feature_detected!("avx512bw")
-        && std::arch::is_x86_feature_detected!("avx512vbmi2")
-}
-
-/// [`window_count_avx2`] with 32 keys per step and no unpredictable
-/// branch: the in-window offsets are compressed (in a register: the
-/// memory form is slow on some CPUs) into a buffer, counted when it fills.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512vbmi2,popcnt")]
-pub(crate) unsafe fn window_count_avx512(raw: &[u16], flip: u16, lo: u16, t: &mut [u64]) -> u64 {
-    use std::arch::x86_64::*;
-    const FLUSH: usize = 4096;
-    let width = t.len();
-    debug_assert!((1..=1 << 16).contains(&width) && lo as usize + width <= 1 << 16);
-    let mut below = 0u64;
-    let vflip = _mm512_set1_epi16(flip as i16);
-    let vlo = _mm512_set1_epi16(lo as i16);
-    let vlast = _mm512_set1_epi16((width - 1) as u16 as i16);
-    let vtop = _mm512_set1_epi16((u16::MAX - lo) as i16);
-    // Room for FLUSH offsets plus one full 32-lane store past them.
-    let mut buf = vec![0u16; FLUSH + 32];
-    let mut n = 0usize;
-    let mut blocks = raw.chunks_exact(32);
-    for b in &mut blocks {
-        // SAFETY: `b` holds 32 u16 (64 bytes); loadu takes any alignment.
-        let v = unsafe { _mm512_loadu_si512(b.as_ptr().cast()) };
-        let dv = _mm512_sub_epi16(_mm512_xor_si512(v, vflip), vlo);
-        let inside = _mm512_cmple_epu16_mask(dv, vlast);
-        // Below the window: d wrapped, d > 2^16 - 1 - lo (none when lo = 0).
-        below += _mm512_cmpgt_epu16_mask(dv, vtop).count_ones() as u64;
-        let packed = _mm512_maskz_compress_epi16(inside, dv);
-        // SAFETY: n <= FLUSH, so the 64-byte store at n stays in `buf`.
-        unsafe { _mm512_storeu_si512(buf.as_mut_ptr().add(n).cast(), packed) };
-        n += inside.count_ones() as usize;
-        if n >= FLUSH {
-            buf[..n].iter().for_each(|&d| t[d as usize] += 1);
-            n = 0;
-        }
-    }
-    buf[..n].iter().for_each(|&d| t[d as usize] += 1);
-    for &x in blocks.remainder() {
-        let k = x ^ flip;
-        let d = k.wrapping_sub(lo) as usize;
-        if d < width {
-            t[d] += 1;
-        } else if k < lo {
-            below += 1;
-        }
-    }
-    below
 }
 
 pub(crate) fn window_count_scalar<T: Element>(chunk: &[T], lo: u64, t: &mut [u64]) -> u64 {
@@ -467,57 +407,6 @@ pub(crate) fn window_count_scalar<T: Element>(chunk: &[T], lo: u64, t: &mut [u64
         let d = k.wrapping_sub(lo) as usize;
         if d < width {
             t[d] += 1;
-        } else if k < lo {
-            below += 1;
-        }
-    }
-    below
-}
-
-/// [`window_count_scalar`] for 16-bit keys `raw ^ flip`, 16 at a time:
-/// vector compares find the keys below the window (counted by popcount)
-/// and the few inside it (counted one by one); uniform data puts only a
-/// few percent of the keys inside the median's window.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,popcnt")]
-pub(crate) unsafe fn window_count_avx2(raw: &[u16], flip: u16, lo: u16, t: &mut [u64]) -> u64 {
-    use std::arch::x86_64::*;
-    let width = t.len();
-    debug_assert!((1..=1 << 16).contains(&width) && lo as usize + width <= 1 << 16);
-    let mut below = 0u64;
-    let mut blocks = raw.chunks_exact(16);
-    let vflip = _mm256_set1_epi16(flip as i16);
-    let vlo = _mm256_set1_epi16(lo as i16);
-    // d = k - lo (mod 2^16) is inside when d <= width - 1, and k is below
-    // the window when d >= 2^16 - lo (it wrapped), i.e. d > 2^16 - 1 - lo.
-    let vlast = _mm256_set1_epi16((width - 1) as u16 as i16);
-    let vtop = _mm256_set1_epi16((u16::MAX - lo) as i16);
-    let mut d = [0u16; 16];
-    for b in &mut blocks {
-        // SAFETY: `b` holds 16 u16 (32 bytes); loadu takes any alignment.
-        let v = unsafe { _mm256_loadu_si256(b.as_ptr().cast()) };
-        let dv = _mm256_sub_epi16(_mm256_xor_si256(v, vflip), vlo);
-        let inside = _mm256_cmpeq_epi16(_mm256_min_epu16(dv, vlast), dv);
-        let mut m = _mm256_movemask_epi8(inside) as u32;
-        if lo > 0 {
-            let not_below = _mm256_cmpeq_epi16(_mm256_min_epu16(dv, vtop), dv);
-            below += 16 - (_mm256_movemask_epi8(not_below) as u32).count_ones() as u64 / 2;
-        }
-        if m != 0 {
-            // SAFETY: `d` is 32 bytes; storeu takes any alignment.
-            unsafe { _mm256_storeu_si256(d.as_mut_ptr().cast(), dv) };
-            while m != 0 {
-                let i = m.trailing_zeros() as usize / 2;
-                t[d[i] as usize] += 1;
-                m &= !(3 << (2 * i));
-            }
-        }
-    }
-    for &x in blocks.remainder() {
-        let k = x ^ flip;
-        let dd = k.wrapping_sub(lo) as usize;
-        if dd < width {
-            t[dd] += 1;
         } else if k < lo {
             below += 1;
         }

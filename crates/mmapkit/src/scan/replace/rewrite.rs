@@ -250,7 +250,7 @@ pub(super) fn literal_piece(job: &Job<'_>, needle: &Needle, repl: &[u8], a: u64,
                 // One byte: no match runs past the core, and matches are
                 // dense in the common cases (`,` in a CSV), so a block
                 // kernel beats a call per match.
-                let here = replace_byte(&w[..core], b, repl, &mut out);
+                let here = crate::map::simd::replace_byte(&w[..core], b, repl, &mut out);
                 if here > 0 && first.is_none() {
                     first = memchr::memchr(b, &w[..core]).map(|at| pos + at as u64);
                 }
@@ -435,102 +435,4 @@ pub(super) fn copy_range(orig: &File, from: u64, to: u64, t: &mut TempFile, real
         return Err(Error::Truncated { path: real.to_owned(), during: "being rewritten; it was not replaced" });
     }
     Ok(())
-}
-
-/// Appends `src` to `out` with every byte `b` replaced by `repl`; returns
-/// the number of replacements. The result is the same as a `memchr` loop
-/// with `extend_from_slice` per match, which costs ~15 ns a match when
-/// matches are a few bytes apart (185 M commas per GiB of CSV).
-pub(super) fn replace_byte(src: &[u8], b: u8, repl: &[u8], out: &mut Vec<u8>) -> u64 {
-    let count = bytecount::count(src, b);
-    if count == 0 {
-        out.extend_from_slice(src);
-        return 0;
-    }
-    let new_len = src.len() - count + count * repl.len();
-    #[cfg(target_arch = "x86_64")]
-    if repl.len() <= 16 {
-        // Block stores write up to 16 bytes past the current end.
-        out.reserve(new_len + 16);
-        // SAFETY: SSE2 is part of the x86_64 baseline; `out` has room for
-        // `new_len + 16` more bytes (reserved above), which bounds every
-        // store (see replace_byte_sse2).
-        unsafe { replace_byte_sse2(src, b, repl, out, new_len) };
-        return count as u64;
-    }
-    out.reserve(new_len);
-    let mut last = 0;
-    for at in memchr::memchr_iter(b, src) {
-        out.extend_from_slice(&src[last..at]);
-        out.extend_from_slice(repl);
-        last = at + 1;
-    }
-    out.extend_from_slice(&src[last..]);
-    count as u64
-}
-
-/// [`replace_byte`] 16 bytes at a time: each block's match mask, then per
-/// match one 16-byte copy of the bytes before it and one 16-byte store of
-/// the replacement (both advanced by their true lengths, so later stores
-/// overwrite the excess).
-///
-/// # Safety
-/// `repl.len() <= 16`, `new_len` is the exact output length, and `out` has
-/// capacity for `out.len() + new_len + 16` bytes: the output pointer only
-/// grows and ends at `out.len() + new_len`, and no store writes more than
-/// 16 bytes past it. Loads stay inside `src`: a block starting at `i` is
-/// only taken while `i + 32 <= src.len()`, and its loads start at
-/// `i + last` with `last <= 16`.
-#[cfg(target_arch = "x86_64")]
-unsafe fn replace_byte_sse2(src: &[u8], b: u8, repl: &[u8], out: &mut Vec<u8>, new_len: usize) {
-    // SAFETY: the caller's contract (# Safety above) bounds every load
-    // and store of the loop; the intrinsics need only SSE2 (baseline).
-    unsafe {
-        use std::arch::x86_64::*;
-        debug_assert!(repl.len() <= 16 && out.capacity() - out.len() >= new_len + 16);
-        let r = repl.len();
-        let mut padded = [0u8; 16];
-        padded[..r].copy_from_slice(repl);
-        let rv = _mm_loadu_si128(padded.as_ptr() as *const __m128i);
-        let nv = _mm_set1_epi8(b as i8);
-        let s = src.as_ptr();
-        let start = out.as_mut_ptr().add(out.len());
-        let mut o = start;
-        let mut i = 0usize;
-        while i + 32 <= src.len() {
-            let v = _mm_loadu_si128(s.add(i) as *const __m128i);
-            let mut m = _mm_movemask_epi8(_mm_cmpeq_epi8(v, nv)) as u32;
-            if m == 0 {
-                _mm_storeu_si128(o as *mut __m128i, v);
-                o = o.add(16);
-                i += 16;
-                continue;
-            }
-            let mut last = 0usize;
-            while m != 0 {
-                let p = m.trailing_zeros() as usize;
-                _mm_storeu_si128(o as *mut __m128i, _mm_loadu_si128(s.add(i + last) as *const __m128i));
-                o = o.add(p - last);
-                _mm_storeu_si128(o as *mut __m128i, rv);
-                o = o.add(r);
-                last = p + 1;
-                m &= m - 1;
-            }
-            _mm_storeu_si128(o as *mut __m128i, _mm_loadu_si128(s.add(i + last) as *const __m128i));
-            o = o.add(16 - last);
-            i += 16;
-        }
-        for &c in &src[i..] {
-            if c == b {
-                std::ptr::copy_nonoverlapping(repl.as_ptr(), o, r);
-                o = o.add(r);
-            } else {
-                *o = c;
-                o = o.add(1);
-            }
-        }
-        let written = o.offset_from(start) as usize;
-        assert_eq!(written, new_len, "replace_byte: output length");
-        out.set_len(out.len() + written);
-    }
 }
