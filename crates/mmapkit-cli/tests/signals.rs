@@ -229,13 +229,31 @@ fn sigkill_leftovers_are_removed_by_the_next_run_but_not_live_ones() {
     let live_tmp = temp_of(d, "out.csv");
     assert_eq!(live_tmp.len(), 1);
 
-    // SIGKILL mid-run: kmers, then replace.
+    // SIGKILL mid-run: kmers, then replace. The kmers runs read a pipe that
+    // is fed part of the input and kept open, so each is surely mid-run
+    // (with its temp file) when killed, however fast the build is.
     let mut kills = 0;
-    for delay in [300u64, 600] {
-        let c = mmapkit().current_dir(d).args(["kmers", "in.fa", "-o", "out.csv"]).spawn().unwrap();
-        std::thread::sleep(Duration::from_millis(delay));
+    let fasta = fs::read(d.join("in.fa")).unwrap();
+    for _ in 0..2 {
+        let mut c = mmapkit()
+            .current_dir(d)
+            .args(["kmers", "/dev/stdin", "-o", "out.csv"])
+            .stdin(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut feed = c.stdin.take().unwrap();
+        feed.write_all(&fasta[..1 << 20]).unwrap();
+        let t0 = Instant::now();
+        // Its own temp file (the run also removes the one the last kill left).
+        let own = format!(".out.csv.mmapkit-{}-", c.id());
+        while !temp_of(d, "out.csv").iter().any(|p| p.file_name().unwrap().to_string_lossy().starts_with(&own)) {
+            assert!(t0.elapsed() < Duration::from_secs(20), "the killed writer never created its temp file");
+            std::thread::sleep(Duration::from_millis(10));
+        }
         signal(&c, "KILL");
         let st = wait(c);
+        drop(feed);
         assert_eq!(st.signal(), Some(9));
         kills += 1;
     }
