@@ -82,6 +82,7 @@ _Src = Union[npt.NDArray[Any], str, os.PathLike[str]]
 def stats_reduce(
     src: _Src, which: str, *, dtype: Optional[str] = None, offset: int = 0, count: Optional[int] = None, skipna: bool = False,
     threads: Optional[int] = None,
+    strategy: Optional[str] = None,
 ) -> tuple[str, Union[int, float]]: ...
 def stats_quantile(
     src: _Src,
@@ -94,6 +95,7 @@ def stats_quantile(
     count: Optional[int] = None,
     skipna: bool = False,
     threads: Optional[int] = None,
+    strategy: Optional[str] = None,
 ) -> tuple[str, list[Union[int, float]]]: ...
 def stats_histogram(
     src: _Src,
@@ -104,6 +106,7 @@ def stats_histogram(
     offset: int = 0,
     count: Optional[int] = None,
     threads: Optional[int] = None,
+    strategy: Optional[str] = None,
 ) -> tuple[str, npt.NDArray[np.int64], npt.NDArray[np.float64]]: ...
 
 def count(path: _Path, sub: _Pattern, *, strategy: str = "auto", threads: Optional[int] = None) -> int: ...
