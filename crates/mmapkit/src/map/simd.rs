@@ -87,16 +87,7 @@ unsafe fn window_count_avx512(raw: &[u16], flip: u16, lo: u16, t: &mut [u64]) ->
         }
     }
     buf[..n].iter().for_each(|&d| t[d as usize] += 1);
-    for &x in blocks.remainder() {
-        let k = x ^ flip;
-        let d = k.wrapping_sub(lo) as usize;
-        if d < width {
-            t[d] += 1;
-        } else if k < lo {
-            below += 1;
-        }
-    }
-    below
+    below + window_tail(blocks.remainder(), flip, lo, t)
 }
 
 /// `stats::select::window_count_scalar` for 16-bit keys `raw ^ flip`, 16 at a time:
@@ -138,11 +129,21 @@ unsafe fn window_count_avx2(raw: &[u16], flip: u16, lo: u16, t: &mut [u64]) -> u
             }
         }
     }
-    for &x in blocks.remainder() {
+    below + window_tail(blocks.remainder(), flip, lo, t)
+}
+
+/// Appends `src` to `out` with every byte `b` replaced by `repl`; returns
+/// the number of replacements. The result is the same as a `memchr` loop
+/// with `extend_from_slice` per match, which costs ~15 ns a match when
+/// matches are a few bytes apart (185 M commas per GiB of CSV).
+/// The keys after the last whole vector block, one at a time (both kernels).
+fn window_tail(raw: &[u16], flip: u16, lo: u16, t: &mut [u64]) -> u64 {
+    let mut below = 0;
+    for &x in raw {
         let k = x ^ flip;
-        let dd = k.wrapping_sub(lo) as usize;
-        if dd < width {
-            t[dd] += 1;
+        let d = k.wrapping_sub(lo) as usize;
+        if d < t.len() {
+            t[d] += 1;
         } else if k < lo {
             below += 1;
         }
@@ -150,10 +151,6 @@ unsafe fn window_count_avx2(raw: &[u16], flip: u16, lo: u16, t: &mut [u64]) -> u
     below
 }
 
-/// Appends `src` to `out` with every byte `b` replaced by `repl`; returns
-/// the number of replacements. The result is the same as a `memchr` loop
-/// with `extend_from_slice` per match, which costs ~15 ns a match when
-/// matches are a few bytes apart (185 M commas per GiB of CSV).
 pub(crate) fn replace_byte(src: &[u8], b: u8, repl: &[u8], out: &mut Vec<u8>) -> u64 {
     let count = bytecount::count(src, b);
     if count == 0 {
