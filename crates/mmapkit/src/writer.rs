@@ -265,8 +265,18 @@ impl RecordWriter {
                 self.width
             )));
         }
+        let off = self.span(i, 1)?;
+        self.map.write_at(off, record)?;
+        self.end.fetch_max(i + 1, Ordering::AcqRel);
+        self.writes.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Byte offset of record `i`, with the output grown to hold records
+    /// `i..i + count`.
+    fn span(&self, i: u64, count: u64) -> Result<usize> {
         if let Some(n) = self.n {
-            if i >= n {
+            if i.checked_add(count).is_none_or(|e| e > n) {
                 return Err(Error::InvalidArgument(format!("record index {i} is out of range (the writer holds {n} records)")));
             }
         }
@@ -274,17 +284,29 @@ impl RecordWriter {
             .checked_mul(self.width)
             .and_then(|o| o.checked_add(self.header_len))
             .ok_or_else(|| Error::InvalidArgument(format!("record index {i} is too large")))?;
-        let end = off + self.width;
+        let end = (count as usize)
+            .checked_mul(self.width)
+            .and_then(|b| b.checked_add(off))
+            .ok_or_else(|| Error::InvalidArgument(format!("record index {i} is too large")))?;
         if end > self.map.len() {
-            // Grow a chunk past the record. `grow` is serialised in Map and
+            // Grow a chunk past the records. `grow` is serialised in Map and
             // never moves the mapping, so writers below are unaffected.
             let chunk = (self.grow_records as usize).saturating_mul(self.width);
             self.map.grow(end.saturating_add(chunk).max(self.map.len().saturating_add(chunk)))?;
         }
-        self.map.write_at(off, record)?;
-        self.end.fetch_max(i + 1, Ordering::AcqRel);
-        self.writes.fetch_add(1, Ordering::AcqRel);
-        Ok(())
+        Ok(off)
+    }
+
+    /// Records `first..first + count` are about to be written: grows the
+    /// output to hold them and faults their pages in with one call
+    /// (`MADV_POPULATE_WRITE`) instead of one fault per page as they are
+    /// written. Optional: [`write`](Self::write) works without it.
+    pub fn prepare(&self, first: u64, count: u64) -> Result<()> {
+        if count == 0 {
+            return Ok(());
+        }
+        let off = self.span(first, count)?;
+        self.map.advise(Advice::Raw(libc::MADV_POPULATE_WRITE), off, Some(count as usize * self.width))
     }
 
     /// Records < `upto` are complete: drop their pages from this process's

@@ -122,6 +122,41 @@ fn bad_writes_are_errors() {
 }
 
 #[test]
+fn prepare_grows_and_changes_nothing_else() {
+    let d = dir();
+    // Known count: the range is checked, overflow included.
+    let w = RecordWriter::create(d.path().join("k.bin"), 7, Some(10), &WriterOptions::default()).unwrap();
+    assert!(w.prepare(8, 3).unwrap_err().to_string().contains("out of range"));
+    assert!(w.prepare(u64::MAX, 2).is_err());
+    w.prepare(0, 10).unwrap();
+    w.prepare(3, 0).unwrap();
+    // Unknown count: prepared blocks past the end (ahead of their writes,
+    // out of order, one a block already released) do not count as records.
+    let out = d.path().join("u.bin");
+    let opts = WriterOptions { header: HeaderSpec::Bytes(b"HEAD".to_vec()), grow_records: 5, ..Default::default() };
+    let u = RecordWriter::create(&out, 4096 + 3, None, &opts).unwrap();
+    u.prepare(1500, 100).unwrap();
+    for first in (0..1500u64).step_by(100) {
+        u.prepare(first, 100).unwrap();
+        for i in first..first + 100 {
+            u.write(i, &rec(i, 4096 + 3)).unwrap();
+        }
+        u.release(first + 100).unwrap();
+        u.prepare(first, 1).unwrap();
+    }
+    assert_eq!(u.records(), 1500, "prepared records past the end are not records");
+    assert_eq!(u.finish().unwrap(), 1500);
+    let mut want = b"HEAD".to_vec();
+    want.extend(expected(1500, 4096 + 3));
+    assert_eq!(fs::read(&out).unwrap(), want);
+    // Memory writers take it too.
+    let m = RecordWriter::memory(5, None, &WriterOptions::default()).unwrap();
+    m.prepare(0, 1000).unwrap();
+    m.write(0, &rec(0, 5)).unwrap();
+    assert_eq!(m.finish_bytes().unwrap(), expected(1, 5));
+}
+
+#[test]
 fn release_keeps_the_data() {
     let d = dir();
     let out = d.path().join("rel.bin");

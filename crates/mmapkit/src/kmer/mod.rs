@@ -707,6 +707,12 @@ fn run_mmap(reader: Reader<'_>, input_map: Option<&Map>, km: &Kmerizer, enc: &En
                             }
                         }
                     };
+                    // One populate call per block instead of a fault per
+                    // page: mmap -j1 1.11x -> 1.01x single mode's time.
+                    if let Err(e) = w.prepare(block.first, block.seqs.len() as u64) {
+                        fail(block.first, e);
+                        return;
+                    }
                     for (j, seq) in block.seqs.iter().enumerate() {
                         let i = block.first + j as u64;
                         let r = vectorise(km, enc, &block.data[seq.clone()], &mut s.counts, &mut s.rec, i, path)

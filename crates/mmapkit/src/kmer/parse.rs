@@ -11,6 +11,7 @@ use std::borrow::Cow;
 use std::io::Read;
 use std::ops::Range;
 use std::path::Path;
+use std::sync::LazyLock;
 
 use memchr::{memchr, memmem};
 
@@ -101,7 +102,9 @@ fn step(buf: &[u8], p: usize, fmt: &mut Format, eof: bool, n: u64, path: &Path) 
             let Some(nl) = line_end(buf, p) else {
                 return Ok(if eof { Step::Record(buf.len()..buf.len(), buf.len()) } else { Step::More });
             };
-            match memmem::find(&buf[nl..], b"\n>") {
+            // built once: building a finder per record cost ~0.3 % of a run
+            static NEXT_HEADER: LazyLock<memmem::Finder<'static>> = LazyLock::new(|| memmem::Finder::new(b"\n>"));
+            match NEXT_HEADER.find(&buf[nl..]) {
                 Some(i) => Ok(Step::Record(nl + 1..nl + i + 1, nl + i + 1)),
                 None if eof => Ok(Step::Record(nl + 1..buf.len(), buf.len())),
                 None => Ok(Step::More),
