@@ -192,6 +192,30 @@ fn signal_matrix_log_append() {
     eprintln!("signal matrix (log append from a slow stdin): {runs} runs");
 }
 
+/// Signals ignored when the CLI starts (`nohup`, background jobs of
+/// scripts) stay ignored: SIGHUP and SIGINT do not stop `log append`; SIGTERM,
+/// left at its default, still does, with 128 + 15.
+#[test]
+fn signals_ignored_at_start_stay_ignored() {
+    let root = tempdir();
+    let dir = root.path().join("wal");
+    assert!(mmapkit().args(["log", "init"]).arg(&dir).status().unwrap().success());
+    let mut cmd = with_signals_ignored(mmapkit(), &[libc::SIGHUP, libc::SIGINT]);
+    let mut child = cmd.args(["log", "append"]).arg(&dir).stdin(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"one\n").unwrap();
+    stdin.flush().unwrap();
+    for sig in ["HUP", "INT"] {
+        signal(&child, sig);
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(child.try_wait().unwrap().is_none(), "SIG{sig} was ignored at start: it must not stop the run");
+    }
+    signal(&child, "TERM");
+    let st = wait(child);
+    drop(stdin);
+    assert_eq!(st.code(), Some(128 + 15), "{st:?}");
+}
+
 fn temp_of(d: &Path, target: &str) -> Vec<PathBuf> {
     fs::read_dir(d)
         .unwrap()

@@ -18,9 +18,35 @@ pub fn bin() -> String {
     std::env::var("MMAPKIT_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_mmapkit").to_owned())
 }
 
-/// A command for the binary under test.
+/// A command for the binary under test, with SIGINT, SIGTERM and SIGHUP at
+/// their defaults, as an interactive shell starts it. A test run in the
+/// background (`cargo test &` in a script ignores SIGINT; `nohup` ignores
+/// SIGHUP) would otherwise hand the CLI ignored signals, which it rightly
+/// keeps ignored, and the signal tests would wait for an exit that never
+/// comes (`with_signals_ignored` tests that case on purpose).
 pub fn mmapkit() -> Command {
-    Command::new(bin())
+    with_signal_dispositions(Command::new(bin()), libc::SIG_DFL, &[libc::SIGINT, libc::SIGTERM, libc::SIGHUP])
+}
+
+/// `cmd` with `signals` ignored from the start (like `nohup` does for SIGHUP).
+pub fn with_signals_ignored(cmd: Command, signals: &[i32]) -> Command {
+    with_signal_dispositions(cmd, libc::SIG_IGN, signals)
+}
+
+fn with_signal_dispositions(mut cmd: Command, disposition: libc::sighandler_t, signals: &[i32]) -> Command {
+    use std::os::unix::process::CommandExt;
+    let signals = signals.to_vec();
+    // SAFETY: between fork and exec the closure only calls signal(2), which
+    // is async-signal-safe, and allocates nothing (`signals` is moved in).
+    unsafe {
+        cmd.pre_exec(move || {
+            for &s in &signals {
+                libc::signal(s, disposition);
+            }
+            Ok(())
+        });
+    }
+    cmd
 }
 
 /// Runs `mmapkit ARGS` to completion (stdin empty).
