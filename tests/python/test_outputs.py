@@ -163,6 +163,9 @@ SCRIPT = textwrap.dedent(
     """
     import os, signal, sys, threading, time
     import mmapkit
+    # As an interactive start would: launched in the background (`cmd &` in
+    # a script), Python inherits SIGINT ignored and installs no handler.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     out = sys.argv[1]
     kind = sys.argv[2]
     # A KeyboardInterrupt arrives while a long write is in progress.

@@ -93,7 +93,9 @@ def test_follow_forever_stops_on_ctrl_c(tmp_path):
     log.append([(1, b"z")] * 100)
     with rep.serve(wal) as server:
         code = (
-            "import mmapkit.replicate as rep, sys\n"
+            "import mmapkit.replicate as rep, signal, sys\n"
+            # SIGINT ignored when the tests run in the background: restore it
+            "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
             "try:\n"
             f"    rep.follow({server.url!r}, {str(copy)!r}, once=False)\n"
             "except KeyboardInterrupt:\n"
