@@ -357,37 +357,33 @@ class LogSuite(Suite):
             return impls
         return make
 
-    def _probe(self) -> dict[str, Callable[[Path], Any]]:
-        exe = RUST_BIN / "log-baseline"
+    def _scratch_run(self, exe_name: str, tag: str,
+                     args: Callable[[Path, Path], list[str]]) -> Callable[[Path], Measured]:
+        """One timed driver call (`args(scratch_dir, data_path)`) in a scratch directory
+        of its own, removed afterwards."""
+        exe = RUST_BIN / exe_name
         if not exe.is_file():
             raise Unavailable(f"{exe.name} not built ({BUILD_HINT})")
         suite = self
 
         def run(path: Path) -> Measured:
-            d = suite._rundir(path, "probe")
+            d = suite._rundir(path, tag)
             try:
-                r = _run_driver([str(exe), "probe", "--dir", str(d),
-                                 "--batches", str(suite.sync_batches)])
+                r = _run_driver([str(exe), *args(d, path)])
             finally:
                 shutil.rmtree(d, ignore_errors=True)
             return Measured(r, {"syncs": r["syncs"]}, seconds=r["append_s"])
+        return run
+
+    def _probe(self) -> dict[str, Callable[[Path], Any]]:
+        run = self._scratch_run("log-baseline", "probe", lambda d, _path: [
+            "probe", "--dir", str(d), "--batches", str(self.sync_batches)])
         return {"append_sync": run, "append_sync_4": run}
 
     def _null(self) -> dict[str, Callable[[Path], Any]]:
         """The drivers' own cost: log-mmapkit's loop, batches built the same way, no log."""
-        exe = RUST_BIN / "log-null"
-        if not exe.is_file():
-            raise Unavailable(f"{exe.name} not built ({BUILD_HINT})")
-        suite = self
-
-        def run(path: Path) -> Measured:
-            d = suite._rundir(path, "null")
-            try:
-                r = _run_driver([str(exe), "append", "--dir", str(d),
-                                 *suite._driver_args(path, False)])
-            finally:
-                shutil.rmtree(d, ignore_errors=True)
-            return Measured(r, {"syncs": r["syncs"]}, seconds=r["append_s"])
+        run = self._scratch_run("log-null", "null", lambda d, path: [
+            "append", "--dir", str(d), *self._driver_args(path, False)])
         return {"append": run}
 
     # ---- mmapkit's Python API, in-process

@@ -228,6 +228,17 @@ fn temp_of(d: &Path, target: &str) -> Vec<PathBuf> {
         .collect()
 }
 
+/// `kmers /dev/stdin -o out.csv` in `d`, reading a pipe the caller feeds.
+fn kmers_from_stdin(d: &Path) -> Child {
+    mmapkit()
+        .current_dir(d)
+        .args(["kmers", "/dev/stdin", "-o", "out.csv"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
 /// SIGKILL cannot be caught: its temp file stays; the next run against the
 /// same target removes it, while a temp file of a live process (a `kmers`
 /// blocked reading an empty pipe) is left alone.
@@ -238,13 +249,7 @@ fn sigkill_leftovers_are_removed_by_the_next_run_but_not_live_ones() {
     big_fasta(&d.join("in.fa"));
 
     // A live writer of out.csv, blocked on its (empty, open) stdin.
-    let mut live = mmapkit()
-        .current_dir(d)
-        .args(["kmers", "/dev/stdin", "-o", "out.csv"])
-        .stdin(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut live = kmers_from_stdin(d);
     let t0 = Instant::now();
     while temp_of(d, "out.csv").is_empty() {
         assert!(t0.elapsed() < Duration::from_secs(20), "the live writer never created its temp file");
@@ -259,13 +264,7 @@ fn sigkill_leftovers_are_removed_by_the_next_run_but_not_live_ones() {
     let mut kills = 0;
     let fasta = fs::read(d.join("in.fa")).unwrap();
     for _ in 0..2 {
-        let mut c = mmapkit()
-            .current_dir(d)
-            .args(["kmers", "/dev/stdin", "-o", "out.csv"])
-            .stdin(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut c = kmers_from_stdin(d);
         let mut feed = c.stdin.take().unwrap();
         feed.write_all(&fasta[..1 << 20]).unwrap();
         let t0 = Instant::now();
