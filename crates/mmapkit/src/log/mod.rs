@@ -65,6 +65,7 @@
 
 mod append;
 mod format;
+mod identity;
 mod open;
 mod options;
 mod read;
@@ -77,6 +78,7 @@ mod verify;
 pub use open::{is_log_dir, quarantine_dir};
 pub use options::{LogOptions, LogStat, Recovery, SegmentInfo, SyncMode, VerifyReport};
 pub use format::entry_crc;
+pub use identity::LogIdentity;
 pub use read::{Entries, Entry, LogEntry};
 
 use std::fs::File;
@@ -118,6 +120,13 @@ pub(super) struct State {
     last: u64,
     /// Byte position after the last committed record of the tail segment.
     tail_end: usize,
+    /// The log's id (see `identity`).
+    id: Option<Arc<str>>,
+    /// The truncation history (see `identity`).
+    cuts: Arc<identity::Cuts>,
+    /// (device, inode) of the directory when it was loaded: a read-only
+    /// view tells a replaced directory apart by it (and by the id).
+    dir_key: (u64, u64),
 }
 
 impl State {
@@ -141,6 +150,8 @@ impl State {
 
 pub(super) struct Writer {
     next_gen: u32,
+    /// The truncation history file (writable logs).
+    cuts: Option<identity::CutsFile>,
     /// Entry offsets of the batch being written (reused).
     scratch: Vec<u64>,
     /// The batch's frames (reused).
@@ -394,6 +405,25 @@ impl CommitLog {
     /// Number of syncs (msync of a range = fdatasync) this handle made.
     pub fn sync_count(&self) -> u64 {
         self.syncs.load(Ordering::Relaxed)
+    }
+
+    /// The log's id and truncation epoch (of this handle's view: a
+    /// read-only handle sees the writer's later truncations after
+    /// [`refresh`](Self::refresh)). See the `identity` module.
+    pub fn identity(&self) -> LogIdentity {
+        let s = self.read_state();
+        LogIdentity {
+            id: s.id.clone(),
+            epoch: s.cuts.epoch(),
+            completed: s.cuts.completed,
+        }
+    }
+    /// The lowest index that truncations numbered `epoch` or later cut
+    /// after (`None`: none since); what a copy read under tag `epoch`
+    /// (see [`Entries::epoch`]) must drop after. An error for an epoch
+    /// past this log's.
+    pub fn cut_since(&self, epoch: u64) -> Result<Option<u64>> {
+        self.read_state().cuts.cut_since(&self.dir, epoch)
     }
 
     /// Sets the durable watermark (the caller holds the sync mutex `st`).

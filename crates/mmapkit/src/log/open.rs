@@ -14,6 +14,16 @@ pub(super) struct Loaded {
     seg_size: u64,
     /// Bytes of the tail to cut off on a writable open (start, end).
     cut: Option<(usize, usize)>,
+    id: Option<Arc<str>>,
+    cuts: identity::Cuts,
+    dir_key: (u64, u64),
+}
+
+/// (device, inode) of `dir`.
+pub(super) fn dir_key(dir: &Path) -> Result<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(dir).map_err(|e| Error::io(dir, "stat", e))?;
+    Ok((m.dev(), m.ino()))
 }
 
 /// Nominal segment size a new log gets from `opts`.
@@ -74,8 +84,14 @@ pub(super) fn quarantine_file(dir: &Path, p: &Path) -> Result<()> {
 /// Sealed segments of `reuse` (a previous load) that are still there are
 /// kept as they are, mapped and indexed.
 pub(super) fn load(dir: &Path, opts: &LogOptions, reuse: &[Seg]) -> Result<Loaded> {
+    use std::os::unix::fs::DirEntryExt;
     let writable = !opts.read_only;
+    // The history first: a read-only view is tagged with what was
+    // completed before it listed anything (see `identity`).
+    let dir_key = dir_key(dir)?;
+    let cuts = identity::read_cuts(dir)?;
     let mut found: Vec<(u64, u32, PathBuf)> = Vec::new();
+    let mut inos: Vec<((u64, u32), u64)> = Vec::new();
     if writable {
         // Segment temp files of processes that died mid-creation.
         crate::fs::remove_stale_temp_files(dir, |t| {
@@ -89,6 +105,7 @@ pub(super) fn load(dir: &Path, opts: &LogOptions, reuse: &[Seg]) -> Result<Loade
         let name = name.to_string_lossy();
         if let Some((first, gen)) = segment::parse_name(&name) {
             found.push((first, gen, ent.path()));
+            inos.push(((first, gen), ent.ino()));
         } else if writable && name.ends_with(".seg.tmp") {
             // A segment whose creation a crash interrupted.
             let _ = std::fs::remove_file(ent.path());
@@ -146,9 +163,16 @@ pub(super) fn load(dir: &Path, opts: &LogOptions, reuse: &[Seg]) -> Result<Loade
             .chain([None])
             .collect();
         for ((first, gen, path), next) in found.into_iter().zip(nexts) {
-            let old = reuse
-                .iter()
-                .find(|s| s.file.first == first && s.file.gen() == gen);
+            // Only the very file, mapped whole: a segment that was this
+            // view's tail is mapped up to that tail's end, and one rewritten
+            // below its seal is a new file under the same name.
+            let ino = inos.iter().find(|(k, _)| *k == (first, gen)).map(|x| x.1);
+            let old = reuse.iter().find(|s| {
+                s.file.first == first
+                    && s.file.gen() == gen
+                    && Some(s.file.ino) == ino
+                    && s.file.map.sealed() == s.file.map.len()
+            });
             segs.push(match (old, next) {
                 (Some(s), Some(next)) => {
                     // An index built while it was still the tail may be short.
@@ -275,6 +299,11 @@ pub(super) fn load(dir: &Path, opts: &LogOptions, reuse: &[Seg]) -> Result<Loade
         .map
         .set_sealed(tail_end)?;
     let tail = t.clone();
+    let id = if writable {
+        Some(identity::ensure_id(dir)?)
+    } else {
+        identity::read_id(dir)?
+    };
     Ok(Loaded {
         segs,
         last,
@@ -284,7 +313,54 @@ pub(super) fn load(dir: &Path, opts: &LogOptions, reuse: &[Seg]) -> Result<Loade
         tail,
         seg_size,
         cut,
+        id,
+        cuts,
+        dir_key,
     })
+}
+
+/// Creates a new log in `dir` when there is none (`dir` missing or an
+/// empty directory): built whole in a temporary directory beside it and
+/// renamed into place, so a kill at any moment leaves either no log or a
+/// complete, empty one (never a directory `verify` rejects). Anything else
+/// is left to the open that follows.
+fn create_new(dir: &Path, opts: &LogOptions) -> Result<()> {
+    if dir.file_name().is_none() {
+        // `.`, `/`: cannot be renamed into place.
+        return crate::fs::create_dir_durably(dir);
+    }
+    let empty = match std::fs::read_dir(dir) {
+        Ok(mut rd) => rd.next().is_none(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
+        Err(e) => return Err(Error::io(dir, "read_dir", e)),
+    };
+    if !empty {
+        return Ok(());
+    }
+    let parent = crate::fs::parent(dir);
+    crate::fs::create_dir_durably(parent)?;
+    let tmp = crate::fs::temp_path(dir);
+    std::fs::create_dir(&tmp).map_err(|e| Error::io(&tmp, "mkdir", e))?;
+    let built = (|| {
+        let size = new_seg_size(opts);
+        SegFile::create(&tmp, opts.first_index, 1, size, size)?;
+        identity::ensure_id(&tmp)?;
+        sync_dir(&tmp)
+    })();
+    let placed = built.and_then(|()| {
+        // rename(2) replaces an empty directory atomically; a non-empty
+        // one (another process made the log meanwhile) is kept.
+        match std::fs::rename(&tmp, dir) {
+            Ok(()) => sync_dir(parent),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTEMPTY) | Some(libc::EEXIST)) => Ok(()),
+            Err(e) => Err(Error::io(dir, "rename", e)),
+        }
+    });
+    if tmp.exists() {
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+    placed?;
+    crate::fs::create_dir_durably(dir)
 }
 
 impl CommitLog {
@@ -303,7 +379,7 @@ impl CommitLog {
         }
         let writable = !opts.read_only;
         if writable {
-            crate::fs::create_dir_durably(&dir)?;
+            create_new(&dir, &opts)?;
         }
         // The flock below does not conflict within one process (another
         // handle of ours may hold it): a registry tells that case apart.
@@ -353,7 +429,15 @@ impl CommitLog {
             tail,
             seg_size,
             cut,
+            id,
+            cuts,
+            dir_key,
         } = ld;
+        let cuts_file = if writable {
+            Some(identity::CutsFile::open(&dir, &cuts)?)
+        } else {
+            None
+        };
         let log = CommitLog {
             dir,
             appended: Appended::default(),
@@ -367,9 +451,13 @@ impl CommitLog {
                 segs,
                 last,
                 tail_end,
+                id,
+                cuts: Arc::new(cuts),
+                dir_key,
             }),
             writer: Mutex::new(Writer {
                 next_gen,
+                cuts: cuts_file,
                 scratch: Vec::new(),
                 buf: Vec::new(),
                 crcs: Vec::new(),
@@ -398,15 +486,30 @@ impl CommitLog {
             // generation, then zeroed from the far end down to the cut, so
             // they can never complete later and a crash meanwhile leaves
             // at most a shorter torn area.
+            // A reader (a server of this log) may have seen the cut
+            // batches before the crash: the cut is recorded as a
+            // truncation, so that its followers drop them too.
             let to = to.min(tail.map.len());
             let mut bytes = vec![0u8; to.saturating_sub(from)];
             tail.map.read_at(from, &mut bytes)?;
-            recovery.quarantine = Some(quarantine(&log.dir, &tail.path(), from, &bytes)?);
             let mut w = lock(&log.writer);
+            log.cut_started(&mut w, last)?;
+            recovery.quarantine = Some(quarantine(&log.dir, &tail.path(), from, &bytes)?);
             log.bump(&mut w, &tail)?;
             drop(tail); // the rewrite below needs the tail to itself
             log.zero_range(from, to.max(from + REC))?;
+            log.cut_done(&mut w, last)?;
             debug_assert_eq!(tail_end, from);
+        } else {
+            drop(tail);
+        }
+        if writable {
+            // A truncation a crash interrupted is finished first.
+            let pending = log.read_state().cuts.pending();
+            if let Some(after) = pending {
+                let mut w = lock(&log.writer);
+                log.finish_truncation(&mut w, after)?;
+            }
         }
         if writable {
             // What an earlier process appended may still be only in the
@@ -435,14 +538,24 @@ impl CommitLog {
         if !self.opts.read_only {
             return Ok(());
         }
+        // The same log still? A directory replaced (another inode) or
+        // holding another log (another id) is loaded afresh: nothing of
+        // the old one is served from stale mappings.
+        let same = {
+            let s = self.read_state();
+            dir_key(&self.dir)? == s.dir_key && identity::read_id(&self.dir)? == s.id
+        };
         let ld = {
             let s = self.read_state();
-            load(&self.dir, &self.opts, &s.segs)?
+            load(&self.dir, &self.opts, if same { &s.segs } else { &[] })?
         };
         *self.write_state() = State {
             segs: ld.segs,
             last: ld.last,
             tail_end: ld.tail_end,
+            id: ld.id,
+            cuts: Arc::new(ld.cuts),
+            dir_key: ld.dir_key,
         };
         Ok(())
     }

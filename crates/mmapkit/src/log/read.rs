@@ -75,12 +75,15 @@ impl CommitLog {
         let mut out = Entries {
             segs: Vec::new(),
             items: Vec::with_capacity((hi.saturating_sub(lo)).min(1 << 16) as usize),
+            epoch: u64::MAX,
         };
         let mut budget = max_bytes.unwrap_or(usize::MAX);
         let mut i = lo;
         loop {
             let s = self.read_state();
             self.range_check(&s, lo, hi)?;
+            // The lowest tag of every view the read used (see `identity`).
+            out.epoch = out.epoch.min(s.cuts.completed);
             if i >= hi {
                 break;
             }
@@ -103,7 +106,17 @@ impl CommitLog {
             let mut used = false;
             while i < stop {
                 let pos = offs[(i - seg.file.first) as usize] as usize;
-                let len = format::len_at(d, pos);
+                // The frame must lie inside the mapping: a read-only view's
+                // index can be stale when another process rewrote the file.
+                let len = match pos.checked_add(REC).filter(|&e| e <= d.len()) {
+                    Some(_) => format::len_at(d, pos),
+                    None => usize::MAX,
+                };
+                if pos + REC > d.len() || len > d.len() - pos - REC {
+                    return Err(seg.file.corrupt(format!(
+                        "entry {i} (byte {pos}) runs past the end of its segment"
+                    )));
+                }
                 if len > budget && !out.items.is_empty() {
                     i = hi;
                     break;
@@ -163,6 +176,7 @@ pub(super) struct Item {
 pub struct Entries {
     segs: Vec<Arc<SegFile>>,
     items: Vec<Item>,
+    epoch: u64,
 }
 
 /// One entry of [`Entries`].
@@ -196,6 +210,14 @@ impl<'a> Entry<'a> {
 }
 
 impl Entries {
+    /// The read's tag: truncations completed when it read (the lowest, if
+    /// a refresh happened meanwhile). Entries that are not in the log as
+    /// of this tag were dropped by a truncation numbered at or after it:
+    /// a copy made from them is checked with
+    /// [`CommitLog::cut_since`]`(tag)` (see `identity`).
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
     /// Number of entries.
     pub fn len(&self) -> usize {
         self.items.len()
@@ -259,6 +281,10 @@ impl LogEntry {
     /// Its bytes (a slice of the mapping).
     pub fn data(&self) -> &[u8] {
         &self.seg.data()[self.item.pos..self.item.pos + self.item.len]
+    }
+    /// The CRC32C stored with it (see [`Entry::crc`]).
+    pub fn crc(&self) -> u32 {
+        u32_at(self.seg.data(), self.item.pos - REC)
     }
 }
 

@@ -32,6 +32,8 @@ pub(crate) use crate::fs::sync_dir;
 /// One segment file, mapped whole.
 pub(crate) struct SegFile {
     pub first: u64,
+    /// Its inode (a read-only view reuses a mapping only of the same file).
+    pub ino: u64,
     /// What its header says (recorded file length, nominal segment size).
     pub header: Header,
     gen: AtomicU32,
@@ -99,8 +101,13 @@ impl SegFile {
             }
         };
         let len = map.len();
+        let ino = {
+            use std::os::unix::fs::MetadataExt;
+            map.file().metadata().map_err(|e| Error::io(&path, "stat", e))?.ino()
+        };
         Ok(SegFile {
             first,
+            ino,
             header,
             gen: AtomicU32::new(gen),
             path: Mutex::new(path),

@@ -877,3 +877,215 @@ fn write_behind_keeps_every_entry_across_segments() {
     log.verify().unwrap();
     assert_eq!(log.get(700).unwrap().data(), &payload[..]);
 }
+
+fn ro(dir: &Path) -> CommitLog {
+    CommitLog::open(dir, LogOptions { read_only: true, ..opts(4096) }).unwrap()
+}
+
+/// Issue 22, defect 1: a read-only view refreshed while the writer fills
+/// its tail, then again after the writer rolled over, read the old tail
+/// through the mapping sealed at the old tail's end ("segment should hold
+/// entries 1..=N: entry 1 is missing: the segment ends early").
+#[test]
+fn refreshed_view_reads_a_former_tail_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = CommitLog::open(dir.path(), opts(64 << 10)).unwrap();
+    let view = ro(dir.path());
+    let mut n = 0u64;
+    for round in 0..6 {
+        for _ in 0..50 {
+            n += 1;
+            log.append(&[(round, vec![n as u8; 1000])]).unwrap();
+        }
+        view.refresh().unwrap();
+        assert_eq!(view.last_index(), n);
+        // Every entry, across the segments that were tails at a refresh.
+        let got = view.read(1, n + 1, None).unwrap();
+        assert_eq!(got.len() as u64, n);
+        for (k, e) in got.iter().enumerate() {
+            assert_eq!(e.data(), &vec![(k as u64 + 1) as u8; 1000][..], "entry {}", k + 1);
+        }
+    }
+    assert!(segments(dir.path()).len() > 3);
+}
+
+/// A segment rewritten below its seal (a copy renamed over it) is not
+/// read through the old file's mapping.
+#[test]
+fn refreshed_view_maps_a_rewritten_segment_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = CommitLog::open(dir.path(), opts(64 << 10)).unwrap();
+    for i in 0..200u64 {
+        log.append(&[(1, vec![i as u8; 1000])]).unwrap();
+    }
+    let view = ro(dir.path());
+    assert_eq!(view.read(1, 201, None).unwrap().len(), 200);
+    // Back to a segment boundary inside the log, then new entries.
+    let cut = segments(dir.path()).len();
+    log.truncate_after(100).unwrap();
+    for i in 0..150u64 {
+        log.append(&[(2, vec![(i + 50) as u8; 700])]).unwrap();
+    }
+    view.refresh().unwrap();
+    assert_eq!(view.last_index(), 250);
+    let got = view.read(1, 251, None).unwrap();
+    for e in got.iter() {
+        let want = if e.index() <= 100 {
+            (1, vec![(e.index() - 1) as u8; 1000])
+        } else {
+            (2, vec![(e.index() - 101 + 50) as u8; 700])
+        };
+        assert_eq!((e.term(), e.data().to_vec()), want, "entry {}", e.index());
+    }
+    assert!(cut > 1);
+}
+
+/// Issue 22 (log identity): every log gets a random id when created,
+/// kept across reopens, seen by read-only views; a replaced directory is
+/// seen as another log by a refresh.
+#[test]
+fn logs_have_an_identity_and_a_replaced_directory_is_told_apart() {
+    let base = tempfile::tempdir().unwrap();
+    let a = base.path().join("a");
+    let log = CommitLog::open(&a, opts(4096)).unwrap();
+    let id = log.identity().id.unwrap();
+    assert_eq!(id.len(), 32);
+    log.append(&[(1, b"old")]).unwrap();
+    drop(log);
+    let log = CommitLog::open(&a, opts(4096)).unwrap();
+    assert_eq!(log.identity().id.as_deref(), Some(&*id));
+    drop(log);
+    let view = ro(&a);
+    assert_eq!(view.identity().id.as_deref(), Some(&*id));
+    // Replaced: moved away, a new log made in its place.
+    std::fs::rename(&a, base.path().join("a.old")).unwrap();
+    let new = CommitLog::open(&a, opts(4096)).unwrap();
+    new.append(&[(2, b"new1"), (2, b"new2")]).unwrap();
+    view.refresh().unwrap();
+    let id2 = view.identity().id.unwrap();
+    assert_ne!(id2, id);
+    assert_eq!(collect(&view, 1, 3), vec![(1, 2, b"new1".to_vec()), (2, 2, b"new2".to_vec())]);
+    // Deleted: a refresh fails instead of serving the old mapping.
+    drop(new);
+    std::fs::remove_dir_all(&a).unwrap();
+    assert!(view.refresh().is_err());
+}
+
+/// Issue 22, defect 14: creating a log is atomic: the directory appears
+/// with its first segment and id, or not at all; an empty directory made
+/// beforehand is used.
+#[test]
+fn a_new_log_appears_whole() {
+    let base = tempfile::tempdir().unwrap();
+    let d = base.path().join("new");
+    CommitLog::open(&d, opts(4096)).unwrap();
+    assert_eq!(segments(&d).len(), 1);
+    assert!(d.join("log-id").exists());
+    ro(&d);
+    // Nothing left beside it.
+    let names: Vec<_> = std::fs::read_dir(base.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert_eq!(names, vec![std::ffi::OsString::from("new")]);
+    let e = base.path().join("empty");
+    std::fs::create_dir(&e).unwrap();
+    CommitLog::open(&e, opts(4096)).unwrap().append(&[(1, b"x")]).unwrap();
+    assert_eq!(collect(&ro(&e), 1, 2), vec![(1, 1, b"x".to_vec())]);
+}
+
+/// Issue 22 (exact log matching): truncations are numbered and recorded
+/// before they change anything; reads are tagged with the number
+/// completed; `cut_since` tells a copy what to drop.
+#[test]
+fn truncations_are_recorded_and_reads_tagged() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = CommitLog::open(dir.path(), opts(4096)).unwrap();
+    log.append(&[(0, b"x=1".as_slice()), (0, b"y=2"), (0, b"z=3")]).unwrap();
+    let before = log.read(1, 4, None).unwrap();
+    assert_eq!((log.identity().epoch, before.epoch()), (0, 0));
+    assert_eq!(log.cut_since(0).unwrap(), None);
+    // A same-term rewrite (issue 22, defect 4) is visible as a truncation.
+    log.truncate_after(1).unwrap();
+    log.append(&[(0, b"y=999".as_slice()), (0, b"z=999")]).unwrap();
+    assert_eq!((log.identity().epoch, log.identity().completed), (1, 1));
+    assert_eq!(log.cut_since(0).unwrap(), Some(1));
+    assert_eq!(log.cut_since(1).unwrap(), None);
+    assert!(log.cut_since(2).is_err());
+    assert_eq!(log.read(1, 4, None).unwrap().epoch(), 1);
+    // No-op truncations are not recorded.
+    log.truncate_after(10).unwrap();
+    log.truncate_after(2).unwrap();
+    log.truncate_after(0).unwrap();
+    assert_eq!(log.identity().epoch, 3);
+    assert_eq!(log.cut_since(1).unwrap(), Some(0));
+    drop(log);
+    // Durable, and seen by read-only views.
+    let view = ro(dir.path());
+    assert_eq!((view.identity().epoch, view.identity().completed), (3, 3));
+    assert_eq!(view.cut_since(2).unwrap(), Some(0));
+}
+
+/// A crash between a truncation's intent and its end: the next writable
+/// open finishes it, and views meanwhile count it as started only.
+#[test]
+fn an_interrupted_truncation_is_finished_on_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = CommitLog::open(dir.path(), opts(4096)).unwrap();
+    for i in 0..20u64 {
+        log.append(&[(1, vec![i as u8; 300])]).unwrap();
+    }
+    {
+        let mut w = lock(&log.writer);
+        log.cut_started(&mut w, 5).unwrap();
+    }
+    drop(log); // "crash": intent recorded, nothing cut
+    let view = ro(dir.path());
+    assert_eq!((view.identity().epoch, view.identity().completed), (1, 0));
+    assert_eq!(view.read(1, 3, None).unwrap().epoch(), 0);
+    let log = CommitLog::open(dir.path(), opts(4096)).unwrap();
+    assert_eq!(log.last_index(), 5);
+    assert_eq!((log.identity().epoch, log.identity().completed), (1, 1));
+    assert_eq!(log.append(&[(2, b"next")]).unwrap(), 6);
+}
+
+/// A torn tail cut by recovery is recorded as a truncation: a server may
+/// have shipped the batches it drops.
+#[test]
+fn recovery_cuts_are_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = CommitLog::open(dir.path(), opts(1 << 16)).unwrap();
+    for _ in 0..3 {
+        log.append(&[(1, b"payload!")]).unwrap();
+    }
+    drop(log);
+    let seg = segments(dir.path()).pop().unwrap();
+    flip(&seg, HEADER_LEN + 64 + REC + 2, 0x40); // as in the torn-tail test above
+    let log = CommitLog::open(dir.path(), opts(1 << 16)).unwrap();
+    assert_eq!(log.last_index(), 1);
+    assert_eq!(log.recovery().dropped_entries, 2);
+    assert_eq!((log.identity().epoch, log.identity().completed), (1, 1));
+    assert_eq!(log.cut_since(0).unwrap(), Some(1));
+}
+
+/// A read-only view whose index is stale (the writer rewrote the bytes
+/// under it) reports an error instead of panicking on a length read from
+/// the rewritten bytes (issue 22, defect 1: "range end index 4302514175
+/// out of range").
+#[test]
+fn a_stale_view_never_panics_on_rewritten_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = CommitLog::open(dir.path(), LogOptions { sync: SyncMode::Never, ..opts(1 << 20) }).unwrap();
+    for i in 0..50u64 {
+        log.append(&[(1, vec![i as u8; 40])]).unwrap();
+    }
+    let view = ro(dir.path());
+    // Another process overwrites the tail's bytes in place (what new
+    // appends after a truncation do to a stale index).
+    let seg = segments(dir.path()).pop().unwrap();
+    let f = std::fs::OpenOptions::new().write(true).open(&seg).unwrap();
+    use std::os::unix::fs::FileExt;
+    f.write_all_at(&[0xff; 4096], HEADER_LEN as u64).unwrap();
+    drop(f);
+    for i in 1..=50 {
+        let _ = view.read(i, 51, None).map(|e| e.iter().map(|x| x.data().len()).sum::<usize>());
+    }
+    drop(log);
+}

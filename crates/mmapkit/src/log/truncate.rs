@@ -27,12 +27,51 @@ impl CommitLog {
         // so a corrupt one fails the call before anything is deleted.
         let k = self.read_state().seg_of(index);
         self.ensure_index(k)?;
-        let r = self.truncate_locked(&mut w, index, k);
+        // Recorded before anything changes (see `identity`): a reader that
+        // saw the dropped entries learns that they were dropped.
+        self.cut_started(&mut w, index)?;
+        let r = self
+            .truncate_locked(&mut w, index, k)
+            .and_then(|()| self.cut_done(&mut w, index));
         if r.is_err() {
             // Part of the cut may be on disk: refuse to write on a guess.
             self.poisoned.store(true, Ordering::Release);
         }
         r
+    }
+
+    /// Records, durably, that a truncation after `after` starts.
+    pub(super) fn cut_started(&self, w: &mut Writer, after: u64) -> Result<()> {
+        if let Some(f) = w.cuts.as_mut() {
+            f.intent(after)?;
+        }
+        Arc::make_mut(&mut self.write_state().cuts).after.push(after);
+        Ok(())
+    }
+
+    /// Records, durably, that it is done.
+    pub(super) fn cut_done(&self, w: &mut Writer, after: u64) -> Result<()> {
+        if let Some(f) = w.cuts.as_mut() {
+            f.done(after)?;
+        }
+        Arc::make_mut(&mut self.write_state().cuts).completed += 1;
+        Ok(())
+    }
+
+    /// Completes a truncation that a crash interrupted (its intent is the
+    /// last record): the cut, if not all done, then its done record.
+    pub(super) fn finish_truncation(&self, w: &mut Writer, after: u64) -> Result<()> {
+        let (first, last) = {
+            let s = self.read_state();
+            (s.first(), s.last)
+        };
+        if after < last {
+            let index = after.max(first - 1);
+            let k = self.read_state().seg_of(index);
+            self.ensure_index(k)?;
+            self.truncate_locked(w, index, k)?;
+        }
+        self.cut_done(w, after)
     }
 
     pub(super) fn truncate_locked(&self, w: &mut Writer, index: u64, k: usize) -> Result<()> {
