@@ -41,6 +41,19 @@ pub enum ReplicateError {
         /// The follower's last index.
         kept: u64,
     },
+    /// The leader's log is not (or no longer) the one this follower
+    /// copies, or differs from it in a way the leader's truncation history
+    /// does not explain. Nothing was truncated; following again with
+    /// `reset` discards the follower's entries.
+    #[error("{url}: {dir}: {detail}")]
+    Diverged {
+        /// The leader.
+        url: String,
+        /// The follower's log.
+        dir: PathBuf,
+        /// What differs.
+        detail: String,
+    },
     /// The server refused the token (or none was given).
     #[error("{url}: 401 Unauthorized: {detail}")]
     Unauthorized {

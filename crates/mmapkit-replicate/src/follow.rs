@@ -1,40 +1,58 @@
 //! The follower: copies a leader's log into a local one and keeps
 //! following it.
 //!
+//! # Knowing which log, and what changed
+//!
+//! Every log has a random **id** and a numbered **truncation history**
+//! (`mmapkit::log`'s `identity` module). The follower records, in
+//! `DIR/follows` (written atomically), the id of the log it copies and an
+//! epoch `R` such that only truncations numbered `R` or later can have cut
+//! what it holds. It never follows another log (a replaced or re-created
+//! leader directory, an empty leader, a wrong URL) unless told to
+//! [`reset`](FollowOptions::reset), which discards its entries and says
+//! how many. It truncates its own log only on positive evidence from a
+//! healthy answer: the leader's history saying that a truncation after
+//! index `c` happened since `R`. Every other answer (5xx, a 416 or 409
+//! from a leader whose view is changing, timeouts) is retried, never
+//! acted on; a difference the history does not explain (the leader lost
+//! entries it had served, e.g. in a power loss) is reported as
+//! [`ReplicateError::Diverged`], and the follower's log is kept.
+//!
 //! # Algorithm
 //!
 //! Each **round** (the first, and every one after a failure):
 //!
-//! 1. `GET /v1/state`.
-//! 2. **Log matching** on the follower's last entry `(i, t)`: if the
-//!    leader's entry `i` has term `t`, the logs agree up to `i` (Raft's
-//!    log-matching property). Otherwise it binary-searches (`GET
-//!    /v1/term/{k}`) for the last agreeing index `k` and
-//!    `truncate_after(k)`. Entries the leader purged are taken to agree
-//!    (they were committed). If the leader's log starts after the entry the
-//!    follower needs next: [`ReplicateError::SnapshotRequired`].
+//! 1. `GET /v1/state?since=R`: id, epoch, range, and `cut_since` (the
+//!    lowest index truncations numbered `R` or later cut after).
+//! 2. **Reconcile**: check the id; truncate after `cut_since` if it is
+//!    below the follower's last entry; record `R` = the leader's epoch;
+//!    then check that the follower's last entry has the leader's term
+//!    *and* CRC (`GET /v1/term/{i}`). If the leader's log starts after the
+//!    entry the follower needs next: [`ReplicateError::SnapshotRequired`].
 //! 3. **Pipelined copy**: a fetch loop requests pages from the follower's
-//!    next index (with `prev_term`, so every page re-checks log matching
-//!    at its start), decodes frames as they stream in, checks every
+//!    next index (with `prev_term` and `prev_crc`, so every page re-checks
+//!    the entry before it), decodes frames as they stream in, checks every
 //!    frame's index (consecutive) and CRC32C, and hands batches
-//!    ([`FollowOptions::batch_bytes`]) to an appender thread, which appends
-//!    them with the log's [`SyncMode`]. Fetching and appending overlap;
-//!    batches received but not yet appended hold permits of a semaphore of
-//!    [`FollowOptions::max_in_flight`] bytes, so a slow disk stalls the
-//!    fetch instead of growing memory.
-//! 4. Caught up: with [`FollowOptions::once`] it returns; else it long-polls
-//!    (`wait_ms`) for more until stopped.
+//!    ([`FollowOptions::batch_bytes`]) to an appender thread. Every page
+//!    carries the tag of the read that produced it (truncations completed
+//!    then); before entries of a page tagged below `R` are appended, `R`
+//!    is lowered to the tag, durably, so that a truncation racing the read
+//!    is found in the next round. Batches received but not yet appended
+//!    hold permits of a semaphore of [`FollowOptions::max_in_flight`]
+//!    bytes; a frame longer than that is refused before anything is
+//!    allocated for it.
+//! 4. Caught up: with [`FollowOptions::once`] it asks the state once more
+//!    and returns only if no truncation started since `R` (else another
+//!    round); without it, it long-polls (`wait_ms`) until stopped.
 //!
-//! A damaged frame is never appended: the batch holding it stops there
-//! (the entries before it, verified, are appended). Connection errors,
-//! 5xx, truncated bodies and log-matching conflicts (the leader restarted
-//! with another log) are retried with exponential backoff; after
+//! A damaged frame is never appended. Connection errors, 5xx, truncated
+//! bodies and conflicts are retried with exponential backoff; after
 //! [`FollowOptions::give_up_after`] without progress, or 3 damaged
 //! receptions of the same entry, the error is returned. Because the
-//! follower resumes from its own last index and every append is checked
-//! against the index it expects, a follower killed at any moment and
-//! restarted loses and duplicates nothing (what it had appended is in its
-//! log, with the durability of its [`SyncMode`]).
+//! follower resumes from its own last index and records `R` before it
+//! appends anything `R` does not cover, a follower killed at any moment
+//! and restarted loses and duplicates nothing and keeps no entry the
+//! leader dropped.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -75,6 +93,10 @@ pub struct FollowOptions {
     pub give_up_after: Option<Duration>,
     /// Segment size of a follower log that does not exist yet.
     pub segment_size: u64,
+    /// Follow the served log even if this follower holds entries of
+    /// another log (or of no recorded log): they are discarded, and the
+    /// report's `truncated` says how many.
+    pub reset: bool,
 }
 
 impl Default for FollowOptions {
@@ -91,6 +113,7 @@ impl Default for FollowOptions {
             max_backoff: Duration::from_secs(2),
             give_up_after: None,
             segment_size: LogOptions::default().segment_size,
+            reset: false,
         }
     }
 }
@@ -188,13 +211,54 @@ struct Ctx {
     http: reqwest::Client,
     stop: StopHandle,
     report: FollowReport,
+    /// The log followed (`None` until the first contact).
+    followed: Option<Followed>,
 }
 
-/// Leader state.
+/// Leader state (`/v1/state`).
 #[derive(serde::Deserialize, Debug)]
 struct LeaderState {
+    log_id: Option<String>,
+    epoch: u64,
+    cut_since: Option<u64>,
     first_index: u64,
     last_index: u64,
+}
+
+/// What the follower records about the log it copies (`DIR/follows`).
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq)]
+struct Followed {
+    log_id: String,
+    /// Only truncations numbered from this on can have cut what it holds.
+    epoch: u64,
+}
+
+const FOLLOWS: &str = "follows";
+
+fn load_followed(dir: &Path) -> Result<Option<Followed>> {
+    let p = dir.join(FOLLOWS);
+    match std::fs::read(&p) {
+        Ok(b) => serde_json::from_slice(&b).map(Some).map_err(|e| {
+            ReplicateError::Log(mmapkit::Error::Corrupt {
+                path: p,
+                detail: format!("not a follower record: {e}"),
+            })
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(ReplicateError::Log(mmapkit::Error::io(&p, "read", e))),
+    }
+}
+
+fn save_followed(dir: &Path, f: &Followed) -> Result<()> {
+    use std::io::Write;
+    let p = dir.join(FOLLOWS);
+    let mut tmp = mmapkit::fs::TempFile::beside(&p)?;
+    let body = serde_json::to_vec(f).expect("serializable");
+    tmp.file_mut()
+        .write_all(&body)
+        .map_err(|e| mmapkit::Error::io(tmp.path(), "write", e))?;
+    tmp.rename_to(&p, true)?;
+    Ok(())
 }
 
 enum Fail {
@@ -248,6 +312,7 @@ impl Ctx {
                 ..Default::default()
             },
         )?;
+        let followed = load_followed(dir)?;
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(5))
             // A stalled connection (no byte for this long) is dropped and retried.
@@ -263,6 +328,7 @@ impl Ctx {
             http,
             stop,
             report: FollowReport::default(),
+            followed,
         })
     }
 
@@ -406,63 +472,162 @@ impl Ctx {
         }
     }
 
-    /// Whether the leader's entry `k` has term `t` (purged entries agree).
-    async fn agrees(&self, k: u64, t: u64) -> Result<bool> {
-        #[derive(serde::Deserialize)]
-        struct T {
-            term: u64,
+    fn diverged(&self, detail: String) -> ReplicateError {
+        ReplicateError::Diverged {
+            url: self.base.clone(),
+            dir: self.dir.clone(),
+            detail,
         }
-        let (status, v) = self.get_json::<T>(&format!("/v1/term/{k}")).await?;
-        Ok(match status {
-            200 => v.is_some_and(|v| v.term == t),
-            410 => true,
-            _ => false,
-        })
+    }
+
+    /// Truncates the follower's log after `index` (clamped to its range)
+    /// on a blocking thread; counts what it dropped.
+    async fn truncate_to(&mut self, index: u64) -> Result<()> {
+        let log = self.log.clone();
+        let (ff, fl) = (log.first_index(), log.last_index());
+        let to = index.max(ff - 1);
+        if to >= fl {
+            return Ok(());
+        }
+        tokio::task::spawn_blocking(move || log.truncate_after(to))
+            .await
+            .map_err(|e| ReplicateError::InvalidArgument(format!("the truncation panicked: {e}")))??;
+        self.report.truncated += fl - to;
+        Ok(())
+    }
+
+    async fn record(&mut self, f: Followed) -> Result<()> {
+        if self.followed.as_ref() != Some(&f) {
+            let dir = self.dir.clone();
+            let g = f.clone();
+            tokio::task::spawn_blocking(move || save_followed(&dir, &g))
+                .await
+                .map_err(|e| ReplicateError::InvalidArgument(format!("saving the record panicked: {e}")))??;
+            self.followed = Some(f);
+        }
+        Ok(())
     }
 
     /// Brings the follower's log in line with the leader's (step 2).
     async fn reconcile(&mut self, st: &LeaderState) -> Result<()> {
+        let Some(id) = st.log_id.clone() else {
+            return Err(self.diverged(
+                "the leader's log has no id (an older version made it): open it for writing once \
+                 on the leader, then follow it"
+                    .into(),
+            ));
+        };
+        let held = self.log.len();
+        let same = self.followed.as_ref().is_some_and(|f| f.log_id == id);
+        if !same {
+            if held > 0 && !self.opts.reset {
+                return Err(self.diverged(match &self.followed {
+                    Some(f) => format!(
+                        "the leader serves log {id}, but this follower copies log {} (was the \
+                         leader's directory replaced?); follow with reset to discard its {held} \
+                         entries and copy the new log",
+                        f.log_id
+                    ),
+                    None => format!(
+                        "this directory holds {held} entries but records no leader (a copy of \
+                         another log?); follow with reset to discard them and copy log {id}"
+                    ),
+                }));
+            }
+            if held > 0 {
+                let first = self.log.first_index();
+                self.truncate_to(first - 1).await?;
+            }
+            // A new copy: only truncations from now on can cut it.
+            self.record(Followed { log_id: id, epoch: st.epoch }).await?;
+            self.opts.reset = false;
+        } else {
+            let r = self.followed.as_ref().expect("same").epoch;
+            if st.epoch < r {
+                return Err(self.diverged(format!(
+                    "the leader's log {id} is at truncation epoch {}, behind the {r} this \
+                     follower saw (was it restored from a backup?)",
+                    st.epoch
+                )));
+            }
+            if st.epoch > r {
+                // The positive evidence: the leader's own record of what
+                // its truncations since `r` cut.
+                if let Some(cut) = st.cut_since {
+                    self.truncate_to(cut).await?;
+                }
+                self.record(Followed { log_id: id, epoch: st.epoch }).await?;
+            }
+        }
+
         let log = self.log.clone();
-        let ff = log.first_index();
-        let fl = log.last_index();
+        let (ff, fl) = (log.first_index(), log.last_index());
         if fl + 1 < st.first_index {
             return Err(self.snapshot_required(fl + 1, st.first_index));
         }
-        if fl < ff {
-            return Ok(());
+        if fl < ff || fl < st.first_index {
+            return Ok(()); // empty, or its last entry was purged (committed) there
         }
-        let term_at = |k: u64| log.term(k).map_err(ReplicateError::from);
-        if fl <= st.last_index && self.agrees(fl, term_at(fl)?).await? {
-            return Ok(());
+        if fl > st.last_index {
+            return Err(self.diverged(format!(
+                "the leader's log ends at entry {} but this follower holds entries up to {fl}, \
+                 and the leader recorded no truncation of them: it lost entries it had served \
+                 (a power loss before they were synced?); the follower's log was kept",
+                st.last_index
+            )));
         }
-        // Binary search for the last agreeing index in [lo, hi): lo agrees
-        // (or is before the log), hi does not.
-        let mut lo = (ff - 1).max(st.first_index.saturating_sub(1).min(fl));
-        let mut hi = fl;
-        while hi - lo > 1 {
-            let mid = lo + (hi - lo) / 2;
-            if mid <= st.last_index && self.agrees(mid, term_at(mid)?).await? {
-                lo = mid;
-            } else {
-                hi = mid;
-            }
+        #[derive(serde::Deserialize)]
+        struct T {
+            term: u64,
+            crc: u32,
         }
-        let l2 = log.clone();
-        tokio::task::spawn_blocking(move || l2.truncate_after(lo))
-            .await
-            .map_err(|e| ReplicateError::InvalidArgument(e.to_string()))??;
-        self.report.truncated += fl - lo;
-        Ok(())
+        let e = log.get(fl).map_err(ReplicateError::from)?;
+        let (term, crc) = (e.term(), e.crc());
+        let path = format!("/v1/term/{fl}");
+        match self.get_json::<T>(&path).await? {
+            (200, Some(t)) if t.term == term && t.crc == crc => Ok(()),
+            (200, Some(t)) => Err(self.diverged(format!(
+                "entry {fl} has term {} and CRC {:#010x} on the leader but term {term} and CRC \
+                 {crc:#010x} here, and the leader recorded no truncation of it; the follower's \
+                 log was kept",
+                t.term, t.crc
+            ))),
+            // Purged there meanwhile: it was committed.
+            (410, _) => Ok(()),
+            (s, _) => Err(ReplicateError::Http {
+                url: self.url(&path),
+                status: Some(s),
+                detail: format!("{s} while checking entry {fl}; retrying"),
+                transient: true,
+            }),
+        }
+    }
+
+    /// `/v1/state`, with `since` = the recorded epoch.
+    async fn leader_state(&self) -> Result<LeaderState> {
+        let path = match &self.followed {
+            Some(f) => format!("/v1/state?since={}", f.epoch),
+            None => "/v1/state".into(),
+        };
+        let (status, st) = self.get_json::<LeaderState>(&path).await?;
+        match (status, st) {
+            (200, Some(st)) => Ok(st),
+            (409, _) => Err(self.diverged(format!(
+                "the leader's truncation history is behind the epoch {} this follower saw \
+                 (was its log restored from a backup?)",
+                self.followed.as_ref().map_or(0, |f| f.epoch)
+            ))),
+            (s, _) => Err(ReplicateError::Http {
+                url: self.url(&path),
+                status: Some(s),
+                detail: format!("unexpected status {s}"),
+                transient: true,
+            }),
+        }
     }
 
     async fn round(&mut self) -> std::result::Result<(), Fail> {
-        let (status, st) = self.get_json::<LeaderState>("/v1/state").await?;
-        let st = st.ok_or_else(|| ReplicateError::Http {
-            url: self.url("/v1/state"),
-            status: Some(status),
-            detail: format!("unexpected status {status}"),
-            transient: true,
-        })?;
+        let st = self.leader_state().await?;
         self.reconcile(&st).await?;
 
         // The appender: appends batches in order on a blocking thread.
@@ -507,12 +672,16 @@ impl Ctx {
             self.opts.max_in_flight.min(Semaphore::MAX_PERMITS),
         ));
         let mut next = self.log.last_index() + 1;
-        let mut prev_term = if next > self.log.first_index() {
-            Some(self.log.term(next - 1).map_err(ReplicateError::from)?)
+        let mut prev = if next > self.log.first_index() {
+            let e = self.log.get(next - 1).map_err(ReplicateError::from)?;
+            Some((e.term(), e.crc()))
         } else {
             None
         };
-        let max_frame = (self.opts.page_bytes.max(mmapkit_max_entry())).min(u32::MAX as usize);
+        // A frame's length comes from the network: nothing larger than the
+        // in-flight budget is accepted (or allocated for).
+        let max_frame = self.opts.max_in_flight.min(u32::MAX as usize);
+        let followed_id = self.followed.as_ref().map(|f| f.log_id.clone());
         let mut batch = Batch {
             first: next,
             entries: Vec::new(),
@@ -533,8 +702,8 @@ impl Ctx {
                 "/v1/entries?from={next}&max_count={}&max_bytes={}&wait_ms={wait}",
                 self.opts.page_count, self.opts.page_bytes
             );
-            if let Some(t) = prev_term {
-                path.push_str(&format!("&prev_term={t}"));
+            if let Some((t, c)) = prev {
+                path.push_str(&format!("&prev_term={t}&prev_crc={c}"));
             }
             let url = self.url(&path);
             let resp = tokio::select! {
@@ -561,6 +730,38 @@ impl Ctx {
                 }
             }
             let leader_last = header_u64(&resp, "x-mmapkit-last-index").unwrap_or(0);
+            // The page must come from the log followed; its read's tag
+            // lowers the recorded epoch (durably, before any of its
+            // entries is appended) so a truncation racing the read is
+            // caught by the next state check.
+            let page_id = resp
+                .headers()
+                .get("x-mmapkit-log-id")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            if page_id != followed_id {
+                return Err(ReplicateError::Http {
+                    url,
+                    status: Some(200),
+                    detail: "the page came from another log; checking the leader again".into(),
+                    transient: true,
+                }
+                .into());
+            }
+            let Some(tag) = header_u64(&resp, "x-mmapkit-epoch") else {
+                return Err(ReplicateError::Http {
+                    url,
+                    status: Some(200),
+                    detail: "the page has no x-mmapkit-epoch (an older server?)".into(),
+                    transient: false,
+                }
+                .into());
+            };
+            if let Some(f) = self.followed.clone() {
+                if tag < f.epoch {
+                    self.record(Followed { epoch: tag, ..f }).await?;
+                }
+            }
             let count = header_u64(&resp, "x-mmapkit-count").unwrap_or(0);
             let mut resp = resp;
             let mut dec = Decoder::default();
@@ -598,7 +799,7 @@ impl Ctx {
                         self.send(&tx, &budget, &mut batch, next).await?;
                         return Err(Fail::Corrupt(next));
                     }
-                    prev_term = Some(f.term);
+                    prev = Some((f.term, f.crc));
                     next += 1;
                     got += 1;
                     batch.bytes += f.payload.len();
@@ -620,7 +821,22 @@ impl Ctx {
                 .into());
             }
             if self.opts.once && next > leader_last {
-                return Ok(());
+                // Done only if no truncation started since what was
+                // copied was read; else the next round reconciles.
+                self.send(&tx, &budget, &mut batch, next).await?;
+                drop(tx);
+                let st = self.leader_state().await?;
+                let f = self.followed.as_ref().expect("recorded in reconcile");
+                if st.log_id.as_deref() == Some(f.log_id.as_str()) && st.epoch == f.epoch {
+                    return Ok(());
+                }
+                return Err(ReplicateError::Http {
+                    url: self.url("/v1/state"),
+                    status: Some(200),
+                    detail: "the leader's log was truncated while it was copied; reconciling".into(),
+                    transient: true,
+                }
+                .into());
             }
         }
     }
@@ -660,11 +876,6 @@ impl Ctx {
         }
         Ok(())
     }
-}
-
-fn mmapkit_max_entry() -> usize {
-    // Larger than any entry the log accepts (its own limit is checked on append).
-    1 << 31
 }
 
 fn header_u64(r: &reqwest::Response, name: &str) -> Option<u64> {

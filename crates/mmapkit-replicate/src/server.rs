@@ -155,6 +155,20 @@ pub fn serve_dir(dir: impl AsRef<Path>, opts: ServeOptions) -> Result<Server> {
     serve(Arc::new(log), opts)
 }
 
+/// A log made before logs had an id cannot be followed safely: it gets
+/// one the next time it is opened for writing.
+fn check_identity(log: &CommitLog) -> Result<()> {
+    if log.identity().id.is_none() {
+        return Err(ReplicateError::InvalidArgument(format!(
+            "{}: the log has no id yet (it was made by an older version): open it for writing \
+             once (e.g. `mmapkit log init {}`), then serve it",
+            log.dir().display(),
+            log.dir().display()
+        )));
+    }
+    Ok(())
+}
+
 fn check_bind(opts: &ServeOptions) -> Result<SocketAddr> {
     let addr: SocketAddr = opts.bind.parse().map_err(|_| {
         ReplicateError::InvalidArgument(format!(
@@ -185,6 +199,7 @@ fn check_bind(opts: &ServeOptions) -> Result<SocketAddr> {
 /// its own; returns once it listens.
 pub fn serve(log: Arc<CommitLog>, opts: ServeOptions) -> Result<Server> {
     let addr = check_bind(&opts)?;
+    check_identity(&log)?;
     let std_listener = std::net::TcpListener::bind(addr).map_err(|e| ReplicateError::Server {
         addr: addr.to_string(),
         detail: format!("cannot listen: {e}"),
@@ -408,32 +423,81 @@ fn log_err(e: mmapkit::Error) -> Response {
     )
 }
 
-async fn state(State(sh): State<Arc<Shared>>) -> Response {
-    let last = match sh.fresh_last(Duration::ZERO).await {
-        Ok(l) => l,
-        Err(r) => return r,
-    };
-    let first = sh.log.first_index();
-    let last_term = if last >= first {
-        let log = sh.log.clone();
-        match tokio::task::spawn_blocking(move || log.term(last)).await {
-            Ok(Ok(t)) => Some(t),
-            // Truncated meanwhile: the follower asks again.
-            Ok(Err(_)) => {
-                return err(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "the log changed; retry".into(),
-                )
+/// Parses `since=EPOCH` (the only parameter of `/v1/state`).
+fn parse_since(q: Option<&str>) -> std::result::Result<Option<u64>, String> {
+    let mut since = None;
+    for kv in q.unwrap_or("").split('&').filter(|s| !s.is_empty()) {
+        match kv.split_once('=') {
+            Some(("since", v)) => {
+                since = Some(v.parse::<u64>().map_err(|_| format!("since={v:?} is not a whole number"))?)
             }
-            Err(e) => return err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+            _ => return Err(format!("unknown parameter {kv:?} (expected since=EPOCH)")),
         }
-    } else {
-        None
+    }
+    Ok(since)
+}
+
+/// A log error while answering: out of range by a fresh view (truncated
+/// or purged meanwhile) is 410/416; anything else 503, which followers
+/// retry and never act on.
+fn read_failed(sh: &Shared, index: u64, e: mmapkit::Error) -> Response {
+    if let Ok(st) = sh.log.status(None) {
+        if index < st.first_index || index > st.last_index {
+            return out_of_range(index, st.first_index, st.last_index);
+        }
+    }
+    let mut r = err(
+        StatusCode::SERVICE_UNAVAILABLE,
+        format!("reading entry {index} failed (the log may be changing; retry): {e}"),
+    );
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    r
+}
+
+async fn state(State(sh): State<Arc<Shared>>, RawQuery(q): RawQuery) -> Response {
+    let since = match parse_since(q.as_deref()) {
+        Ok(s) => s,
+        Err(m) => return err(StatusCode::BAD_REQUEST, m),
+    };
+    if let Err(r) = sh.fresh_last(Duration::ZERO).await {
+        return r;
+    }
+    let log = sh.log.clone();
+    let got = tokio::task::spawn_blocking(move || {
+        let st = log.status(since)?;
+        let last = if st.last_index >= st.first_index {
+            let e = log.get(st.last_index)?;
+            Some((e.term(), e.crc()))
+        } else {
+            None
+        };
+        Ok::<_, mmapkit::Error>((st, last))
+    })
+    .await;
+    let (st, last) = match got {
+        Ok(Ok(x)) => x,
+        Ok(Err(e)) if e.kind() == mmapkit::ErrorKind::InvalidArgument && since.is_some() => {
+            // An epoch past ours: the follower saw a later history.
+            return err(StatusCode::CONFLICT, e.to_string());
+        }
+        Ok(Err(e)) => {
+            let mut r = err(StatusCode::SERVICE_UNAVAILABLE, format!("the log changed; retry ({e})"));
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            return r;
+        }
+        Err(e) => return err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     };
     axum::Json(serde_json::json!({
-        "first_index": first,
-        "last_index": last,
-        "last_term": last_term,
+        "log_id": st.identity.id.as_deref(),
+        "epoch": st.identity.epoch,
+        "completed": st.identity.completed,
+        "cut_since": st.cut_since,
+        "first_index": st.first_index,
+        "last_index": st.last_index,
+        "last_term": last.map(|l| l.0),
+        "last_crc": last.map(|l| l.1),
     }))
     .into_response()
 }
@@ -477,10 +541,26 @@ async fn term(State(sh): State<Arc<Shared>>, UrlPath(raw): UrlPath<String>) -> R
         return out_of_range(index, first, last);
     }
     let log = sh.log.clone();
-    match tokio::task::spawn_blocking(move || log.term(index)).await {
-        Ok(Ok(t)) => axum::Json(serde_json::json!({"index": index, "term": t})).into_response(),
-        Ok(Err(_)) => out_of_range(index, sh.log.first_index(), sh.log.last_index()),
+    match tokio::task::spawn_blocking(move || log.get(index).map(|e| (e.term(), e.crc()))).await {
+        Ok(Ok((t, crc))) => {
+            let mut r = axum::Json(serde_json::json!({"index": index, "term": t, "crc": crc}))
+                .into_response();
+            sh.identify(&mut r);
+            r
+        }
+        Ok(Err(e)) => read_failed(&sh, index, e),
         Err(e) => err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    }
+}
+
+impl Shared {
+    /// Names the log an answer comes from (`x-mmapkit-log-id`).
+    fn identify(&self, r: &mut Response) {
+        if let Some(id) = self.log.identity().id {
+            if let Ok(v) = HeaderValue::from_str(&id) {
+                r.headers_mut().insert("x-mmapkit-log-id", v);
+            }
+        }
     }
 }
 
@@ -490,6 +570,7 @@ struct PageQuery {
     max_count: Option<u64>,
     max_bytes: Option<u64>,
     prev_term: Option<u64>,
+    prev_crc: Option<u64>,
     wait_ms: Option<u64>,
 }
 
@@ -502,10 +583,11 @@ fn parse_query(q: Option<&str>) -> std::result::Result<PageQuery, String> {
             "max_count" => &mut p.max_count,
             "max_bytes" => &mut p.max_bytes,
             "prev_term" => &mut p.prev_term,
+            "prev_crc" => &mut p.prev_crc,
             "wait_ms" => &mut p.wait_ms,
             _ => {
                 return Err(format!(
-                "unknown parameter {k:?} (expected from, max_count, max_bytes, prev_term, wait_ms)"
+                "unknown parameter {k:?} (expected from, max_count, max_bytes, prev_term, prev_crc, wait_ms)"
             ))
             }
         };
@@ -590,34 +672,42 @@ async fn entries(State(sh): State<Arc<Shared>>, RawQuery(q): RawQuery) -> Respon
         .min(sh.opts.max_page_bytes as u64) as usize;
     // A page within what this server already knows needs no refresh;
     // one that starts past it gets a current answer.
+    // Within what this server already knows a view refreshed a moment
+    // ago will do (a replaced or deleted directory is noticed within
+    // that); a page past it gets a current answer.
     let mut last = sh.log.last_index();
-    if from > last || from < sh.log.first_index() {
-        last = match sh.fresh_last(Duration::ZERO).await {
-            Ok(l) => l,
-            Err(r) => return r,
-        };
-    }
+    let age = if from > last || from < sh.log.first_index() {
+        Duration::ZERO
+    } else {
+        Duration::from_millis(50)
+    };
+    last = match sh.fresh_last(age).await {
+        Ok(l) => l,
+        Err(r) => return r,
+    };
     let first = sh.log.first_index();
     if from < first || from > last + 1 {
         return out_of_range(from, first, last);
     }
-    if let Some(pt) = q.prev_term {
+    if q.prev_term.is_some() || q.prev_crc.is_some() {
         if from > first {
             let log = sh.log.clone();
-            match tokio::task::spawn_blocking(move || log.term(from - 1)).await {
-                Ok(Ok(t)) if t == pt => {}
-                Ok(Ok(t)) => {
+            let (pt, pc) = (q.prev_term, q.prev_crc);
+            match tokio::task::spawn_blocking(move || log.get(from - 1).map(|e| (e.term(), e.crc())))
+                .await
+            {
+                Ok(Ok((t, c)))
+                    if pt.is_none_or(|pt| pt == t) && pc.is_none_or(|pc| pc == c as u64) => {}
+                Ok(Ok((t, c))) => {
                     return err(
                         StatusCode::CONFLICT,
                         format!(
-                            "log mismatch: entry {} has term {t} here, not {pt}",
+                            "log mismatch: entry {} has term {t} and CRC {c:#010x} here",
                             from - 1
                         ),
                     )
                 }
-                Ok(Err(_)) => {
-                    return out_of_range(from - 1, sh.log.first_index(), sh.log.last_index())
-                }
+                Ok(Err(e)) => return read_failed(&sh, from - 1, e),
                 Err(e) => return err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
             }
         }
@@ -655,19 +745,21 @@ async fn entries(State(sh): State<Arc<Shared>>, RawQuery(q): RawQuery) -> Respon
     let log = sh.log.clone();
     let read = tokio::task::spawn_blocking(move || {
         if hi == from {
-            Ok(Entries::default())
+            // Nothing to read: tagged with what the view has completed.
+            let tag = log.identity().completed;
+            Ok((Entries::default(), tag))
         } else {
-            log.read(from, hi, Some(max_bytes))
+            log.read(from, hi, Some(max_bytes)).map(|e| {
+                let tag = e.epoch();
+                (e, tag)
+            })
         }
     })
     .await;
-    let ents = match read {
+    let (ents, tag) = match read {
         Ok(Ok(e)) => e,
-        // Truncated or purged since the check above.
-        Ok(Err(mmapkit::Error::InvalidArgument(_))) => {
-            return out_of_range(from, sh.log.first_index(), sh.log.last_index())
-        }
-        Ok(Err(e)) => return log_err(e),
+        // Truncated or purged since the check above: 410/416; else 503.
+        Ok(Err(e)) => return read_failed(&sh, from, e),
         Err(e) => return err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
     };
     let count = ents.len();
@@ -713,5 +805,9 @@ async fn entries(State(sh): State<Arc<Shared>>, RawQuery(q): RawQuery) -> Respon
         "x-mmapkit-first-index",
         HeaderValue::from(sh.log.first_index()),
     );
+    // The read's tag: a follower checks later that no truncation numbered
+    // from it on cut what it got (see `mmapkit::log::Entries::epoch`).
+    h.insert("x-mmapkit-epoch", HeaderValue::from(tag));
+    sh.identify(&mut r);
     r
 }

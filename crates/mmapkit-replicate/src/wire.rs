@@ -83,7 +83,8 @@ impl Decoder {
                 return Ok(None);
             };
             if self.cur.len() < HEADER + len {
-                self.part.reserve(HEADER + len);
+                // Nothing reserved for the claimed length: the buffer grows
+                // with the bytes that really arrive.
                 self.take(usize::MAX);
                 return Ok(None);
             }
@@ -98,7 +99,6 @@ impl Decoder {
         };
         self.take(HEADER + len - self.part.len());
         if self.part.len() < HEADER + len {
-            self.part.reserve(HEADER + len - self.part.len());
             return Ok(None);
         }
         let h = self.part.split_to(HEADER);
@@ -185,5 +185,19 @@ mod tests {
         let mut d = Decoder::default();
         d.extend(&header(1, 1, u32::MAX, 0));
         assert!(d.next_frame(1 << 20).is_err());
+    }
+
+    /// Issue 22, defect 12: a frame length from the network reserves
+    /// nothing before the bytes arrive (a hostile server claimed ~4 GiB).
+    #[test]
+    fn a_claimed_length_allocates_nothing_ahead() {
+        let mut d = Decoder::default();
+        let mut h = header(1, 1, 1 << 30, 0).to_vec();
+        h.extend_from_slice(&[7u8; 100]);
+        d.push(Bytes::from(h));
+        assert!(d.next_frame(usize::MAX).unwrap().is_none());
+        d.extend(&[1u8; 10]);
+        assert!(d.next_frame(usize::MAX).unwrap().is_none());
+        assert!(d.part.capacity() < 1 << 20, "reserved {}", d.part.capacity());
     }
 }

@@ -191,7 +191,9 @@ pub fn os_message(e: &io::Error) -> String {
 }
 
 impl Error {
-    pub(crate) fn io(path: &Path, op: &'static str, source: io::Error) -> Self {
+    /// An OS error of call `op` on `path` ([`Error::DiskFull`] for ENOSPC
+    /// and EDQUOT, else [`Error::Io`]).
+    pub fn io(path: &Path, op: &'static str, source: io::Error) -> Self {
         match source.raw_os_error() {
             Some(libc::ENOSPC) | Some(libc::EDQUOT) => Error::DiskFull {
                 path: path.to_owned(),

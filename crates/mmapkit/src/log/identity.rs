@@ -55,6 +55,19 @@ pub struct LogIdentity {
     pub completed: u64,
 }
 
+/// [`CommitLog::status`](crate::log::CommitLog::status): one view's identity and range.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogStatus {
+    /// Id and epoch.
+    pub identity: LogIdentity,
+    /// First index (of an empty log too).
+    pub first_index: u64,
+    /// Last index (`first_index - 1` when empty).
+    pub last_index: u64,
+    /// `cut_since(since)` when asked.
+    pub cut_since: Option<u64>,
+}
+
 /// The truncation history as read from `DIR/truncations`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(super) struct Cuts {

@@ -78,7 +78,7 @@ mod verify;
 pub use open::{is_log_dir, quarantine_dir};
 pub use options::{LogOptions, LogStat, Recovery, SegmentInfo, SyncMode, VerifyReport};
 pub use format::entry_crc;
-pub use identity::LogIdentity;
+pub use identity::{LogIdentity, LogStatus};
 pub use read::{Entries, Entry, LogEntry};
 
 use std::fs::File;
@@ -417,6 +417,24 @@ impl CommitLog {
             epoch: s.cuts.epoch(),
             completed: s.cuts.completed,
         }
+    }
+    /// Identity, epoch and index range from one view of the log (what a
+    /// server answers from), and `cut_since(since)` when `since` is given.
+    pub fn status(&self, since: Option<u64>) -> Result<LogStatus> {
+        let s = self.read_state();
+        Ok(LogStatus {
+            identity: LogIdentity {
+                id: s.id.clone(),
+                epoch: s.cuts.epoch(),
+                completed: s.cuts.completed,
+            },
+            first_index: s.first(),
+            last_index: s.last,
+            cut_since: match since {
+                Some(e) => s.cuts.cut_since(&self.dir, e)?,
+                None => None,
+            },
+        })
     }
     /// The lowest index that truncations numbered `epoch` or later cut
     /// after (`None`: none since); what a copy read under tag `epoch`

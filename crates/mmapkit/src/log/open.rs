@@ -480,6 +480,16 @@ impl CommitLog {
             _lock: lock_file,
             _registered: registered,
         };
+        if writable {
+            // A truncation a crash interrupted is closed first: it was not
+            // acknowledged, so what is left of it (a longer prefix of the
+            // old log) stays; its intent already told readers to drop
+            // everything after its index, and they fetch the rest again.
+            let pending = log.read_state().cuts.pending();
+            if let Some(after) = pending {
+                log.cut_done(&mut lock(&log.writer), after)?;
+            }
+        }
         if let (true, Some((from, to))) = (writable, cut) {
             // Cut the torn (or, with repair, damaged) bytes off for good:
             // moved to the quarantine directory first, then a new
@@ -503,14 +513,7 @@ impl CommitLog {
         } else {
             drop(tail);
         }
-        if writable {
-            // A truncation a crash interrupted is finished first.
-            let pending = log.read_state().cuts.pending();
-            if let Some(after) = pending {
-                let mut w = lock(&log.writer);
-                log.finish_truncation(&mut w, after)?;
-            }
-        }
+
         if writable {
             // What an earlier process appended may still be only in the
             // page cache: it counts as durable (the watermark later batches

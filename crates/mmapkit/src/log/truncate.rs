@@ -42,6 +42,10 @@ impl CommitLog {
 
     /// Records, durably, that a truncation after `after` starts.
     pub(super) fn cut_started(&self, w: &mut Writer, after: u64) -> Result<()> {
+        if self.read_state().cuts.pending().is_some() {
+            // Only after a failed truncation, which poisons the handle.
+            return Err(Error::invalid(&self.dir, "a truncation is still in progress; reopen the log"));
+        }
         if let Some(f) = w.cuts.as_mut() {
             f.intent(after)?;
         }
@@ -56,22 +60,6 @@ impl CommitLog {
         }
         Arc::make_mut(&mut self.write_state().cuts).completed += 1;
         Ok(())
-    }
-
-    /// Completes a truncation that a crash interrupted (its intent is the
-    /// last record): the cut, if not all done, then its done record.
-    pub(super) fn finish_truncation(&self, w: &mut Writer, after: u64) -> Result<()> {
-        let (first, last) = {
-            let s = self.read_state();
-            (s.first(), s.last)
-        };
-        if after < last {
-            let index = after.max(first - 1);
-            let k = self.read_state().seg_of(index);
-            self.ensure_index(k)?;
-            self.truncate_locked(w, index, k)?;
-        }
-        self.cut_done(w, after)
     }
 
     pub(super) fn truncate_locked(&self, w: &mut Writer, index: u64, k: usize) -> Result<()> {
