@@ -17,7 +17,7 @@ use bytes::{Bytes, BytesMut};
 use mmapkit::log::{CommitLog, Entries, LogOptions};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
-use crate::{wire, ReplicateError, Result};
+use crate::{conn, wire, ReplicateError, Result};
 
 /// Options of [`serve`].
 #[derive(Clone, Debug)]
@@ -44,6 +44,20 @@ pub struct ServeOptions {
     /// page's turn freed (default 30 s): slow or stalled clients cannot
     /// hold the page slots.
     pub stall_timeout: Duration,
+    /// Connections open at once (default 512, well under the usual fd
+    /// limit of 1024). Past it a new connection is answered `503` with
+    /// `Connection: close` and closed at once, never queued.
+    pub max_connections: usize,
+    /// A request head (request line and headers) must arrive whole within
+    /// this of its first byte, and a new connection's first head within
+    /// this of the accept (default 10 s); else the connection is closed.
+    /// The token is checked only once the head is in, so this is what
+    /// bounds clients that send nothing, or a byte now and then.
+    pub header_timeout: Duration,
+    /// A kept-alive connection with no request in flight and nothing
+    /// received for this long is closed (default 30 s). Long polls and
+    /// bodies being sent are requests in flight.
+    pub idle_timeout: Duration,
 }
 
 impl Default for ServeOptions {
@@ -57,6 +71,9 @@ impl Default for ServeOptions {
             busy_timeout: Duration::from_secs(10),
             max_wait: Duration::from_secs(30),
             stall_timeout: Duration::from_secs(30),
+            max_connections: 512,
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -80,12 +97,28 @@ pub struct Server {
     thread: Option<std::thread::JoinHandle<()>>,
     watcher_stop: Arc<AtomicBool>,
     watcher: Option<std::thread::JoinHandle<()>>,
+    conns: Arc<conn::Stats>,
 }
 
 impl Server {
     /// `http://ADDR` (with the port chosen when binding port 0).
     pub fn url(&self) -> &str {
         &self.url
+    }
+    /// Connections open now.
+    #[doc(hidden)]
+    pub fn open_connections(&self) -> usize {
+        self.conns.open()
+    }
+    /// Connections refused (answered 503) because `max_connections` were open.
+    #[doc(hidden)]
+    pub fn rejected_connections(&self) -> u64 {
+        self.conns.rejected()
+    }
+    /// Connections closed by the header or idle timeout.
+    #[doc(hidden)]
+    pub fn timed_out_connections(&self) -> u64 {
+        self.conns.timed_out()
     }
     /// The address it listens on.
     pub fn local_addr(&self) -> SocketAddr {
@@ -173,6 +206,17 @@ fn check_bind(opts: &ServeOptions) -> Result<SocketAddr> {
             "the token must not be empty".into(),
         ));
     }
+    if opts.max_connections == 0 || opts.max_connections > 1 << 20 {
+        return Err(ReplicateError::InvalidArgument(format!(
+            "max_connections must be from 1 to {}",
+            1 << 20
+        )));
+    }
+    if opts.header_timeout.is_zero() || opts.idle_timeout.is_zero() {
+        return Err(ReplicateError::InvalidArgument(
+            "header_timeout and idle_timeout must be more than zero".into(),
+        ));
+    }
     if opts.max_page_bytes == 0 || opts.max_page_count == 0 || opts.max_concurrent_pages == 0 {
         return Err(ReplicateError::InvalidArgument(
             "page limits and max_concurrent_pages must be at least 1".into(),
@@ -233,6 +277,12 @@ pub fn serve(log: Arc<CommitLog>, opts: ServeOptions) -> Result<Server> {
         refreshed: Mutex::new(Instant::now()),
         shutdown: stop_rx.clone(),
     });
+    let limits = conn::Limits {
+        max_connections: shared.opts.max_connections,
+        header_timeout: shared.opts.header_timeout,
+        idle_timeout: shared.opts.idle_timeout,
+    };
+    let conns = conn::Stats::new(limits.max_connections);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -243,6 +293,7 @@ pub fn serve(log: Arc<CommitLog>, opts: ServeOptions) -> Result<Server> {
             detail: format!("cannot start the runtime: {e}"),
         })?;
     let app = router(shared);
+    let stats = conns.clone();
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let thread = std::thread::spawn(move || {
         rt.block_on(async move {
@@ -254,19 +305,7 @@ pub fn serve(log: Arc<CommitLog>, opts: ServeOptions) -> Result<Server> {
                 }
             };
             let _ = ready_tx.send(Ok(()));
-            // Small answers (states, terms, short pages) go out at once:
-            // Nagle's algorithm against the client's delayed ACK would add
-            // ~40 ms to every request whose head and body are two writes.
-            use axum::serve::ListenerExt;
-            let listener = listener.tap_io(|tcp| {
-                let _ = tcp.set_nodelay(true);
-            });
-            let mut stop_rx = stop_rx;
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(async move {
-                    let _ = stop_rx.wait_for(|s| *s).await;
-                })
-                .await;
+            conn::run(listener, app, limits, stats, stop_rx).await;
         });
         // Bodies still streaming to slow clients are dropped with the runtime.
         rt.shutdown_timeout(Duration::from_secs(1));
@@ -293,6 +332,7 @@ pub fn serve(log: Arc<CommitLog>, opts: ServeOptions) -> Result<Server> {
         thread: Some(thread),
         watcher_stop,
         watcher,
+        conns,
     })
 }
 
