@@ -66,11 +66,20 @@
 //! byte-by-byte clients cannot use up the server's fds and memory. A long
 //! poll or a body being sent is a request in flight, not idle time. A
 //! request head over 64 KiB is refused (431).
+//!
+//! Long polls on a read-only log ([`serve_dir`]; another process appends)
+//! cost one poller thread per server: while any request waits, it
+//! refreshes the log every 5 ms after a change, backing off to 100 ms
+//! while nothing changes (the worst added latency), and wakes the waiting
+//! requests; with none waiting it does nothing. (Stores through another
+//! process's mapping raise no file events, so it polls.) On a writable
+//! log, appends wake the waiting requests directly.
 
 mod conn;
 pub mod error;
 pub mod follow;
 pub mod server;
+mod wake;
 pub mod wire;
 
 pub use error::ReplicateError;

@@ -17,7 +17,7 @@ use bytes::{Bytes, BytesMut};
 use mmapkit::log::{CommitLog, Entries, LogOptions};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
-use crate::{conn, wire, ReplicateError, Result};
+use crate::{conn, wake, wire, ReplicateError, Result};
 
 /// Options of [`serve`].
 #[derive(Clone, Debug)]
@@ -87,6 +87,8 @@ struct Shared {
     /// When a read-only log was last refreshed.
     refreshed: Mutex<Instant>,
     shutdown: tokio::sync::watch::Receiver<bool>,
+    /// Refreshes a read-only log for the long polls (one thread, see `wake`).
+    poller: Option<Arc<wake::Poller>>,
 }
 
 /// A running server; dropping it shuts it down.
@@ -98,6 +100,7 @@ pub struct Server {
     watcher_stop: Arc<AtomicBool>,
     watcher: Option<std::thread::JoinHandle<()>>,
     conns: Arc<conn::Stats>,
+    poller: Option<Arc<wake::Poller>>,
 }
 
 impl Server {
@@ -119,6 +122,18 @@ impl Server {
     #[doc(hidden)]
     pub fn timed_out_connections(&self) -> u64 {
         self.conns.timed_out()
+    }
+    /// How often a read-only log was refreshed, or a request checked
+    /// whether to refresh it (0 for a writable log): with long polls
+    /// waiting it grows with time, not with their number.
+    #[doc(hidden)]
+    pub fn refresh_count(&self) -> u64 {
+        self.poller.as_ref().map_or(0, |p| p.refreshes())
+    }
+    /// Long polls waiting on a read-only log now.
+    #[doc(hidden)]
+    pub fn long_polls_waiting(&self) -> usize {
+        self.poller.as_ref().map_or(0, |p| p.waiting())
     }
     /// The address it listens on.
     pub fn local_addr(&self) -> SocketAddr {
@@ -175,8 +190,8 @@ impl ServerStop {
 }
 
 /// Opens the log in `dir` read-only (another process may be appending to
-/// it: new entries are picked up by refreshing, at most every 20 ms) and
-/// serves it.
+/// it: while long polls wait, one thread refreshes it, every 5 to 100 ms)
+/// and serves it.
 pub fn serve_dir(dir: impl AsRef<Path>, opts: ServeOptions) -> Result<Server> {
     let log = CommitLog::open(
         dir.as_ref(),
@@ -246,12 +261,21 @@ pub fn serve(log: Arc<CommitLog>, opts: ServeOptions) -> Result<Server> {
             detail: e.to_string(),
         })?;
     // The watcher publishes the last index: woken by appends through a
-    // writable handle (no polling); a read-only one is refreshed by the
-    // requests themselves.
+    // writable handle (no polling); a read-only one is refreshed by one
+    // poller thread while long polls wait.
     let (last_tx, last_rx) = watch::channel(log.last_index());
     let watcher_stop = Arc::new(AtomicBool::new(false));
-    let watcher = if log.options().read_only {
-        None
+    let poller = log
+        .options()
+        .read_only
+        .then(|| Arc::new(wake::Poller::default()));
+    let watcher = if let Some(p) = &poller {
+        Some(wake::spawn(
+            log.clone(),
+            p.clone(),
+            last_tx,
+            watcher_stop.clone(),
+        ))
     } else {
         let (log, stop) = (log.clone(), watcher_stop.clone());
         Some(std::thread::spawn(move || {
@@ -276,6 +300,7 @@ pub fn serve(log: Arc<CommitLog>, opts: ServeOptions) -> Result<Server> {
         last_rx,
         refreshed: Mutex::new(Instant::now()),
         shutdown: stop_rx.clone(),
+        poller: poller.clone(),
     });
     let limits = conn::Limits {
         max_connections: shared.opts.max_connections,
@@ -333,6 +358,7 @@ pub fn serve(log: Arc<CommitLog>, opts: ServeOptions) -> Result<Server> {
         watcher_stop,
         watcher,
         conns,
+        poller,
     })
 }
 
@@ -393,6 +419,9 @@ impl Shared {
     /// current as of the call).
     async fn fresh_last(self: &Arc<Self>, max_age: Duration) -> std::result::Result<u64, Response> {
         if self.log.options().read_only {
+            if let Some(p) = &self.poller {
+                p.count_refresh();
+            }
             let sh = self.clone();
             let asked = Instant::now();
             tokio::task::spawn_blocking(move || {
@@ -420,18 +449,9 @@ impl Shared {
     ) -> std::result::Result<u64, Response> {
         let deadline = tokio::time::Instant::now() + wait;
         let mut shutdown = self.shutdown.clone();
-        if self.log.options().read_only {
-            loop {
-                let last = self.fresh_last(Duration::from_millis(20)).await?;
-                if last >= index || tokio::time::Instant::now() >= deadline || *shutdown.borrow() {
-                    return Ok(last);
-                }
-                tokio::select! {
-                    _ = tokio::time::sleep(Duration::from_millis(20)) => {}
-                    _ = shutdown.changed() => {}
-                }
-            }
-        }
+        // A read-only log's news come from the poller, which polls only
+        // while someone waits.
+        let _waiting = self.poller.as_ref().map(|p| p.waiter());
         let mut rx = self.last_rx.clone();
         tokio::select! {
             _ = tokio::time::timeout_at(deadline, rx.wait_for(|l| *l >= index)) => {}
