@@ -15,10 +15,10 @@
 //!
 //! # Protocol (`/v1`)
 //!
-//! Every endpoint takes `Authorization: Bearer TOKEN` when the server has
-//! a token (else 401). A connection past the server's cap gets a bare 503
-//! with `Connection: close` before its request is read. Errors are
-//! `text/plain` with the status:
+//! Every endpoint takes `Authorization: Bearer TOKEN` (the scheme in any
+//! case) when the server has a token (else 401). A connection past the
+//! server's cap gets a bare 503 with `Connection: close` before its
+//! request is read. Errors are `text/plain` with the status:
 //!
 //! * `GET /v1/state` → JSON `{"first_index", "last_index", "last_term"}`
 //!   (`last_term` is `null` for an empty log).

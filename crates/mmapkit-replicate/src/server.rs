@@ -1,6 +1,6 @@
 //! The log server: `/v1` endpoints over a [`CommitLog`] (see the crate docs).
 
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -104,7 +104,9 @@ pub struct Server {
 }
 
 impl Server {
-    /// `http://ADDR` (with the port chosen when binding port 0).
+    /// `http://ADDR` (with the port chosen when binding port 0), an
+    /// address to connect to: bound to all interfaces (`0.0.0.0`, `[::]`),
+    /// it names the loopback address (`127.0.0.1`, `[::1]`).
     pub fn url(&self) -> &str {
         &self.url
     }
@@ -220,6 +222,16 @@ fn check_bind(opts: &ServeOptions) -> Result<SocketAddr> {
         return Err(ReplicateError::InvalidArgument(
             "the token must not be empty".into(),
         ));
+    }
+    // Anything else could not be sent in an Authorization header (or
+    // would be trimmed from it), so no client could ever authenticate.
+    if let Some(t) = &opts.token {
+        if let Some(c) = t.chars().find(|c| !matches!(c, '\x21'..='\x7e')) {
+            return Err(ReplicateError::InvalidArgument(format!(
+                "the token holds {c:?}: use visible ASCII only (letters, digits, \
+                 punctuation; no spaces or control characters)"
+            )));
+        }
     }
     if opts.max_connections == 0 || opts.max_connections > 1 << 20 {
         return Err(ReplicateError::InvalidArgument(format!(
@@ -350,8 +362,16 @@ pub fn serve(log: Arc<CommitLog>, opts: ServeOptions) -> Result<Server> {
             })
         }
     }
+    // The unspecified address accepts connections but cannot be connected to.
+    let mut reachable = local;
+    if reachable.ip().is_unspecified() {
+        reachable.set_ip(match local {
+            SocketAddr::V4(_) => Ipv4Addr::LOCALHOST.into(),
+            SocketAddr::V6(_) => Ipv6Addr::LOCALHOST.into(),
+        });
+    }
     Ok(Server {
-        url: format!("http://{local}"),
+        url: format!("http://{reachable}"),
         addr: local,
         stop_tx: Some(stop_tx),
         thread: Some(thread),
@@ -396,7 +416,9 @@ async fn auth(State(sh): State<Arc<Shared>>, req: Request, next: Next) -> Respon
             .headers()
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
+            .and_then(|v| v.trim_start().split_once(' '))
+            // The scheme is case-insensitive (RFC 7235 section 2.1).
+            .and_then(|(scheme, t)| scheme.eq_ignore_ascii_case("bearer").then_some(t));
         let why = match given {
             None => Some("missing bearer token (send Authorization: Bearer TOKEN)"),
             Some(g) if !ct_eq(g.trim().as_bytes(), tok.as_bytes()) => Some("bad bearer token"),
