@@ -20,9 +20,13 @@ Examples:
 
 Prints the URL it listens on (one line, on stdout) and serves until SIGINT
 or SIGTERM, then exits 0. The log is opened read-only: another process may
-append to it meanwhile (new entries reach followers within ~20 ms). Binding
+append to it meanwhile (new entries reach followers within ~100 ms). Binding
 anything but a loopback address requires --token (followers send it as a
-bearer token). Endpoints: GET /v1/state, /v1/term/INDEX,
+bearer token); bound to all interfaces (0.0.0.0, [::]), the printed URL
+names loopback and a note on stderr says so. Past --max-connections, new
+connections get 503 and are closed; a connection that does not finish a
+request head within --header-timeout, or idles --idle-timeout between
+requests, is closed. Endpoints: GET /v1/state, /v1/term/INDEX,
 /v1/entries?from=I[&max_count=N&max_bytes=B&prev_term=T&wait_ms=W]
 (pages larger than --max-page-bytes / --max-page-count are clamped).";
 
@@ -59,6 +63,15 @@ pub struct ServeArgs {
     /// Pages sent at once; more requests wait (then 503).
     #[arg(long, default_value_t = 32)]
     max_concurrent_pages: usize,
+    /// Connections open at once; more are answered 503 and closed.
+    #[arg(long, value_name = "N", default_value_t = 512)]
+    max_connections: usize,
+    /// Seconds a request head (line and headers) may take to arrive.
+    #[arg(long, value_name = "SECS", default_value_t = 10)]
+    header_timeout: u64,
+    /// Seconds a connection may idle between requests before it is closed.
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    idle_timeout: u64,
 }
 
 #[derive(Args, Debug)]
@@ -93,9 +106,18 @@ pub fn serve(a: ServeArgs) -> anyhow::Result<u8> {
             max_page_bytes: a.max_page_bytes,
             max_page_count: a.max_page_count,
             max_concurrent_pages: a.max_concurrent_pages,
+            max_connections: a.max_connections,
+            header_timeout: Duration::from_secs(a.header_timeout),
+            idle_timeout: Duration::from_secs(a.idle_timeout),
             ..Default::default()
         },
     )?;
+    if srv.local_addr().ip().is_unspecified() {
+        eprintln!(
+            "note: listening on all interfaces ({}); the URL printed names loopback",
+            srv.local_addr()
+        );
+    }
     let stop = srv.stopper();
     crate::common::stop_on_signal(move || stop.stop());
     println!("{}", srv.url());

@@ -277,3 +277,47 @@ fn sixty_four_followers_with_bounded_server_memory() {
     eprintln!("server RssAnon: {base} KiB at start, peak {peak} KiB (+{grew_mib} MiB)");
     assert!(grew_mib < 48, "the server's anonymous memory grew by {grew_mib} MiB");
 }
+
+#[test]
+fn serve_on_all_interfaces_prints_a_loopback_url_and_stops_with_connections_open() {
+    use std::io::{Read, Write};
+    let a = tempfile::tempdir().unwrap();
+    make_leader(a.path(), 10, 10);
+    let mut child = mmapkit()
+        .args(["log", "serve"])
+        .arg(a.path())
+        .args(["--bind", "0.0.0.0:0", "--token", "t0k", "--max-connections", "64", "--idle-timeout", "60"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let url = line.trim().to_string();
+    assert!(url.starts_with("http://127.0.0.1:"), "{url:?}");
+    let addr = url.trim_start_matches("http://").to_string();
+    // Idle connections and a long poll in flight: SIGINT still stops it
+    // at once (the long poll answers, empty).
+    let idle: Vec<std::net::TcpStream> = (0..10).map(|_| std::net::TcpStream::connect(&addr).unwrap()).collect();
+    let mut poll = std::net::TcpStream::connect(&addr).unwrap();
+    write!(poll, "GET /v1/entries?from=11&wait_ms=30000 HTTP/1.1\r\nHost: x\r\nAuthorization: bearer t0k\r\n\r\n").unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let t = Instant::now();
+    signal(&child, libc::SIGINT);
+    assert_eq!(wait_exit(&mut child, Duration::from_secs(10)).code(), Some(0));
+    assert!(t.elapsed() < Duration::from_secs(10));
+    poll.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut got = Vec::new();
+    let _ = poll.read_to_end(&mut got);
+    // Answered (empty) if it was waiting, else closed unanswered.
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.is_empty() || text.starts_with("HTTP/1.1 200"), "{text:?}");
+    drop(idle);
+    let mut err = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(err.contains("listening on all interfaces"), "{err}");
+    // Limits of zero are refused clearly.
+    let out = mmapkit().args(["log", "serve"]).arg(a.path()).args(["--max-connections", "0"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("max_connections"));
+}

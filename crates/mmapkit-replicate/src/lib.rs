@@ -15,8 +15,10 @@
 //!
 //! # Protocol (`/v1`)
 //!
-//! Every endpoint takes `Authorization: Bearer TOKEN` when the server has
-//! a token (else 401). Errors are `text/plain` with the status:
+//! Every endpoint takes `Authorization: Bearer TOKEN` (the scheme in any
+//! case) when the server has a token (else 401). A connection past the
+//! server's cap gets a bare 503 with `Connection: close` before its
+//! request is read. Errors are `text/plain` with the status:
 //!
 //! * `GET /v1/state` → JSON `{"first_index", "last_index", "last_term"}`
 //!   (`last_term` is `null` for an empty log).
@@ -52,10 +54,32 @@
 //! page's memory is its index (40 bytes per entry) and one chunk. A client
 //! that takes no bytes for [`ServeOptions::stall_timeout`] is cut off, so
 //! stalled clients cannot keep the page slots.
+//!
+//! At most [`ServeOptions::max_connections`] connections are open (512 by
+//! default); past it a new connection is answered `503` with
+//! `Connection: close` and closed at once, never queued. A request head
+//! must arrive whole within [`ServeOptions::header_timeout`] (10 s) of its
+//! first byte (a new connection's first head: of the accept), and a
+//! kept-alive connection with no request in flight closes after
+//! [`ServeOptions::idle_timeout`] (30 s) without a byte. These hold
+//! before the token is checked (it is read with the head), so silent or
+//! byte-by-byte clients cannot use up the server's fds and memory. A long
+//! poll or a body being sent is a request in flight, not idle time. A
+//! request head over 64 KiB is refused (431).
+//!
+//! Long polls on a read-only log ([`serve_dir`]; another process appends)
+//! cost one poller thread per server: while any request waits, it
+//! refreshes the log every 5 ms after a change, backing off to 100 ms
+//! while nothing changes (the worst added latency), and wakes the waiting
+//! requests; with none waiting it does nothing. (Stores through another
+//! process's mapping raise no file events, so it polls.) On a writable
+//! log, appends wake the waiting requests directly.
 
+mod conn;
 pub mod error;
 pub mod follow;
 pub mod server;
+mod wake;
 pub mod wire;
 
 pub use error::ReplicateError;

@@ -1,6 +1,6 @@
 //! The log server: `/v1` endpoints over a [`CommitLog`] (see the crate docs).
 
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -17,7 +17,7 @@ use bytes::{Bytes, BytesMut};
 use mmapkit::log::{CommitLog, Entries, LogOptions};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
-use crate::{wire, ReplicateError, Result};
+use crate::{conn, wake, wire, ReplicateError, Result};
 
 /// Options of [`serve`].
 #[derive(Clone, Debug)]
@@ -44,6 +44,20 @@ pub struct ServeOptions {
     /// page's turn freed (default 30 s): slow or stalled clients cannot
     /// hold the page slots.
     pub stall_timeout: Duration,
+    /// Connections open at once (default 512, well under the usual fd
+    /// limit of 1024). Past it a new connection is answered `503` with
+    /// `Connection: close` and closed at once, never queued.
+    pub max_connections: usize,
+    /// A request head (request line and headers) must arrive whole within
+    /// this of its first byte, and a new connection's first head within
+    /// this of the accept (default 10 s); else the connection is closed.
+    /// The token is checked only once the head is in, so this is what
+    /// bounds clients that send nothing, or a byte now and then.
+    pub header_timeout: Duration,
+    /// A kept-alive connection with no request in flight and nothing
+    /// received for this long is closed (default 30 s). Long polls and
+    /// bodies being sent are requests in flight.
+    pub idle_timeout: Duration,
 }
 
 impl Default for ServeOptions {
@@ -57,6 +71,9 @@ impl Default for ServeOptions {
             busy_timeout: Duration::from_secs(10),
             max_wait: Duration::from_secs(30),
             stall_timeout: Duration::from_secs(30),
+            max_connections: 512,
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -70,6 +87,8 @@ struct Shared {
     /// When a read-only log was last refreshed.
     refreshed: Mutex<Instant>,
     shutdown: tokio::sync::watch::Receiver<bool>,
+    /// Refreshes a read-only log for the long polls (one thread, see `wake`).
+    poller: Option<Arc<wake::Poller>>,
 }
 
 /// A running server; dropping it shuts it down.
@@ -80,12 +99,43 @@ pub struct Server {
     thread: Option<std::thread::JoinHandle<()>>,
     watcher_stop: Arc<AtomicBool>,
     watcher: Option<std::thread::JoinHandle<()>>,
+    conns: Arc<conn::Stats>,
+    poller: Option<Arc<wake::Poller>>,
 }
 
 impl Server {
-    /// `http://ADDR` (with the port chosen when binding port 0).
+    /// `http://ADDR` (with the port chosen when binding port 0), an
+    /// address to connect to: bound to all interfaces (`0.0.0.0`, `[::]`),
+    /// it names the loopback address (`127.0.0.1`, `[::1]`).
     pub fn url(&self) -> &str {
         &self.url
+    }
+    /// Connections open now.
+    #[doc(hidden)]
+    pub fn open_connections(&self) -> usize {
+        self.conns.open()
+    }
+    /// Connections refused (answered 503) because `max_connections` were open.
+    #[doc(hidden)]
+    pub fn rejected_connections(&self) -> u64 {
+        self.conns.rejected()
+    }
+    /// Connections closed by the header or idle timeout.
+    #[doc(hidden)]
+    pub fn timed_out_connections(&self) -> u64 {
+        self.conns.timed_out()
+    }
+    /// How often a read-only log was refreshed, or a request checked
+    /// whether to refresh it (0 for a writable log): with long polls
+    /// waiting it grows with time, not with their number.
+    #[doc(hidden)]
+    pub fn refresh_count(&self) -> u64 {
+        self.poller.as_ref().map_or(0, |p| p.refreshes())
+    }
+    /// Long polls waiting on a read-only log now.
+    #[doc(hidden)]
+    pub fn long_polls_waiting(&self) -> usize {
+        self.poller.as_ref().map_or(0, |p| p.waiting())
     }
     /// The address it listens on.
     pub fn local_addr(&self) -> SocketAddr {
@@ -142,8 +192,8 @@ impl ServerStop {
 }
 
 /// Opens the log in `dir` read-only (another process may be appending to
-/// it: new entries are picked up by refreshing, at most every 20 ms) and
-/// serves it.
+/// it: while long polls wait, one thread refreshes it, every 5 to 100 ms)
+/// and serves it.
 pub fn serve_dir(dir: impl AsRef<Path>, opts: ServeOptions) -> Result<Server> {
     let log = CommitLog::open(
         dir.as_ref(),
@@ -187,6 +237,27 @@ fn check_bind(opts: &ServeOptions) -> Result<SocketAddr> {
             "the token must not be empty".into(),
         ));
     }
+    // Anything else could not be sent in an Authorization header (or
+    // would be trimmed from it), so no client could ever authenticate.
+    if let Some(t) = &opts.token {
+        if let Some(c) = t.chars().find(|c| !matches!(c, '\x21'..='\x7e')) {
+            return Err(ReplicateError::InvalidArgument(format!(
+                "the token holds {c:?}: use visible ASCII only (letters, digits, \
+                 punctuation; no spaces or control characters)"
+            )));
+        }
+    }
+    if opts.max_connections == 0 || opts.max_connections > 1 << 20 {
+        return Err(ReplicateError::InvalidArgument(format!(
+            "max_connections must be from 1 to {}",
+            1 << 20
+        )));
+    }
+    if opts.header_timeout.is_zero() || opts.idle_timeout.is_zero() {
+        return Err(ReplicateError::InvalidArgument(
+            "header_timeout and idle_timeout must be more than zero".into(),
+        ));
+    }
     if opts.max_page_bytes == 0 || opts.max_page_count == 0 || opts.max_concurrent_pages == 0 {
         return Err(ReplicateError::InvalidArgument(
             "page limits and max_concurrent_pages must be at least 1".into(),
@@ -217,12 +288,21 @@ pub fn serve(log: Arc<CommitLog>, opts: ServeOptions) -> Result<Server> {
             detail: e.to_string(),
         })?;
     // The watcher publishes the last index: woken by appends through a
-    // writable handle (no polling); a read-only one is refreshed by the
-    // requests themselves.
+    // writable handle (no polling); a read-only one is refreshed by one
+    // poller thread while long polls wait.
     let (last_tx, last_rx) = watch::channel(log.last_index());
     let watcher_stop = Arc::new(AtomicBool::new(false));
-    let watcher = if log.options().read_only {
-        None
+    let poller = log
+        .options()
+        .read_only
+        .then(|| Arc::new(wake::Poller::default()));
+    let watcher = if let Some(p) = &poller {
+        Some(wake::spawn(
+            log.clone(),
+            p.clone(),
+            last_tx,
+            watcher_stop.clone(),
+        ))
     } else {
         let (log, stop) = (log.clone(), watcher_stop.clone());
         Some(std::thread::spawn(move || {
@@ -247,7 +327,14 @@ pub fn serve(log: Arc<CommitLog>, opts: ServeOptions) -> Result<Server> {
         last_rx,
         refreshed: Mutex::new(Instant::now()),
         shutdown: stop_rx.clone(),
+        poller: poller.clone(),
     });
+    let limits = conn::Limits {
+        max_connections: shared.opts.max_connections,
+        header_timeout: shared.opts.header_timeout,
+        idle_timeout: shared.opts.idle_timeout,
+    };
+    let conns = conn::Stats::new(limits.max_connections);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -258,6 +345,7 @@ pub fn serve(log: Arc<CommitLog>, opts: ServeOptions) -> Result<Server> {
             detail: format!("cannot start the runtime: {e}"),
         })?;
     let app = router(shared);
+    let stats = conns.clone();
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let thread = std::thread::spawn(move || {
         rt.block_on(async move {
@@ -269,19 +357,7 @@ pub fn serve(log: Arc<CommitLog>, opts: ServeOptions) -> Result<Server> {
                 }
             };
             let _ = ready_tx.send(Ok(()));
-            // Small answers (states, terms, short pages) go out at once:
-            // Nagle's algorithm against the client's delayed ACK would add
-            // ~40 ms to every request whose head and body are two writes.
-            use axum::serve::ListenerExt;
-            let listener = listener.tap_io(|tcp| {
-                let _ = tcp.set_nodelay(true);
-            });
-            let mut stop_rx = stop_rx;
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(async move {
-                    let _ = stop_rx.wait_for(|s| *s).await;
-                })
-                .await;
+            conn::run(listener, app, limits, stats, stop_rx).await;
         });
         // Bodies still streaming to slow clients are dropped with the runtime.
         rt.shutdown_timeout(Duration::from_secs(1));
@@ -301,13 +377,23 @@ pub fn serve(log: Arc<CommitLog>, opts: ServeOptions) -> Result<Server> {
             })
         }
     }
+    // The unspecified address accepts connections but cannot be connected to.
+    let mut reachable = local;
+    if reachable.ip().is_unspecified() {
+        reachable.set_ip(match local {
+            SocketAddr::V4(_) => Ipv4Addr::LOCALHOST.into(),
+            SocketAddr::V6(_) => Ipv6Addr::LOCALHOST.into(),
+        });
+    }
     Ok(Server {
-        url: format!("http://{local}"),
+        url: format!("http://{reachable}"),
         addr: local,
         stop_tx: Some(stop_tx),
         thread: Some(thread),
         watcher_stop,
         watcher,
+        conns,
+        poller,
     })
 }
 
@@ -345,7 +431,9 @@ async fn auth(State(sh): State<Arc<Shared>>, req: Request, next: Next) -> Respon
             .headers()
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
+            .and_then(|v| v.trim_start().split_once(' '))
+            // The scheme is case-insensitive (RFC 7235 section 2.1).
+            .and_then(|(scheme, t)| scheme.eq_ignore_ascii_case("bearer").then_some(t));
         let why = match given {
             None => Some("missing bearer token (send Authorization: Bearer TOKEN)"),
             Some(g) if !ct_eq(g.trim().as_bytes(), tok.as_bytes()) => Some("bad bearer token"),
@@ -368,6 +456,9 @@ impl Shared {
     /// current as of the call).
     async fn fresh_last(self: &Arc<Self>, max_age: Duration) -> std::result::Result<u64, Response> {
         if self.log.options().read_only {
+            if let Some(p) = &self.poller {
+                p.count_refresh();
+            }
             let sh = self.clone();
             let asked = Instant::now();
             tokio::task::spawn_blocking(move || {
@@ -395,18 +486,9 @@ impl Shared {
     ) -> std::result::Result<u64, Response> {
         let deadline = tokio::time::Instant::now() + wait;
         let mut shutdown = self.shutdown.clone();
-        if self.log.options().read_only {
-            loop {
-                let last = self.fresh_last(Duration::from_millis(20)).await?;
-                if last >= index || tokio::time::Instant::now() >= deadline || *shutdown.borrow() {
-                    return Ok(last);
-                }
-                tokio::select! {
-                    _ = tokio::time::sleep(Duration::from_millis(20)) => {}
-                    _ = shutdown.changed() => {}
-                }
-            }
-        }
+        // A read-only log's news come from the poller, which polls only
+        // while someone waits.
+        let _waiting = self.poller.as_ref().map(|p| p.waiter());
         let mut rx = self.last_rx.clone();
         tokio::select! {
             _ = tokio::time::timeout_at(deadline, rx.wait_for(|l| *l >= index)) => {}
