@@ -8,10 +8,14 @@
 ``serve`` opens the log read-only (another process may append meanwhile)
 and listens on loopback by default; binding any other address requires a
 bearer ``token``. ``follow`` resumes from the follower's own last entry,
-truncates entries that disagree with the leader's (Raft's log-matching
-rule), checks every entry's CRC32C before appending, and retries dropped
-connections. It raises :class:`SnapshotRequiredError` when the leader purged
-entries the follower needs and :class:`ReplicationError` for other
+records which log it copies (the leader's log id) and refuses another,
+truncates its own entries only where the leader's truncation history says
+they were cut, checks every entry's CRC32C before appending, and retries
+dropped connections. It raises :class:`SnapshotRequiredError` when the
+leader purged entries the follower needs, :class:`DivergedError` when the
+leader serves another log or one that differs in a way its history does not
+explain (nothing is truncated; ``reset=True`` discards the follower's
+entries), and :class:`ReplicationError` for other
 failures (the message names the URL and directory). The GIL is released
 while they work. The protocol is documented in the ``mmapkit-replicate``
 crate.
@@ -23,9 +27,9 @@ import os
 from types import TracebackType
 from typing import Optional, Union
 
-from ._native import LogServer, ReplicationError, SnapshotRequiredError, log_follow
+from ._native import DivergedError, LogServer, ReplicationError, SnapshotRequiredError, log_follow
 
-__all__ = ["Server", "serve", "follow", "ReplicationError", "SnapshotRequiredError"]
+__all__ = ["Server", "serve", "follow", "ReplicationError", "SnapshotRequiredError", "DivergedError"]
 
 _Path = Union[str, "os.PathLike[str]"]
 
@@ -77,14 +81,18 @@ def follow(
     once: bool = True,
     sync: Union[str, float, None] = "batch",
     token: Optional[str] = None,
+    reset: bool = False,
 ) -> dict[str, int]:
     """Copies the log served at ``url`` into ``dir`` (created if missing).
 
     With ``once`` (the default) it returns when caught up; otherwise it keeps
     following until interrupted (KeyboardInterrupt stops it cleanly and is
     re-raised). ``sync`` is the follower log's durability: ``"batch"``,
-    ``"never"`` or an interval in milliseconds. Returns a report:
+    ``"never"`` or an interval in milliseconds. ``dir`` records which log it
+    copies and refuses another one (a replaced leader directory, an empty
+    leader) unless ``reset``, which discards its entries first (counted in
+    ``truncated``). Returns a report:
     ``appended``, ``bytes``, ``truncated``, ``retries``, ``first_index``,
     ``last_index``.
     """
-    return log_follow(url, os.fspath(dir), once, sync, token)
+    return log_follow(url, os.fspath(dir), once, sync, token, reset)

@@ -36,10 +36,13 @@ Examples:
   mmapkit log follow http://10.0.0.5:7070 copy --token \"$TOKEN\" --sync interval:50ms
 
 Copies the leader's log into DIR (created if missing), resuming from DIR's
-last entry. If DIR's last entries disagree with the leader's (another term
-at the same index), they are truncated back to the last agreeing entry
-first. Every entry's CRC32C is checked before it is appended; a damaged one
-is refused. Without --once it keeps following (long polls) until SIGINT or
+last entry. DIR records which log it copies (the leader's log id) and
+refuses any other (a replaced or re-created leader directory, an empty
+leader, a wrong URL) unless --reset, which discards DIR's entries and says
+how many. DIR's entries are truncated only where the leader's own history
+says it truncated its log since they were copied; any other difference is
+reported (exit 2) and DIR is kept. Every entry's CRC32C is checked before
+it is appended; a damaged one is refused. Without --once it keeps following (long polls) until SIGINT or
 SIGTERM, then exits 0; dropped connections and leader restarts are retried.
 Exit status 2 on errors, e.g. \"snapshot required\" when the leader purged
 entries DIR needs. Prints what it did on stderr (--json: on stdout).";
@@ -92,6 +95,10 @@ pub struct FollowArgs {
     /// Bytes received but not yet appended, at most.
     #[arg(long, default_value_t = 64 << 20)]
     max_in_flight: usize,
+    /// Follow the served log even though DIR holds entries of another
+    /// log (or of none recorded): they are discarded first.
+    #[arg(long)]
+    reset: bool,
     /// Print the report as JSON on stdout.
     #[arg(long)]
     json: bool,
@@ -136,6 +143,7 @@ pub fn follow(a: FollowArgs) -> anyhow::Result<u8> {
             token: a.token,
             once: a.once,
             max_in_flight: a.max_in_flight.max(1),
+            reset: a.reset,
             ..Default::default()
         },
     )?;

@@ -50,6 +50,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<store::NpyBuffer>()?;
     m.add("ReplicationError", m.py().get_type::<replicate::ReplicationError>())?;
     m.add("SnapshotRequiredError", m.py().get_type::<replicate::SnapshotRequiredError>())?;
+    m.add("DivergedError", m.py().get_type::<replicate::DivergedError>())?;
     m.add_class::<replicate::LogServer>()?;
     m.add_function(wrap_pyfunction!(replicate::log_follow, m)?)?;
     m.add_class::<store::ArrayStoreCore>()?;

@@ -25,11 +25,19 @@ create_exception!(
     "The leader purged entries the follower needs: rebuild it from a snapshot or a copy."
 );
 
+create_exception!(
+    mmapkit,
+    DivergedError,
+    ReplicationError,
+    "The leader serves another log, or one that differs from the follower's in a way its history does not explain; nothing was truncated (follow with reset=True to discard the follower's entries)."
+);
+
 fn to_py(e: ReplicateError) -> PyErr {
     match e {
         ReplicateError::Log(e) => crate::errors::to_py(e),
         ReplicateError::InvalidArgument(m) => PyValueError::new_err(m),
         e @ ReplicateError::SnapshotRequired { .. } => SnapshotRequiredError::new_err(e.to_string()),
+        e @ ReplicateError::Diverged { .. } => DivergedError::new_err(e.to_string()),
         e => ReplicationError::new_err(e.to_string()),
     }
 }
@@ -82,7 +90,7 @@ impl LogServer {
 /// `once=False` it runs until interrupted (KeyboardInterrupt stops it
 /// cleanly and is re-raised). The GIL is released meanwhile.
 #[pyfunction]
-#[pyo3(signature = (url, path, once = true, sync = None, token = None))]
+#[pyo3(signature = (url, path, once = true, sync = None, token = None, reset = false))]
 pub fn log_follow<'py>(
     py: Python<'py>,
     url: String,
@@ -90,6 +98,7 @@ pub fn log_follow<'py>(
     once: bool,
     sync: Option<&Bound<'py, PyAny>>,
     token: Option<String>,
+    reset: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let sync = match sync {
         None => SyncMode::Batch,
@@ -99,6 +108,7 @@ pub fn log_follow<'py>(
         sync,
         token,
         once,
+        reset,
         ..Default::default()
     };
     let f = py

@@ -84,37 +84,6 @@ fn follows_new_entries_with_long_polls_until_stopped() {
 }
 
 #[test]
-fn divergent_follower_is_truncated_to_the_last_agreeing_entry() {
-    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let leader = Arc::new(open(a.path()));
-    fill(&leader, 1, 501, 1, 0);
-    fill(&leader, 501, 1001, 2, 0);
-    {
-        // Agrees up to 700, then a term-3 leader's entries the real leader never had.
-        let f = open(b.path());
-        fill(&f, 1, 501, 1, 0);
-        fill(&f, 501, 701, 2, 0);
-        fill(&f, 701, 1201, 3, 9);
-    }
-    let srv = serve(leader.clone(), ServeOptions::default()).unwrap();
-    let r = follow(srv.url(), b.path(), once()).unwrap();
-    assert_eq!((r.truncated, r.appended), (500, 300));
-    assert_same(a.path(), b.path());
-
-    // A follower longer than the leader, agreeing on all the leader has.
-    let c = tempfile::tempdir().unwrap();
-    {
-        let f = open(c.path());
-        fill(&f, 1, 501, 1, 0);
-        fill(&f, 501, 1001, 2, 0);
-        fill(&f, 1001, 1101, 2, 0);
-    }
-    let r = follow(srv.url(), c.path(), once()).unwrap();
-    assert_eq!((r.truncated, r.appended), (100, 0));
-    assert_same(a.path(), c.path());
-}
-
-#[test]
 fn leader_restart_mid_follow_and_a_leader_that_changed_its_log() {
     let (a, b, leader, srv) = served_leader(1001);
     let addr = srv.local_addr();

@@ -1,0 +1,314 @@
+//! Issue 22's regressions: a follower never silently differs from its
+//! leader and never wipes itself: log identity, exact log matching through
+//! the truncation history, only positive evidence acted on, and a server
+//! whose view of a log another process writes never goes backwards.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use mmapkit::log::{CommitLog, LogOptions, SyncMode};
+use mmapkit_replicate::{follow, serve, serve_dir, FollowOptions, Follower, ReplicateError, ServeOptions};
+
+fn once() -> FollowOptions {
+    FollowOptions {
+        once: true,
+        sync: SyncMode::Never,
+        page_bytes: 256 << 10,
+        give_up_after: Some(Duration::from_secs(20)),
+        ..Default::default()
+    }
+}
+
+fn reset() -> FollowOptions {
+    FollowOptions { reset: true, ..once() }
+}
+
+/// A writable log with small segments (roll-overs every few hundred
+/// entries), as the writing process would have it.
+fn writer(dir: &Path) -> CommitLog {
+    CommitLog::open(
+        dir,
+        LogOptions {
+            sync: SyncMode::Never,
+            segment_size: 64 << 10,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
+
+fn small(i: u64, salt: u8) -> Vec<u8> {
+    let n = 1 + (i * 7919 % 900) as usize;
+    (0..n).map(|j| (i as usize + j) as u8 ^ salt).collect()
+}
+
+fn append_small(log: &CommitLog, n: u64, term: u64, salt: u8) {
+    let from = log.last_index() + 1;
+    let ps: Vec<(u64, Vec<u8>)> = (from..from + n).map(|i| (term, small(i, salt))).collect();
+    log.append(&ps).unwrap();
+}
+
+/// Defect 5: an empty leader, or one serving another log, never wipes a
+/// follower; `reset` does, and says how much it discarded.
+#[test]
+fn an_empty_or_other_leader_never_wipes_a_follower() {
+    let (a, fw, empty) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let other = Arc::new(open(a.path()));
+    fill(&other, 1, 2001, 1, 0);
+    let srv = serve(other.clone(), ServeOptions::default()).unwrap();
+    follow(srv.url(), fw.path(), once()).unwrap();
+    assert_same(a.path(), fw.path());
+    let e_log = Arc::new(open(empty.path()));
+    let esrv = serve(e_log.clone(), ServeOptions::default()).unwrap();
+    let e = follow(esrv.url(), fw.path(), once()).unwrap_err();
+    assert!(matches!(e, ReplicateError::Diverged { .. }), "{e}");
+    assert!(e.to_string().contains("reset"), "{e}");
+    assert_same(a.path(), fw.path());
+    // A copy made by hand (no record of its leader) is refused too.
+    let hand = tempfile::tempdir().unwrap();
+    fill(&open(hand.path()), 1, 101, 1, 0);
+    let e = follow(srv.url(), hand.path(), once()).unwrap_err();
+    assert!(e.to_string().contains("records no leader"), "{e}");
+    assert_eq!(open_ro(hand.path()).last_index(), 100);
+    // With reset: discarded, counted, then the empty log is followed.
+    let r = follow(esrv.url(), fw.path(), reset()).unwrap();
+    assert_eq!((r.truncated, r.appended, r.last_index), (2000, 0, 0));
+    fill(&e_log, 1, 51, 3, 1);
+    let r = follow(esrv.url(), fw.path(), once()).unwrap();
+    assert_eq!(r.appended, 50);
+    assert_same(empty.path(), fw.path());
+}
+
+/// Defect 4: a same-term rewrite (the CLI's default --term 0) is found.
+#[test]
+fn a_same_term_rewrite_is_found() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let leader = Arc::new(open(a.path()));
+    leader.append(&[(0, b"x=1".as_slice()), (0, b"y=2"), (0, b"z=3")]).unwrap();
+    let srv = serve(leader.clone(), ServeOptions::default()).unwrap();
+    follow(srv.url(), b.path(), once()).unwrap();
+    leader.truncate_after(1).unwrap();
+    leader.append(&[(0, b"y=999".as_slice()), (0, b"z=999")]).unwrap();
+    let r = follow(srv.url(), b.path(), once()).unwrap();
+    assert_eq!((r.truncated, r.appended), (2, 2));
+    assert_same(a.path(), b.path());
+}
+
+/// What used to be "truncate to the last agreeing term": the leader's
+/// history says what to drop, for a new term's entries and for a leader
+/// that became shorter than its copy.
+#[test]
+fn a_copy_drops_what_the_leader_truncated() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let leader = Arc::new(open(a.path()));
+    fill(&leader, 1, 1101, 1, 0);
+    let srv = serve(leader.clone(), ServeOptions::default()).unwrap();
+    follow(srv.url(), b.path(), once()).unwrap();
+    leader.truncate_after(1000).unwrap();
+    let r = follow(srv.url(), b.path(), once()).unwrap();
+    assert_eq!((r.truncated, r.appended), (100, 0));
+    leader.truncate_after(700).unwrap();
+    fill(&leader, 701, 1201, 3, 9);
+    let r = follow(srv.url(), b.path(), once()).unwrap();
+    assert_eq!((r.truncated, r.appended), (300, 500));
+    assert_same(a.path(), b.path());
+}
+
+/// Defect 3: a served directory replaced by another log is another log:
+/// the copy is refused (not mixed), a new copy is all of the new log; a
+/// deleted directory is no longer served.
+#[test]
+fn a_replaced_served_directory_is_never_mixed_in() {
+    let base = tempfile::tempdir().unwrap();
+    let a = base.path().join("A");
+    let w = writer(&a);
+    append_small(&w, 4000, 1, 0);
+    let srv = serve_dir(&a, ServeOptions::default()).unwrap();
+    let (b, c) = (base.path().join("B"), base.path().join("C"));
+    follow(srv.url(), &b, once()).unwrap();
+    assert_same(&a, &b);
+    drop(w);
+    std::fs::rename(&a, base.path().join("A.old")).unwrap();
+    let w2 = writer(&a);
+    append_small(&w2, 5000, 2, 7);
+    let e = follow(srv.url(), &b, once()).unwrap_err();
+    assert!(matches!(e, ReplicateError::Diverged { .. }), "{e}");
+    assert_same(&base.path().join("A.old"), &b);
+    follow(srv.url(), &c, once()).unwrap();
+    assert_same(&a, &c);
+    // Deleted: neither the state nor entries are served any more.
+    drop(w2);
+    std::fs::remove_dir_all(&a).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let at = srv.local_addr();
+    for p in ["/v1/state", "/v1/entries?from=1", "/v1/term/1"] {
+        let (s, body) = http_get(at, p, None);
+        assert!(s >= 500, "{p}: {s} {body}");
+    }
+}
+
+/// A minimal leader that answers `/v1/state` with `state` and every other
+/// request with `status`.
+fn fake_leader(state: String, status: u16) -> (String, Arc<AtomicBool>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", l.local_addr().unwrap());
+    let stop = Arc::new(AtomicBool::new(false));
+    let st = stop.clone();
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            if st.load(Ordering::Acquire) {
+                return;
+            }
+            let Ok(mut c) = c else { continue };
+            let mut buf = [0u8; 4096];
+            let n = c.read(&mut buf).unwrap_or(0);
+            let req = String::from_utf8_lossy(&buf[..n]).to_string();
+            let (code, ctype, body) = if req.starts_with("GET /v1/state") {
+                (200, "application/json", state.clone())
+            } else {
+                (status, "text/plain", "the view is changing\n".to_string())
+            };
+            let _ = write!(
+                c,
+                "HTTP/1.1 {code} X\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (url, stop)
+}
+
+/// Defect 6: answers other than a healthy 200 are retried or reported,
+/// never read as disagreement.
+#[test]
+fn unhealthy_answers_never_truncate() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let leader = Arc::new(open(a.path()));
+    fill(&leader, 1, 1001, 1, 0);
+    let srv = serve(leader.clone(), ServeOptions::default()).unwrap();
+    follow(srv.url(), b.path(), once()).unwrap();
+    let id = leader.identity().id.unwrap();
+    for status in [500, 503, 416, 409, 404] {
+        // The same log, shorter and later in its history, as a broken
+        // server view would claim; no cut recorded.
+        let state = format!(
+            r#"{{"log_id":"{id}","epoch":0,"completed":0,"cut_since":null,"first_index":1,"last_index":1000,"last_term":1,"last_crc":0}}"#
+        );
+        let (url, stop) = fake_leader(state, status);
+        let r = follow(&url, b.path(), FollowOptions { give_up_after: Some(Duration::from_millis(600)), ..once() });
+        stop.store(true, Ordering::Release);
+        assert!(r.is_err(), "{status}: {r:?}");
+        assert_same(a.path(), b.path());
+    }
+    // A leader claiming a shorter log without a recorded truncation: a
+    // clear error, the copy kept.
+    let state = format!(
+        r#"{{"log_id":"{id}","epoch":0,"completed":0,"cut_since":null,"first_index":1,"last_index":10,"last_term":1,"last_crc":0}}"#
+    );
+    let (url, stop) = fake_leader(state, 503);
+    let e = follow(&url, b.path(), once()).unwrap_err();
+    stop.store(true, Ordering::Release);
+    assert!(matches!(e, ReplicateError::Diverged { .. }), "{e}");
+    assert_same(a.path(), b.path());
+}
+
+/// Defect 1: a log written by another process (here another handle)
+/// while it is served, across roll-overs: every `follow --once` gets it
+/// whole and no valid entry is ever truncated.
+#[test]
+fn a_log_written_while_served_is_followed_without_losses() {
+    let base = tempfile::tempdir().unwrap();
+    let a = base.path().join("wal");
+    let w = writer(&a);
+    append_small(&w, 10, 1, 0);
+    let srv = serve_dir(&a, ServeOptions::default()).unwrap();
+    let b = base.path().join("copy");
+    for round in 0..12 {
+        append_small(&w, 150 + round * 20, 1, 0);
+        let r = follow(srv.url(), &b, once()).unwrap();
+        assert_eq!(r.truncated, 0, "round {round}");
+        assert_same(&a, &b);
+    }
+    assert!(std::fs::read_dir(&a).unwrap().count() > 10, "no roll-overs?");
+    // Live: appending while a follower follows.
+    let c = base.path().join("live");
+    let f = Follower::spawn(srv.url(), &c, FollowOptions { once: false, ..once() }).unwrap();
+    for _ in 0..60 {
+        append_small(&w, 50, 1, 0);
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let want = w.last_index();
+    let t = Instant::now();
+    while open_ro(&c).last_index() < want {
+        assert!(t.elapsed() < Duration::from_secs(60), "follower stuck");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    f.stop_handle().stop();
+    let r = f.join().unwrap();
+    assert_eq!(r.truncated, 0);
+    assert_same(&a, &c);
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+/// Defect 2: the leader truncates and re-appends (new terms) while a
+/// follower follows; at the end the copy equals the leader entry by entry.
+/// Through a read-only server of a log written by another handle, and
+/// through a server of the writer's own handle.
+#[test]
+fn truncations_while_following_never_leave_a_difference() {
+    for (seed, own) in [(1u64, false), (2, true), (3, false)] {
+        let base = tempfile::tempdir().unwrap();
+        let a = base.path().join("wal");
+        let w = Arc::new(writer(&a));
+        append_small(&w, 100, 1, 0);
+        let srv = if own {
+            serve(w.clone(), ServeOptions::default()).unwrap()
+        } else {
+            serve_dir(&a, ServeOptions::default()).unwrap()
+        };
+        let b = base.path().join("copy");
+        let f = Follower::spawn(
+            srv.url(),
+            &b,
+            FollowOptions { once: false, page_bytes: 8 << 10, long_poll: Duration::from_millis(200), ..once() },
+        )
+        .unwrap();
+        let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+        let mut term = 1;
+        let mut truncs = 0;
+        for step in 0..1500u64 {
+            if rng.next() % 100 < 5 && w.last_index() > 10 {
+                let back = 1 + rng.next() % 40.min(w.last_index() - 1);
+                w.truncate_after(w.last_index() - back).unwrap();
+                term += 1;
+                truncs += 1;
+            }
+            append_small(&w, 1 + rng.next() % 8, term, (step % 251) as u8);
+            if step % 50 == 0 {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        assert!(truncs > 20);
+        f.stop_handle().stop();
+        f.join().unwrap();
+        let r = follow(srv.url(), &b, once()).unwrap();
+        assert_same(&a, &b);
+        assert!(r.last_index == w.last_index(), "seed {seed}");
+    }
+}
