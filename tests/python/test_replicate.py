@@ -114,3 +114,23 @@ def test_follow_forever_stops_on_ctrl_c(tmp_path):
         out, _ = p.communicate(timeout=20)
         assert p.returncode == 0 and "interrupted" in out
     assert _entries(copy) == _entries(wal)
+
+
+def test_another_log_is_refused_until_reset(tmp_path):
+    """Issue 22: a follower knows which log it copies (DivergedError, nothing
+    truncated); reset=True discards its entries and says how many."""
+    a, b, copy = tmp_path / "a", tmp_path / "b", tmp_path / "copy"
+    la = mmapkit.CommitLog(a, sync="never")
+    la.append([(1, b"a%d" % i) for i in range(50)])
+    lb = mmapkit.CommitLog(b, sync="never")
+    lb.append([(2, b"b%d" % i) for i in range(20)])
+    with rep.serve(a) as sa, rep.serve(b) as sb:
+        rep.follow(sa.url, copy)
+        with pytest.raises(rep.DivergedError, match="reset"):
+            rep.follow(sb.url, copy)
+        assert _entries(copy) == _entries(a)
+        report = rep.follow(sb.url, copy, reset=True)
+        assert (report["truncated"], report["appended"]) == (50, 20)
+        assert _entries(copy) == _entries(b)
+    la.close()
+    lb.close()

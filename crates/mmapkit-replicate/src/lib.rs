@@ -20,26 +20,38 @@
 //! server's cap gets a bare 503 with `Connection: close` before its
 //! request is read. Errors are `text/plain` with the status:
 //!
-//! * `GET /v1/state` → JSON `{"first_index", "last_index", "last_term"}`
-//!   (`last_term` is `null` for an empty log).
-//! * `GET /v1/term/{index}` → JSON `{"index", "term"}`: the log-matching
-//!   probe. 410 when the leader purged `index`, 416 past its last entry,
-//!   400 for a malformed index.
-//! * `GET /v1/entries?from=I[&max_count=N][&max_bytes=B][&prev_term=T][&wait_ms=W]`
+//! * `GET /v1/state[?since=E]` → JSON `{"log_id", "epoch", "completed",
+//!   "cut_since", "first_index", "last_index", "last_term", "last_crc"}`:
+//!   the log's random id, its truncation epoch (truncations started) and
+//!   the number completed, and with `since`, `cut_since`: the lowest index
+//!   that truncations numbered `E` or later cut after (`null`: none); 409
+//!   when `E` is past the log's epoch. All from one view of the log
+//!   (`last_term`/`last_crc` are `null` for an empty log). See
+//!   `mmapkit::log`'s identity module and [`follow`] for how followers use
+//!   them.
+//! * `GET /v1/term/{index}` → JSON `{"index", "term", "crc"}`: the
+//!   log-matching probe. 410 when the leader purged `index`, 416 past its
+//!   last entry (both by a fresh view), 503 when the read failed otherwise
+//!   (the log is changing: retry), 400 for a malformed index.
+//! * `GET /v1/entries?from=I[&max_count=N][&max_bytes=B][&prev_term=T][&prev_crc=C][&wait_ms=W]`
 //!   → `application/octet-stream`, the entries from `I` as frames
 //!   ([`wire`]): as many whole entries as fit in `B` payload bytes (at
 //!   least one) and at most `N`. `N` and `B` are **clamped** to the
 //!   server's limits ([`ServeOptions::max_page_count`],
 //!   [`ServeOptions::max_page_bytes`]); the headers `x-mmapkit-count`,
 //!   `x-mmapkit-last-index` say how many came and where the leader's log
-//!   ends. With `prev_term`, the server first checks that its entry `I-1`
-//!   has that term (Raft's consistency check) and answers 409 if not.
+//!   ends, `x-mmapkit-log-id` which log they come from, and
+//!   `x-mmapkit-epoch` the read's tag (truncations completed when it read;
+//!   a follower checks later that none numbered from it on cut what it
+//!   got). With `prev_term`/`prev_crc`, the server first checks that its
+//!   entry `I-1` has that term and CRC and answers 409 if not.
 //!   When `I` is just past the last entry, the request waits up to `W`
 //!   milliseconds (long poll, clamped to [`ServeOptions::max_wait`]) for
 //!   new entries and then answers with what there is (possibly none).
 //!   410 Gone ("snapshot required") when `I` was purged, 416 when `I` is
 //!   more than one past the end, 400 for malformed or zero parameters,
-//!   503 when the server is too busy to start a page in time.
+//!   503 when the server is too busy to start a page in time or a read
+//!   failed while the log was changing.
 //!
 //! # Bounds
 //!
