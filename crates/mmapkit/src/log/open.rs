@@ -88,7 +88,6 @@ pub(super) fn load(dir: &Path, opts: &LogOptions, reuse: &[Seg]) -> Result<Loade
     let writable = !opts.read_only;
     // The history first: a read-only view is tagged with what was
     // completed before it listed anything (see `identity`).
-    let dir_key = dir_key(dir)?;
     let cuts = identity::read_cuts(dir)?;
     let mut found: Vec<(u64, u32, PathBuf)> = Vec::new();
     let mut inos: Vec<((u64, u32), u64)> = Vec::new();
@@ -99,6 +98,7 @@ pub(super) fn load(dir: &Path, opts: &LogOptions, reuse: &[Seg]) -> Result<Loade
         });
     }
     let rd = std::fs::read_dir(dir).map_err(|e| Error::io(dir, "read_dir", e))?;
+    let dir_key = dir_key(dir)?;
     for ent in rd {
         let ent = ent.map_err(|e| Error::io(dir, "read_dir", e))?;
         let name = ent.file_name();
