@@ -498,11 +498,16 @@ impl Shared {
     }
 }
 
+/// A refresh that failed: the directory is gone or unreadable, or the
+/// log is changing too fast to load; followers retry.
 fn log_err(e: mmapkit::Error) -> Response {
-    err(
-        StatusCode::INTERNAL_SERVER_ERROR,
-        format!("the leader's log failed: {e}"),
-    )
+    let mut r = err(
+        StatusCode::SERVICE_UNAVAILABLE,
+        format!("the leader's log is not available: {e}"),
+    );
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    r
 }
 
 /// Parses `since=EPOCH` (the only parameter of `/v1/state`).

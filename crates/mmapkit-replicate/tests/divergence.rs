@@ -312,3 +312,76 @@ fn truncations_while_following_never_leave_a_difference() {
         assert!(r.last_index == w.last_index(), "seed {seed}");
     }
 }
+
+/// "No request can panic the server": random requests (parameters in and
+/// out of range, huge, zero, garbage) against a log another handle keeps
+/// appending to, truncating and purging. Every answer is a well-formed
+/// status the protocol names; the server stays up and consistent.
+#[test]
+fn random_requests_against_a_changing_log_never_break_the_server() {
+    let base = tempfile::tempdir().unwrap();
+    let a = base.path().join("wal");
+    let w = Arc::new(writer(&a));
+    append_small(&w, 500, 1, 0);
+    let srv = serve_dir(&a, ServeOptions { busy_timeout: Duration::from_secs(30), ..Default::default() }).unwrap();
+    let at = srv.local_addr();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (w2, st2) = (w.clone(), stop.clone());
+    let churn = std::thread::spawn(move || {
+        let mut rng = Rng(77);
+        let mut term = 1;
+        while !st2.load(Ordering::Acquire) {
+            match rng.next() % 20 {
+                0 if w2.last_index() > 50 => {
+                    let to = w2.last_index() - 1 - rng.next() % 40;
+                    w2.truncate_after(to).unwrap();
+                    term += 1;
+                }
+                1 => {
+                    let to = w2.first_index() + rng.next() % 100;
+                    w2.purge_before(to.min(w2.last_index())).unwrap();
+                }
+                _ => append_small(&w2, 1 + rng.next() % 20, term, 3),
+            }
+        }
+    });
+    let mut rng = Rng(0x1234_5678);
+    let mut seen = std::collections::BTreeMap::<u16, u32>::new();
+    let num = |rng: &mut Rng| -> String {
+        match rng.next() % 8 {
+            0 => "0".into(),
+            1 => u64::MAX.to_string(),
+            2 => "18446744073709551616".into(),
+            3 => "-1".into(),
+            4 => "abc".into(),
+            5 => "".into(),
+            _ => (rng.next() % 3000).to_string(),
+        }
+    };
+    for _ in 0..600 {
+        let path = match rng.next() % 3 {
+            0 => format!("/v1/state?since={}", num(&mut rng)),
+            1 => format!("/v1/term/{}", num(&mut rng)),
+            _ => {
+                let mut p = format!("/v1/entries?from={}", num(&mut rng));
+                for k in ["max_count", "max_bytes", "prev_term", "prev_crc", "wait_ms"] {
+                    if rng.next() % 2 == 0 {
+                        let v = if k == "wait_ms" { (rng.next() % 30).to_string() } else { num(&mut rng) };
+                        p.push_str(&format!("&{k}={v}"));
+                    }
+                }
+                p
+            }
+        };
+        let (s, body) = http_get(at, &path, None);
+        assert!([200, 400, 404, 409, 410, 416, 503].contains(&s), "{path}: {s} {body}");
+        *seen.entry(s).or_default() += 1;
+    }
+    stop.store(true, Ordering::Release);
+    churn.join().unwrap();
+    // Still up, and a follower copies the log whole.
+    let b = base.path().join("copy");
+    follow(srv.url(), &b, once()).unwrap();
+    assert_same(&a, &b);
+    assert!(seen.get(&200).copied().unwrap_or(0) > 50, "{seen:?}");
+}

@@ -548,9 +548,25 @@ impl CommitLog {
             let s = self.read_state();
             dir_key(&self.dir)? == s.dir_key && identity::read_id(&self.dir)? == s.id
         };
-        let ld = {
-            let s = self.read_state();
-            load(&self.dir, &self.opts, if same { &s.segs } else { &[] })?
+        // A segment listed a moment ago can be gone when it is opened (the
+        // writer purged, truncated or renamed it meanwhile): list again.
+        let mut tries = 0;
+        let ld = loop {
+            let r = {
+                let s = self.read_state();
+                load(&self.dir, &self.opts, if same { &s.segs } else { &[] })
+            };
+            match r {
+                Err(e)
+                    if tries < 50
+                        && e.kind() == crate::ErrorKind::NotFound
+                        && e.path() != Some(self.dir.as_path()) =>
+                {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                r => break r?,
+            }
         };
         *self.write_state() = State {
             segs: ld.segs,
