@@ -45,6 +45,11 @@ pub enum ErrorKind {
     Interrupted,
     /// Any other operating-system error; [`Error::errno`] has the number.
     Io,
+    /// An earlier write or sync through this handle failed: it refuses
+    /// every later write and sync until the file is reopened (fail-stop:
+    /// after a failed sync the kernel may have dropped the dirty pages, so
+    /// a later sync that succeeds proves nothing).
+    Failed,
 }
 
 impl ErrorKind {
@@ -164,6 +169,14 @@ pub enum Error {
     /// A caller-supplied argument is out of range or inconsistent, not
     /// tied to one file (a bad pattern, option or dtype).
     InvalidArgument(String),
+    /// This handle failed earlier (see [`ErrorKind::Failed`]); `detail`
+    /// says what failed.
+    Failed {
+        /// The file or log directory.
+        path: PathBuf,
+        /// What failed, and what to do.
+        detail: String,
+    },
 }
 
 impl fmt::Display for Error {
@@ -233,6 +246,7 @@ impl Error {
             Error::Format { .. } => ErrorKind::Format,
             Error::Invalid { kind, .. } => *kind,
             Error::InvalidArgument(_) => ErrorKind::InvalidArgument,
+            Error::Failed { .. } => ErrorKind::Failed,
         }
     }
 
@@ -246,7 +260,7 @@ impl Error {
             Error::DiskFull { .. } => Some(libc::ENOSPC),
             Error::FileTruncated { .. } | Error::Truncated { .. } => Some(libc::EFAULT),
             Error::ReadOnly { .. } => Some(libc::EACCES),
-            Error::Corrupt { .. } => Some(libc::EIO),
+            Error::Corrupt { .. } | Error::Failed { .. } => Some(libc::EIO),
             Error::Invalid { kind: ErrorKind::IsADirectory, .. } => Some(libc::EISDIR),
             _ => None,
         }
@@ -269,7 +283,8 @@ impl Error {
             | Error::ReadOnly { path }
             | Error::Corrupt { path, .. }
             | Error::Format { path, .. }
-            | Error::Invalid { path, .. } => Some(path),
+            | Error::Invalid { path, .. }
+            | Error::Failed { path, .. } => Some(path),
             Error::InvalidArgument(_) => None,
         }
     }
@@ -289,7 +304,10 @@ impl Error {
             ),
             Error::ReadOnly { .. } => "mapping is read-only".into(),
             Error::Corrupt { detail, .. } => format!("corrupt: {detail}"),
-            Error::Format { detail, .. } | Error::Invalid { detail, .. } | Error::InvalidArgument(detail) => detail.clone(),
+            Error::Format { detail, .. }
+            | Error::Invalid { detail, .. }
+            | Error::InvalidArgument(detail)
+            | Error::Failed { detail, .. } => detail.clone(),
         }
     }
 }

@@ -196,7 +196,9 @@ impl CommitLog {
         // The sealed segment is durable before the next one exists: a power
         // loss in between must never leave a segment short of entries the
         // next one's first index says were there (found by crashfs).
-        old.map.flush_range(0, end, true)?;
+        old.map
+            .flush_range(0, end, true)
+            .map_err(|e| self.fail("the sync of a sealed segment", e))?;
         self.syncs.fetch_add(1, Ordering::Relaxed);
         let seg = Arc::new(SegFile::create(
             &self.dir,
@@ -245,7 +247,9 @@ impl CommitLog {
         }
         if to > from {
             // Synced now, so the extents are converted before entries land.
-            tail.map.flush_range(from, to - from, true)?;
+            tail.map
+                .flush_range(from, to - from, true)
+                .map_err(|e| self.fail("a sync of zeros ahead of the tail", e))?;
         }
         tail.zeroed.store(to, Ordering::Relaxed);
         Ok(())
@@ -259,6 +263,8 @@ impl CommitLog {
             if st.durable >= target {
                 return Ok(());
             }
+            // After a failed sync nothing more becomes durable.
+            self.check_failed()?;
             if !st.running {
                 st.running = true;
                 drop(st);
@@ -290,8 +296,11 @@ impl CommitLog {
                     self.set_durable(&mut st, v);
                     st.synced = (tail.first, end);
                 }
+                if let Err(e) = r {
+                    drop(st);
+                    return Err(self.fail("a sync of the log", e));
+                }
                 self.synced.notify_all();
-                r?;
             } else {
                 st = self.synced.wait(st).unwrap_or_else(|e| e.into_inner());
             }
@@ -300,7 +309,7 @@ impl CommitLog {
 
     /// Wakes the threads in [`wait_past`](Self::wait_past) (the new last
     /// index is already published).
-    fn wake_waiters(&self) {
+    pub(super) fn wake_waiters(&self) {
         // Pairs with the fence in wait_past: either the waiter sees the new
         // last index, or this sees its registration and notifies under the
         // lock it holds while checking.
@@ -356,6 +365,7 @@ impl CommitLog {
         if self.opts.read_only {
             return Ok(());
         }
+        self.check_failed()?;
         let last = self.last_index();
         self.sync_upto(last)
     }

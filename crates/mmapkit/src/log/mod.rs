@@ -193,8 +193,11 @@ pub struct CommitLog {
     synced: Condvar,
     syncs: AtomicU64,
     recovery: Recovery,
-    /// Set when a truncation failed part-way: no more writes until reopened.
+    /// Set when a sync or a truncation failed: no more writes, syncs, or
+    /// reads past the durable watermark until reopened (fail-stop; the
+    /// reason is in `failure`).
     poisoned: AtomicBool,
+    failure: Mutex<String>,
     /// Nominal segment size (recorded in the segment headers).
     seg_size: u64,
     /// Wakes [`CommitLog::wait_past`] callers on append.
@@ -456,10 +459,40 @@ impl CommitLog {
                 path: self.dir.clone(),
             });
         }
+        self.check_failed()
+    }
+
+    /// The fail-stop error once something failed (see [`crate::ErrorKind::Failed`]).
+    pub(super) fn check_failed(&self) -> Result<()> {
         if self.poisoned.load(Ordering::Acquire) {
-            return Err(Error::invalid(&self.dir, "a truncation failed half-way (I/O error); reopen the log to recover it"));
+            return Err(Error::Failed {
+                path: self.dir.clone(),
+                detail: format!(
+                    "{}; the log refuses writes, syncs and reads past entry {} until it is reopened \
+                     (reopening reads what is really on disk)",
+                    lock(&self.failure),
+                    self.durable.load(Ordering::Acquire)
+                ),
+            });
         }
         Ok(())
+    }
+
+    /// Fail-stop: after a failed sync the kernel may have dropped the
+    /// dirty pages and reports the error once (the "fsyncgate" behaviour
+    /// PostgreSQL, etcd and raft-engine treat as fatal), so no later sync
+    /// may mark anything durable. Returns the error to report.
+    pub(super) fn fail(&self, what: &str, e: Error) -> Error {
+        {
+            let mut f = lock(&self.failure);
+            if !self.poisoned.load(Ordering::Acquire) {
+                *f = format!("{what} failed ({e})");
+                self.poisoned.store(true, Ordering::Release);
+            }
+        }
+        self.synced.notify_all();
+        self.wake_waiters();
+        e
     }
 }
 

@@ -475,6 +475,7 @@ impl CommitLog {
             syncs: AtomicU64::new(0),
             recovery: Recovery::default(),
             poisoned: AtomicBool::new(false),
+            failure: Mutex::new(String::new()),
             seg_size,
             opts,
             _lock: lock_file,

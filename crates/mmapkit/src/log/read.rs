@@ -56,6 +56,11 @@ pub(super) fn index_sealed(f: &SegFile, want: u64) -> Result<Vec<u64>> {
 
 impl CommitLog {
     pub(super) fn range_check(&self, s: &State, lo: u64, hi: u64) -> Result<()> {
+        // After a failed sync, what was not durable may be gone from disk
+        // (still in this process's page cache): never handed out.
+        if hi > lo && hi - 1 > self.durable.load(Ordering::Acquire) {
+            self.check_failed()?;
+        }
         if lo > hi || lo < s.first() || hi > s.last + 1 {
             return Err(Error::invalid(&self.dir, format!(
                 "entries {lo}..{hi} are not in the log (it holds {}..{})",

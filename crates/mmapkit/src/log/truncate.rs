@@ -33,11 +33,8 @@ impl CommitLog {
         let r = self
             .truncate_locked(&mut w, index, k)
             .and_then(|()| self.cut_done(&mut w, index));
-        if r.is_err() {
-            // Part of the cut may be on disk: refuse to write on a guess.
-            self.poisoned.store(true, Ordering::Release);
-        }
-        r
+        // Part of the cut may be on disk: refuse to write on a guess.
+        r.map_err(|e| self.fail("a truncation", e))
     }
 
     /// Records, durably, that a truncation after `after` starts.
