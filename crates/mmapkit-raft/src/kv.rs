@@ -154,7 +154,9 @@ impl RaftSnapshotBuilder<KvConfig> for KvStateMachine {
             let bytes = serde_json::to_vec(&file).map_err(|e| snap_err(Error::Encode(e.to_string())))?;
             (file.meta, bytes)
         };
-        write_snapshot(&self.snapshot_path(), &bytes).map_err(snap_err)?;
+        // fsync and rename off the async workers.
+        let path = self.snapshot_path();
+        let bytes = crate::off_worker(move || write_snapshot(&path, &bytes).map(|()| bytes)).await.map_err(snap_err)?;
         self.lock().snapshot = Some(meta.clone());
         Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(bytes)) })
     }
@@ -208,10 +210,12 @@ impl RaftStateMachine<KvConfig> for KvStateMachine {
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> std::result::Result<(), StorageError<NodeId>> {
         let bytes = snapshot.into_inner();
+        let path = self.snapshot_path();
         let file: SnapshotFile = serde_json::from_slice(&bytes)
-            .map_err(|e| snap_err(Error::Corrupt(self.snapshot_path(), format!("received snapshot: {e}"))))?;
-        // Durable before the state changes: a crash keeps old or new.
-        write_snapshot(&self.snapshot_path(), &bytes).map_err(sm_err)?;
+            .map_err(|e| snap_err(Error::Corrupt(path.clone(), format!("received snapshot: {e}"))))?;
+        // Durable before the state changes: a crash keeps old or new
+        // (written off the async workers).
+        crate::off_worker(move || write_snapshot(&path, &bytes)).await.map_err(sm_err)?;
         let mut st = self.lock();
         st.data = file.data;
         st.last_applied = meta.last_log_id;
@@ -225,8 +229,13 @@ impl RaftStateMachine<KvConfig> for KvStateMachine {
             return Ok(None);
         }
         let path = self.snapshot_path();
-        let map = mmapkit::map::Map::open(&path, mmapkit::map::Mode::Read).map_err(|e| snap_err(e.into()))?;
-        let bytes = map.read_with(|b| b.to_vec()).map_err(|e| snap_err(e.into()))?;
+        let p = path.clone();
+        let bytes = crate::off_worker(move || {
+            let map = mmapkit::map::Map::open(&p, mmapkit::map::Mode::Read)?;
+            Ok(map.read_with(|b| b.to_vec())?)
+        })
+        .await
+        .map_err(snap_err)?;
         let file: SnapshotFile = serde_json::from_slice(&bytes)
             .map_err(|e| snap_err(Error::Corrupt(path.clone(), format!("snapshot does not decode: {e}"))))?;
         Ok(Some(Snapshot { meta: file.meta, snapshot: Box::new(Cursor::new(bytes)) }))
