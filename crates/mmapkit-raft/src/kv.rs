@@ -28,12 +28,31 @@ pub enum Request {
     Set { key: String, value: String },
     /// Removes `key`.
     Delete { key: String },
+    /// Compare-and-set: sets `key` to `value` (removes it when `value` is
+    /// `None`) only if its current value equals `expected` (`None`: the
+    /// key is absent).
+    Cas { key: String, expected: Option<String>, value: Option<String> },
 }
 
-/// What a command returns: the key's previous value.
-#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq)]
+/// What a command returns: the key's value before the command, and
+/// whether it took effect (always for `Set`/`Delete`; for `Cas`, whether
+/// `expected` matched).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct Response {
     pub previous: Option<String>,
+    /// Absent in entries written before `Cas` existed: those took effect.
+    #[serde(default = "yes")]
+    pub ok: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for Response {
+    fn default() -> Self {
+        Response { previous: None, ok: true }
+    }
 }
 
 openraft::declare_raft_types!(
@@ -184,9 +203,20 @@ impl RaftStateMachine<KvConfig> for KvStateMachine {
             out.push(match e.payload {
                 EntryPayload::Blank => Response::default(),
                 EntryPayload::Normal(Request::Set { key, value }) => {
-                    Response { previous: st.data.insert(key, value) }
+                    Response { previous: st.data.insert(key, value), ok: true }
                 }
-                EntryPayload::Normal(Request::Delete { key }) => Response { previous: st.data.remove(&key) },
+                EntryPayload::Normal(Request::Delete { key }) => Response { previous: st.data.remove(&key), ok: true },
+                EntryPayload::Normal(Request::Cas { key, expected, value }) => {
+                    let previous = st.data.get(&key).cloned();
+                    let ok = previous == expected;
+                    if ok {
+                        match value {
+                            Some(v) => st.data.insert(key, v),
+                            None => st.data.remove(&key),
+                        };
+                    }
+                    Response { previous, ok }
+                }
                 EntryPayload::Membership(m) => {
                     st.membership = StoredMembership::new(Some(e.log_id), m);
                     Response::default()

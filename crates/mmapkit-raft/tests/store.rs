@@ -247,3 +247,10 @@ fn storage_io_runs_off_the_async_workers() {
         assert!(*ran, "{op} ran its disk I/O on the async worker ({yielded:?})");
     }
 }
+
+/// Entries written before `Cas` existed carry no `ok`: they took effect.
+#[test]
+fn a_response_without_ok_reads_as_ok() {
+    let r: mmapkit_raft::kv::Response = serde_json::from_str(r#"{"previous":"x"}"#).unwrap();
+    assert_eq!(r, mmapkit_raft::kv::Response { previous: Some("x".into()), ok: true });
+}
