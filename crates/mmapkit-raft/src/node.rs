@@ -121,6 +121,9 @@ const QUORUM_STALE_MS: u64 = 1_000;
 
 const HEARTBEAT_MS: u64 = 250;
 
+/// Connect timeout of peers, forwarding and [`KvClient`].
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// Set on a request a node forwards to the leader: the leader does not
 /// forward it again (no loops while leadership moves).
 const FORWARDED: &str = "x-mmapkit-forwarded";
@@ -246,7 +249,9 @@ impl Node {
         if let Some(t) = &opts.token {
             headers.insert(header::AUTHORIZATION, bearer_value(t)?);
         }
-        let mut http = reqwest::Client::builder().default_headers(headers);
+        // A connect that hangs (a blackholed peer) fails as a connect
+        // error: a forwarded write that never left is "not applied".
+        let mut http = reqwest::Client::builder().default_headers(headers).connect_timeout(CONNECT_TIMEOUT);
         if !opts.bind.ip().is_unspecified() {
             http = http.local_address(opts.bind.ip());
         }
@@ -828,7 +833,10 @@ impl KvClient {
         if nodes.is_empty() {
             return Err(ClientError::NoNodes);
         }
-        let http = reqwest::Client::builder().build().map_err(|e| ClientError::Http(e.to_string()))?;
+        let http = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .build()
+            .map_err(|e| ClientError::Http(e.to_string()))?;
         Ok(KvClient { http, nodes: Arc::new(nodes), leader: Arc::new(Mutex::new(0)), token: None })
     }
 
