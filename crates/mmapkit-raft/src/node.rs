@@ -106,20 +106,29 @@ pub const COMMAND_OVERHEAD: usize = 64 << 10;
 /// characters each.
 pub const SNAPSHOT_CHUNK: usize = 512 << 10;
 
-/// Serialized bytes of entries per `/raft/append` call: a larger batch is
-/// split (openraft's `PayloadTooLarge`), a single larger entry goes alone.
-/// openraft 0.9 gives each append call one heartbeat interval.
+/// Serialized bytes of entries per `/raft/append` call at most: a larger
+/// batch is split (openraft's `PayloadTooLarge`), a single larger entry
+/// goes alone. openraft 0.9 gives each append call one heartbeat
+/// interval; a call it cuts off divides the peer's budget by 4 (down to
+/// [`MIN_APPEND_BUDGET`]), each success doubles it back, so a loaded
+/// follower still catches up.
 pub const APPEND_BUDGET: usize = 1 << 20;
+
+/// The smallest append budget (batches of one entry go whatever it is).
+pub const MIN_APPEND_BUDGET: usize = 16 << 10;
 
 /// How long a node waits for a write to commit or a read's leadership
 /// check before answering `504`/`503`.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(4);
 
 /// A leader that has not heard from a quorum for longer refuses requests
 /// up front (`503 no quorum`, never applied).
-const QUORUM_STALE_MS: u64 = 1_000;
+const QUORUM_STALE_MS: u64 = 4 * HEARTBEAT_MS;
 
-const HEARTBEAT_MS: u64 = 250;
+/// openraft 0.9 gives each append call one heartbeat interval: room for
+/// one entry of the largest value on a loaded machine. Elections wait 4-6
+/// heartbeats.
+const HEARTBEAT_MS: u64 = 500;
 
 /// Connect timeout of peers, forwarding and [`KvClient`].
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
@@ -233,8 +242,6 @@ impl Node {
         let max_command = opts.max_value_bytes.saturating_add(COMMAND_OVERHEAD);
         let config = Config {
             cluster_name: "mmapkit-kv".into(),
-            // openraft 0.9 gives each append call one heartbeat interval:
-            // room for one large entry.
             heartbeat_interval: HEARTBEAT_MS,
             election_timeout_min: 4 * HEARTBEAT_MS,
             election_timeout_max: 6 * HEARTBEAT_MS,
@@ -675,12 +682,17 @@ pub struct HttpPeer {
     http: reqwest::Client,
     target: NodeId,
     addr: String,
+    /// Serialized entry bytes per append now (see [`APPEND_BUDGET`]).
+    budget: usize,
+    /// An append call is running: still set when the next one starts if
+    /// openraft dropped it at its timeout.
+    in_flight: bool,
 }
 
 impl RaftNetworkFactory<KvConfig> for HttpNetwork {
     type Network = HttpPeer;
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> HttpPeer {
-        HttpPeer { http: self.http.clone(), target, addr: node.addr.clone() }
+        HttpPeer { http: self.http.clone(), target, addr: node.addr.clone(), budget: APPEND_BUDGET, in_flight: false }
     }
 }
 
@@ -741,16 +753,31 @@ impl RaftNetwork<KvConfig> for HttpPeer {
         rpc: AppendEntriesRequest<KvConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
-        let body = encode(&rpc).map_err(RPCError::Network)?;
-        let n = rpc.entries.len();
-        if body.len() > APPEND_BUDGET && n > 1 {
-            // openraft resends fewer entries at once (a lagging follower
-            // with large values catches up in pages that fit the budget
-            // and the heartbeat-long timeout).
-            let fit = (n as u128 * APPEND_BUDGET as u128 / body.len() as u128).clamp(1, n as u128 - 1);
-            return Err(RPCError::PayloadTooLarge(PayloadTooLarge::new_entries_hint(fit as u64)));
+        if self.in_flight {
+            self.budget = (self.budget / 4).max(MIN_APPEND_BUDGET);
         }
-        self.call("raft/append", body, &option).await
+        let n = rpc.entries.len();
+        if n > 1 {
+            // Entries that fit the budget, measured one by one (not the
+            // whole batch: openraft may offer hundreds of large ones).
+            let mut bytes = 0;
+            for (k, e) in rpc.entries.iter().enumerate() {
+                bytes += encode(e).map_err(RPCError::Network)?.len();
+                if bytes > self.budget {
+                    // openraft resends fewer entries at once.
+                    let fit = k.max(1) as u64;
+                    return Err(RPCError::PayloadTooLarge(PayloadTooLarge::new_entries_hint(fit)));
+                }
+            }
+        }
+        let body = encode(&rpc).map_err(RPCError::Network)?;
+        self.in_flight = true;
+        let r = self.call("raft/append", body, &option).await;
+        self.in_flight = false;
+        if r.is_ok() {
+            self.budget = (self.budget * 2).min(APPEND_BUDGET);
+        }
+        r
     }
 
     async fn install_snapshot(

@@ -35,6 +35,9 @@ impl Proc {
         let mut line = String::new();
         BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("read");
         assert!(line.contains("listening on"), "node {} said {line:?}", self.id);
+        // First start on port 0: the node says which port it got (no race
+        // for a port picked beforehand); restarts reuse it.
+        self.addr = line.trim().rsplit(' ').next().unwrap().to_owned();
         self.child = Some(child);
     }
 
@@ -54,9 +57,6 @@ impl Drop for Proc {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
 
 struct Cluster {
     _tmp: tempfile::TempDir,
@@ -82,7 +82,7 @@ impl Cluster {
         let mut nodes: Vec<Proc> = (1..=3)
             .map(|id| Proc {
                 id,
-                addr: format!("127.0.0.1:{}", free_port()),
+                addr: "127.0.0.1:0".into(),
                 dir: tmp.path().join(format!("n{id}")),
                 args: extra.iter().map(|s| s.to_string()).collect(),
                 child: None,
@@ -545,15 +545,12 @@ fn peers_connect_from_the_ip_they_bind_through_proxies() {
     let tmp = tempfile::tempdir().unwrap();
     let ip = |id: u64| format!("127.0.0.{}", 10 + id);
     let mut nodes: Vec<Proc> = (1..=3)
-        .map(|id| {
-            let port = std::net::TcpListener::bind(format!("{}:0", ip(id))).unwrap().local_addr().unwrap().port();
-            Proc {
-                id,
-                addr: format!("{}:{port}", ip(id)),
-                dir: tmp.path().join(format!("n{id}")),
-                args: Vec::new(),
-                child: None,
-            }
+        .map(|id| Proc {
+            id,
+            addr: format!("{}:0", ip(id)),
+            dir: tmp.path().join(format!("n{id}")),
+            args: Vec::new(),
+            child: None,
         })
         .collect();
     for n in &mut nodes {
