@@ -49,7 +49,9 @@
 //!   may or may not take effect.
 //!
 //! A client timeout or a connection lost after sending is likewise of
-//! unknown outcome.
+//! unknown outcome. Nodes mark forwarded requests with the header
+//! `x-mmapkit-forwarded` and never forward those again (clients should
+//! not send it).
 //!
 //! ## `GET /kv/get?key=K`
 //!
