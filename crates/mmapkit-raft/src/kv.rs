@@ -28,12 +28,31 @@ pub enum Request {
     Set { key: String, value: String },
     /// Removes `key`.
     Delete { key: String },
+    /// Compare-and-set: sets `key` to `value` (removes it when `value` is
+    /// `None`) only if its current value equals `expected` (`None`: the
+    /// key is absent).
+    Cas { key: String, expected: Option<String>, value: Option<String> },
 }
 
-/// What a command returns: the key's previous value.
-#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq)]
+/// What a command returns: the key's value before the command, and
+/// whether it took effect (always for `Set`/`Delete`; for `Cas`, whether
+/// `expected` matched).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct Response {
     pub previous: Option<String>,
+    /// Absent in entries written before `Cas` existed: those took effect.
+    #[serde(default = "yes")]
+    pub ok: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for Response {
+    fn default() -> Self {
+        Response { previous: None, ok: true }
+    }
 }
 
 openraft::declare_raft_types!(
@@ -154,7 +173,9 @@ impl RaftSnapshotBuilder<KvConfig> for KvStateMachine {
             let bytes = serde_json::to_vec(&file).map_err(|e| snap_err(Error::Encode(e.to_string())))?;
             (file.meta, bytes)
         };
-        write_snapshot(&self.snapshot_path(), &bytes).map_err(snap_err)?;
+        // fsync and rename off the async workers.
+        let path = self.snapshot_path();
+        let bytes = crate::off_worker(move || write_snapshot(&path, &bytes).map(|()| bytes)).await.map_err(snap_err)?;
         self.lock().snapshot = Some(meta.clone());
         Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(bytes)) })
     }
@@ -182,9 +203,20 @@ impl RaftStateMachine<KvConfig> for KvStateMachine {
             out.push(match e.payload {
                 EntryPayload::Blank => Response::default(),
                 EntryPayload::Normal(Request::Set { key, value }) => {
-                    Response { previous: st.data.insert(key, value) }
+                    Response { previous: st.data.insert(key, value), ok: true }
                 }
-                EntryPayload::Normal(Request::Delete { key }) => Response { previous: st.data.remove(&key) },
+                EntryPayload::Normal(Request::Delete { key }) => Response { previous: st.data.remove(&key), ok: true },
+                EntryPayload::Normal(Request::Cas { key, expected, value }) => {
+                    let previous = st.data.get(&key).cloned();
+                    let ok = previous == expected;
+                    if ok {
+                        match value {
+                            Some(v) => st.data.insert(key, v),
+                            None => st.data.remove(&key),
+                        };
+                    }
+                    Response { previous, ok }
+                }
                 EntryPayload::Membership(m) => {
                     st.membership = StoredMembership::new(Some(e.log_id), m);
                     Response::default()
@@ -208,10 +240,12 @@ impl RaftStateMachine<KvConfig> for KvStateMachine {
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> std::result::Result<(), StorageError<NodeId>> {
         let bytes = snapshot.into_inner();
+        let path = self.snapshot_path();
         let file: SnapshotFile = serde_json::from_slice(&bytes)
-            .map_err(|e| snap_err(Error::Corrupt(self.snapshot_path(), format!("received snapshot: {e}"))))?;
-        // Durable before the state changes: a crash keeps old or new.
-        write_snapshot(&self.snapshot_path(), &bytes).map_err(sm_err)?;
+            .map_err(|e| snap_err(Error::Corrupt(path.clone(), format!("received snapshot: {e}"))))?;
+        // Durable before the state changes: a crash keeps old or new
+        // (written off the async workers).
+        crate::off_worker(move || write_snapshot(&path, &bytes)).await.map_err(sm_err)?;
         let mut st = self.lock();
         st.data = file.data;
         st.last_applied = meta.last_log_id;
@@ -225,8 +259,13 @@ impl RaftStateMachine<KvConfig> for KvStateMachine {
             return Ok(None);
         }
         let path = self.snapshot_path();
-        let map = mmapkit::map::Map::open(&path, mmapkit::map::Mode::Read).map_err(|e| snap_err(e.into()))?;
-        let bytes = map.read_with(|b| b.to_vec()).map_err(|e| snap_err(e.into()))?;
+        let p = path.clone();
+        let bytes = crate::off_worker(move || {
+            let map = mmapkit::map::Map::open(&p, mmapkit::map::Mode::Read)?;
+            Ok(map.read_with(|b| b.to_vec())?)
+        })
+        .await
+        .map_err(snap_err)?;
         let file: SnapshotFile = serde_json::from_slice(&bytes)
             .map_err(|e| snap_err(Error::Corrupt(path.clone(), format!("snapshot does not decode: {e}"))))?;
         Ok(Some(Snapshot { meta: file.meta, snapshot: Box::new(Cursor::new(bytes)) }))

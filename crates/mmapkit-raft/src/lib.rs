@@ -55,6 +55,9 @@ pub enum Error {
     /// A value did not serialize.
     #[error("encode: {0}")]
     Encode(String),
+    /// A blocking storage call was cancelled (the runtime is shutting down).
+    #[error("storage call cancelled: {0}")]
+    Cancelled(String),
 }
 
 /// Runs `f`, a call that blocks on disk I/O (a write and its sync), from
@@ -62,11 +65,24 @@ pub enum Error {
 /// `block_in_place`, so the worker's other tasks (the HTTP server, the
 /// replication streams) move to another thread instead of waiting behind
 /// the sync; elsewhere (a current-thread runtime, no runtime) directly.
+#[cfg_attr(not(feature = "rocksdb"), allow(dead_code))]
 pub(crate) fn blocking<R>(f: impl FnOnce() -> R) -> R {
     use tokio::runtime::{Handle, RuntimeFlavor};
     match Handle::try_current() {
         Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
         _ => f(),
+    }
+}
+
+/// Runs `f`, storage work that blocks on disk I/O (fsync, rename,
+/// directory removal), on tokio's blocking pool and awaits it: the async
+/// workers stay free for heartbeats and HTTP however slow the disk is
+/// (even on a current-thread runtime). A panic in `f` is resumed here.
+pub(crate) async fn off_worker<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(r) => r,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => Err(Error::Cancelled(e.to_string())),
     }
 }
 

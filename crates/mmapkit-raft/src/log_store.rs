@@ -17,11 +17,15 @@
 //!   into the log's page cache and makes them durable (`msync(MS_SYNC)` of
 //!   the range written, i.e. fdatasync of it) *before* it fires openraft's
 //!   [`LogFlushed`] callback; a failed write or sync reports the error to
-//!   the callback, never success. The sync runs inline: openraft 0.9's
-//!   core waits for the callback of each append before it goes on
-//!   (`RaftCore::append_to_log`), so a flusher thread would only add two
-//!   thread hops to every write (measured: the 1-client cluster bench was
-//!   ~25 % slower with one). The log zeroes (and syncs) 1 MiB ahead of
+//!   the callback, never success. The write and sync run on tokio's
+//!   blocking pool, awaited (openraft 0.9's core waits for the callback of
+//!   each append anyway, `RaftCore::append_to_log`), so a slow disk never
+//!   holds an async worker: a dedicated flusher thread would only add
+//!   thread hops (measured: the 1-client cluster bench was ~25 % slower
+//!   with one).
+//! * **No blocking I/O on async workers**: `save_vote`, `truncate`,
+//!   `purge` (fsync, rename, `remove_dir_all`) run on the blocking pool
+//!   too. The log zeroes (and syncs) 1 MiB ahead of
 //!   its end ([`ZERO_AHEAD`]): the per-append sync then writes data only,
 //!   not also the extent conversion and inode of fallocated blocks.
 //! * **Contiguity** is checked on every read: each entry's stored log id
@@ -447,10 +451,15 @@ where
     }
 
     async fn save_vote(&mut self, vote: &Vote<C::NodeId>) -> std::result::Result<(), StorageError<C::NodeId>> {
-        let mut cur = self.write();
-        let mut next = cur.meta.clone();
-        next.vote = Some(vote.clone());
-        self.save_meta(&mut cur, next).map_err(|e| storage_err::<C>(e, StorageIOError::write_vote))
+        let (s, vote) = (self.clone(), vote.clone());
+        crate::off_worker(move || {
+            let mut cur = s.write();
+            let mut next = cur.meta.clone();
+            next.vote = Some(vote);
+            s.save_meta(&mut cur, next)
+        })
+        .await
+        .map_err(|e| storage_err::<C>(e, StorageIOError::write_vote))
     }
 
     async fn read_vote(&mut self) -> std::result::Result<Option<Vote<C::NodeId>>, StorageError<C::NodeId>> {
@@ -485,7 +494,8 @@ where
     {
         let entries: Vec<C::Entry> = entries.into_iter().collect();
         // Written and (when durable) synced before the callback hears of it.
-        match crate::blocking(|| self.do_append(entries)) {
+        let s = self.clone();
+        match crate::off_worker(move || s.do_append(entries)).await {
             Ok(()) => {
                 callback.log_io_completed(Ok(()));
                 Ok(())
@@ -498,10 +508,16 @@ where
     }
 
     async fn truncate(&mut self, log_id: LogId<C::NodeId>) -> std::result::Result<(), StorageError<C::NodeId>> {
-        self.do_truncate(&log_id).map_err(|e| storage_err::<C>(e, StorageIOError::write_logs))
+        let s = self.clone();
+        crate::off_worker(move || s.do_truncate(&log_id))
+            .await
+            .map_err(|e| storage_err::<C>(e, StorageIOError::write_logs))
     }
 
     async fn purge(&mut self, log_id: LogId<C::NodeId>) -> std::result::Result<(), StorageError<C::NodeId>> {
-        self.do_purge(&log_id).map_err(|e| storage_err::<C>(e, StorageIOError::write_logs))
+        let s = self.clone();
+        crate::off_worker(move || s.do_purge(&log_id))
+            .await
+            .map_err(|e| storage_err::<C>(e, StorageIOError::write_logs))
     }
 }

@@ -2,17 +2,70 @@
 //! state machine, its network over HTTP (axum server, reqwest client, JSON
 //! bodies), and a client that finds the leader.
 //!
-//! Endpoints (all JSON):
+//! # Endpoints
+//!
+//! With a token ([`NodeOptions::token`]) every endpoint requires
+//! `Authorization: Bearer TOKEN` (scheme case-insensitive) and answers
+//! `401` without it; peers and [`KvClient`] send it. A node refuses to bind
+//! a non-loopback address without a token. Errors that are not openraft's
+//! are `text/plain`.
 //!
 //! | route | what |
 //! | --- | --- |
-//! | `POST /raft/append`, `/raft/vote`, `/raft/snapshot` | openraft's RPCs |
+//! | `POST /raft/append`, `/raft/vote`, `/raft/snapshot` | openraft's RPCs (bodies up to the largest entry plus 2 MiB, snapshots in chunks of [`SNAPSHOT_CHUNK`]) |
 //! | `POST /cluster/init` | `{id: {"addr": "host:port"}}`: initialize the cluster (once, on one node) |
-//! | `POST /kv/write` | a [`Request`]; answered by the leader once committed and applied |
-//! | `GET /kv/state` | this node's applied map and last applied log id |
-//! | `GET /log/ids` | this node's log: purge point and every entry's log id (mmapkit store only) |
+//! | `POST /kv/write` | a [`Request`] as JSON; see below |
+//! | `GET /kv/get?key=K` | linearizable read: `{"key": K, "value": V or null}`; see below |
+//! | `GET /kv/get?key=K&stale=true` | this node's applied value, no check at all (may be stale) |
+//! | `GET /kv/state` | this node's applied map and last applied log id (stale, like `stale=true`) |
+//! | `GET /log/ids?from=I&max=N` | this node's log: purge point and the log ids of entries from raft index `I` (default 0), at most `N` (default 1000, capped at 10000) and 4 MiB of entries; `next` is the `from` of the next page, `null` at the end (mmapkit store only) |
 //! | `GET /metrics` | openraft's metrics |
 //! | `POST /admin/snapshot` | build a snapshot now |
+//!
+//! ## `POST /kv/write`
+//!
+//! Body: `{"Set":{"key":"k","value":"v"}}`, `{"Delete":{"key":"k"}}` or
+//! `{"Cas":{"key":"k","expected":"a","value":"b"}}` (`expected`/`value`
+//! may be `null`: absent / delete). Answers:
+//!
+//! * `200` `{"Ok":{"log_id":{"leader_id":{"term":T,"node_id":N},"index":I},"data":{"previous":P,"ok":B},"membership":null}}`:
+//!   committed and applied (`ok`: whether a `Cas` matched; `previous`:
+//!   the value before).
+//! * `200` `{"Err":{"APIError":{"ForwardToLeader":{"leader_id":L,"leader_node":{"addr":A}}}}}`
+//!   (openraft's `RaftError<ClientWriteError>`): not applied; this node
+//!   is not the leader and could not forward (it knows no leader, or the
+//!   request was already forwarded once). A non-leader that knows the
+//!   leader forwards the write there (with the token) and relays the
+//!   leader's answer, status included.
+//! * `400` (bad JSON), `401` (token), `413` (the command is larger than
+//!   `--max-value-bytes` plus 64 KiB for key and JSON; the text names
+//!   both sizes): not applied.
+//! * `503` text `no quorum: ...` (the leader has not heard from a quorum
+//!   recently), or `leader unreachable: ...` (forwarding failed before the
+//!   request was sent): **not applied**.
+//! * `504` text `outcome unknown: ...`: the write was proposed but not
+//!   committed within [`REQUEST_TIMEOUT`] (quorum lost), the node stopped
+//!   meanwhile, or the forwarded request was sent and its answer lost; it
+//!   may or may not take effect.
+//!
+//! A client timeout or a connection lost after sending is likewise of
+//! unknown outcome. Nodes mark forwarded requests with the header
+//! `x-mmapkit-forwarded` and never forward those again (clients should
+//! not send it).
+//!
+//! ## `GET /kv/get?key=K`
+//!
+//! The leader confirms its leadership with a quorum (openraft's
+//! `ensure_linearizable`, a read index) and answers once its state machine
+//! applied up to that index; a follower forwards to the leader and relays.
+//! `200` `{"key":"K","value":"V"}` (`null` when absent); `503` text
+//! `no quorum: ...` when no leader can confirm within [`REQUEST_TIMEOUT`].
+//! Reads have no effect, so every failure can be retried.
+//!
+//! Outgoing connections (raft RPCs, forwarding) bind the IP of
+//! [`NodeOptions::bind`] as their local address (unless unspecified), so a
+//! proxy in front of each node can tell which node a connection comes
+//! from; the cluster may be initialized with the proxies' addresses.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -20,12 +73,16 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::extract::State;
+use axum::body::Body;
+use axum::extract::{DefaultBodyLimit, Query, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response as HttpResponse};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use openraft::error::{
-    ClientWriteError, InitializeError, InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError,
-    Unreachable,
+    ClientWriteError, InitializeError, InstallSnapshotError, NetworkError, PayloadTooLarge, RPCError, RaftError,
+    RemoteError, Unreachable,
 };
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
@@ -39,6 +96,48 @@ use serde::{Deserialize, Serialize};
 
 use crate::kv::{KvConfig, KvStateMachine, NodeId, Request, Response};
 use crate::{LogStore, StoreOptions};
+
+/// Default of [`NodeOptions::max_value_bytes`] (4 MiB).
+pub const DEFAULT_MAX_VALUE_BYTES: usize = 4 << 20;
+
+/// Bytes a command may carry beyond `max_value_bytes`: its key and JSON.
+pub const COMMAND_OVERHEAD: usize = 64 << 10;
+
+/// Snapshot bytes per `/raft/snapshot` call (openraft's
+/// `snapshot_max_chunk_size`). JSON carries bytes as numbers, up to 4
+/// characters each.
+pub const SNAPSHOT_CHUNK: usize = 512 << 10;
+
+/// Serialized bytes of entries per `/raft/append` call at most: a larger
+/// batch is split (openraft's `PayloadTooLarge`), a single larger entry
+/// goes alone. openraft 0.9 gives each append call one heartbeat
+/// interval; a call it cuts off divides the peer's budget by 4 (down to
+/// [`MIN_APPEND_BUDGET`]), each success doubles it back, so a loaded
+/// follower still catches up.
+pub const APPEND_BUDGET: usize = 1 << 20;
+
+/// The smallest append budget (batches of one entry go whatever it is).
+pub const MIN_APPEND_BUDGET: usize = 16 << 10;
+
+/// How long a node waits for a write to commit or a read's leadership
+/// check before answering `504`/`503`.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(4);
+
+/// A leader that has not heard from a quorum for longer refuses requests
+/// up front (`503 no quorum`, never applied).
+const QUORUM_STALE_MS: u64 = 4 * HEARTBEAT_MS;
+
+/// openraft 0.9 gives each append call one heartbeat interval: room for
+/// one entry of the largest value on a loaded machine. Elections wait 4-6
+/// heartbeats.
+const HEARTBEAT_MS: u64 = 500;
+
+/// Connect timeout of peers, forwarding and [`KvClient`].
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Set on a request a node forwards to the leader: the leader does not
+/// forward it again (no loops while leadership moves).
+const FORWARDED: &str = "x-mmapkit-forwarded";
 
 /// Which log store a node runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,6 +173,34 @@ pub struct NodeOptions {
     pub snapshot_every: u64,
     /// Entries kept in the log behind a snapshot (older ones are purged).
     pub keep_behind_snapshot: u64,
+    /// Bearer token every request must carry (and peers send); required
+    /// to bind a non-loopback address. See [`check_token`].
+    pub token: Option<String>,
+    /// Largest value a client may write; a command (key, values, JSON)
+    /// may be this plus [`COMMAND_OVERHEAD`] bytes.
+    pub max_value_bytes: usize,
+}
+
+/// Checks that `token` can be sent in an `Authorization` header as is:
+/// non-empty, visible ASCII only (no spaces, no control characters).
+pub fn check_token(token: &str) -> Result<(), String> {
+    if token.is_empty() {
+        return Err("the token must not be empty".into());
+    }
+    match token.bytes().position(|b| !(0x21..=0x7e).contains(&b)) {
+        Some(i) => Err(format!(
+            "the token has a character that cannot be sent in an HTTP header at byte {i} \
+             (allowed: visible ASCII, no spaces)"
+        )),
+        None => Ok(()),
+    }
+}
+
+fn bearer_value(token: &str) -> Result<HeaderValue, String> {
+    check_token(token)?;
+    let mut v = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|e| e.to_string())?;
+    v.set_sensitive(true);
+    Ok(v)
 }
 
 #[derive(Clone)]
@@ -82,6 +209,10 @@ struct App {
     sm: KvStateMachine,
     log: Option<LogStore<KvConfig>>,
     id: NodeId,
+    token: Option<Arc<str>>,
+    /// To the leader when forwarding (the token and local address set).
+    http: reqwest::Client,
+    max_value_bytes: usize,
 }
 
 /// A running node.
@@ -95,18 +226,47 @@ pub struct Node {
 impl Node {
     /// Starts a node: opens its storage, starts openraft and serves HTTP.
     pub async fn start(opts: NodeOptions) -> Result<Node, Box<dyn std::error::Error + Send + Sync>> {
+        match &opts.token {
+            Some(t) => check_token(t)?,
+            None if !opts.bind.ip().is_loopback() => {
+                return Err(format!(
+                    "refusing to serve on {} without a token: anyone who can reach it could write, \
+                     read and join the cluster (give --token or MMAPKIT_KV_TOKEN, or bind 127.0.0.1)",
+                    opts.bind
+                )
+                .into())
+            }
+            None => {}
+        }
+        if opts.max_value_bytes == 0 {
+            return Err("the largest value must be at least 1 byte".into());
+        }
+        let max_command = opts.max_value_bytes.saturating_add(COMMAND_OVERHEAD);
         let config = Config {
             cluster_name: "mmapkit-kv".into(),
-            heartbeat_interval: 100,
-            election_timeout_min: 400,
-            election_timeout_max: 800,
-            snapshot_policy: SnapshotPolicy::LogsSinceLast(opts.snapshot_every),
+            heartbeat_interval: HEARTBEAT_MS,
+            election_timeout_min: 4 * HEARTBEAT_MS,
+            election_timeout_max: 6 * HEARTBEAT_MS,
+            install_snapshot_timeout: 2_000,
+            snapshot_max_chunk_size: SNAPSHOT_CHUNK as u64,
+            snapshot_policy: SnapshotPolicy::LogsSinceLast(opts.snapshot_every.max(1)),
             max_in_snapshot_log_to_keep: opts.keep_behind_snapshot,
             ..Default::default()
         };
         let config = Arc::new(config.validate()?);
+        let mut headers = reqwest::header::HeaderMap::new();
+        if let Some(t) = &opts.token {
+            headers.insert(header::AUTHORIZATION, bearer_value(t)?);
+        }
+        // A connect that hangs (a blackholed peer) fails as a connect
+        // error: a forwarded write that never left is "not applied".
+        let mut http = reqwest::Client::builder().default_headers(headers).connect_timeout(CONNECT_TIMEOUT);
+        if !opts.bind.ip().is_unspecified() {
+            http = http.local_address(opts.bind.ip());
+        }
+        let http = http.build()?;
         let sm = KvStateMachine::open(opts.dir.join("sm"))?;
-        let net = HttpNetwork { http: reqwest::Client::new() };
+        let net = HttpNetwork { http: http.clone() };
         let (raft, log) = match opts.store {
             StoreKind::Mmapkit => {
                 let log = LogStore::<KvConfig>::open(opts.dir.join("log"), StoreOptions::default())?;
@@ -124,17 +284,33 @@ impl Node {
             #[cfg(not(feature = "rocksdb"))]
             StoreKind::Rocksdb => return Err("this build has no RocksDB store (build with --features rocksdb)".into()),
         };
-        let app = App { raft: raft.clone(), sm, log, id: opts.id };
-        let router = Router::new()
+        let app = App {
+            raft: raft.clone(),
+            sm,
+            log,
+            id: opts.id,
+            token: opts.token.as_deref().map(Arc::from),
+            http,
+            max_value_bytes: opts.max_value_bytes,
+        };
+        // A page of entries may end with one entry of any allowed size;
+        // a snapshot chunk is at most 4 characters per byte.
+        let raft_limit = (max_command + (2 << 20)).max(4 * SNAPSHOT_CHUNK + (1 << 20));
+        let raft_routes = Router::new()
             .route("/raft/append", post(append))
             .route("/raft/vote", post(vote))
             .route("/raft/snapshot", post(snapshot))
+            .layer(DefaultBodyLimit::max(raft_limit));
+        let router = Router::new()
+            .merge(raft_routes)
             .route("/cluster/init", post(init))
             .route("/kv/write", post(write))
+            .route("/kv/get", get(kv_get))
             .route("/kv/state", get(kv_state))
             .route("/log/ids", get(log_ids))
             .route("/metrics", get(metrics))
             .route("/admin/snapshot", post(trigger_snapshot))
+            .layer(middleware::from_fn_with_state(app.clone(), auth))
             .with_state(app);
         let listener = tokio::net::TcpListener::bind(opts.bind).await?;
         let addr = listener.local_addr()?;
@@ -167,10 +343,46 @@ async fn new_raft<LS: RaftLogStorage<KvConfig>>(
     Raft::new(id, config, net, log, sm).await
 }
 
+fn text(status: StatusCode, msg: String) -> HttpResponse {
+    let mut r = (status, format!("{msg}\n")).into_response();
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    r
+}
+
+/// Constant-time equality (no early exit on the first differing byte).
+fn ct_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// The credentials of `Authorization: <scheme> <credentials>` when the
+/// scheme is `Bearer` in any case.
+fn bearer(v: &str) -> Option<&str> {
+    let (scheme, rest) = v.trim().split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
+}
+
+async fn auth(State(app): State<App>, req: axum::extract::Request, next: Next) -> HttpResponse {
+    if let Some(tok) = &app.token {
+        let given = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer);
+        let why = match given {
+            None => Some("missing bearer token (send Authorization: Bearer TOKEN)"),
+            Some(g) if !ct_eq(g.as_bytes(), tok.as_bytes()) => Some("bad bearer token"),
+            _ => None,
+        };
+        if let Some(why) = why {
+            let mut r = text(StatusCode::UNAUTHORIZED, why.into());
+            r.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            return r;
+        }
+    }
+    next.run(req).await
+}
+
 type Reply<T, E> = Json<Result<T, E>>;
 
-/// What `POST /kv/write` answers.
-type WriteResult = Result<ClientWriteResponse<KvConfig>, RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>>;
+/// What `POST /kv/write` answers with `200`.
+pub type WriteResult =
+    Result<ClientWriteResponse<KvConfig>, RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>>;
 
 async fn append(
     State(app): State<App>,
@@ -197,11 +409,204 @@ async fn init(
     Json(app.raft.initialize(nodes).await)
 }
 
-async fn write(
-    State(app): State<App>,
-    Json(req): Json<Request>,
-) -> Json<WriteResult> {
-    Json(app.raft.client_write(req).await)
+/// Why a leader cannot serve now, if it has not heard from a quorum
+/// recently (openraft 0.9 keeps an isolated leader leading: its writes
+/// would wait forever).
+fn quorum_problem(m: &RaftMetrics<NodeId, BasicNode>) -> Option<String> {
+    if m.membership_config.membership().voter_ids().count() <= 1 {
+        return None;
+    }
+    match m.millis_since_quorum_ack {
+        Some(ms) if ms <= QUORUM_STALE_MS => None,
+        Some(ms) => Some(format!("no quorum: leader {} last heard from a quorum {ms} ms ago", m.id)),
+        None => Some(format!("no quorum: leader {} has not heard from a quorum yet", m.id)),
+    }
+}
+
+/// The current leader's id and address as this node knows them.
+fn leader_of(m: &RaftMetrics<NodeId, BasicNode>) -> Option<(NodeId, String)> {
+    let l = m.current_leader?;
+    let node = m.membership_config.membership().get_node(&l)?;
+    Some((l, node.addr.clone()))
+}
+
+async fn write(State(app): State<App>, headers: HeaderMap, body: Body) -> HttpResponse {
+    let limit = app.max_value_bytes.saturating_add(COMMAND_OVERHEAD);
+    let too_large = |size: String| {
+        text(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "value too large: the command is {size} bytes, the limit is {limit} bytes \
+                 (--max-value-bytes {} plus {COMMAND_OVERHEAD} for key and JSON)",
+                app.max_value_bytes
+            ),
+        )
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if let Some(n) = declared.filter(|&n| n > limit as u64) {
+        return too_large(n.to_string());
+    }
+    let bytes = match axum::body::to_bytes(body, limit).await {
+        Ok(b) => b,
+        // Over the limit without a Content-Length (or the body broke off).
+        Err(_) => return too_large(format!("more than {limit}")),
+    };
+    let req: Request = match serde_json::from_slice(&bytes) {
+        Ok(r) => r,
+        Err(e) => return text(StatusCode::BAD_REQUEST, format!("bad request body: {e}")),
+    };
+    let forwarded = headers.contains_key(FORWARDED);
+    let m = app.raft.metrics().borrow().clone();
+    if m.current_leader != Some(app.id) && !forwarded {
+        if let Some((l, addr)) = leader_of(&m) {
+            return forward_write(&app, l, &addr, bytes).await;
+        }
+    }
+    if m.current_leader == Some(app.id) {
+        if let Some(why) = quorum_problem(&m) {
+            return text(StatusCode::SERVICE_UNAVAILABLE, why);
+        }
+    }
+    match tokio::time::timeout(REQUEST_TIMEOUT, app.raft.client_write(req)).await {
+        Err(_) => text(
+            StatusCode::GATEWAY_TIMEOUT,
+            format!(
+                "outcome unknown: no quorum: the write was proposed by node {} but not committed within {:?}",
+                app.id, REQUEST_TIMEOUT
+            ),
+        ),
+        // The entry may have been proposed before the node stopped.
+        Ok(Err(RaftError::Fatal(f))) => {
+            text(StatusCode::GATEWAY_TIMEOUT, format!("outcome unknown: node {} is stopping: {f}", app.id))
+        }
+        Ok(Err(e)) if !forwarded => {
+            // Leadership moved between the check and the write.
+            match e.forward_to_leader().and_then(|f| Some((f.leader_id?, f.leader_node.clone()?))) {
+                Some((l, node)) if l != app.id => forward_write(&app, l, &node.addr, bytes).await,
+                _ => Json(WriteResult::Err(e)).into_response(),
+            }
+        }
+        Ok(r) => Json(r).into_response(),
+    }
+}
+
+/// Relays `resp` (status, content type, body); `broken` answers when its
+/// body is lost.
+async fn relay(resp: reqwest::Response, broken: impl FnOnce(String) -> HttpResponse) -> HttpResponse {
+    let status = StatusCode::from_u16(resp.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
+    let ctype = resp.headers().get(header::CONTENT_TYPE).cloned();
+    match resp.bytes().await {
+        Ok(b) => {
+            let mut r = (status, b).into_response();
+            if let Some(c) = ctype {
+                r.headers_mut().insert(header::CONTENT_TYPE, c);
+            }
+            r
+        }
+        Err(e) => broken(e.to_string()),
+    }
+}
+
+async fn forward_write(app: &App, leader: NodeId, addr: &str, body: axum::body::Bytes) -> HttpResponse {
+    let sent = app
+        .http
+        .post(format!("http://{addr}/kv/write"))
+        .header(FORWARDED, app.id.to_string())
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(body)
+        .timeout(REQUEST_TIMEOUT + Duration::from_secs(2))
+        .send()
+        .await;
+    let unknown = |e: String| {
+        text(
+            StatusCode::GATEWAY_TIMEOUT,
+            format!("outcome unknown: node {} forwarded the write to leader {leader} at {addr}: {e}", app.id),
+        )
+    };
+    match sent {
+        Ok(resp) => relay(resp, unknown).await,
+        // Nothing was sent: not applied.
+        Err(e) if e.is_connect() => text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("leader unreachable: node {} could not connect to leader {leader} at {addr}: {e}", app.id),
+        ),
+        Err(e) => unknown(e.to_string()),
+    }
+}
+
+/// `GET /kv/get` parameters.
+#[derive(Deserialize)]
+struct GetQuery {
+    key: String,
+    #[serde(default)]
+    stale: bool,
+}
+
+/// What `GET /kv/get` answers.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct GetAnswer {
+    pub key: String,
+    pub value: Option<String>,
+}
+
+async fn kv_get(State(app): State<App>, headers: HeaderMap, Query(q): Query<GetQuery>) -> HttpResponse {
+    if q.stale {
+        let value = app.sm.get(&q.key);
+        return Json(GetAnswer { key: q.key, value }).into_response();
+    }
+    let forwarded = headers.contains_key(FORWARDED);
+    let unavailable = |why: String| text(StatusCode::SERVICE_UNAVAILABLE, why);
+    let m = app.raft.metrics().borrow().clone();
+    if m.current_leader != Some(app.id) {
+        return match leader_of(&m) {
+            Some((l, addr)) if !forwarded => forward_get(&app, l, &addr, &q.key).await,
+            Some((l, _)) => unavailable(format!("no quorum: node {} is not the leader (node {l} is)", app.id)),
+            None => unavailable(format!("no quorum: node {} knows no leader", app.id)),
+        };
+    }
+    if let Some(why) = quorum_problem(&m) {
+        return unavailable(why);
+    }
+    match tokio::time::timeout(REQUEST_TIMEOUT, app.raft.ensure_linearizable()).await {
+        Err(_) => unavailable(format!(
+            "no quorum: leader {} could not confirm its leadership within {:?}",
+            app.id, REQUEST_TIMEOUT
+        )),
+        Ok(Err(e)) => match e.forward_to_leader().and_then(|f| Some((f.leader_id?, f.leader_node.clone()?))) {
+            Some((l, node)) if l != app.id && !forwarded => forward_get(&app, l, &node.addr, &q.key).await,
+            _ => unavailable(format!("no quorum: {e}")),
+        },
+        // Applied up to the read index: the value is at least as new as
+        // every write completed before this read began.
+        Ok(Ok(_)) => {
+            let value = app.sm.get(&q.key);
+            Json(GetAnswer { key: q.key, value }).into_response()
+        }
+    }
+}
+
+async fn forward_get(app: &App, leader: NodeId, addr: &str, key: &str) -> HttpResponse {
+    let unavailable = |e: String| {
+        text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("no quorum: node {} could not read through leader {leader} at {addr}: {e}", app.id),
+        )
+    };
+    let sent = app
+        .http
+        .get(format!("http://{addr}/kv/get"))
+        .query(&[("key", key)])
+        .header(FORWARDED, app.id.to_string())
+        .timeout(REQUEST_TIMEOUT + Duration::from_secs(2))
+        .send()
+        .await;
+    match sent {
+        Ok(resp) => relay(resp, unavailable).await,
+        Err(e) => unavailable(e.to_string()),
+    }
 }
 
 /// A node's applied state (`GET /kv/state`).
@@ -216,24 +621,45 @@ async fn kv_state(State(app): State<App>) -> Json<KvState> {
     Json(KvState { id: app.id, last_applied: app.sm.last_applied(), data: app.sm.dump() })
 }
 
-/// A node's log (`GET /log/ids`): the purge point and the log id of every
-/// entry after it.
+/// One page of a node's log (`GET /log/ids`): the purge point, the log
+/// ids of entries from the page's start, and where the next page starts
+/// (`None`: this page reaches the end of the log).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct LogIds {
     pub purged: Option<LogId<NodeId>>,
     pub entries: Vec<LogId<NodeId>>,
+    #[serde(default)]
+    pub next: Option<u64>,
 }
 
-async fn log_ids(State(app): State<App>) -> Result<Json<LogIds>, (axum::http::StatusCode, String)> {
+/// Entries per `/log/ids` page by default, and at most.
+pub const LOG_IDS_DEFAULT: usize = 1_000;
+pub const LOG_IDS_MAX: usize = 10_000;
+
+#[derive(Deserialize)]
+struct LogIdsQuery {
+    #[serde(default)]
+    from: u64,
+    max: Option<usize>,
+}
+
+async fn log_ids(State(app): State<App>, Query(q): Query<LogIdsQuery>) -> Result<Json<LogIds>, HttpResponse> {
     use openraft::storage::RaftLogReader;
     use openraft::RaftLogId;
     let Some(mut log) = app.log else {
-        return Err((axum::http::StatusCode::NOT_FOUND, "only the mmapkit store lists its log".into()));
+        return Err(text(StatusCode::NOT_FOUND, "only the mmapkit store lists its log".into()));
     };
-    let err = |e: openraft::StorageError<NodeId>| (axum::http::StatusCode::INTERNAL_SERVER_ERROR, e.to_string());
+    let err = |e: openraft::StorageError<NodeId>| text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string());
+    let max = q.max.unwrap_or(LOG_IDS_DEFAULT).clamp(1, LOG_IDS_MAX) as u64;
     let st = log.get_log_state().await.map_err(err)?;
-    let entries = log.try_get_log_entries(..).await.map_err(err)?;
-    Ok(Json(LogIds { purged: st.last_purged_log_id, entries: entries.iter().map(|e| *e.get_log_id()).collect() }))
+    let end = st.last_log_id.map_or(0, |l| l.index + 1);
+    let lo = q.from.max(st.last_purged_log_id.map_or(0, |p| p.index + 1));
+    let hi = lo.saturating_add(max).min(end);
+    // Bounded in bytes too (4 MiB of entries, at least one).
+    let entries = if lo < hi { log.limited_get_log_entries(lo, hi).await.map_err(err)? } else { Vec::new() };
+    let entries: Vec<_> = entries.iter().map(|e| *e.get_log_id()).collect();
+    let next = entries.last().map(|l| l.index + 1).filter(|&n| n < end);
+    Ok(Json(LogIds { purged: st.last_purged_log_id, entries, next }))
 }
 
 async fn metrics(State(app): State<App>) -> Json<RaftMetrics<NodeId, BasicNode>> {
@@ -246,7 +672,8 @@ async fn trigger_snapshot(State(app): State<App>) -> Json<bool> {
 
 // ----- network ---------------------------------------------------------
 
-/// openraft's network over HTTP: one shared reqwest client (connection pool).
+/// openraft's network over HTTP: one shared reqwest client (connection
+/// pool; the token and the local address set).
 #[derive(Clone)]
 pub struct HttpNetwork {
     http: reqwest::Client,
@@ -257,24 +684,35 @@ pub struct HttpPeer {
     http: reqwest::Client,
     target: NodeId,
     addr: String,
+    /// Serialized entry bytes per append now (see [`APPEND_BUDGET`]).
+    budget: usize,
+    /// An append call is running: still set when the next one starts if
+    /// openraft dropped it at its timeout.
+    in_flight: bool,
 }
 
 impl RaftNetworkFactory<KvConfig> for HttpNetwork {
     type Network = HttpPeer;
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> HttpPeer {
-        HttpPeer { http: self.http.clone(), target, addr: node.addr.clone() }
+        HttpPeer { http: self.http.clone(), target, addr: node.addr.clone(), budget: APPEND_BUDGET, in_flight: false }
     }
 }
 
+/// A peer answered with an HTTP error instead of openraft's JSON.
+#[derive(Debug, thiserror::Error)]
+#[error("{addr}/{route}: HTTP {status}: {body}")]
+struct PeerStatus {
+    addr: String,
+    route: String,
+    status: u16,
+    body: String,
+}
+
+type RpcResult<T, E> = Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>;
+
 impl HttpPeer {
-    async fn call<Req, Resp, E>(
-        &self,
-        route: &str,
-        req: &Req,
-        option: &RPCOption,
-    ) -> Result<Resp, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>
+    async fn call<Resp, E>(&self, route: &str, body: Vec<u8>, option: &RPCOption) -> RpcResult<Resp, E>
     where
-        Req: Serialize,
         Resp: DeserializeOwned,
         E: std::error::Error + DeserializeOwned,
     {
@@ -282,7 +720,8 @@ impl HttpPeer {
         let resp = self
             .http
             .post(url)
-            .json(req)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(body)
             .timeout(option.hard_ttl())
             .send()
             .await
@@ -293,10 +732,21 @@ impl HttpPeer {
                     RPCError::Network(NetworkError::new(&e))
                 }
             })?;
+        if !resp.status().is_success() {
+            // E.g. 401 (token) or 413: say so rather than "error decoding".
+            let status = resp.status().as_u16();
+            let body = resp.text().await.unwrap_or_default();
+            let e = PeerStatus { addr: self.addr.clone(), route: route.into(), status, body: body.trim().into() };
+            return Err(RPCError::Network(NetworkError::new(&e)));
+        }
         let res: Result<Resp, RaftError<NodeId, E>> =
             resp.json().await.map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
         res.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
     }
+}
+
+fn encode<T: Serialize>(req: &T) -> Result<Vec<u8>, NetworkError> {
+    serde_json::to_vec(req).map_err(|e| NetworkError::new(&e))
 }
 
 impl RaftNetwork<KvConfig> for HttpPeer {
@@ -305,7 +755,31 @@ impl RaftNetwork<KvConfig> for HttpPeer {
         rpc: AppendEntriesRequest<KvConfig>,
         option: RPCOption,
     ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
-        self.call("raft/append", &rpc, &option).await
+        if self.in_flight {
+            self.budget = (self.budget / 4).max(MIN_APPEND_BUDGET);
+        }
+        let n = rpc.entries.len();
+        if n > 1 {
+            // Entries that fit the budget, measured one by one (not the
+            // whole batch: openraft may offer hundreds of large ones).
+            let mut bytes = 0;
+            for (k, e) in rpc.entries.iter().enumerate() {
+                bytes += encode(e).map_err(RPCError::Network)?.len();
+                if bytes > self.budget {
+                    // openraft resends fewer entries at once.
+                    let fit = k.max(1) as u64;
+                    return Err(RPCError::PayloadTooLarge(PayloadTooLarge::new_entries_hint(fit)));
+                }
+            }
+        }
+        let body = encode(&rpc).map_err(RPCError::Network)?;
+        self.in_flight = true;
+        let r = self.call("raft/append", body, &option).await;
+        self.in_flight = false;
+        if r.is_ok() {
+            self.budget = (self.budget * 2).min(APPEND_BUDGET);
+        }
+        r
     }
 
     async fn install_snapshot(
@@ -314,7 +788,8 @@ impl RaftNetwork<KvConfig> for HttpPeer {
         option: RPCOption,
     ) -> Result<InstallSnapshotResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId, InstallSnapshotError>>>
     {
-        self.call("raft/snapshot", &rpc, &option).await
+        let body = encode(&rpc).map_err(RPCError::Network)?;
+        self.call("raft/snapshot", body, &option).await
     }
 
     async fn vote(
@@ -322,72 +797,212 @@ impl RaftNetwork<KvConfig> for HttpPeer {
         rpc: VoteRequest<NodeId>,
         option: RPCOption,
     ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
-        self.call("raft/vote", &rpc, &option).await
+        let body = encode(&rpc).map_err(RPCError::Network)?;
+        self.call("raft/vote", body, &option).await
     }
 }
 
 // ----- client ----------------------------------------------------------
 
-/// A client of the KV service: sends writes to the leader (following
-/// `ForwardToLeader` answers, trying the other nodes when one is down).
+/// A client of the KV service: sends requests to the node it believes
+/// leads (following `ForwardToLeader` answers, trying the other nodes
+/// when one is down or has no quorum; nodes also forward to the leader
+/// themselves).
 #[derive(Clone)]
 pub struct KvClient {
     http: reqwest::Client,
-    nodes: Vec<String>,
+    nodes: Arc<Vec<String>>,
     leader: Arc<Mutex<usize>>,
+    token: Option<HeaderValue>,
 }
 
-/// Why a client call failed.
+/// Why a client call failed. `TooLarge`, `Unauthorized` and `Rejected`
+/// mean the write was not applied; `Unknown` that it may or may not have
+/// been. `Timeout` means not applied for a `Cas`; a `Set` or `Delete`
+/// retried after an attempt of unknown outcome may have been (see
+/// [`KvClient::write`]).
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    #[error("no leader accepted the write within {0:?} (last error: {1})")]
+    #[error("no nodes given (pass at least one HOST:PORT)")]
+    NoNodes,
+    #[error("bad token: {0}")]
+    BadToken(String),
+    #[error("http client: {0}")]
+    Http(String),
+    #[error("no leader answered within {0:?} (last error: {1})")]
     Timeout(Duration, String),
+    /// `413`: the command exceeds the server's limit (not applied).
+    #[error("too large: {0}")]
+    TooLarge(String),
+    /// `401`: no or a wrong token (not applied).
+    #[error("unauthorized: {0}")]
+    Unauthorized(String),
+    /// Another `4xx` (not applied).
+    #[error("refused with HTTP {0}: {1}")]
+    Rejected(u16, String),
+    /// The request was sent and its answer lost (timeout, connection
+    /// lost, `504`): the write may or may not take effect.
+    #[error("outcome unknown: {0}")]
+    Unknown(String),
+}
+
+/// One attempt's failure inside the retry loops.
+enum Attempt {
+    /// Not applied; try again (maybe elsewhere).
+    Retry(String),
+    /// Sent, answer lost.
+    Unknown(String),
+    Fatal(ClientError),
 }
 
 impl KvClient {
-    /// A client of the nodes at `addrs` (`host:port`).
-    pub fn new(addrs: impl IntoIterator<Item = String>) -> KvClient {
-        KvClient { http: reqwest::Client::new(), nodes: addrs.into_iter().collect(), leader: Arc::new(Mutex::new(0)) }
+    /// A client of the nodes at `addrs` (`host:port`); fails on none.
+    pub fn new(addrs: impl IntoIterator<Item = String>) -> Result<KvClient, ClientError> {
+        let nodes: Vec<String> = addrs.into_iter().filter(|a| !a.trim().is_empty()).collect();
+        if nodes.is_empty() {
+            return Err(ClientError::NoNodes);
+        }
+        let http = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .build()
+            .map_err(|e| ClientError::Http(e.to_string()))?;
+        Ok(KvClient { http, nodes: Arc::new(nodes), leader: Arc::new(Mutex::new(0)), token: None })
+    }
+
+    /// Sends `Authorization: Bearer TOKEN` with every request.
+    pub fn with_token(mut self, token: Option<&str>) -> Result<KvClient, ClientError> {
+        self.token = token.map(bearer_value).transpose().map_err(ClientError::BadToken)?;
+        Ok(self)
+    }
+
+    fn request(&self, method: reqwest::Method, url: String) -> reqwest::RequestBuilder {
+        let r = self.http.request(method, url).timeout(REQUEST_TIMEOUT + Duration::from_secs(4));
+        match &self.token {
+            Some(t) => r.header(header::AUTHORIZATION, t.clone()),
+            None => r,
+        }
+    }
+
+    fn current(&self) -> usize {
+        *self.leader.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Writes through the leader; returns once the entry is committed and
-    /// applied, with its log id and the previous value. Retries for up to
-    /// `patience` while there is no leader (an election).
+    /// applied, with its log id and the command's [`Response`]. Retries
+    /// for up to `patience` while the write was certainly not applied
+    /// (no leader, no quorum, a node down). After an attempt of unknown
+    /// outcome it retries `Set` and `Delete` (idempotent on the state) but
+    /// returns [`ClientError::Unknown`] for `Cas`.
     pub async fn write(&self, req: &Request, patience: Duration) -> Result<(LogId<NodeId>, Response), ClientError> {
         let deadline = Instant::now() + patience;
+        let retry_unknown = !matches!(req, Request::Cas { .. });
         let mut last_err = String::new();
         while Instant::now() < deadline {
-            let k = *self.leader.lock().unwrap_or_else(|e| e.into_inner());
+            let k = self.current();
             let url = format!("http://{}/kv/write", self.nodes[k]);
-            let sent = self.http.post(url).json(req).timeout(Duration::from_secs(5)).send().await;
-            let answer: Result<WriteResult, String> = match sent {
-                Ok(r) => r.json().await.map_err(|e| e.to_string()),
-                Err(e) => Err(e.to_string()),
-            };
-            match answer {
-                Ok(Ok(r)) => return Ok((r.log_id, r.data)),
-                Ok(Err(e)) => {
-                    last_err = e.to_string();
-                    let next = e
-                        .forward_to_leader()
-                        .and_then(|f| f.leader_node.as_ref())
-                        .and_then(|n| self.nodes.iter().position(|a| *a == n.addr));
-                    match next {
-                        Some(i) => *self.leader.lock().unwrap_or_else(|e| e.into_inner()) = i,
-                        None => {
-                            self.rotate(k);
-                            tokio::time::sleep(Duration::from_millis(50)).await;
-                        }
-                    }
-                }
-                Err(e) => {
+            match self.write_once(k, url, req).await {
+                Ok(r) => return Ok(r),
+                Err(Attempt::Fatal(e)) => return Err(e),
+                Err(Attempt::Unknown(e)) if !retry_unknown => return Err(ClientError::Unknown(e)),
+                Err(Attempt::Retry(e) | Attempt::Unknown(e)) => {
                     last_err = e;
-                    self.rotate(k);
-                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    if self.current() == k {
+                        self.rotate(k);
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
                 }
             }
         }
         Err(ClientError::Timeout(patience, last_err))
+    }
+
+    async fn write_once(&self, k: usize, url: String, req: &Request) -> Result<(LogId<NodeId>, Response), Attempt> {
+        let resp = match self.request(reqwest::Method::POST, url).json(req).send().await {
+            Ok(r) => r,
+            Err(e) if e.is_connect() => return Err(Attempt::Retry(e.to_string())),
+            Err(e) => return Err(Attempt::Unknown(e.to_string())),
+        };
+        let status = resp.status();
+        if status.is_success() {
+            let answer: WriteResult = resp.json().await.map_err(|e| Attempt::Unknown(e.to_string()))?;
+            return match answer {
+                Ok(r) => Ok((r.log_id, r.data)),
+                Err(e) if e.forward_to_leader().is_none() => Err(Attempt::Unknown(e.to_string())),
+                Err(e) => {
+                    // Not applied: follow the hint when it names a known node.
+                    let next = e
+                        .forward_to_leader()
+                        .and_then(|f| f.leader_node.as_ref())
+                        .and_then(|n| self.nodes.iter().position(|a| *a == n.addr));
+                    if let Some(i) = next.filter(|&i| i != k) {
+                        *self.leader.lock().unwrap_or_else(|e| e.into_inner()) = i;
+                    }
+                    Err(Attempt::Retry(e.to_string()))
+                }
+            };
+        }
+        let body = resp.text().await.unwrap_or_default().trim().to_owned();
+        Err(match status {
+            StatusCode::PAYLOAD_TOO_LARGE => Attempt::Fatal(ClientError::TooLarge(body)),
+            StatusCode::UNAUTHORIZED => Attempt::Fatal(ClientError::Unauthorized(body)),
+            StatusCode::SERVICE_UNAVAILABLE => Attempt::Retry(body),
+            s if s.is_client_error() => Attempt::Fatal(ClientError::Rejected(s.as_u16(), body)),
+            _ => Attempt::Unknown(format!("HTTP {status}: {body}")),
+        })
+    }
+
+    /// A linearizable read of `key` (through any node; nodes forward to
+    /// the leader). Retries for up to `patience`.
+    pub async fn get(&self, key: &str, patience: Duration) -> Result<Option<String>, ClientError> {
+        let deadline = Instant::now() + patience;
+        let mut last_err = String::new();
+        while Instant::now() < deadline {
+            let k = self.current();
+            let url = format!("http://{}/kv/get", self.nodes[k]);
+            match self.get_at(url, key, false).await {
+                Ok(v) => return Ok(v),
+                Err(Attempt::Fatal(e)) => return Err(e),
+                Err(Attempt::Retry(e) | Attempt::Unknown(e)) => {
+                    last_err = e;
+                    self.rotate(k);
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+        Err(ClientError::Timeout(patience, last_err))
+    }
+
+    /// The value of `key` in the state machine of the node at `addr`,
+    /// unchecked (may be stale).
+    pub async fn get_stale(&self, addr: &str, key: &str) -> Result<Option<String>, ClientError> {
+        self.get_at(format!("http://{addr}/kv/get"), key, true).await.map_err(|e| match e {
+            Attempt::Fatal(e) => e,
+            Attempt::Retry(e) | Attempt::Unknown(e) => ClientError::Http(e),
+        })
+    }
+
+    async fn get_at(&self, url: String, key: &str, stale: bool) -> Result<Option<String>, Attempt> {
+        let mut q = vec![("key", key)];
+        if stale {
+            q.push(("stale", "true"));
+        }
+        let resp = self
+            .request(reqwest::Method::GET, url)
+            .query(&q)
+            .send()
+            .await
+            .map_err(|e| Attempt::Retry(e.to_string()))?;
+        let status = resp.status();
+        if status.is_success() {
+            let a: GetAnswer = resp.json().await.map_err(|e| Attempt::Retry(e.to_string()))?;
+            return Ok(a.value);
+        }
+        let body = resp.text().await.unwrap_or_default().trim().to_owned();
+        Err(match status {
+            StatusCode::UNAUTHORIZED => Attempt::Fatal(ClientError::Unauthorized(body)),
+            s if s.is_client_error() => Attempt::Fatal(ClientError::Rejected(s.as_u16(), body)),
+            _ => Attempt::Retry(format!("HTTP {status}: {body}")),
+        })
     }
 
     fn rotate(&self, from: usize) {
@@ -399,14 +1014,15 @@ impl KvClient {
 
     async fn get_json<T: DeserializeOwned>(&self, addr: &str, route: &str) -> Result<T, String> {
         let r = self
-            .http
-            .get(format!("http://{addr}/{route}"))
+            .request(reqwest::Method::GET, format!("http://{addr}/{route}"))
             .timeout(Duration::from_secs(5))
             .send()
             .await
             .map_err(|e| e.to_string())?;
         if !r.status().is_success() {
-            return Err(format!("{addr}/{route}: HTTP {}", r.status()));
+            let status = r.status();
+            let body = r.text().await.unwrap_or_default();
+            return Err(format!("{addr}/{route}: HTTP {status}: {}", body.trim()));
         }
         r.json().await.map_err(|e| e.to_string())
     }
@@ -416,9 +1032,20 @@ impl KvClient {
         self.get_json(addr, "kv/state").await
     }
 
-    /// A node's log ids.
+    /// One page of a node's log ids: from raft index `from`, at most `max`.
+    pub async fn log_ids_page(&self, addr: &str, from: u64, max: usize) -> Result<LogIds, String> {
+        self.get_json(addr, &format!("log/ids?from={from}&max={max}")).await
+    }
+
+    /// A node's whole log (every page).
     pub async fn log_ids(&self, addr: &str) -> Result<LogIds, String> {
-        self.get_json(addr, "log/ids").await
+        let mut all = self.log_ids_page(addr, 0, LOG_IDS_MAX).await?;
+        while let Some(from) = all.next {
+            let page = self.log_ids_page(addr, from, LOG_IDS_MAX).await?;
+            all.entries.extend(page.entries);
+            all.next = page.next;
+        }
+        Ok(all)
     }
 
     /// A node's openraft metrics.
@@ -431,12 +1058,16 @@ impl KvClient {
         let members: BTreeMap<NodeId, BasicNode> =
             nodes.iter().map(|(id, a)| (*id, BasicNode { addr: a.clone() })).collect();
         let r = self
-            .http
-            .post(format!("http://{addr}/cluster/init"))
+            .request(reqwest::Method::POST, format!("http://{addr}/cluster/init"))
             .json(&members)
             .send()
             .await
             .map_err(|e| e.to_string())?;
+        if !r.status().is_success() {
+            let status = r.status();
+            let body = r.text().await.unwrap_or_default();
+            return Err(format!("{addr}/cluster/init: HTTP {status}: {}", body.trim()));
+        }
         let res: Result<(), RaftError<NodeId, InitializeError<NodeId, BasicNode>>> =
             r.json().await.map_err(|e| e.to_string())?;
         res.map_err(|e| e.to_string())

@@ -1,7 +1,9 @@
 //! Three `mmapkit-kv` processes on loopback (ports chosen free at run
 //! time), killed with SIGKILL and restarted on the same directories:
 //! no acknowledged write is ever lost, and the nodes end with identical
-//! logs and identical state.
+//! logs and identical state. Also: large values and snapshots, the
+//! token, paged log listing, a leader without quorum, linearizable reads,
+//! compare-and-set, forwarding, and peers' source addresses.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -10,7 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use mmapkit_raft::kv::Request;
-use mmapkit_raft::node::KvClient;
+use mmapkit_raft::node::{ClientError, KvClient};
 
 struct Proc {
     id: u64,
@@ -33,6 +35,9 @@ impl Proc {
         let mut line = String::new();
         BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("read");
         assert!(line.contains("listening on"), "node {} said {line:?}", self.id);
+        // First start on port 0: the node says which port it got (no race
+        // for a port picked beforehand); restarts reuse it.
+        self.addr = line.trim().rsplit(' ').next().unwrap().to_owned();
         self.child = Some(child);
     }
 
@@ -52,9 +57,6 @@ impl Drop for Proc {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
 
 struct Cluster {
     _tmp: tempfile::TempDir,
@@ -67,11 +69,20 @@ struct Cluster {
 
 impl Cluster {
     fn start(extra: &[&str]) -> Cluster {
+        Cluster::start_with(extra, None)
+    }
+
+    /// Nodes started with `--token` when `token` is given (the client sends it).
+    fn start_with(extra: &[&str], token: Option<&str>) -> Cluster {
+        let mut extra: Vec<&str> = extra.to_vec();
+        if let Some(t) = token {
+            extra.extend(["--token", t]);
+        }
         let tmp = tempfile::tempdir().unwrap();
         let mut nodes: Vec<Proc> = (1..=3)
             .map(|id| Proc {
                 id,
-                addr: format!("127.0.0.1:{}", free_port()),
+                addr: "127.0.0.1:0".into(),
                 dir: tmp.path().join(format!("n{id}")),
                 args: extra.iter().map(|s| s.to_string()).collect(),
                 child: None,
@@ -80,7 +91,7 @@ impl Cluster {
         for n in &mut nodes {
             n.spawn();
         }
-        let client = KvClient::new(nodes.iter().map(|n| n.addr.clone()));
+        let client = KvClient::new(nodes.iter().map(|n| n.addr.clone())).unwrap().with_token(token).unwrap();
         let rt = tokio::runtime::Runtime::new().unwrap();
         let members: BTreeMap<u64, String> = nodes.iter().map(|n| (n.id, n.addr.clone())).collect();
         rt.block_on(client.init(&nodes[0].addr, &members)).expect("init");
@@ -218,4 +229,360 @@ fn a_follower_far_behind_a_purge_catches_up_by_snapshot() {
     assert!(m.snapshot.is_some_and(|s| s.index > 20), "follower caught up without a snapshot: {:?}", m.snapshot);
     let ids = c.rt.block_on(c.client.log_ids(&faddr)).unwrap();
     assert!(ids.purged.is_some(), "the installed snapshot purges the follower's log");
+}
+
+impl Cluster {
+    fn follower(&self) -> u64 {
+        let leader = self.leader();
+        (1..=3).find(|&i| i != leader).unwrap()
+    }
+
+    fn addr(&self, id: u64) -> String {
+        self.nodes.iter().find(|n| n.id == id).unwrap().addr.clone()
+    }
+
+    /// Writes `n` values of `size` bytes under keys `{tag}{i}`.
+    fn write_large(&mut self, tag: &str, n: usize, size: usize) {
+        for i in 0..n {
+            let (key, value) = (format!("{tag}{i:03}"), format!("{i:03}{}", "x".repeat(size - 3)));
+            let req = Request::Set { key: key.clone(), value: value.clone() };
+            self.rt
+                .block_on(self.client.write(&req, Duration::from_secs(60)))
+                .unwrap_or_else(|e| panic!("write {key}: {e}"));
+            self.acked.insert(key, value);
+        }
+    }
+
+    /// Waits until the leader's log is purged past `index`.
+    fn wait_purged_past(&self, index: u64) {
+        let laddr = self.addr(self.leader());
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let ids = self.rt.block_on(self.client.log_ids_page(&laddr, 0, 1)).unwrap();
+            if ids.purged.is_some_and(|p| p.index > index) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "the leader never purged: {:?}", ids.purged);
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// A plain HTTP client (no token unless given).
+fn raw(rt: &tokio::runtime::Runtime, method: &str, url: &str, auth: Option<&str>, body: Option<&str>) -> (u16, String) {
+    let http = reqwest::Client::new();
+    let mut r = http.request(method.parse().unwrap(), url).timeout(Duration::from_secs(30));
+    if let Some(a) = auth {
+        r = r.header("authorization", a);
+    }
+    if let Some(b) = body {
+        r = r.header("content-type", "application/json").body(b.to_owned());
+    }
+    rt.block_on(async {
+        let resp = r.send().await.unwrap_or_else(|e| panic!("{method} {url}: {e}"));
+        let status = resp.status().as_u16();
+        (status, resp.text().await.unwrap_or_default())
+    })
+}
+
+// Defect 9: bodies over axum's default 2 MB.
+
+#[test]
+fn large_values_reach_a_follower_that_was_killed_and_restarted() {
+    // 40 values of 100 KB written while the follower is down: catching up
+    // takes several appends of ~1 MiB, never one 4 MB body.
+    let mut c = Cluster::start(&[]);
+    c.write(0..10, "a");
+    let follower = c.follower();
+    c.node(follower).kill();
+    c.write_large("big", 40, 100_000);
+    c.node(follower).spawn();
+    c.write(10..20, "b");
+    c.converged(true);
+}
+
+#[test]
+fn a_snapshot_larger_than_two_megabytes_installs_on_a_lagging_follower() {
+    // 2.4 MB of values (~8 MB as JSON numbers): sent in chunks.
+    let mut c = Cluster::start(&["--snapshot-every", "20", "--keep", "0"]);
+    c.write(0..5, "a");
+    let follower = c.follower();
+    c.node(follower).kill();
+    c.write_large("big", 40, 60_000);
+    c.wait_purged_past(10);
+    c.node(follower).spawn();
+    c.converged(false);
+    let faddr = c.addr(follower);
+    let m = c.rt.block_on(c.client.metrics(&faddr)).unwrap();
+    assert!(m.snapshot.is_some_and(|s| s.index > 10), "follower caught up without a snapshot: {:?}", m.snapshot);
+}
+
+#[test]
+fn a_3_mb_value_is_written_and_an_oversized_one_gets_a_clear_413() {
+    let mut c = Cluster::start(&[]);
+    c.write_large("three-mb", 1, 3_000_000);
+    let req = Request::Set { key: "huge".into(), value: "y".repeat(5_000_000) };
+    match c.rt.block_on(c.client.write(&req, Duration::from_secs(30))) {
+        Err(ClientError::TooLarge(msg)) => {
+            // Names the size and the limit.
+            assert!(msg.contains("5000") && msg.contains(&(4u64 << 20).to_string()), "{msg}");
+        }
+        other => panic!("expected TooLarge, got {other:?}"),
+    }
+    c.converged(true);
+    // A smaller configured limit.
+    let c2 = Cluster::start(&["--max-value-bytes", "1000"]);
+    let req = Request::Set { key: "k".into(), value: "z".repeat(100_000) };
+    let r = c2.rt.block_on(c2.client.write(&req, Duration::from_secs(30)));
+    assert!(matches!(&r, Err(ClientError::TooLarge(m)) if m.contains("--max-value-bytes 1000")), "{r:?}");
+}
+
+// Defect 10: authentication, bounded listings, bad arguments, no quorum.
+
+#[test]
+fn every_endpoint_requires_the_token() {
+    let mut c = Cluster::start_with(&[], Some("s3cret-T0ken"));
+    c.write(0..5, "a");
+    let a = c.addr(c.leader());
+    let endpoints = [
+        ("POST", "raft/append", "{}"),
+        ("POST", "raft/vote", "{}"),
+        ("POST", "raft/snapshot", "{}"),
+        ("POST", "cluster/init", "{}"),
+        ("POST", "admin/snapshot", ""),
+        ("POST", "kv/write", r#"{"Set":{"key":"evil","value":"x"}}"#),
+        ("GET", "kv/get?key=key00001", ""),
+        ("GET", "kv/get?key=key00001&stale=true", ""),
+        ("GET", "kv/state", ""),
+        ("GET", "log/ids", ""),
+        ("GET", "metrics", ""),
+    ];
+    for (m, route, body) in endpoints {
+        let url = format!("http://{a}/{route}");
+        for auth in [None, Some("Bearer wrong"), Some("Basic s3cret-T0ken"), Some("Bearer s3cret-T0ke")] {
+            let (status, text) = raw(&c.rt, m, &url, auth, Some(body));
+            assert_eq!(status, 401, "{m} /{route} with {auth:?}: {text}");
+        }
+    }
+    // The scheme in any case.
+    let (status, text) = raw(&c.rt, "GET", &format!("http://{a}/kv/get?key=key00001"), Some("bEaReR s3cret-T0ken"), None);
+    assert_eq!((status, text.as_str()), (200, r#"{"key":"key00001","value":"a-1"}"#));
+    // Clients without it or with a wrong one are told so.
+    let anon = KvClient::new([a.clone()]).unwrap();
+    let req = Request::Set { key: "evil".into(), value: "x".into() };
+    let r = c.rt.block_on(anon.write(&req, Duration::from_secs(10)));
+    assert!(matches!(r, Err(ClientError::Unauthorized(_))), "{r:?}");
+    let wrong = KvClient::new([a]).unwrap().with_token(Some("nope")).unwrap();
+    let r = c.rt.block_on(wrong.get("key00001", Duration::from_secs(10)));
+    assert!(matches!(r, Err(ClientError::Unauthorized(_))), "{r:?}");
+    c.converged(true);
+}
+
+#[test]
+fn bad_arguments_fail_with_clear_errors_not_panics() {
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_mmapkit-kv"))
+            .args(args)
+            .env_remove("MMAPKIT_KV_TOKEN")
+            .output()
+            .expect("run mmapkit-kv");
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        (out.status.code(), err)
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("n").display().to_string();
+    let (code, err) = run(&["load", "--writes", "1"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("no nodes given"), "{err}");
+    let (code, err) = run(&["serve", "--id", "1", "--dir", &dir, "--bind", "0.0.0.0:0"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("without a token"), "{err}");
+    for bad in ["a b", "tab\tbed", "é", ""] {
+        let (code, err) = run(&["serve", "--id", "1", "--dir", &dir, "--token", bad]);
+        assert_eq!(code, Some(2), "token {bad:?}: {err}");
+        assert!(err.contains("token"), "{err}");
+    }
+    let (code, err) = run(&["get", "--nodes", "127.0.0.1:1", "--token", "a\u{7f}", "k"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("bad token"), "{err}");
+    let (code, err) = run(&["serve", "--id", "1", "--dir", &dir, "--max-value-bytes", "0"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("at least 1 byte"), "{err}");
+    assert!(KvClient::new(Vec::<String>::new()).is_err());
+}
+
+#[test]
+fn log_ids_are_paged() {
+    let mut c = Cluster::start(&[]);
+    c.write(0..30, "a");
+    let a = c.addr(c.leader());
+    let page = c.rt.block_on(c.client.log_ids_page(&a, 0, 10)).unwrap();
+    assert_eq!(page.entries.iter().map(|e| e.index).collect::<Vec<_>>(), (0..10).collect::<Vec<_>>());
+    assert_eq!(page.next, Some(10));
+    let page = c.rt.block_on(c.client.log_ids_page(&a, 25, 1_000_000)).unwrap();
+    assert_eq!(page.entries.first().map(|e| e.index), Some(25));
+    assert_eq!(page.next, None);
+    // Without parameters: the first page, of the default size.
+    let (status, text) = raw(&c.rt, "GET", &format!("http://{a}/log/ids"), None, None);
+    assert_eq!(status, 200);
+    assert!(text.contains(r#""next":null"#), "{text}");
+    let all = c.rt.block_on(c.client.log_ids(&a)).unwrap();
+    assert!(all.entries.len() >= 31, "{}", all.entries.len());
+}
+
+#[test]
+fn a_leader_without_quorum_fails_writes_and_reads_promptly() {
+    let mut c = Cluster::start(&[]);
+    c.write(0..5, "a");
+    let leader = c.leader();
+    for f in (1..=3).filter(|&i| i != leader).collect::<Vec<_>>() {
+        c.node(f).kill();
+    }
+    let a = c.addr(leader);
+    let write = format!("http://{a}/kv/write");
+    // Answered (503: not applied, or 504: unknown) instead of hanging
+    // until the client gives up.
+    let (status, text) = raw(&c.rt, "POST", &write, None, Some(r#"{"Set":{"key":"k","value":"v"}}"#));
+    assert!((status == 503 || status == 504) && text.contains("no quorum"), "{status} {text}");
+    // Once the leader knows, it refuses up front: certainly not applied.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (status, text) = raw(&c.rt, "POST", &write, None, Some(r#"{"Cas":{"key":"k","expected":null,"value":"v"}}"#));
+        assert!(text.contains("no quorum"), "{status} {text}");
+        if status == 503 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "still {status} {text}");
+    }
+    let (status, text) = raw(&c.rt, "GET", &format!("http://{a}/kv/get?key=key00001"), None, None);
+    assert_eq!(status, 503, "{text}");
+    assert!(text.starts_with("no quorum"), "{text}");
+    // The explicitly stale read still answers.
+    let (status, text) = raw(&c.rt, "GET", &format!("http://{a}/kv/get?key=key00001&stale=true"), None, None);
+    assert_eq!((status, text.as_str()), (200, r#"{"key":"key00001","value":"a-1"}"#));
+    // The client reports it, and a Cas whose outcome is unknown is not retried.
+    let lone = KvClient::new([a]).unwrap();
+    let r = c.rt.block_on(lone.write(&Request::Delete { key: "k".into() }, Duration::from_secs(2)));
+    assert!(matches!(&r, Err(ClientError::Timeout(_, e)) if e.contains("no quorum")), "{r:?}");
+}
+
+// Defect 13: linearizable reads, compare-and-set, forwarding.
+
+#[test]
+fn reads_through_any_node_see_every_completed_write_and_cas_is_atomic() {
+    let c = Cluster::start(&[]);
+    let leader = c.leader();
+    let follower = c.follower();
+    let addrs: Vec<String> = (1..=3).map(|i| c.addr(i)).collect();
+    // One client per node (no failover): followers forward writes and reads.
+    let at = |a: &String| KvClient::new([a.clone()]).unwrap();
+    let (fc, lc) = (at(&c.addr(follower)), at(&c.addr(leader)));
+    let t = Duration::from_secs(30);
+    for i in 0..40 {
+        let (w, r) = (&addrs[i % 3], &addrs[(i + 1) % 3]);
+        let v = format!("v{i}");
+        c.rt.block_on(at(w).write(&Request::Set { key: "x".into(), value: v.clone() }, t)).unwrap();
+        assert_eq!(c.rt.block_on(at(r).get("x", t)).unwrap(), Some(v), "read {i} through {r}");
+    }
+    let cas = |cl: &KvClient, expected: Option<&str>, value: Option<&str>| {
+        let req = Request::Cas {
+            key: "c".into(),
+            expected: expected.map(str::to_owned),
+            value: value.map(str::to_owned),
+        };
+        let (_, r) = c.rt.block_on(cl.write(&req, t)).unwrap();
+        (r.ok, r.previous)
+    };
+    assert_eq!(cas(&fc, Some("a"), Some("b")), (false, None));
+    assert_eq!(cas(&fc, None, Some("a")), (true, None));
+    assert_eq!(cas(&lc, None, Some("z")), (false, Some("a".into())));
+    assert_eq!(cas(&lc, Some("a"), Some("b")), (true, Some("a".into())));
+    assert_eq!(c.rt.block_on(fc.get("c", t)).unwrap(), Some("b".into()));
+    assert_eq!(cas(&fc, Some("b"), None), (true, Some("b".into())));
+    assert_eq!(c.rt.block_on(fc.get("c", t)).unwrap(), None);
+    // The raw API on a follower: forwarded, the leader's answer relayed.
+    let fa = c.addr(follower);
+    let (status, text) = raw(&c.rt, "POST", &format!("http://{fa}/kv/write"), None, Some(r#"{"Cas":{"key":"c","expected":null,"value":"q"}}"#));
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains(r#""data":{"previous":null,"ok":true}"#), "{text}");
+    let (status, text) = raw(&c.rt, "GET", &format!("http://{fa}/kv/get?key=c"), None, None);
+    assert_eq!((status, text.as_str()), (200, r#"{"key":"c","value":"q"}"#));
+    let (status, text) = raw(&c.rt, "POST", &format!("http://{fa}/kv/write"), None, Some("{not json"));
+    assert_eq!(status, 400, "{text}");
+}
+
+/// A TCP proxy on 127.0.0.1 to `target` that records where its
+/// connections come from.
+fn proxy(target: String) -> (String, std::sync::Arc<std::sync::Mutex<Vec<std::net::IpAddr>>>) {
+    use std::net::{Shutdown, TcpListener, TcpStream};
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let s = seen.clone();
+    std::thread::spawn(move || {
+        for c in l.incoming().flatten() {
+            if let Ok(p) = c.peer_addr() {
+                s.lock().unwrap().push(p.ip());
+            }
+            let Ok(up) = TcpStream::connect(&target) else { continue };
+            let (c2, up2) = (c.try_clone().unwrap(), up.try_clone().unwrap());
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut &c, &mut &up);
+                let _ = up.shutdown(Shutdown::Write);
+            });
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut &up2, &mut &c2);
+                let _ = c2.shutdown(Shutdown::Write);
+            });
+        }
+    });
+    (addr, seen)
+}
+
+#[test]
+fn peers_connect_from_the_ip_they_bind_through_proxies() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ip = |id: u64| format!("127.0.0.{}", 10 + id);
+    let mut nodes: Vec<Proc> = (1..=3)
+        .map(|id| Proc {
+            id,
+            addr: format!("{}:0", ip(id)),
+            dir: tmp.path().join(format!("n{id}")),
+            args: Vec::new(),
+            child: None,
+        })
+        .collect();
+    for n in &mut nodes {
+        n.spawn();
+    }
+    let proxies: Vec<_> = nodes.iter().map(|n| proxy(n.addr.clone())).collect();
+    let members: BTreeMap<u64, String> = nodes.iter().zip(&proxies).map(|(n, p)| (n.id, p.0.clone())).collect();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = KvClient::new(nodes.iter().map(|n| n.addr.clone())).unwrap();
+    rt.block_on(client.init(&nodes[0].addr, &members)).expect("init");
+    let t = Duration::from_secs(30);
+    rt.block_on(client.write(&Request::Set { key: "k".into(), value: "v".into() }, t)).unwrap();
+    // A write through each node: the followers forward theirs to the
+    // leader (through its proxy), the leader replicates to theirs.
+    for n in &nodes {
+        let one = KvClient::new([n.addr.clone()]).unwrap();
+        rt.block_on(one.write(&Request::Set { key: format!("k{}", n.id), value: "v".into() }, t)).unwrap();
+    }
+    // Every node's connections to its peers' proxies come from its own IP.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let seen: Vec<Vec<std::net::IpAddr>> = proxies.iter().map(|p| p.1.lock().unwrap().clone()).collect();
+        for s in &seen {
+            for a in s {
+                assert!((11..=13).any(|i| a.to_string() == format!("127.0.0.{i}")), "a peer connected from {a}");
+            }
+        }
+        let from = |id: u64| seen.iter().flatten().filter(|a| a.to_string() == ip(id)).count();
+        if (1..=3).all(|id| from(id) > 0) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "connections seen: {seen:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }

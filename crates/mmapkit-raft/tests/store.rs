@@ -173,3 +173,84 @@ fn readers_racing_purges_truncations_and_appends_see_whole_contiguous_ranges() {
         assert!(r.join().unwrap() > 0);
     }
 }
+
+/// Defect 11: every call that fsyncs, renames or removes directories runs
+/// off the async worker. On a current-thread runtime whose blocking pool
+/// is one thread, kept busy by a gate that only an async task opens: work
+/// moved to the pool waits behind the gate, so the call must yield and
+/// let that task run; work done inline finishes before the task runs.
+#[test]
+fn storage_io_runs_off_the_async_workers() {
+    use mmapkit_raft::kv::KvStateMachine;
+    use openraft::storage::{RaftSnapshotBuilder, RaftStateMachine};
+    use std::collections::BTreeMap;
+
+    /// Runs `f` behind the gate; whether the gate's opener ran meanwhile.
+    async fn gated<T>(f: impl std::future::Future<Output = T>) -> (T, bool) {
+        let (open, opened) = std::sync::mpsc::channel::<()>();
+        let gate = tokio::task::spawn_blocking(move || {
+            let _ = opened.recv();
+        });
+        let opener = tokio::spawn(async move {
+            let _ = open.send(());
+        });
+        let out = f.await;
+        let ran = opener.is_finished();
+        opener.await.unwrap();
+        gate.await.unwrap();
+        (out, ran)
+    }
+
+    let d = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().max_blocking_threads(1).enable_all().build().unwrap();
+    let yielded: BTreeMap<&str, bool> = rt.block_on(async {
+        let mut s = Store::open(d.path().join("log"), small()).unwrap();
+        let mut sm = KvStateMachine::open(d.path().join("sm")).unwrap();
+        let mut yielded = BTreeMap::new();
+        let mut note = |op: &'static str, ran: bool| {
+            *yielded.entry(op).or_insert(true) &= ran;
+        };
+        let mut next = 0u64;
+        for round in 0..3u64 {
+            let (r, ran) = gated(s.save_vote(&Vote::new_committed(round + 1, 1))).await;
+            r.unwrap();
+            note("save_vote", ran);
+            let (r, ran) = gated(s.blocking_append((next..next + 20).map(|i| blank(1, i)))).await;
+            r.unwrap();
+            note("append", ran);
+            let (r, ran) = gated(s.truncate(id(1, next + 15))).await;
+            r.unwrap();
+            note("truncate", ran);
+            let (r, ran) = gated(s.purge(id(1, next + 5))).await;
+            r.unwrap();
+            note("purge", ran);
+            next += 15;
+            let mut builder = sm.get_snapshot_builder().await;
+            let (snap, ran) = gated(builder.build_snapshot()).await;
+            let snap = snap.unwrap();
+            note("build_snapshot", ran);
+            let (r, ran) = gated(sm.install_snapshot(&snap.meta, snap.snapshot)).await;
+            r.unwrap();
+            note("install_snapshot", ran);
+            let (r, ran) = gated(sm.get_current_snapshot()).await;
+            assert!(r.unwrap().is_some());
+            note("get_current_snapshot", ran);
+        }
+        // Past the end: a new log generation, the old one removed.
+        let (r, ran) = gated(s.purge(id(1, next + 100))).await;
+        r.unwrap();
+        note("purge", ran);
+        yielded
+    });
+    assert_eq!(yielded.len(), 7);
+    for (op, ran) in &yielded {
+        assert!(*ran, "{op} ran its disk I/O on the async worker ({yielded:?})");
+    }
+}
+
+/// Entries written before `Cas` existed carry no `ok`: they took effect.
+#[test]
+fn a_response_without_ok_reads_as_ok() {
+    let r: mmapkit_raft::kv::Response = serde_json::from_str(r#"{"previous":"x"}"#).unwrap();
+    assert_eq!(r, mmapkit_raft::kv::Response { previous: Some("x".into()), ok: true });
+}

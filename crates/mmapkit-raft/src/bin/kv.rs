@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
 use mmapkit_raft::kv::Request;
-use mmapkit_raft::node::{KvClient, Node, NodeOptions, StoreKind};
+use mmapkit_raft::node::{KvClient, Node, NodeOptions, StoreKind, DEFAULT_MAX_VALUE_BYTES};
+
+const TOKEN_ENV: &str = "MMAPKIT_KV_TOKEN";
 
 #[derive(Parser)]
 #[command(name = "mmapkit-kv", version, about = "A replicated key-value service on openraft and mmapkit's commit log",
@@ -19,7 +21,11 @@ use mmapkit_raft::node::{KvClient, Node, NodeOptions, StoreKind};
     mmapkit-kv serve --id 2 --dir n2 --bind 127.0.0.1:7002 &\n  \
     mmapkit-kv serve --id 3 --dir n3 --bind 127.0.0.1:7003 &\n  \
     mmapkit-kv init --nodes 1=127.0.0.1:7001,2=127.0.0.1:7002,3=127.0.0.1:7003\n  \
-    mmapkit-kv load --nodes 127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003 --clients 16 --writes 1000")]
+    mmapkit-kv load --nodes 127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003 --clients 16 --writes 1000\n  \
+    mmapkit-kv put --nodes 127.0.0.1:7001 greeting hello\n  \
+    mmapkit-kv get --nodes 127.0.0.1:7002 greeting\n\n\
+    Off loopback every node needs a bearer token (--token or $MMAPKIT_KV_TOKEN), which peers and \
+    clients send; `init`, `load`, `get`, `put` and `cas` take the same flag and variable.")]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -46,11 +52,70 @@ enum Cmd {
         /// Entries kept in the log behind a snapshot.
         #[arg(long, default_value_t = 1_000)]
         keep: u64,
+        /// Bearer token every request must carry (default: $MMAPKIT_KV_TOKEN); required off loopback.
+        #[arg(long)]
+        token: Option<String>,
+        /// Largest value a client may write, in bytes (larger writes get HTTP 413).
+        #[arg(long, default_value_t = DEFAULT_MAX_VALUE_BYTES)]
+        max_value_bytes: usize,
     },
-    /// Initializes a cluster of the given nodes (`ID=HOST:PORT,...`).
+    /// Initializes a cluster of the given nodes (`ID=HOST:PORT,...`; the
+    /// addresses peers use, e.g. proxies in front of the nodes).
     Init {
         #[arg(long, value_delimiter = ',')]
         nodes: Vec<String>,
+        /// Bearer token (default: $MMAPKIT_KV_TOKEN).
+        #[arg(long)]
+        token: Option<String>,
+    },
+    /// Reads a key (linearizable; prints the value, exits 1 when absent).
+    #[command(after_help = "Examples:\n  \
+        mmapkit-kv get --nodes 127.0.0.1:7001,127.0.0.1:7002 greeting\n  \
+        mmapkit-kv get --nodes 127.0.0.1:7002 --stale greeting   # this node's copy, unchecked")]
+    Get {
+        /// Node addresses (`HOST:PORT,...`); any node answers (followers ask the leader).
+        #[arg(long, value_delimiter = ',', required = true)]
+        nodes: Vec<String>,
+        /// Bearer token (default: $MMAPKIT_KV_TOKEN).
+        #[arg(long)]
+        token: Option<String>,
+        /// Read the first node's applied state without checking it is current.
+        #[arg(long)]
+        stale: bool,
+        key: String,
+    },
+    /// Sets a key (prints the previous value, if any).
+    #[command(after_help = "Example:\n  mmapkit-kv put --nodes 127.0.0.1:7001,127.0.0.1:7002 greeting hello")]
+    Put {
+        /// Node addresses (`HOST:PORT,...`).
+        #[arg(long, value_delimiter = ',', required = true)]
+        nodes: Vec<String>,
+        /// Bearer token (default: $MMAPKIT_KV_TOKEN).
+        #[arg(long)]
+        token: Option<String>,
+        key: String,
+        value: String,
+    },
+    /// Compare-and-set: sets KEY to --value only if it currently holds
+    /// --expected (exits 0 when it did, 1 when the value differed).
+    #[command(after_help = "Examples:\n  \
+        mmapkit-kv cas --nodes 127.0.0.1:7001 greeting --expected hello --value bye   # hello -> bye\n  \
+        mmapkit-kv cas --nodes 127.0.0.1:7001 lock --value me                          # only if absent\n  \
+        mmapkit-kv cas --nodes 127.0.0.1:7001 lock --expected me                       # delete if still mine")]
+    Cas {
+        /// Node addresses (`HOST:PORT,...`).
+        #[arg(long, value_delimiter = ',', required = true)]
+        nodes: Vec<String>,
+        /// Bearer token (default: $MMAPKIT_KV_TOKEN).
+        #[arg(long)]
+        token: Option<String>,
+        key: String,
+        /// The value KEY must hold (omitted: KEY must be absent).
+        #[arg(long)]
+        expected: Option<String>,
+        /// The new value (omitted: delete KEY).
+        #[arg(long)]
+        value: Option<String>,
     },
     /// Writes from concurrent clients and prints writes/s and latency percentiles.
     Load {
@@ -68,22 +133,45 @@ enum Cmd {
         /// Print one JSON object.
         #[arg(long)]
         json: bool,
+        /// Bearer token (default: $MMAPKIT_KV_TOKEN).
+        #[arg(long)]
+        token: Option<String>,
     },
 }
 
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
 fn main() {
     let cli = Cli::parse();
-    let rt = tokio::runtime::Runtime::new().expect("tokio runtime");
-    let r = rt.block_on(run(cli.cmd));
-    if let Err(e) = r {
-        eprintln!("mmapkit-kv: {e}");
-        std::process::exit(2);
+    let r = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt.block_on(run(cli.cmd)),
+        Err(e) => Err(format!("tokio runtime: {e}").into()),
+    };
+    match r {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("mmapkit-kv: {e}");
+            std::process::exit(2);
+        }
     }
 }
 
-async fn run(cmd: Cmd) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+/// `--token`, else the environment.
+fn token(flag: Option<String>) -> Option<String> {
+    flag.or_else(|| std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty()))
+}
+
+fn client(nodes: Vec<String>, tok: Option<String>) -> Result<KvClient, BoxError> {
+    let c = KvClient::new(nodes).map_err(|e| format!("{e}: give --nodes HOST:PORT,..."))?;
+    Ok(c.with_token(token(tok).as_deref())?)
+}
+
+/// Runs a command; the exit status on success (1: `get` found nothing,
+/// `cas` did not match).
+async fn run(cmd: Cmd) -> Result<i32, BoxError> {
+    let patience = Duration::from_secs(30);
     match cmd {
-        Cmd::Serve { id, dir, bind, store, snapshot_every, keep } => {
+        Cmd::Serve { id, dir, bind, store, snapshot_every, keep, token: tok, max_value_bytes } => {
             let node = Node::start(NodeOptions {
                 id,
                 dir: dir.clone(),
@@ -91,6 +179,8 @@ async fn run(cmd: Cmd) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
                 store,
                 snapshot_every,
                 keep_behind_snapshot: keep,
+                token: token(tok),
+                max_value_bytes,
             })
             .await
             .map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -102,20 +192,54 @@ async fn run(cmd: Cmd) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
                 _ = term.recv() => {}
             }
             node.stop().await;
-            Ok(())
+            Ok(0)
         }
-        Cmd::Init { nodes } => {
+        Cmd::Init { nodes, token: tok } => {
             let mut members = BTreeMap::new();
             for n in &nodes {
                 let (id, addr) = n.split_once('=').ok_or_else(|| format!("{n:?}: expected ID=HOST:PORT"))?;
                 members.insert(id.parse::<u64>().map_err(|e| format!("{id:?}: {e}"))?, addr.to_owned());
             }
-            let first = members.values().next().ok_or("no nodes given")?.clone();
-            KvClient::new(members.values().cloned()).init(&first, &members).await?;
-            Ok(())
+            let first = members.values().next().ok_or("no nodes given: give --nodes ID=HOST:PORT,...")?.clone();
+            client(members.values().cloned().collect(), tok)?.init(&first, &members).await?;
+            Ok(0)
         }
-        Cmd::Load { nodes, clients, writes, value_size, json } => {
-            let report = load(KvClient::new(nodes), clients.max(1), writes, value_size).await?;
+        Cmd::Get { nodes, token: tok, stale, key } => {
+            let c = client(nodes.clone(), tok)?;
+            let v = if stale { c.get_stale(&nodes[0], &key).await? } else { c.get(&key, patience).await? };
+            match v {
+                Some(v) => {
+                    println!("{v}");
+                    Ok(0)
+                }
+                None => {
+                    eprintln!("mmapkit-kv: {key:?}: absent");
+                    Ok(1)
+                }
+            }
+        }
+        Cmd::Put { nodes, token: tok, key, value } => {
+            let (id, r) = client(nodes, tok)?.write(&Request::Set { key, value }, patience).await?;
+            match r.previous {
+                Some(p) => println!("ok (log index {}), previous value: {p}", id.index),
+                None => println!("ok (log index {}), no previous value", id.index),
+            }
+            Ok(0)
+        }
+        Cmd::Cas { nodes, token: tok, key, expected, value } => {
+            let req = Request::Cas { key: key.clone(), expected, value };
+            let (id, r) = client(nodes, tok)?.write(&req, patience).await?;
+            let now = |v: &Option<String>| v.as_deref().map_or("absent".to_owned(), |v| format!("{v:?}"));
+            if r.ok {
+                println!("ok (log index {}), was {}", id.index, now(&r.previous));
+                Ok(0)
+            } else {
+                println!("not set: {key:?} is {}", now(&r.previous));
+                Ok(1)
+            }
+        }
+        Cmd::Load { nodes, clients, writes, value_size, json, token: tok } => {
+            let report = load(client(nodes, tok)?, clients.max(1), writes, value_size).await?;
             if json {
                 println!("{}", serde_json::to_string(&report)?);
             } else {
@@ -124,7 +248,7 @@ async fn run(cmd: Cmd) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
                     report.writes, report.clients, report.seconds, report.writes_per_s, report.p50_ms, report.p99_ms
                 );
             }
-            Ok(())
+            Ok(0)
         }
     }
 }
