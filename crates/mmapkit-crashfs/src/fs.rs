@@ -28,6 +28,10 @@ pub(crate) struct Shared {
     pub frozen: std::sync::atomic::AtomicBool,
     pub released: Mutex<bool>,
     pub released_cv: Condvar,
+    /// File fsyncs still to fail with EIO (see `Mount::fail_fsyncs`).
+    pub fail_fsyncs: AtomicU64,
+    /// File fsyncs failed so far.
+    pub failed_fsyncs: AtomicU64,
 }
 
 impl Shared {
@@ -299,6 +303,17 @@ impl Filesystem for CrashFsImpl {
 
     fn fsync(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
         let mut m = tri!(reply, self.modify());
+        let fail = self
+            .shared
+            .fail_fsyncs
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if fail && m.drop_pending_data(ino.0) {
+            // A writeback error: the pending writes are gone.
+            self.shared.failed_fsyncs.fetch_add(1, Ordering::SeqCst);
+            reply.error(Errno::EIO);
+            return;
+        }
         tri!(reply, m.sync_file(ino.0));
         reply.ok();
     }

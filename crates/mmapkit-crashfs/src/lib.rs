@@ -152,6 +152,8 @@ impl CrashFs {
             frozen: false.into(),
             released: Mutex::new(false),
             released_cv: Default::default(),
+            fail_fsyncs: 0.into(),
+            failed_fsyncs: 0.into(),
         });
         let mnt = std::env::temp_dir().join(format!(
             "crashfs-{}-{}",
@@ -256,6 +258,17 @@ impl Mount {
     pub fn freeze(&self) {
         let _m = self.shared.lock();
         self.shared.frozen.store(true, Ordering::SeqCst);
+    }
+    /// Makes the next `n` fsyncs (fdatasync, msync(MS_SYNC)) of files with
+    /// pending writes fail with EIO, dropping those writes, as a disk's
+    /// writeback error does: the durable state stays what it was, and a
+    /// later fsync that succeeds does not bring them back ("fsyncgate").
+    pub fn fail_fsyncs(&self, n: u64) {
+        self.shared.fail_fsyncs.store(n, Ordering::SeqCst);
+    }
+    /// Fsyncs failed so far by [`fail_fsyncs`](Self::fail_fsyncs).
+    pub fn failed_fsyncs(&self) -> u64 {
+        self.shared.failed_fsyncs.load(Ordering::SeqCst)
     }
     /// Whether the file system has crashed.
     pub fn is_frozen(&self) -> bool {

@@ -362,6 +362,20 @@ impl Model {
         Ok(())
     }
 
+    /// A failed fsync of a file: its pending data and size are dropped
+    /// (what survives is what was durable). `false` for a directory or a
+    /// file with nothing pending (nothing to fail).
+    pub fn drop_pending_data(&mut self, ino: u64) -> bool {
+        match self.node_mut(ino).map(|n| &mut n.kind) {
+            Ok(Kind::File { cur, dur, dirty }) if !dirty.is_empty() || cur.size != dur.size => {
+                *cur = dur.clone();
+                dirty.clear();
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// fsync of a directory: its entries (creates, renames, unlinks in it) become durable.
     pub fn sync_dir(&mut self, ino: u64) -> Res<()> {
         let n = self.node_mut(ino)?;

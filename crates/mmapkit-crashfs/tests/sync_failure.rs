@@ -1,0 +1,89 @@
+//! Fail-stop after a failed sync (issue 23, item 2): crashfs makes an
+//! fsync fail with EIO and drops the writes it should have made durable,
+//! as a disk's writeback error does; a later fsync then succeeds without
+//! bringing them back ("fsyncgate").
+
+use std::fs::{self, File};
+use std::io::Write;
+
+use mmapkit::log::{CommitLog, LogOptions, SyncMode};
+use mmapkit::ErrorKind;
+use mmapkit_crashfs::{require_fuse, CrashFs, Mode};
+
+/// The negative control: a program that retries the failed fsync is told
+/// that its data is durable, and the power loss shows it is not. This is
+/// what the fault mode models; trusting the retry is the bug.
+#[test]
+fn a_retried_fsync_succeeds_but_the_data_is_gone() {
+    require_fuse!();
+    let back = tempfile::tempdir().unwrap();
+    let m = CrashFs::mount(back.path()).unwrap();
+    let p = m.path().join("f");
+    let mut f = File::create(&p).unwrap();
+    f.write_all(b"kept").unwrap();
+    f.sync_all().unwrap();
+    File::open(m.path()).unwrap().sync_all().unwrap();
+    f.write_all(b" and lost").unwrap();
+    m.fail_fsyncs(1);
+    assert_eq!(f.sync_all().unwrap_err().raw_os_error(), Some(libc::EIO));
+    // The retry "succeeds"...
+    f.sync_all().unwrap();
+    assert_eq!(m.failed_fsyncs(), 1);
+    drop(f);
+    // ... but they were never written.
+    m.crash(Mode::DropAll).unwrap();
+    assert_eq!(fs::read(back.path().join("f")).unwrap(), b"kept");
+}
+
+fn opts() -> LogOptions {
+    LogOptions {
+        sync: SyncMode::Batch,
+        segment_size: 1 << 20,
+        ..Default::default()
+    }
+}
+
+/// The log stops at the first failed sync: the append that hit it fails,
+/// every later append, sync, truncation and read past the durable entries
+/// fails too, saying why; after the power loss the reopened log holds
+/// exactly the entries it acknowledged.
+#[test]
+fn the_log_stops_at_a_failed_sync_and_acknowledges_nothing_after_it() {
+    require_fuse!();
+    for zero_ahead in [true, false] {
+        let back = tempfile::tempdir().unwrap();
+        let m = CrashFs::mount(back.path()).unwrap();
+        let dir = m.path().join("wal");
+        let log = CommitLog::open(&dir, opts()).unwrap();
+        if !zero_ahead {
+            log.set_zero_ahead(0);
+        }
+        log.append(&[(1, b"one".as_slice())]).unwrap();
+        log.append(&[(1, b"two".as_slice())]).unwrap();
+        m.fail_fsyncs(1);
+        let e = log.append(&[(1, b"three".as_slice())]).unwrap_err();
+        assert_eq!(m.failed_fsyncs(), 1, "no fsync failed?");
+        assert_eq!(e.errno(), Some(libc::EIO), "{e}");
+        // Fail-stop: nothing later is accepted, and the error says why.
+        let later: Vec<mmapkit::Result<()>> = vec![
+            log.append(&[(1, b"four".as_slice())]).map(drop),
+            log.sync(),
+            log.truncate_after(1),
+            log.purge_before(2),
+            log.read(3, 4, None).map(drop),
+        ];
+        for r in later {
+            let e = r.unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Failed, "{e}");
+            assert!(e.to_string().contains("failed") && e.to_string().contains("reopen"), "{e}");
+        }
+        // What was durable stays readable.
+        assert_eq!(log.read(1, 3, None).unwrap().len(), 2);
+        drop(log);
+        m.crash(Mode::DropAll).unwrap();
+        let log = CommitLog::open(back.path().join("wal"), opts()).unwrap();
+        let got: Vec<Vec<u8>> = log.read(1, log.last_index() + 1, None).unwrap().iter().map(|e| e.data().to_vec()).collect();
+        assert_eq!(got, vec![b"one".to_vec(), b"two".to_vec()], "zero_ahead={zero_ahead}");
+        log.append(&[(2, b"after".as_slice())]).unwrap();
+    }
+}
