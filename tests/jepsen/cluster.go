@@ -97,7 +97,11 @@ func StartCluster(bin, dir, token string) (c *Cluster, err error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, bin, "init", "--nodes", strings.Join(members, ","), "--token", token).CombinedOutput()
+	args := []string{"init", "--nodes", strings.Join(members, ",")}
+	if token != "" {
+		args = append(args, "--token", token)
+	}
+	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
 	if err != nil {
 		return c, fmt.Errorf("mmapkit-kv init: %v: %s", err, out)
 	}
@@ -115,8 +119,11 @@ func (c *Cluster) start(n *Node) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(c.Bin, "serve", "--id", fmt.Sprint(n.ID), "--dir", filepath.Join(n.Dir, "data"),
-		"--bind", n.IP+":0", "--token", c.Token)
+	args := []string{"serve", "--id", fmt.Sprint(n.ID), "--dir", filepath.Join(n.Dir, "data"), "--bind", n.IP + ":0"}
+	if c.Token != "" {
+		args = append(args, "--token", c.Token)
+	}
+	cmd := exec.Command(c.Bin, args...)
 	cmd.Stderr = logf
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
