@@ -151,21 +151,23 @@ func (cl *Client) Do(in Input) Output {
 			}
 			return Output{Outcome: Ok, Value: toVal(r.Value)}
 		}
-		var r struct {
-			LogID json.RawMessage `json:"log_id"`
-			Data  *struct {
-				Previous jsonVal `json:"previous"`
-				Ok       *bool   `json:"ok"`
-			} `json:"data"`
-		}
-		if err := json.Unmarshal(body, &r); err != nil || r.Data == nil || r.Data.Ok == nil {
+		ans, how := decodeWrite(body)
+		switch how {
+		case "spec":
+		case "wrapped":
+			cl.anomaly(`write: 200 answer wrapped in openraft's Result, {"Ok":{"log_id","data"}}, not {"log_id","data"} as the API says (decoded anyway)`)
+		case "err":
+			// openraft's error (ForwardToLeader: not applied), with 200.
+			cl.anomaly(fmt.Sprintf(`write: 200 with openraft's {"Err":...} (not applied), not a 4xx/5xx: %.120s`, text))
+			return Output{Outcome: Fail, Err: "200 Err"}
+		default:
 			cl.anomaly(fmt.Sprintf("write: 200 with a body that does not decode as {log_id, data: {previous, ok}}: %.120s", text))
 			return Output{Outcome: Unknown, Err: "bad body"}
 		}
-		if in.Kind != OpCas && !*r.Data.Ok {
+		if in.Kind != OpCas && !*ans.Ok {
 			cl.anomaly(fmt.Sprintf("write: %s answered ok=false: %.120s", in.Kind, text))
 		}
-		return Output{Outcome: Ok, Value: toVal(r.Data.Previous), CasOk: *r.Data.Ok}
+		return Output{Outcome: Ok, Value: toVal(ans.Previous), CasOk: *ans.Ok}
 	}
 	errText := fmt.Sprintf("HTTP %d: %.60s", resp.StatusCode, text)
 	switch {
@@ -188,4 +190,37 @@ func (cl *Client) Do(in Input) Output {
 		cl.anomaly(fmt.Sprintf("%s: HTTP %d: %.120s", in.Kind, resp.StatusCode, text))
 		return Output{Outcome: Unknown, Err: errText}
 	}
+}
+
+type writeData struct {
+	Previous jsonVal `json:"previous"`
+	Ok       *bool   `json:"ok"`
+}
+
+type writeAnswer struct {
+	LogID json.RawMessage `json:"log_id"`
+	Data  *writeData      `json:"data"`
+}
+
+// decodeWrite decodes a 200 answer of POST /kv/write: "spec" (the API's
+// {"log_id", "data": {"previous", "ok"}}), "wrapped" (the same inside
+// openraft's {"Ok": ...}), "err" (openraft's {"Err": ...}) or "bad".
+func decodeWrite(body []byte) (writeData, string) {
+	var a writeAnswer
+	if json.Unmarshal(body, &a) == nil && a.Data != nil && a.Data.Ok != nil && len(a.LogID) > 0 {
+		return *a.Data, "spec"
+	}
+	var w struct {
+		Ok  *writeAnswer    `json:"Ok"`
+		Err json.RawMessage `json:"Err"`
+	}
+	if json.Unmarshal(body, &w) == nil {
+		if w.Ok != nil && w.Ok.Data != nil && w.Ok.Data.Ok != nil {
+			return *w.Ok.Data, "wrapped"
+		}
+		if len(w.Err) > 0 {
+			return writeData{}, "err"
+		}
+	}
+	return writeData{}, "bad"
 }

@@ -119,7 +119,9 @@ func (c *Cluster) start(n *Node) error {
 	if err != nil {
 		return err
 	}
-	args := []string{"serve", "--id", fmt.Sprint(n.ID), "--dir", filepath.Join(n.Dir, "data"), "--bind", n.IP + ":0"}
+	args := []string{"serve", "--id", fmt.Sprint(n.ID), "--dir", filepath.Join(n.Dir, "data"), "--bind", n.IP + ":0",
+		// Small snapshot intervals: restarted and cut-off nodes catch up by snapshot too.
+		"--snapshot-every", "500", "--keep", "100"}
 	if c.Token != "" {
 		args = append(args, "--token", c.Token)
 	}
