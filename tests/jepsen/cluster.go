@@ -105,6 +105,9 @@ func StartCluster(bin, dir, token string) (c *Cluster, err error) {
 	if err != nil {
 		return c, fmt.Errorf("mmapkit-kv init: %v: %s", err, out)
 	}
+	// `init` itself reached node 1 through its proxy from 127.0.0.1: only
+	// connections after it must come from a node's IP.
+	c.Net.Unattributed.Store(0)
 	return c, nil
 }
 

@@ -1,6 +1,7 @@
 package jepsen
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -88,6 +89,40 @@ func Counts(recs []Record) map[string]int {
 	return c
 }
 
+// UnknownCauses tallies why operations had an unknown outcome.
+func UnknownCauses(recs []Record) map[string]int {
+	c := map[string]int{}
+	for _, r := range recs {
+		if r.Out.Outcome != Unknown {
+			continue
+		}
+		why := r.Out.Err
+		if i := strings.Index(why, ":"); strings.HasPrefix(why, "HTTP ") && i > 0 {
+			rest := strings.TrimSpace(why[i+1:])
+			if j := strings.IndexAny(rest, ":("); j > 0 {
+				rest = rest[:j]
+			}
+			why = why[:i] + " " + strings.TrimSpace(rest)
+		}
+		c[strings.ReplaceAll(why, " ", "_")]++
+	}
+	return c
+}
+
+// Keys is the set of keys a history touches, sorted.
+func Keys(recs []Record) []string {
+	set := map[string]bool{}
+	for _, r := range recs {
+		set[r.In.Key] = true
+	}
+	keys := make([]string, 0, len(set))
+	for k := range set {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
 // FormatCounts prints a tally as "a=1 b=2" in key order.
 func FormatCounts(c map[string]int) string {
 	keys := make([]string, 0, len(c))
@@ -105,32 +140,92 @@ func FormatCounts(c map[string]int) string {
 	return b.String()
 }
 
-// CheckResult is the outcome of checking one history.
+// SaveHistory writes the records as JSON (one array) to path.
+func SaveHistory(path string, recs []Record) error {
+	b, err := json.Marshal(recs)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}
+
+// LoadHistory reads what SaveHistory wrote.
+func LoadHistory(path string) ([]Record, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var recs []Record
+	return recs, json.Unmarshal(b, &recs)
+}
+
+// CheckBudget bounds the time Check spends on one history.
+var CheckBudget = 6 * time.Minute
+
+// CheckResult is the outcome of checking a history, one key at a time.
 type CheckResult struct {
-	Result   porcupine.CheckResult
+	Result   porcupine.CheckResult // Illegal if any key's is; else Unknown if any timed out
 	Duration time.Duration
-	Ops      int
-	// Path of the HTML visualization (written when the history is not
-	// linearizable or the check timed out), else "".
+	Ops      int // operations checked (failed ones and unknown reads left out)
+	Keys     int // per-key histories checked
+	// The slowest key and its check time.
+	Slowest     string
+	SlowestTime time.Duration
+	// Keys whose history is not linearizable / whose check timed out.
+	Illegal, TimedOut []string
+	// Path of the HTML visualization of the first such key, else "".
 	Visualization string
 }
 
-// Check checks a history with Porcupine; when it is not linearizable (or
-// the check timed out) writes the visualization into a new temporary
-// directory.
-func Check(name string, recs []Record, timeout time.Duration) (CheckResult, error) {
+// Check checks a history with Porcupine (CheckOperationsVerbose, the
+// model partitioned by key), each key's history on its own with its own
+// timeout (and all of them within CheckBudget); writes the visualization of the first key that is not
+// linearizable (or timed out) into a new temporary directory.
+func Check(name string, recs []Record, timeoutPerKey time.Duration) (CheckResult, error) {
+	budgetEnd := time.Now().Add(CheckBudget)
 	ops := Operations(recs)
+	byKey := KvModel.Partition(ops)
+	cr := CheckResult{Result: porcupine.Ok, Ops: len(ops), Keys: len(byKey)}
 	t0 := time.Now()
-	res, info := porcupine.CheckOperationsVerbose(KvModel, ops, timeout)
-	cr := CheckResult{Result: res, Duration: time.Since(t0), Ops: len(ops)}
-	if res != porcupine.Ok {
+	var bad *porcupine.LinearizationInfo
+	for _, part := range byKey {
+		key := part[0].Input.(Input).Key
+		t1 := time.Now()
+		timeout := timeoutPerKey
+		if left := time.Until(budgetEnd); left < timeout {
+			timeout = max(left, time.Millisecond)
+		}
+		res, info := porcupine.CheckOperationsVerbose(KvModel, part, timeout)
+		if d := time.Since(t1); d > cr.SlowestTime {
+			cr.Slowest, cr.SlowestTime = key, d
+		}
+		switch res {
+		case porcupine.Illegal:
+			cr.Illegal = append(cr.Illegal, key)
+			cr.Result = porcupine.Illegal
+		case porcupine.Unknown:
+			cr.TimedOut = append(cr.TimedOut, key)
+			if cr.Result == porcupine.Ok {
+				cr.Result = porcupine.Unknown
+			}
+		}
+		if res != porcupine.Ok && (bad == nil || (res == porcupine.Illegal && len(cr.Illegal) == 1)) {
+			i := info
+			bad = &i
+		}
+	}
+	cr.Duration = time.Since(t0)
+	if bad != nil {
 		dir, err := os.MkdirTemp("", "mmapkit-jepsen-"+name+"-")
 		if err != nil {
 			return cr, err
 		}
 		cr.Visualization = filepath.Join(dir, "linearizability.html")
-		if err := porcupine.VisualizePath(KvModel, info, cr.Visualization); err != nil {
+		if err := porcupine.VisualizePath(KvModel, *bad, cr.Visualization); err != nil {
 			return cr, fmt.Errorf("writing the visualization: %w", err)
+		}
+		if err := SaveHistory(filepath.Join(dir, "history.json"), recs); err != nil {
+			return cr, err
 		}
 	}
 	return cr, nil

@@ -22,7 +22,7 @@ import (
 //	MMAPKIT_JEPSEN_SEED     the seed (default: from the clock; printed)
 const (
 	clientTimeout  = 10 * time.Second
-	checkTimeout   = 5 * time.Minute
+	checkTimeout   = 2 * time.Minute // per key
 	leaderPatience = 60 * time.Second
 )
 
@@ -132,9 +132,9 @@ func TestLinearizable(t *testing.T) {
 	c := startCluster(t, cfg)
 	cl := c.NewClient(clientTimeout)
 	h := NewHistory()
-	keys := keysWithPrefix("", 4)
-	const clients = 8
+	const clients, slots, period = 8, 5, 10 * time.Second
 	deadline := time.Now().Add(time.Duration(cfg.seconds) * time.Second)
+	gen := RotatingOps(slots, period, time.Now(), len(c.Nodes), func(slot, g int) string { return fmt.Sprintf("g%d-k%d", g, slot) })
 
 	nm := NewNemesis(c, cfg.seed, func(f string, a ...any) { t.Logf("%6.1fs "+f, append([]any{time.Since(t0).Seconds()}, a...)...) })
 	nm.LeaderPatience = leaderPatience
@@ -145,8 +145,9 @@ func TestLinearizable(t *testing.T) {
 		defer wg.Done()
 		nemErr = nm.Run(deadline)
 	}()
-	RunClients(cl, h, cfg.seed, clients, RandomOps(keys, len(c.Nodes)), deadline)
+	RunClients(cl, h, cfg.seed, clients, gen, deadline)
 	wg.Wait()
+	keys := Keys(h.Records())
 	if nemErr != nil {
 		t.Errorf("nemesis: %v", nemErr)
 	}
@@ -158,7 +159,7 @@ func TestLinearizable(t *testing.T) {
 	if c.WaitLeader(leaderPatience) == nil {
 		t.Fatalf("no leader within %v after the faults healed", leaderPatience)
 	}
-	final, err := FinalReads(cl, h, 10_000, keys, len(c.Nodes), leaderPatience)
+	final, err := FinalReads(cl, h, 1_000_000, keys, len(c.Nodes), leaderPatience)
 	if err != nil {
 		t.Errorf("%v", err)
 	}
@@ -187,20 +188,35 @@ func TestLinearizable(t *testing.T) {
 
 	recs := h.Records()
 	t.Logf("operations: %d: %s", len(recs), FormatCounts(Counts(recs)))
-	t.Logf("faults: %s", FormatCounts(nm.Faults))
+	t.Logf("unknown outcomes by cause: %s", FormatCounts(UnknownCauses(recs)))
+	t.Logf("faults: %d: %s", sum(nm.Faults), FormatCounts(nm.Faults))
+	if err := SaveHistory(filepath.Join(c.Dir, "history.json"), recs); err != nil {
+		t.Errorf("saving the history: %v", err)
+	}
 	res, err := Check("linearizable", recs, checkTimeout)
 	if err != nil {
 		t.Errorf("check: %v", err)
 	}
-	t.Logf("histories checked: 1 (%d keys, %d operations after dropping failed ones and unknown reads); check time %v; result %s",
-		len(keys), res.Ops, res.Duration.Round(time.Millisecond), resultName(res.Result))
+	t.Logf("histories checked: %d (one per key; %d keys at a time, replaced every %v; %d operations after dropping failed ones and unknown reads); "+
+		"check time %v (slowest key %s: %v); result %s",
+		res.Keys, slots, period, res.Ops, res.Duration.Round(time.Millisecond), res.Slowest, res.SlowestTime.Round(time.Millisecond), resultName(res.Result))
 	switch res.Result {
 	case porcupine.Illegal:
-		t.Errorf("the history is NOT linearizable (seed %d); Porcupine's visualization: %s", cfg.seed, res.Visualization)
+		t.Errorf("the history is NOT linearizable (seed %d): keys %v; Porcupine's visualization (first key): %s; history: %s",
+			cfg.seed, res.Illegal, res.Visualization, filepath.Join(filepath.Dir(res.Visualization), "history.json"))
 	case porcupine.Unknown:
-		t.Errorf("the linearizability check timed out after %v (seed %d); partial visualization: %s", checkTimeout, cfg.seed, res.Visualization)
+		t.Errorf("the linearizability check of keys %v timed out after %v each (seed %d); partial visualization: %s",
+			res.TimedOut, checkTimeout, cfg.seed, res.Visualization)
 	}
 	t.Logf("total %v", time.Since(t0).Round(time.Millisecond))
+}
+
+func sum(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
 }
 
 func resultName(r porcupine.CheckResult) string {
@@ -224,7 +240,7 @@ func TestStaleReadsAreCaught(t *testing.T) {
 	c := startCluster(t, cfg)
 	cl := c.NewClient(clientTimeout)
 	rng := rand.New(rand.NewSource(cfg.seed + 1))
-	checked := 0
+	checked, keysChecked := 0, 0
 	var checkTime time.Duration
 	for attempt := 1; time.Since(t0) < budget; attempt++ {
 		leader := c.WaitLeader(leaderPatience)
@@ -281,12 +297,14 @@ func TestStaleReadsAreCaught(t *testing.T) {
 			t.Fatalf("check: %v", err)
 		}
 		checked++
+		keysChecked += res.Keys
 		checkTime += res.Duration
 		t.Logf("attempt %d: %d operations: %s; check time %v; result %s", attempt, len(recs),
 			FormatCounts(Counts(recs)), res.Duration.Round(time.Millisecond), resultName(res.Result))
 		if res.Result == porcupine.Illegal {
 			t.Logf("stale reads caught: Porcupine rejects the history (as it must); visualization: %s", res.Visualization)
-			t.Logf("histories checked: %d; check time %v; total %v", checked, checkTime.Round(time.Millisecond), time.Since(t0).Round(time.Millisecond))
+			t.Logf("histories checked: %d (%d per-key histories, illegal: %v); check time %v; total %v",
+				checked, keysChecked, res.Illegal, checkTime.Round(time.Millisecond), time.Since(t0).Round(time.Millisecond))
 			reportAnomalies(t, cl)
 			reportNetwork(t, c)
 			return
@@ -296,6 +314,26 @@ func TestStaleReadsAreCaught(t *testing.T) {
 		}
 	}
 	t.Errorf("after %d histories, none was rejected: stale reads from cut-off followers were not caught (seed %d)", checked, cfg.seed)
+}
+
+// TestCheckSavedHistory checks a history saved by a run (history.json in
+// the kept cluster directory or beside a visualization):
+// MMAPKIT_JEPSEN_CHECK=path go test -run TestCheckSavedHistory -v
+func TestCheckSavedHistory(t *testing.T) {
+	path := os.Getenv("MMAPKIT_JEPSEN_CHECK")
+	if path == "" {
+		t.Skip("set MMAPKIT_JEPSEN_CHECK to a saved history.json")
+	}
+	recs, err := LoadHistory(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Check("saved", recs, checkTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d records, %d keys, %d ops checked in %v (slowest %s: %v): %s; illegal %v, timed out %v; visualization %s",
+		len(recs), res.Keys, res.Ops, res.Duration, res.Slowest, res.SlowestTime, resultName(res.Result), res.Illegal, res.TimedOut, res.Visualization)
 }
 
 // ----- unit tests of the model, the recorder and the proxy (no cluster) -----
