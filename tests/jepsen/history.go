@@ -159,6 +159,26 @@ func LoadHistory(path string) ([]Record, error) {
 	return recs, json.Unmarshal(b, &recs)
 }
 
+// denseClients renumbers the client ids of one key's operations 0..n-1
+// in their order (the visualization draws client i at height i).
+func denseClients(ops []porcupine.Operation) {
+	ids := map[int]int{}
+	for _, op := range ops {
+		ids[op.ClientId] = 0
+	}
+	sorted := make([]int, 0, len(ids))
+	for id := range ids {
+		sorted = append(sorted, id)
+	}
+	sort.Ints(sorted)
+	for i, id := range sorted {
+		ids[id] = i
+	}
+	for i := range ops {
+		ops[i].ClientId = ids[ops[i].ClientId]
+	}
+}
+
 // CheckBudget bounds the time Check spends on one history.
 var CheckBudget = 6 * time.Minute
 
@@ -190,6 +210,7 @@ func Check(name string, recs []Record, timeoutPerKey time.Duration) (CheckResult
 	var bad *porcupine.LinearizationInfo
 	for _, part := range byKey {
 		key := part[0].Input.(Input).Key
+		denseClients(part)
 		t1 := time.Now()
 		timeout := timeoutPerKey
 		if left := time.Until(budgetEnd); left < timeout {
