@@ -280,7 +280,7 @@ func TestStaleReadsAreCaught(t *testing.T) {
 			defer wg.Done()
 			// Each follower in turn is cut off from the others for a
 			// while, writes continuing on the majority side.
-			for i, f := range followers {
+			for _, f := range followers {
 				sleepUntil(500*time.Millisecond, deadline)
 				var links []Link
 				for _, o := range c.Nodes {
@@ -293,7 +293,6 @@ func TestStaleReadsAreCaught(t *testing.T) {
 				c.Net.Cut(mode, links...)
 				sleepUntil(phase-time.Second, deadline)
 				c.Net.Heal()
-				_ = i
 			}
 		}()
 		RunClients(cl, h, cfg.seed+int64(attempt), 6, gen, deadline)

@@ -73,14 +73,13 @@ func (n *Network) Heal() {
 	n.mu.Lock()
 	n.cut = map[Link]CutMode{}
 	var toClose []net.Conn
-	for l, cs := range n.conns {
+	for _, cs := range n.conns {
 		for c := range cs {
 			if _, ok := c.(blackholed); ok {
 				toClose = append(toClose, c)
 				delete(cs, c)
 			}
 		}
-		_ = l
 	}
 	n.mu.Unlock()
 	for _, c := range toClose {
