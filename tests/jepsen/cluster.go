@@ -1,0 +1,377 @@
+package jepsen
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// NodeState is what the nemesis did to a node.
+type NodeState uint8
+
+const (
+	Running NodeState = iota
+	Paused
+	Dead
+)
+
+// Node is one mmapkit-kv process.
+type Node struct {
+	ID    int
+	IP    string
+	Dir   string
+	Proxy *Proxy
+
+	mu     sync.Mutex
+	addr   string // ip:port it serves on now
+	cmd    *exec.Cmd
+	state  NodeState
+	exited chan struct{}
+	starts int
+}
+
+// Addr is where the node serves now (clients talk to it directly).
+func (n *Node) Addr() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.addr
+}
+
+// State is what the nemesis did to the node.
+func (n *Node) State() NodeState {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.state
+}
+
+// Cluster is three nodes, each behind a proxy that carries the raft traffic.
+type Cluster struct {
+	Bin   string
+	Token string
+	Dir   string
+	Nodes []*Node
+	Net   *Network
+	http  *http.Client
+}
+
+// ClusterIPs are the nodes' loopback addresses.
+var ClusterIPs = []string{"127.0.0.11", "127.0.0.12", "127.0.0.13"}
+
+// StartCluster starts the nodes and their proxies and initializes the
+// cluster with the proxies' addresses. On error, whatever started is stopped.
+func StartCluster(bin, dir, token string) (c *Cluster, err error) {
+	c = &Cluster{Bin: bin, Token: token, Dir: dir, Net: NewNetwork(ClusterIPs),
+		http: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}}
+	defer func() {
+		if err != nil {
+			c.Close()
+		}
+	}()
+	var members []string
+	for i, ip := range ClusterIPs {
+		n := &Node{ID: i + 1, IP: ip, Dir: filepath.Join(dir, fmt.Sprintf("n%d", i+1)), state: Dead}
+		c.Nodes = append(c.Nodes, n)
+		if err := os.MkdirAll(n.Dir, 0o755); err != nil {
+			return c, err
+		}
+		if err := c.start(n); err != nil {
+			return c, err
+		}
+		p, err := c.Net.Listen(n.ID, ip+":0", n.Addr())
+		if err != nil {
+			return c, fmt.Errorf("proxy of node %d: %w", n.ID, err)
+		}
+		n.Proxy = p
+		members = append(members, fmt.Sprintf("%d=%s", n.ID, p.Addr()))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	args := []string{"init", "--nodes", strings.Join(members, ",")}
+	if token != "" {
+		args = append(args, "--token", token)
+	}
+	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+	if err != nil {
+		return c, fmt.Errorf("mmapkit-kv init: %v: %s", err, out)
+	}
+	// `init` itself reached node 1 through its proxy from 127.0.0.1: only
+	// connections after it must come from a node's IP.
+	c.Net.Unattributed.Store(0)
+	return c, nil
+}
+
+// start runs the node's process and waits (up to 60 s) for its
+// "listening on" line; the proxy then forwards to the new address.
+func (c *Cluster) start(n *Node) error {
+	n.mu.Lock()
+	n.starts++
+	logPath := filepath.Join(n.Dir, fmt.Sprintf("node-%d.log", n.starts))
+	n.mu.Unlock()
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	args := []string{"serve", "--id", fmt.Sprint(n.ID), "--dir", filepath.Join(n.Dir, "data"), "--bind", n.IP + ":0",
+		// Small snapshot intervals: restarted and cut-off nodes catch up by snapshot too.
+		"--snapshot-every", "500", "--keep", "100"}
+	if c.Token != "" {
+		args = append(args, "--token", c.Token)
+	}
+	cmd := exec.Command(c.Bin, args...)
+	cmd.Stderr = logf
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		logf.Close()
+		return err
+	}
+	// The node dies with the test process, even when that is killed.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return err
+	}
+	listening := make(chan string, 1)
+	exited := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			line := sc.Text()
+			fmt.Fprintln(logf, line)
+			if i := strings.Index(line, " listening on "); i >= 0 {
+				select {
+				case listening <- strings.TrimSpace(line[i+len(" listening on "):]):
+				default:
+				}
+			}
+		}
+		_, _ = io.Copy(logf, stdout)
+		_ = cmd.Wait()
+		logf.Close()
+		close(exited)
+	}()
+	select {
+	case addr := <-listening:
+		n.mu.Lock()
+		n.addr, n.cmd, n.exited, n.state = addr, cmd, exited, Running
+		n.mu.Unlock()
+		if n.Proxy != nil {
+			n.Proxy.SetTarget(addr)
+		}
+		return nil
+	case <-exited:
+		return fmt.Errorf("node %d exited before listening (%v); log: %s", n.ID, cmd.ProcessState, logPath)
+	case <-time.After(60 * time.Second):
+		_ = cmd.Process.Kill()
+		<-exited
+		return fmt.Errorf("node %d printed no 'listening on' line within 60 s; log: %s", n.ID, logPath)
+	}
+}
+
+// Kill SIGKILLs the node and waits for it to be gone.
+func (c *Cluster) Kill(n *Node) {
+	n.mu.Lock()
+	cmd, exited := n.cmd, n.exited
+	n.state = Dead
+	n.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	<-exited
+}
+
+// Restart starts a dead node again (same directory and IP).
+func (c *Cluster) Restart(n *Node) error { return c.start(n) }
+
+// Pause SIGSTOPs the node.
+func (c *Cluster) Pause(n *Node) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd != nil && n.state == Running {
+		_ = n.cmd.Process.Signal(syscall.SIGSTOP)
+		n.state = Paused
+	}
+}
+
+// Resume SIGCONTs the node.
+func (c *Cluster) Resume(n *Node) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd != nil && n.state == Paused {
+		_ = n.cmd.Process.Signal(syscall.SIGCONT)
+		n.state = Running
+	}
+}
+
+// HealAll resumes paused nodes, restarts dead ones and heals the network.
+func (c *Cluster) HealAll() error {
+	c.Net.Heal()
+	for _, n := range c.Nodes {
+		switch n.State() {
+		case Paused:
+			c.Resume(n)
+		case Dead:
+			if err := c.Restart(n); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Close kills every node (resuming paused ones first) and stops the proxies.
+func (c *Cluster) Close() {
+	for _, n := range c.Nodes {
+		n.mu.Lock()
+		cmd, exited := n.cmd, n.exited
+		n.mu.Unlock()
+		if cmd != nil {
+			_ = cmd.Process.Signal(syscall.SIGCONT)
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			<-exited
+		}
+		if n.Proxy != nil {
+			n.Proxy.Close()
+		}
+	}
+}
+
+func (c *Cluster) get(ctx context.Context, n *Node, route string, into any) error {
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+n.Addr()+route, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("GET %s on node %d: HTTP %d: %.200s", route, n.ID, resp.StatusCode, body)
+	}
+	return json.Unmarshal(body, into)
+}
+
+// Metrics is the part of openraft's RaftMetrics the test uses.
+type Metrics struct {
+	ID            int             `json:"id"`
+	State         string          `json:"state"`
+	CurrentTerm   uint64          `json:"current_term"`
+	CurrentLeader *int            `json:"current_leader"`
+	LastApplied   json.RawMessage `json:"last_applied"`
+}
+
+// Metrics of one node (2 s timeout).
+func (c *Cluster) Metrics(n *Node) (Metrics, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var m Metrics
+	err := c.get(ctx, n, "/metrics", &m)
+	return m, err
+}
+
+// Leader is the node that says it is the leader, when every other running
+// node that answers names it too; nil when there is none (an election, a
+// partition).
+func (c *Cluster) Leader() *Node {
+	var leader *Node
+	var named []int
+	for _, n := range c.Nodes {
+		if n.State() != Running {
+			continue
+		}
+		m, err := c.Metrics(n)
+		if err != nil {
+			continue
+		}
+		if m.State == "Leader" {
+			if leader != nil {
+				return nil // two nodes say so (different terms): not settled
+			}
+			leader = n
+		}
+		if m.CurrentLeader != nil {
+			named = append(named, *m.CurrentLeader)
+		}
+	}
+	if leader == nil {
+		return nil
+	}
+	for _, id := range named {
+		if id != leader.ID {
+			return nil
+		}
+	}
+	return leader
+}
+
+// WaitLeader waits up to `patience` for a leader (polling).
+func (c *Cluster) WaitLeader(patience time.Duration) *Node {
+	deadline := time.Now().Add(patience)
+	for {
+		if l := c.Leader(); l != nil {
+			return l
+		}
+		if time.Now().After(deadline) {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// KvState is a node's GET /kv/state.
+type KvState struct {
+	ID          int               `json:"id"`
+	LastApplied json.RawMessage   `json:"last_applied"`
+	Data        map[string]string `json:"data"`
+}
+
+// WaitConverged waits up to `patience` for every node to have applied the
+// same log position and map; returns the states last seen and whether they agree.
+func (c *Cluster) WaitConverged(patience time.Duration) ([]KvState, bool) {
+	deadline := time.Now().Add(patience)
+	for {
+		states := make([]KvState, len(c.Nodes))
+		agree := true
+		for i, n := range c.Nodes {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			err := c.get(ctx, n, "/kv/state", &states[i])
+			cancel()
+			if err != nil {
+				agree = false
+				continue
+			}
+			if i > 0 && (string(states[i].LastApplied) != string(states[0].LastApplied) ||
+				!reflect.DeepEqual(normData(states[i].Data), normData(states[0].Data))) {
+				agree = false
+			}
+		}
+		if agree || time.Now().After(deadline) {
+			return states, agree
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func normData(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}

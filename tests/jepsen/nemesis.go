@@ -1,0 +1,130 @@
+package jepsen
+
+import (
+	"fmt"
+	"math/rand"
+	"time"
+)
+
+// FaultKinds the nemesis injects, in the order its schedule draws them.
+var FaultKinds = []string{
+	"kill",           // SIGKILL a random node, restart it after 0.5-3 s
+	"kill-leader",    // the same, the leader
+	"pause",          // SIGSTOP a random node for 1-5 s, then SIGCONT
+	"pause-leader",   // the same, the leader
+	"isolate",        // cut every link to and from a random node (majority/minority split) for 2-6 s
+	"isolate-leader", // the same, the leader
+	"bridge",         // cut both links between two nodes; the third still reaches both
+	"leader-one-way", // cut the leader's links to the others (it still receives)
+}
+
+// Nemesis injects faults on a seeded schedule: each round waits for a
+// leader, stays quiet 1-3 s, injects one fault, heals it.
+type Nemesis struct {
+	C      *Cluster
+	Rng    *rand.Rand
+	Kinds  []string
+	Faults map[string]int
+	Logf   func(format string, args ...any)
+	// Patience for a leader after each heal.
+	LeaderPatience time.Duration
+}
+
+// NewNemesis with a seed.
+func NewNemesis(c *Cluster, seed int64, logf func(string, ...any)) *Nemesis {
+	return &Nemesis{C: c, Rng: rand.New(rand.NewSource(seed)), Kinds: FaultKinds, Faults: map[string]int{}, Logf: logf, LeaderPatience: 60 * time.Second}
+}
+
+func sleepUntil(d time.Duration, deadline time.Time) {
+	if r := time.Until(deadline); r < d {
+		d = r
+	}
+	if d > 0 {
+		time.Sleep(d)
+	}
+}
+
+func uniform(rng *rand.Rand, lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(rng.Int63n(int64(hi-lo)+1))
+}
+
+// Run injects faults until the deadline; every fault is healed before it
+// returns. An error means the cluster did not recover (no leader within
+// the patience after a heal, or a node that does not restart).
+func (nm *Nemesis) Run(deadline time.Time) error {
+	c := nm.C
+	for round := 1; ; round++ {
+		leader := c.WaitLeader(nm.LeaderPatience)
+		if leader == nil {
+			return fmt.Errorf("no leader within %v after healing (round %d)", nm.LeaderPatience, round)
+		}
+		// Every draw is made every round, whatever the fault: the
+		// schedule is a function of the seed alone.
+		quiet := uniform(nm.Rng, 1*time.Second, 3*time.Second)
+		kind := nm.Kinds[nm.Rng.Intn(len(nm.Kinds))]
+		pick := nm.Rng.Intn(len(c.Nodes))
+		other := nm.Rng.Intn(len(c.Nodes) - 1)
+		mode := CutMode(nm.Rng.Intn(2))
+		downFor := uniform(nm.Rng, 500*time.Millisecond, 3*time.Second)
+		pauseFor := uniform(nm.Rng, 1*time.Second, 5*time.Second)
+		cutFor := uniform(nm.Rng, 2*time.Second, 6*time.Second)
+
+		sleepUntil(quiet, deadline)
+		if time.Now().After(deadline) {
+			return nil
+		}
+		// Re-read the leader after the quiet time (it may have changed).
+		if l := c.Leader(); l != nil {
+			leader = l
+		}
+		target := c.Nodes[pick]
+		if kind == "kill-leader" || kind == "pause-leader" || kind == "isolate-leader" || kind == "leader-one-way" {
+			target = leader
+		}
+		var others []*Node
+		for _, n := range c.Nodes {
+			if n != target {
+				others = append(others, n)
+			}
+		}
+		nm.Faults[kind]++
+		switch kind {
+		case "kill", "kill-leader":
+			nm.Logf("nemesis: %s node %d (down %v)", kind, target.ID, downFor.Round(time.Millisecond))
+			c.Kill(target)
+			sleepUntil(downFor, deadline.Add(downFor))
+			if err := c.Restart(target); err != nil {
+				return fmt.Errorf("restarting node %d after SIGKILL: %w", target.ID, err)
+			}
+		case "pause", "pause-leader":
+			nm.Logf("nemesis: %s node %d (for %v)", kind, target.ID, pauseFor.Round(time.Millisecond))
+			c.Pause(target)
+			sleepUntil(pauseFor, deadline.Add(pauseFor))
+			c.Resume(target)
+		case "isolate", "isolate-leader":
+			nm.Logf("nemesis: %s node %d (%s, for %v)", kind, target.ID, mode, cutFor.Round(time.Millisecond))
+			var links []Link
+			for _, o := range others {
+				links = append(links, Link{target.ID, o.ID}, Link{o.ID, target.ID})
+			}
+			c.Net.Cut(mode, links...)
+			sleepUntil(cutFor, deadline.Add(cutFor))
+			c.Net.Heal()
+		case "bridge":
+			a, b := target, others[other]
+			nm.Logf("nemesis: bridge: cut %d<->%d (%s, for %v)", a.ID, b.ID, mode, cutFor.Round(time.Millisecond))
+			c.Net.Cut(mode, Link{a.ID, b.ID}, Link{b.ID, a.ID})
+			sleepUntil(cutFor, deadline.Add(cutFor))
+			c.Net.Heal()
+		case "leader-one-way":
+			nm.Logf("nemesis: leader-one-way: cut %d->others (%s, for %v)", target.ID, mode, cutFor.Round(time.Millisecond))
+			var links []Link
+			for _, o := range others {
+				links = append(links, Link{target.ID, o.ID})
+			}
+			c.Net.Cut(mode, links...)
+			sleepUntil(cutFor, deadline.Add(cutFor))
+			c.Net.Heal()
+		}
+	}
+}
