@@ -176,7 +176,7 @@ func (cl *Client) Do(in Input) Output {
 		switch how {
 		case "spec":
 		case "wrapped":
-			cl.deviation(`write: 200 answer wrapped in openraft's Result, {"Ok":{"log_id","data"}}, not {"log_id","data"} as the API says (decoded anyway)`)
+			// The documented form: openraft's Result, {"Ok":{"log_id","data"}}.
 		case "forward":
 			// openraft's ForwardToLeader: the entry was not appended.
 			cl.deviation(fmt.Sprintf(`write: not applied, answered 200 with openraft's {"Err":{"APIError":{"ForwardToLeader":...}}}, not a 4xx/503: %.120s`, text))

@@ -219,3 +219,25 @@ fn full_disk_message_has_no_bogus_size() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("no space left on device") && !err.contains("0 bytes"), "{err}");
 }
+
+/// Issue 23, item 7: `kmers - -o s.fa < s.fa` replaced its own input
+/// (exit 0) where the same through `/dev/stdin` was refused: standard
+/// input's file is compared with the output too.
+#[test]
+fn stdin_redirected_from_the_output_file_is_refused() {
+    let d = tempdir();
+    let fa = d.path().join("s.fa");
+    let data = b">r1\nACGTACGTAC\n>r2\nTTGACCA\n".to_vec();
+    fs::write(&fa, &data).unwrap();
+    for input in ["-", "/dev/stdin"] {
+        let out = mmapkit()
+            .args(["kmers", input, "-o"])
+            .arg(&fa)
+            .stdin(fs::File::open(&fa).unwrap())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{input}: {}", text(&out.stderr));
+        assert!(text(&out.stderr).contains("is the input file"), "{input}: {}", text(&out.stderr));
+        assert_eq!(fs::read(&fa).unwrap(), data, "{input}: the input was replaced");
+    }
+}

@@ -31,12 +31,11 @@
 //! * `200` `{"Ok":{"log_id":{"leader_id":{"term":T,"node_id":N},"index":I},"data":{"previous":P,"ok":B},"membership":null}}`:
 //!   committed and applied (`ok`: whether a `Cas` matched; `previous`:
 //!   the value before).
-//! * `200` `{"Err":{"APIError":{"ForwardToLeader":{"leader_id":L,"leader_node":{"addr":A}}}}}`
-//!   (openraft's `RaftError<ClientWriteError>`): not applied; this node
-//!   is not the leader and could not forward (it knows no leader, or the
-//!   request was already forwarded once). A non-leader that knows the
-//!   leader forwards the write there (with the token) and relays the
-//!   leader's answer, status included.
+//! * `503` text `no quorum: not applied: ...`: this node is not the
+//!   leader and could not forward (it knows no leader, or the request was
+//!   already forwarded once); retry. A non-leader that knows the leader
+//!   forwards the write there (with the token) and relays the leader's
+//!   answer, status included.
 //! * `400` (bad JSON), `401` (token), `413` (the command is larger than
 //!   `--max-value-bytes` plus 64 KiB for key and JSON; the text names
 //!   both sizes): not applied.
@@ -486,10 +485,26 @@ async fn write(State(app): State<App>, headers: HeaderMap, body: Body) -> HttpRe
             // Leadership moved between the check and the write.
             match e.forward_to_leader().and_then(|f| Some((f.leader_id?, f.leader_node.clone()?))) {
                 Some((l, node)) if l != app.id => forward_write(&app, l, &node.addr, bytes).await,
-                _ => Json(WriteResult::Err(e)).into_response(),
+                _ => write_refused(&app, e),
             }
         }
+        Ok(Err(e)) => write_refused(&app, e),
         Ok(r) => Json(r).into_response(),
+    }
+}
+
+/// A write openraft refused: not applied when it was told to go to the
+/// leader (no leader known here, or it moved: 503, retry); any other error
+/// may come after the entry was appended (504, outcome unknown). Never a
+/// 200, so a client cannot mistake it for an answer.
+fn write_refused(app: &App, e: RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>) -> HttpResponse {
+    if e.forward_to_leader().is_some() {
+        text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("no quorum: not applied: node {} is not the leader and knows no leader to forward to; retry", app.id),
+        )
+    } else {
+        text(StatusCode::GATEWAY_TIMEOUT, format!("outcome unknown: node {}: {e}", app.id))
     }
 }
 

@@ -334,6 +334,11 @@ fn stdout_meta() -> Option<Metadata> {
     File::from(fd).metadata().ok()
 }
 
+fn stdin_meta() -> Option<Metadata> {
+    let fd = io::stdin().as_fd().try_clone_to_owned().ok()?;
+    File::from(fd).metadata().ok()
+}
+
 fn same_file(a: &Metadata, b: &Metadata) -> bool {
     (a.dev(), a.ino()) == (b.dev(), b.ino())
 }
@@ -394,7 +399,10 @@ pub fn output_target(path: &Path, inputs: &[&Path]) -> Result<Target> {
     };
     if let Target::File { existing: Some(out), .. } = &target {
         for input in inputs {
-            if fs::metadata(input).is_ok_and(|m| same_file(&m, out)) {
+            // `-` is standard input: what it is redirected from counts
+            // (`kmers - -o s.fa < s.fa` would replace its own input).
+            let m = if input.as_os_str() == "-" { stdin_meta() } else { fs::metadata(input).ok() };
+            if m.is_some_and(|m| same_file(&m, out)) {
                 return Err(Error::invalid(path, format!(
                     "the output is the input file {}; refusing to overwrite it",
                     input.display()
