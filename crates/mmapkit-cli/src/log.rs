@@ -124,10 +124,12 @@ Example:
 
   mmapkit log verify wal --repair      keep the valid prefix of a damaged tail
 
-Only the last batch can be torn (a crash while it was written): it is
-dropped, not an error. Damage anywhere else is corruption.
-Exit status: 0 intact, 1 corrupt (the message names the entry and segment),
-2 other errors. With --repair (opens the log for writing): a damaged tail
+Damage to a batch that a later batch records as synced is corruption. The
+last batch has no later one: if it does not read back, it is a torn write
+(a crash before it was synced) or damage after its sync, which cannot be
+told apart; verify reports it (exit 1) and the next writable open moves it
+to DIR/quarantine. Exit status: 0 intact, 1 corrupt or an unreadable last
+batch (the message names the entry and segment), 2 other errors. With --repair (opens the log for writing): a damaged tail
 segment is cut after its last valid batch, and the bytes cut are moved to
 DIR/quarantine/<segment>.<byte offset>.bad (never deleted); exit 0 when the
 repaired log verifies.")]
@@ -275,6 +277,30 @@ pub fn run(a: LogArgs) -> anyhow::Result<u8> {
                 log.verify_with(exec.threads, &progress)
             });
             match r {
+                Ok(r) if r.unreadable_tail.is_some() => {
+                    // Issue 23, item 6: never "ok" over a last batch that
+                    // does not read back.
+                    let t = r.unreadable_tail.expect("checked");
+                    let what = format!(
+                        "the last batch is unreadable ({} bytes after entry {}{}): a torn write of a \
+                         batch never synced, or damage to one after it was synced (they cannot be \
+                         told apart); the next writable open moves it to {}",
+                        t.bytes,
+                        t.first_index - 1,
+                        if t.entries > 0 { format!(", {} entries", t.entries) } else { String::new() },
+                        mmapkit::log::quarantine_dir(&dir).display()
+                    );
+                    if json {
+                        println!(
+                            "{}",
+                            serde_json::json!({"ok": false, "segments": r.segments, "entries": r.entries,
+                                "bytes": r.bytes, "unreadable_tail": {"first_index": t.first_index,
+                                "entries": t.entries, "bytes": t.bytes}, "error": what})
+                        );
+                    }
+                    eprintln!("mmapkit: {}: {what}", dir.display());
+                    Ok(EXIT_NO_MATCH)
+                }
                 Ok(r) => {
                     let mut out = io::stdout().lock();
                     if json {

@@ -145,6 +145,7 @@ const EXIT_PATH_FAILED: u8 = 2;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    mmapkit::log_warnings_to_stderr();
     common::clean_up_on_signals();
     let result = match cli.command {
         Command::Info { paths, bytes, json } => info(&paths, bytes, json),

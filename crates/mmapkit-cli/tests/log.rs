@@ -315,3 +315,30 @@ fn append_help_does_not_offer_a_segment_size() {
     assert!(!text.contains("--segment-size"), "{text}");
     assert!(text.contains("create it with `log init`"), "{text}");
 }
+
+/// Issue 23, item 6: five synced batches, a byte of the last one flipped:
+/// verify said `ok: 12 entries` (exit 0) and the next append quarantined 3
+/// acknowledged entries. A last batch that does not read back is reported
+/// (exit 1): a torn write and damage after the sync cannot be told apart.
+#[test]
+fn verify_never_says_ok_over_an_unreadable_last_batch() {
+    let (_tmp, dir) = new_log("v", &[]);
+    for b in 0..5 {
+        let lines: String = (0..3).map(|i| format!("batch{b}-entry{i}\n")).collect();
+        ok(&run(&["append", "DIR", "--batch", "3"], &dir, lines.as_bytes()));
+    }
+    ok(&run(&["verify", "DIR"], &dir, b""));
+    let seg = segments(&dir)[0].clone();
+    let mut b = std::fs::read(&seg).unwrap();
+    let at = b.windows(13).rposition(|w| w == b"batch4-entry1").unwrap();
+    b[at] ^= 0x20;
+    std::fs::write(&seg, &b).unwrap();
+    let out = run(&["verify", "DIR"], &dir, b"");
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stdout));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("last batch is unreadable") && err.contains("after entry 12"), "{err}");
+    let out = run(&["verify", "DIR", "--json"], &dir, b"");
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!((v["ok"].as_bool(), v["unreadable_tail"]["first_index"].as_u64()), (Some(false), Some(13)));
+}

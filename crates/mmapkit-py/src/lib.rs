@@ -42,6 +42,8 @@ macro_rules! add_functions {
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // The core's warnings (the `log` facade) on stderr, as before it used one.
+    mmapkit::log_warnings_to_stderr();
     m.add_class::<mapped::MappedFile>()?;
     m.add_class::<mapped::Mmap>()?;
     m.add_class::<log::CommitLog>()?;

@@ -34,6 +34,9 @@
 //! documented API.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
+// The library never prints: warnings go through the `log` facade, so the
+// program embedding it decides where they go (see `log_warnings_to_stderr`).
+#![cfg_attr(not(test), deny(clippy::print_stderr, clippy::print_stdout))]
 
 pub mod bytes;
 pub mod dtype;
@@ -53,3 +56,28 @@ mod test_util;
 pub mod writer;
 
 pub use error::{os_message, Error, ErrorKind, Result};
+
+/// Sends the library's warnings (the `log` facade, level warn and above)
+/// to standard error as `mmapkit: warning: ...`, for programs that have no
+/// logger of their own (the CLI and the Python binding install it). Does
+/// nothing if a logger is installed already.
+pub fn log_warnings_to_stderr() {
+    struct Stderr;
+    impl ::log::Log for Stderr {
+        fn enabled(&self, m: &::log::Metadata<'_>) -> bool {
+            m.level() <= ::log::Level::Warn
+        }
+        fn log(&self, r: &::log::Record<'_>) {
+            if self.enabled(r.metadata()) {
+                use std::io::Write;
+                let level = if r.level() == ::log::Level::Error { "error" } else { "warning" };
+                let _ = writeln!(std::io::stderr(), "mmapkit: {level}: {}", r.args());
+            }
+        }
+        fn flush(&self) {}
+    }
+    static LOGGER: Stderr = Stderr;
+    if ::log::set_logger(&LOGGER).is_ok() {
+        ::log::set_max_level(::log::LevelFilter::Warn);
+    }
+}

@@ -76,7 +76,7 @@ mod truncate;
 mod verify;
 
 pub use open::{is_log_dir, quarantine_dir};
-pub use options::{LogOptions, LogStat, Recovery, SegmentInfo, SyncMode, VerifyReport};
+pub use options::{LogOptions, LogStat, Recovery, SegmentInfo, SyncMode, UnreadableTail, VerifyReport};
 pub use format::entry_crc;
 pub use identity::{LogIdentity, LogStatus};
 pub use read::{Entries, Entry, LogEntry};

@@ -165,4 +165,22 @@ pub struct VerifyReport {
     pub entries: u64,
     /// Payload bytes checked.
     pub bytes: u64,
+    /// Bytes after the last whole batch of the tail that do not read back
+    /// as a batch nor as a clean end, with the entries they held when that
+    /// is known (a read-only open leaves them in place; a writable one
+    /// moves them to the quarantine directory). A torn write of a batch
+    /// never synced and damage to a synced last batch look the same here:
+    /// no later batch records that it was synced. `None`: a clean end.
+    pub unreadable_tail: Option<UnreadableTail>,
+}
+
+/// See [`VerifyReport::unreadable_tail`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnreadableTail {
+    /// The index the first of them would have had.
+    pub first_index: u64,
+    /// Entries counted by the commit records found there (at least those).
+    pub entries: u64,
+    /// Bytes.
+    pub bytes: u64,
 }

@@ -41,10 +41,19 @@ impl CommitLog {
                 })
                 .collect()
         })?;
+        // What the open found past the tail's last batch (a read-only open
+        // leaves it there; see VerifyReport::unreadable_tail).
+        let r = &self.recovery;
+        let unreadable_tail = (self.opts.read_only && r.dropped_bytes > 0).then(|| UnreadableTail {
+            first_index: self.read_state().last + 1,
+            entries: r.dropped_entries,
+            bytes: r.dropped_bytes,
+        });
         let mut rep = VerifyReport {
             segments: segs.len(),
             entries: 0,
             bytes: 0,
+            unreadable_tail,
         };
         for r in checked {
             let (entries, bytes) = r?;

@@ -139,9 +139,9 @@ impl Slot {
     fn full() -> Option<Slot> {
         UNPROTECTED.fetch_add(1, Ordering::AcqRel);
         if !WARNED.swap(true, Ordering::AcqRel) {
-            eprintln!(
-                "mmapkit: warning: {} mappings are already protected against truncation; \
-                 new ones are not (a truncated file raises SIGBUS for them; see map::guard_stats)",
+            ::log::warn!(
+                "{} mappings are already protected against truncation; new ones are not (a \
+                 truncated file raises SIGBUS for them; see map::guard_stats)",
                 capacity()
             );
         }
