@@ -612,11 +612,22 @@ impl Ctx {
         let (status, st) = self.get_json::<LeaderState>(&path).await?;
         match (status, st) {
             (200, Some(st)) => Ok(st),
-            (409, _) => Err(self.diverged(format!(
-                "the leader's truncation history is behind the epoch {} this follower saw \
-                 (was its log restored from a backup?)",
-                self.followed.as_ref().map_or(0, |f| f.epoch)
-            ))),
+            (409, _) => {
+                // Past the epoch of *this* log; but another log in the
+                // leader's place (a replaced directory) has a history of
+                // its own, shorter or not: that is told by the id, and
+                // reconcile refuses it (or, with reset, copies it).
+                if let (200, Some(st)) = self.get_json::<LeaderState>("/v1/state").await? {
+                    if st.log_id.as_deref() != self.followed.as_ref().map(|f| f.log_id.as_str()) {
+                        return Ok(st);
+                    }
+                }
+                Err(self.diverged(format!(
+                    "the leader's truncation history is behind the epoch {} this follower saw \
+                     (was its log restored from a backup?)",
+                    self.followed.as_ref().map_or(0, |f| f.epoch)
+                )))
+            }
             (s, _) => Err(ReplicateError::Http {
                 url: self.url(&path),
                 status: Some(s),

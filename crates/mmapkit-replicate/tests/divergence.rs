@@ -351,3 +351,37 @@ fn a_long_poll_never_answers_past_a_truncation_after_its_check() {
         assert!(status == 409 || status == 503, "own handle {own}: {status} ({} bytes)", body.len());
     }
 }
+
+/// A served directory replaced by a log with a shorter truncation history
+/// than the one copied: `/v1/state?since=E` answers 409 (E is past the new
+/// log's epoch), which the follower took for "the leader's history went
+/// back (restored from a backup?)" before it looked at the id, so it never
+/// said that this is another log, and `reset` could not get past it
+/// either. Found by the CLI's seeded fault test (`replicate_faults`).
+#[test]
+fn a_replaced_directory_with_a_shorter_history_is_another_log() {
+    let base = tempfile::tempdir().unwrap();
+    let a = base.path().join("A");
+    let w = writer(&a);
+    append_small(&w, 300, 1, 0);
+    for t in 2..5 {
+        w.truncate_after(w.last_index() - 10).unwrap();
+        append_small(&w, 50, t, t as u8);
+    }
+    assert_eq!(w.identity().epoch, 3);
+    let srv = serve_dir(&a, ServeOptions::default()).unwrap();
+    let b = base.path().join("B");
+    follow(srv.url(), &b, once()).unwrap();
+    assert_same(&a, &b);
+    drop(w);
+    std::fs::rename(&a, base.path().join("A.old")).unwrap();
+    let w2 = writer(&a);
+    append_small(&w2, 100, 1, 9);
+    let e = follow(srv.url(), &b, once()).unwrap_err();
+    assert!(matches!(e, ReplicateError::Diverged { .. }), "{e}");
+    assert!(e.to_string().contains("reset") && e.to_string().contains("replaced"), "{e}");
+    assert_same(&base.path().join("A.old"), &b);
+    let r = follow(srv.url(), &b, reset()).unwrap();
+    assert_eq!((r.truncated, r.last_index), (420, 100));
+    assert_same(&a, &b);
+}
