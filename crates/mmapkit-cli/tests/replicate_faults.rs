@@ -5,14 +5,15 @@
 //! batches to a log `A` (64 KiB segments, so batches roll over segments
 //! all the time), truncates it after a recent index with a new term now
 //! and then, replaces the directory twice (`rename(A, A.old-K)` and a new
-//! log at `A`) and deletes and re-creates it once. One **server** process serves
-//! `A` read-only throughout (SIGKILLed and restarted on the same port a
-//! few times; any other death is a failure). Three continuous **followers**
-//! are SIGKILLed at random moments (some within 10 ms of their start; now
-//! and then a SIGTERM instead, which must stop them cleanly) and
-//! restarted; one that exits on its own because the directory now holds
-//! another log is restarted with `--reset`, the documented way. Any other
-//! exit of its own is a failure.
+//! log at `A`) and deletes and re-creates it once (more often in longer
+//! runs). One **server** process serves `A` read-only throughout
+//! (SIGKILLed and restarted on the same port 3 times, or every 20 s; any
+//! other death is a failure). Three continuous **followers** are
+//! SIGKILLed at random moments (some within 10 ms of their start; now and
+//! then a SIGTERM instead, which must stop them cleanly) and restarted;
+//! one that exits on its own because the directory now holds another log
+//! is restarted with `--reset`, the documented way. Any other exit of its
+//! own is a failure.
 //!
 //! After every kill the follower's directory must pass `mmapkit log
 //! verify`, and what it holds must be a prefix of the writer's log *as it
@@ -96,10 +97,10 @@ fn payload(rng: &mut Rng, gen: u64, index: u64, term: u64, step: u64) -> Vec<u8>
     let r = rng.below(100);
     let extra = if r < 90 {
         rng.below(300)
-    } else if r < 98 {
+    } else if r < 99 {
         300 + rng.below(3000)
     } else {
-        16_000 + rng.below(24_000) // larger than the server's 16 KiB borrow threshold
+        16_000 + rng.below(16_000) // larger than the server's 16 KiB borrow threshold
     } as usize;
     let b = (rng.next() & 0xff) as u8;
     p.extend((0..extra).map(|k| b.wrapping_add((k as u8).wrapping_mul(31))));
@@ -423,6 +424,12 @@ struct Counts {
     errors: BTreeMap<String, u64>,
 }
 
+/// `n` moments spread over the run (fractions of it, one in each of `n`
+/// equal parts, away from both ends), latest first (taken with `pop`).
+fn moments(rng: &mut Rng, n: u64) -> Vec<f64> {
+    (0..n).rev().map(|k| 0.05 + 0.9 * (k as f64 + 0.2 + 0.6 * rng.unit()) / n as f64).collect()
+}
+
 /// Sets the flag when dropped (on a panic too).
 struct StopOnDrop<'a>(&'a AtomicBool);
 
@@ -455,25 +462,26 @@ fn write(a: &Path, base: &Path, seed: u64, deadline: Duration, model: &Mutex<Mod
     };
     let mut writer = Some(new_log(&mut lock(model)));
     // When the directory is replaced (renamed away, a new log in its
-    // place) and when it is deleted and re-created, as fractions of the run.
-    let mut replace_at = vec![0.3 + rng.unit() * 0.1, 0.75 + rng.unit() * 0.1];
-    let mut recreate_at = Some(0.5 + rng.unit() * 0.1);
+    // place: twice, or every 30 s of a longer run) and when it is deleted
+    // and re-created (once, or every 90 s), as fractions of the run.
+    let mut replace_at = moments(&mut rng, (deadline.as_secs() / 30).max(2));
+    let mut recreate_at = moments(&mut rng, (deadline.as_secs() / 90).max(1));
     let start = Instant::now();
     while start.elapsed() < deadline && !stop.load(Ordering::Relaxed) {
         let frac = start.elapsed().as_secs_f64() / deadline.as_secs_f64();
         let mut m = lock(model);
         m.step += 1;
         let step = m.step;
-        if replace_at.first().is_some_and(|&f| frac >= f) {
-            replace_at.remove(0);
+        if replace_at.last().is_some_and(|&f| frac >= f) {
+            replace_at.pop();
             drop(writer.take());
             c.dir_replacements += 1;
             let old = base.join(format!("A.old-{}", c.dir_replacements));
             std::fs::rename(a, &old).unwrap();
             writer = Some(new_log(&mut m));
             eprintln!("{} step {step}: replaced A (renamed to {}) by generation {} (term {})", clock.t(), old.display(), m.gen, m.term);
-        } else if recreate_at.is_some_and(|f| frac >= f) {
-            recreate_at = None;
+        } else if recreate_at.last().is_some_and(|&f| frac >= f) {
+            recreate_at.pop();
             drop(writer.take());
             c.dir_recreations += 1;
             std::fs::remove_dir_all(a).unwrap();
@@ -621,8 +629,8 @@ fn serve_follow_seeded_faults() {
             spawn(f, &srv.url, &mut rng, &mut c);
         }
 
-        let mut server_kill_at: Vec<f64> = (0..3).map(|_| 0.1 + rng.unit() * 0.8).collect();
-        server_kill_at.sort_by(|x, y| y.partial_cmp(x).unwrap());
+        // Server SIGKILLs: 3, or one every 20 s of a longer run.
+        let mut server_kill_at = moments(&mut rng, (deadline.as_secs() / 20).max(3));
         let start = Instant::now();
         while !writer.is_finished() {
             let frac = start.elapsed().as_secs_f64() / deadline.as_secs_f64();
