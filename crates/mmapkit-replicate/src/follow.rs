@@ -16,7 +16,9 @@
 //! from a leader whose view is changing, timeouts) is retried, never
 //! acted on; a difference the history does not explain (the leader lost
 //! entries it had served, e.g. in a power loss) is reported as
-//! [`ReplicateError::Diverged`], and the follower's log is kept.
+//! [`ReplicateError::Diverged`], and the follower's log is kept, once a
+//! second look at the state confirms that no truncation started meanwhile
+//! (else the round is retried and reconciles with it).
 //!
 //! # Algorithm
 //!
@@ -480,6 +482,34 @@ impl Ctx {
         }
     }
 
+    /// A difference from the leader that the state `st` does not explain:
+    /// [`ReplicateError::Diverged`], unless a truncation started on the
+    /// leader since `st` was read (or the view it came from had read the
+    /// history just before a truncation began): the difference may be
+    /// that truncation's, so the round is retried (transient) and the next
+    /// one reconciles with the history that records it.
+    async fn unexplained(&self, st: &LeaderState, detail: String) -> ReplicateError {
+        let path = format!("/v1/state?since={}", self.followed.as_ref().map_or(0, |f| f.epoch));
+        let why = match self.get_json::<LeaderState>(&path).await {
+            Ok((200, Some(now))) if now.log_id == st.log_id && now.epoch == st.epoch => {
+                return self.diverged(detail)
+            }
+            Ok((200, Some(now))) => format!(
+                "the leader's log changed while this follower reconciled (epoch {} -> {})",
+                st.epoch, now.epoch
+            ),
+            Ok((s, _)) => format!("{s} while checking the leader's state again"),
+            Err(e) => format!("checking the leader's state again: {e}"),
+        };
+        // Not confirmed: the next round looks again.
+        ReplicateError::Http {
+            url: self.url(&path),
+            status: Some(200),
+            detail: format!("{why}; reconciling again"),
+            transient: true,
+        }
+    }
+
     /// Truncates the follower's log after `index` (clamped to its range)
     /// on a blocking thread; counts what it dropped.
     async fn truncate_to(&mut self, index: u64) -> Result<()> {
@@ -569,12 +599,12 @@ impl Ctx {
             return Ok(()); // empty, or its last entry was purged (committed) there
         }
         if fl > st.last_index {
-            return Err(self.diverged(format!(
+            return Err(self.unexplained(st, format!(
                 "the leader's log ends at entry {} but this follower holds entries up to {fl}, \
                  and the leader recorded no truncation of them: it lost entries it had served \
                  (a power loss before they were synced?); the follower's log was kept",
                 st.last_index
-            )));
+            )).await);
         }
         #[derive(serde::Deserialize)]
         struct T {
@@ -586,12 +616,12 @@ impl Ctx {
         let path = format!("/v1/term/{fl}");
         match self.get_json::<T>(&path).await? {
             (200, Some(t)) if t.term == term && t.crc == crc => Ok(()),
-            (200, Some(t)) => Err(self.diverged(format!(
+            (200, Some(t)) => Err(self.unexplained(st, format!(
                 "entry {fl} has term {} and CRC {:#010x} on the leader but term {term} and CRC \
                  {crc:#010x} here, and the leader recorded no truncation of it; the follower's \
                  log was kept",
                 t.term, t.crc
-            ))),
+            )).await),
             // Purged there meanwhile: it was committed.
             (410, _) => Ok(()),
             (s, _) => Err(ReplicateError::Http {
@@ -612,11 +642,22 @@ impl Ctx {
         let (status, st) = self.get_json::<LeaderState>(&path).await?;
         match (status, st) {
             (200, Some(st)) => Ok(st),
-            (409, _) => Err(self.diverged(format!(
-                "the leader's truncation history is behind the epoch {} this follower saw \
-                 (was its log restored from a backup?)",
-                self.followed.as_ref().map_or(0, |f| f.epoch)
-            ))),
+            (409, _) => {
+                // Past the epoch of *this* log; but another log in the
+                // leader's place (a replaced directory) has a history of
+                // its own, shorter or not: that is told by the id, and
+                // reconcile refuses it (or, with reset, copies it).
+                if let (200, Some(st)) = self.get_json::<LeaderState>("/v1/state").await? {
+                    if st.log_id.as_deref() != self.followed.as_ref().map(|f| f.log_id.as_str()) {
+                        return Ok(st);
+                    }
+                }
+                Err(self.diverged(format!(
+                    "the leader's truncation history is behind the epoch {} this follower saw \
+                     (was its log restored from a backup?)",
+                    self.followed.as_ref().map_or(0, |f| f.epoch)
+                )))
+            }
             (s, _) => Err(ReplicateError::Http {
                 url: self.url(&path),
                 status: Some(s),

@@ -776,27 +776,27 @@ async fn entries(State(sh): State<Arc<Shared>>, RawQuery(q): RawQuery) -> Respon
     if from < first || from > last + 1 {
         return out_of_range(from, first, last);
     }
-    if q.prev_term.is_some() || q.prev_crc.is_some() {
-        if from > first {
-            let log = sh.log.clone();
-            let (pt, pc) = (q.prev_term, q.prev_crc);
-            match tokio::task::spawn_blocking(move || log.get(from - 1).map(|e| (e.term(), e.crc())))
-                .await
-            {
-                Ok(Ok((t, c)))
-                    if pt.is_none_or(|pt| pt == t) && pc.is_none_or(|pc| pc == c as u64) => {}
-                Ok(Ok((t, c))) => {
-                    return err(
-                        StatusCode::CONFLICT,
-                        format!(
-                            "log mismatch: entry {} has term {t} and CRC {c:#010x} here",
-                            from - 1
-                        ),
-                    )
-                }
-                Ok(Err(e)) => return read_failed(&sh, from - 1, e),
-                Err(e) => return err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    // A quick answer to a follower that no longer matches; the check that
+    // counts is made again with the read (below).
+    if (q.prev_term.is_some() || q.prev_crc.is_some()) && from > first {
+        let log = sh.log.clone();
+        let (pt, pc) = (q.prev_term, q.prev_crc);
+        match tokio::task::spawn_blocking(move || log.get(from - 1).map(|e| (e.term(), e.crc())))
+            .await
+        {
+            Ok(Ok((t, c)))
+                if pt.is_none_or(|pt| pt == t) && pc.is_none_or(|pc| pc == c as u64) => {}
+            Ok(Ok((t, c))) => {
+                return err(
+                    StatusCode::CONFLICT,
+                    format!(
+                        "log mismatch: entry {} has term {t} and CRC {c:#010x} here",
+                        from - 1
+                    ),
+                )
             }
+            Ok(Err(e)) => return read_failed(&sh, from - 1, e),
+            Err(e) => return err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
         }
     }
     if from == last + 1 {
@@ -830,21 +830,52 @@ async fn entries(State(sh): State<Arc<Shared>>, RawQuery(q): RawQuery) -> Respon
         from
     };
     let log = sh.log.clone();
+    let (pt, pc) = (q.prev_term, q.prev_crc);
     let read = tokio::task::spawn_blocking(move || {
-        if hi == from {
+        // The entries must follow the entry checked against prev_term and
+        // prev_crc in one version of the log: a truncation after the check
+        // above (a long poll waits in between) or during the read (which
+        // may span refreshed views) would splice two versions into what
+        // the follower appends, a log the leader never held, and its next
+        // pages would chain on without a complaint. So the check is made
+        // again here, and the answer is refused (503, retried after a
+        // fresh look at the leader's state) if a truncation started, or
+        // another log took the directory's place, between it and the read.
+        let before = log.identity();
+        if (pt.is_some() || pc.is_some()) && from > log.first_index() {
+            let e = log.get(from - 1)?;
+            let (t, c) = (e.term(), e.crc());
+            if !(pt.is_none_or(|pt| pt == t) && pc.is_none_or(|pc| pc == c as u64)) {
+                return Ok(Err((from - 1, t, c)));
+            }
+        }
+        let got = if hi == from {
             // Nothing to read: tagged with what the view has completed.
             let tag = log.identity().completed;
-            Ok((Entries::default(), tag))
+            (Entries::default(), tag)
         } else {
-            log.read(from, hi, Some(max_bytes)).map(|e| {
-                let tag = e.epoch();
-                (e, tag)
-            })
+            let e = log.read(from, hi, Some(max_bytes))?;
+            let tag = e.epoch();
+            (e, tag)
+        };
+        let after = log.identity();
+        if after.id != before.id || after.epoch != before.epoch {
+            return Err(mmapkit::Error::InvalidArgument(format!(
+                "{}: the log was truncated or replaced while the page was read",
+                log.dir().display()
+            )));
         }
+        Ok(Ok((got.0, got.1, after.id)))
     })
     .await;
-    let (ents, tag) = match read {
-        Ok(Ok(e)) => e,
+    let (ents, tag, id) = match read {
+        Ok(Ok(Ok(e))) => e,
+        Ok(Ok(Err((i, t, c)))) => {
+            return err(
+                StatusCode::CONFLICT,
+                format!("log mismatch: entry {i} has term {t} and CRC {c:#010x} here"),
+            )
+        }
         // Truncated or purged since the check above: 410/416; else 503.
         Ok(Err(e)) => return read_failed(&sh, from, e),
         Err(e) => return err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
@@ -895,6 +926,9 @@ async fn entries(State(sh): State<Arc<Shared>>, RawQuery(q): RawQuery) -> Respon
     // The read's tag: a follower checks later that no truncation numbered
     // from it on cut what it got (see `mmapkit::log::Entries::epoch`).
     h.insert("x-mmapkit-epoch", HeaderValue::from(tag));
-    sh.identify(&mut r);
+    // The log the entries were read from (not whatever took its place since).
+    if let Some(v) = id.and_then(|id| HeaderValue::from_str(&id).ok()) {
+        r.headers_mut().insert("x-mmapkit-log-id", v);
+    }
     r
 }
