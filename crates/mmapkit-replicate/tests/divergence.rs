@@ -384,6 +384,7 @@ fn random_requests_against_a_changing_log_never_break_the_server() {
     follow(srv.url(), &b, once()).unwrap();
     assert_same(&a, &b);
     assert!(seen.get(&200).copied().unwrap_or(0) > 50, "{seen:?}");
+}
 
 /// A long poll checks the entry before `from` (prev_term, prev_crc) and
 /// then waits: if the log is truncated meanwhile, the entries it then
