@@ -87,3 +87,61 @@ fn the_log_stops_at_a_failed_sync_and_acknowledges_nothing_after_it() {
         log.append(&[(2, b"after".as_slice())]).unwrap();
     }
 }
+
+/// Rows `from..to` of the test stores: row i holds `i` in every item.
+fn rows(from: u64, to: u64, items: usize) -> Vec<u8> {
+    (from..to).flat_map(|i| std::iter::repeat_n(i as f64, items)).flat_map(f64::to_le_bytes).collect()
+}
+
+/// An `ArrayStore` stops at a failed flush: the flush fails with EIO,
+/// every later append, flush, resize and read past the rows flushed is
+/// `Failed`, closing writes nothing; after the power loss the store holds
+/// exactly the rows flushed. Rows of a page each make the failed sync
+/// the data's; rows of one item keep everything in the header's page.
+#[test]
+fn an_array_store_stops_at_a_failed_flush_and_keeps_only_what_was_flushed() {
+    use mmapkit::store::{ArrayStore, StoreOptions};
+    require_fuse!();
+    for items in [512usize, 1] {
+        let back = tempfile::tempdir().unwrap();
+        let m = CrashFs::mount(back.path()).unwrap();
+        let p = m.path().join("a.npy");
+        let row_shape: &[u64] = if items == 1 { &[] } else { &[items as u64] };
+        let mut a = ArrayStore::create(&p, "'<f8'", 8, row_shape, &StoreOptions::default()).unwrap();
+        a.append(&rows(0, 3, items)).unwrap();
+        a.flush().unwrap();
+        a.append(&rows(3, 8, items)).unwrap();
+        m.fail_fsyncs(1);
+        let e = a.flush().unwrap_err();
+        assert_eq!(m.failed_fsyncs(), 1, "no fsync failed?");
+        assert_eq!(e.errno(), Some(libc::EIO), "{e}");
+        let mut out = vec![0u8; 8 * items];
+        let later: Vec<mmapkit::Result<()>> = vec![
+            a.append(&rows(8, 9, items)).map(drop),
+            a.append_with(1, |_| Ok::<(), ()>(())).map(drop),
+            a.flush(),
+            a.reserve_rows(1 << 20),
+            a.trim(),
+            a.truncate_rows(3),
+            a.gather_rows(&[5], &mut out),
+        ];
+        for r in later {
+            let e = r.unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Failed, "{e}");
+            assert_eq!(e.path(), Some(p.as_path()));
+            assert!(e.to_string().contains("flush (msync of the") && e.to_string().contains("reopen"), "{e}");
+        }
+        // The rows flushed stay readable.
+        a.gather_rows(&[2], &mut out).unwrap();
+        assert_eq!(out, rows(2, 3, items));
+        assert_eq!(a.close().unwrap_err().kind(), ErrorKind::Failed);
+        m.crash(Mode::DropAll).unwrap();
+        let p = back.path().join("a.npy");
+        let a = ArrayStore::open(&p, false, None).unwrap();
+        assert_eq!((a.len(), a.data()), (3, rows(0, 3, items).as_slice()), "items={items}");
+        drop(a);
+        let mut a = ArrayStore::open(&p, true, None).unwrap();
+        a.append(&rows(3, 4, items)).unwrap();
+        a.close().unwrap();
+    }
+}
