@@ -145,3 +145,93 @@ fn an_array_store_stops_at_a_failed_flush_and_keeps_only_what_was_flushed() {
         a.close().unwrap();
     }
 }
+
+/// Makes `name` in the mount hold `content`, durably.
+fn durable_file(m: &mmapkit_crashfs::Mount, name: &str, content: &[u8]) -> std::path::PathBuf {
+    let p = m.path().join(name);
+    let mut f = File::create(&p).unwrap();
+    f.write_all(content).unwrap();
+    f.sync_all().unwrap();
+    File::open(m.path()).unwrap().sync_all().unwrap();
+    p
+}
+
+/// The names in the mount's root (no temporary file left behind).
+fn names(m: &mmapkit_crashfs::Mount) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(m.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    v.sort();
+    v
+}
+
+/// A writer whose `finish(sync)` fails to sync fails the finish and never
+/// renames its output into place: the destination keeps its old content,
+/// before and after the power loss. (The writer is consumed by `finish`,
+/// so nothing can be done with it afterwards.)
+#[test]
+fn a_writer_whose_sync_fails_leaves_the_destination_as_it_was() {
+    use mmapkit::writer::{RecordWriter, StreamWriter, WriterOptions};
+    require_fuse!();
+    let opts = WriterOptions { sync: true, ..Default::default() };
+    for stream in [false, true] {
+        let back = tempfile::tempdir().unwrap();
+        let m = CrashFs::mount(back.path()).unwrap();
+        let p = durable_file(&m, "out", b"the old output");
+        let records: Vec<[u8; 4096]> = (0..4u8).map(|i| [i; 4096]).collect();
+        let finished = if stream {
+            let mut w = StreamWriter::create(&p, 4096, &opts).unwrap();
+            for r in &records {
+                w.push(r).unwrap();
+            }
+            m.fail_fsyncs(1);
+            w.finish()
+        } else {
+            let w = RecordWriter::create(&p, 4096, Some(4), &opts).unwrap();
+            for (i, r) in records.iter().enumerate() {
+                w.write(i as u64, r).unwrap();
+            }
+            m.fail_fsyncs(1);
+            w.finish()
+        };
+        let e = finished.unwrap_err();
+        assert_eq!(m.failed_fsyncs(), 1, "no fsync failed?");
+        assert_eq!(e.errno(), Some(libc::EIO), "{e}");
+        assert_eq!(fs::read(&p).unwrap(), b"the old output", "stream={stream}");
+        assert_eq!(names(&m), ["out"]);
+        m.crash(Mode::DropAll).unwrap();
+        assert_eq!(fs::read(back.path().join("out")).unwrap(), b"the old output", "stream={stream}");
+    }
+}
+
+/// `replace` with a failed fsync: a rewrite leaves the original untouched
+/// (never renamed over, no temporary file left) and reports EIO; in place
+/// (`sync`), the EIO error says the file on disk may mix old and new.
+/// After the power loss the survivor is the original, never half
+/// replaced.
+#[test]
+fn replace_reports_a_failed_sync_and_a_rewrite_leaves_the_original() {
+    use mmapkit::scan::{replace, ReplaceOptions, ScanOptions, Strategy};
+    require_fuse!();
+    let orig = b"a,b\nc,d\n".repeat(1000);
+    // (pattern, replacement, strategy): a rewrite, then in place both ways.
+    let cases: [(&[u8], &[u8], Strategy); 3] =
+        [(b",", b", ", Strategy::Auto), (b",", b";", Strategy::Read), (b",", b";", Strategy::Mmap)];
+    for (pat, rep, strategy) in cases {
+        let back = tempfile::tempdir().unwrap();
+        let m = CrashFs::mount(back.path()).unwrap();
+        let p = durable_file(&m, "f.csv", &orig);
+        m.fail_fsyncs(1);
+        let ro = ReplaceOptions { sync: true, ..Default::default() };
+        let e = replace(&p, pat, rep, &ro, &ScanOptions::new(strategy, 2)).unwrap_err();
+        assert_eq!(m.failed_fsyncs(), 1, "no fsync failed?");
+        assert_eq!(e.errno(), Some(libc::EIO), "{e}");
+        assert_eq!(e.path(), Some(p.as_path()), "{e}");
+        assert_eq!(names(&m), ["f.csv"]);
+        if rep.len() != pat.len() {
+            assert_eq!(fs::read(&p).unwrap(), orig, "the original was replaced");
+        } else {
+            assert!(e.to_string().contains("old and new"), "{e}");
+        }
+        m.crash(Mode::DropAll).unwrap();
+        assert!(fs::read(back.path().join("f.csv")).unwrap() == orig, "{strategy:?}: not the original");
+    }
+}
