@@ -87,3 +87,151 @@ fn the_log_stops_at_a_failed_sync_and_acknowledges_nothing_after_it() {
         log.append(&[(2, b"after".as_slice())]).unwrap();
     }
 }
+
+/// Rows `from..to` of the test stores: row i holds `i` in every item.
+fn rows(from: u64, to: u64, items: usize) -> Vec<u8> {
+    (from..to).flat_map(|i| std::iter::repeat_n(i as f64, items)).flat_map(f64::to_le_bytes).collect()
+}
+
+/// An `ArrayStore` stops at a failed flush: the flush fails with EIO,
+/// every later append, flush, resize and read past the rows flushed is
+/// `Failed`, closing writes nothing; after the power loss the store holds
+/// exactly the rows flushed. Rows of a page each make the failed sync
+/// the data's; rows of one item keep everything in the header's page.
+#[test]
+fn an_array_store_stops_at_a_failed_flush_and_keeps_only_what_was_flushed() {
+    use mmapkit::store::{ArrayStore, StoreOptions};
+    require_fuse!();
+    for items in [512usize, 1] {
+        let back = tempfile::tempdir().unwrap();
+        let m = CrashFs::mount(back.path()).unwrap();
+        let p = m.path().join("a.npy");
+        let row_shape: &[u64] = if items == 1 { &[] } else { &[items as u64] };
+        let mut a = ArrayStore::create(&p, "'<f8'", 8, row_shape, &StoreOptions::default()).unwrap();
+        a.append(&rows(0, 3, items)).unwrap();
+        a.flush().unwrap();
+        a.append(&rows(3, 8, items)).unwrap();
+        m.fail_fsyncs(1);
+        let e = a.flush().unwrap_err();
+        assert_eq!(m.failed_fsyncs(), 1, "no fsync failed?");
+        assert_eq!(e.errno(), Some(libc::EIO), "{e}");
+        let mut out = vec![0u8; 8 * items];
+        let later: Vec<mmapkit::Result<()>> = vec![
+            a.append(&rows(8, 9, items)).map(drop),
+            a.append_with(1, |_| Ok::<(), ()>(())).map(drop),
+            a.flush(),
+            a.reserve_rows(1 << 20),
+            a.trim(),
+            a.truncate_rows(3),
+            a.gather_rows(&[5], &mut out),
+        ];
+        for r in later {
+            let e = r.unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::Failed, "{e}");
+            assert_eq!(e.path(), Some(p.as_path()));
+            assert!(e.to_string().contains("flush (msync of the") && e.to_string().contains("reopen"), "{e}");
+        }
+        // The rows flushed stay readable.
+        a.gather_rows(&[2], &mut out).unwrap();
+        assert_eq!(out, rows(2, 3, items));
+        assert_eq!(a.close().unwrap_err().kind(), ErrorKind::Failed);
+        m.crash(Mode::DropAll).unwrap();
+        let p = back.path().join("a.npy");
+        let a = ArrayStore::open(&p, false, None).unwrap();
+        assert_eq!((a.len(), a.data()), (3, rows(0, 3, items).as_slice()), "items={items}");
+        drop(a);
+        let mut a = ArrayStore::open(&p, true, None).unwrap();
+        a.append(&rows(3, 4, items)).unwrap();
+        a.close().unwrap();
+    }
+}
+
+/// Makes `name` in the mount hold `content`, durably.
+fn durable_file(m: &mmapkit_crashfs::Mount, name: &str, content: &[u8]) -> std::path::PathBuf {
+    let p = m.path().join(name);
+    let mut f = File::create(&p).unwrap();
+    f.write_all(content).unwrap();
+    f.sync_all().unwrap();
+    File::open(m.path()).unwrap().sync_all().unwrap();
+    p
+}
+
+/// The names in the mount's root (no temporary file left behind).
+fn names(m: &mmapkit_crashfs::Mount) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(m.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    v.sort();
+    v
+}
+
+/// A writer whose `finish(sync)` fails to sync fails the finish and never
+/// renames its output into place: the destination keeps its old content,
+/// before and after the power loss. (The writer is consumed by `finish`,
+/// so nothing can be done with it afterwards.)
+#[test]
+fn a_writer_whose_sync_fails_leaves_the_destination_as_it_was() {
+    use mmapkit::writer::{RecordWriter, StreamWriter, WriterOptions};
+    require_fuse!();
+    let opts = WriterOptions { sync: true, ..Default::default() };
+    for stream in [false, true] {
+        let back = tempfile::tempdir().unwrap();
+        let m = CrashFs::mount(back.path()).unwrap();
+        let p = durable_file(&m, "out", b"the old output");
+        let records: Vec<[u8; 4096]> = (0..4u8).map(|i| [i; 4096]).collect();
+        let finished = if stream {
+            let mut w = StreamWriter::create(&p, 4096, &opts).unwrap();
+            for r in &records {
+                w.push(r).unwrap();
+            }
+            m.fail_fsyncs(1);
+            w.finish()
+        } else {
+            let w = RecordWriter::create(&p, 4096, Some(4), &opts).unwrap();
+            for (i, r) in records.iter().enumerate() {
+                w.write(i as u64, r).unwrap();
+            }
+            m.fail_fsyncs(1);
+            w.finish()
+        };
+        let e = finished.unwrap_err();
+        assert_eq!(m.failed_fsyncs(), 1, "no fsync failed?");
+        assert_eq!(e.errno(), Some(libc::EIO), "{e}");
+        assert_eq!(fs::read(&p).unwrap(), b"the old output", "stream={stream}");
+        assert_eq!(names(&m), ["out"]);
+        m.crash(Mode::DropAll).unwrap();
+        assert_eq!(fs::read(back.path().join("out")).unwrap(), b"the old output", "stream={stream}");
+    }
+}
+
+/// `replace` with a failed fsync: a rewrite leaves the original untouched
+/// (never renamed over, no temporary file left) and reports EIO; in place
+/// (`sync`), the EIO error says the file on disk may mix old and new.
+/// After the power loss the survivor is the original, never half
+/// replaced.
+#[test]
+fn replace_reports_a_failed_sync_and_a_rewrite_leaves_the_original() {
+    use mmapkit::scan::{replace, ReplaceOptions, ScanOptions, Strategy};
+    require_fuse!();
+    let orig = b"a,b\nc,d\n".repeat(1000);
+    // (pattern, replacement, strategy): a rewrite, then in place both ways.
+    let cases: [(&[u8], &[u8], Strategy); 3] =
+        [(b",", b", ", Strategy::Auto), (b",", b";", Strategy::Read), (b",", b";", Strategy::Mmap)];
+    for (pat, rep, strategy) in cases {
+        let back = tempfile::tempdir().unwrap();
+        let m = CrashFs::mount(back.path()).unwrap();
+        let p = durable_file(&m, "f.csv", &orig);
+        m.fail_fsyncs(1);
+        let ro = ReplaceOptions { sync: true, ..Default::default() };
+        let e = replace(&p, pat, rep, &ro, &ScanOptions::new(strategy, 2)).unwrap_err();
+        assert_eq!(m.failed_fsyncs(), 1, "no fsync failed?");
+        assert_eq!(e.errno(), Some(libc::EIO), "{e}");
+        assert_eq!(e.path(), Some(p.as_path()), "{e}");
+        assert_eq!(names(&m), ["f.csv"]);
+        if rep.len() != pat.len() {
+            assert_eq!(fs::read(&p).unwrap(), orig, "the original was replaced");
+        } else {
+            assert!(e.to_string().contains("old and new"), "{e}");
+        }
+        m.crash(Mode::DropAll).unwrap();
+        assert!(fs::read(back.path().join("f.csv")).unwrap() == orig, "{strategy:?}: not the original");
+    }
+}

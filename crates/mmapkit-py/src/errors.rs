@@ -29,6 +29,7 @@ exceptions! {
     FileTruncatedError(PyOSError): "The mapped file was truncated by someone else; data past its new end is gone.";
     DiskFullError(PyOSError): "No space left on the device to extend a mapped file (errno ENOSPC).";
     CorruptError(PyOSError): "Stored data failed an integrity check (checksum, torn frame); errno EIO.";
+    FailedError(PyOSError): "An earlier sync through this handle failed; it refuses writes and syncs until reopened (fail-stop); errno EIO.";
     FormatError(PyValueError): "An input file is not in the expected format (bad .npy header, malformed FASTA/FASTQ record).";
     ReservationExhaustedError(PyBufferError): "The mapping cannot grow in place further while views of it are alive.";
 }
@@ -53,6 +54,9 @@ pub fn to_py(e: Error) -> PyErr {
         }
         ErrorKind::DiskFull => DiskFullError::new_err(os_args(&e, e.message())),
         ErrorKind::Corrupt => CorruptError::new_err(os_args(&e, e.message())),
+        // Its own class (still an OSError with EIO): a caller can tell a
+        // handle that must be reopened from a one-off I/O error.
+        ErrorKind::Failed => FailedError::new_err(os_args(&e, e.message())),
         ErrorKind::Format => FormatError::new_err(e.to_string()),
         ErrorKind::ReservationExhausted => ReservationExhaustedError::new_err(e.to_string()),
         ErrorKind::ReadOnly => PyTypeError::new_err(format!("mmap can't modify a readonly memory map ({e})")),

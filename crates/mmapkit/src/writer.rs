@@ -354,6 +354,9 @@ impl RecordWriter {
     /// Completes the output: checks every record was written, rewrites the
     /// header with the final count, trims, optionally fsyncs, and renames
     /// the temporary file to the destination. Returns the record count.
+    /// A failed sync fails it before the rename (a retried sync would
+    /// "succeed" without the pages the kernel dropped): the destination
+    /// stays as it was and the temporary file is removed.
     pub fn finish(mut self) -> Result<u64> {
         let records = self.complete()?;
         if let Dest::File { out, .. } = &mut self.dest {
@@ -486,7 +489,8 @@ impl StreamWriter {
         })
     }
 
-    /// Writes the final header, optionally fsyncs, renames into place.
+    /// Writes the final header, optionally fsyncs, renames into place (not
+    /// after a failed fsync: the destination then stays as it was).
     pub fn finish(mut self) -> Result<u64> {
         let header = self.final_header()?;
         let records = self.records;

@@ -103,6 +103,12 @@ pub struct ReplaceOptions {
     pub backup: Option<String>,
     /// In-place edits: wait until the changes are on disk (`msync` /
     /// `fdatasync`) before returning. Rewrites are always durable.
+    ///
+    /// A failed sync is reported (an EIO `Error::Io`). For a rewrite the
+    /// original is then untouched (the temporary file is never renamed);
+    /// in place, the edits were made and readers see them, but the disk
+    /// may hold any mix of old and new pages (a later sync cannot write
+    /// pages the kernel dropped), and the error says so.
     pub sync: bool,
 }
 

@@ -28,6 +28,17 @@
 //! see that many, a writer cuts the header back). Rows flushed are always
 //! there; rows appended since the last flush may be gone, never garbage.
 //!
+//! # Fail-stop
+//!
+//! A flush whose sync fails (`msync` of the data or header, or the
+//! durable-rows record's `fdatasync`) poisons the writer: the kernel may
+//! have dropped the dirty pages and marked them clean, so a later sync
+//! that succeeds would not write them and a flush would record rows as
+//! durable that are not ("fsyncgate"). Every later append, flush, resize,
+//! truncation and read past the rows last flushed is then
+//! [`Error::Failed`], and closing leaves the durable-rows record as it
+//! was, until the store is reopened.
+//!
 //! One writer at a time: writers hold an exclusive `flock` on the file;
 //! readers take no lock. Readers map only the published rows and follow
 //! growth with [`ArrayStore::refresh`]; since counts only grow and
@@ -39,6 +50,8 @@ use std::io::Write;
 use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 
 use super::npy::Header;
 use durable::Durable;
@@ -89,6 +102,10 @@ pub struct ArrayStore {
     header_dirty: bool,
     /// The durable-rows record (writers; see `durable`).
     durable: Option<Durable>,
+    /// Rows known to be on disk: as opened, then as last flushed.
+    durable_rows: AtomicU64,
+    /// What failed, once a flush's sync did (fail-stop; module docs).
+    failure: OnceLock<String>,
 }
 
 fn format_err(path: &Path, detail: String) -> Error {
@@ -421,6 +438,7 @@ impl ArrayStore {
             None => mo.mode(Mode::ReadWrite).reserve(opts.reserve),
         };
         let map = mo.map(file, path)?;
+        let rows = header.shape[0];
         Ok(ArrayStore {
             map,
             path: path.to_owned(),
@@ -434,7 +452,9 @@ impl ArrayStore {
             owner: std::process::id(),
             keep_len: 0,
             header_dirty: false,
+            durable_rows: AtomicU64::new(rows),
             durable: None,
+            failure: OnceLock::new(),
         })
     }
 
@@ -509,6 +529,9 @@ impl ArrayStore {
         if let Some(&bad) = rows.iter().find(|&&r| r >= self.len()) {
             return Err(Error::invalid(&self.path, format!("row {bad} is out of range: the store has {} rows", self.len())));
         }
+        if self.failure.get().is_some() && rows.iter().any(|&r| r >= self.durable_rows.load(Ordering::Acquire)) {
+            self.check_failed()?;
+        }
         let data = &self.map;
         let off = self.data_off;
         data.read_with(|d| {
@@ -544,7 +567,30 @@ impl ArrayStore {
         if self.owner != std::process::id() {
             return Err(Error::invalid(&self.path, "this writer was inherited from the parent process (fork), which still owns it; open the store again"));
         }
-        Ok(())
+        self.check_failed()
+    }
+
+    /// The fail-stop error once a flush's sync failed (see the module docs).
+    fn check_failed(&self) -> Result<()> {
+        match self.failure.get() {
+            Some(why) => Err(Error::Failed {
+                path: self.path.clone(),
+                detail: format!(
+                    "{why}; the store refuses appends, flushes, resizes and reads past row {} (the rows last flushed) \
+                     until it is reopened (reopening reads what is really on disk)",
+                    self.durable_rows.load(Ordering::Acquire)
+                ),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Fail-stop: after a failed sync the kernel may have dropped the dirty
+    /// pages and marked them clean, so no later sync may count them as
+    /// durable. Returns the error to report.
+    fn fail(&self, what: &str, e: Error) -> Error {
+        let _ = self.failure.set(format!("{what} failed ({e})"));
+        e
     }
 
     /// Makes room for `extra` more rows past [`len`](Self::len) (allocating
@@ -672,16 +718,20 @@ impl ArrayStore {
         if !self.writable {
             return Ok(());
         }
-        let end = self.data_off + self.len() as usize * self.row_bytes;
+        self.check_failed()?;
+        let rows = self.len();
+        let end = self.data_off + rows as usize * self.row_bytes;
         let page = crate::map::page_size().max(self.data_off);
         if end > page {
-            self.map.flush_range(page, end - page, true)?;
+            self.map.flush_range(page, end - page, true).map_err(|e| self.fail("flush (msync of the data)", e))?;
         }
-        self.map.flush_range(0, end.min(page), true)?;
-        match &self.durable {
-            Some(d) => d.update(self.len(), self.fingerprint(self.len())?),
-            None => Ok(()),
+        self.map.flush_range(0, end.min(page), true).map_err(|e| self.fail("flush (msync of the header)", e))?;
+        if let Some(d) = &self.durable {
+            let fp = self.fingerprint(rows)?;
+            d.update(rows, fp).map_err(|e| self.fail("flush (sync of the durable-rows record)", e))?;
         }
+        self.durable_rows.store(rows, Ordering::Release);
+        Ok(())
     }
 
     fn fingerprint(&self, rows: u64) -> Result<u32> {
@@ -723,8 +773,15 @@ impl ArrayStore {
     /// Ends writing: trims ([`trim`](Self::trim)) and flushes, then the
     /// handle is read-only (its data stays mapped for existing views).
     /// Readers and a forked child's inherited copy of a writer: nothing
-    /// to do.
+    /// to do. After a failed flush: [`Error::Failed`], nothing written.
     pub fn release(&mut self) -> Result<()> {
+        if self.writable && self.owner == std::process::id() && self.failure.get().is_some() {
+            // No trim, no flush, and the durable-rows record stays: it is
+            // what a later boot may trust.
+            self.writable = false;
+            self.durable = None;
+            return self.check_failed();
+        }
         if self.writable && self.owner == std::process::id() {
             self.trim()?;
             self.flush()?;

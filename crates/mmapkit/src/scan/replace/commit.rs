@@ -14,7 +14,12 @@ pub(super) fn real_path(path: &Path) -> Result<PathBuf> {
 /// rename, fsync of the directory.
 pub(super) fn commit(path: &Path, real: &Path, meta: &Metadata, tmp: TempFile, ropts: &ReplaceOptions) -> Result<()> {
     tmp.copy_owner_and_mode(meta)?;
-    tmp.file().sync_all().map_err(|e| Error::io(tmp.path(), "fsync", e))?;
+    // Reported on the user's file: the temporary one is removed, and
+    // never renamed after a failed sync (a retry would "succeed" without
+    // writing what the kernel dropped).
+    tmp.file()
+        .sync_all()
+        .map_err(|e| Error::io(path, "fsync of the rewritten copy (the original is left as it was)", e))?;
     // The file must not have changed (or been replaced) meanwhile.
     let now = fs::metadata(real).map_err(|e| Error::io(path, "stat", e))?;
     if (now.ino(), now.dev(), now.len(), now.mtime(), now.mtime_nsec())

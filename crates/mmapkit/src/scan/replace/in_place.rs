@@ -30,6 +30,11 @@ pub fn resolve_in_place(strategy: Strategy, _len: u64) -> Strategy {
     }
 }
 
+/// The call named by a failed `--sync` of in-place edits, with the state
+/// it leaves.
+const IN_PLACE_SYNC_FAILED: &str = "sync of the in-place edits (they were made and readers see them, but the file on disk \
+     may hold any mix of old and new pages, and may lose them in a power loss: restore it from a copy or backup)";
+
 /// Matches closer than this are written as one stretch (the bytes between
 /// them rewritten unchanged); a page without a match is never written.
 pub(super) const GAP: u64 = 4096;
@@ -266,10 +271,17 @@ pub(super) fn replace_in_place(
         }
     }
     if count > 0 && ropts.sync {
-        match &job.src {
-            Source::Mapped(m) => out.as_ref().map_or_else(|| m.flush(), |o| o.flush())?,
-            Source::Read { file, .. } => file.sync_data().map_err(|e| Error::io(path, "fdatasync", e))?,
-        }
+        let synced = match &job.src {
+            Source::Mapped(m) => out.as_ref().map_or_else(|| m.flush(), |o| o.flush()),
+            Source::Read { file, .. } => file.sync_data().map_err(|e| Error::io(path, "fdatasync", e)),
+        };
+        // The edits are in the page cache, so a rerun finds nothing to
+        // replace, but the failed sync may have dropped them from the disk
+        // (marked clean, never written again): the error must say so.
+        synced.map_err(|e| match e {
+            Error::Io { source, .. } => Error::io(path, IN_PLACE_SYNC_FAILED, source),
+            e => e,
+        })?;
     }
     Ok(ReplaceReport { replacements: count, in_place: true, bytes_written: count * repl.len() as u64 })
 }
