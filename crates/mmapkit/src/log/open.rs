@@ -325,6 +325,16 @@ pub(super) fn load(dir: &Path, opts: &LogOptions, reuse: &[Seg]) -> Result<Loade
 /// complete, empty one (never a directory `verify` rejects). Anything else
 /// is left to the open that follows.
 fn create_new(dir: &Path, opts: &LogOptions) -> Result<()> {
+    // Through a symlink to a directory: the log is made in the directory
+    // it names (a dangling one is left to the open, which refuses it).
+    let real = match std::fs::symlink_metadata(dir) {
+        Ok(m) if m.file_type().is_symlink() => match std::fs::canonicalize(dir) {
+            Ok(p) => p,
+            Err(_) => return crate::fs::create_dir_durably(dir),
+        },
+        _ => dir.to_owned(),
+    };
+    let dir = real.as_path();
     if dir.file_name().is_none() {
         // `.`, `/`: cannot be renamed into place.
         return crate::fs::create_dir_durably(dir);
