@@ -39,7 +39,9 @@
 //!    carries the tag of the read that produced it (truncations completed
 //!    then); before entries of a page tagged below `R` are appended, `R`
 //!    is lowered to the tag, durably, so that a truncation racing the read
-//!    is found in the next round. Batches received but not yet appended
+//!    is found in the next round; a page tagged above `R` (read after a
+//!    truncation the follower has not accounted for) ends the round, so a
+//!    continuous follower reconciles within one long poll of a truncation. Batches received but not yet appended
 //!    hold permits of a semaphore of [`FollowOptions::max_in_flight`]
 //!    bytes; a frame longer than that is refused before anything is
 //!    allocated for it.
@@ -799,6 +801,20 @@ impl Ctx {
                 .into());
             };
             if let Some(f) = self.followed.clone() {
+                if tag > f.epoch {
+                    // Read after a truncation this follower has not
+                    // accounted for completed: what it holds may be cut
+                    // (a continuous follower asks no state while its pages
+                    // chain on), so reconcile before appending anything.
+                    self.send(&tx, &budget, &mut batch, next).await?;
+                    return Err(ReplicateError::Http {
+                        url,
+                        status: Some(200),
+                        detail: "the leader truncated its log; reconciling".into(),
+                        transient: true,
+                    }
+                    .into());
+                }
                 if tag < f.epoch {
                     self.record(Followed { epoch: tag, ..f }).await?;
                 }
