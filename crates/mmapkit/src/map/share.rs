@@ -245,6 +245,25 @@ impl SharedMap {
     pub fn write_at(&self, offset: usize, data: &[u8]) -> Result<()> {
         self.map.raw_write(offset, data)
     }
+    /// Writes the `len` bytes at `src`, a raw view (a Python buffer,
+    /// possibly of this very map: overlap is allowed), at `offset`,
+    /// without making a reference to either side: both are accessed
+    /// atomically (see the [module docs](self)).
+    ///
+    /// # Safety
+    /// `[src, src + len)` is mapped readable for the whole call, and no
+    /// `&mut [u8]` covers it while the call runs; concurrent writers of it
+    /// in this process must use atomic accesses (as every `SharedMap`
+    /// write does) for the race to be defined.
+    pub unsafe fn write_from_view(&self, offset: usize, src: *const u8, len: usize) -> Result<()> {
+        self.map.writable_range(offset, len)?;
+        // SAFETY: the destination is in bounds of a writable mapping that
+        // stays mapped while `self` is borrowed and that no reference
+        // covers (a SharedMap hands out none); the source is the caller's
+        // contract; `shmem::copy` handles an overlap.
+        unsafe { super::shmem::copy(src, self.map.data().add(offset), len) };
+        self.map.check()
+    }
     /// Aligned atomic 8-byte store (see [`Map::store_word`]).
     pub fn store_word(&self, offset: usize, bytes: [u8; 8]) -> Result<()> {
         self.map.raw_store_word(offset, bytes)
@@ -520,7 +539,12 @@ impl AppendMap {
                 self.map.len()
             )));
         }
-        self.sealed.fetch_max(upto, Ordering::AcqRel);
+        // Under the lock (the only `&self` writer of `sealed`), so a load
+        // and a store are a fetch_max; a plain release store is also what
+        // ThreadSanitizer can follow (it does not instrument atomic max).
+        if upto > self.sealed.load(Ordering::Relaxed) {
+            self.sealed.store(upto, Ordering::Release);
+        }
         Ok(())
     }
     /// Writes `data` at `offset` inside the private header.
