@@ -227,7 +227,7 @@ impl MapOptions {
 
     /// Raw `PROT_*` bits overriding the mode's, any value (`PROT_NONE`
     /// guards, write-only, ...). For a checked subset see
-    /// [`MapOptions::readable_protection`].
+    /// [`MapOptions::checked_protection`].
     ///
     /// ```compile_fail,E0133
     /// // Not from safe code: a PROT_NONE map's slice would fault (UB).
@@ -248,13 +248,15 @@ impl MapOptions {
 
     /// `PROT_*` bits overriding the mode's, for mmap(2)-compatible
     /// callers: any combination of `PROT_READ`, `PROT_WRITE` and
-    /// `PROT_EXEC` that includes `PROT_READ` (so every safe read stays
-    /// sound); anything else is an [`Error::InvalidArgument`].
-    pub fn readable_protection(&mut self, prot: i32) -> Result<&mut Self> {
+    /// `PROT_EXEC` (other bits are an [`Error::InvalidArgument`]). A map
+    /// without `PROT_READ` (a `PROT_NONE` guard, ...) is never read by
+    /// mmapkit: its reads and searches fail with `EACCES`, and
+    /// [`Map::as_slice`] / [`AppendMap::sealed_slice`] panic.
+    pub fn checked_protection(&mut self, prot: i32) -> Result<&mut Self> {
         let known = libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC;
-        if prot & libc::PROT_READ == 0 || prot & !known != 0 {
+        if prot & !known != 0 {
             return Err(Error::InvalidArgument(format!(
-                "protection {prot:#x} must include PROT_READ and nothing but PROT_READ, PROT_WRITE and PROT_EXEC"
+                "protection {prot:#x} has bits other than PROT_READ, PROT_WRITE and PROT_EXEC"
             )));
         }
         self.prot = Some(prot);
@@ -544,6 +546,19 @@ impl Map {
     pub fn is_writable(&self) -> bool {
         self.prot & libc::PROT_WRITE != 0
     }
+    /// Whether mmapkit reads the bytes (the map has `PROT_READ`; see
+    /// [`MapOptions::checked_protection`]).
+    pub fn is_readable(&self) -> bool {
+        self.prot & libc::PROT_READ != 0
+    }
+    /// Err(`EACCES`) for a map without `PROT_READ`: its bytes are never
+    /// read (the access would fault).
+    fn readable(&self) -> Result<()> {
+        if self.is_readable() {
+            return Ok(());
+        }
+        Err(self.err("read", std::io::Error::from_raw_os_error(libc::EACCES)))
+    }
     /// Whether the mapping is shared (writes reach the file / other processes).
     pub fn is_shared(&self) -> bool {
         self.flags & libc::MAP_SHARED != 0
@@ -591,7 +606,12 @@ impl Map {
 
     /// The mapped bytes. They may read as zeros if the file was truncated
     /// (see the module docs); prefer [`Map::read_with`], which reports it.
+    ///
+    /// # Panics
+    /// If the map was made without `PROT_READ`
+    /// ([`MapOptions::checked_protection`]).
     pub fn as_slice(&self) -> &[u8] {
+        assert!(self.is_readable(), "{}: mapped without PROT_READ", self.path.display());
         // SAFETY: [data, data+len) is mapped for as long as `self` is
         // borrowed: only `&mut self` methods shrink or move the mapping.
         unsafe { std::slice::from_raw_parts(self.data(), self.len()) }
@@ -605,6 +625,7 @@ impl Map {
     /// writes only past its sealed prefix).
     unsafe fn slice_of(&self, start: usize, end: usize) -> &[u8] {
         assert!(start <= end && end <= self.len(), "slice {start}..{end} of {} bytes", self.len());
+        assert!(self.is_readable(), "{}: mapped without PROT_READ", self.path.display());
         // SAFETY: in bounds of a mapping that stays mapped while `self` is
         // borrowed (only `&mut self` shrinks or moves it); unwritten while
         // the slice lives (caller).
@@ -616,6 +637,7 @@ impl Map {
         if !self.is_writable() {
             return Err(Error::ReadOnly { path: self.path.clone() });
         }
+        self.readable()?;
         // SAFETY: writable mapping of `len` bytes, borrowed exclusively.
         Ok(unsafe { std::slice::from_raw_parts_mut(self.data(), self.len()) })
     }
@@ -623,6 +645,7 @@ impl Map {
     /// Runs `f` over the mapped bytes and reports a truncation of the file
     /// that happened before or during it as [`Error::FileTruncated`].
     pub fn read_with<R>(&self, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
+        self.readable()?;
         self.check()?;
         let r = f(self.as_slice());
         self.check()?;
@@ -674,6 +697,7 @@ impl Map {
 
     fn copy_out(&self, offset: usize, buf: &mut [MaybeUninit<u8>], racy: bool) -> Result<()> {
         self.bounds(offset, buf.len())?;
+        self.readable()?;
         if buf.len() >= PREAD_MIN && self.is_shared() && !self.anonymous {
             self.check()?;
             let n = sys::pread_full(&self.file, buf, self.offset + offset as u64)
@@ -729,6 +753,7 @@ impl Map {
     /// Copies `count` bytes from `src` to `dest` within the map (overlap allowed).
     pub fn copy_within(&mut self, src: usize, dest: usize, count: usize) -> Result<()> {
         self.bounds(src, count)?;
+        self.readable()?;
         self.writable_range(dest, count)?;
         // SAFETY: both ranges are in bounds of a writable mapping,
         // borrowed exclusively; `copy` allows the overlap.
@@ -784,6 +809,7 @@ impl Map {
 
     fn raw_copy_within(&self, src: usize, dest: usize, count: usize) -> Result<()> {
         self.bounds(src, count)?;
+        self.readable()?;
         self.writable_range(dest, count)?;
         // SAFETY: both ranges are in bounds of a writable mapping that
         // stays mapped while `self` is borrowed; through `&mut self`
@@ -1114,6 +1140,7 @@ impl Map {
     /// accesses do not stall; a truncated file is reported as an error here
     /// instead of a fault later.
     pub fn populate(&self, write: bool) -> Result<()> {
+        self.readable()?;
         let (addr, n) = self.page_range(0, self.len())?;
         if n == 0 {
             return Ok(());

@@ -741,12 +741,21 @@ mod tests {
         // A shared map's DontNeed keeps the bytes: allowed through `&self`.
         let w = Map::open(&p, Mode::ReadWrite).unwrap();
         w.advise(Advice::DontNeed, 0, None).unwrap();
-        // Protection: only readable combinations from safe code.
-        assert!(crate::map::MapOptions::new().readable_protection(libc::PROT_NONE).is_err());
-        assert!(crate::map::MapOptions::new().readable_protection(libc::PROT_WRITE).is_err());
+        // Protection from safe code: R/W/X only, and an unreadable map is
+        // never read (errors, or a panic for a slice).
+        assert!(crate::map::MapOptions::new().checked_protection(libc::PROT_GROWSDOWN).is_err());
         let mut o = crate::map::MapOptions::new();
-        o.readable_protection(libc::PROT_READ).unwrap();
+        o.checked_protection(libc::PROT_READ).unwrap();
         assert!(o.anonymous(8).unwrap().write_at(0, b"x").is_err());
+        o.checked_protection(libc::PROT_NONE).unwrap();
+        let guard = o.anonymous(4096).unwrap();
+        assert_eq!(guard.read_at(0, &mut [0u8; 1]).unwrap_err().errno(), Some(libc::EACCES));
+        assert!(guard.read_with(|d| d.len()).is_err() && guard.populate(false).is_err());
+        assert!(std::panic::catch_unwind(|| guard.as_slice().len()).is_err());
+        let guard = guard.into_shared();
+        assert!(guard.find(b"x", 0, 4096).is_err() && guard.count(b"x").is_err() && guard.eq_at(0, b"x").is_err());
+        let guard = AppendMap::new(guard.into_inner(), 0, 8).unwrap();
+        assert!(std::panic::catch_unwind(|| guard.sealed_slice().len()).is_err());
     }
 
     /// Threads write disjoint records through `&self` while others copy
