@@ -6,7 +6,9 @@ VPY    := $(VENV)/bin/python
 export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(VENV))/tools/bin:$(abspath $(VENV))/bin:$(HOME)/.cargo/bin:$(PATH)
 
-.PHONY: run test bench bench-tools bench-peers bench-rocksdb setup develop cli dist rust-test jepsen lint py-test stubtest clean
+TSAN_TARGET ?= x86_64-unknown-linux-gnu
+
+.PHONY: tsan run test bench bench-tools bench-peers bench-rocksdb setup develop cli dist rust-test jepsen lint py-test stubtest clean
 
 # Every suite, every peer and the baseline at small sizes, warm cache: ~5 minutes on 2
 # cores after set-up; reports in bench/results/quick/ (git-ignored), one-screen summary
@@ -114,6 +116,14 @@ MMAPKIT_KV ?= ../../target/debug/mmapkit-kv
 jepsen:
 	cargo build --quiet -p mmapkit-raft --bin mmapkit-kv
 	cd tests/jepsen && MMAPKIT_KV="$(MMAPKIT_KV)" go test -count=1 -timeout 20m -v ./...
+
+# Not part of `make test`: the map module's tests (the concurrent
+# SharedMap/AppendMap one included) under ThreadSanitizer. Needs nightly
+# with rust-src (`rustup component add rust-src --toolchain nightly`);
+# rebuilds std instrumented (~5 minutes the first time on 2 cores).
+tsan:
+	RUSTFLAGS="-Zsanitizer=thread" TSAN_OPTIONS="halt_on_error=1" \
+		cargo +nightly test -Zbuild-std --target $(TSAN_TARGET) -p mmapkit --lib map::
 
 lint:
 	cargo clippy --workspace --all-targets --quiet -- -D warnings

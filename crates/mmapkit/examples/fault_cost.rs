@@ -17,7 +17,7 @@ fn main() {
             while pos < m.len() {
                 let end = (pos + win).min(m.len());
                 if populate {
-                    m.advise(Advice::Raw(libc::MADV_POPULATE_READ), pos, Some(end - pos)).unwrap();
+                    m.advise(Advice::PopulateRead, pos, Some(end - pos)).unwrap();
                 }
                 n += bytecount::count(&m.as_slice()[pos..end], b'\n');
                 pos = end;

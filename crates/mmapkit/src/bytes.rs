@@ -15,6 +15,12 @@ pub fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     memmem::find(hay, needle)
 }
 
+/// Offsets of the non-overlapping occurrences of a non-empty `needle`,
+/// left to right.
+pub fn find_iter<'a>(hay: &'a [u8], needle: &'a [u8]) -> impl Iterator<Item = usize> + 'a {
+    memmem::find_iter(hay, needle)
+}
+
 /// Offset of the last occurrence of `needle` (the empty needle is found at the end).
 pub fn rfind(hay: &[u8], needle: &[u8]) -> Option<usize> {
     memmem::rfind(hay, needle)

@@ -101,7 +101,7 @@ mod tests {
             "x".parse::<Strategy>().unwrap_err().to_string(),
             "unknown strategy \"x\" (expected auto, mmap, read or stream)"
         );
-        assert_eq!(Advice::Raw(14).to_string(), "14");
+        assert_eq!(Advice::PopulateWrite.to_string(), "populate_write");
         assert_eq!(super::one_of(&["a"]), "a");
     }
 }

@@ -306,7 +306,7 @@ impl RecordWriter {
             return Ok(());
         }
         let off = self.span(first, count)?;
-        self.map.advise(Advice::Raw(libc::MADV_POPULATE_WRITE), off, Some(count as usize * self.width))
+        self.map.advise(Advice::PopulateWrite, off, Some(count as usize * self.width))
     }
 
     /// Records < `upto` are complete: drop their pages from this process's

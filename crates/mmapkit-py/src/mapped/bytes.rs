@@ -16,11 +16,42 @@ use crate::errors::IntoPy;
 /// Above this many bytes a copy or search releases the GIL.
 pub(super) const DETACH_BYTES: usize = 64 * 1024;
 
-/// Runs `f` over the bytes of any C-contiguous buffer (bytes, bytearray,
-/// memoryview, numpy array, another map), without copying.
-pub(super) fn with_bytes<R>(obj: &Bound<'_, PyAny>, f: impl FnOnce(&[u8]) -> R) -> PyResult<R> {
+/// The bytes of a bytes-like object as a raw view: a pointer and a
+/// length, never a `&[u8]` (a buffer may be a view of a map that another
+/// thread writes with the GIL released; a reference over those bytes
+/// would be a data race on the Rust side).
+#[derive(Clone, Copy)]
+pub(super) struct View {
+    ptr: *const u8,
+    len: usize,
+}
+
+impl View {
+    pub(super) fn len(&self) -> usize {
+        self.len
+    }
+    /// A copy of the bytes (atomic loads: may race with writers).
+    pub(super) fn to_vec(self) -> Vec<u8> {
+        // SAFETY: `with_view` only hands out views of buffers kept
+        // exported (readable) for the closure's duration; concurrent
+        // writers in Rust write such maps atomically.
+        unsafe { mmapkit::map::copy_from_view(self.ptr, self.len) }
+    }
+    /// Writes the bytes into `m` at `offset` (overlap with `m` allowed).
+    pub(super) fn write_into(self, m: &SharedMap, offset: usize) -> mmapkit::Result<()> {
+        // SAFETY: as in `to_vec`; no `&mut [u8]` over a Python buffer is
+        // ever made by this binding.
+        unsafe { m.write_from_view(offset, self.ptr, self.len) }
+    }
+}
+
+/// Runs `f` over the bytes of any bytes-like object (bytes, bytearray,
+/// memoryview, numpy array, another map) as a [`View`], without copying a
+/// C-contiguous buffer.
+pub(super) fn with_view<R>(obj: &Bound<'_, PyAny>, f: impl FnOnce(View) -> R) -> PyResult<R> {
     if let Ok(b) = obj.cast::<PyBytes>() {
-        return Ok(f(b.as_bytes()));
+        let b = b.as_bytes();
+        return Ok(f(View { ptr: b.as_ptr(), len: b.len() }));
     }
     let buf = PyBuffer::<u8>::get(obj).map_err(|_| {
         PyTypeError::new_err(format!(
@@ -29,13 +60,18 @@ pub(super) fn with_bytes<R>(obj: &Bound<'_, PyAny>, f: impl FnOnce(&[u8]) -> R) 
         ))
     })?;
     if buf.is_c_contiguous() {
-        // SAFETY: the buffer is C-contiguous, holds `len_bytes` bytes and
-        // stays alive (exported) while `buf` is in scope.
-        let s = unsafe { std::slice::from_raw_parts(buf.buf_ptr() as *const u8, buf.len_bytes()) };
-        Ok(f(s))
+        // The buffer is C-contiguous, holds `len_bytes` bytes and stays
+        // exported while `buf` is in scope.
+        Ok(f(View { ptr: buf.buf_ptr() as *const u8, len: buf.len_bytes() }))
     } else {
-        Ok(f(&buf.to_vec(obj.py())?))
+        let v = buf.to_vec(obj.py())?;
+        Ok(f(View { ptr: v.as_ptr(), len: v.len() }))
     }
+}
+
+/// A copy of the bytes of any bytes-like object (search needles).
+pub(super) fn bytes_of(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
+    with_view(obj, View::to_vec)
 }
 
 /// Clamps Python-style `start`/`end` (negative from the end) to `0..=len`.
@@ -77,7 +113,7 @@ impl MappedFile {
     pub(super) fn search(&self, py: Python<'_>, sub: &Bound<'_, PyAny>, start: Option<isize>, end: Option<isize>, reverse: bool) -> PyResult<isize> {
         self.get()?;
         let (needle, len) = {
-            let n = with_bytes(sub, |b| b.to_vec())?;
+            let n = bytes_of(sub)?;
             (n, self.get()?.len())
         };
         let start = start.map_or(self.pos.load(Ordering::Relaxed).min(len), |s| clamp(s, len));

@@ -36,7 +36,7 @@ use pyo3::types::{PyBytes, PyTuple};
 
 use crate::buffer::Exported;
 use crate::errors::IntoPy;
-use bytes::with_bytes;
+use bytes::{bytes_of, with_view};
 use seq::ByteIter;
 pub use stdlib::Mmap;
 
@@ -282,7 +282,7 @@ impl MappedFile {
     /// Writes `data` at the current position; returns the byte count.
     fn write(&self, data: &Bound<'_, PyAny>) -> PyResult<usize> {
         let m = self.get()?;
-        with_bytes(data, |b| {
+        with_view(data, |b| {
             if !m.is_writable() {
                 return Err(readonly_err());
             }
@@ -290,7 +290,7 @@ impl MappedFile {
             if pos > m.len() || m.len() - pos < b.len() {
                 return Err(PyValueError::new_err("data out of range"));
             }
-            m.write_at(pos, b).py_err()?;
+            b.write_into(&m, pos).py_err()?;
             self.pos.store(pos + b.len(), Ordering::Relaxed);
             Ok(b.len())
         })?
@@ -364,7 +364,7 @@ impl MappedFile {
 
     /// Number of non-overlapping occurrences of `sub` in the whole map.
     fn count(&self, py: Python<'_>, sub: &Bound<'_, PyAny>) -> PyResult<u64> {
-        let needle = with_bytes(sub, |b| b.to_vec())?;
+        let needle = bytes_of(sub)?;
         let m = self.get()?;
         py.detach(|| m.count(&needle)).py_err()
     }
@@ -373,7 +373,7 @@ impl MappedFile {
     /// `limit`), as a numpy int64 array.
     #[pyo3(signature = (sub, limit = None))]
     fn find_all<'py>(&self, py: Python<'py>, sub: &Bound<'py, PyAny>, limit: Option<usize>) -> PyResult<Bound<'py, PyArray1<i64>>> {
-        let needle = with_bytes(sub, |b| b.to_vec())?;
+        let needle = bytes_of(sub)?;
         let m = self.get()?;
         let offs = py.detach(|| m.find_all(&needle, limit)).py_err()?;
         let offs: Vec<i64> = offs.into_iter().map(|o| o as i64).collect();
@@ -404,12 +404,14 @@ impl MappedFile {
     /// about `length` bytes from `offset` (any alignment).
     #[pyo3(signature = (advice, offset = 0, length = None))]
     fn advise(&self, py: Python<'_>, advice: &Bound<'_, PyAny>, offset: usize, length: Option<usize>) -> PyResult<()> {
-        let advice = match advice.extract::<i32>() {
-            Ok(raw) => Advice::Raw(raw),
-            Err(_) => advice.extract::<String>()?.parse::<Advice>().py_err()?,
-        };
         let m = self.get()?;
-        py.detach(|| m.advise(advice, offset, length)).py_err()
+        match advice.extract::<i32>() {
+            Ok(raw) => py.detach(|| m.madvise(raw, offset, length)).py_err(),
+            Err(_) => {
+                let advice = advice.extract::<String>()?.parse::<Advice>().py_err()?;
+                py.detach(|| m.advise(advice, offset, length)).py_err()
+            }
+        }
     }
 
     /// The stdlib-compatible spelling of `advise` (same checks and errors
@@ -436,7 +438,7 @@ impl MappedFile {
         if !(start as usize).is_multiple_of(map::page_size()) {
             return Err(PyOSError::new_err((libc::EINVAL, "Invalid argument")));
         }
-        m.advise(Advice::Raw(option), start as usize, Some(length as usize)).py_err()
+        m.madvise(option, start as usize, Some(length as usize)).py_err()
     }
 
     /// Faults every page in now (reports a truncated file as

@@ -10,7 +10,7 @@ use pyo3::prelude::*;
 use pyo3::types::slice::PySliceIndices;
 use pyo3::types::{PyBytes, PySlice, PySliceMethods};
 
-use super::bytes::{with_bytes, DETACH_BYTES};
+use super::bytes::{with_view, DETACH_BYTES};
 use super::MappedFile;
 use crate::errors::IntoPy;
 
@@ -78,17 +78,17 @@ impl MappedFile {
         self.writable()?;
         if let Ok(slice) = key.cast::<PySlice>() {
             let (m, ix) = self.slice_indices(slice)?;
-            return with_bytes(value, |b| {
-                if b.len() != ix.slicelength {
+            return with_view(value, |v| {
+                if v.len() != ix.slicelength {
                     return Err(PyIndexError::new_err("mmap slice assignment is wrong size"));
                 }
                 if ix.slicelength == 0 {
                     return Ok(());
                 }
                 if ix.step == 1 {
-                    return m.write_at(ix.start as usize, b).py_err();
+                    return v.write_into(&m, ix.start as usize).py_err();
                 }
-                for (k, &byte) in b.iter().enumerate() {
+                for (k, &byte) in v.to_vec().iter().enumerate() {
                     m.write_at((ix.start + k as isize * ix.step) as usize, &[byte]).py_err()?;
                 }
                 Ok(())

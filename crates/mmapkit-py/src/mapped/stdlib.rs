@@ -71,7 +71,12 @@ impl Mmap {
             Mode::CopyOnWrite
         };
         let mut opts = MapOptions::new();
-        opts.mode(mode).protection(prot).shared(shared);
+        // Write or exec access implies read on the platforms we support
+        // (and mmapkit reads only PROT_READ maps); a PROT_NONE map (a
+        // guard) is made, but reading it is an OSError(EACCES) here where
+        // the stdlib segfaults.
+        let prot = if prot & (libc::PROT_WRITE | libc::PROT_EXEC) != 0 { prot | libc::PROT_READ } else { prot };
+        opts.mode(mode).checked_protection(prot).py_err()?.shared(shared);
         let base = if fileno == -1 {
             let map = opts.anonymous(length as usize).py_err()?;
             MappedFile::new_inner(map, access, None, false, trackfd)

@@ -42,11 +42,13 @@
 
 mod guard;
 mod share;
+mod shmem;
 pub(crate) mod simd;
 mod sys;
 
 pub use guard::GuardStats;
 pub use share::{AppendMap, SharedMap};
+pub use shmem::copy_from_view;
 
 /// How many mappings the `SIGBUS` guard protects, can protect, and had to
 /// leave unprotected because its table was full (see [`Map::is_protected`]).
@@ -98,14 +100,20 @@ pub enum Advice {
     /// Start reading these pages in now.
     WillNeed,
     /// Drop these pages from this process (shared data stays in the page
-    /// cache; **private copy-on-write changes are discarded**).
+    /// cache). Through `&self` ([`Map::advise`]) only for maps without
+    /// private changes (shared, or not writable): on a writable private
+    /// (copy-on-write) map it would discard changes under live slices, so
+    /// it is refused there; use [`Map::discard`] (`&mut self`) instead.
     DontNeed,
     /// Back with transparent huge pages where possible.
     HugePage,
     /// Never back with transparent huge pages.
     NoHugePage,
-    /// Any other `MADV_*` value, passed through unchanged.
-    Raw(i32),
+    /// Fault the pages in for reading now (`MADV_POPULATE_READ`).
+    PopulateRead,
+    /// Fault the pages in for writing now (`MADV_POPULATE_WRITE`; breaks
+    /// copy-on-write sharing, keeps the contents).
+    PopulateWrite,
 }
 
 impl Advice {
@@ -118,7 +126,8 @@ impl Advice {
             Advice::DontNeed => libc::MADV_DONTNEED,
             Advice::HugePage => libc::MADV_HUGEPAGE,
             Advice::NoHugePage => libc::MADV_NOHUGEPAGE,
-            Advice::Raw(v) => v,
+            Advice::PopulateRead => libc::MADV_POPULATE_READ,
+            Advice::PopulateWrite => libc::MADV_POPULATE_WRITE,
         }
     }
 }
@@ -131,7 +140,9 @@ crate::names::named_enum!(Advice, "advice", {
     DontNeed => "dontneed",
     HugePage => "hugepage",
     NoHugePage => "nohugepage",
-}; Advice::Raw(v) => v);
+    PopulateRead => "populate_read",
+    PopulateWrite => "populate_write",
+});
 
 /// How much of a mapping is in the page cache ([`Map::residency`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -203,9 +214,6 @@ impl MapOptions {
         len(usize) -> len as Some;
         /// Address space to reserve for growth in place.
         reserve(usize) -> reserve as Some;
-        /// Raw `PROT_*` bits overriding the mode's (for mmap(2)-compatible
-        /// callers: `PROT_NONE` guards, `PROT_EXEC`, ...).
-        protection(i32) -> prot as Some;
         /// Force `MAP_SHARED` (true) or `MAP_PRIVATE` (false) regardless of mode.
         shared(bool) -> shared as Some;
         /// With [`Mode::ReadWrite`]: create the file if missing.
@@ -215,6 +223,44 @@ impl MapOptions {
         /// With [`Mode::ReadWrite`]: make the file at least `size` bytes
         /// (allocated, so a full disk fails here and not later).
         size(u64) -> size as Some;
+    }
+
+    /// Raw `PROT_*` bits overriding the mode's, any value (`PROT_NONE`
+    /// guards, write-only, ...). For a checked subset see
+    /// [`MapOptions::checked_protection`].
+    ///
+    /// ```compile_fail,E0133
+    /// // Not from safe code: a PROT_NONE map's slice would fault (UB).
+    /// let m = mmapkit::map::MapOptions::new().protection(0).anonymous(8).unwrap();
+    /// let _ = m.as_slice()[0];
+    /// ```
+    ///
+    /// # Safety
+    /// Every safe method of the map (and of a [`SharedMap`] or
+    /// [`AppendMap`] made from it) assumes its bytes are readable, and
+    /// writable when `PROT_WRITE` is set: the caller must not call any
+    /// method that reads the bytes (`as_slice`, `read_*`, searches, ...)
+    /// unless `prot` includes `PROT_READ`.
+    pub unsafe fn protection(&mut self, prot: i32) -> &mut Self {
+        self.prot = Some(prot);
+        self
+    }
+
+    /// `PROT_*` bits overriding the mode's, for mmap(2)-compatible
+    /// callers: any combination of `PROT_READ`, `PROT_WRITE` and
+    /// `PROT_EXEC` (other bits are an [`Error::InvalidArgument`]). A map
+    /// without `PROT_READ` (a `PROT_NONE` guard, ...) is never read by
+    /// mmapkit: its reads and searches fail with `EACCES`, and
+    /// [`Map::as_slice`] / [`AppendMap::sealed_slice`] panic.
+    pub fn checked_protection(&mut self, prot: i32) -> Result<&mut Self> {
+        let known = libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC;
+        if prot & !known != 0 {
+            return Err(Error::InvalidArgument(format!(
+                "protection {prot:#x} has bits other than PROT_READ, PROT_WRITE and PROT_EXEC"
+            )));
+        }
+        self.prot = Some(prot);
+        Ok(self)
     }
 
     /// Opens `path` and maps it.
@@ -500,6 +546,19 @@ impl Map {
     pub fn is_writable(&self) -> bool {
         self.prot & libc::PROT_WRITE != 0
     }
+    /// Whether mmapkit reads the bytes (the map has `PROT_READ`; see
+    /// [`MapOptions::checked_protection`]).
+    pub fn is_readable(&self) -> bool {
+        self.prot & libc::PROT_READ != 0
+    }
+    /// Err(`EACCES`) for a map without `PROT_READ`: its bytes are never
+    /// read (the access would fault).
+    fn readable(&self) -> Result<()> {
+        if self.is_readable() {
+            return Ok(());
+        }
+        Err(self.err("read", std::io::Error::from_raw_os_error(libc::EACCES)))
+    }
     /// Whether the mapping is shared (writes reach the file / other processes).
     pub fn is_shared(&self) -> bool {
         self.flags & libc::MAP_SHARED != 0
@@ -547,10 +606,30 @@ impl Map {
 
     /// The mapped bytes. They may read as zeros if the file was truncated
     /// (see the module docs); prefer [`Map::read_with`], which reports it.
+    ///
+    /// # Panics
+    /// If the map was made without `PROT_READ`
+    /// ([`MapOptions::checked_protection`]).
     pub fn as_slice(&self) -> &[u8] {
+        assert!(self.is_readable(), "{}: mapped without PROT_READ", self.path.display());
         // SAFETY: [data, data+len) is mapped for as long as `self` is
         // borrowed: only `&mut self` methods shrink or move the mapping.
         unsafe { std::slice::from_raw_parts(self.data(), self.len()) }
+    }
+
+    /// `[start, end)` of the mapped bytes (in bounds), without making a
+    /// reference to any byte outside it.
+    ///
+    /// # Safety
+    /// Nothing may write `[start, end)` while the slice lives (`AppendMap`
+    /// writes only past its sealed prefix).
+    unsafe fn slice_of(&self, start: usize, end: usize) -> &[u8] {
+        assert!(start <= end && end <= self.len(), "slice {start}..{end} of {} bytes", self.len());
+        assert!(self.is_readable(), "{}: mapped without PROT_READ", self.path.display());
+        // SAFETY: in bounds of a mapping that stays mapped while `self` is
+        // borrowed (only `&mut self` shrinks or moves it); unwritten while
+        // the slice lives (caller).
+        unsafe { std::slice::from_raw_parts(self.data().add(start), end - start) }
     }
 
     /// The mapped bytes, writable.
@@ -558,6 +637,7 @@ impl Map {
         if !self.is_writable() {
             return Err(Error::ReadOnly { path: self.path.clone() });
         }
+        self.readable()?;
         // SAFETY: writable mapping of `len` bytes, borrowed exclusively.
         Ok(unsafe { std::slice::from_raw_parts_mut(self.data(), self.len()) })
     }
@@ -565,6 +645,7 @@ impl Map {
     /// Runs `f` over the mapped bytes and reports a truncation of the file
     /// that happened before or during it as [`Error::FileTruncated`].
     pub fn read_with<R>(&self, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
+        self.readable()?;
         self.check()?;
         let r = f(self.as_slice());
         self.check()?;
@@ -595,7 +676,28 @@ impl Map {
     /// memcpy page-faulting through both mappings; measured by
     /// `examples/copy_strategies.rs`), small ones use memcpy.
     pub fn read_into(&self, offset: usize, buf: &mut [MaybeUninit<u8>]) -> Result<()> {
-        let end = self.bounds(offset, buf.len())?;
+        self.copy_out(offset, buf, false)
+    }
+
+    /// `read_into` for maps written through `&self` ([`SharedMap`],
+    /// [`AppendMap`]): the copy loads the mapped bytes atomically (see
+    /// the `shmem` module), so it may race with those writes, and never
+    /// makes a `&[u8]` over them.
+    fn raw_read_into(&self, offset: usize, buf: &mut [MaybeUninit<u8>]) -> Result<()> {
+        self.copy_out(offset, buf, self.is_writable())
+    }
+
+    /// `raw_read_into` into initialised bytes.
+    fn raw_read_at(&self, offset: usize, buf: &mut [u8]) -> Result<()> {
+        // SAFETY: viewing initialised bytes as MaybeUninit is always sound,
+        // and the copy only ever writes initialised bytes.
+        let uninit = unsafe { &mut *(buf as *mut [u8] as *mut [MaybeUninit<u8>]) };
+        self.raw_read_into(offset, uninit)
+    }
+
+    fn copy_out(&self, offset: usize, buf: &mut [MaybeUninit<u8>], racy: bool) -> Result<()> {
+        self.bounds(offset, buf.len())?;
+        self.readable()?;
         if buf.len() >= PREAD_MIN && self.is_shared() && !self.anonymous {
             self.check()?;
             let n = sys::pread_full(&self.file, buf, self.offset + offset as u64)
@@ -605,10 +707,21 @@ impl Map {
             }
             return Ok(());
         }
-        self.read_with(|d| {
-            // SAFETY: source and destination are distinct, in bounds, `len` long.
-            unsafe { std::ptr::copy_nonoverlapping(d[offset..end].as_ptr(), buf.as_mut_ptr().cast::<u8>(), buf.len()) }
-        })
+        self.check()?;
+        let src = self.data().wrapping_add(offset);
+        if racy {
+            // SAFETY: in bounds of a mapping that stays mapped while `self`
+            // is borrowed; `&self` writers of this map (SharedMap,
+            // AppendMap) store atomically through `shmem`, and `buf` is
+            // the caller's own memory.
+            unsafe { shmem::load(src, buf) };
+        } else {
+            // SAFETY: as above; no `&self` writer can run (the map is not
+            // writable, or is a plain `Map`, which writes through `&mut`),
+            // so plain reads cannot race.
+            unsafe { std::ptr::copy_nonoverlapping(src, buf.as_mut_ptr().cast::<u8>(), buf.len()) };
+        }
+        self.check()
     }
 
     /// Writes `data` at `offset`.
@@ -618,7 +731,12 @@ impl Map {
     /// slices or views, use [`SharedMap`] (no slices at all) or
     /// [`AppendMap`] (slices of a sealed prefix, writes only after it).
     pub fn write_at(&mut self, offset: usize, data: &[u8]) -> Result<()> {
-        self.raw_write(offset, data)
+        self.writable_range(offset, data.len())?;
+        // SAFETY: in bounds of a writable mapping, borrowed exclusively
+        // (`&mut self`: no slice of it is alive); `copy` allows overlap
+        // with `data` should it point into this map (a raw view).
+        unsafe { std::ptr::copy(data.as_ptr(), self.data().add(offset), data.len()) };
+        self.check()
     }
 
     /// Writes the 8 bytes `bytes` at `offset` with one aligned atomic
@@ -634,24 +752,37 @@ impl Map {
 
     /// Copies `count` bytes from `src` to `dest` within the map (overlap allowed).
     pub fn copy_within(&mut self, src: usize, dest: usize, count: usize) -> Result<()> {
-        self.raw_copy_within(src, dest, count)
+        self.bounds(src, count)?;
+        self.readable()?;
+        self.writable_range(dest, count)?;
+        // SAFETY: both ranges are in bounds of a writable mapping,
+        // borrowed exclusively; `copy` allows the overlap.
+        unsafe { std::ptr::copy(self.data().add(src), self.data().add(dest), count) };
+        self.check()
     }
 
-    // The `&self` writers behind the public ones. Private to this module:
-    // only `Map`'s `&mut self` methods, `SharedMap` (which hands out no
-    // slices) and `AppendMap` (which writes only past its sealed prefix)
-    // call them, which is what makes them sound.
-
-    fn raw_write(&self, offset: usize, data: &[u8]) -> Result<()> {
+    fn writable_range(&self, offset: usize, len: usize) -> Result<()> {
         if !self.is_writable() {
             return Err(Error::ReadOnly { path: self.path.clone() });
         }
-        self.bounds(offset, data.len())?;
-        self.check()?;
-        // SAFETY: in bounds of a writable mapping; no slice covers the
-        // range (see above); `copy` allows overlap with `data` should it
-        // point into this map (a raw view).
-        unsafe { std::ptr::copy(data.as_ptr(), self.data().add(offset), data.len()) };
+        self.bounds(offset, len)?;
+        self.check()
+    }
+
+    // The `&self` writers behind `SharedMap` and `AppendMap`. Private to
+    // this module: `SharedMap` hands out no slices at all and reads only
+    // through `raw_read_into` (atomic loads), `AppendMap` hands out slices
+    // of its sealed prefix only and never writes there, and every access
+    // these make is atomic (`shmem`), so concurrent calls race only in
+    // the defined way (each byte is some writer's).
+
+    fn raw_write(&self, offset: usize, data: &[u8]) -> Result<()> {
+        self.writable_range(offset, data.len())?;
+        // SAFETY: in bounds of a writable mapping that stays mapped while
+        // `self` is borrowed; no reference covers the range (see above);
+        // `data` is a reference, so it cannot be a range others write
+        // (callers holding raw views copy them out first).
+        unsafe { shmem::store(self.data().add(offset), data) };
         self.check()
     }
 
@@ -677,14 +808,14 @@ impl Map {
     }
 
     fn raw_copy_within(&self, src: usize, dest: usize, count: usize) -> Result<()> {
-        if !self.is_writable() {
-            return Err(Error::ReadOnly { path: self.path.clone() });
-        }
         self.bounds(src, count)?;
-        self.bounds(dest, count)?;
-        self.check()?;
-        // SAFETY: both ranges are in bounds of a writable mapping.
-        unsafe { std::ptr::copy(self.data().add(src), self.data().add(dest), count) };
+        self.readable()?;
+        self.writable_range(dest, count)?;
+        // SAFETY: both ranges are in bounds of a writable mapping that
+        // stays mapped while `self` is borrowed; through `&mut self`
+        // nothing else accesses them, through `&self` (`SharedMap`) no
+        // reference covers them and other accesses are atomic (see above).
+        unsafe { shmem::copy(self.data().add(src), self.data().add(dest), count) };
         self.check()
     }
 
@@ -931,21 +1062,85 @@ impl Map {
     }
 
     /// Gives the kernel `advice` about `[offset, offset+len)` (`len` None:
-    /// to the end). Alignment is handled here.
+    /// to the end). Alignment is handled here. [`Advice::DontNeed`] on a
+    /// writable private (copy-on-write) map is refused
+    /// ([`Error::InvalidArgument`]): it would discard private changes
+    /// under live slices; [`Map::discard`] does it through `&mut self`.
+    ///
+    /// ```compile_fail,E0599
+    /// // No raw MADV_* value from safe code (MADV_REMOVE = 9 would zero
+    /// // pages under live slices): see the unsafe `Map::advise_raw`.
+    /// let m = mmapkit::map::Map::anonymous(8).unwrap();
+    /// m.advise(mmapkit::map::Advice::Raw(9), 0, None).unwrap();
+    /// ```
     pub fn advise(&self, advice: Advice, offset: usize, len: Option<usize>) -> Result<()> {
+        if advice == Advice::DontNeed && !self.is_shared() && self.is_writable() {
+            return Err(Error::invalid(
+                &self.path,
+                "dontneed through a shared borrow of a copy-on-write map would discard private changes under live slices (use discard)",
+            ));
+        }
+        // SAFETY: every `Advice` keeps the contents (DontNeed drops pages
+        // that refault with the same bytes on a shared or unwritable map,
+        // checked above) and the mapping's protection.
+        unsafe { self.advise_raw(advice.raw(), offset, len) }
+    }
+
+    /// `MADV_DONTNEED` on `[offset, offset+len)`: drops the pages from this
+    /// process; on a copy-on-write map **private changes are discarded**
+    /// (the range reads the file's bytes again). Takes `&mut self`, so no
+    /// slice can watch the bytes change.
+    ///
+    /// ```compile_fail,E0502
+    /// // A slice of a private map cannot live across a discard.
+    /// let d = std::env::temp_dir().join(format!("mmapkit-doc-discard-{}", std::process::id()));
+    /// std::fs::write(&d, b"abcdefgh").unwrap();
+    /// let mut m = mmapkit::map::Map::open(&d, mmapkit::map::Mode::CopyOnWrite).unwrap();
+    /// m.write_at(0, b"X").unwrap();
+    /// let s = m.as_slice();
+    /// m.discard(0, None).unwrap();
+    /// assert_eq!(s[0], b'X');
+    /// ```
+    pub fn discard(&mut self, offset: usize, len: Option<usize>) -> Result<()> {
+        // SAFETY: `&mut self`: no slice of the map is alive, and the pages
+        // stay mapped (they refault from the file, or as zeros).
+        unsafe { self.advise_raw(libc::MADV_DONTNEED, offset, len) }
+    }
+
+    /// Passes any `MADV_*` value to `madvise(2)` for `[offset, offset+len)`
+    /// (`len` None: to the end), page aligned here.
+    ///
+    /// ```compile_fail,E0133
+    /// // Not from safe code: MADV_REMOVE (9) would zero bytes under `s`.
+    /// let m = mmapkit::map::Map::anonymous(4096).unwrap();
+    /// let s = m.as_slice();
+    /// m.advise_raw(9, 0, None).unwrap();
+    /// assert_eq!(s[0], 0);
+    /// ```
+    ///
+    /// # Safety
+    /// The advice must not change bytes that a live slice of this map
+    /// covers (`MADV_DONTNEED` or `MADV_FREE` on private changes,
+    /// `MADV_REMOVE`, ...) nor make them unreadable or unmapped
+    /// (`MADV_GUARD_INSTALL`, `MADV_HWPOISON`, `MADV_DONTFORK` before a
+    /// fork whose child uses the map, ...) while any method of the map may
+    /// still read them.
+    pub unsafe fn advise_raw(&self, advice: i32, offset: usize, len: Option<usize>) -> Result<()> {
         let len = len.unwrap_or_else(|| self.len().saturating_sub(offset));
         let (addr, n) = self.page_range(offset, len)?;
         if n == 0 {
             return Ok(());
         }
-        // SAFETY: the range is mapped (page_range checked the bounds).
-        unsafe { sys::madvise(addr, n, advice.raw()) }.map_err(|e| self.err("madvise", e))
+        // SAFETY: the range is mapped (page_range checked the bounds); the
+        // advice's effect on the contents is the caller's contract.
+        unsafe { sys::madvise(addr, n, advice) }.map_err(|e| self.err("madvise", e))
     }
 
     /// Faults in every page now (`MADV_POPULATE_READ`/`_WRITE`), so later
     /// accesses do not stall; a truncated file is reported as an error here
     /// instead of a fault later.
     pub fn populate(&self, write: bool) -> Result<()> {
+        self.readable()?;
         let (addr, n) = self.page_range(0, self.len())?;
         if n == 0 {
             return Ok(());
@@ -964,14 +1159,18 @@ impl Map {
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
                 // Kernel before 5.14: touch one byte per page instead.
                 let page = page_size();
-                self.read_with(|d| {
-                    let mut acc = 0u8;
-                    for i in (0..d.len()).step_by(page) {
-                        // SAFETY: in bounds; volatile so the read is not elided.
-                        acc ^= unsafe { std::ptr::read_volatile(d.as_ptr().add(i)) };
-                    }
-                    std::hint::black_box(acc);
-                })
+                self.check()?;
+                let mut acc = 0u8;
+                for i in (0..self.len()).step_by(page) {
+                    // SAFETY: in bounds of the mapping; an atomic load (no
+                    // slice), so it may race with `&self` writers
+                    // (SharedMap), and is not elided. Loads are allowed on
+                    // read-only memory.
+                    let b = unsafe { std::sync::atomic::AtomicU8::from_ptr(self.data().add(i)) };
+                    acc ^= b.load(Ordering::Relaxed);
+                }
+                std::hint::black_box(acc);
+                self.check()
             }
             Err(e) => Err(self.err("madvise(populate)", e)),
         }

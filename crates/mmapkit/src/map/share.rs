@@ -16,7 +16,14 @@
 //!   For append-only structures read while they grow (log segments, array
 //!   stores).
 //!
-//! ```compile_fail
+//! Every access these two make to bytes another thread may write is
+//! atomic (the `shmem` module): reads copy out, searches run over copied
+//! windows, so no `&[u8]` ever covers bytes a write through `&self` can
+//! reach, and two threads racing through them is defined behaviour.
+//!
+//! Compile-fail checks (each the safe path a data race would need):
+//!
+//! ```compile_fail,E0502
 //! // A slice of a `Map` cannot outlive a write through the same map.
 //! let mut m = mmapkit::map::Map::anonymous(8).unwrap();
 //! let s = m.as_slice();
@@ -24,18 +31,48 @@
 //! assert_eq!(s[0], 7);
 //! ```
 //!
-//! ```compile_fail
+//! ```compile_fail,E0599
 //! // A SharedMap has no slices to watch.
 //! let m = mmapkit::map::Map::anonymous(8).unwrap().into_shared();
 //! let s: &[u8] = m.as_slice();
 //! ```
 //!
-//! ```compile_fail
+//! ```compile_fail,E0599
+//! // Shared between threads, one writing: no slice-returning method
+//! // (`read_with`, `as_slice`) to search the bytes with while it writes.
+//! let m = std::sync::Arc::new(mmapkit::map::Map::anonymous(8).unwrap().into_shared());
+//! let w = std::sync::Arc::clone(&m);
+//! let t = std::thread::spawn(move || w.write_at(0, &[7]).unwrap());
+//! let n = m.read_with(|d| d.iter().filter(|&&b| b == 7).count()).unwrap();
+//! t.join().unwrap();
+//! ```
+//!
+//! ```compile_fail,E0596
+//! // Nor through the inner Map while another thread holds the SharedMap.
+//! let m = std::sync::Arc::new(mmapkit::map::Map::anonymous(8).unwrap().into_shared());
+//! let w = std::sync::Arc::clone(&m);
+//! let t = std::thread::spawn(move || w.write_at(0, &[7]).unwrap());
+//! let s = m.get_mut().as_slice();
+//! t.join().unwrap();
+//! ```
+//!
+//! ```compile_fail,E0502
 //! // Nor can a sealed slice of an AppendMap outlive exclusive access.
 //! let mut m = mmapkit::map::AppendMap::new(mmapkit::map::Map::anonymous(8).unwrap(), 0, 8).unwrap();
 //! let s = m.sealed_slice();
 //! m.get_mut().write_at(0, &[7]).unwrap();
 //! assert_eq!(s[0], 7);
+//! ```
+//!
+//! ```compile_fail,E0596
+//! // And while another thread appends, the whole map (open part
+//! // included) cannot be sliced.
+//! let m = mmapkit::map::AppendMap::new(mmapkit::map::Map::anonymous(8).unwrap(), 0, 0).unwrap();
+//! let a = std::sync::Arc::new(m);
+//! let w = std::sync::Arc::clone(&a);
+//! let t = std::thread::spawn(move || w.append_at(0, &[7]).unwrap());
+//! let all = a.get_mut().as_slice();
+//! t.join().unwrap();
 //! ```
 
 use std::fs::File;
@@ -108,21 +145,20 @@ macro_rules! forward_sliceless {
             pub fn check(&self) -> Result<()> {
                 self.map.check()
             }
-            /// Copies `buf.len()` bytes at `offset` into `buf`.
+            /// Copies `buf.len()` bytes at `offset` into `buf` (atomic
+            /// loads: may race with writes through `&self`, never makes a
+            /// slice of the map).
             pub fn read_at(&self, offset: usize, buf: &mut [u8]) -> Result<()> {
-                self.map.read_at(offset, buf)
+                self.map.raw_read_at(offset, buf)
             }
-            /// Copies into a possibly uninitialised buffer (see [`Map::read_into`]).
+            /// Copies into a possibly uninitialised buffer (see
+            /// [`Map::read_into`]; loads as [`read_at`](Self::read_at) does).
             pub fn read_into(&self, offset: usize, buf: &mut [MaybeUninit<u8>]) -> Result<()> {
-                self.map.read_into(offset, buf)
+                self.map.raw_read_into(offset, buf)
             }
             /// Grows without moving (see [`Map::grow`]).
             pub fn grow(&self, new_len: usize) -> Result<()> {
                 self.map.grow(new_len)
-            }
-            /// Gives the kernel advice (see [`Map::advise`]).
-            pub fn advise(&self, advice: Advice, offset: usize, len: Option<usize>) -> Result<()> {
-                self.map.advise(advice, offset, len)
             }
             /// Faults every page in (see [`Map::populate`]).
             pub fn populate(&self, write: bool) -> Result<()> {
@@ -143,6 +179,36 @@ macro_rules! forward_sliceless {
         }
     };
 }
+
+/// Bytes a [`SharedMap`] search copies at a time (stays in L2, and under
+/// the size from which `read_into` switches to `pread`).
+const WINDOW: usize = 64 << 10;
+
+/// The raw `madvise` values [`SharedMap::madvise`] passes on.
+const SAFE_MADVISE: &[i32] = &[
+    libc::MADV_NORMAL,
+    libc::MADV_RANDOM,
+    libc::MADV_SEQUENTIAL,
+    libc::MADV_WILLNEED,
+    libc::MADV_DONTNEED,
+    libc::MADV_FREE,
+    libc::MADV_REMOVE,
+    libc::MADV_DOFORK,
+    libc::MADV_MERGEABLE,
+    libc::MADV_UNMERGEABLE,
+    libc::MADV_HUGEPAGE,
+    libc::MADV_NOHUGEPAGE,
+    libc::MADV_DONTDUMP,
+    libc::MADV_DODUMP,
+    libc::MADV_WIPEONFORK,
+    libc::MADV_KEEPONFORK,
+    libc::MADV_COLD,
+    libc::MADV_PAGEOUT,
+    libc::MADV_POPULATE_READ,
+    libc::MADV_POPULATE_WRITE,
+    24, // MADV_DONTNEED_LOCKED
+    25, // MADV_COLLAPSE
+];
 
 /// A writable map shared by threads or handles that hands out no slices;
 /// see the [module docs](self).
@@ -179,6 +245,25 @@ impl SharedMap {
     pub fn write_at(&self, offset: usize, data: &[u8]) -> Result<()> {
         self.map.raw_write(offset, data)
     }
+    /// Writes the `len` bytes at `src`, a raw view (a Python buffer,
+    /// possibly of this very map: overlap is allowed), at `offset`,
+    /// without making a reference to either side: both are accessed
+    /// atomically (see the [module docs](self)).
+    ///
+    /// # Safety
+    /// `[src, src + len)` is mapped readable for the whole call, and no
+    /// `&mut [u8]` covers it while the call runs; concurrent writers of it
+    /// in this process must use atomic accesses (as every `SharedMap`
+    /// write does) for the race to be defined.
+    pub unsafe fn write_from_view(&self, offset: usize, src: *const u8, len: usize) -> Result<()> {
+        self.map.writable_range(offset, len)?;
+        // SAFETY: the destination is in bounds of a writable mapping that
+        // stays mapped while `self` is borrowed and that no reference
+        // covers (a SharedMap hands out none); the source is the caller's
+        // contract; `shmem::copy` handles an overlap.
+        unsafe { super::shmem::copy(src, self.map.data().add(offset), len) };
+        self.map.check()
+    }
     /// Aligned atomic 8-byte store (see [`Map::store_word`]).
     pub fn store_word(&self, offset: usize, bytes: [u8; 8]) -> Result<()> {
         self.map.raw_store_word(offset, bytes)
@@ -190,28 +275,169 @@ impl SharedMap {
     /// The byte at `offset`.
     pub fn byte_at(&self, offset: usize) -> Result<u8> {
         let mut b = [0u8];
-        self.map.read_at(offset, &mut b)?;
+        self.map.raw_read_at(offset, &mut b)?;
         Ok(b[0])
     }
-    /// First offset of `needle` in `[start, end)`, absolute.
+    /// Gives the kernel advice (see [`Map::advise`]). Unlike a [`Map`], a
+    /// `SharedMap` takes [`Advice::DontNeed`] on a copy-on-write map too
+    /// (dropping private changes): it has no slices that could see it.
+    pub fn advise(&self, advice: Advice, offset: usize, len: Option<usize>) -> Result<()> {
+        // SAFETY: no slice of a SharedMap exists (reads copy atomically),
+        // and every `Advice` keeps the range mapped and readable.
+        unsafe { self.map.advise_raw(advice.raw(), offset, len) }
+    }
+    /// `madvise(2)` with a raw `MADV_*` value (for mmap-compatible
+    /// bindings). Values that can make the range unreadable or unmapped
+    /// in this process or a forked child (`MADV_DONTFORK`, the guard,
+    /// poison and offline values) and unknown ones fail with `EINVAL`, as
+    /// the kernel answers an unknown value; the rest (including
+    /// `MADV_DONTNEED`, `MADV_FREE`, `MADV_REMOVE`, which may change the
+    /// bytes) are sound here because a `SharedMap` hands out no slices.
+    pub fn madvise(&self, advice: i32, offset: usize, len: Option<usize>) -> Result<()> {
+        if !SAFE_MADVISE.contains(&advice) {
+            return Err(Error::io(
+                self.map.path(),
+                "madvise",
+                std::io::Error::from_raw_os_error(libc::EINVAL),
+            ));
+        }
+        // SAFETY: no slice of a SharedMap exists, and the allowed values
+        // keep the range mapped and readable (pages may read new bytes or
+        // zeros, which the atomic copies tolerate).
+        unsafe { self.map.advise_raw(advice, offset, len) }
+    }
+    /// Runs `f(pos, window)` over copies of `[start, end)` taken a window
+    /// at a time (a snapshot the caller cannot alias), consecutive windows
+    /// overlapping by `overlap` bytes so that a needle of `overlap + 1`
+    /// bytes lies whole in some window. `f` returns where the next window
+    /// may start at the earliest (it starts at `max(that, end of this
+    /// window - overlap)`), or None to stop.
+    fn windows(&self, start: usize, end: usize, overlap: usize, mut f: impl FnMut(usize, &[u8]) -> Option<usize>) -> Result<()> {
+        self.map.check()?;
+        let size = WINDOW.max(2 * overlap + 1);
+        let mut buf = vec![0u8; size.min(end.saturating_sub(start))];
+        let mut pos = start;
+        while pos < end {
+            let stop = (pos + size).min(end);
+            let w = &mut buf[..stop - pos];
+            self.map.raw_read_at(pos, w)?;
+            match f(pos, w) {
+                Some(next) if stop < end => pos = next.max(stop - overlap),
+                _ => break,
+            }
+        }
+        Ok(())
+    }
+    /// First offset of `needle` in `[start, end)`, absolute (searched in
+    /// copied windows: a concurrent write may or may not be seen).
     pub fn find(&self, needle: &[u8], start: usize, end: usize) -> Result<Option<usize>> {
-        self.map.find(needle, start, end)
+        let end = end.min(self.len());
+        if needle.is_empty() {
+            self.map.check()?;
+            return Ok(Some(start));
+        }
+        let mut found = None;
+        self.windows(start.min(end), end, needle.len() - 1, |pos, w| match crate::bytes::find(w, needle) {
+            Some(i) => {
+                found = Some(pos + i);
+                None
+            }
+            None => Some(0),
+        })?;
+        Ok(found)
     }
     /// Last offset of `needle` in `[start, end)`, absolute.
     pub fn rfind(&self, needle: &[u8], start: usize, end: usize) -> Result<Option<usize>> {
-        self.map.rfind(needle, start, end)
+        self.map.check()?;
+        let end = end.min(self.len());
+        let s = start.min(end);
+        let n = needle.len();
+        if n == 0 {
+            return Ok(Some(start + (end - s)));
+        }
+        let size = WINDOW.max(2 * n);
+        let mut buf = vec![0u8; size.min(end - s)];
+        let mut hi = end;
+        while hi - s >= n {
+            let lo = hi.saturating_sub(size).max(s);
+            let w = &mut buf[..hi - lo];
+            self.map.raw_read_at(lo, w)?;
+            if let Some(i) = crate::bytes::rfind(w, needle) {
+                return Ok(Some(lo + i));
+            }
+            if lo == s {
+                break;
+            }
+            hi = lo + n - 1;
+        }
+        Ok(None)
     }
     /// Non-overlapping occurrences of `needle` in the whole map.
     pub fn count(&self, needle: &[u8]) -> Result<u64> {
-        self.map.count(needle)
+        let n = needle.len();
+        if n == 0 {
+            self.map.check()?;
+            return Ok(self.len() as u64 + 1);
+        }
+        let mut total = 0u64;
+        let mut next = 0usize;
+        self.windows(0, self.len(), n - 1, |pos, w| {
+            if n == 1 {
+                total += crate::bytes::count(w, needle);
+                return Some(pos + w.len());
+            }
+            let from = next.saturating_sub(pos);
+            for i in crate::bytes::find_iter(&w[from..], needle) {
+                total += 1;
+                next = pos + from + i + n;
+            }
+            Some(next)
+        })?;
+        Ok(total)
     }
     /// Offsets of non-overlapping occurrences of `needle`, at most `limit`.
     pub fn find_all(&self, needle: &[u8], limit: Option<usize>) -> Result<Vec<u64>> {
-        self.map.find_all(needle, limit)
+        let n = needle.len();
+        if n == 0 {
+            self.map.check()?;
+            return Err(Error::InvalidArgument("find_all: the pattern is empty".into()));
+        }
+        let cap = limit.unwrap_or(usize::MAX);
+        let mut out = Vec::new();
+        if cap == 0 {
+            self.map.check()?;
+            return Ok(out);
+        }
+        let mut next = 0usize;
+        self.windows(0, self.len(), n - 1, |pos, w| {
+            let from = next.saturating_sub(pos);
+            for i in crate::bytes::find_iter(&w[from..], needle) {
+                out.push((pos + from + i) as u64);
+                next = pos + from + i + n;
+                if out.len() >= cap {
+                    return None;
+                }
+            }
+            Some(next)
+        })?;
+        Ok(out)
     }
     /// Whether `[offset, offset+other.len())` equals `other`.
     pub fn eq_at(&self, offset: usize, other: &[u8]) -> Result<bool> {
-        self.map.read_with(|d| d.get(offset..offset + other.len()) == Some(other))
+        self.map.check()?;
+        match offset.checked_add(other.len()) {
+            Some(end) if end <= self.len() => {}
+            _ => return Ok(false),
+        }
+        let mut buf = vec![0u8; WINDOW.min(other.len())];
+        for (k, part) in other.chunks(WINDOW).enumerate() {
+            let w = &mut buf[..part.len()];
+            self.map.raw_read_at(offset + k * WINDOW, w)?;
+            if w != part {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
     /// Re-synchronises with the file **while views exist**: remaps the
     /// file over the same addresses (zero pages a truncation left become
@@ -277,9 +503,20 @@ impl AppendMap {
     }
     /// The sealed bytes `[header, sealed)`: they never change while this
     /// slice lives (unless another process writes the file).
+    ///
+    /// The slice covers `[header, sealed)` only (no reference is ever made
+    /// to the open part that [`append_at`](Self::append_at) writes, nor to
+    /// the header), and those bytes are never written through `&self`:
+    /// `append_at` refuses offsets below the seal under the same lock as
+    /// [`seal`](Self::seal), which only moves forward, and the header
+    /// writers stay below `header`. The `&mut self` methods that could
+    /// rewrite them cannot run while the slice borrows `self`.
     pub fn sealed_slice(&self) -> &[u8] {
         let end = self.sealed();
-        &self.map.as_slice()[self.header..end]
+        // SAFETY: see above: nothing writes [header, sealed) while `self`
+        // is shared; writes before the seal happen-before this load
+        // (the lock, then the seal's release and our acquire).
+        unsafe { self.map.slice_of(self.header, end) }
     }
     /// Writes `data` at `offset >= sealed()`.
     pub fn append_at(&self, offset: usize, data: &[u8]) -> Result<()> {
@@ -302,7 +539,12 @@ impl AppendMap {
                 self.map.len()
             )));
         }
-        self.sealed.fetch_max(upto, Ordering::AcqRel);
+        // Under the lock (the only `&self` writer of `sealed`), so a load
+        // and a store are a fetch_max; a plain release store is also what
+        // ThreadSanitizer can follow (it does not instrument atomic max).
+        if upto > self.sealed.load(Ordering::Relaxed) {
+            self.sealed.store(upto, Ordering::Release);
+        }
         Ok(())
     }
     /// Writes `data` at `offset` inside the private header.
@@ -320,7 +562,12 @@ impl AppendMap {
     /// Copies of header bytes `[offset, offset+buf.len())`.
     pub fn read_header(&self, offset: usize, buf: &mut [u8]) -> Result<()> {
         self.header_range(offset, buf.len())?;
-        self.map.read_at(offset, buf)
+        self.map.raw_read_at(offset, buf)
+    }
+    /// Gives the kernel advice (see [`Map::advise`]: `DontNeed` on a
+    /// copy-on-write map is refused, since sealed slices may be alive).
+    pub fn advise(&self, advice: Advice, offset: usize, len: Option<usize>) -> Result<()> {
+        self.map.advise(advice, offset, len)
     }
     fn header_range(&self, offset: usize, len: usize) -> Result<()> {
         match offset.checked_add(len) {
@@ -424,4 +671,167 @@ mod tests {
     }
 
     use std::os::unix::fs::FileExt;
+
+    /// Bytes over several search windows, with needles straddling the
+    /// window boundaries and self-overlapping ones ("aa").
+    fn sample() -> Vec<u8> {
+        let mut v: Vec<u8> = (0..3 * WINDOW + 777).map(|i| b"abcdefgh"[(i * 7 + i / 13) % 8]).collect();
+        for at in [WINDOW - 2, WINDOW - 1, 2 * WINDOW - 3, 3 * WINDOW + 770] {
+            v[at..at + 5].copy_from_slice(b"aaaaa");
+        }
+        v
+    }
+
+    #[test]
+    fn shared_map_searches_over_copies_match_the_slice_kernels() {
+        let data = sample();
+        let mut m = Map::anonymous(data.len()).unwrap();
+        m.write_at(0, &data).unwrap();
+        let s = m.into_shared();
+        let len = data.len();
+        let needles: [&[u8]; 6] = [b"", b"a", b"aa", b"aaa", b"habcd", b"zz"];
+        let ranges = [(0, len), (1, len - 1), (WINDOW - 1, 2 * WINDOW + 2), (5, 5), (len + 3, len + 9), (9, 3)];
+        for needle in needles {
+            for &(a, e) in &ranges {
+                let want = data.get(a.min(e.min(len))..e.min(len)).unwrap_or(&[]);
+                let f = crate::bytes::find(want, needle).map(|i| i + a);
+                let r = crate::bytes::rfind(want, needle).map(|i| i + a);
+                assert_eq!(s.find(needle, a, e).unwrap(), f, "find {needle:?} {a}..{e}");
+                assert_eq!(s.rfind(needle, a, e).unwrap(), r, "rfind {needle:?} {a}..{e}");
+            }
+            assert_eq!(s.count(needle).unwrap(), crate::bytes::count(&data, needle), "count {needle:?}");
+            if needle.is_empty() {
+                assert!(s.find_all(needle, None).is_err());
+                continue;
+            }
+            let all = crate::bytes::find_all(&data, needle, None).unwrap();
+            assert_eq!(s.find_all(needle, None).unwrap(), all, "find_all {needle:?}");
+            assert_eq!(s.find_all(needle, Some(3)).unwrap(), &all[..all.len().min(3)]);
+        }
+        assert!(s.eq_at(WINDOW - 2, b"aaaaa").unwrap());
+        assert!(s.eq_at(7, &data[7..]).unwrap());
+        assert!(!s.eq_at(8, &data[7..]).unwrap());
+        assert!(!s.eq_at(usize::MAX, b"x").unwrap());
+    }
+
+    #[test]
+    fn dontneed_and_raw_advice_only_where_no_slice_can_see_them() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("f");
+        std::fs::write(&p, vec![b'x'; 8192]).unwrap();
+        let mut m = Map::open(&p, Mode::CopyOnWrite).unwrap();
+        m.write_at(0, b"private").unwrap();
+        // Through `&self`, a private change under live slices: refused.
+        assert!(m.advise(Advice::DontNeed, 0, None).is_err());
+        assert_eq!(&m.as_slice()[..7], b"private");
+        m.advise(Advice::WillNeed, 0, None).unwrap();
+        // Through `&mut self`: allowed, the file's bytes come back.
+        m.discard(0, None).unwrap();
+        assert_eq!(&m.as_slice()[..7], b"xxxxxxx");
+        // A SharedMap has no slices: DontNeed and the safe raw values go.
+        m.write_at(0, b"again").unwrap();
+        let s = m.into_shared();
+        s.advise(Advice::DontNeed, 0, None).unwrap();
+        assert_eq!(s.byte_at(0).unwrap(), b'x');
+        s.madvise(libc::MADV_DONTNEED, 0, Some(1)).unwrap();
+        for bad in [libc::MADV_DONTFORK, 102, 12345] {
+            let e = s.madvise(bad, 0, None).unwrap_err();
+            assert_eq!(e.errno(), Some(libc::EINVAL), "{bad}: {e}");
+        }
+        // A shared map's DontNeed keeps the bytes: allowed through `&self`.
+        let w = Map::open(&p, Mode::ReadWrite).unwrap();
+        w.advise(Advice::DontNeed, 0, None).unwrap();
+        // Protection from safe code: R/W/X only, and an unreadable map is
+        // never read (errors, or a panic for a slice).
+        assert!(crate::map::MapOptions::new().checked_protection(libc::PROT_GROWSDOWN).is_err());
+        let mut o = crate::map::MapOptions::new();
+        o.checked_protection(libc::PROT_READ).unwrap();
+        assert!(o.anonymous(8).unwrap().write_at(0, b"x").is_err());
+        o.checked_protection(libc::PROT_NONE).unwrap();
+        let guard = o.anonymous(4096).unwrap();
+        assert_eq!(guard.read_at(0, &mut [0u8; 1]).unwrap_err().errno(), Some(libc::EACCES));
+        assert!(guard.read_with(|d| d.len()).is_err() && guard.populate(false).is_err());
+        assert!(std::panic::catch_unwind(|| guard.as_slice().len()).is_err());
+        let guard = guard.into_shared();
+        assert!(guard.find(b"x", 0, 4096).is_err() && guard.count(b"x").is_err() && guard.eq_at(0, b"x").is_err());
+        let guard = AppendMap::new(guard.into_inner(), 0, 8).unwrap();
+        assert!(std::panic::catch_unwind(|| guard.sealed_slice().len()).is_err());
+    }
+
+    /// Threads write disjoint records through `&self` while others copy
+    /// and search the whole map (and an AppendMap is appended to and
+    /// sealed while its sealed prefix and open part are read): defined
+    /// races only. Run under ThreadSanitizer by `make tsan`.
+    #[test]
+    fn concurrent_disjoint_writers_with_searchers_and_copiers() {
+        const REC: usize = 64;
+        const RECS: usize = 256;
+        const WRITERS: usize = 4;
+        let m = Map::anonymous(REC * RECS * WRITERS).unwrap().into_shared();
+        let done = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|sc| {
+            let writers: Vec<_> = (0..WRITERS)
+                .map(|t| {
+                    let m = &m;
+                    sc.spawn(move || {
+                        for round in 0..4u8 {
+                            for r in 0..RECS {
+                                let rec = [b'a' + t as u8 + round; REC];
+                                m.write_at((t * RECS + r) * REC, &rec).unwrap();
+                            }
+                        }
+                    })
+                })
+                .collect();
+            for _ in 0..2 {
+                sc.spawn(|| {
+                    let mut buf = vec![0u8; 4096];
+                    while !done.load(Ordering::Acquire) {
+                        m.read_at(100, &mut buf).unwrap();
+                        let _ = m.count(b"d").unwrap();
+                        let _ = m.find(b"ee", 0, m.len()).unwrap();
+                        let _ = m.rfind(b"a", 0, m.len()).unwrap();
+                        let _ = m.eq_at(0, &buf[..64]).unwrap();
+                    }
+                });
+            }
+            for w in writers {
+                w.join().unwrap();
+            }
+            done.store(true, Ordering::Release);
+        });
+        for t in 0..WRITERS {
+            assert!(m.eq_at(t * RECS * REC, &vec![b'a' + t as u8 + 3; RECS * REC]).unwrap());
+        }
+        // A copy within the map while readers search it.
+        std::thread::scope(|sc| {
+            sc.spawn(|| m.copy_within(0, 1, 4096).unwrap());
+            sc.spawn(|| m.count(b"dd").unwrap());
+        });
+
+        let a = AppendMap::new(Map::anonymous(1 << 16).unwrap(), 8, 8).unwrap();
+        std::thread::scope(|sc| {
+            sc.spawn(|| {
+                for i in 0..256usize {
+                    let at = 8 + i * 16;
+                    a.append_at(at, &[i as u8; 16]).unwrap();
+                    a.seal(at + 16).unwrap();
+                    a.store_header_word(0, (i as u64).to_ne_bytes()).unwrap();
+                }
+            });
+            sc.spawn(|| {
+                let mut open = [0u8; 256];
+                let mut h = [0u8; 8];
+                for _ in 0..256 {
+                    let s = a.sealed_slice();
+                    if let Some(&last) = s.last() {
+                        assert_eq!(last as usize, s.len() / 16 - 1);
+                    }
+                    a.read_at(a.sealed(), &mut open).unwrap();
+                    a.read_header(0, &mut h).unwrap();
+                }
+            });
+        });
+        assert_eq!(a.sealed(), 8 + 256 * 16);
+    }
 }
