@@ -112,19 +112,20 @@ fn format_err(path: &Path, detail: String) -> Error {
     Error::Format { path: path.to_owned(), detail }
 }
 
-/// Reads and parses the header of the `.npy` file `file`.
-fn read_header(file: &File, path: &Path) -> Result<(Header, usize)> {
-    let mut buf = vec![0u8; 4096];
-    loop {
-        let n = read_full(file, &mut buf, path)?;
-        match Header::decode(&buf[..n], path) {
-            // A longer header than we read: read more (v2 headers may be big).
-            Err(Error::Format { detail, .. }) if detail.starts_with("truncated") && n == buf.len() => {
-                buf.resize(buf.len() * 4, 0);
-            }
-            other => return other,
-        }
+/// Reads and parses the header of the `.npy` file `file`: the preamble
+/// first, then exactly the header length it claims (capped at
+/// [`npy::MAX_HEADER_LEN`](super::npy::MAX_HEADER_LEN) before anything is
+/// allocated).
+pub(crate) fn read_header(file: &File, path: &Path) -> Result<(Header, usize)> {
+    let mut pre = [0u8; super::npy::PREAMBLE_LEN];
+    let n = read_full(file, &mut pre, path)?;
+    let total = Header::total_len(&pre[..n], path)?;
+    let mut buf = vec![0u8; total];
+    let n = read_full(file, &mut buf, path)?;
+    if n < total {
+        return Err(format_err(path, format!("truncated .npy header ({total} bytes expected, the file has {n})")));
     }
+    Header::decode(&buf, path)
 }
 
 fn read_full(file: &File, buf: &mut [u8], path: &Path) -> Result<usize> {
