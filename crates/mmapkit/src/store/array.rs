@@ -143,7 +143,7 @@ fn read_full(file: &File, buf: &mut [u8], path: &Path) -> Result<usize> {
 
 /// Reads the header twice until two reads agree, so a read racing with a
 /// writer's in-place update cannot return a torn row count.
-fn read_header_stable(file: &File, path: &Path) -> Result<(Header, usize)> {
+pub(crate) fn read_header_stable(file: &File, path: &Path) -> Result<(Header, usize)> {
     let mut last = read_header(file, path)?;
     for _ in 0..100 {
         let next = read_header(file, path)?;
@@ -167,8 +167,21 @@ fn trusted_rows(file: &File, path: &Path, header: &Header, data_off: usize, row_
 
 /// Reads the header of the `.npy` file at `path`: the header and the
 /// offset of the data.
+/// A FIFO or device is refused unread (and its open does not block).
 pub fn read_header_of(path: &Path) -> Result<(Header, usize)> {
-    let file = File::open(path).map_err(|e| Error::io(path, "open", e))?;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| Error::io(path, "open", e))?;
+    let meta = file.metadata().map_err(|e| Error::io(path, "stat", e))?;
+    if meta.is_dir() {
+        return Err(Error::io(path, "open", std::io::Error::from_raw_os_error(libc::EISDIR)));
+    }
+    if !meta.file_type().is_file() {
+        return Err(Error::not_a_file(path, "not a regular file (a .npy header is read from a file)"));
+    }
     read_header_stable(&file, path)
 }
 
@@ -206,10 +219,7 @@ fn check_dtype(path: &Path, header: &Header, item_size: Option<usize>) -> Result
         }
         (Some(n), _) | (None, Some(n)) => n,
         (None, None) => {
-            return Err(Error::InvalidArgument(format!(
-                "{}: cannot tell the item size of dtype {descr}; pass it explicitly",
-                path.display()
-            )))
+            return Err(Error::invalid(path, format!("cannot tell the item size of dtype {descr}; pass it explicitly")))
         }
     };
     if size == 0 {
@@ -301,7 +311,7 @@ impl ArrayStore {
         let path = path.as_ref();
         let row_bytes = row_bytes_of(path, item_size, row_shape)?;
         if descr.trim().is_empty() {
-            return Err(Error::InvalidArgument(format!("{}: empty dtype description", path.display())));
+            return Err(Error::invalid(path, "empty dtype description"));
         }
         let mut shape = vec![0];
         shape.extend_from_slice(row_shape);

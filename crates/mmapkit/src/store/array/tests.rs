@@ -467,3 +467,17 @@ fn claimed_lengths_are_capped_under_rlimit_as() {
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success() && text.contains("1 passed"), "child under RLIMIT_AS failed ({}):\n{text}", out.status);
 }
+
+/// Errors about a file carry its path as the field, not in the message.
+#[test]
+fn refusals_carry_the_path_as_a_field() {
+    let (_d, p) = tmp();
+    let e = ArrayStore::create(&p, "  ", 8, &[1], &StoreOptions::default()).unwrap_err();
+    assert_eq!((e.kind(), e.path()), (crate::ErrorKind::InvalidArgument, Some(p.as_path())), "{e}");
+    assert_eq!(e.message(), "empty dtype description");
+    let header = Header { descr: "[('a', '<f8'), ('b', '<i4')]".into(), fortran_order: false, shape: vec![0] };
+    std::fs::write(&p, header.encode().unwrap()).unwrap();
+    let e = ArrayStore::open(&p, false, None).unwrap_err();
+    assert_eq!((e.kind(), e.path()), (crate::ErrorKind::InvalidArgument, Some(p.as_path())), "{e}");
+    assert!(!e.message().contains(p.to_str().unwrap()), "{e}");
+}
