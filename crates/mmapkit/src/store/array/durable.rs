@@ -44,11 +44,15 @@ pub(super) fn path_of(path: &Path) -> PathBuf {
     real.with_file_name(format!(".{name}.mmapkit-durable"))
 }
 
-/// This boot's id (`MMAPKIT_TEST_BOOT_ID` stands in for it in power-loss
-/// tests, where the "reboot" is an unmount).
+/// This boot's id (with the `test-hooks` feature, `MMAPKIT_TEST_BOOT_ID`
+/// stands in for it in power-loss tests, where the "reboot" is an
+/// unmount; never in release builds: it decides which rows are trusted).
 fn boot_id() -> [u8; BOOT_LEN] {
-    let id = std::env::var("MMAPKIT_TEST_BOOT_ID")
-        .ok()
+    #[cfg(feature = "test-hooks")]
+    let hook = std::env::var("MMAPKIT_TEST_BOOT_ID").ok();
+    #[cfg(not(feature = "test-hooks"))]
+    let hook = None;
+    let id = hook
         .or_else(|| std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok())
         .unwrap_or_default();
     let mut b = [0u8; BOOT_LEN];
