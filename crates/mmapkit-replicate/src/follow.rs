@@ -191,11 +191,9 @@ impl Follower {
     }
     /// Waits for it to return.
     pub fn join(self) -> Result<FollowReport> {
-        self.thread.join().unwrap_or_else(|_| {
-            Err(ReplicateError::InvalidArgument(
-                "the follower panicked".into(),
-            ))
-        })
+        self.thread
+            .join()
+            .unwrap_or_else(|p| Err(ReplicateError::Panicked(mmapkit::panic_detail("the follower", &*p))))
     }
 }
 
@@ -521,7 +519,7 @@ impl Ctx {
         }
         tokio::task::spawn_blocking(move || log.truncate_after(to))
             .await
-            .map_err(|e| ReplicateError::InvalidArgument(format!("the truncation panicked: {e}")))??;
+            .map_err(|e| ReplicateError::Panicked(format!("the truncation failed: {e}")))??;
         self.report.truncated += fl - to;
         Ok(())
     }
@@ -532,7 +530,7 @@ impl Ctx {
             let g = f.clone();
             tokio::task::spawn_blocking(move || save_followed(&dir, &g))
                 .await
-                .map_err(|e| ReplicateError::InvalidArgument(format!("saving the record panicked: {e}")))??;
+                .map_err(|e| ReplicateError::Panicked(format!("saving the record failed: {e}")))??;
             self.followed = Some(f);
         }
         Ok(())
@@ -697,9 +695,7 @@ impl Ctx {
         let (n, bytes, appended) = appender.await.unwrap_or((
             0,
             0,
-            Err(ReplicateError::InvalidArgument(
-                "the appender panicked".into(),
-            )),
+            Err(ReplicateError::Panicked("the appender panicked".into())),
         ));
         self.report.appended += n;
         self.report.bytes += bytes;
@@ -932,4 +928,21 @@ fn chain(e: &dyn std::error::Error) -> String {
         src = c.source();
     }
     s
+}
+
+#[cfg(test)]
+mod panic_tests {
+    use super::*;
+
+    /// A follower thread that panicked is reported as a panic (with its
+    /// message), not as a bad argument.
+    #[test]
+    fn a_panicked_follower_is_panicked_not_invalid_argument() {
+        let thread = std::thread::spawn(|| -> Result<FollowReport> { panic!("boom") });
+        let f = Follower { stop: StopHandle::default(), thread };
+        match f.join() {
+            Err(ReplicateError::Panicked(m)) => assert_eq!(m, "the follower panicked: boom"),
+            other => panic!("{other:?}"),
+        }
+    }
 }
