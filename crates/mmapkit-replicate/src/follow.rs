@@ -237,15 +237,15 @@ const FOLLOWS: &str = "follows";
 
 fn load_followed(dir: &Path) -> Result<Option<Followed>> {
     let p = dir.join(FOLLOWS);
-    match std::fs::read(&p) {
-        Ok(b) => serde_json::from_slice(&b).map(Some).map_err(|e| {
+    // A small JSON record: a longer file is refused before it is read.
+    match mmapkit::fs::read_small(&p, 1 << 20)? {
+        Some(b) => serde_json::from_slice(&b).map(Some).map_err(|e| {
             ReplicateError::Log(mmapkit::Error::Corrupt {
                 path: p,
                 detail: format!("not a follower record: {e}"),
             })
         }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(ReplicateError::Log(mmapkit::Error::io(&p, "read", e))),
+        None => Ok(None),
     }
 }
 

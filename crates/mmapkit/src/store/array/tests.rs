@@ -447,6 +447,10 @@ fn claimed_lengths_are_capped_under_rlimit_as() {
         sparse(&rec, b"MMAPKIT-DURABLE\x01", 6 << 30);
         let e = ArrayStore::open_with(&q, false, None, &opts).unwrap_err();
         assert_eq!((e.kind(), e.path()), (crate::ErrorKind::Corrupt, Some(rec.as_path())), "{e}");
+        // The metadata-file reader (log truncation history, follower and
+        // raft records) on the same file.
+        let e = crate::fs::read_small(&rec, 1 << 20).unwrap_err();
+        assert_eq!((e.kind(), e.path()), (crate::ErrorKind::Corrupt, Some(rec.as_path())), "{e}");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
