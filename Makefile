@@ -33,9 +33,10 @@ $(VENV)/.deps: $(VPY) pyproject.toml
 setup: $(VENV)/.deps
 
 # Builds the extension in release mode and installs the package editable into .venv
-# (the .so lands in python/mmapkit/, ignored by git).
+# (the .so lands in python/mmapkit/, ignored by git), with the core's test hooks
+# (the FeatureStore power-loss matrix sets MMAPKIT_TEST_BOOT_ID); wheels have none.
 develop: setup
-	$(VENV)/bin/maturin develop --release --quiet --extras test,bench,torch,dask
+	$(VENV)/bin/maturin develop --release --quiet --features test-hooks --extras test,bench,torch,dask
 
 cli:
 	cargo build --release -p mmapkit-cli --quiet

@@ -198,10 +198,7 @@ fn open_ro(dir: &Path) -> mmapkit::Result<CommitLog> {
 /// Opens the existing log in `dir` for writing (never creates one).
 fn open_rw(dir: &Path, sync: SyncMode, repair: bool) -> mmapkit::Result<CommitLog> {
     if !mmapkit::log::is_log_dir(dir) {
-        return Err(mmapkit::Error::InvalidArgument(format!(
-            "{}: no log here (create it with `mmapkit log init`)",
-            dir.display()
-        )));
+        return Err(mmapkit::Error::invalid(dir, "no log here (create it with `mmapkit log init`)"));
     }
     CommitLog::open(
         dir,
@@ -321,7 +318,7 @@ pub fn run(a: LogArgs) -> anyhow::Result<u8> {
                     }
                     Ok(EXIT_OK)
                 }
-                Err(e @ mmapkit::Error::Corrupt { .. }) => {
+                Err(e) if e.kind() == mmapkit::ErrorKind::Corrupt => {
                     if json {
                         println!(
                             "{}",

@@ -36,6 +36,7 @@ fn to_py(e: ReplicateError) -> PyErr {
     match e {
         ReplicateError::Log(e) => crate::errors::to_py(e),
         ReplicateError::InvalidArgument(m) => PyValueError::new_err(m),
+        ReplicateError::Panicked(m) => pyo3::exceptions::PyRuntimeError::new_err(m),
         e @ ReplicateError::SnapshotRequired { .. } => SnapshotRequiredError::new_err(e.to_string()),
         e @ ReplicateError::Diverged { .. } => DivergedError::new_err(e.to_string()),
         e => ReplicationError::new_err(e.to_string()),

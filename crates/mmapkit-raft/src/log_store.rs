@@ -216,7 +216,7 @@ where
         let mut out = Vec::with_capacity(got.len());
         for (k, e) in got.iter().enumerate() {
             let want = lo + k as u64;
-            let ent: C::Entry = decode(e.data(), want)?;
+            let ent: C::Entry = decode(&cur.log, e.data(), want)?;
             let id = ent.get_log_id();
             if id.index != want || id.leader_id.term != e.term() {
                 return Err(Error::Gap(format!(
@@ -327,9 +327,16 @@ where
     }
 }
 
-fn decode<E: DeserializeOwned>(bytes: &[u8], index: u64) -> Result<E> {
-    serde_json::from_slice(bytes)
-        .map_err(|e| Error::Gap(format!("raft entry {index} does not decode: {e}")))
+/// Decodes raft entry `index` from the bytes of its log entry in `log`.
+/// The log's CRC accepted those bytes, so bytes that do not decode are
+/// corruption (written wrong, or by something else), not a gap.
+fn decode<E: DeserializeOwned>(log: &CommitLog, bytes: &[u8], index: u64) -> Result<E> {
+    serde_json::from_slice(bytes).map_err(|e| {
+        Error::Log(mmapkit::Error::Corrupt {
+            path: log.dir().to_owned(),
+            detail: format!("raft entry {index} (log entry {}) passes its CRC but does not decode: {e}", to_log(index)),
+        })
+    })
 }
 
 fn open_log(dir: &Path, gen: u64, first: u64, opts: &StoreOptions) -> Result<CommitLog> {
@@ -389,7 +396,7 @@ where
         return Ok(meta.purged.clone());
     }
     let e = log.get(log.last_index())?;
-    let ent: C::Entry = decode(e.data(), e.index() - 1)?;
+    let ent: C::Entry = decode(log, e.data(), e.index() - 1)?;
     Ok(Some(ent.get_log_id().clone()))
 }
 

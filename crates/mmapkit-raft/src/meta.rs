@@ -91,12 +91,13 @@ pub(crate) enum Read<T> {
 
 /// Reads `path`.
 pub(crate) fn read<T: DeserializeOwned>(path: &Path) -> Result<Read<T>> {
-    let bytes = match std::fs::read(path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Read::Missing),
-        Err(e) => return Err(Error::Io(path.to_owned(), "read", e)),
-    };
-    Ok(parse(&bytes))
+    // Small JSON records: a longer file is refused before it is read.
+    match mmapkit::fs::read_small(path, 1 << 20) {
+        Ok(Some(bytes)) => Ok(parse(&bytes)),
+        Ok(None) => Ok(Read::Missing),
+        Err(e) if e.kind() == mmapkit::ErrorKind::Corrupt => Ok(Read::Damaged(e.message())),
+        Err(e) => Err(e.into()),
+    }
 }
 
 fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Read<T> {

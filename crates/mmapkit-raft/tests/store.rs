@@ -106,6 +106,41 @@ fn an_entry_stored_at_the_wrong_index_is_an_error_never_a_short_answer() {
     });
 }
 
+/// Bytes the log's CRC accepts but that are no raft entry were written
+/// wrong or by something else: corruption, not a contiguity gap.
+#[test]
+fn an_entry_that_passes_its_crc_but_does_not_decode_is_corruption() {
+    let d = tempfile::tempdir().unwrap();
+    let rt = rt();
+    rt.block_on(async {
+        let mut s = Store::open(d.path(), small()).unwrap();
+        s.blocking_append((0..5).map(|i| blank(1, i))).await.unwrap();
+    });
+    let log_dir = d.path().join("log.0");
+    {
+        let log = CommitLog::open(&log_dir, LogOptions::default()).unwrap();
+        log.append(&[(1u64, b"{not json".to_vec())]).unwrap();
+        log.append(&[(1u64, serde_json::to_vec(&blank(1, 6)).unwrap())]).unwrap();
+    }
+    rt.block_on(async {
+        let mut s = Store::open(d.path(), small()).unwrap();
+        let e = s.try_get_log_entries(0..7).await.unwrap_err().to_string();
+        assert!(e.contains("corrupt: raft entry 5") && !e.contains("contiguity"), "{e}");
+    });
+    // The last entry: opening reads it, and says the same.
+    {
+        let log = CommitLog::open(&log_dir, LogOptions::default()).unwrap();
+        log.append(&[(1u64, b"[]".to_vec())]).unwrap();
+    }
+    match Store::open(d.path(), small()) {
+        Err(mmapkit_raft::Error::Log(e)) => {
+            assert_eq!((e.kind(), e.path()), (mmapkit::ErrorKind::Corrupt, Some(log_dir.as_path())), "{e}")
+        }
+        Err(e) => panic!("not corruption: {e}"),
+        Ok(_) => panic!("opened over an entry that does not decode"),
+    }
+}
+
 #[test]
 fn the_flush_callback_fires_after_a_sync() {
     let d = tempfile::tempdir().unwrap();

@@ -79,6 +79,10 @@ pub enum ReplicateError {
     /// Bad options (bind address, URL, ...).
     #[error("{0}")]
     InvalidArgument(String),
+    /// A thread or task of the server or follower panicked (a bug), not
+    /// a problem with the options.
+    #[error("{0}")]
+    Panicked(String),
     /// The server could not bind or run.
     #[error("{addr}: {detail}")]
     Server {

@@ -193,11 +193,9 @@ impl Follower {
     }
     /// Waits for it to return.
     pub fn join(self) -> Result<FollowReport> {
-        self.thread.join().unwrap_or_else(|_| {
-            Err(ReplicateError::InvalidArgument(
-                "the follower panicked".into(),
-            ))
-        })
+        self.thread
+            .join()
+            .unwrap_or_else(|p| Err(ReplicateError::Panicked(mmapkit::panic_detail("the follower", &*p))))
     }
 }
 
@@ -241,15 +239,15 @@ const FOLLOWS: &str = "follows";
 
 fn load_followed(dir: &Path) -> Result<Option<Followed>> {
     let p = dir.join(FOLLOWS);
-    match std::fs::read(&p) {
-        Ok(b) => serde_json::from_slice(&b).map(Some).map_err(|e| {
+    // A small JSON record: a longer file is refused before it is read.
+    match mmapkit::fs::read_small(&p, 1 << 20)? {
+        Some(b) => serde_json::from_slice(&b).map(Some).map_err(|e| {
             ReplicateError::Log(mmapkit::Error::Corrupt {
                 path: p,
                 detail: format!("not a follower record: {e}"),
             })
         }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(ReplicateError::Log(mmapkit::Error::io(&p, "read", e))),
+        None => Ok(None),
     }
 }
 
@@ -523,7 +521,7 @@ impl Ctx {
         }
         tokio::task::spawn_blocking(move || log.truncate_after(to))
             .await
-            .map_err(|e| ReplicateError::InvalidArgument(format!("the truncation panicked: {e}")))??;
+            .map_err(|e| ReplicateError::Panicked(format!("the truncation failed: {e}")))??;
         self.report.truncated += fl - to;
         Ok(())
     }
@@ -534,7 +532,7 @@ impl Ctx {
             let g = f.clone();
             tokio::task::spawn_blocking(move || save_followed(&dir, &g))
                 .await
-                .map_err(|e| ReplicateError::InvalidArgument(format!("saving the record panicked: {e}")))??;
+                .map_err(|e| ReplicateError::Panicked(format!("saving the record failed: {e}")))??;
             self.followed = Some(f);
         }
         Ok(())
@@ -699,9 +697,7 @@ impl Ctx {
         let (n, bytes, appended) = appender.await.unwrap_or((
             0,
             0,
-            Err(ReplicateError::InvalidArgument(
-                "the appender panicked".into(),
-            )),
+            Err(ReplicateError::Panicked("the appender panicked".into())),
         ));
         self.report.appended += n;
         self.report.bytes += bytes;
@@ -948,4 +944,21 @@ fn chain(e: &dyn std::error::Error) -> String {
         src = c.source();
     }
     s
+}
+
+#[cfg(test)]
+mod panic_tests {
+    use super::*;
+
+    /// A follower thread that panicked is reported as a panic (with its
+    /// message), not as a bad argument.
+    #[test]
+    fn a_panicked_follower_is_panicked_not_invalid_argument() {
+        let thread = std::thread::spawn(|| -> Result<FollowReport> { panic!("boom") });
+        let f = Follower { stop: StopHandle::default(), thread };
+        match f.join() {
+            Err(ReplicateError::Panicked(m)) => assert_eq!(m, "the follower panicked: boom"),
+            other => panic!("{other:?}"),
+        }
+    }
 }

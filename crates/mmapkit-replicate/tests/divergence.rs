@@ -386,7 +386,7 @@ fn random_requests_against_a_changing_log_never_break_the_server() {
             _ => {
                 let mut p = format!("/v1/entries?from={}", num(&mut rng));
                 for k in ["max_count", "max_bytes", "prev_term", "prev_crc", "wait_ms"] {
-                    if rng.next() % 2 == 0 {
+                    if rng.next().is_multiple_of(2) {
                         let v = if k == "wait_ms" { (rng.next() % 30).to_string() } else { num(&mut rng) };
                         p.push_str(&format!("&{k}={v}"));
                     }

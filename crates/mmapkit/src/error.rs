@@ -50,6 +50,9 @@ pub enum ErrorKind {
     /// after a failed sync the kernel may have dropped the dirty pages, so
     /// a later sync that succeeds proves nothing).
     Failed,
+    /// A worker thread panicked (a bug in mmapkit or in a caller's
+    /// callback), not a problem with the arguments or the files.
+    Panicked,
 }
 
 impl ErrorKind {
@@ -177,6 +180,25 @@ pub enum Error {
         /// What failed, and what to do.
         detail: String,
     },
+    /// A worker thread panicked; `detail` says which one and, when the
+    /// panic had a message, what it said.
+    Panicked {
+        /// "WHAT panicked: MESSAGE".
+        detail: String,
+    },
+}
+
+/// "WHAT panicked: MESSAGE" ("WHAT panicked" when the payload is not a
+/// string).
+pub fn panic_detail(what: &str, payload: &(dyn std::any::Any + Send)) -> String {
+    let msg = payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str));
+    match msg {
+        Some(m) => format!("{what} panicked: {m}"),
+        None => format!("{what} panicked"),
+    }
 }
 
 impl fmt::Display for Error {
@@ -225,13 +247,19 @@ impl Error {
     }
 
     /// A request that is invalid for this file (see [`Error::Invalid`]).
-    pub(crate) fn invalid(path: &Path, detail: impl Into<String>) -> Self {
+    pub fn invalid(path: &Path, detail: impl Into<String>) -> Self {
         Error::Invalid { path: path.to_owned(), kind: ErrorKind::InvalidArgument, detail: detail.into() }
     }
 
     /// This file is not a regular file (or is one this operation cannot use).
-    pub(crate) fn not_a_file(path: &Path, detail: impl Into<String>) -> Self {
+    pub fn not_a_file(path: &Path, detail: impl Into<String>) -> Self {
         Error::Invalid { path: path.to_owned(), kind: ErrorKind::NotAFile, detail: detail.into() }
+    }
+
+    /// The error for a thread that panicked with `payload` (what
+    /// `JoinHandle::join` returns); `what` names the thread.
+    pub fn panicked(what: &str, payload: &(dyn std::any::Any + Send)) -> Self {
+        Error::Panicked { detail: panic_detail(what, payload) }
     }
 
     /// What went wrong.
@@ -247,6 +275,7 @@ impl Error {
             Error::Invalid { kind, .. } => *kind,
             Error::InvalidArgument(_) => ErrorKind::InvalidArgument,
             Error::Failed { .. } => ErrorKind::Failed,
+            Error::Panicked { .. } => ErrorKind::Panicked,
         }
     }
 
@@ -285,7 +314,7 @@ impl Error {
             | Error::Format { path, .. }
             | Error::Invalid { path, .. }
             | Error::Failed { path, .. } => Some(path),
-            Error::InvalidArgument(_) => None,
+            Error::InvalidArgument(_) | Error::Panicked { .. } => None,
         }
     }
 
@@ -308,6 +337,7 @@ impl Error {
             | Error::Invalid { detail, .. }
             | Error::InvalidArgument(detail)
             | Error::Failed { detail, .. } => detail.clone(),
+            Error::Panicked { detail } => detail.clone(),
         }
     }
 }

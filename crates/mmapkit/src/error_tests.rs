@@ -143,3 +143,13 @@ fn os_message_is_the_c_library_text() {
     let e = std::io::Error::other("no errno here");
     assert_eq!(crate::os_message(&e), "no errno here");
 }
+
+#[test]
+fn a_thread_panic_is_its_own_kind_not_a_bad_argument() {
+    let payload = std::thread::spawn(|| panic!("boom")).join().unwrap_err();
+    let e = Error::panicked("the writer thread", &*payload);
+    assert_eq!((e.kind(), e.path(), e.errno()), (ErrorKind::Panicked, None, None));
+    assert_eq!(e.message(), "the writer thread panicked: boom");
+    let payload = std::thread::spawn(|| std::panic::panic_any(7)).join().unwrap_err();
+    assert_eq!(Error::panicked("w", &*payload).message(), "w panicked");
+}

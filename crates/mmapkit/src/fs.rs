@@ -264,6 +264,29 @@ impl Drop for TempFile {
     }
 }
 
+/// Reads a small metadata file whole, refusing one longer than `max`
+/// bytes without reading (or allocating for) more than `max + 1`: a file
+/// planted or grown past any size the format can reach must not exhaust
+/// memory. `Ok(None)` when it does not exist; a longer file is
+/// [`Error::Corrupt`]. Opened `O_NONBLOCK` (a FIFO under the name does
+/// not block the open) and refused unless it is a regular file.
+pub fn read_small(path: &Path, max: u64) -> Result<Option<Vec<u8>>> {
+    let file = match OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC).open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io(path, "open", e)),
+    };
+    if !file.metadata().map_err(|e| Error::io(path, "stat", e))?.file_type().is_file() {
+        return Err(Error::Corrupt { path: path.to_owned(), detail: "not a regular file".into() });
+    }
+    let mut b = Vec::new();
+    io::Read::read_to_end(&mut io::Read::take(&file, max + 1), &mut b).map_err(|e| Error::io(path, "read", e))?;
+    if b.len() as u64 > max {
+        return Err(Error::Corrupt { path: path.to_owned(), detail: format!("longer than the {max} bytes this file can hold") });
+    }
+    Ok(Some(b))
+}
+
 /// `create_dir_all`, made durable: the parent of every directory created
 /// is fsynced, so a power loss cannot take a new directory (and what was
 /// made durable inside it) away (found by the crashfs matrices).

@@ -55,7 +55,7 @@ pub mod store;
 mod test_util;
 pub mod writer;
 
-pub use error::{os_message, Error, ErrorKind, Result};
+pub use error::{os_message, panic_detail, Error, ErrorKind, Result};
 
 /// Sends the library's warnings (the `log` facade, level warn and above)
 /// to standard error as `mmapkit: warning: ...`, for programs that have no

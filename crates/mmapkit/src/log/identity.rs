@@ -153,10 +153,10 @@ pub(super) fn ensure_id(dir: &Path) -> Result<Arc<str>> {
 /// corruption.
 pub(super) fn read_cuts(dir: &Path) -> Result<Cuts> {
     let p = dir.join(CUTS_FILE);
-    let bytes = match std::fs::read(&p) {
-        Ok(b) => b,
-        Err(e) if e.kind() == IoKind::NotFound => return Ok(Cuts::default()),
-        Err(e) => return Err(Error::io(&p, "read", e)),
+    // 16 bytes a record, two records a truncation: 64 MiB is millions
+    // of truncations.
+    let Some(bytes) = crate::fs::read_small(&p, 64 << 20)? else {
+        return Ok(Cuts::default());
     };
     parse_cuts(&bytes).map_err(|detail| Error::Corrupt { path: p, detail })
 }

@@ -38,16 +38,17 @@ static IN_USE: AtomicUsize = AtomicUsize::new(0);
 static UNPROTECTED: AtomicUsize = AtomicUsize::new(0);
 static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// The table's capacity: 65,536 slots, or fewer when the environment
-/// variable `MMAPKIT_GUARD_SLOTS` says so when the first map is made (for
-/// tests of the full-table state).
+/// The table's capacity: 65,536 slots, or (with the `test-hooks`
+/// feature, for tests of the full-table state) fewer when the environment
+/// variable `MMAPKIT_GUARD_SLOTS` says so when the first map is made.
 fn capacity() -> usize {
     static CAP: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *CAP.get_or_init(|| {
-        std::env::var("MMAPKIT_GUARD_SLOTS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .map_or(CHUNK * CHUNKS, |n: usize| n.min(CHUNK * CHUNKS))
+        #[cfg(feature = "test-hooks")]
+        let hook: Option<usize> = std::env::var("MMAPKIT_GUARD_SLOTS").ok().and_then(|v| v.parse().ok());
+        #[cfg(not(feature = "test-hooks"))]
+        let hook: Option<usize> = None;
+        hook.map_or(CHUNK * CHUNKS, |n: usize| n.min(CHUNK * CHUNKS))
     })
 }
 

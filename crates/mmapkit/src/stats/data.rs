@@ -1,5 +1,7 @@
 //! Typed views of bytes and of mapped files, and dispatch over the dtype.
 
+use std::fs::File;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use super::source::{Streamed, BLOCK_BYTES};
@@ -103,14 +105,13 @@ impl<'a> Data<'a> {
     }
 }
 
-/// Whether `path` starts with the `.npy` magic.
-fn is_npy(path: &Path) -> Result<bool> {
-    use std::io::Read;
-    let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, "open", e))?;
+/// Whether the regular file `file` starts with the `.npy` magic (pread:
+/// the file is the one already open, never the name again).
+fn is_npy(file: &File, path: &Path) -> Result<bool> {
     let mut magic = [0u8; 6];
     let mut got = 0;
     while got < magic.len() {
-        match f.read(&mut magic[got..]) {
+        match file.read_at(&mut magic[got..], got as u64) {
             Ok(0) => break,
             Ok(n) => got += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -118,6 +119,20 @@ fn is_npy(path: &Path) -> Result<bool> {
         }
     }
     Ok(&magic[..got] == b"\x93NUMPY")
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Tests: runs once right after [`MappedArray::open`] read a `.npy`
+    /// header (to replace the file there).
+    pub(crate) static AFTER_HEADER: std::cell::RefCell<Option<Box<dyn FnOnce()>>> = std::cell::RefCell::new(None);
+}
+
+fn after_header() {
+    #[cfg(test)]
+    if let Some(f) = AFTER_HEADER.with(|h| h.borrow_mut().take()) {
+        f();
+    }
 }
 
 /// A file (or part of one) mapped read-only as a flat array.
@@ -144,32 +159,47 @@ impl MappedArray {
     /// [`Error::Format`].
     pub fn open(path: impl AsRef<Path>, dtype: Option<DType>, offset: u64, count: Option<u64>) -> Result<MappedArray> {
         let path = path.as_ref();
-        let npy = dtype.is_none() || is_npy(path)?;
+        // One open; the magic, the header, the length and the mapping all
+        // come through this descriptor, so a name replaced meanwhile (an
+        // `ArrayStore::create` renames over it) cannot pair one file's
+        // header with another's data. O_NONBLOCK: opening a FIFO must not
+        // wait for a writer (it is refused below, unread).
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(path)
+            .map_err(|e| Error::io(path, "open", e))?;
+        let meta = file.metadata().map_err(|e| Error::io(path, "stat", e))?;
+        if meta.is_dir() {
+            return Err(Error::io(path, "open", std::io::Error::from_raw_os_error(libc::EISDIR)));
+        }
+        if !meta.file_type().is_file() {
+            return Err(Error::not_a_file(path, "not a regular file (array files are mapped)"));
+        }
+        let npy = dtype.is_none() || is_npy(&file, path)?;
         let (dtype, offset, count) = if !npy {
             (dtype.expect("raw files have a dtype"), offset, count)
         } else {
             if offset != 0 || count.is_some() {
                 return Err(Error::invalid(path, "offset and count apply to raw files; a .npy file is read through its header"));
             }
-            let (header, data_offset) = crate::store::array::read_header_of(path)?;
+            let (header, data_offset) = crate::store::array::read_header_stable(&file, path)?;
+            after_header();
             let fmt = |detail: String| Error::Format { path: path.to_owned(), detail };
             let d = header
                 .simple_dtype()
                 .ok_or_else(|| fmt(format!("structured dtype {} is not supported by statistics", header.descr)))?;
             let have: DType = d.parse().map_err(|_| fmt(format!("dtype {d} is not supported by statistics")))?;
-            if dtype.is_some_and(|want| want != have) {
-                return Err(Error::InvalidArgument(format!(
-                    "{}: dtype {} conflicts with the .npy header's {d}",
-                    path.display(),
-                    dtype.unwrap()
-                )));
+            if let Some(want) = dtype.filter(|&want| want != have) {
+                return Err(Error::invalid(path, format!("dtype {want} conflicts with the .npy header's {d}")));
             }
             let n = header.shape.iter().try_fold(1u64, |a, &x| a.checked_mul(x));
             let need = n
                 .and_then(|n| n.checked_mul(have.size() as u64))
                 .and_then(|b| b.checked_add(data_offset as u64))
                 .ok_or_else(|| fmt(format!("shape {:?} is too large", header.shape)))?;
-            let file_len = std::fs::metadata(path).map_err(|e| Error::io(path, "stat", e))?.len();
+            // Again after the header: a store may have grown meanwhile.
+            let file_len = file.metadata().map_err(|e| Error::io(path, "stat", e))?.len();
             if file_len < need {
                 return Err(fmt(format!(
                     "the header says shape {:?} ({need} bytes) but the file has only {file_len} bytes",
@@ -184,10 +214,10 @@ impl MappedArray {
             let len = c
                 .checked_mul(dtype.size() as u64)
                 .and_then(|l| usize::try_from(l).ok())
-                .ok_or_else(|| Error::InvalidArgument(format!("{c} elements do not fit in memory")))?;
+                .ok_or_else(|| Error::invalid(path, format!("{c} elements do not fit in memory")))?;
             opts.len(len);
         }
-        let map = opts.open(path)?;
+        let map = opts.map(file, path)?;
         // Every statistic streams the whole range: ask for aggressive read-ahead.
         // Advice is only a hint, so a refusal is not an error.
         let _ = map.advise(Advice::Sequential, 0, None);

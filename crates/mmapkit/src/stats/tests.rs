@@ -483,3 +483,67 @@ proptest! {
         }
     }
 }
+
+/// A `.npy` file of `vals` (1-d).
+fn npy_of<T: Element + bytemuck::Pod>(path: &std::path::Path, dtype: &str, vals: &[T]) {
+    let mut bytes = crate::store::npy::Header::new(dtype, vec![vals.len() as u64]).encode().unwrap();
+    bytes.extend_from_slice(bytemuck::cast_slice(vals));
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// The header and the data come from one file: replacing the name right
+/// after the header was read (as `ArrayStore::create` does, by rename)
+/// does not mix the old header with the new file's bytes.
+#[test]
+fn mapped_array_reads_header_and_data_from_one_inode() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.npy"), dir.path().join("b.npy"));
+    npy_of(&a, "<i2", &[1i16, 2, 3, 4]);
+    npy_of(&b, "<f8", &[9.5f64; 8]);
+    let (from, to) = (b.clone(), a.clone());
+    super::data::AFTER_HEADER.with(|h| *h.borrow_mut() = Some(Box::new(move || std::fs::rename(from, to).unwrap())));
+    let m = MappedArray::open(&a, None, 0, None).unwrap();
+    assert!(!b.exists(), "the hook ran");
+    assert_eq!(m.dtype(), DType::I16);
+    let got = m.with(|d| match d {
+        Data::I16(s) => s.to_vec(),
+        other => panic!("{other:?}"),
+    });
+    assert_eq!(got.unwrap(), [1, 2, 3, 4]);
+}
+
+/// A FIFO given as an array file is refused without being read (and
+/// without blocking when nobody writes to it): its bytes stay for whoever
+/// reads it next.
+#[test]
+fn mapped_array_never_reads_a_fifo() {
+    use std::io::{Read, Write};
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("fifo");
+    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid C string; mkfifo has no other preconditions.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    // Read-write and non-blocking: holds the FIFO open (so opening it
+    // never blocks) and can read back what is left.
+    let mut keep = std::fs::OpenOptions::new().read(true).write(true).custom_flags(libc::O_NONBLOCK).open(&p).unwrap();
+    keep.write_all(b"\x93NUMPY\x01\x00").unwrap();
+    for dtype in [None, Some(DType::U8)] {
+        let e = MappedArray::open(&p, dtype, 0, None).unwrap_err();
+        assert_eq!((e.kind(), e.path()), (crate::ErrorKind::NotAFile, Some(p.as_path())), "{e}");
+        let e = ArrayFile::open(&p, dtype, 0, Some(4), crate::scan::Strategy::Read).unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::NotAFile, "{e}");
+    }
+    let mut left = [0u8; 16];
+    assert_eq!(keep.read(&mut left).unwrap(), 8, "nothing was read from the FIFO");
+}
+
+#[test]
+fn a_dtype_conflicting_with_the_header_names_the_file_in_the_path_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.npy");
+    npy_of(&a, "<i2", &[1i16, 2]);
+    let e = MappedArray::open(&a, Some(DType::F64), 0, None).unwrap_err();
+    assert_eq!((e.kind(), e.path()), (crate::ErrorKind::InvalidArgument, Some(a.as_path())), "{e}");
+    assert!(!e.message().contains(a.to_str().unwrap()), "{e}");
+}

@@ -112,19 +112,20 @@ fn format_err(path: &Path, detail: String) -> Error {
     Error::Format { path: path.to_owned(), detail }
 }
 
-/// Reads and parses the header of the `.npy` file `file`.
-fn read_header(file: &File, path: &Path) -> Result<(Header, usize)> {
-    let mut buf = vec![0u8; 4096];
-    loop {
-        let n = read_full(file, &mut buf, path)?;
-        match Header::decode(&buf[..n], path) {
-            // A longer header than we read: read more (v2 headers may be big).
-            Err(Error::Format { detail, .. }) if detail.starts_with("truncated") && n == buf.len() => {
-                buf.resize(buf.len() * 4, 0);
-            }
-            other => return other,
-        }
+/// Reads and parses the header of the `.npy` file `file`: the preamble
+/// first, then exactly the header length it claims (capped at
+/// [`npy::MAX_HEADER_LEN`](super::npy::MAX_HEADER_LEN) before anything is
+/// allocated).
+pub(crate) fn read_header(file: &File, path: &Path) -> Result<(Header, usize)> {
+    let mut pre = [0u8; super::npy::PREAMBLE_LEN];
+    let n = read_full(file, &mut pre, path)?;
+    let total = Header::total_len(&pre[..n], path)?;
+    let mut buf = vec![0u8; total];
+    let n = read_full(file, &mut buf, path)?;
+    if n < total {
+        return Err(format_err(path, format!("truncated .npy header ({total} bytes expected, the file has {n})")));
     }
+    Header::decode(&buf, path)
 }
 
 fn read_full(file: &File, buf: &mut [u8], path: &Path) -> Result<usize> {
@@ -142,7 +143,7 @@ fn read_full(file: &File, buf: &mut [u8], path: &Path) -> Result<usize> {
 
 /// Reads the header twice until two reads agree, so a read racing with a
 /// writer's in-place update cannot return a torn row count.
-fn read_header_stable(file: &File, path: &Path) -> Result<(Header, usize)> {
+pub(crate) fn read_header_stable(file: &File, path: &Path) -> Result<(Header, usize)> {
     let mut last = read_header(file, path)?;
     for _ in 0..100 {
         let next = read_header(file, path)?;
@@ -166,8 +167,21 @@ fn trusted_rows(file: &File, path: &Path, header: &Header, data_off: usize, row_
 
 /// Reads the header of the `.npy` file at `path`: the header and the
 /// offset of the data.
+/// A FIFO or device is refused unread (and its open does not block).
 pub fn read_header_of(path: &Path) -> Result<(Header, usize)> {
-    let file = File::open(path).map_err(|e| Error::io(path, "open", e))?;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| Error::io(path, "open", e))?;
+    let meta = file.metadata().map_err(|e| Error::io(path, "stat", e))?;
+    if meta.is_dir() {
+        return Err(Error::io(path, "open", std::io::Error::from_raw_os_error(libc::EISDIR)));
+    }
+    if !meta.file_type().is_file() {
+        return Err(Error::not_a_file(path, "not a regular file (a .npy header is read from a file)"));
+    }
     read_header_stable(&file, path)
 }
 
@@ -205,10 +219,7 @@ fn check_dtype(path: &Path, header: &Header, item_size: Option<usize>) -> Result
         }
         (Some(n), _) | (None, Some(n)) => n,
         (None, None) => {
-            return Err(Error::InvalidArgument(format!(
-                "{}: cannot tell the item size of dtype {descr}; pass it explicitly",
-                path.display()
-            )))
+            return Err(Error::invalid(path, format!("cannot tell the item size of dtype {descr}; pass it explicitly")))
         }
     };
     if size == 0 {
@@ -300,7 +311,7 @@ impl ArrayStore {
         let path = path.as_ref();
         let row_bytes = row_bytes_of(path, item_size, row_shape)?;
         if descr.trim().is_empty() {
-            return Err(Error::InvalidArgument(format!("{}: empty dtype description", path.display())));
+            return Err(Error::invalid(path, "empty dtype description"));
         }
         let mut shape = vec![0];
         shape.extend_from_slice(row_shape);

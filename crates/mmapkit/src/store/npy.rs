@@ -23,6 +23,14 @@ pub const ALIGN: usize = 64;
 /// Minimum width of the row-count field of growable headers (`u64::MAX`
 /// has 20 digits).
 const GROW_FIELD: usize = 20;
+/// The longest header dict (the length field of the preamble) read:
+/// numpy's `max_header_size` default. The length comes from the file, so
+/// it is checked before anything is allocated for it; numpy too refuses
+/// longer headers unless told otherwise.
+pub const MAX_HEADER_LEN: usize = 10_000;
+/// Bytes of the preamble [`Header::total_len`] needs to see (version 2
+/// and 3 have 12; version 1, 10).
+pub const PREAMBLE_LEN: usize = 12;
 
 /// What a `.npy` header says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -151,6 +159,16 @@ impl Header {
         Ok((framed(&dict, total), field))
     }
 
+    /// The total length of the header (preamble, dict and padding: the
+    /// data offset) that starts with `prefix`, which needs
+    /// [`PREAMBLE_LEN`] bytes (or the whole file when shorter). Checks
+    /// the magic, the version and [`MAX_HEADER_LEN`], so a reader can
+    /// allocate exactly this much: a length claimed by the file is never
+    /// trusted further than that.
+    pub fn total_len(prefix: &[u8], path: &Path) -> Result<usize> {
+        preamble(prefix, path).map(|(_, end)| end)
+    }
+
     /// Parses the header at the start of `bytes` (at least the whole header
     /// must be present). Returns the header and the data offset. `path`
     /// only labels errors.
@@ -161,18 +179,7 @@ impl Header {
     /// are latin-1, 3 is UTF-8.
     pub fn decode(bytes: &[u8], path: &Path) -> Result<(Header, usize)> {
         let bad = |detail: String| Error::Format { path: path.to_owned(), detail };
-        if bytes.len() < 10 || &bytes[..6] != MAGIC {
-            return Err(bad("not a .npy file (bad magic)".into()));
-        }
-        let (pre, hlen) = match (bytes[6], bytes[7]) {
-            (1, 0) => (10, u16::from_le_bytes([bytes[8], bytes[9]]) as usize),
-            (2 | 3, 0) if bytes.len() >= 12 => {
-                (12, u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize)
-            }
-            (2 | 3, 0) => return Err(bad("truncated .npy header (12 bytes expected)".into())),
-            (v, m) => return Err(bad(format!("unsupported .npy format version {v}.{m}"))),
-        };
-        let end = pre + hlen;
+        let (pre, end) = preamble(bytes, path)?;
         let raw = bytes
             .get(pre..end)
             .ok_or_else(|| bad(format!("truncated .npy header ({end} bytes expected)")))?;
@@ -239,6 +246,26 @@ impl Header {
         }
         Ok((Header { descr: descr.to_owned(), fortran_order, shape }, end))
     }
+}
+
+/// The preamble's length and the header's end (the data offset).
+fn preamble(bytes: &[u8], path: &Path) -> Result<(usize, usize)> {
+    let bad = |detail: String| Error::Format { path: path.to_owned(), detail };
+    if bytes.len() < 10 || &bytes[..6] != MAGIC {
+        return Err(bad("not a .npy file (bad magic)".into()));
+    }
+    let (pre, hlen) = match (bytes[6], bytes[7]) {
+        (1, 0) => (10, u16::from_le_bytes([bytes[8], bytes[9]]) as usize),
+        (2 | 3, 0) if bytes.len() >= 12 => (12, u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize),
+        (2 | 3, 0) => return Err(bad("truncated .npy header (12 bytes expected)".into())),
+        (v, m) => return Err(bad(format!("unsupported .npy format version {v}.{m}"))),
+    };
+    if hlen > MAX_HEADER_LEN {
+        return Err(bad(format!(
+            "the .npy header claims {hlen} bytes; headers longer than {MAX_HEADER_LEN} bytes are refused (as numpy's max_header_size does)"
+        )));
+    }
+    Ok((pre, pre + hlen))
 }
 
 /// Preamble + `dict` + space padding + `\n`, exactly `total` bytes: format

@@ -146,16 +146,7 @@ impl Segment {
         if named && std::fs::metadata(path).map(|m| ident(&m)).ok() != Some(id) {
             return Err(Error::io(path, "attach", std::io::Error::from_raw_os_error(libc::ENOENT)));
         }
-        let mut head = vec![0u8; 4096.min(meta.len() as usize)];
-        std::os::unix::fs::FileExt::read_exact_at(&file, &mut head, 0).map_err(|e| Error::io(path, "read", e))?;
-        let (header, data_off) = match Header::decode(&head, path) {
-            Err(Error::Format { detail, .. }) if detail.starts_with("truncated") => {
-                let mut big = vec![0u8; meta.len().min(1 << 20) as usize];
-                std::os::unix::fs::FileExt::read_exact_at(&file, &mut big, 0).map_err(|e| Error::io(path, "read", e))?;
-                Header::decode(&big, path)?
-            }
-            other => other?,
-        };
+        let (header, data_off) = super::array::read_header(&file, path)?;
         if header.fortran_order && header.shape.len() > 1 {
             return Err(Error::Format { path: path.to_owned(), detail: "Fortran-order arrays are not supported".into() });
         }

@@ -204,7 +204,7 @@ pub(super) fn rewrite(path: &Path, meta: &Metadata, edit: &Edit<'_>, ropts: &Rep
         })();
         drop(tx);
         let written = match writer {
-            Some(h) => h.join().map_err(|_| Error::InvalidArgument("replace: the writer thread panicked".into()))?,
+            Some(h) => h.join().map_err(|p| Error::panicked("replace: the writer thread", &*p))?,
             None => Ok(None),
         };
         let total = produced?;

@@ -44,11 +44,15 @@ pub(super) fn path_of(path: &Path) -> PathBuf {
     real.with_file_name(format!(".{name}.mmapkit-durable"))
 }
 
-/// This boot's id (`MMAPKIT_TEST_BOOT_ID` stands in for it in power-loss
-/// tests, where the "reboot" is an unmount).
+/// This boot's id (with the `test-hooks` feature, `MMAPKIT_TEST_BOOT_ID`
+/// stands in for it in power-loss tests, where the "reboot" is an
+/// unmount; never in release builds: it decides which rows are trusted).
 fn boot_id() -> [u8; BOOT_LEN] {
-    let id = std::env::var("MMAPKIT_TEST_BOOT_ID")
-        .ok()
+    #[cfg(feature = "test-hooks")]
+    let hook = std::env::var("MMAPKIT_TEST_BOOT_ID").ok();
+    #[cfg(not(feature = "test-hooks"))]
+    let hook = None;
+    let id = hook
         .or_else(|| std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok())
         .unwrap_or_default();
     let mut b = [0u8; BOOT_LEN];
@@ -71,9 +75,19 @@ pub(super) fn fingerprint(file: &File, path: &Path, header: &Header, data_off: u
     if rows == 0 {
         return Ok(c);
     }
-    let mut row = vec![0u8; row_bytes];
-    read_exact_at(file, path, &mut row, data_off as u64 + (rows - 1) * row_bytes as u64)?;
-    Ok(crc32c::crc32c_append(c, &row))
+    // The row length comes from the header: hashed through a fixed
+    // buffer, never allocated whole.
+    let mut c = c;
+    let mut buf = vec![0u8; row_bytes.min(1 << 16)];
+    let (mut at, mut left) = (data_off as u64 + (rows - 1) * row_bytes as u64, row_bytes);
+    while left > 0 {
+        let n = left.min(buf.len());
+        read_exact_at(file, path, &mut buf[..n], at)?;
+        c = crc32c::crc32c_append(c, &buf[..n]);
+        at += n as u64;
+        left -= n;
+    }
+    Ok(c)
 }
 
 /// `pread` of exactly `buf.len()` bytes; a short file reads as zeros
@@ -116,21 +130,41 @@ pub(super) struct Record {
 /// does not check out is [`Error::Corrupt`]: it is only ever written
 /// whole (one sector), so damage is not a crash's doing.
 pub(super) fn read(rec: &Path) -> Result<Option<Record>> {
-    // Never open a FIFO or device planted under the name (it could block).
-    match std::fs::symlink_metadata(rec) {
-        Ok(m) if !m.file_type().is_file() => {
-            return Err(Error::Corrupt {
-                path: rec.to_owned(),
-                detail: "the durable-rows record is not a regular file".into(),
-            })
-        }
-        _ => {}
-    }
-    let b = match std::fs::read(rec) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(Error::io(rec, "read", e)),
+    use std::os::unix::fs::OpenOptionsExt;
+    let not_regular = || Error::Corrupt {
+        path: rec.to_owned(),
+        detail: "the durable-rows record is not a regular file".into(),
     };
+    // One open, then fstat and pread through it: the name cannot be
+    // swapped between the check and the read. O_NONBLOCK: a FIFO planted
+    // under the name must not block the open; O_NOFOLLOW: nor a symlink
+    // lead elsewhere.
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(rec)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(not_regular()),
+        Err(e) => return Err(Error::io(rec, "open", e)),
+    };
+    if !file.metadata().map_err(|e| Error::io(rec, "stat", e))?.file_type().is_file() {
+        return Err(not_regular());
+    }
+    // One byte more than a record: enough to tell a longer file, whatever
+    // length it has, without reading (or allocating) the rest.
+    let mut b = vec![0u8; LEN + 1];
+    let mut n = 0;
+    while n < b.len() {
+        match file.read_at(&mut b[n..], n as u64) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Error::io(rec, "read", e)),
+        }
+    }
+    b.truncate(n);
     let crc_ok = b.len() == LEN && crc32c::crc32c(&b[..LEN - 4]).to_le_bytes() == b[LEN - 4..];
     if !crc_ok || &b[..16] != MAGIC {
         return Err(Error::Corrupt {

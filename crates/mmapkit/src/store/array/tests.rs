@@ -406,3 +406,82 @@ fn truncate_rows_cuts_the_count_and_reuses_the_rows() {
     s.close().unwrap();
     assert_eq!(ArrayStore::open(&p, false, None).unwrap().data(), &rows_f64(&[1.])[..]);
 }
+
+/// A sparse file of `len` bytes starting with `head`.
+fn sparse(path: &Path, head: &[u8], len: u64) {
+    let f = File::create(path).unwrap();
+    f.write_all_at(head, 0).unwrap();
+    f.set_len(len).unwrap();
+}
+
+const RLIMIT_CHILD: &str = "MMAPKIT_TEST_RLIMIT_CHILD";
+
+/// Lengths read from a file are capped before anything is allocated for
+/// them: under a 256 MiB address-space limit, a `.npy` header claiming
+/// ~4 GB in a file that really is 6 GiB long (sparse), and a durable-rows
+/// record of 6 GiB, are clean errors, not an allocation failure (abort).
+/// Runs itself again as a child with `RLIMIT_AS` set (the limit must not
+/// apply to the other tests).
+#[test]
+fn claimed_lengths_are_capped_under_rlimit_as() {
+    if let Some(dir) = std::env::var_os(RLIMIT_CHILD) {
+        let dir = PathBuf::from(dir);
+        let p = dir.join("huge-header.npy");
+        let mut head = b"\x93NUMPY\x02\x00".to_vec();
+        head.extend_from_slice(&4_000_000_000u32.to_le_bytes());
+        sparse(&p, &head, 6 << 30);
+        let e = ArrayStore::open(&p, false, None).unwrap_err();
+        assert_eq!((e.kind(), e.path()), (crate::ErrorKind::Format, Some(p.as_path())), "{e}");
+        assert!(e.message().contains("4000000000"), "{e}");
+        let e = crate::stats::MappedArray::open(&p, None, 0, None).unwrap_err();
+        assert_eq!((e.kind(), e.path()), (crate::ErrorKind::Format, Some(p.as_path())), "{e}");
+        let e = crate::store::Segment::attach(&p, false, false).unwrap_err();
+        assert_eq!((e.kind(), e.path()), (crate::ErrorKind::Format, Some(p.as_path())), "{e}");
+
+        // A store whose durable-rows record is 6 GiB long.
+        let q = dir.join("q.npy");
+        // (A small reserve: the default 64 GiB does not fit the limit.)
+        let opts = StoreOptions { reserve: 1 << 20, ..StoreOptions::default() };
+        ArrayStore::create(&q, "'<f8'", 8, &[], &opts).unwrap().close().unwrap();
+        let rec = durable::path_of(&q);
+        sparse(&rec, b"MMAPKIT-DURABLE\x01", 6 << 30);
+        let e = ArrayStore::open_with(&q, false, None, &opts).unwrap_err();
+        assert_eq!((e.kind(), e.path()), (crate::ErrorKind::Corrupt, Some(rec.as_path())), "{e}");
+        // The metadata-file reader (log truncation history, follower and
+        // raft records) on the same file.
+        let e = crate::fs::read_small(&rec, 1 << 20).unwrap_err();
+        assert_eq!((e.kind(), e.path()), (crate::ErrorKind::Corrupt, Some(rec.as_path())), "{e}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", "store::array::tests::claimed_lengths_are_capped_under_rlimit_as", "--nocapture", "--test-threads=1"])
+        .env(RLIMIT_CHILD, dir.path());
+    // SAFETY: setrlimit is async-signal-safe; the closure allocates nothing.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            let lim = libc::rlimit { rlim_cur: 256 << 20, rlim_max: 256 << 20 };
+            if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let out = cmd.output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && text.contains("1 passed"), "child under RLIMIT_AS failed ({}):\n{text}", out.status);
+}
+
+/// Errors about a file carry its path as the field, not in the message.
+#[test]
+fn refusals_carry_the_path_as_a_field() {
+    let (_d, p) = tmp();
+    let e = ArrayStore::create(&p, "  ", 8, &[1], &StoreOptions::default()).unwrap_err();
+    assert_eq!((e.kind(), e.path()), (crate::ErrorKind::InvalidArgument, Some(p.as_path())), "{e}");
+    assert_eq!(e.message(), "empty dtype description");
+    let header = Header { descr: "[('a', '<f8'), ('b', '<i4')]".into(), fortran_order: false, shape: vec![0] };
+    std::fs::write(&p, header.encode().unwrap()).unwrap();
+    let e = ArrayStore::open(&p, false, None).unwrap_err();
+    assert_eq!((e.kind(), e.path()), (crate::ErrorKind::InvalidArgument, Some(p.as_path())), "{e}");
+    assert!(!e.message().contains(p.to_str().unwrap()), "{e}");
+}
