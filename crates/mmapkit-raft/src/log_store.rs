@@ -502,7 +502,7 @@ where
         let entries: Vec<C::Entry> = entries.into_iter().collect();
         // Written and (when durable) synced before the callback hears of it.
         let s = self.clone();
-        match crate::off_worker(move || s.do_append(entries)).await {
+        match crate::off_worker_inline(move || s.do_append(entries)).await {
             Ok(()) => {
                 callback.log_io_completed(Ok(()));
                 Ok(())

@@ -134,6 +134,10 @@ const HEARTBEAT_MS: u64 = 500;
 /// Connect timeout of peers, forwarding and [`KvClient`].
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// On an answer a follower relayed from the leader: the leader's address
+/// (as the cluster knows it), for clients to talk to it directly.
+pub const LEADER_HINT: &str = "x-mmapkit-leader";
+
 /// Set on a request a node forwards to the leader: the leader does not
 /// forward it again (no loops while leadership moves).
 const FORWARDED: &str = "x-mmapkit-forwarded";
@@ -542,7 +546,16 @@ async fn forward_write(app: &App, leader: NodeId, addr: &str, body: axum::body::
         )
     };
     match sent {
-        Ok(resp) => relay(resp, unknown).await,
+        Ok(resp) => {
+            // Names the leader, so a client can send its next writes there
+            // itself instead of paying this hop on every one (measured:
+            // 16 clients, 3 nodes, ~24 % fewer writes/s through a follower).
+            let mut r = relay(resp, unknown).await;
+            if let Ok(v) = header::HeaderValue::from_str(addr) {
+                r.headers_mut().insert(LEADER_HINT, v);
+            }
+            r
+        }
         // Nothing was sent: not applied.
         Err(e) if e.is_connect() => text(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -938,6 +951,11 @@ impl KvClient {
             Err(e) => return Err(Attempt::Unknown(e.to_string())),
         };
         let status = resp.status();
+        // A follower relayed this from the leader: talk to the leader next.
+        let hint = resp.headers().get(LEADER_HINT).and_then(|v| v.to_str().ok());
+        if let Some(i) = hint.and_then(|h| self.nodes.iter().position(|a| a == h)) {
+            *self.leader.lock().unwrap_or_else(|e| e.into_inner()) = i;
+        }
         if status.is_success() {
             let answer: WriteResult = resp.json().await.map_err(|e| Attempt::Unknown(e.to_string()))?;
             return match answer {
