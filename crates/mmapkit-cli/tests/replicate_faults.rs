@@ -287,7 +287,12 @@ fn check_copy(dir: &Path, model: &Mutex<Model>, logs: &Path) -> Result<String, S
         Duration::from_secs(120),
         &logs.join("verify.out"),
     );
-    if !st.success() {
+    // A follower killed in the middle of an append (with --sync never) may
+    // leave a last batch that does not read back: verify reports it (exit 1)
+    // and the next writable open moves it to the quarantine; anything else
+    // is a failure.
+    let torn = st.code() == Some(1) && text.contains("the last batch is unreadable");
+    if !st.success() && !torn {
         return Err(format!("mmapkit log verify {} failed ({st}): {text}", dir.display()));
     }
     let log = open_ro(dir)?;
