@@ -317,10 +317,15 @@ fn sigkill_leftovers_are_removed_by_the_next_run_but_not_live_ones() {
     assert!(a.wait().unwrap().success());
     assert!(!seg_tmp.exists(), "the stale segment temp file is removed");
 
-    // The live writer still holds its temp; SIGTERM removes it.
+    // The live writer still holds its temp; SIGTERM removes it. Its stdin
+    // stays open until it has exited: `Child::wait` closes a stdin it still
+    // holds first, and a writer that saw the end of its input before the
+    // signal finished with 0 (seen under load on a clean clone).
     assert_eq!(temp_of(d, "out.csv"), live_tmp);
+    let keep_open = live.stdin.take();
     signal(&live, "TERM");
     let st = live.wait().unwrap();
+    drop(keep_open);
     assert_eq!(st.code(), Some(143));
     assert!(temp_of(d, "out.csv").is_empty());
     eprintln!("SIGKILL: {kills} kills, 1 planted stale file, 1 planted stale segment, 1 live writer kept");
