@@ -53,7 +53,12 @@ pub struct ScanArgs {
 
 impl ScanArgs {
     pub fn options(&self) -> ScanOptions {
-        ScanOptions { strategy: self.strategy, threads: self.exec.threads, chunk: self.chunk, ..Default::default() }
+        ScanOptions {
+            strategy: self.strategy,
+            threads: self.exec.threads,
+            chunk: self.chunk,
+            ..Default::default()
+        }
     }
 }
 
@@ -82,7 +87,10 @@ impl Progress {
 
     fn start_on(terminal: bool, label: String) -> (mmapkit::exec::Progress, Progress) {
         if !terminal {
-            return (mmapkit::exec::Progress::none(), Progress { stop: Arc::new(AtomicBool::new(true)), thread: None });
+            return (
+                mmapkit::exec::Progress::none(),
+                Progress { stop: Arc::new(AtomicBool::new(true)), thread: None },
+            );
         }
         let progress = mmapkit::exec::Progress::watched();
         let watched = progress.clone();
@@ -100,8 +108,10 @@ impl Progress {
                 if bar.is_none() && total >= PROGRESS_MIN {
                     let b = indicatif::ProgressBar::new(total);
                     b.set_style(
-                        indicatif::ProgressStyle::with_template("{msg} {wide_bar} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
-                            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+                        indicatif::ProgressStyle::with_template(
+                            "{msg} {wide_bar} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+                        )
+                        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
                     );
                     b.set_message(label.clone());
                     bar = Some(b);
@@ -144,7 +154,13 @@ impl PerFile {
     }
 
     /// A file's result: `n` printed (unless JSON), `json` collected.
-    pub fn ok(&mut self, out: &mut dyn Write, path: &Path, n: u64, json: serde_json::Value) -> std::io::Result<()> {
+    pub fn ok(
+        &mut self,
+        out: &mut dyn Write,
+        path: &Path,
+        n: u64,
+        json: serde_json::Value,
+    ) -> std::io::Result<()> {
         self.any |= n > 0;
         match &mut self.json {
             Some(v) => v.push(json),
@@ -211,14 +227,18 @@ pub fn unescape(s: &str) -> anyhow::Result<Vec<u8>> {
                     Some(h) => (u8::from_str_radix(h, 16)?, 4),
                     None => {
                         let shown: String = s[i..].chars().take(4).collect();
-                        anyhow::bail!("invalid escape '{shown}' in '{s}': \\x needs two hex digits (\\x41)")
+                        anyhow::bail!(
+                            "invalid escape '{shown}' in '{s}': \\x needs two hex digits (\\x41)"
+                        )
                     }
                 }
             }
             None => anyhow::bail!("trailing backslash in '{s}' (write \\\\ for a backslash)"),
             Some(_) => {
                 let shown: String = s[i..].chars().take(2).collect();
-                anyhow::bail!("unknown escape '{shown}' in '{s}' (supported: \\n \\t \\r \\0 \\\\ \\xHH)")
+                anyhow::bail!(
+                    "unknown escape '{shown}' in '{s}' (supported: \\n \\t \\r \\0 \\\\ \\xHH)"
+                )
             }
         };
         out.push(byte);
@@ -243,7 +263,10 @@ pub fn error_to_stderr(out: &mut dyn Write, msg: impl std::fmt::Display) {
 /// jobs of scripts) stay ignored.
 pub fn clean_up_on_signals() {
     use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-    let wanted: Vec<i32> = [SIGINT, SIGTERM, SIGHUP].into_iter().filter(|&s| !mmapkit::map::signal_ignored(s)).collect();
+    let wanted: Vec<i32> = [SIGINT, SIGTERM, SIGHUP]
+        .into_iter()
+        .filter(|&s| !mmapkit::map::signal_ignored(s))
+        .collect();
     let Ok(mut signals) = signal_hook::iterator::Signals::new(&wanted) else { return };
     std::thread::spawn(move || {
         let mut sigs = signals.forever();
@@ -262,7 +285,8 @@ pub fn clean_up_on_signals() {
     });
 }
 
-static STOP_ON_SIGNAL: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>> = std::sync::OnceLock::new();
+static STOP_ON_SIGNAL: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>> =
+    std::sync::OnceLock::new();
 
 /// Makes the first SIGINT/SIGTERM/SIGHUP call `stop` instead of exiting
 /// (for commands that run until stopped and then exit 0).
@@ -306,7 +330,10 @@ mod tests {
             scan: super::ScanArgs,
         }
         let core = "bogus".parse::<mmapkit::scan::Strategy>().unwrap_err().to_string();
-        let e = Cmd::try_parse_from(["t", "--strategy", "bogus"]).err().expect("bogus refused").to_string();
+        let e = Cmd::try_parse_from(["t", "--strategy", "bogus"])
+            .err()
+            .expect("bogus refused")
+            .to_string();
         assert!(e.contains(&core), "{e}");
         let ok = Cmd::try_parse_from(["t", "--strategy", "stream"]).map(|c| c.scan.strategy);
         assert_eq!(ok.ok(), Some(mmapkit::scan::Strategy::Stream));
@@ -320,7 +347,13 @@ mod tests {
 
     #[test]
     fn unknown_escapes_are_errors() {
-        for (bad, names) in [(r"a\q", r"'\q'"), (r"\xZZ", r"'\xZZ'"), (r"\x4", r"'\x4'"), ("end\\", "trailing backslash"), (r"\é", r"'\é'")] {
+        for (bad, names) in [
+            (r"a\q", r"'\q'"),
+            (r"\xZZ", r"'\xZZ'"),
+            (r"\x4", r"'\x4'"),
+            ("end\\", "trailing backslash"),
+            (r"\é", r"'\é'"),
+        ] {
             let e = super::unescape(bad).unwrap_err().to_string();
             assert!(e.contains(names), "{bad:?}: {e}");
         }

@@ -5,7 +5,9 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::common::{error_to_stderr, unescape, PerFile, Progress, ScanArgs, EXIT_ERROR, EXIT_NO_MATCH, EXIT_OK};
+use crate::common::{
+    error_to_stderr, unescape, PerFile, Progress, ScanArgs, EXIT_ERROR, EXIT_NO_MATCH, EXIT_OK,
+};
 
 pub const COUNT_HELP: &str = "\
 Counts are of leftmost, non-overlapping occurrences (in 'aaaa', 'aa' occurs

@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use clap::{ArgAction, Args, ValueEnum};
 use mmapkit::scan::{walk, GnuPrinter, Grep, GrepOptions, JsonPrinter, PrintOptions, Report, Sink};
 
-use crate::common::{error_to_stderr, exit_status, Progress, ScanArgs, EXIT_ERROR, EXIT_NO_MATCH, EXIT_OK};
+use crate::common::{
+    error_to_stderr, exit_status, Progress, ScanArgs, EXIT_ERROR, EXIT_NO_MATCH, EXIT_OK,
+};
 
 pub const GREP_HELP: &str = "\
 Output is GNU grep's (LC_ALL=C), byte for byte, for these options:
@@ -175,7 +177,9 @@ impl GrepArgs {
         let color = match self.color {
             ColorWhen::Always => true,
             ColorWhen::Never => false,
-            ColorWhen::Auto => io::stdout().is_terminal() && std::env::var_os("TERM").is_some_and(|t| t != "dumb"),
+            ColorWhen::Auto => {
+                io::stdout().is_terminal() && std::env::var_os("TERM").is_some_and(|t| t != "dumb")
+            }
         };
         PrintOptions {
             report: self.report(),
@@ -200,7 +204,9 @@ pub fn grep(mut a: GrepArgs) -> anyhow::Result<u8> {
     let mut args = std::mem::take(&mut a.args).into_iter();
     let patterns = if a.patterns.is_empty() {
         match args.next() {
-            Some(p) => vec![p.into_string().map_err(|_| anyhow::anyhow!("the pattern is not valid UTF-8"))?],
+            Some(p) => vec![p
+                .into_string()
+                .map_err(|_| anyhow::anyhow!("the pattern is not valid UTF-8"))?],
             None => anyhow::bail!("grep needs a PATTERN (or -e PATTERN)"),
         }
     } else {
@@ -231,13 +237,15 @@ pub fn grep(mut a: GrepArgs) -> anyhow::Result<u8> {
     if opts.max_count == Some(0) {
         return Ok(EXIT_NO_MATCH); // like grep: stop before reading anything
     }
-    let out = Output { inner: BufWriter::with_capacity(256 << 10, io::stdout().lock()), error: None };
+    let out =
+        Output { inner: BufWriter::with_capacity(256 << 10, io::stdout().lock()), error: None };
     let mut printer = if a.scan.json {
         Printer::Json(JsonPrinter::new(out, a.report(), a.only_matching))
     } else {
         Printer::Gnu(GnuPrinter::new(out, a.print_options()))
     };
-    let named = |found_in_dir: bool| !a.no_filename && (a.with_filename || files.len() > 1 || found_in_dir);
+    let named =
+        |found_in_dir: bool| !a.no_filename && (a.with_filename || files.len() > 1 || found_in_dir);
     let mut run = Run { failed: false, any: false, quiet: a.quiet, no_messages: a.no_messages };
     for file in &files {
         let path = Path::new(file);
@@ -281,13 +289,22 @@ impl Run {
     /// Searches one file (or stdin, `-`) and prints its results; an error
     /// with the file is reported and the run goes on, one writing to
     /// stdout ends it (a closed pipe quietly).
-    fn file(&mut self, grep: &Grep, path: mmapkit::Result<PathBuf>, scan_args: &ScanArgs, printer: &mut Printer) -> anyhow::Result<()> {
+    fn file(
+        &mut self,
+        grep: &Grep,
+        path: mmapkit::Result<PathBuf>,
+        scan_args: &ScanArgs,
+        printer: &mut Printer,
+    ) -> anyhow::Result<()> {
         let result = path.and_then(|path| {
             let mut scan = scan_args.options();
             let _bar = (path != Path::new("-")).then(|| Progress::attach(&mut scan, &path, "grep"));
             let n = grep.search(&path, &scan, printer.sink())?;
             if printer.binary_matched() {
-                error_to_stderr(&mut printer.out().inner, format_args!("{}: binary file matches", path.display()));
+                error_to_stderr(
+                    &mut printer.out().inner,
+                    format_args!("{}: binary file matches", path.display()),
+                );
             }
             Ok(n)
         });

@@ -186,69 +186,36 @@ fn parse_size(s: &str) -> Result<u64, String> {
 }
 
 fn open_ro(dir: &Path) -> mmapkit::Result<CommitLog> {
-    CommitLog::open(
-        dir,
-        LogOptions {
-            read_only: true,
-            ..Default::default()
-        },
-    )
+    CommitLog::open(dir, LogOptions { read_only: true, ..Default::default() })
 }
 
 /// Opens the existing log in `dir` for writing (never creates one).
 fn open_rw(dir: &Path, sync: SyncMode, repair: bool) -> mmapkit::Result<CommitLog> {
     if !mmapkit::log::is_log_dir(dir) {
-        return Err(mmapkit::Error::invalid(dir, "no log here (create it with `mmapkit log init`)"));
+        return Err(mmapkit::Error::invalid(
+            dir,
+            "no log here (create it with `mmapkit log init`)",
+        ));
     }
-    CommitLog::open(
-        dir,
-        LogOptions {
-            sync,
-            repair,
-            ..Default::default()
-        },
-    )
+    CommitLog::open(dir, LogOptions { sync, repair, ..Default::default() })
 }
 
 pub fn run(a: LogArgs) -> anyhow::Result<u8> {
     match a.cmd {
-        LogCmd::Init {
-            dir,
-            segment_size,
-            first_index,
-        } => {
+        LogCmd::Init { dir, segment_size, first_index } => {
             let log = CommitLog::open(
                 &dir,
-                LogOptions {
-                    segment_size,
-                    first_index,
-                    ..Default::default()
-                },
+                LogOptions { segment_size, first_index, ..Default::default() },
             )?;
             report_recovery(&log);
             Ok(EXIT_OK)
         }
-        LogCmd::Append {
-            dir,
-            term,
-            records,
-            batch,
-            sync,
-            json,
-        } => {
+        LogCmd::Append { dir, term, records, batch, sync, json } => {
             let log = open_rw(&dir, sync, false)?;
             report_recovery(&log);
             append(&log, term, records, batch.max(1), json)
         }
-        LogCmd::Read {
-            dir,
-            lo,
-            hi,
-            max_bytes,
-            format,
-            json,
-            records,
-        } => {
+        LogCmd::Read { dir, lo, hi, max_bytes, format, json, records } => {
             let format = if json {
                 Format::Json
             } else if records {
@@ -320,10 +287,7 @@ pub fn run(a: LogArgs) -> anyhow::Result<u8> {
                 }
                 Err(e) if e.kind() == mmapkit::ErrorKind::Corrupt => {
                     if json {
-                        println!(
-                            "{}",
-                            serde_json::json!({"ok": false, "error": e.to_string()})
-                        );
+                        println!("{}", serde_json::json!({"ok": false, "error": e.to_string()}));
                     }
                     eprintln!("mmapkit: {e}");
                     Ok(EXIT_NO_MATCH)
@@ -406,10 +370,7 @@ fn append(
                 );
             }
             let n = u32::from_le_bytes(len) as u64;
-            (&mut input)
-                .take(n)
-                .read_to_end(&mut entry)
-                .context("reading stdin")?;
+            (&mut input).take(n).read_to_end(&mut entry).context("reading stdin")?;
             if entry.len() as u64 != n {
                 anyhow::bail!(
                     "stdin: record {} (byte {offset}) of {n} bytes is cut short after {} bytes; {appended}",
@@ -419,11 +380,7 @@ fn append(
             }
             offset += 4 + n;
         } else {
-            if input
-                .read_until(b'\n', &mut entry)
-                .context("reading stdin")?
-                == 0
-            {
+            if input.read_until(b'\n', &mut entry).context("reading stdin")? == 0 {
                 break;
             }
             if entry.last() == Some(&b'\n') {
@@ -548,18 +505,11 @@ fn stat(log: &CommitLog, json: bool) -> anyhow::Result<u8> {
         writeln!(out)?;
     } else {
         writeln!(out, "log:          {}", s.dir.display())?;
-        writeln!(
-            out,
-            "entries:      {} ({}..={})",
-            s.entries, s.first_index, s.last_index
-        )?;
+        writeln!(out, "entries:      {} ({}..={})", s.entries, s.first_index, s.last_index)?;
         writeln!(out, "segments:     {}", s.segments.len())?;
         for g in &s.segments {
-            let name = g
-                .path
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
+            let name =
+                g.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
             writeln!(
                 out,
                 "  {name}  first {}  {} entries  {} bytes",

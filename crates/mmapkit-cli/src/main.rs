@@ -168,7 +168,10 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         // A closed pipe (`mmapkit ... | head`) is not an error worth a message.
-        Err(e) if e.downcast_ref::<io::Error>().map(io::Error::kind) == Some(io::ErrorKind::BrokenPipe) => {
+        Err(e)
+            if e.downcast_ref::<io::Error>().map(io::Error::kind)
+                == Some(io::ErrorKind::BrokenPipe) =>
+        {
             ExitCode::SUCCESS
         }
         Err(e) => {
@@ -205,10 +208,8 @@ fn error_line(e: &anyhow::Error) -> String {
 
 fn info(paths: &[PathBuf], bytes: bool, json: bool) -> anyhow::Result<u8> {
     let mut failed = false;
-    let infos: Vec<FileInfo> = paths
-        .iter()
-        .filter_map(|p| report(mmapkit::info::file_info(p), &mut failed))
-        .collect();
+    let infos: Vec<FileInfo> =
+        paths.iter().filter_map(|p| report(mmapkit::info::file_info(p), &mut failed)).collect();
     if json {
         print_json(&infos)?;
     } else {
@@ -341,7 +342,8 @@ mod tests {
             .filter_map(|l| l.strip_prefix("  ").filter(|r| !r.starts_with(' ')))
             .filter_map(|l| l.split_whitespace().next())
             .collect();
-        let mut want: Vec<String> = Cli::command().get_subcommands().map(|c| c.get_name().to_owned()).collect();
+        let mut want: Vec<String> =
+            Cli::command().get_subcommands().map(|c| c.get_name().to_owned()).collect();
         want.sort();
         let mut got: Vec<String> = listed.iter().map(|s| s.to_string()).collect();
         got.sort();

@@ -92,7 +92,8 @@ pub fn replace(a: ReplaceArgs) -> anyhow::Result<u8> {
     } else {
         (a.pattern.as_bytes().to_vec(), true)
     };
-    let ropts = ReplaceOptions { regex, dry_run: a.dry_run, backup: a.backup.clone(), sync: a.sync };
+    let ropts =
+        ReplaceOptions { regex, dry_run: a.dry_run, backup: a.backup.clone(), sync: a.sync };
     let mut out = std::io::stdout().lock();
     let mut report = PerFile::new(a.scan.json, a.files.len());
     for path in &a.files {
@@ -186,7 +187,16 @@ fn keep(n: u64, files: &[PathBuf], scan_args: &ScanArgs) -> anyhow::Result<u8> {
 mod tests {
     #[test]
     fn plain_literals() {
-        for (p, plain) in [(",", true), ("abc def", true), ("é", true), ("a.b", false), ("a+", false), (r"\d", false), ("", false), ("a\nb", false)] {
+        for (p, plain) in [
+            (",", true),
+            ("abc def", true),
+            ("é", true),
+            ("a.b", false),
+            ("a+", false),
+            (r"\d", false),
+            ("", false),
+            ("a\nb", false),
+        ] {
             assert_eq!(super::is_plain_literal(p), plain, "{p:?}");
         }
     }

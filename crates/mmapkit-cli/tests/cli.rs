@@ -23,9 +23,7 @@ fn info_json(path: &Path) -> Value {
 }
 
 fn field(v: &Value, name: &str) -> u64 {
-    v[name]
-        .as_u64()
-        .unwrap_or_else(|| panic!("{name} missing in {v}"))
+    v[name].as_u64().unwrap_or_else(|| panic!("{name} missing in {v}"))
 }
 
 fn sparse_file(dir: &Path) -> PathBuf {
@@ -41,10 +39,7 @@ fn sparse_file(dir: &Path) -> PathBuf {
 fn version() {
     let out = run(&["--version"]);
     assert!(out.status.success());
-    assert_eq!(
-        stdout(&out).trim(),
-        format!("mmapkit {}", env!("CARGO_PKG_VERSION"))
-    );
+    assert_eq!(stdout(&out).trim(), format!("mmapkit {}", env!("CARGO_PKG_VERSION")));
 }
 
 #[test]
@@ -52,7 +47,14 @@ fn help_has_overview_and_examples() {
     let out = run(&["--help"]);
     assert!(out.status.success());
     let text = stdout(&out);
-    for needle in ["Whole-file tools", "Commit log", "Parallel writers", "Page cache", "evict", "mmapkit info "] {
+    for needle in [
+        "Whole-file tools",
+        "Commit log",
+        "Parallel writers",
+        "Page cache",
+        "evict",
+        "mmapkit info ",
+    ] {
         assert!(text.contains(needle), "{needle:?} not in:\n{text}");
     }
 
@@ -104,10 +106,7 @@ fn info_table_human_and_bytes() {
     let text = stdout(&out);
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
-    assert_eq!(
-        header,
-        ["PATH", "SIZE", "ALLOCATED", "RESIDENT", "RESIDENT%"]
-    );
+    assert_eq!(header, ["PATH", "SIZE", "ALLOCATED", "RESIDENT", "RESIDENT%"]);
     let row = lines.next().unwrap();
     assert!(row.starts_with(&*path.to_string_lossy()), "{row}");
     assert!(row.contains("10.0 MiB"), "{row}");
@@ -202,23 +201,13 @@ fn evict_read_evict_residency() {
     let back = fs::read(&path).unwrap();
     assert_eq!(back.len() as u64, size);
     let v = info_json(&path);
-    assert!(
-        field(&v, "resident") + PAGE_SLACK >= size,
-        "after read: {v}"
-    );
+    assert!(field(&v, "resident") + PAGE_SLACK >= size, "after read: {v}");
     assert!(field(&v, "resident") <= size, "after read: {v}");
-    assert_eq!(
-        field(&v, "resident_pages"),
-        field(&v, "pages"),
-        "after read: {v}"
-    );
+    assert_eq!(field(&v, "resident_pages"), field(&v, "pages"), "after read: {v}");
 
     evict();
     let v = info_json(&path);
-    assert!(
-        field(&v, "resident") <= PAGE_SLACK,
-        "after second evict: {v}"
-    );
+    assert!(field(&v, "resident") <= PAGE_SLACK, "after second evict: {v}");
     assert!(field(&v, "resident_pages") <= 1, "after second evict: {v}");
 }
 
@@ -234,7 +223,9 @@ fn threads_flag_is_the_same_everywhere() {
     let wal = dir.path().join("wal");
     let wal_s = wal.to_str().unwrap();
     assert!(run(&["log", "init", wal_s, "--segment-size", "4K"]).status.success());
-    assert!(run_stdin(&["log", "append", wal_s], Some(&b"an entry of the log\n".repeat(1000))).status.success());
+    assert!(run_stdin(&["log", "append", wal_s], Some(&b"an entry of the log\n".repeat(1000)))
+        .status
+        .success());
     let (t, f) = (text.to_str().unwrap(), fa.to_str().unwrap());
     let out_csv = dir.path().join("o.csv");
     let o = out_csv.to_str().unwrap();

@@ -169,8 +169,22 @@ fn several_files_and_edge_files() {
         return;
     }
     let c = corpora();
-    let all = [c.main.as_path(), c.second.as_path(), c.no_newline.as_path(), c.empty.as_path(), c.crlf.as_path()];
-    for args in [&["ab"][..], &["-c", "ab"], &["-n", "-b", "b$"], &["-h", "-n", "a"], &["-m", "2", "b"], &["-o", "b+"], &["-v", "-c", "a"]] {
+    let all = [
+        c.main.as_path(),
+        c.second.as_path(),
+        c.no_newline.as_path(),
+        c.empty.as_path(),
+        c.crlf.as_path(),
+    ];
+    for args in [
+        &["ab"][..],
+        &["-c", "ab"],
+        &["-n", "-b", "b$"],
+        &["-h", "-n", "a"],
+        &["-m", "2", "b"],
+        &["-o", "b+"],
+        &["-v", "-c", "a"],
+    ] {
         same(args, &all);
     }
     // A last line without a newline gets one; empty files select nothing.
@@ -227,7 +241,14 @@ fn stdin_is_streamed() {
     let c = corpora();
     let data = fs::read(&c.main).unwrap();
     let dash = Path::new("-");
-    for args in [&["ab"][..], &["-n", "-b", "b1"], &["-c", "-v", "a"], &["-H", "-n", "ab"], &["-m", "3", "b"], &["-o", "[0-9]+"]] {
+    for args in [
+        &["ab"][..],
+        &["-n", "-b", "b1"],
+        &["-c", "-v", "a"],
+        &["-H", "-n", "ab"],
+        &["-m", "3", "b"],
+        &["-o", "[0-9]+"],
+    ] {
         same_stdin(args, &[dash], Some(&data));
     }
     // Mixed with files; and no FILE at all means stdin.
@@ -242,7 +263,12 @@ fn json_output() {
     let c = corpora();
     let out = mmapkit(&["--json", "-o", "ab"], &[&c.crlf], None);
     assert_eq!(out.status.code(), Some(0));
-    let lines: Vec<serde_json::Value> = out.stdout.split(|&b| b == b'\n').filter(|l| !l.is_empty()).map(|l| serde_json::from_slice(l).unwrap()).collect();
+    let lines: Vec<serde_json::Value> = out
+        .stdout
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect();
     assert_eq!(lines.len(), 4);
     assert_eq!(lines[2]["line"], 4);
     assert_eq!(lines[2]["offset"], 11);
@@ -251,7 +277,8 @@ fn json_output() {
     let out = mmapkit(&["--json", "-c", "ab"], &[&c.crlf, &c.empty], None);
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8(out.stdout).unwrap();
-    let counts: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let counts: Vec<serde_json::Value> =
+        text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(counts[0]["count"], 4);
     assert_eq!(counts[1]["count"], 0);
 }

@@ -15,7 +15,12 @@ mod gnu_grep;
 use common::tempdir;
 
 fn run(cmd: &mut Command, dir: &Path) -> Output {
-    cmd.current_dir(dir).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).output().expect("cannot run the command")
+    cmd.current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .expect("cannot run the command")
 }
 
 fn mmapkit(args: &[&str], dir: &Path) -> Output {
@@ -25,7 +30,10 @@ fn mmapkit(args: &[&str], dir: &Path) -> Output {
 fn gnu(args: &[&str], dir: &Path) -> Output {
     // -F and -E conflict in GNU grep; without -F, -E is our syntax's kin.
     let syntax: &[&str] = if args.contains(&"-F") { &[] } else { &["-E"] };
-    run(Command::new("grep").env("LC_ALL", "C").env_remove("GREP_COLORS").args(syntax).args(args), dir)
+    run(
+        Command::new("grep").env("LC_ALL", "C").env_remove("GREP_COLORS").args(syntax).args(args),
+        dir,
+    )
 }
 
 /// [`same`] for each case, with `files` after its arguments.
@@ -43,7 +51,9 @@ fn same_each(cases: &[&[&str]], files: &[&str], dir: &Path) {
 fn same(args: &[&str], dir: &Path) -> Output {
     let want = gnu(args, dir);
     let mut last = None;
-    for extra in [&["-j", "3", "--chunk", "7"][..], &["-j", "1", "--strategy", "stream", "--chunk", "5"]] {
+    for extra in
+        [&["-j", "3", "--chunk", "7"][..], &["-j", "1", "--strategy", "stream", "--chunk", "5"]]
+    {
         let all: Vec<&str> = extra.iter().chain(args).copied().collect();
         let got = mmapkit(&all, dir);
         gnu_grep::assert_same(&format!("{all:?}"), &got, &want);
@@ -58,7 +68,15 @@ fn inputs() -> (tempfile::TempDir, Vec<&'static str>) {
     let mut long = "x".repeat(100_000);
     long.push_str(" foo\nfoo at the start\n");
     long.push_str(&"y".repeat(70_000));
-    let ctx: String = (1..=30).map(|i| if [1, 3, 4, 10, 17, 30].contains(&i) { format!("foo {i}\n") } else { format!("line {i}\n") }).collect();
+    let ctx: String = (1..=30)
+        .map(|i| {
+            if [1, 3, 4, 10, 17, 30].contains(&i) {
+                format!("foo {i}\n")
+            } else {
+                format!("line {i}\n")
+            }
+        })
+        .collect();
     let files: &[(&str, &[u8])] = &[
         ("empty", b""),
         ("nonl", b"abc\nfoo bar\nbaz foo"),
@@ -172,7 +190,18 @@ fn patterns_byte_rule_and_binary_files() {
         &["-o", "[^a-z ]+"],
     ];
     same_each(bytes, &["utf8"], d);
-    let binary: &[&[&str]] = &[&["foo"], &["-c", "foo"], &["-l", "foo"], &["-L", "foo"], &["-q", "foo"], &["-n", "zzz"], &["-o", "foo"], &["-a", "-n", "foo"], &["-a", "-o", "-b", "."], &["-v", "foo"]];
+    let binary: &[&[&str]] = &[
+        &["foo"],
+        &["-c", "foo"],
+        &["-l", "foo"],
+        &["-L", "foo"],
+        &["-q", "foo"],
+        &["-n", "zzz"],
+        &["-o", "foo"],
+        &["-a", "-n", "foo"],
+        &["-a", "-o", "-b", "."],
+        &["-v", "foo"],
+    ];
     same_each(binary, &["bin"], d);
     same(&["-H", "-C", "1", "foo", "bin", "nonl"], d);
     // The message goes to stderr, naming the file (GNU grep says
@@ -225,7 +254,8 @@ fn recursive_walks_in_name_order() {
         fs::create_dir_all(p.parent().unwrap()).unwrap();
         fs::write(&p, format!("foo {i}\nnothing\n")).unwrap();
     }
-    for args in [&["-r", "foo", "t"][..], &["-r", "-c", "o", "t"], &["-r", "-n", "-v", "foo", "t"]] {
+    for args in [&["-r", "foo", "t"][..], &["-r", "-c", "o", "t"], &["-r", "-n", "-v", "foo", "t"]]
+    {
         let sorted = |o: &Output| {
             let mut v: Vec<Vec<u8>> = o.stdout.split(|&b| b == b'\n').map(<[u8]>::to_vec).collect();
             v.sort();
@@ -260,8 +290,24 @@ fn random_inputs_and_options() {
     const ALPHABET: &[u8] = b"aab_ -\r,AB";
     let patterns = ["a", "ab", "^a", "b$", "a b", "[ab]+", "A", "-", "^$", "a_b", "b|a b"];
     let flags: &[&[&str]] = &[
-        &["-n"], &["-b"], &["-H"], &["-c"], &["-o"], &["-l"], &["-L"], &["-v"], &["-i"], &["-w"], &["-x"], &["-A", "1"], &["-B", "2"],
-        &["-C", "1"], &["-C", "3"], &["-m", "2"], &["-m", "1"], &["--color=always"],
+        &["-n"],
+        &["-b"],
+        &["-H"],
+        &["-c"],
+        &["-o"],
+        &["-l"],
+        &["-L"],
+        &["-v"],
+        &["-i"],
+        &["-w"],
+        &["-x"],
+        &["-A", "1"],
+        &["-B", "2"],
+        &["-C", "1"],
+        &["-C", "3"],
+        &["-m", "2"],
+        &["-m", "1"],
+        &["--color=always"],
     ];
     for case in 0..300 {
         let mut data = Vec::new();
@@ -298,4 +344,3 @@ fn random_inputs_and_options() {
         );
     }
 }
-

@@ -67,7 +67,12 @@ fn fifos_are_streamed() {
     let h = std::thread::spawn(move || fs::write(&p, b"x\ny\nx\n").unwrap());
     let out = run_stdin(&["count", "--lines", s(&fifo)], None);
     h.join().unwrap();
-    assert_eq!((out.status.code(), text(&out.stdout)), (Some(0), "3\n".into()), "{}", text(&out.stderr));
+    assert_eq!(
+        (out.status.code(), text(&out.stdout)),
+        (Some(0), "3\n".into()),
+        "{}",
+        text(&out.stderr)
+    );
     let p = fifo.clone();
     let h = std::thread::spawn(move || fs::write(&p, b"x\ny\nx\n").unwrap());
     let out = run_stdin(&["grep", "-n", "x", s(&fifo)], None);
@@ -79,7 +84,11 @@ fn fifos_are_streamed() {
 fn one_pipe(args: &[&str]) -> String {
     let quoted: Vec<String> = args.iter().map(|a| format!("'{a}'")).collect();
     let bin = bin();
-    let out = Command::new("sh").arg("-c").arg(format!("'{bin}' {} 2>&1 | cat", quoted.join(" "))).output().unwrap();
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!("'{bin}' {} 2>&1 | cat", quoted.join(" ")))
+        .output()
+        .unwrap();
     text(&out.stdout)
 }
 
@@ -99,7 +108,12 @@ fn errors_never_overtake_earlier_output_in_one_pipe() {
     assert_eq!(lines[3], "hit 3", "{out}");
     let out = one_pipe(&["count", "hit", s(&a), s(&missing), s(&b)]);
     let lines: Vec<&str> = out.lines().collect();
-    assert!(lines[0].ends_with("a.txt:2") && lines[1].contains("missing.txt") && lines[2].ends_with("b.txt:1"), "{out}");
+    assert!(
+        lines[0].ends_with("a.txt:2")
+            && lines[1].contains("missing.txt")
+            && lines[2].ends_with("b.txt:1"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -131,11 +145,18 @@ fn unknown_escapes_are_errors_and_touch_nothing() {
 #[test]
 fn kmers_reads_stdin_and_pipes_plain_or_gzip_like_a_file() {
     let d = tempdir();
-    let fa: Vec<u8> = (0..200).flat_map(|i| format!(">r{i}\n{}\n", "ACGTTGCAAC".repeat(1 + i % 7)).into_bytes()).collect();
+    let fa: Vec<u8> = (0..200)
+        .flat_map(|i| format!(">r{i}\n{}\n", "ACGTTGCAAC".repeat(1 + i % 7)).into_bytes())
+        .collect();
     let f = d.path().join("x.fa");
     fs::write(&f, &fa).unwrap();
     let gz = d.path().join("x.fa.gz");
-    assert!(Command::new("sh").arg("-c").arg(format!("gzip -c '{}' > '{}'", s(&f), s(&gz))).status().unwrap().success());
+    assert!(Command::new("sh")
+        .arg("-c")
+        .arg(format!("gzip -c '{}' > '{}'", s(&f), s(&gz)))
+        .status()
+        .unwrap()
+        .success());
     let want_out = d.path().join("want.csv");
     let out = run_stdin(&["kmers", s(&f), "-o", s(&want_out)], None);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
@@ -150,7 +171,8 @@ fn kmers_reads_stdin_and_pipes_plain_or_gzip_like_a_file() {
         }
         // A pipe given by path, as bash's <(cat x.fa.gz) does.
         let o = d.path().join(format!("p-{mode}.csv"));
-        let cmd = format!("cat '{}' | '{}' kmers --mode {mode} /dev/fd/0 -o '{}'", s(&gz), bin(), s(&o));
+        let cmd =
+            format!("cat '{}' | '{}' kmers --mode {mode} /dev/fd/0 -o '{}'", s(&gz), bin(), s(&o));
         let st = Command::new("sh").arg("-c").arg(cmd).status().unwrap();
         assert!(st.success() && fs::read(&o).unwrap() == want, "{mode}: a gzip pipe");
     }
@@ -185,16 +207,27 @@ fn truncation_during_in_place_replace_leaves_the_truncated_file() {
         let probe = fs::File::open(&f).unwrap();
         let mut head = [0u8; 5];
         let t0 = std::time::Instant::now();
-        while probe.read_at(&mut head, probe_at).unwrap() == 5 && &head != b"ALPHA" && t0.elapsed().as_secs() < 60 {
+        while probe.read_at(&mut head, probe_at).unwrap() == 5
+            && &head != b"ALPHA"
+            && t0.elapsed().as_secs() < 60
+        {
             std::hint::spin_loop();
         }
         fs::OpenOptions::new().write(true).open(&f).unwrap().set_len(1000).unwrap();
         let out = child.wait_with_output().unwrap();
-        let ctx = format!("attempt {attempt}: exit {:?}, stdout {}, stderr {}", out.status.code(), text(&out.stdout), text(&out.stderr));
+        let ctx = format!(
+            "attempt {attempt}: exit {:?}, stdout {}, stderr {}",
+            out.status.code(),
+            text(&out.stdout),
+            text(&out.stderr)
+        );
         std::thread::sleep(std::time::Duration::from_millis(100));
         assert_eq!(fs::metadata(&f).unwrap().len(), 1000, "the file grew back ({ctx})");
         assert_eq!(out.status.code(), Some(2), "{ctx}");
-        assert!(text(&out.stderr).contains(s(&f)) && text(&out.stderr).contains("truncated"), "{ctx}");
+        assert!(
+            text(&out.stderr).contains(s(&f)) && text(&out.stderr).contains("truncated"),
+            "{ctx}"
+        );
     }
 }
 
@@ -205,7 +238,10 @@ fn full_disk_message_has_no_bogus_size() {
     let d = tempdir();
     let mnt = d.path().join("mnt");
     fs::create_dir(&mnt).unwrap();
-    let ok = Command::new("mount").args(["-t", "tmpfs", "-o", "size=1m", "tmpfs", s(&mnt)]).status().map(|st| st.success());
+    let ok = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs", s(&mnt)])
+        .status()
+        .map(|st| st.success());
     if !matches!(ok, Ok(true)) {
         eprintln!("skipped: cannot mount a tmpfs (needs root)");
         return;

@@ -15,7 +15,8 @@ fn fasta(n: usize, seed: u64) -> Vec<u8> {
     for i in 0..n {
         out.extend_from_slice(format!(">read{i}\n").as_bytes());
         let len = (rng.next() % 700) as usize;
-        let seq: Vec<u8> = (0..len).map(|_| b"ACGTACGTACGTacgtN"[(rng.next() % 17) as usize]).collect();
+        let seq: Vec<u8> =
+            (0..len).map(|_| b"ACGTACGTACGTacgtN"[(rng.next() % 17) as usize]).collect();
         for line in seq.chunks(70) {
             out.extend_from_slice(line);
             out.push(b'\n');
@@ -28,7 +29,10 @@ fn fasta(n: usize, seed: u64) -> Vec<u8> {
 fn help_has_examples() {
     let out = run(&["kmers", "--help"]);
     let text = String::from_utf8(out.stdout).unwrap();
-    assert!(text.contains("Examples:") && text.contains("mmapkit kmers reads.fq.gz -o vectors.csv"), "{text}");
+    assert!(
+        text.contains("Examples:") && text.contains("mmapkit kmers reads.fq.gz -o vectors.csv"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -40,7 +44,16 @@ fn every_mode_and_thread_count_writes_the_same_bytes() {
         for mode in ["single", "batch", "mmap"] {
             for j in ["1", "2", "3"] {
                 let out: PathBuf = d.path().join(format!("o-{mode}-{j}.{ext}"));
-                let mut args = vec!["kmers", "--mode", mode, "-j", j, input.to_str().unwrap(), "-o", out.to_str().unwrap()];
+                let mut args = vec![
+                    "kmers",
+                    "--mode",
+                    mode,
+                    "-j",
+                    j,
+                    input.to_str().unwrap(),
+                    "-o",
+                    out.to_str().unwrap(),
+                ];
                 args.extend(&extra);
                 let r = run(&args);
                 assert_eq!(r.status.code(), Some(0), "{}", String::from_utf8_lossy(&r.stderr));
@@ -63,10 +76,14 @@ fn json_summary() {
     let d = tempdir();
     let input = file_in(d.path(), "r.fa", fasta(10, 1));
     let out = d.path().join("v.npy");
-    let r = run(&["kmers", "--json", "-k", "5", input.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    let r =
+        run(&["kmers", "--json", "-k", "5", input.to_str().unwrap(), "-o", out.to_str().unwrap()]);
     assert_eq!(r.status.code(), Some(0));
     let v: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
-    assert_eq!((v["reads"].as_u64(), v["dims"].as_u64(), v["format"].as_str()), (Some(10), Some(512), Some("npy")));
+    assert_eq!(
+        (v["reads"].as_u64(), v["dims"].as_u64(), v["format"].as_str()),
+        (Some(10), Some(512), Some("npy"))
+    );
 }
 
 #[test]
@@ -75,10 +92,17 @@ fn malformed_input_exit_2_naming_file_and_record() {
     let input = file_in(d.path(), "bad.fq", "@a\nACGT\n+\nIIII\n@b\nACG\n+\nIIII\n");
     let out = d.path().join("v.csv");
     for mode in ["single", "batch", "mmap"] {
-        let r = run(&["kmers", "--mode", mode, input.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+        let r =
+            run(&["kmers", "--mode", mode, input.to_str().unwrap(), "-o", out.to_str().unwrap()]);
         assert_eq!(r.status.code(), Some(2));
         let err = String::from_utf8(r.stderr).unwrap();
-        assert!(err.contains(&format!("{}: record 2: quality length 4 differs from sequence length 3", input.display())), "{err}");
+        assert!(
+            err.contains(&format!(
+                "{}: record 2: quality length 4 differs from sequence length 3",
+                input.display()
+            )),
+            "{err}"
+        );
         assert_eq!(files_in(d.path()), vec!["bad.fq"], "no output, no temporary file");
     }
     let r = run(&["kmers", "-k", "0", input.to_str().unwrap(), "-o", out.to_str().unwrap()]);
@@ -104,7 +128,9 @@ fn killed_before_finish_leaves_no_output() {
         .unwrap();
     let t0 = Instant::now();
     // wait for the temporary output to appear, then kill -9
-    while !files_in(d.path()).iter().any(|n| n.starts_with(".v.csv.mmapkit-")) && t0.elapsed() < Duration::from_secs(20) {
+    while !files_in(d.path()).iter().any(|n| n.starts_with(".v.csv.mmapkit-"))
+        && t0.elapsed() < Duration::from_secs(20)
+    {
         std::thread::sleep(Duration::from_millis(1));
     }
     let running = child.try_wait().unwrap().is_none();

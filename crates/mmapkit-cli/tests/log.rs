@@ -26,30 +26,14 @@ fn run(args: &[&str], dir: &Path, stdin: &[u8]) -> Output {
 fn init_append_read_stat_verify() {
     let (_tmp, dir) = new_log("wal", &["--segment-size", "4K", "--first-index", "10"]);
     assert_eq!(
-        ok(&run(
-            &["append", "DIR", "--term", "3"],
-            &dir,
-            b"alpha\nbeta\n\ngamma"
-        )),
+        ok(&run(&["append", "DIR", "--term", "3"], &dir, b"alpha\nbeta\n\ngamma")),
         "10 13\n"
     );
-    assert_eq!(
-        ok(&run(&["read", "DIR"], &dir, b"")),
-        "alpha\nbeta\n\ngamma\n"
-    );
-    assert_eq!(
-        ok(&run(&["read", "DIR", "11", "13"], &dir, b"")),
-        "beta\n\n"
-    );
+    assert_eq!(ok(&run(&["read", "DIR"], &dir, b"")), "alpha\nbeta\n\ngamma\n");
+    assert_eq!(ok(&run(&["read", "DIR", "11", "13"], &dir, b"")), "beta\n\n");
     // Whole entries that fit in 9 bytes: the empty one fits too.
-    assert_eq!(
-        ok(&run(&["read", "DIR", "10", "--max-bytes", "9"], &dir, b"")),
-        "alpha\nbeta\n\n"
-    );
-    assert_eq!(
-        ok(&run(&["read", "DIR", "10", "--max-bytes", "2"], &dir, b"")),
-        "alpha\n"
-    );
+    assert_eq!(ok(&run(&["read", "DIR", "10", "--max-bytes", "9"], &dir, b"")), "alpha\nbeta\n\n");
+    assert_eq!(ok(&run(&["read", "DIR", "10", "--max-bytes", "2"], &dir, b"")), "alpha\n");
     let v: Value =
         serde_json::from_str(&ok(&run(&["read", "DIR", "12", "14", "--json"], &dir, b""))).unwrap();
     assert_eq!(
@@ -58,11 +42,7 @@ fn init_append_read_stat_verify() {
     );
     let v: Value = serde_json::from_str(&ok(&run(&["stat", "DIR", "--json"], &dir, b""))).unwrap();
     assert_eq!(
-        (
-            v["first_index"].as_u64(),
-            v["last_index"].as_u64(),
-            v["entries"].as_u64()
-        ),
+        (v["first_index"].as_u64(), v["last_index"].as_u64(), v["entries"].as_u64()),
         (Some(10), Some(13), Some(4))
     );
     assert_eq!(v["segments"].as_array().unwrap().len(), 1);
@@ -74,10 +54,7 @@ fn init_append_read_stat_verify() {
     // JSON append output and an empty stdin.
     let v: Value =
         serde_json::from_str(&ok(&run(&["append", "DIR", "--json"], &dir, b"x\n"))).unwrap();
-    assert_eq!(
-        v,
-        serde_json::json!({"first_index": 14, "last_index": 14, "appended": 1})
-    );
+    assert_eq!(v, serde_json::json!({"first_index": 14, "last_index": 14, "appended": 1}));
     assert_eq!(ok(&run(&["append", "DIR"], &dir, b"")), "");
 }
 
@@ -91,11 +68,7 @@ fn records_roundtrip_binary_entries() {
         input.extend_from_slice(e);
     }
     ok(&run(&["init", "DIR"], &a, b""));
-    ok(&run(
-        &["append", "DIR", "--records", "--batch", "2"],
-        &a,
-        &input,
-    ));
+    ok(&run(&["append", "DIR", "--records", "--batch", "2"], &a, &input));
     let out = run(&["read", "DIR", "--records"], &a, b"");
     assert_eq!(out.stdout, input);
     ok(&run(&["init", "DIR"], &b, b""));
@@ -115,14 +88,9 @@ fn records_roundtrip_binary_entries() {
 #[test]
 fn truncate_purge_and_errors() {
     let (tmp, dir) = new_log("wal", &["--segment-size", "4096"]);
-    let lines: String = (1..=300)
-        .map(|i| format!("entry number {i:04} with some padding text\n"))
-        .collect();
-    ok(&run(
-        &["append", "DIR", "--batch", "7"],
-        &dir,
-        lines.as_bytes(),
-    ));
+    let lines: String =
+        (1..=300).map(|i| format!("entry number {i:04} with some padding text\n")).collect();
+    ok(&run(&["append", "DIR", "--batch", "7"], &dir, lines.as_bytes()));
     ok(&run(&["truncate", "DIR", "250"], &dir, b""));
     ok(&run(&["purge", "DIR", "100"], &dir, b""));
     let v: Value = serde_json::from_str(&ok(&run(&["stat", "DIR", "--json"], &dir, b""))).unwrap();
@@ -144,23 +112,14 @@ fn truncate_purge_and_errors() {
     assert!(!missing.exists(), "append must not create a log");
     let out = run(&["read", "DIR"], &missing, b"");
     assert_eq!(out.status.code(), Some(2));
-    assert_eq!(
-        run(&["init", "DIR", "--segment-size", "12Q"], &dir, b"")
-            .status
-            .code(),
-        Some(2)
-    );
+    assert_eq!(run(&["init", "DIR", "--segment-size", "12Q"], &dir, b"").status.code(), Some(2));
 }
 
 #[test]
 fn verify_reports_corruption_with_exit_1() {
     let (_tmp, dir) = new_log("wal", &["--segment-size", "4096"]);
     let lines: String = (1..=200).map(|i| format!("{i:08}\n")).collect();
-    ok(&run(
-        &["append", "DIR", "--batch", "1"],
-        &dir,
-        lines.as_bytes(),
-    ));
+    ok(&run(&["append", "DIR", "--batch", "1"], &dir, lines.as_bytes()));
     let segs = segments(&dir);
     let mut b = std::fs::read(&segs[0]).unwrap();
     b[32 + 16 + 3] ^= 1; // first entry's payload
@@ -180,23 +139,12 @@ fn verify_reports_corruption_with_exit_1() {
 
 #[test]
 fn every_log_command_has_help_with_an_example() {
-    for cmd in [
-        "init", "append", "read", "stat", "verify", "truncate", "purge",
-    ] {
-        let out = mmapkit()
-            .args(["log", cmd, "--help"])
-            .output()
-            .unwrap();
+    for cmd in ["init", "append", "read", "stat", "verify", "truncate", "purge"] {
+        let out = mmapkit().args(["log", cmd, "--help"]).output().unwrap();
         let text = String::from_utf8(out.stdout).unwrap();
-        assert!(
-            text.contains("mmapkit log"),
-            "{cmd} --help has no example:\n{text}"
-        );
+        assert!(text.contains("mmapkit log"), "{cmd} --help has no example:\n{text}");
     }
-    let out = mmapkit()
-        .args(["log", "--help"])
-        .output()
-        .unwrap();
+    let out = mmapkit().args(["log", "--help"]).output().unwrap();
     assert!(String::from_utf8(out.stdout).unwrap().contains("Examples:"));
 }
 
@@ -206,22 +154,15 @@ fn append_of_a_batch_bigger_than_the_empty_segment_stays_readable() {
     // segments starting at index 1: stat failed forever.
     let (_tmp, dir) = new_log("w", &["--segment-size", "4K"]);
     let lines: String = (1..=2000).map(|i| format!("{i}\n")).collect();
-    assert_eq!(
-        ok(&run(&["append", "DIR"], &dir, lines.as_bytes())),
-        "1 2000\n"
-    );
+    assert_eq!(ok(&run(&["append", "DIR"], &dir, lines.as_bytes())), "1 2000\n");
     let v: Value = serde_json::from_str(&ok(&run(&["stat", "DIR", "--json"], &dir, b""))).unwrap();
     assert_eq!(v["entries"], 2000);
     assert_eq!(ok(&run(&["read", "DIR"], &dir, b"")), lines);
     // The 4 KiB size is remembered without --segment-size.
     ok(&run(&["append", "DIR", "--batch", "50"], &dir, lines.as_bytes()));
     let v: Value = serde_json::from_str(&ok(&run(&["stat", "DIR", "--json"], &dir, b""))).unwrap();
-    let sizes: Vec<u64> = v["segments"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["size"].as_u64().unwrap())
-        .collect();
+    let sizes: Vec<u64> =
+        v["segments"].as_array().unwrap().iter().map(|s| s["size"].as_u64().unwrap()).collect();
     assert!(sizes.len() > 3 && sizes[2..].iter().all(|&s| s == 4096), "{sizes:?}");
     // After `truncate w 0`, a big batch again.
     ok(&run(&["truncate", "DIR", "0"], &dir, b""));
@@ -236,11 +177,7 @@ fn damage_before_the_last_batch_is_corruption_and_repair_quarantines_it() {
     // `ok: 0 entries` and the next append overwrote the rest.
     let (_tmp, dir) = new_log("b", &[]);
     let lines: String = (1..=3000).map(|i| format!("{i}\n")).collect();
-    ok(&run(
-        &["append", "DIR", "--batch", "10"],
-        &dir,
-        lines.as_bytes(),
-    ));
+    ok(&run(&["append", "DIR", "--batch", "10"], &dir, lines.as_bytes()));
     let seg = segments(&dir)[0].clone();
     let mut b = std::fs::read(&seg).unwrap();
     b[64] ^= 0xFF;
@@ -261,10 +198,8 @@ fn damage_before_the_last_batch_is_corruption_and_repair_quarantines_it() {
     let out = run(&["verify", "DIR", "--repair"], &dir, b"");
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("quarantine"));
-    let q: Vec<_> = std::fs::read_dir(dir.join("quarantine"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
+    let q: Vec<_> =
+        std::fs::read_dir(dir.join("quarantine")).unwrap().map(|e| e.unwrap().path()).collect();
     assert_eq!(q.len(), 1);
     let cut = std::fs::read(&q[0]).unwrap();
     assert!(cut.len() > 30000, "{}", cut.len());
@@ -281,11 +216,7 @@ fn records_input_cut_off_is_an_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("length prefix") && err.contains("nothing was appended"), "{err}");
     // A record shorter than its prefix says, after a good one in the same batch.
-    let out = run(
-        &["append", "DIR", "--records"],
-        &dir,
-        b"\x02\x00\x00\x00ok\x05\x00\x00\x00abc",
-    );
+    let out = run(&["append", "DIR", "--records"], &dir, b"\x02\x00\x00\x00ok\x05\x00\x00\x00abc");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cut short"));
     let v: Value = serde_json::from_str(&ok(&run(&["stat", "DIR", "--json"], &dir, b""))).unwrap();
@@ -307,10 +238,7 @@ fn records_input_cut_off_is_an_error() {
 
 #[test]
 fn append_help_does_not_offer_a_segment_size() {
-    let out = mmapkit()
-        .args(["log", "append", "--help"])
-        .output()
-        .unwrap();
+    let out = mmapkit().args(["log", "append", "--help"]).output().unwrap();
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(!text.contains("--segment-size"), "{text}");
     assert!(text.contains("create it with `log init`"), "{text}");
@@ -340,5 +268,8 @@ fn verify_never_says_ok_over_an_unreadable_last_batch() {
     let out = run(&["verify", "DIR", "--json"], &dir, b"");
     assert_eq!(out.status.code(), Some(1));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!((v["ok"].as_bool(), v["unreadable_tail"]["first_index"].as_u64()), (Some(false), Some(13)));
+    assert_eq!(
+        (v["ok"].as_bool(), v["unreadable_tail"]["first_index"].as_u64()),
+        (Some(false), Some(13))
+    );
 }

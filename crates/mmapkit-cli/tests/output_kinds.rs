@@ -38,7 +38,10 @@ fn snapshot(d: &Path) -> BTreeMap<String, (String, u64, u32, Vec<u8>)> {
         } else {
             ("other", Vec::new())
         };
-        m.insert(e.file_name().to_string_lossy().into_owned(), (kind.to_owned(), md.ino(), md.mode(), body));
+        m.insert(
+            e.file_name().to_string_lossy().into_owned(),
+            (kind.to_owned(), md.ino(), md.mode(), body),
+        );
     }
     m
 }
@@ -154,7 +157,13 @@ fn setup(d: &Path, k: Kind, ext: &str, input: &str) -> (String, Option<PathBuf>)
     }
 }
 
-fn assert_refused(out: &Output, d: &Path, before: &BTreeMap<String, (String, u64, u32, Vec<u8>)>, names: &str, cell: &str) {
+fn assert_refused(
+    out: &Output,
+    d: &Path,
+    before: &BTreeMap<String, (String, u64, u32, Vec<u8>)>,
+    names: &str,
+    cell: &str,
+) {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{cell}: expected exit 2, stderr {err}");
     assert!(err.contains(names), "{cell}: the message must name {names:?}: {err}");
@@ -163,7 +172,15 @@ fn assert_refused(out: &Output, d: &Path, before: &BTreeMap<String, (String, u64
 
 /// Checks a written cell: the bytes at the real target, links still links,
 /// the old mode kept, no temp file.
-fn assert_written(out: &Output, d: &Path, real: &Path, arg: &str, want: &[u8], had_mode: bool, cell: &str) {
+fn assert_written(
+    out: &Output,
+    d: &Path,
+    real: &Path,
+    arg: &str,
+    want: &[u8],
+    had_mode: bool,
+    cell: &str,
+) {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{cell}: {err}");
     assert_eq!(fs::read(real).unwrap(), want, "{cell}: content at the real target");
@@ -193,14 +210,23 @@ impl Cells {
     fn cell(&mut self, f: impl FnOnce()) {
         self.run += 1;
         if let Err(e) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
-            let msg = e.downcast_ref::<String>().cloned().or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()));
+            let msg = e
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()));
             self.failed.push(msg.unwrap_or_default());
         }
     }
 
     fn finish(self, what: &str) {
         eprintln!("{what}: {} cells, {} failed", self.run, self.failed.len());
-        assert!(self.failed.is_empty(), "{what}: {} of {} cells failed:\n{}", self.failed.len(), self.run, self.failed.join("\n"));
+        assert!(
+            self.failed.is_empty(),
+            "{what}: {} of {} cells failed:\n{}",
+            self.failed.len(),
+            self.run,
+            self.failed.join("\n")
+        );
     }
 }
 
@@ -215,40 +241,54 @@ fn reference_kmers(fmt: &str, mode: &str) -> Vec<u8> {
 #[test]
 fn kmers_output_kind_matrix() {
     let mut cells = Cells::new();
-    for (fmt, mode) in [("csv", "mmap"), ("csv", "single"), ("csv", "batch"), ("npy", "mmap"), ("npy", "single")] {
+    for (fmt, mode) in
+        [("csv", "mmap"), ("csv", "single"), ("csv", "batch"), ("npy", "mmap"), ("npy", "single")]
+    {
         let want = reference_kmers(fmt, mode);
         for k in KINDS {
             let want = &want;
             cells.cell(|| {
-            let cell = format!("kmers {fmt} --mode {mode} × {k:?}");
-            let d = tempdir();
-            let d = d.path();
-            fs::write(d.join("in.fa"), FASTA).unwrap();
-            let (arg, real) = setup(d, k, fmt, "in.fa");
-            let had_mode = matches!(k, Kind::Regular | Kind::Symlink | Kind::Chain | Kind::HardLink);
-            let before = snapshot(d);
-            let out = run(d, &["kmers", "in.fa", "-o", &arg, "--mode", mode, "--format", fmt]);
-            match (k, fmt) {
-                (Kind::DevStdout | Kind::Dash, "csv") => {
-                    assert_eq!(out.status.code(), Some(0), "{cell}: {}", String::from_utf8_lossy(&out.stderr));
-                    assert_eq!(&out.stdout, want, "{cell}: streamed bytes");
-                    assert_eq!(snapshot(d), before, "{cell}: no file may be created");
-                }
-                (Kind::DevStdout | Kind::Dash, _) => assert_refused(&out, d, &before, "standard output", &cell),
-                (Kind::Fifo, _) => assert_refused(&out, d, &before, &arg, &cell),
-                (Kind::Dir, _) => assert_refused(&out, d, &before, &arg, &cell),
-                (Kind::SameAsInput | Kind::SameViaSymlink | Kind::SameViaHardLink, _) => {
-                    assert_refused(&out, d, &before, &arg, &cell)
-                }
-                _ => {
-                    let real = real.unwrap();
-                    assert_written(&out, d, &real, &arg, want, had_mode, &cell);
-                    if k == Kind::HardLink {
-                        // The rename replaces only the name written to (like sed -i).
-                        assert_eq!(fs::read(d.join(format!("real.{fmt}"))).unwrap(), b"old contents\n", "{cell}");
+                let cell = format!("kmers {fmt} --mode {mode} × {k:?}");
+                let d = tempdir();
+                let d = d.path();
+                fs::write(d.join("in.fa"), FASTA).unwrap();
+                let (arg, real) = setup(d, k, fmt, "in.fa");
+                let had_mode =
+                    matches!(k, Kind::Regular | Kind::Symlink | Kind::Chain | Kind::HardLink);
+                let before = snapshot(d);
+                let out = run(d, &["kmers", "in.fa", "-o", &arg, "--mode", mode, "--format", fmt]);
+                match (k, fmt) {
+                    (Kind::DevStdout | Kind::Dash, "csv") => {
+                        assert_eq!(
+                            out.status.code(),
+                            Some(0),
+                            "{cell}: {}",
+                            String::from_utf8_lossy(&out.stderr)
+                        );
+                        assert_eq!(&out.stdout, want, "{cell}: streamed bytes");
+                        assert_eq!(snapshot(d), before, "{cell}: no file may be created");
+                    }
+                    (Kind::DevStdout | Kind::Dash, _) => {
+                        assert_refused(&out, d, &before, "standard output", &cell)
+                    }
+                    (Kind::Fifo, _) => assert_refused(&out, d, &before, &arg, &cell),
+                    (Kind::Dir, _) => assert_refused(&out, d, &before, &arg, &cell),
+                    (Kind::SameAsInput | Kind::SameViaSymlink | Kind::SameViaHardLink, _) => {
+                        assert_refused(&out, d, &before, &arg, &cell)
+                    }
+                    _ => {
+                        let real = real.unwrap();
+                        assert_written(&out, d, &real, &arg, want, had_mode, &cell);
+                        if k == Kind::HardLink {
+                            // The rename replaces only the name written to (like sed -i).
+                            assert_eq!(
+                                fs::read(d.join(format!("real.{fmt}"))).unwrap(),
+                                b"old contents\n",
+                                "{cell}"
+                            );
+                        }
                     }
                 }
-            }
             });
         }
     }
@@ -271,36 +311,44 @@ fn replace_output_kind_matrix() {
             }
             let (data, want) = (&data, &want);
             cells.cell(|| {
-            let cell = format!("replace {from}->{to} × {k:?}");
-            let d = tempdir();
-            let d = d.path();
-            let (arg, real) = setup(d, k, "txt", "in.txt");
-            if let Some(r) = &real {
-                if matches!(k, Kind::Regular | Kind::Symlink | Kind::Chain | Kind::HardLink) {
-                    fs::write(r, data).unwrap();
-                    if k == Kind::HardLink {
-                        // `real.txt` and `hard.txt` are one inode holding `data`.
-                        assert_eq!(&fs::read(d.join("real.txt")).unwrap(), data);
+                let cell = format!("replace {from}->{to} × {k:?}");
+                let d = tempdir();
+                let d = d.path();
+                let (arg, real) = setup(d, k, "txt", "in.txt");
+                if let Some(r) = &real {
+                    if matches!(k, Kind::Regular | Kind::Symlink | Kind::Chain | Kind::HardLink) {
+                        fs::write(r, data).unwrap();
+                        if k == Kind::HardLink {
+                            // `real.txt` and `hard.txt` are one inode holding `data`.
+                            assert_eq!(&fs::read(d.join("real.txt")).unwrap(), data);
+                        }
                     }
                 }
-            }
-            let before = snapshot(d);
-            let out = run(d, &["replace", "-F", from, to, &arg]);
-            match k {
-                Kind::Regular | Kind::Symlink | Kind::Chain | Kind::HardLink => {
-                    let real = real.unwrap();
-                    assert_written(&out, d, &real, &arg, want, true, &cell);
-                    if k == Kind::HardLink {
-                        // Rewrite: only this name; in place: the shared inode.
-                        let other = fs::read(d.join("real.txt")).unwrap();
-                        assert_eq!(&other, if in_place { want } else { data }, "{cell}: the other hard link");
+                let before = snapshot(d);
+                let out = run(d, &["replace", "-F", from, to, &arg]);
+                match k {
+                    Kind::Regular | Kind::Symlink | Kind::Chain | Kind::HardLink => {
+                        let real = real.unwrap();
+                        assert_written(&out, d, &real, &arg, want, true, &cell);
+                        if k == Kind::HardLink {
+                            // Rewrite: only this name; in place: the shared inode.
+                            let other = fs::read(d.join("real.txt")).unwrap();
+                            assert_eq!(
+                                &other,
+                                if in_place { want } else { data },
+                                "{cell}: the other hard link"
+                            );
+                        }
                     }
+                    Kind::New | Kind::Dangling | Kind::Dash => {
+                        assert_refused(&out, d, &before, &arg, &cell)
+                    }
+                    // /dev/stdout is a pipe here: not a file to edit.
+                    Kind::DevStdout | Kind::Fifo | Kind::Dir => {
+                        assert_refused(&out, d, &before, &arg, &cell)
+                    }
+                    _ => unreachable!(),
                 }
-                Kind::New | Kind::Dangling | Kind::Dash => assert_refused(&out, d, &before, &arg, &cell),
-                // /dev/stdout is a pipe here: not a file to edit.
-                Kind::DevStdout | Kind::Fifo | Kind::Dir => assert_refused(&out, d, &before, &arg, &cell),
-                _ => unreachable!(),
-            }
             });
         }
     }
@@ -310,40 +358,64 @@ fn replace_output_kind_matrix() {
 #[test]
 fn log_init_output_kind_matrix() {
     let mut cells = Cells::new();
-    for k in [Kind::New, Kind::Regular, Kind::Symlink, Kind::Dangling, Kind::Fifo, Kind::Dir, Kind::DevStdout] {
+    for k in [
+        Kind::New,
+        Kind::Regular,
+        Kind::Symlink,
+        Kind::Dangling,
+        Kind::Fifo,
+        Kind::Dir,
+        Kind::DevStdout,
+    ] {
         cells.cell(|| {
-        let cell = format!("log init × {k:?}");
-        let d = tempdir();
-        let d = d.path();
-        let arg = match k {
-            Kind::New => "wal".to_owned(),
-            Kind::Dir => {
-                fs::create_dir(d.join("wal")).unwrap();
-                "wal".into()
-            }
-            Kind::Symlink => {
-                fs::create_dir(d.join("waldir")).unwrap();
-                symlink("waldir", d.join("wal")).unwrap();
-                "wal".into()
-            }
-            _ => setup(d, k, "log", "in.fa").0,
-        };
-        let before = snapshot(d);
-        let out = run(d, &["log", "init", &arg]);
-        match k {
-            Kind::New | Kind::Dir | Kind::Symlink => {
-                assert_eq!(out.status.code(), Some(0), "{cell}: {}", String::from_utf8_lossy(&out.stderr));
-                let st = run(d, &["log", "stat", &arg]);
-                assert_eq!(st.status.code(), Some(0), "{cell}: {}", String::from_utf8_lossy(&st.stderr));
-                if k == Kind::Symlink {
-                    assert!(fs::symlink_metadata(d.join("wal")).unwrap().file_type().is_symlink(), "{cell}");
-                    assert!(fs::read_dir(d.join("waldir")).unwrap().count() > 0, "{cell}: written through the link");
+            let cell = format!("log init × {k:?}");
+            let d = tempdir();
+            let d = d.path();
+            let arg = match k {
+                Kind::New => "wal".to_owned(),
+                Kind::Dir => {
+                    fs::create_dir(d.join("wal")).unwrap();
+                    "wal".into()
                 }
-                let seg_dir = d.join(&arg);
-                assert!(leftovers(&seg_dir).is_empty(), "{cell}: {:?}", leftovers(&seg_dir));
+                Kind::Symlink => {
+                    fs::create_dir(d.join("waldir")).unwrap();
+                    symlink("waldir", d.join("wal")).unwrap();
+                    "wal".into()
+                }
+                _ => setup(d, k, "log", "in.fa").0,
+            };
+            let before = snapshot(d);
+            let out = run(d, &["log", "init", &arg]);
+            match k {
+                Kind::New | Kind::Dir | Kind::Symlink => {
+                    assert_eq!(
+                        out.status.code(),
+                        Some(0),
+                        "{cell}: {}",
+                        String::from_utf8_lossy(&out.stderr)
+                    );
+                    let st = run(d, &["log", "stat", &arg]);
+                    assert_eq!(
+                        st.status.code(),
+                        Some(0),
+                        "{cell}: {}",
+                        String::from_utf8_lossy(&st.stderr)
+                    );
+                    if k == Kind::Symlink {
+                        assert!(
+                            fs::symlink_metadata(d.join("wal")).unwrap().file_type().is_symlink(),
+                            "{cell}"
+                        );
+                        assert!(
+                            fs::read_dir(d.join("waldir")).unwrap().count() > 0,
+                            "{cell}: written through the link"
+                        );
+                    }
+                    let seg_dir = d.join(&arg);
+                    assert!(leftovers(&seg_dir).is_empty(), "{cell}: {:?}", leftovers(&seg_dir));
+                }
+                _ => assert_refused(&out, d, &before, &arg, &cell),
             }
-            _ => assert_refused(&out, d, &before, &arg, &cell),
-        }
         });
     }
     cells.finish("log init output-kind matrix");
@@ -358,7 +430,13 @@ struct ReadOnly {
 impl ReadOnly {
     fn new(src: &Path, mnt: &Path) -> Option<ReadOnly> {
         fs::create_dir_all(mnt).ok()?;
-        let ok = |args: &[&str]| Command::new("mount").args(args).stderr(Stdio::null()).status().is_ok_and(|s| s.success());
+        let ok = |args: &[&str]| {
+            Command::new("mount")
+                .args(args)
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        };
         let (s, m) = (src.to_str()?, mnt.to_str()?);
         if !ok(&["--bind", s, m]) {
             return None;

@@ -82,7 +82,10 @@ fn bad_input_is_reported_and_other_files_go_on() {
     let out = run_paths(&["replace", "-F", "-", "+"], &[&missing, dir.path(), &good]);
     assert_eq!(out.status.code(), Some(2));
     let err = stderr(&out);
-    assert!(err.contains(&format!("{}: open: No such file or directory", missing.display())), "{err}");
+    assert!(
+        err.contains(&format!("{}: open: No such file or directory", missing.display())),
+        "{err}"
+    );
     assert!(err.contains(&format!("{}: replace: Is a directory", dir.path().display())), "{err}");
     assert_eq!(fs::read_to_string(&good).unwrap(), "a+b", "the good file is still processed");
 
@@ -114,7 +117,11 @@ fn bad_input_is_reported_and_other_files_go_on() {
 
     let out = run_paths(&["keep-lines", "1"], &[&missing, dir.path()]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("No such file") && stderr(&out).contains("Is a directory"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("No such file") && stderr(&out).contains("Is a directory"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
@@ -124,17 +131,23 @@ fn read_only_file_is_refused() {
     let path = file_in(dir.path(), "ro.txt", "a,b\n");
     fs::set_permissions(&path, fs::Permissions::from_mode(0o444)).unwrap();
     let mut cmd = mmapkit();
-    let root = fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0).unwrap_or(false);
+    let root = fs::metadata("/proc/self")
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
+        .unwrap_or(false);
     if root {
         // Root may write anything: run the child as nobody instead.
         use std::os::unix::process::CommandExt;
         cmd.uid(65534).gid(65534);
     }
-    for args in [&["replace", "-F", ",", ";"][..], &["replace", "-F", ",", ", "], &["keep-lines", "0"]] {
+    for args in
+        [&["replace", "-F", ",", ";"][..], &["replace", "-F", ",", ", "], &["keep-lines", "0"]]
+    {
         let out = match cmd.args(args).arg(&path).output() {
             Ok(out) => out,
             Err(e) => {
-                eprintln!("SKIPPED read_only_file_is_refused: cannot run the binary as nobody: {e}");
+                eprintln!(
+                    "SKIPPED read_only_file_is_refused: cannot run the binary as nobody: {e}"
+                );
                 return;
             }
         };
@@ -143,7 +156,11 @@ fn read_only_file_is_refused() {
             return;
         }
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
-        assert!(stderr(&out).contains(&format!("{}: open: Permission denied", path.display())), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains(&format!("{}: open: Permission denied", path.display())),
+            "{}",
+            stderr(&out)
+        );
         assert_eq!(fs::read_to_string(&path).unwrap(), "a,b\n");
         assert!(temp_files(dir.path()).is_empty());
         cmd = mmapkit();
@@ -269,7 +286,8 @@ fn killed_rewrite_leaves_old_or_new_file() {
     let full = t0.elapsed();
     assert!(fs::read(&path).unwrap() == new, "an uninterrupted run gives the new content");
 
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap().as_nanos() as u64);
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15
+        ^ SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap().as_nanos() as u64);
     let (mut olds, mut news, mut strays) = (0, 0, 0);
     for k in 0..ITERATIONS {
         fs::write(&path, &old).unwrap();
@@ -286,7 +304,10 @@ fn killed_rewrite_leaves_old_or_new_file() {
         } else if got == new {
             news += 1;
         } else {
-            panic!("after a kill at {delay:?} ({status}) the file is neither old nor new ({} bytes)", got.len());
+            panic!(
+                "after a kill at {delay:?} ({status}) the file is neither old nor new ({} bytes)",
+                got.len()
+            );
         }
         for t in temp_files(dir.path()) {
             strays += 1;

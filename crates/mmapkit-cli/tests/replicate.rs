@@ -47,7 +47,12 @@ fn assert_same(a: &Path, b: &Path) {
         y.read(y.first_index(), y.last_index() + 1, None).unwrap(),
     );
     for (p, q) in ex.iter().zip(ey.iter()) {
-        assert_eq!((p.index(), p.term(), p.data()), (q.index(), q.term(), q.data()), "entry {}", p.index());
+        assert_eq!(
+            (p.index(), p.term(), p.data()),
+            (q.index(), q.term(), q.data()),
+            "entry {}",
+            p.index()
+        );
         assert_eq!(p.crc(), q.crc());
     }
 }
@@ -142,11 +147,19 @@ fn follower_killed_mid_catch_up_resumes_without_loss_or_duplicates() {
         let n = y.last_index();
         if n > 0 {
             let (ex, ey) = (x.read(1, n + 1, None).unwrap(), y.read(1, n + 1, None).unwrap());
-            assert!(ex.iter().zip(ey.iter()).all(|(p, q)| p.data() == q.data() && p.term() == q.term()));
+            assert!(ex
+                .iter()
+                .zip(ey.iter())
+                .all(|(p, q)| p.data() == q.data() && p.term() == q.term()));
         }
     }
     assert!(kills >= 1, "the follower always finished before it was killed");
-    let out = mmapkit().args(["log", "follow", &srv.url]).arg(b.path()).args(["--once", "--json"]).output().unwrap();
+    let out = mmapkit()
+        .args(["log", "follow", &srv.url])
+        .arg(b.path())
+        .args(["--once", "--json"])
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["last_index"], 200_000);
@@ -197,11 +210,17 @@ fn follow_and_serve_stop_cleanly_on_signals() {
 fn serve_and_follow_refuse_clearly() {
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     make_leader(a.path(), 10, 10);
-    let out = mmapkit().args(["log", "serve"]).arg(a.path()).args(["--bind", "0.0.0.0:0"]).output().unwrap();
+    let out = mmapkit()
+        .args(["log", "serve"])
+        .arg(a.path())
+        .args(["--bind", "0.0.0.0:0"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("without a token"));
     let srv = serve(a.path(), &["--token", "t0k"]);
-    let out = mmapkit().args(["log", "follow", &srv.url]).arg(b.path()).arg("--once").output().unwrap();
+    let out =
+        mmapkit().args(["log", "follow", &srv.url]).arg(b.path()).arg("--once").output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("401"));
     let out = mmapkit()
@@ -286,7 +305,16 @@ fn serve_on_all_interfaces_prints_a_loopback_url_and_stops_with_connections_open
     let mut child = mmapkit()
         .args(["log", "serve"])
         .arg(a.path())
-        .args(["--bind", "0.0.0.0:0", "--token", "t0k", "--max-connections", "64", "--idle-timeout", "60"])
+        .args([
+            "--bind",
+            "0.0.0.0:0",
+            "--token",
+            "t0k",
+            "--max-connections",
+            "64",
+            "--idle-timeout",
+            "60",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -298,7 +326,8 @@ fn serve_on_all_interfaces_prints_a_loopback_url_and_stops_with_connections_open
     let addr = url.trim_start_matches("http://").to_string();
     // Idle connections and a long poll in flight: SIGINT still stops it
     // at once (the long poll answers, empty).
-    let idle: Vec<std::net::TcpStream> = (0..10).map(|_| std::net::TcpStream::connect(&addr).unwrap()).collect();
+    let idle: Vec<std::net::TcpStream> =
+        (0..10).map(|_| std::net::TcpStream::connect(&addr).unwrap()).collect();
     let mut poll = std::net::TcpStream::connect(&addr).unwrap();
     write!(poll, "GET /v1/entries?from=11&wait_ms=30000 HTTP/1.1\r\nHost: x\r\nAuthorization: bearer t0k\r\n\r\n").unwrap();
     std::thread::sleep(Duration::from_millis(500));
@@ -317,7 +346,12 @@ fn serve_on_all_interfaces_prints_a_loopback_url_and_stops_with_connections_open
     child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
     assert!(err.contains("listening on all interfaces"), "{err}");
     // Limits of zero are refused clearly.
-    let out = mmapkit().args(["log", "serve"]).arg(a.path()).args(["--max-connections", "0"]).output().unwrap();
+    let out = mmapkit()
+        .args(["log", "serve"])
+        .arg(a.path())
+        .args(["--max-connections", "0"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("max_connections"));
 }

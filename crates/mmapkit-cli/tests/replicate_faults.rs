@@ -149,7 +149,11 @@ impl Drop for Proc {
 fn run_for(cmd: &mut std::process::Command, within: Duration, log: &Path) -> (ExitStatus, String) {
     let out = File::create(log).unwrap();
     let mut p = Proc(Some(
-        cmd.stdin(Stdio::null()).stdout(out.try_clone().unwrap()).stderr(out).spawn().expect("spawn mmapkit"),
+        cmd.stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .expect("spawn mmapkit"),
     ));
     let t = Instant::now();
     let st = loop {
@@ -158,7 +162,10 @@ fn run_for(cmd: &mut std::process::Command, within: Duration, log: &Path) -> (Ex
         }
         if t.elapsed() > within {
             p.kill();
-            panic!("{cmd:?} did not finish within {within:?}: {}", std::fs::read_to_string(log).unwrap_or_default());
+            panic!(
+                "{cmd:?} did not finish within {within:?}: {}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            );
         }
         std::thread::sleep(Duration::from_millis(5));
     };
@@ -175,7 +182,10 @@ fn terminate(p: &mut Proc) -> ExitStatus {
         if let Some(st) = p.exited() {
             return st;
         }
-        assert!(t.elapsed() < Duration::from_secs(60), "pid {pid} did not stop within 60 s of SIGTERM");
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "pid {pid} did not stop within 60 s of SIGTERM"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
 }
@@ -188,7 +198,12 @@ struct Server {
     starts: u32,
 }
 
-fn start_server(dir: &Path, port: u16, logs: &Path, starts: u32) -> Option<(Proc, String, u16, PathBuf)> {
+fn start_server(
+    dir: &Path,
+    port: u16,
+    logs: &Path,
+    starts: u32,
+) -> Option<(Proc, String, u16, PathBuf)> {
     let stderr = logs.join(format!("serve-{starts}.stderr"));
     let mut child = common::mmapkit()
         .args(["log", "serve"])
@@ -216,7 +231,8 @@ fn start_server(dir: &Path, port: u16, logs: &Path, starts: u32) -> Option<(Proc
 
 impl Server {
     fn start(dir: &Path, logs: &Path) -> Server {
-        let (proc, url, port, stderr) = start_server(dir, 0, logs, 0).expect("the server did not start");
+        let (proc, url, port, stderr) =
+            start_server(dir, 0, logs, 0).expect("the server did not start");
         Server { proc, url, port, stderr, starts: 1 }
     }
     /// Starts it again on the same port (retried while the port is busy).
@@ -233,7 +249,8 @@ impl Server {
                 t.elapsed() < Duration::from_secs(60),
                 "the server could not listen on port {} again: {}",
                 self.port,
-                std::fs::read_to_string(logs.join(format!("serve-{}.stderr", self.starts))).unwrap_or_default()
+                std::fs::read_to_string(logs.join(format!("serve-{}.stderr", self.starts)))
+                    .unwrap_or_default()
             );
             std::thread::sleep(Duration::from_millis(200));
         }
@@ -266,8 +283,13 @@ fn open_ro(dir: &Path) -> Result<CommitLog, String> {
 fn follows_id(dir: &Path) -> Result<Option<String>, String> {
     match std::fs::read(dir.join("follows")) {
         Ok(b) => {
-            let v: serde_json::Value = serde_json::from_slice(&b)
-                .map_err(|e| format!("{}/follows is not JSON ({e}): {:?}", dir.display(), String::from_utf8_lossy(&b)))?;
+            let v: serde_json::Value = serde_json::from_slice(&b).map_err(|e| {
+                format!(
+                    "{}/follows is not JSON ({e}): {:?}",
+                    dir.display(),
+                    String::from_utf8_lossy(&b)
+                )
+            })?;
             Ok(Some(v["log_id"].as_str().ok_or("follows has no log_id")?.to_string()))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
@@ -302,8 +324,12 @@ fn check_copy(dir: &Path, model: &Mutex<Model>, logs: &Path) -> Result<String, S
     }
     // Everything the follower can have been served is in the model now.
     let m = lock(model);
-    let id = follows_id(dir)?.ok_or_else(|| format!("{} holds entries {first}..={last} but no follows record", dir.display()))?;
-    let gen = *m.gens.get(&id).ok_or_else(|| format!("{}/follows names log {id}, which the writer never made", dir.display()))?;
+    let id = follows_id(dir)?.ok_or_else(|| {
+        format!("{} holds entries {first}..={last} but no follows record", dir.display())
+    })?;
+    let gen = *m.gens.get(&id).ok_or_else(|| {
+        format!("{}/follows names log {id}, which the writer never made", dir.display())
+    })?;
     if first != 1 {
         return Err(format!("{} starts at entry {first}, not 1", dir.display()));
     }
@@ -312,12 +338,18 @@ fn check_copy(dir: &Path, model: &Mutex<Model>, logs: &Path) -> Result<String, S
     let mut i = first;
     while i <= last {
         let hi = (i + 4096).min(last + 1);
-        let es = log.read(i, hi, None).map_err(|e| format!("{}: read {i}..{hi}: {e}", dir.display()))?;
+        let es =
+            log.read(i, hi, None).map_err(|e| format!("{}: read {i}..{hi}: {e}", dir.display()))?;
         for e in es.iter() {
             let idx = e.index();
-            let bad = |what: String| Err(format!("{}: entry {idx} (term {}): {what}", dir.display(), e.term()));
+            let bad = |what: String| {
+                Err(format!("{}: entry {idx} (term {}): {what}", dir.display(), e.term()))
+            };
             let Some((g, pi, pt, step)) = parse_payload(e.data()) else {
-                return bad(format!("payload is not the writer's: {:?}", String::from_utf8_lossy(&e.data()[..e.data().len().min(60)])));
+                return bad(format!(
+                    "payload is not the writer's: {:?}",
+                    String::from_utf8_lossy(&e.data()[..e.data().len().min(60)])
+                ));
             };
             if (g, pi, pt) != (gen, idx, e.term()) {
                 return bad(format!(
@@ -332,7 +364,10 @@ fn check_copy(dir: &Path, model: &Mutex<Model>, logs: &Path) -> Result<String, S
                 return bad(format!("the writer never wrote it (generation {g}, step {step})"));
             };
             if (r.term, r.crc) != (e.term(), e.crc()) {
-                return bad(format!("differs from what the writer wrote at step {step}: term {} CRC {:#x}", r.term, r.crc));
+                return bad(format!(
+                    "differs from what the writer wrote at step {step}: term {} CRC {:#x}",
+                    r.term, r.crc
+                ));
             }
             if step > max_write.0 {
                 max_write = (step, idx);
@@ -362,17 +397,33 @@ fn compare(a: &Path, b: &Path) -> Result<(), String> {
     let (x, y) = (open_ro(a)?, open_ro(b)?);
     let (rx, ry) = ((x.first_index(), x.last_index()), (y.first_index(), y.last_index()));
     if rx != ry {
-        return Err(format!("{} holds {}..={} but the leader {}..={}", b.display(), ry.0, ry.1, rx.0, rx.1));
+        return Err(format!(
+            "{} holds {}..={} but the leader {}..={}",
+            b.display(),
+            ry.0,
+            ry.1,
+            rx.0,
+            rx.1
+        ));
     }
     if x.identity().id.as_deref().map(str::to_owned) != follows_id(b)? {
-        return Err(format!("{} follows {:?}, the leader is {:?}", b.display(), follows_id(b)?, x.identity().id));
+        return Err(format!(
+            "{} follows {:?}, the leader is {:?}",
+            b.display(),
+            follows_id(b)?,
+            x.identity().id
+        ));
     }
     let mut i = rx.0;
     while i <= rx.1 {
         let hi = (i + 4096).min(rx.1 + 1);
-        let (ex, ey) = (x.read(i, hi, None).map_err(|e| e.to_string())?, y.read(i, hi, None).map_err(|e| e.to_string())?);
+        let (ex, ey) = (
+            x.read(i, hi, None).map_err(|e| e.to_string())?,
+            y.read(i, hi, None).map_err(|e| e.to_string())?,
+        );
         for (p, q) in ex.iter().zip(ey.iter()) {
-            if (p.index(), p.term(), p.crc(), p.data()) != (q.index(), q.term(), q.crc(), q.data()) {
+            if (p.index(), p.term(), p.crc(), p.data()) != (q.index(), q.term(), q.crc(), q.data())
+            {
                 return Err(format!(
                     "{}: entry {} has term {} and {} bytes, the leader's term {} and {} bytes",
                     b.display(),
@@ -400,7 +451,11 @@ fn other_log(text: &str) -> Option<(String, String)> {
 
 /// A short name for an error message, for the counts.
 fn kind(text: &str) -> String {
-    let line = text.lines().rev().find(|l| l.contains("mmapkit:") || l.contains("error")).unwrap_or(text.trim());
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| l.contains("mmapkit:") || l.contains("error"))
+        .unwrap_or(text.trim());
     let line: String = line.chars().filter(|c| !c.is_ascii_digit()).collect();
     line.chars().take(120).collect()
 }
@@ -452,7 +507,15 @@ fn lock(m: &Mutex<Model>) -> MutexGuard<'_, Model> {
 /// replaces and re-creates `a`. The model is updated under its lock
 /// together with the log, so a check that holds the lock knows every entry
 /// a follower can have been served.
-fn write(a: &Path, base: &Path, seed: u64, deadline: Duration, model: &Mutex<Model>, clock: &Clock, stop: &AtomicBool) -> Counts {
+fn write(
+    a: &Path,
+    base: &Path,
+    seed: u64,
+    deadline: Duration,
+    model: &Mutex<Model>,
+    clock: &Clock,
+    stop: &AtomicBool,
+) -> Counts {
     let mut rng = Rng((seed ^ 0x9e37_79b9_7f4a_7c15).max(1));
     let mut c = Counts::default();
     let wopts = LogOptions { segment_size: 64 << 10, sync: SyncMode::Never, ..Default::default() };
@@ -484,7 +547,13 @@ fn write(a: &Path, base: &Path, seed: u64, deadline: Duration, model: &Mutex<Mod
             let old = base.join(format!("A.old-{}", c.dir_replacements));
             std::fs::rename(a, &old).unwrap();
             writer = Some(new_log(&mut m));
-            eprintln!("{} step {step}: replaced A (renamed to {}) by generation {} (term {})", clock.t(), old.display(), m.gen, m.term);
+            eprintln!(
+                "{} step {step}: replaced A (renamed to {}) by generation {} (term {})",
+                clock.t(),
+                old.display(),
+                m.gen,
+                m.term
+            );
         } else if recreate_at.last().is_some_and(|&f| frac >= f) {
             recreate_at.pop();
             drop(writer.take());
@@ -493,7 +562,12 @@ fn write(a: &Path, base: &Path, seed: u64, deadline: Duration, model: &Mutex<Mod
             // A moment without a directory: the server must cope.
             std::thread::sleep(Duration::from_millis(rng.below(200)));
             writer = Some(new_log(&mut m));
-            eprintln!("{} step {step}: deleted and re-created A: generation {} (term {})", clock.t(), m.gen, m.term);
+            eprintln!(
+                "{} step {step}: deleted and re-created A: generation {} (term {})",
+                clock.t(),
+                m.gen,
+                m.term
+            );
         } else {
             let w = writer.as_ref().unwrap();
             let last = w.last_index();
@@ -510,7 +584,11 @@ fn write(a: &Path, base: &Path, seed: u64, deadline: Duration, model: &Mutex<Mod
                 m.term += 1;
                 c.truncations += 1;
                 c.entries_truncated += last - after;
-                eprintln!("{} step {step}: truncated after {after} (was {last}); term now {}", clock.t(), m.term);
+                eprintln!(
+                    "{} step {step}: truncated after {after} (was {last}); term now {}",
+                    clock.t(),
+                    m.term
+                );
             } else {
                 if r == 5 {
                     m.term += 1;
@@ -518,12 +596,16 @@ fn write(a: &Path, base: &Path, seed: u64, deadline: Duration, model: &Mutex<Mod
                 }
                 let n = if rng.below(20) == 0 { 50 + rng.below(150) } else { 1 + rng.below(16) };
                 let (gen, term) = (m.gen, m.term);
-                let batch: Vec<(u64, Vec<u8>)> =
-                    (0..n).map(|k| (term, payload(&mut rng, gen, last + 1 + k, term, step))).collect();
+                let batch: Vec<(u64, Vec<u8>)> = (0..n)
+                    .map(|k| (term, payload(&mut rng, gen, last + 1 + k, term, step)))
+                    .collect();
                 w.append(&batch).unwrap();
                 for (k, (t, p)) in batch.iter().enumerate() {
                     let idx = last + 1 + k as u64;
-                    m.recs.insert((gen, idx, step), Rec { term: *t, crc: entry_crc(idx, *t, p), cut: u64::MAX });
+                    m.recs.insert(
+                        (gen, idx, step),
+                        Rec { term: *t, crc: entry_crc(idx, *t, p), cut: u64::MAX },
+                    );
                     m.live.push(step);
                 }
                 c.entries_appended += n;
@@ -574,7 +656,10 @@ fn serve_follow_seeded_faults() {
         let _stop = StopOnDrop(&stop);
         let t = Instant::now();
         while lock(&model).gen == 0 {
-            assert!(t.elapsed() < Duration::from_secs(60) && !writer.is_finished(), "the writer did not start");
+            assert!(
+                t.elapsed() < Duration::from_secs(60) && !writer.is_finished(),
+                "the writer did not start"
+            );
             std::thread::sleep(Duration::from_millis(1));
         }
         let mut srv = Server::start(&a, &logs);
@@ -596,8 +681,11 @@ fn serve_follow_seeded_faults() {
                 .spawn()
                 .expect("spawn mmapkit log follow");
             let early = rng.below(100) < 15;
-            let after =
-                if early { Duration::from_micros(rng.below(10_000)) } else { Duration::from_millis(30 + rng.below(2500)) };
+            let after = if early {
+                Duration::from_micros(rng.below(10_000))
+            } else {
+                Duration::from_millis(30 + rng.below(2500))
+            };
             eprintln!(
                 "{} F{} start #{} (pid {}){}; kill after {after:?}",
                 clock.t(),
@@ -641,7 +729,10 @@ fn serve_follow_seeded_faults() {
             let frac = start.elapsed().as_secs_f64() / deadline.as_secs_f64();
             // ---- the server
             if let Some(st) = srv.proc.exited() {
-                let msg = format!("the server died on its own ({st}): {}", std::fs::read_to_string(&srv.stderr).unwrap_or_default());
+                let msg = format!(
+                    "the server died on its own ({st}): {}",
+                    std::fs::read_to_string(&srv.stderr).unwrap_or_default()
+                );
                 eprintln!("{} FAILURE: {msg}", clock.t());
                 failures.push(msg);
                 srv.restart(&a, &logs);
@@ -653,7 +744,11 @@ fn serve_follow_seeded_faults() {
                 std::thread::sleep(Duration::from_millis(rng.below(300)));
                 srv.restart(&a, &logs);
                 c.server_restarts += 1;
-                eprintln!("{} SIGKILLed the server, restarted on the same port (pid {})", clock.t(), srv.proc.child().id());
+                eprintln!(
+                    "{} SIGKILLed the server, restarted on the same port (pid {})",
+                    clock.t(),
+                    srv.proc.child().id()
+                );
             }
 
             // ---- the followers
@@ -663,7 +758,10 @@ fn serve_follow_seeded_faults() {
                 let (st, how) = if let Some(st) = f.proc.exited() {
                     (st, "its exit")
                 } else if Instant::now() >= f.kill_at {
-                    if !f.early && f.kill_at >= f.started + Duration::from_millis(500) && rng.below(8) == 0 {
+                    if !f.early
+                        && f.kill_at >= f.started + Duration::from_millis(500)
+                        && rng.below(8) == 0
+                    {
                         c.follower_sigterms += 1;
                         (terminate(&mut f.proc), "a SIGTERM")
                     } else {
@@ -680,7 +778,9 @@ fn serve_follow_seeded_faults() {
                 use std::os::unix::process::ExitStatusExt;
                 if how == "a SIGKILL" {
                     eprintln!("{} F{} SIGKILLed ({st})", clock.t(), f.k);
-                } else if how == "a SIGTERM" && (st.code() == Some(0) || st.signal() == Some(libc::SIGTERM)) {
+                } else if how == "a SIGTERM"
+                    && (st.code() == Some(0) || st.signal() == Some(libc::SIGTERM))
+                {
                     // Exit 0 once its handler is in; killed by the signal before.
                     eprintln!("{} F{} stopped by SIGTERM ({st}): {}", clock.t(), f.k, text.trim());
                 } else if let (Some(2), Some((leader, held))) = (st.code(), other_log(&text)) {
@@ -690,10 +790,18 @@ fn serve_follow_seeded_faults() {
                         let m = lock(&model);
                         (m.gens.get(&leader).copied(), m.gens.get(&held).copied())
                     };
-                    eprintln!("{} F{} exit 2: the leader serves generation {gl:?}, it copies {gh:?}", clock.t(), f.k);
+                    eprintln!(
+                        "{} F{} exit 2: the leader serves generation {gl:?}, it copies {gh:?}",
+                        clock.t(),
+                        f.k
+                    );
                     c.follower_exits_other_log += 1;
                     if gl.is_none() || gh.is_none() || gl <= gh {
-                        let msg = format!("F{}: refused a log that is not a later one: {}", f.k, text.trim());
+                        let msg = format!(
+                            "F{}: refused a log that is not a later one: {}",
+                            f.k,
+                            text.trim()
+                        );
                         eprintln!("{} FAILURE: {msg}", clock.t());
                         failures.push(msg);
                     }
@@ -707,7 +815,9 @@ fn serve_follow_seeded_faults() {
                 c.checks += 1;
                 match check_copy(&f.dir, &model, &logs) {
                     Ok(s) => eprintln!("{}   F{}: {s}", clock.t(), f.k),
-                    Err(e) => panic!("seed {seed:#x}: F{} after {how}: {e}\nits stderr: {text}", f.k),
+                    Err(e) => {
+                        panic!("seed {seed:#x}: F{} after {how}: {e}\nits stderr: {text}", f.k)
+                    }
                 }
                 spawn(f, &srv.url, &mut rng, &mut c);
             }
@@ -745,7 +855,10 @@ fn serve_follow_seeded_faults() {
             }
         }
         if let Some(st) = srv.proc.exited() {
-            failures.push(format!("the server died on its own ({st}): {}", std::fs::read_to_string(&srv.stderr).unwrap_or_default()));
+            failures.push(format!(
+                "the server died on its own ({st}): {}",
+                std::fs::read_to_string(&srv.stderr).unwrap_or_default()
+            ));
             srv.restart(&a, &logs);
             c.server_restarts += 1;
         }
@@ -759,8 +872,18 @@ fn serve_follow_seeded_faults() {
                     c.resets += 1;
                 }
                 c.follows_once += 1;
-                let (st, text) = run_for(&mut cmd, Duration::from_secs(300), &logs.join(format!("once-{}.out", f.k)));
-                eprintln!("{} F{} follow --once{} ({st}): {}", clock.t(), f.k, if reset { " --reset" } else { "" }, text.trim());
+                let (st, text) = run_for(
+                    &mut cmd,
+                    Duration::from_secs(300),
+                    &logs.join(format!("once-{}.out", f.k)),
+                );
+                eprintln!(
+                    "{} F{} follow --once{} ({st}): {}",
+                    clock.t(),
+                    f.k,
+                    if reset { " --reset" } else { "" },
+                    text.trim()
+                );
                 if st.success() {
                     break;
                 }
@@ -789,13 +912,26 @@ fn serve_follow_seeded_faults() {
             let es = x.read(1, leader_last + 1, None).unwrap();
             for e in es.iter() {
                 let r = &m.recs[&(gen, e.index(), m.live[e.index() as usize - 1])];
-                assert_eq!((e.term(), e.crc()), (r.term, r.crc), "the leader's entry {}", e.index());
+                assert_eq!(
+                    (e.term(), e.crc()),
+                    (r.term, r.crc),
+                    "the leader's entry {}",
+                    e.index()
+                );
             }
         }
         if let Some(st) = srv.proc.exited() {
-            failures.push(format!("the server died on its own ({st}): {}", std::fs::read_to_string(&srv.stderr).unwrap_or_default()));
+            failures.push(format!(
+                "the server died on its own ({st}): {}",
+                std::fs::read_to_string(&srv.stderr).unwrap_or_default()
+            ));
         }
     });
     eprintln!("replicate_faults: seed {seed:#x}, {:.1} s: {c:#?}", clock.0.elapsed().as_secs_f64());
-    assert!(failures.is_empty(), "seed {seed:#x}: {} failures:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "seed {seed:#x}: {} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }

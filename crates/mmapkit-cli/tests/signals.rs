@@ -78,14 +78,20 @@ fn text(d: &Path) {
 fn signal_matrix() {
     let root = tempdir();
     big_fasta(&root.path().join("in.fa"));
-    fs::write(root.path().join("data.txt"), b"alpha beta gamma delta alpha epsilon zeta\n".repeat(700_000)).unwrap();
+    fs::write(
+        root.path().join("data.txt"),
+        b"alpha beta gamma delta alpha epsilon zeta\n".repeat(700_000),
+    )
+    .unwrap();
     let cases = [
         kmers("mmap"),
         kmers("single"),
         kmers("batch"),
         Case {
             name: "replace rewrite",
-            args: ["replace", "-F", "alpha", "ALPHA!", "data.txt", "-j1"].map(String::from).to_vec(),
+            args: ["replace", "-F", "alpha", "ALPHA!", "data.txt", "-j1"]
+                .map(String::from)
+                .to_vec(),
             target: "data.txt",
             prepare: text,
         },
@@ -135,7 +141,10 @@ fn signal_matrix() {
                     Some(0) => assert!(after == done, "{cell}: exit 0 but not the complete result"),
                     Some(c) if c == 128 + num => {
                         interrupted += 1;
-                        assert!(after == original || after == done, "{cell}: the target is neither the original nor the result");
+                        assert!(
+                            after == original || after == done,
+                            "{cell}: the target is neither the original nor the result"
+                        );
                     }
                     _ => panic!("{cell}: exit status {st:?}, expected {}", 128 + num),
                 }
@@ -145,7 +154,10 @@ fn signal_matrix() {
         }
     }
     eprintln!("signal matrix: {runs} runs ({} commands × {} signals × 3 moments), {interrupted} interrupted mid-way", cases.len(), SIGNALS.len());
-    assert!(interrupted >= runs / 2, "too few runs were interrupted mid-way ({interrupted} of {runs}): inputs too small?");
+    assert!(
+        interrupted >= runs / 2,
+        "too few runs were interrupted mid-way ({interrupted} of {runs}): inputs too small?"
+    );
 }
 
 /// `log append` reading a slow stdin: a signal exits 128 + sig, leaves no
@@ -158,7 +170,12 @@ fn signal_matrix_log_append() {
     for (sig, num) in SIGNALS {
         for k in 0..2 {
             let dir = root.path().join(format!("wal-{sig}-{k}"));
-            let st = mmapkit().args(["log", "init"]).arg(&dir).args(["--segment-size", "64K"]).status().unwrap();
+            let st = mmapkit()
+                .args(["log", "init"])
+                .arg(&dir)
+                .args(["--segment-size", "64K"])
+                .status()
+                .unwrap();
             assert!(st.success());
             let mut child = mmapkit()
                 .args(["log", "append"])
@@ -184,7 +201,8 @@ fn signal_matrix_log_append() {
             assert!(leftovers(&dir).is_empty(), "{cell}: temp files left: {:?}", leftovers(&dir));
             let out = mmapkit().args(["log", "read"]).arg(&dir).output().unwrap();
             assert!(out.status.success(), "{cell}: {}", String::from_utf8_lossy(&out.stderr));
-            for (j, line) in out.stdout.split(|&b| b == b'\n').filter(|l| !l.is_empty()).enumerate() {
+            for (j, line) in out.stdout.split(|&b| b == b'\n').filter(|l| !l.is_empty()).enumerate()
+            {
                 assert_eq!(line.len(), 2000 + j, "{cell}: entry {j} is not what was sent");
             }
         }
@@ -201,14 +219,23 @@ fn signals_ignored_at_start_stay_ignored() {
     let dir = root.path().join("wal");
     assert!(mmapkit().args(["log", "init"]).arg(&dir).status().unwrap().success());
     let mut cmd = with_signals_ignored(mmapkit(), &[libc::SIGHUP, libc::SIGINT]);
-    let mut child = cmd.args(["log", "append"]).arg(&dir).stdin(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+    let mut child = cmd
+        .args(["log", "append"])
+        .arg(&dir)
+        .stdin(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(b"one\n").unwrap();
     stdin.flush().unwrap();
     for sig in ["HUP", "INT"] {
         signal(&child, sig);
         std::thread::sleep(Duration::from_millis(300));
-        assert!(child.try_wait().unwrap().is_none(), "SIG{sig} was ignored at start: it must not stop the run");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "SIG{sig} was ignored at start: it must not stop the run"
+        );
     }
     signal(&child, "TERM");
     let st = wait(child);
@@ -252,7 +279,10 @@ fn sigkill_leftovers_are_removed_by_the_next_run_but_not_live_ones() {
     let mut live = kmers_from_stdin(d);
     let t0 = Instant::now();
     while temp_of(d, "out.csv").is_empty() {
-        assert!(t0.elapsed() < Duration::from_secs(20), "the live writer never created its temp file");
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "the live writer never created its temp file"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
     let live_tmp = temp_of(d, "out.csv");
@@ -270,8 +300,14 @@ fn sigkill_leftovers_are_removed_by_the_next_run_but_not_live_ones() {
         let t0 = Instant::now();
         // Its own temp file (the run also removes the one the last kill left).
         let own = format!(".out.csv.mmapkit-{}-", c.id());
-        while !temp_of(d, "out.csv").iter().any(|p| p.file_name().unwrap().to_string_lossy().starts_with(&own)) {
-            assert!(t0.elapsed() < Duration::from_secs(20), "the killed writer never created its temp file");
+        while !temp_of(d, "out.csv")
+            .iter()
+            .any(|p| p.file_name().unwrap().to_string_lossy().starts_with(&own))
+        {
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "the killed writer never created its temp file"
+            );
             std::thread::sleep(Duration::from_millis(10));
         }
         signal(&c, "KILL");
@@ -281,7 +317,10 @@ fn sigkill_leftovers_are_removed_by_the_next_run_but_not_live_ones() {
         kills += 1;
     }
     let left = temp_of(d, "out.csv").len();
-    assert!(left >= 2, "SIGKILL mid-run should have left a temp file (found {left} with the live one)");
+    assert!(
+        left >= 2,
+        "SIGKILL mid-run should have left a temp file (found {left} with the live one)"
+    );
     // A stale temp of a process that is surely gone (a reaped child).
     let mut gone = Command::new("true").spawn().unwrap();
     let gone_pid = gone.id();
@@ -295,7 +334,12 @@ fn sigkill_leftovers_are_removed_by_the_next_run_but_not_live_ones() {
 
     // replace: the same for its rewrite temp file.
     fs::write(d.join("data.txt"), b"alpha beta gamma\n".repeat(2_000_000)).unwrap();
-    let c = mmapkit().current_dir(d).args(["replace", "-F", "alpha", "ALPHA!", "data.txt", "-j1"]).stdout(Stdio::null()).spawn().unwrap();
+    let c = mmapkit()
+        .current_dir(d)
+        .args(["replace", "-F", "alpha", "ALPHA!", "data.txt", "-j1"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
     let t0 = Instant::now();
     while temp_of(d, "data.txt").is_empty() && t0.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(2));
@@ -303,7 +347,12 @@ fn sigkill_leftovers_are_removed_by_the_next_run_but_not_live_ones() {
     signal(&c, "KILL");
     wait(c);
     kills += 1;
-    let st = mmapkit().current_dir(d).args(["replace", "-F", "beta", "BETA", "data.txt"]).stdout(Stdio::null()).status().unwrap();
+    let st = mmapkit()
+        .current_dir(d)
+        .args(["replace", "-F", "beta", "BETA", "data.txt"])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
     assert!(st.success());
     assert!(temp_of(d, "data.txt").is_empty(), "the next replace removes the stale temp file");
 
@@ -312,7 +361,13 @@ fn sigkill_leftovers_are_removed_by_the_next_run_but_not_live_ones() {
     assert!(mmapkit().args(["log", "init"]).arg(&wal).status().unwrap().success());
     let seg_tmp = wal.join(format!(".00000000000000000009-00000001.seg.mmapkit-{gone_pid}-3.tmp"));
     fs::write(&seg_tmp, b"partial").unwrap();
-    let mut a = mmapkit().args(["log", "append"]).arg(&wal).stdin(Stdio::piped()).stdout(Stdio::null()).spawn().unwrap();
+    let mut a = mmapkit()
+        .args(["log", "append"])
+        .arg(&wal)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
     a.stdin.take().unwrap().write_all(b"one\n").unwrap();
     assert!(a.wait().unwrap().success());
     assert!(!seg_tmp.exists(), "the stale segment temp file is removed");
@@ -328,5 +383,7 @@ fn sigkill_leftovers_are_removed_by_the_next_run_but_not_live_ones() {
     drop(keep_open);
     assert_eq!(st.code(), Some(143));
     assert!(temp_of(d, "out.csv").is_empty());
-    eprintln!("SIGKILL: {kills} kills, 1 planted stale file, 1 planted stale segment, 1 live writer kept");
+    eprintln!(
+        "SIGKILL: {kills} kills, 1 planted stale file, 1 planted stale segment, 1 live writer kept"
+    );
 }

@@ -6,9 +6,10 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{
-    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, KernelConfig, LockOwner,
-    OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen,
-    ReplyStatfs, ReplyWrite, Request, TimeOrNow, WriteFlags,
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo,
+    KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, TimeOrNow,
+    WriteFlags,
 };
 
 use crate::model::{Kind, Model, Res};
@@ -126,7 +127,6 @@ impl CrashFsImpl {
     }
 }
 
-
 macro_rules! tri {
     ($reply:expr, $e:expr) => {
         match $e {
@@ -192,7 +192,16 @@ impl Filesystem for CrashFsImpl {
         reply.attr(&TTL, &a);
     }
 
-    fn mknod(&self, _req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, _rdev: u32, reply: ReplyEntry) {
+    fn mknod(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
         if mode & libc::S_IFMT != libc::S_IFREG {
             return reply.error(Errno::EPERM);
         }
@@ -202,7 +211,15 @@ impl Filesystem for CrashFsImpl {
         reply.entry(&TTL, &a, Generation(0));
     }
 
-    fn mkdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
+    fn mkdir(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
         let mut m = tri!(reply, self.modify());
         let ino = tri!(reply, m.create(parent.0, name, (mode & !umask & 0o7777) as u16, true));
         let a = tri!(reply, Self::attr(&m, ino));
@@ -240,7 +257,14 @@ impl Filesystem for CrashFsImpl {
         reply.ok();
     }
 
-    fn link(&self, _req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+    fn link(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
         let mut m = tri!(reply, self.modify());
         tri!(reply, m.link(ino.0, newparent.0, newname));
         let a = tri!(reply, Self::attr(&m, ino.0));
@@ -296,12 +320,26 @@ impl Filesystem for CrashFsImpl {
         reply.written(data.len() as u32);
     }
 
-    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
         // close() is no sync.
         reply.ok();
     }
 
-    fn fsync(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+    fn fsync(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
         let mut m = tri!(reply, self.modify());
         let fail = self
             .shared
@@ -318,7 +356,14 @@ impl Filesystem for CrashFsImpl {
         reply.ok();
     }
 
-    fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
         let m = tri!(reply, self.model());
         let ents = tri!(reply, m.entries(ino.0));
         let parent = match &tri!(reply, m.node(ino.0)).kind {
@@ -342,7 +387,14 @@ impl Filesystem for CrashFsImpl {
         reply.ok();
     }
 
-    fn fsyncdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
         let mut m = tri!(reply, self.modify());
         tri!(reply, m.sync_dir(ino.0));
         reply.ok();
@@ -356,7 +408,16 @@ impl Filesystem for CrashFsImpl {
         reply.ok();
     }
 
-    fn create(&self, _req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, flags: i32, reply: ReplyCreate) {
+    fn create(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
         let mut m = tri!(reply, self.modify());
         let ino = match m.lookup(parent.0, name) {
             Ok(_) if flags & libc::O_EXCL != 0 => return reply.error(Errno::EEXIST),
@@ -372,7 +433,16 @@ impl Filesystem for CrashFsImpl {
         reply.created(&TTL, &a, Generation(0), FileHandle(0), FopenFlags::empty());
     }
 
-    fn fallocate(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, length: u64, mode: i32, reply: ReplyEmpty) {
+    fn fallocate(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
         let mut m = tri!(reply, self.modify());
         let (d, dirty) = tri!(reply, m.file_mut(ino.0));
         if mode & libc::FALLOC_FL_PUNCH_HOLE != 0 {

@@ -87,8 +87,8 @@ mod model;
 pub mod payload;
 
 use std::io::{self, BufRead, BufReader};
-use std::path::{Path, PathBuf};
 use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -168,13 +168,10 @@ impl CrashFs {
             fuser::MountOption::RW,
         ];
         let session = fuser::spawn_mount(CrashFsImpl { shared: shared.clone() }, &mnt, &cfg)
-            .map_err(|e| io::Error::new(e.kind(), format!("mount crashfs at {}: {e}", mnt.display())))?;
-        Ok(Mount {
-            session: Some(session),
-            mnt,
-            backing,
-            shared,
-        })
+            .map_err(|e| {
+                io::Error::new(e.kind(), format!("mount crashfs at {}: {e}", mnt.display()))
+            })?;
+        Ok(Mount { session: Some(session), mnt, backing, shared })
     }
 }
 
@@ -291,7 +288,11 @@ impl Mount {
             .process_group(0)
             .spawn()?;
         let kill = |child: &mut std::process::Child| {
-            let _ = Command::new("kill").arg("-KILL").arg("--").arg(format!("-{}", child.id())).status();
+            let _ = Command::new("kill")
+                .arg("-KILL")
+                .arg("--")
+                .arg(format!("-{}", child.id()))
+                .status();
             let _ = child.kill();
         };
         let out = child.stdout.take().expect("piped");
@@ -344,7 +345,10 @@ impl Mount {
                 self.freeze();
                 self.shared.release();
                 let _ = child.wait();
-                return Err(io::Error::new(io::ErrorKind::TimedOut, format!("workload {cmd:?} timed out")));
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("workload {cmd:?} timed out"),
+                ));
             }
             std::thread::sleep(Duration::from_micros(500));
         };
@@ -352,13 +356,7 @@ impl Mount {
         let stderr = errs.join().unwrap_or_default();
         self.set_crash_after(u64::MAX);
         let stdout = std::mem::take(&mut *lines.lock().unwrap_or_else(|e| e.into_inner()));
-        Ok(Run {
-            stdout,
-            stderr,
-            status,
-            crashed: self.is_frozen(),
-            ops: self.op_count(),
-        })
+        Ok(Run { stdout, stderr, status, crashed: self.is_frozen(), ops: self.op_count() })
     }
 
     /// Unmounts. `force` (a crash): a lazy unmount that works with files
@@ -373,8 +371,9 @@ impl Mount {
             }
             std::thread::spawn(move || drop(s.join()));
         } else {
-            s.umount_and_join()
-                .map_err(|e| io::Error::new(e.kind(), format!("unmount {}: {e}", self.mnt.display())))?;
+            s.umount_and_join().map_err(|e| {
+                io::Error::new(e.kind(), format!("unmount {}: {e}", self.mnt.display()))
+            })?;
         }
         let _ = std::fs::remove_dir(&self.mnt);
         Ok(())
@@ -386,9 +385,7 @@ impl Mount {
         self.freeze();
         self.shared.release();
         self.shut(true)?;
-        Ok(Crashed {
-            shared: self.shared.clone(),
-        })
+        Ok(Crashed { shared: self.shared.clone() })
     }
 
     /// Power loss: freezes, unmounts, and leaves in the backing directory

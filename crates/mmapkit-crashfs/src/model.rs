@@ -46,10 +46,8 @@ impl Data {
         while p < end {
             let (pi, po) = (p / PAGE, p % PAGE);
             let n = (PAGE - po).min(end - p);
-            let pg = self
-                .pages
-                .entry(pi)
-                .or_insert_with(|| vec![0u8; PAGE as usize].into_boxed_slice());
+            let pg =
+                self.pages.entry(pi).or_insert_with(|| vec![0u8; PAGE as usize].into_boxed_slice());
             let at = (p - off) as usize;
             pg[po as usize..(po + n) as usize].copy_from_slice(&buf[at..at + n as usize]);
             p += n;
@@ -200,7 +198,12 @@ impl Model {
             next_ino: ROOT + 1,
             own_entry_on_fsync,
             owner: fs::metadata("/proc/self")
-                .map(|m| (std::os::unix::fs::MetadataExt::uid(&m), std::os::unix::fs::MetadataExt::gid(&m)))
+                .map(|m| {
+                    (
+                        std::os::unix::fs::MetadataExt::uid(&m),
+                        std::os::unix::fs::MetadataExt::gid(&m),
+                    )
+                })
                 .unwrap_or((0, 0)),
         };
         let perm = fs::metadata(backing)?.permissions().mode() as u16 & 0o7777;
@@ -302,7 +305,14 @@ impl Model {
         Ok(())
     }
 
-    pub fn rename(&mut self, from: u64, name: &OsStr, to: u64, newname: &OsStr, noreplace: bool) -> Res<()> {
+    pub fn rename(
+        &mut self,
+        from: u64,
+        name: &OsStr,
+        to: u64,
+        newname: &OsStr,
+        noreplace: bool,
+    ) -> Res<()> {
         let ino = self.lookup(from, name)?;
         if let Ok(old) = self.lookup(to, newname) {
             if noreplace {
@@ -312,7 +322,9 @@ impl Model {
                 return Ok(());
             }
             match (&self.node(old)?.kind, &self.node(ino)?.kind) {
-                (Kind::Dir { cur, .. }, Kind::Dir { .. }) if !cur.is_empty() => return Err(libc::ENOTEMPTY),
+                (Kind::Dir { cur, .. }, Kind::Dir { .. }) if !cur.is_empty() => {
+                    return Err(libc::ENOTEMPTY)
+                }
                 (Kind::Dir { .. }, Kind::File { .. }) => return Err(libc::EISDIR),
                 (Kind::File { .. }, Kind::Dir { .. }) => return Err(libc::ENOTDIR),
                 _ => {}
@@ -490,11 +502,7 @@ impl Model {
 impl Inode {
     fn dir(parent: u64, perm: u16) -> Inode {
         Inode {
-            kind: Kind::Dir {
-                cur: BTreeMap::new(),
-                dur: BTreeMap::new(),
-                parent,
-            },
+            kind: Kind::Dir { cur: BTreeMap::new(), dur: BTreeMap::new(), parent },
             perm,
             dur_perm: perm,
             mtime: std::time::SystemTime::now(),
@@ -502,11 +510,7 @@ impl Inode {
     }
     fn file(perm: u16) -> Inode {
         Inode {
-            kind: Kind::File {
-                cur: Data::default(),
-                dur: Data::default(),
-                dirty: BTreeSet::new(),
-            },
+            kind: Kind::File { cur: Data::default(), dur: Data::default(), dirty: BTreeSet::new() },
             perm,
             dur_perm: perm,
             mtime: std::time::SystemTime::now(),

@@ -17,4 +17,3 @@ pub fn record(i: u64, width: usize) -> Vec<u8> {
     r.push(b'\n');
     r
 }
-

@@ -155,7 +155,9 @@ fn run_crashes_a_workload_after_n_ops_on_a_marker_and_on_time() {
         c
     };
     let before = m.op_count();
-    let r = m.run(script(m.path()), CrashAt::Marker("done 2".into(), 1), Duration::from_secs(20)).unwrap();
+    let r = m
+        .run(script(m.path()), CrashAt::Marker("done 2".into(), 1), Duration::from_secs(20))
+        .unwrap();
     assert!(r.crashed && r.ops > before);
     let c = m.crash_state().unwrap();
     c.materialize(Mode::DropAll, back.path()).unwrap();
@@ -164,7 +166,9 @@ fn run_crashes_a_workload_after_n_ops_on_a_marker_and_on_time() {
     let back = tempfile::tempdir().unwrap();
     let m = CrashFs::mount(back.path()).unwrap();
     let mut sleepy = Command::new("sh");
-    sleepy.arg("-c").arg(format!("echo x > {}/early && sync {0}/early {0} && sleep 30", m.path().display()));
+    sleepy
+        .arg("-c")
+        .arg(format!("echo x > {}/early && sync {0}/early {0} && sleep 30", m.path().display()));
     let r = m.run(sleepy, CrashAt::After(Duration::from_secs(2)), Duration::from_secs(20)).unwrap();
     assert!(r.crashed && !r.status.success());
     m.crash(Mode::DropAll).unwrap();
@@ -186,7 +190,11 @@ fn run_crashes_a_workload_after_n_ops_on_a_marker_and_on_time() {
         for i in 1..=6 {
             let there = fs::read(back.path().join(format!("f{i}"))).ok();
             if i <= acked {
-                assert_eq!(there, Some(format!("{i}\n").into_bytes()), "crash point {n}: f{i} was acknowledged");
+                assert_eq!(
+                    there,
+                    Some(format!("{i}\n").into_bytes()),
+                    "crash point {n}: f{i} was acknowledged"
+                );
             }
         }
     }

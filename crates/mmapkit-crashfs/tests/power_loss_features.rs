@@ -95,13 +95,17 @@ for k in range(0, len(a), 4):
 
 /// The project's Python, if it imports mmapkit (else why not).
 fn python() -> Result<PathBuf, String> {
-    let py = std::env::var_os("MMAPKIT_TEST_PYTHON").map(PathBuf::from).unwrap_or_else(|| {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python")
-    });
+    let py = std::env::var_os("MMAPKIT_TEST_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python"));
     let ok = Command::new(&py).args(["-c", "import mmapkit, numpy"]).output();
     match ok {
         Ok(o) if o.status.success() => Ok(py),
-        Ok(o) => Err(format!("{} cannot import mmapkit: {}", py.display(), String::from_utf8_lossy(&o.stderr).trim())),
+        Ok(o) => Err(format!(
+            "{} cannot import mmapkit: {}",
+            py.display(),
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
         Err(e) => Err(format!("{}: {e} (make develop, or set MMAPKIT_TEST_PYTHON)", py.display())),
     }
 }
@@ -110,9 +114,17 @@ fn matrix(py: &Path, sync: &str) -> (u64, Vec<String>) {
     let adds = if long() { 30 } else { 8 };
     let make = |mnt: &Path| {
         let mut c = Command::new(py);
-        c.args(["-c", WORKLOAD, mnt.join("fs").to_str().unwrap(), &adds.to_string(), &ROWS.to_string(), &DIM.to_string(), sync])
-            // Survivors are checked "after a reboot" (ArrayStore's durable-rows record).
-            .env("MMAPKIT_TEST_BOOT_ID", "the-boot-before-the-power-loss");
+        c.args([
+            "-c",
+            WORKLOAD,
+            mnt.join("fs").to_str().unwrap(),
+            &adds.to_string(),
+            &ROWS.to_string(),
+            &DIM.to_string(),
+            sync,
+        ])
+        // Survivors are checked "after a reboot" (ArrayStore's durable-rows record).
+        .env("MMAPKIT_TEST_BOOT_ID", "the-boot-before-the-power-loss");
         c
     };
     let setup = |_: &Path| {};
@@ -126,7 +138,9 @@ fn matrix(py: &Path, sync: &str) -> (u64, Vec<String>) {
         let (run, crashed) = crash_run(back.path(), &make, CrashAt::Ops(p));
         assert!(run.crashed || run.status.success(), "point {p}: {}", run.stderr);
         let out = &run.stdout;
-        let last = |tag: &str| out.iter().filter_map(|l| l.strip_prefix(tag)?.parse::<u64>().ok()).max().unwrap_or(0);
+        let last = |tag: &str| {
+            out.iter().filter_map(|l| l.strip_prefix(tag)?.parse::<u64>().ok()).max().unwrap_or(0)
+        };
         let created = out.iter().any(|l| l == "CREATED");
         let (acked, tried) = (last("ACK "), last("TRY "));
         // Every crash mode's survivor in its own directory; one checker run.
@@ -146,12 +160,21 @@ fn matrix(py: &Path, sync: &str) -> (u64, Vec<String>) {
                 continue;
             }
             names.push(format!("{mode:?}"));
-            args.extend([fs.to_str().unwrap().to_owned(), u8::from(created).to_string(), acked.to_string(), tried.to_string()]);
+            args.extend([
+                fs.to_str().unwrap().to_owned(),
+                u8::from(created).to_string(),
+                acked.to_string(),
+                tried.to_string(),
+            ]);
         }
         let o = Command::new(py).arg("-c").arg(CHECKER).args(&args).output().unwrap();
-        let lines: Vec<String> = String::from_utf8_lossy(&o.stdout).lines().map(str::to_owned).collect();
+        let lines: Vec<String> =
+            String::from_utf8_lossy(&o.stdout).lines().map(str::to_owned).collect();
         if !o.status.success() || lines.len() != names.len() {
-            bad.push(format!("crash after op {p}: the checker failed: {}", String::from_utf8_lossy(&o.stderr)));
+            bad.push(format!(
+                "crash after op {p}: the checker failed: {}",
+                String::from_utf8_lossy(&o.stderr)
+            ));
             continue;
         }
         for (l, mode) in lines.iter().zip(&names) {

@@ -61,7 +61,10 @@ fn said(out: &[String], what: &str) -> bool {
 
 /// Leftover hidden temporary files (allowed after a crash, but counted).
 fn temps(dir: &Path) -> usize {
-    fs::read_dir(dir).unwrap().filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with('.')).count()
+    fs::read_dir(dir)
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with('.'))
+        .count()
 }
 
 // ----- RecordWriter ---------------------------------------------------------
@@ -89,7 +92,13 @@ fn writer_matrix(old: Option<&'static [u8]>, sync: bool) -> Vec<String> {
     };
     let make = move |m: &Path| {
         let mode = if sync { "sync" } else { "nosync" };
-        workload(&["writer", m.join("out.txt").to_str().unwrap(), &n_records().to_string(), &WIDTH.to_string(), mode])
+        workload(&[
+            "writer",
+            m.join("out.txt").to_str().unwrap(),
+            &n_records().to_string(),
+            &WIDTH.to_string(),
+            mode,
+        ])
     };
     let new = writer_new();
     let check = move |b: &Path, out: &[String]| -> Result<(), String> {
@@ -113,7 +122,11 @@ fn writer_matrix(old: Option<&'static [u8]>, sync: bool) -> Vec<String> {
 fn describe(g: Option<&[u8]>) -> String {
     match g {
         None => "missing".into(),
-        Some(g) => format!("{} bytes starting {:?}", g.len(), String::from_utf8_lossy(&g[..g.len().min(40)])),
+        Some(g) => format!(
+            "{} bytes starting {:?}",
+            g.len(),
+            String::from_utf8_lossy(&g[..g.len().min(40)])
+        ),
     }
 }
 
@@ -137,10 +150,7 @@ fn negative_control_writer_without_sync_loses_the_finished_file() {
 const ROWS: u64 = 100;
 
 fn array_setup(b: &Path) {
-    let opts = StoreOptions {
-        chunk_bytes: 4096,
-        ..Default::default()
-    };
+    let opts = StoreOptions { chunk_bytes: 4096, ..Default::default() };
     let mut st = ArrayStore::create(b.join("a.npy"), "'<u8'", 8, &[], &opts).unwrap();
     let bytes: Vec<u8> = (0..5u64).flat_map(|i| i.to_le_bytes()).collect();
     st.append(&bytes).unwrap();
@@ -155,14 +165,19 @@ fn array_check(b: &Path, out: &[String], whole_header: bool) -> Result<(), Strin
         .filter_map(|l| l.strip_prefix("FLUSHED ")?.parse::<u64>().ok())
         .max()
         .unwrap_or(5);
-    let st = ArrayStore::open(b.join("a.npy"), false, None).map_err(|e| format!("open fails: {e}"))?;
+    let st =
+        ArrayStore::open(b.join("a.npy"), false, None).map_err(|e| format!("open fails: {e}"))?;
     if st.len() < flushed {
         return Err(format!("{flushed} rows were flushed but the header says {}", st.len()));
     }
     let data = st.data();
     let need = st.len() as usize * 8;
     if data.len() < need {
-        return Err(format!("the header claims {} rows, the file holds {} bytes of data", st.len(), data.len()));
+        return Err(format!(
+            "the header claims {} rows, the file holds {} bytes of data",
+            st.len(),
+            data.len()
+        ));
     }
     let upto = if whole_header { need } else { flushed as usize * 8 };
     for (i, row) in data[..upto].chunks(8).enumerate() {
@@ -200,8 +215,12 @@ fn array_store_create_replaces_atomically() {
     require_fuse!();
     let make = |m: &Path| workload(&["array-create", m.join("a.npy").to_str().unwrap()]);
     let check = |b: &Path, out: &[String]| -> Result<(), String> {
-        let st = ArrayStore::open(b.join("a.npy"), false, None).map_err(|e| format!("open fails: {e}"))?;
-        let rows: Vec<u64> = st.data()[..st.len() as usize * 8].chunks(8).map(|r| u64::from_le_bytes(r.try_into().unwrap())).collect();
+        let st = ArrayStore::open(b.join("a.npy"), false, None)
+            .map_err(|e| format!("open fails: {e}"))?;
+        let rows: Vec<u64> = st.data()[..st.len() as usize * 8]
+            .chunks(8)
+            .map(|r| u64::from_le_bytes(r.try_into().unwrap()))
+            .collect();
         let ok = match (said(out, "CREATED"), said(out, "FLUSHED 3")) {
             (_, true) => rows == [0, 1, 2],
             (true, false) => rows.is_empty() || rows == [0, 1, 2],
@@ -242,7 +261,11 @@ fn replace_matrix(name: &str, repl: &'static str, sync: bool) -> Vec<String> {
     };
     let make = move |m: &Path| {
         let flag = if sync { "--sync" } else { "" };
-        cli_script(&cli(), r#""$0" replace -F $3 world "$1" "$2" && echo DONE"#, &[repl.as_ref(), m.join("f.txt").as_os_str(), flag.as_ref()])
+        cli_script(
+            &cli(),
+            r#""$0" replace -F $3 world "$1" "$2" && echo DONE"#,
+            &[repl.as_ref(), m.join("f.txt").as_os_str(), flag.as_ref()],
+        )
     };
     let (old, new) = (text(), text().replace("world", repl));
     let in_place = repl.len() == "world".len();
@@ -273,7 +296,11 @@ fn replace_matrix(name: &str, repl: &'static str, sync: bool) -> Vec<String> {
                 return Ok(());
             }
         }
-        Err(format!("neither the old nor the new file ({} temp files left): {}", temps(b), describe(got)))
+        Err(format!(
+            "neither the old nor the new file ({} temp files left): {}",
+            temps(b),
+            describe(got)
+        ))
     };
     matrix(name, &setup, &make, &check)
 }
@@ -325,7 +352,11 @@ fn kmers_matrix(mode: &'static str) -> Vec<String> {
     };
     let make = move |m: &Path| {
         let script = r#""$0" kmers --sync --mode "$1" -j 2 -o "$3" "$2" && echo DONE"#;
-        cli_script(&cli(), script, &[mode.as_ref(), m.join("in.fa").as_os_str(), m.join("out.csv").as_os_str()])
+        cli_script(
+            &cli(),
+            script,
+            &[mode.as_ref(), m.join("in.fa").as_os_str(), m.join("out.csv").as_os_str()],
+        )
     };
     // The expected output, made on an ordinary file system.
     let want = {

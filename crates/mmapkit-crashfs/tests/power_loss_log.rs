@@ -86,17 +86,15 @@ struct Stats {
 /// Checks the log in `dir` against what the workload was told; Err names the first violation.
 /// `lossy` (no sync): acknowledged entries may be lost, but only as a tail.
 fn check(dir: &Path, told: &Told, seg: u64, lossy: bool, st: &mut Stats) -> Result<(), String> {
-    let opts = LogOptions {
-        segment_size: seg,
-        ..Default::default()
-    };
+    let opts = LogOptions { segment_size: seg, ..Default::default() };
     let log = CommitLog::open(dir, opts.clone()).map_err(|e| format!("open fails: {e}"))?;
     st.survivors += 1;
     st.torn_batches_dropped += u64::from(log.recovery().dropped_entries > 0);
     let (first, last) = (log.first_index(), log.last_index());
     let mut got: BTreeMap<u64, (u64, Vec<u8>)> = BTreeMap::new();
     if last >= first {
-        let es = log.read(first, last + 1, None).map_err(|e| format!("read {first}..={last}: {e}"))?;
+        let es =
+            log.read(first, last + 1, None).map_err(|e| format!("read {first}..={last}: {e}"))?;
         for e in es.iter() {
             got.insert(e.index(), (e.term(), e.data().to_vec()));
         }
@@ -105,14 +103,21 @@ fn check(dir: &Path, told: &Told, seg: u64, lossy: bool, st: &mut Stats) -> Resu
     let mut lost = None;
     for (&i, &(t, s, k)) in told.acked.range(told.floor..) {
         if let (Some(l), Some(_)) = (lost, got.get(&i)) {
-            return Err(format!("acknowledged entry {l} is lost but the later {i} is there: a hole"));
+            return Err(format!(
+                "acknowledged entry {l} is lost but the later {i} is there: a hole"
+            ));
         }
         match got.get(&i) {
             None if lossy => lost = lost.or(Some(i)),
             None if told.trunc_pending.is_some_and(|x| i > x) || i < told.floor_pending => {}
-            None => return Err(format!("acknowledged entry {i} (t{t} s{s} k{k}) is missing (log holds {first}..={last})")),
+            None => return Err(format!(
+                "acknowledged entry {i} (t{t} s{s} k{k}) is missing (log holds {first}..={last})"
+            )),
             Some((term, d)) if *d != entry(t, s, k) || *term != t + 1 => {
-                return Err(format!("acknowledged entry {i} (t{t} s{s} k{k}) holds something else: {:?}", String::from_utf8_lossy(d)))
+                return Err(format!(
+                    "acknowledged entry {i} (t{t} s{s} k{k}) holds something else: {:?}",
+                    String::from_utf8_lossy(d)
+                ))
             }
             _ => {}
         }
@@ -129,7 +134,9 @@ fn check(dir: &Path, told: &Told, seg: u64, lossy: bool, st: &mut Stats) -> Resu
             return Err(format!("entry {i} ({key:?}) was never appended"));
         }
         if told.dead.contains(&key) {
-            return Err(format!("entry {i} ({key:?}) was truncated away (acknowledged) and came back"));
+            return Err(format!(
+                "entry {i} ({key:?}) was truncated away (acknowledged) and came back"
+            ));
         }
         batches.entry((t, s)).or_default().push((k, i));
     }
@@ -143,7 +150,9 @@ fn check(dir: &Path, told: &Told, seg: u64, lossy: bool, st: &mut Stats) -> Resu
         }
     }
     // The recovered log must take appends and keep them.
-    let next = log.append(&[(99, b"after the crash")]).map_err(|e| format!("append after recovery: {e}"))?;
+    let next = log
+        .append(&[(99, b"after the crash")])
+        .map_err(|e| format!("append after recovery: {e}"))?;
     drop(log);
     let log = CommitLog::open(dir, opts).map_err(|e| format!("reopen after recovery: {e}"))?;
     match log.get(next) {
@@ -167,7 +176,8 @@ fn matrix(case: &Case, points: usize, seeds: u64) -> (usize, Stats, Vec<String>)
     let setup = |b: &Path| std::fs::create_dir(b.join("wal")).unwrap();
     let make = |mnt: &Path| -> Command {
         let seg = case.seg.to_string();
-        let (bs, bl, th) = (case.batches.to_string(), case.batch_len.to_string(), case.threads.to_string());
+        let (bs, bl, th) =
+            (case.batches.to_string(), case.batch_len.to_string(), case.threads.to_string());
         let dir = mnt.join("wal");
         workload(&["log", dir.to_str().unwrap(), case.sync, &seg, &bs, &bl, &th, case.extra])
     };
@@ -185,7 +195,8 @@ fn matrix(case: &Case, points: usize, seeds: u64) -> (usize, Stats, Vec<String>)
             crashed.materialize(mode, back.path()).unwrap();
             // Interval sync promises durability only once the log is dropped.
             let closed = run.stdout.iter().any(|l| l == "CLOSED");
-            let lossy = (case.sync == "never" && case.extra == "lossy") || (case.sync.starts_with("interval") && !closed);
+            let lossy = (case.sync == "never" && case.extra == "lossy")
+                || (case.sync.starts_with("interval") && !closed);
             if let Err(e) = check(&back.path().join("wal"), &told, case.seg, lossy, &mut st) {
                 bad.push(format!("{}: crash after op {p} of {total}, {mode:?}: {e}", case.name));
             }
@@ -248,7 +259,15 @@ fuse_tests! {
 fn negative_control_log_without_sync_loses_acknowledged_entries() {
     require_fuse!();
     let (points, seeds) = size();
-    let case = Case { name: "never (negative control)", sync: "never", seg: 1 << 20, batches: 24, batch_len: 4, threads: 1, extra: "plain" };
+    let case = Case {
+        name: "never (negative control)",
+        sync: "never",
+        seg: 1 << 20,
+        batches: 24,
+        batch_len: 4,
+        threads: 1,
+        extra: "plain",
+    };
     let (_, _, bad) = matrix(&case, points, seeds);
     let lost = bad.iter().filter(|b| b.contains("is missing")).count();
     assert!(lost > 0, "sync=never lost no acknowledged entry under simulated power loss: the simulator keeps unsynced data");
@@ -265,7 +284,18 @@ fn negative_control_log_without_sync_loses_acknowledged_entries() {
 fn log_in_a_new_directory_survives_once_acknowledged() {
     require_fuse!();
     let back = tempfile::tempdir().unwrap();
-    let make = |mnt: &Path| workload(&["log", mnt.join("fresh").to_str().unwrap(), "batch", "65536", "3", "2", "1", "plain"]);
+    let make = |mnt: &Path| {
+        workload(&[
+            "log",
+            mnt.join("fresh").to_str().unwrap(),
+            "batch",
+            "65536",
+            "3",
+            "2",
+            "1",
+            "plain",
+        ])
+    };
     let (run, crashed) = crash_run(back.path(), &make, CrashAt::Never);
     assert!(run.status.success(), "{}", run.stderr);
     crashed.materialize(Mode::DropAll, back.path()).unwrap();
@@ -294,8 +324,31 @@ fn log_recovery_of_a_torn_tail_survives_a_second_crash() {
     require_fuse!();
     let seg = 4096u64;
     let (points, seeds) = size();
-    let make1 = |mnt: &Path| workload(&["log", mnt.join("wal").to_str().unwrap(), "batch", "4096", "30", "4", "1", "plain"]);
-    let make2 = |mnt: &Path| workload(&["log", mnt.join("wal").to_str().unwrap(), "batch", "4096", "3", "4", "1", "plain", "7"]);
+    let make1 = |mnt: &Path| {
+        workload(&[
+            "log",
+            mnt.join("wal").to_str().unwrap(),
+            "batch",
+            "4096",
+            "30",
+            "4",
+            "1",
+            "plain",
+        ])
+    };
+    let make2 = |mnt: &Path| {
+        workload(&[
+            "log",
+            mnt.join("wal").to_str().unwrap(),
+            "batch",
+            "4096",
+            "3",
+            "4",
+            "1",
+            "plain",
+            "7",
+        ])
+    };
     let setup = |b: &Path| std::fs::create_dir(b.join("wal")).unwrap();
     let total = calibrate(&setup, &make1);
     // Torn survivors of the first crash: (files, what the first run was told).
@@ -307,7 +360,9 @@ fn log_recovery_of_a_torn_tail_survives_a_second_crash() {
         for seed in 0..seeds * 2 {
             crashed.materialize(Mode::KeepRandom { seed: p * 7919 + seed }, back.path()).unwrap();
             let ro = LogOptions { read_only: true, segment_size: seg, ..Default::default() };
-            if CommitLog::open(back.path().join("wal"), ro).is_ok_and(|l| l.recovery().dropped_bytes > 0) {
+            if CommitLog::open(back.path().join("wal"), ro)
+                .is_ok_and(|l| l.recovery().dropped_bytes > 0)
+            {
                 let keep = tempfile::tempdir().unwrap();
                 copy_dir(back.path(), keep.path());
                 torn.push((keep, run.stdout.clone()));
@@ -332,8 +387,12 @@ fn log_recovery_of_a_torn_tail_survives_a_second_crash() {
             for mode in modes(p, seeds) {
                 crashed.materialize(mode, back.path()).unwrap();
                 tried += 1;
-                if let Err(e) = check(&back.path().join("wal"), &told, seg, false, &mut Stats::default()) {
-                    bad.push(format!("torn survivor {k}, second crash after op {p} of {total2}, {mode:?}: {e}"));
+                if let Err(e) =
+                    check(&back.path().join("wal"), &told, seg, false, &mut Stats::default())
+                {
+                    bad.push(format!(
+                        "torn survivor {k}, second crash after op {p} of {total2}, {mode:?}: {e}"
+                    ));
                 }
             }
         }

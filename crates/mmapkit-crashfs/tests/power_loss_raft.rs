@@ -152,19 +152,28 @@ fn parse(lines: &[String]) -> Told {
 fn check(dir: &Path, told: &Told, lossy: bool) -> Result<(), String> {
     rt().block_on(async {
         let mut s = Store::open(dir, opts(true)).map_err(|e| format!("open fails: {e}"))?;
-        let vote = s.read_vote().await.map_err(|e| format!("read_vote: {e}"))?.map(|v| v.leader_id.term);
+        let vote =
+            s.read_vote().await.map_err(|e| format!("read_vote: {e}"))?.map(|v| v.leader_id.term);
         let vote_ok = vote == told.vote || (vote.is_some() && vote == told.vote_pending);
         if !vote_ok {
-            return Err(format!("vote {vote:?}, acknowledged {:?} (pending {:?})", told.vote, told.vote_pending));
+            return Err(format!(
+                "vote {vote:?}, acknowledged {:?} (pending {:?})",
+                told.vote, told.vote_pending
+            ));
         }
         let st = s.get_log_state().await.map_err(|e| format!("get_log_state: {e}"))?;
         let purged = st.last_purged_log_id.map(|p| p.index);
         if purged < told.floor || (purged > told.floor && purged != told.floor_pending) {
-            return Err(format!("purged up to {purged:?}, acknowledged {:?} (pending {:?})", told.floor, told.floor_pending));
+            return Err(format!(
+                "purged up to {purged:?}, acknowledged {:?} (pending {:?})",
+                told.floor, told.floor_pending
+            ));
         }
         let start = purged.map_or(0, |p| p + 1);
-        let got = s.try_get_log_entries(start..).await.map_err(|e| format!("read {start}..: {e}"))?;
-        let got: BTreeMap<u64, u64> = got.iter().map(|e| (e.get_log_id().index, e.get_log_id().leader_id.term)).collect();
+        let got =
+            s.try_get_log_entries(start..).await.map_err(|e| format!("read {start}..: {e}"))?;
+        let got: BTreeMap<u64, u64> =
+            got.iter().map(|e| (e.get_log_id().index, e.get_log_id().leader_id.term)).collect();
         if let (Some(&l), Some(last)) = (got.keys().next_back(), st.last_log_id) {
             if l != last.index {
                 return Err(format!("last entry {l} but the log state says {}", last.index));
@@ -175,7 +184,9 @@ fn check(dir: &Path, told: &Told, lossy: bool) -> Result<(), String> {
                 return Err(format!("entry {i} of term {t} was never appended"));
             }
             if told.dead.contains(&(i, t)) {
-                return Err(format!("entry {i} of term {t} was truncated away (acknowledged) and came back"));
+                return Err(format!(
+                    "entry {i} of term {t} was truncated away (acknowledged) and came back"
+                ));
             }
         }
         for (&i, &t) in &told.acked {
@@ -185,7 +196,9 @@ fn check(dir: &Path, told: &Told, lossy: bool) -> Result<(), String> {
                 _ if below_purge => {}
                 None if lossy || cut => {}
                 None => return Err(format!("acknowledged entry {i} of term {t} is missing")),
-                Some(&g) if g != t && !cut => return Err(format!("acknowledged entry {i} has term {g}, not {t}")),
+                Some(&g) if g != t && !cut => {
+                    return Err(format!("acknowledged entry {i} has term {g}, not {t}"))
+                }
                 _ => {}
             }
         }
@@ -200,11 +213,19 @@ fn check(dir: &Path, told: &Told, lossy: bool) -> Result<(), String> {
         }
         // The recovered store takes appends and keeps them.
         let next = st.last_log_id.map_or(0, |l| l.index + 1);
-        s.save_vote(&Vote::new_committed(ROUNDS + 1, 1)).await.map_err(|e| format!("vote after recovery: {e}"))?;
-        s.blocking_append([blank(ROUNDS + 1, next)]).await.map_err(|e| format!("append after recovery: {e}"))?;
+        s.save_vote(&Vote::new_committed(ROUNDS + 1, 1))
+            .await
+            .map_err(|e| format!("vote after recovery: {e}"))?;
+        s.blocking_append([blank(ROUNDS + 1, next)])
+            .await
+            .map_err(|e| format!("append after recovery: {e}"))?;
         drop(s);
-        let mut s = Store::open(dir, opts(true)).map_err(|e| format!("reopen after recovery: {e}"))?;
-        let e = s.try_get_log_entries(next..=next).await.map_err(|e| format!("read after recovery: {e}"))?;
+        let mut s =
+            Store::open(dir, opts(true)).map_err(|e| format!("reopen after recovery: {e}"))?;
+        let e = s
+            .try_get_log_entries(next..=next)
+            .await
+            .map_err(|e| format!("read after recovery: {e}"))?;
         if e.len() != 1 || e[0].get_log_id().leader_id.term != ROUNDS + 1 {
             return Err("the append after recovery did not stick".into());
         }
@@ -251,7 +272,11 @@ fn matrix(durable: bool, lossy: bool) -> (u64, Vec<String>) {
             }
         }
     }
-    println!("raft store (durable: {durable}): {} ops, {survivors} survivors checked, {} violations", total, bad.len());
+    println!(
+        "raft store (durable: {durable}): {} ops, {survivors} survivors checked, {} violations",
+        total,
+        bad.len()
+    );
     (survivors, bad)
 }
 

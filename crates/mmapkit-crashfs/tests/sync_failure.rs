@@ -36,11 +36,7 @@ fn a_retried_fsync_succeeds_but_the_data_is_gone() {
 }
 
 fn opts() -> LogOptions {
-    LogOptions {
-        sync: SyncMode::Batch,
-        segment_size: 1 << 20,
-        ..Default::default()
-    }
+    LogOptions { sync: SyncMode::Batch, segment_size: 1 << 20, ..Default::default() }
 }
 
 /// The log stops at the first failed sync: the append that hit it fails,
@@ -82,7 +78,12 @@ fn the_log_stops_at_a_failed_sync_and_acknowledges_nothing_after_it() {
         drop(log);
         m.crash(Mode::DropAll).unwrap();
         let log = CommitLog::open(back.path().join("wal"), opts()).unwrap();
-        let got: Vec<Vec<u8>> = log.read(1, log.last_index() + 1, None).unwrap().iter().map(|e| e.data().to_vec()).collect();
+        let got: Vec<Vec<u8>> = log
+            .read(1, log.last_index() + 1, None)
+            .unwrap()
+            .iter()
+            .map(|e| e.data().to_vec())
+            .collect();
         assert_eq!(got, vec![b"one".to_vec(), b"two".to_vec()], "zero_ahead={zero_ahead}");
         log.append(&[(2, b"after".as_slice())]).unwrap();
     }
@@ -90,7 +91,10 @@ fn the_log_stops_at_a_failed_sync_and_acknowledges_nothing_after_it() {
 
 /// Rows `from..to` of the test stores: row i holds `i` in every item.
 fn rows(from: u64, to: u64, items: usize) -> Vec<u8> {
-    (from..to).flat_map(|i| std::iter::repeat_n(i as f64, items)).flat_map(f64::to_le_bytes).collect()
+    (from..to)
+        .flat_map(|i| std::iter::repeat_n(i as f64, items))
+        .flat_map(f64::to_le_bytes)
+        .collect()
 }
 
 /// An `ArrayStore` stops at a failed flush: the flush fails with EIO,
@@ -107,7 +111,8 @@ fn an_array_store_stops_at_a_failed_flush_and_keeps_only_what_was_flushed() {
         let m = CrashFs::mount(back.path()).unwrap();
         let p = m.path().join("a.npy");
         let row_shape: &[u64] = if items == 1 { &[] } else { &[items as u64] };
-        let mut a = ArrayStore::create(&p, "'<f8'", 8, row_shape, &StoreOptions::default()).unwrap();
+        let mut a =
+            ArrayStore::create(&p, "'<f8'", 8, row_shape, &StoreOptions::default()).unwrap();
         a.append(&rows(0, 3, items)).unwrap();
         a.flush().unwrap();
         a.append(&rows(3, 8, items)).unwrap();
@@ -129,7 +134,10 @@ fn an_array_store_stops_at_a_failed_flush_and_keeps_only_what_was_flushed() {
             let e = r.unwrap_err();
             assert_eq!(e.kind(), ErrorKind::Failed, "{e}");
             assert_eq!(e.path(), Some(p.as_path()));
-            assert!(e.to_string().contains("flush (msync of the") && e.to_string().contains("reopen"), "{e}");
+            assert!(
+                e.to_string().contains("flush (msync of the") && e.to_string().contains("reopen"),
+                "{e}"
+            );
         }
         // The rows flushed stay readable.
         a.gather_rows(&[2], &mut out).unwrap();
@@ -158,7 +166,10 @@ fn durable_file(m: &mmapkit_crashfs::Mount, name: &str, content: &[u8]) -> std::
 
 /// The names in the mount's root (no temporary file left behind).
 fn names(m: &mmapkit_crashfs::Mount) -> Vec<String> {
-    let mut v: Vec<String> = fs::read_dir(m.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    let mut v: Vec<String> = fs::read_dir(m.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
     v.sort();
     v
 }
@@ -198,7 +209,11 @@ fn a_writer_whose_sync_fails_leaves_the_destination_as_it_was() {
         assert_eq!(fs::read(&p).unwrap(), b"the old output", "stream={stream}");
         assert_eq!(names(&m), ["out"]);
         m.crash(Mode::DropAll).unwrap();
-        assert_eq!(fs::read(back.path().join("out")).unwrap(), b"the old output", "stream={stream}");
+        assert_eq!(
+            fs::read(back.path().join("out")).unwrap(),
+            b"the old output",
+            "stream={stream}"
+        );
     }
 }
 
@@ -232,6 +247,9 @@ fn replace_reports_a_failed_sync_and_a_rewrite_leaves_the_original() {
             assert!(e.to_string().contains("old and new"), "{e}");
         }
         m.crash(Mode::DropAll).unwrap();
-        assert!(fs::read(back.path().join("f.csv")).unwrap() == orig, "{strategy:?}: not the original");
+        assert!(
+            fs::read(back.path().join("f.csv")).unwrap() == orig,
+            "{strategy:?}: not the original"
+        );
     }
 }

@@ -27,7 +27,12 @@ pub(crate) struct Exported<T> {
 
 impl<T: Send> Exported<T> {
     pub fn new(value: T, closed_msg: &'static str) -> Self {
-        Exported { slot: Mutex::new(Some(value)), exports: AtomicUsize::new(0), closed: AtomicBool::new(false), closed_msg }
+        Exported {
+            slot: Mutex::new(Some(value)),
+            exports: AtomicUsize::new(0),
+            closed: AtomicBool::new(false),
+            closed_msg,
+        }
     }
 
     pub fn closed_err(&self) -> PyErr {
@@ -105,7 +110,14 @@ impl<T: Send> Exported<T> {
         // SAFETY: as the caller guarantees; FillInfo takes a new reference
         // to `owner` for view->obj, which keeps us alive until the release.
         let r = unsafe {
-            ffi::PyBuffer_FillInfo(view, owner.as_ptr(), ptr as *mut std::ffi::c_void, len as ffi::Py_ssize_t, readonly as c_int, flags)
+            ffi::PyBuffer_FillInfo(
+                view,
+                owner.as_ptr(),
+                ptr as *mut std::ffi::c_void,
+                len as ffi::Py_ssize_t,
+                readonly as c_int,
+                flags,
+            )
         };
         if r != 0 {
             return Err(PyErr::fetch(owner.py()));
@@ -127,7 +139,11 @@ impl<T: Send> Exported<T> {
 
 /// Runs `f` over the bytes of a C-contiguous byte buffer (Python passes
 /// `array.view(np.uint8)`) with the GIL released.
-pub fn with_contiguous<R: Send>(py: Python<'_>, data: &Bound<'_, PyAny>, f: impl FnOnce(&[u8]) -> R + Send) -> PyResult<R> {
+pub fn with_contiguous<R: Send>(
+    py: Python<'_>,
+    data: &Bound<'_, PyAny>,
+    f: impl FnOnce(&[u8]) -> R + Send,
+) -> PyResult<R> {
     let buf = PyBuffer::<u8>::get(data)?;
     if !buf.is_c_contiguous() {
         return Err(PyValueError::new_err("the data must be C-contiguous"));

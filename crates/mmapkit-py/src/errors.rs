@@ -59,13 +59,17 @@ pub fn to_py(e: Error) -> PyErr {
         ErrorKind::Failed => FailedError::new_err(os_args(&e, e.message())),
         ErrorKind::Format => FormatError::new_err(e.to_string()),
         ErrorKind::ReservationExhausted => ReservationExhaustedError::new_err(e.to_string()),
-        ErrorKind::ReadOnly => PyTypeError::new_err(format!("mmap can't modify a readonly memory map ({e})")),
+        ErrorKind::ReadOnly => {
+            PyTypeError::new_err(format!("mmap can't modify a readonly memory map ({e})"))
+        }
         ErrorKind::InvalidArgument | ErrorKind::NotAFile => PyValueError::new_err(e.to_string()),
         // A bug in mmapkit or in a callback, not a bad argument.
         ErrorKind::Panicked => pyo3::exceptions::PyRuntimeError::new_err(e.to_string()),
         // The OS kinds (NotFound, PermissionDenied, IsADirectory, ...) and
         // any kind added later that comes with an errno.
-        _ if e.errno().is_some() || matches!(e, Error::Io { .. }) => PyOSError::new_err(os_args(&e, e.message())),
+        _ if e.errno().is_some() || matches!(e, Error::Io { .. }) => {
+            PyOSError::new_err(os_args(&e, e.message()))
+        }
         _ => PyValueError::new_err(e.to_string()),
     }
 }

@@ -44,7 +44,14 @@ pub fn kmers(
     sync: bool,
 ) -> PyResult<Py<PyAny>> {
     let mode: Mode = mode.parse().py_err()?;
-    let opts = KmerOptions { k, counts, mode, threads: crate::exec::threads(threads)?, sync, ..Default::default() };
+    let opts = KmerOptions {
+        k,
+        counts,
+        mode,
+        threads: crate::exec::threads(threads)?,
+        sync,
+        ..Default::default()
+    };
     match out {
         Some(out) => {
             let format: OutFormat = match format {
@@ -56,7 +63,9 @@ pub fn kmers(
         }
         None => {
             if format.is_some() {
-                return Err(PyValueError::new_err("format= needs out= (without it a numpy array is returned)"));
+                return Err(PyValueError::new_err(
+                    "format= needs out= (without it a numpy array is returned)",
+                ));
             }
             let (s, raw) = py.detach(|| kmer::vectors(&path, &opts)).py_err()?;
             let shape = [s.records as usize, s.dims];
@@ -95,7 +104,10 @@ pub struct RecordWriter {
 }
 
 impl RecordWriter {
-    fn with<R>(&self, f: impl FnOnce(&mmapkit::writer::RecordWriter) -> mmapkit::Result<R>) -> PyResult<R> {
+    fn with<R>(
+        &self,
+        f: impl FnOnce(&mmapkit::writer::RecordWriter) -> mmapkit::Result<R>,
+    ) -> PyResult<R> {
         let g = self.inner.read().unwrap_or_else(|e| e.into_inner());
         match g.as_ref() {
             Some(w) => f(w).py_err(),
@@ -118,13 +130,16 @@ impl RecordWriter {
         sync: bool,
     ) -> PyResult<Self> {
         let header = match (header, npy) {
-            (Some(_), Some(_)) => return Err(PyValueError::new_err("give header= or npy=, not both")),
+            (Some(_), Some(_)) => {
+                return Err(PyValueError::new_err("give header= or npy=, not both"))
+            }
             (Some(b), None) => HeaderSpec::Bytes(b),
             (None, Some((dtype, row_shape))) => HeaderSpec::Npy { dtype, row_shape },
             (None, None) => HeaderSpec::None,
         };
         let opts = WriterOptions { header, sync, grow_records: 0 };
-        let w = py.detach(|| mmapkit::writer::RecordWriter::create(&path, width, n, &opts)).py_err()?;
+        let w =
+            py.detach(|| mmapkit::writer::RecordWriter::create(&path, width, n, &opts)).py_err()?;
         Ok(RecordWriter { inner: RwLock::new(Some(w)), width, path })
     }
 
@@ -137,7 +152,11 @@ impl RecordWriter {
     /// multiple of `width` bytes).
     fn write_many(&self, py: Python<'_>, start: u64, data: &[u8]) -> PyResult<()> {
         if !data.len().is_multiple_of(self.width) {
-            return Err(PyValueError::new_err(format!("{} bytes are not whole records of {} bytes", data.len(), self.width)));
+            return Err(PyValueError::new_err(format!(
+                "{} bytes are not whole records of {} bytes",
+                data.len(),
+                self.width
+            )));
         }
         py.detach(|| {
             self.with(|w| {
@@ -206,7 +225,15 @@ impl RecordWriter {
     }
 
     fn __repr__(&self) -> String {
-        let state = if self.inner.read().unwrap_or_else(|e| e.into_inner()).is_some() { "open" } else { "closed" };
-        format!("<mmapkit.RecordWriter path={:?} width={} {state}>", self.path.display().to_string(), self.width)
+        let state = if self.inner.read().unwrap_or_else(|e| e.into_inner()).is_some() {
+            "open"
+        } else {
+            "closed"
+        };
+        format!(
+            "<mmapkit.RecordWriter path={:?} width={} {state}>",
+            self.path.display().to_string(),
+            self.width
+        )
     }
 }

@@ -98,9 +98,7 @@ pub(crate) fn parse_sync(obj: &Bound<'_, PyAny>) -> PyResult<SyncMode> {
         Ok(ms) if ms.is_finite() && ms >= 0.0 => {
             Ok(SyncMode::Interval(Duration::from_secs_f64(ms / 1e3)))
         }
-        Ok(ms) => Err(PyValueError::new_err(format!(
-            "sync interval must be >= 0 ms, not {ms}"
-        ))),
+        Ok(ms) => Err(PyValueError::new_err(format!("sync interval must be >= 0 ms, not {ms}"))),
         Err(_) => Err(PyTypeError::new_err(
             "sync must be 'batch', 'never', or an interval in milliseconds",
         )),
@@ -138,7 +136,11 @@ impl CommitLog {
     }
 
     /// `f` on the open log with the GIL released.
-    fn detached<R: Send>(&self, py: Python<'_>, f: impl FnOnce(&Core) -> mmapkit::Result<R> + Send) -> PyResult<mmapkit::Result<R>> {
+    fn detached<R: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&Core) -> mmapkit::Result<R> + Send,
+    ) -> PyResult<mmapkit::Result<R>> {
         let log = self.log()?;
         Ok(py.detach(|| f(&log)))
     }
@@ -218,14 +220,28 @@ impl CommitLog {
     /// Entries ``lo..hi-1`` as a list of ``bytes`` (copies). With
     /// ``max_bytes``: as many whole entries from ``lo`` as fit, at least one.
     #[pyo3(signature = (lo, hi, max_bytes = None))]
-    fn read<'py>(&self, py: Python<'py>, lo: u64, hi: u64, max_bytes: Option<usize>) -> PyResult<Bound<'py, PyList>> {
+    fn read<'py>(
+        &self,
+        py: Python<'py>,
+        lo: u64,
+        hi: u64,
+        max_bytes: Option<usize>,
+    ) -> PyResult<Bound<'py, PyList>> {
         self.read_list(py, (lo, hi, max_bytes), |e| PyBytes::new(py, e.data()))
     }
 
     /// Entries ``lo..hi-1`` as a list of ``(index, term, bytes)`` tuples.
     #[pyo3(signature = (lo, hi, max_bytes = None))]
-    fn read_entries<'py>(&self, py: Python<'py>, lo: u64, hi: u64, max_bytes: Option<usize>) -> PyResult<Bound<'py, PyList>> {
-        self.read_list(py, (lo, hi, max_bytes), |e| (e.index(), e.term(), PyBytes::new(py, e.data())))
+    fn read_entries<'py>(
+        &self,
+        py: Python<'py>,
+        lo: u64,
+        hi: u64,
+        max_bytes: Option<usize>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        self.read_list(py, (lo, hi, max_bytes), |e| {
+            (e.index(), e.term(), PyBytes::new(py, e.data()))
+        })
     }
 
     /// The bytes of entry ``index``.
@@ -330,10 +346,7 @@ impl CommitLog {
     /// Whether :meth:`close` was called.
     #[getter]
     fn closed(&self) -> bool {
-        self.inner
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_none()
+        self.inner.read().unwrap_or_else(|e| e.into_inner()).is_none()
     }
 
     /// Syncs (unless ``sync="never"``) and closes; reads already returned
@@ -360,12 +373,7 @@ impl CommitLog {
     fn __iter__(slf: Bound<'_, Self>) -> PyResult<CommitLogIter> {
         let log = slf.get().log()?;
         let (next, end) = (log.first_index(), log.last_index() + 1);
-        Ok(CommitLogIter {
-            log,
-            next,
-            end,
-            buf: Vec::new(),
-        })
+        Ok(CommitLogIter { log, next, end, buf: Vec::new() })
     }
 
     fn __repr__(&self) -> String {
@@ -392,10 +400,7 @@ impl CommitLog {
         let args = (path.clone(), o.segment_size, o.sync.to_string(), o.first_index, o.read_only);
         PyTuple::new(
             py,
-            [
-                py.get_type::<CommitLog>().into_any(),
-                args.into_pyobject(py)?.into_any(),
-            ],
+            [py.get_type::<CommitLog>().into_any(), args.into_pyobject(py)?.into_any()],
         )
     }
 }
@@ -423,11 +428,7 @@ impl CommitLogIter {
             }
             let hi = self.end.min(self.next + 1024);
             let es = self.log.read(self.next, hi, None).py_err()?;
-            self.buf = es
-                .iter()
-                .rev()
-                .map(|e| PyBytes::new(py, e.data()).unbind())
-                .collect();
+            self.buf = es.iter().rev().map(|e| PyBytes::new(py, e.data()).unbind()).collect();
             self.next = hi;
         }
         Ok(self.buf.pop())

@@ -37,7 +37,9 @@ fn to_py(e: ReplicateError) -> PyErr {
         ReplicateError::Log(e) => crate::errors::to_py(e),
         ReplicateError::InvalidArgument(m) => PyValueError::new_err(m),
         ReplicateError::Panicked(m) => pyo3::exceptions::PyRuntimeError::new_err(m),
-        e @ ReplicateError::SnapshotRequired { .. } => SnapshotRequiredError::new_err(e.to_string()),
+        e @ ReplicateError::SnapshotRequired { .. } => {
+            SnapshotRequiredError::new_err(e.to_string())
+        }
         e @ ReplicateError::Diverged { .. } => DivergedError::new_err(e.to_string()),
         e => ReplicationError::new_err(e.to_string()),
     }
@@ -55,18 +57,9 @@ impl LogServer {
     #[new]
     #[pyo3(signature = (path, bind = "127.0.0.1:0", token = None))]
     fn new(py: Python<'_>, path: PathBuf, bind: &str, token: Option<String>) -> PyResult<Self> {
-        let opts = ServeOptions {
-            bind: bind.to_string(),
-            token,
-            ..Default::default()
-        };
-        let srv = py
-            .detach(|| mmapkit_replicate::serve_dir(&path, opts))
-            .map_err(to_py)?;
-        Ok(LogServer {
-            url: srv.url().to_string(),
-            inner: Mutex::new(Some(srv)),
-        })
+        let opts = ServeOptions { bind: bind.to_string(), token, ..Default::default() };
+        let srv = py.detach(|| mmapkit_replicate::serve_dir(&path, opts)).map_err(to_py)?;
+        Ok(LogServer { url: srv.url().to_string(), inner: Mutex::new(Some(srv)) })
     }
     /// `http://HOST:PORT`.
     #[getter]
@@ -105,16 +98,8 @@ pub fn log_follow<'py>(
         None => SyncMode::Batch,
         Some(s) => crate::log::parse_sync(s)?,
     };
-    let opts = FollowOptions {
-        sync,
-        token,
-        once,
-        reset,
-        ..Default::default()
-    };
-    let f = py
-        .detach(|| Follower::spawn(&url, &path, opts))
-        .map_err(to_py)?;
+    let opts = FollowOptions { sync, token, once, reset, ..Default::default() };
+    let f = py.detach(|| Follower::spawn(&url, &path, opts)).map_err(to_py)?;
     let stop = f.stop_handle();
     let mut interrupted = None;
     while !f.is_finished() {

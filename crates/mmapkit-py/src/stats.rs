@@ -34,14 +34,17 @@ fn run<R: Send>(
     let threads = crate::exec::threads(threads)?;
     if let Ok(arr) = src.cast::<PyUntypedArray>() {
         if dtype.is_some() || offset != 0 || count.is_some() || strategy.is_some() {
-            return Err(PyTypeError::new_err("dtype, offset, count and strategy apply to paths, not to arrays"));
+            return Err(PyTypeError::new_err(
+                "dtype, offset, count and strategy apply to paths, not to arrays",
+            ));
         }
         for dt in DType::ALL {
             with_dtype!(dt, |T| if let Ok(a) = arr.extract::<PyReadonlyArrayDyn<'_, T>>() {
                 let s = a.as_slice().map_err(|_| {
                     PyValueError::new_err("array is not contiguous (mmapkit.stats copies such arrays; call it through mmapkit.stats)")
                 })?;
-                let r = py.detach(|| threads.install(|| f(Input::from(Data::from(s))))?).py_err()?;
+                let r =
+                    py.detach(|| threads.install(|| f(Input::from(Data::from(s))))?).py_err()?;
                 return Ok((dt.name(), r));
             })
         }
@@ -50,9 +53,9 @@ fn run<R: Send>(
             "unsupported dtype {d}: mmapkit.stats handles int8..int64, uint8..uint64, float32 and float64 in native byte order"
         )));
     }
-    let path: PathBuf = src
-        .extract()
-        .map_err(|_| PyTypeError::new_err("expected a numpy array, an object with __array__, or a path"))?;
+    let path: PathBuf = src.extract().map_err(|_| {
+        PyTypeError::new_err("expected a numpy array, an object with __array__, or a path")
+    })?;
     let dtype = dtype.map(str::parse::<DType>).transpose().py_err()?;
     let strategy: Strategy = strategy.unwrap_or("auto").parse().py_err()?;
     let r = py
@@ -101,7 +104,11 @@ pub fn stats_reduce(
         "sum" => |d, skipna| d.sum(skipna).map(Out::Sum),
         "min" => |d, skipna| d.min(skipna).map(Out::Value),
         "max" => |d, skipna| d.max(skipna).map(Out::Value),
-        _ => return Err(PyValueError::new_err(format!("unknown reduction {which:?} (expected median, mean, sum, min or max)"))),
+        _ => {
+            return Err(PyValueError::new_err(format!(
+                "unknown reduction {which:?} (expected median, mean, sum, min or max)"
+            )))
+        }
     };
     let (name, out) = run(py, src, dtype, offset, count, threads, strategy, |d| reduce(d, skipna))?;
     let obj = match out {
@@ -132,7 +139,9 @@ pub fn stats_quantile(
     strategy: Option<&str>,
 ) -> PyResult<(&'static str, Vec<Py<PyAny>>)> {
     let method: Method = method.parse().py_err()?;
-    let (name, vals) = run(py, src, dtype, offset, count, threads, strategy, |d| d.quantiles(&qs, method, skipna, wide))?;
+    let (name, vals) = run(py, src, dtype, offset, count, threads, strategy, |d| {
+        d.quantiles(&qs, method, skipna, wide)
+    })?;
     Ok((name, vals.into_iter().map(|v| value_obj(py, v)).collect::<PyResult<_>>()?))
 }
 
@@ -154,7 +163,8 @@ pub fn stats_histogram<'py>(
     threads: Option<i64>,
     strategy: Option<&str>,
 ) -> PyResult<HistogramResult<'py>> {
-    let (name, h) = run(py, src, dtype, offset, count, threads, strategy, |d| d.histogram(bins, range))?;
+    let (name, h) =
+        run(py, src, dtype, offset, count, threads, strategy, |d| d.histogram(bins, range))?;
     let counts: Vec<i64> = h.counts.into_iter().map(|c| c as i64).collect();
     Ok((name, counts.into_pyarray(py), h.edges.into_pyarray(py)))
 }

@@ -95,7 +95,8 @@ impl NpyBuffer {
 
     /// Runs `f` on the subclass's own core type.
     fn with_as<T: NpyData, R>(&self, f: impl FnOnce(&mut T) -> R) -> PyResult<R> {
-        self.data.with(|d| f(d.as_any().downcast_mut::<T>().expect("a subclass holds its own type")))
+        self.data
+            .with(|d| f(d.as_any().downcast_mut::<T>().expect("a subclass holds its own type")))
     }
 }
 
@@ -139,7 +140,11 @@ impl NpyBuffer {
 
     /// Exposes the array's bytes (read-only unless writable). The address
     /// never changes (a store grows in place), so views stay valid.
-    unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: std::os::raw::c_int) -> PyResult<()> {
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut ffi::Py_buffer,
+        flags: std::os::raw::c_int,
+    ) -> PyResult<()> {
         // SAFETY: the bytes stay mapped while the value is held (growth
         // never moves them, trimming keeps them), and the value is dropped
         // only once no export is counted.
@@ -195,14 +200,22 @@ impl ArrayStoreCore {
         reserve: Option<usize>,
     ) -> PyResult<Py<Self>> {
         let opts = options(chunk_bytes, reserve, capacity);
-        let s = py.detach(|| ArrayStore::create(&path, descr, itemsize, &row_shape, &opts)).py_err()?;
+        let s =
+            py.detach(|| ArrayStore::create(&path, descr, itemsize, &row_shape, &opts)).py_err()?;
         Self::wrap(py, s, path)
     }
 
     /// Opens an existing `.npy` file, read-only or as the one writer.
     #[staticmethod]
     #[pyo3(signature = (path, writable, itemsize = None, chunk_bytes = 1048576, reserve = None))]
-    fn open(py: Python<'_>, path: PathBuf, writable: bool, itemsize: Option<usize>, chunk_bytes: u64, reserve: Option<usize>) -> PyResult<Py<Self>> {
+    fn open(
+        py: Python<'_>,
+        path: PathBuf,
+        writable: bool,
+        itemsize: Option<usize>,
+        chunk_bytes: u64,
+        reserve: Option<usize>,
+    ) -> PyResult<Py<Self>> {
         let opts = options(chunk_bytes, reserve, 0);
         let s = py.detach(|| ArrayStore::open_with(&path, writable, itemsize, &opts)).py_err()?;
         Self::wrap(py, s, path)
@@ -239,7 +252,11 @@ impl ArrayStoreCore {
     /// Copies rows `rows` (a C-contiguous uint64 buffer) into `out` (a
     /// writable C-contiguous buffer of `len(rows)` rows), with the GIL
     /// released.
-    fn gather(slf: &Bound<'_, Self>, rows: &Bound<'_, PyAny>, out: &Bound<'_, PyAny>) -> PyResult<()> {
+    fn gather(
+        slf: &Bound<'_, Self>,
+        rows: &Bound<'_, PyAny>,
+        out: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
         let py = slf.py();
         let idx = PyBuffer::<u64>::get(rows)?;
         let dst = PyBuffer::<u8>::get(out)?;
@@ -261,7 +278,10 @@ impl ArrayStoreCore {
                 // except through other threads, which is the caller's
                 // business, as for any buffer.
                 let (rows, out) = unsafe {
-                    (std::slice::from_raw_parts(ip as *const u64, n), std::slice::from_raw_parts_mut(op as *mut u8, len))
+                    (
+                        std::slice::from_raw_parts(ip as *const u64, n),
+                        std::slice::from_raw_parts_mut(op as *mut u8, len),
+                    )
                 };
                 s.gather_rows(rows, out)
             })
@@ -323,22 +343,41 @@ impl SharedSegment {
     /// allocated (DiskFullError when the file system is too small).
     #[staticmethod]
     #[pyo3(signature = (path, descr, itemsize, shape, unlink_on_close = true))]
-    fn create(py: Python<'_>, path: PathBuf, descr: &str, itemsize: usize, shape: Vec<u64>, unlink_on_close: bool) -> PyResult<Py<Self>> {
-        let seg = py.detach(|| Segment::create(&path, descr, itemsize, &shape, unlink_on_close)).py_err()?;
+    fn create(
+        py: Python<'_>,
+        path: PathBuf,
+        descr: &str,
+        itemsize: usize,
+        shape: Vec<u64>,
+        unlink_on_close: bool,
+    ) -> PyResult<Py<Self>> {
+        let seg = py
+            .detach(|| Segment::create(&path, descr, itemsize, &shape, unlink_on_close))
+            .py_err()?;
         Self::wrap(py, seg)
     }
 
     /// Attaches to the segment (or `.npy` file) at `path`.
     #[staticmethod]
     #[pyo3(signature = (path, writable = true, unlink_on_close = true))]
-    fn attach(py: Python<'_>, path: PathBuf, writable: bool, unlink_on_close: bool) -> PyResult<Py<Self>> {
+    fn attach(
+        py: Python<'_>,
+        path: PathBuf,
+        writable: bool,
+        unlink_on_close: bool,
+    ) -> PyResult<Py<Self>> {
         let seg = py.detach(|| Segment::attach(&path, writable, unlink_on_close)).py_err()?;
         Self::wrap(py, seg)
     }
 
     /// An anonymous (memfd) segment, shared with children forked later.
     #[staticmethod]
-    fn anonymous(py: Python<'_>, descr: &str, itemsize: usize, shape: Vec<u64>) -> PyResult<Py<Self>> {
+    fn anonymous(
+        py: Python<'_>,
+        descr: &str,
+        itemsize: usize,
+        shape: Vec<u64>,
+    ) -> PyResult<Py<Self>> {
         let seg = py.detach(|| Segment::anonymous(descr, itemsize, &shape)).py_err()?;
         Self::wrap(py, seg)
     }
@@ -367,7 +406,11 @@ pub fn sparse(py: Python<'_>, path: PathBuf, size: i64) -> PyResult<()> {
     // Sizes as os.truncate takes them: beyond off_t is OverflowError (the
     // i64 conversion), negative is EINVAL.
     let size = u64::try_from(size).map_err(|_| {
-        pyo3::exceptions::PyOSError::new_err((libc::EINVAL, "Invalid argument", path.display().to_string()))
+        pyo3::exceptions::PyOSError::new_err((
+            libc::EINVAL,
+            "Invalid argument",
+            path.display().to_string(),
+        ))
     })?;
     py.detach(|| store::sparse(&path, size)).py_err()
 }
@@ -406,7 +449,9 @@ pub fn write_file_atomic(py: Python<'_>, path: PathBuf, data: &Bound<'_, PyAny>)
             // ENOSPC is DiskFullError, like the core's own writes.
             let args = (e.raw_os_error(), e.to_string(), f.temp_path().to_owned());
             match e.raw_os_error() {
-                Some(libc::ENOSPC) | Some(libc::EDQUOT) => crate::errors::DiskFullError::new_err(args),
+                Some(libc::ENOSPC) | Some(libc::EDQUOT) => {
+                    crate::errors::DiskFullError::new_err(args)
+                }
                 _ => pyo3::exceptions::PyOSError::new_err(args),
             }
         })?;

@@ -20,8 +20,7 @@ pub(crate) fn pattern_bytes(obj: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
     if let Ok(b) = obj.cast::<PyBytes>() {
         return Ok(b.as_bytes().to_vec());
     }
-    obj.extract::<Vec<u8>>()
-        .map_err(|_| PyTypeError::new_err("pattern must be bytes or str"))
+    obj.extract::<Vec<u8>>().map_err(|_| PyTypeError::new_err("pattern must be bytes or str"))
 }
 
 pub(crate) fn scan_options(strategy: &str, threads: Option<i64>) -> PyResult<ScanOptions> {
@@ -34,7 +33,13 @@ pub(crate) fn scan_options(strategy: &str, threads: Option<i64>) -> PyResult<Sca
 /// ``threads``: None (or 0) one per core, 1 sequential, n workers.
 #[pyfunction]
 #[pyo3(signature = (path, sub, *, strategy = "auto", threads = None))]
-pub fn count(py: Python<'_>, path: PathBuf, sub: &Bound<'_, PyAny>, strategy: &str, threads: Option<i64>) -> PyResult<u64> {
+pub fn count(
+    py: Python<'_>,
+    path: PathBuf,
+    sub: &Bound<'_, PyAny>,
+    strategy: &str,
+    threads: Option<i64>,
+) -> PyResult<u64> {
     let needle = pattern_bytes(sub)?;
     let opts = scan_options(strategy, threads)?;
     py.detach(|| mmapkit::scan::count(&path, &needle, &opts)).py_err()
@@ -44,11 +49,24 @@ pub fn count(py: Python<'_>, path: PathBuf, sub: &Bound<'_, PyAny>, strategy: &s
 /// `sub`, or -1. A match near the start returns at once.
 #[pyfunction]
 #[pyo3(signature = (path, sub, *, last = false, strategy = "auto", threads = None))]
-pub fn find(py: Python<'_>, path: PathBuf, sub: &Bound<'_, PyAny>, last: bool, strategy: &str, threads: Option<i64>) -> PyResult<i64> {
+pub fn find(
+    py: Python<'_>,
+    path: PathBuf,
+    sub: &Bound<'_, PyAny>,
+    last: bool,
+    strategy: &str,
+    threads: Option<i64>,
+) -> PyResult<i64> {
     let needle = pattern_bytes(sub)?;
     let opts = scan_options(strategy, threads)?;
     let r = py
-        .detach(|| if last { mmapkit::scan::rfind(&path, &needle, &opts) } else { mmapkit::scan::find(&path, &needle, &opts) })
+        .detach(|| {
+            if last {
+                mmapkit::scan::rfind(&path, &needle, &opts)
+            } else {
+                mmapkit::scan::find(&path, &needle, &opts)
+            }
+        })
         .py_err()?;
     Ok(r.map_or(-1, |o| o as i64))
 }
@@ -80,7 +98,14 @@ fn grep_options(
 ) -> PyResult<mmapkit::scan::grep::GrepOptions> {
     let pattern = String::from_utf8(pattern_bytes(pattern)?)
         .map_err(|_| pyo3::exceptions::PyValueError::new_err("the pattern must be valid UTF-8"))?;
-    Ok(mmapkit::scan::grep::GrepOptions { patterns: vec![pattern], fixed, ignore_case, invert, max_count, ..Default::default() })
+    Ok(mmapkit::scan::grep::GrepOptions {
+        patterns: vec![pattern],
+        fixed,
+        ignore_case,
+        invert,
+        max_count,
+        ..Default::default()
+    })
 }
 
 /// Lines matching the regex `pattern` (regex-crate syntax, like ``grep -E``;
@@ -106,7 +131,9 @@ pub fn grep(
 ) -> PyResult<Vec<(u64, u64, Py<PyBytes>)>> {
     let g = grep_options(pattern, ignore_case, invert, fixed, max_count)?;
     let opts = scan_options(strategy, threads)?;
-    let lines = py.detach(|| mmapkit::scan::grep::grep_lines(&path, &g, only_matching, &opts, None)).py_err()?;
+    let lines = py
+        .detach(|| mmapkit::scan::grep::grep_lines(&path, &g, only_matching, &opts, None))
+        .py_err()?;
     Ok(lines.into_iter().map(|(n, o, t)| (n, o, PyBytes::new(py, &t).unbind())).collect())
 }
 

@@ -155,7 +155,9 @@ fn write_snapshot(path: &Path, bytes: &[u8]) -> Result<()> {
 }
 
 impl RaftSnapshotBuilder<KvConfig> for KvStateMachine {
-    async fn build_snapshot(&mut self) -> std::result::Result<Snapshot<KvConfig>, StorageError<NodeId>> {
+    async fn build_snapshot(
+        &mut self,
+    ) -> std::result::Result<Snapshot<KvConfig>, StorageError<NodeId>> {
         // Serialized under the lock (a consistent cut), written outside it.
         let (meta, bytes) = {
             let mut st = self.lock();
@@ -170,12 +172,15 @@ impl RaftSnapshotBuilder<KvConfig> for KvStateMachine {
                 snapshot_id: id,
             };
             let file = SnapshotFile { meta, data: st.data.clone() };
-            let bytes = serde_json::to_vec(&file).map_err(|e| snap_err(Error::Encode(e.to_string())))?;
+            let bytes =
+                serde_json::to_vec(&file).map_err(|e| snap_err(Error::Encode(e.to_string())))?;
             (file.meta, bytes)
         };
         // fsync and rename off the async workers.
         let path = self.snapshot_path();
-        let bytes = crate::off_worker(move || write_snapshot(&path, &bytes).map(|()| bytes)).await.map_err(snap_err)?;
+        let bytes = crate::off_worker(move || write_snapshot(&path, &bytes).map(|()| bytes))
+            .await
+            .map_err(snap_err)?;
         self.lock().snapshot = Some(meta.clone());
         Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(bytes)) })
     }
@@ -186,12 +191,18 @@ impl RaftStateMachine<KvConfig> for KvStateMachine {
 
     async fn applied_state(
         &mut self,
-    ) -> std::result::Result<(Option<LogId<NodeId>>, StoredMembership<NodeId, BasicNode>), StorageError<NodeId>> {
+    ) -> std::result::Result<
+        (Option<LogId<NodeId>>, StoredMembership<NodeId, BasicNode>),
+        StorageError<NodeId>,
+    > {
         let st = self.lock();
         Ok((st.last_applied, st.membership.clone()))
     }
 
-    async fn apply<I>(&mut self, entries: I) -> std::result::Result<Vec<Response>, StorageError<NodeId>>
+    async fn apply<I>(
+        &mut self,
+        entries: I,
+    ) -> std::result::Result<Vec<Response>, StorageError<NodeId>>
     where
         I: IntoIterator<Item = Entry<KvConfig>> + openraft::OptionalSend,
         I::IntoIter: openraft::OptionalSend,
@@ -205,7 +216,9 @@ impl RaftStateMachine<KvConfig> for KvStateMachine {
                 EntryPayload::Normal(Request::Set { key, value }) => {
                     Response { previous: st.data.insert(key, value), ok: true }
                 }
-                EntryPayload::Normal(Request::Delete { key }) => Response { previous: st.data.remove(&key), ok: true },
+                EntryPayload::Normal(Request::Delete { key }) => {
+                    Response { previous: st.data.remove(&key), ok: true }
+                }
                 EntryPayload::Normal(Request::Cas { key, expected, value }) => {
                     let previous = st.data.get(&key).cloned();
                     let ok = previous == expected;
@@ -230,7 +243,9 @@ impl RaftStateMachine<KvConfig> for KvStateMachine {
         self.clone()
     }
 
-    async fn begin_receiving_snapshot(&mut self) -> std::result::Result<Box<Cursor<Vec<u8>>>, StorageError<NodeId>> {
+    async fn begin_receiving_snapshot(
+        &mut self,
+    ) -> std::result::Result<Box<Cursor<Vec<u8>>>, StorageError<NodeId>> {
         Ok(Box::new(Cursor::new(Vec::new())))
     }
 
@@ -241,8 +256,9 @@ impl RaftStateMachine<KvConfig> for KvStateMachine {
     ) -> std::result::Result<(), StorageError<NodeId>> {
         let bytes = snapshot.into_inner();
         let path = self.snapshot_path();
-        let file: SnapshotFile = serde_json::from_slice(&bytes)
-            .map_err(|e| snap_err(Error::Corrupt(path.clone(), format!("received snapshot: {e}"))))?;
+        let file: SnapshotFile = serde_json::from_slice(&bytes).map_err(|e| {
+            snap_err(Error::Corrupt(path.clone(), format!("received snapshot: {e}")))
+        })?;
         // Durable before the state changes: a crash keeps old or new
         // (written off the async workers).
         crate::off_worker(move || write_snapshot(&path, &bytes)).await.map_err(sm_err)?;
@@ -254,7 +270,9 @@ impl RaftStateMachine<KvConfig> for KvStateMachine {
         Ok(())
     }
 
-    async fn get_current_snapshot(&mut self) -> std::result::Result<Option<Snapshot<KvConfig>>, StorageError<NodeId>> {
+    async fn get_current_snapshot(
+        &mut self,
+    ) -> std::result::Result<Option<Snapshot<KvConfig>>, StorageError<NodeId>> {
         if self.lock().snapshot.is_none() {
             return Ok(None);
         }
@@ -266,8 +284,9 @@ impl RaftStateMachine<KvConfig> for KvStateMachine {
         })
         .await
         .map_err(snap_err)?;
-        let file: SnapshotFile = serde_json::from_slice(&bytes)
-            .map_err(|e| snap_err(Error::Corrupt(path.clone(), format!("snapshot does not decode: {e}"))))?;
+        let file: SnapshotFile = serde_json::from_slice(&bytes).map_err(|e| {
+            snap_err(Error::Corrupt(path.clone(), format!("snapshot does not decode: {e}")))
+        })?;
         Ok(Some(Snapshot { meta: file.meta, snapshot: Box::new(Cursor::new(bytes)) }))
     }
 }

@@ -78,7 +78,9 @@ pub(crate) fn blocking<R>(f: impl FnOnce() -> R) -> R {
 /// directory removal), on tokio's blocking pool and awaits it: the async
 /// workers stay free for heartbeats and HTTP however slow the disk is
 /// (even on a current-thread runtime). A panic in `f` is resumed here.
-pub(crate) async fn off_worker<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+pub(crate) async fn off_worker<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
     match tokio::task::spawn_blocking(f).await {
         Ok(r) => r,
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),

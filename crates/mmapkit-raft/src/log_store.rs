@@ -160,7 +160,10 @@ where
             meta::Read::Damaged(why) => return Err(Error::Corrupt(meta_path, why)),
         };
         if meta.version != 1 {
-            return Err(Error::Corrupt(meta_path, format!("unknown format version {}", meta.version)));
+            return Err(Error::Corrupt(
+                meta_path,
+                format!("unknown format version {}", meta.version),
+            ));
         }
         remove_other_generations(&dir, meta.log)?;
         let first = to_log(meta.purged.as_ref().map_or(0, |p| p.index + 1));
@@ -199,7 +202,8 @@ where
     /// the answer (at least one entry).
     fn entries(&self, lo: u64, hi: u64, max_bytes: Option<usize>) -> Result<Vec<C::Entry>> {
         let cur = self.read();
-        let visible = cur.meta.purged.as_ref().map_or(0, |p| p.index + 1).max(cur.log.first_index() - 1);
+        let visible =
+            cur.meta.purged.as_ref().map_or(0, |p| p.index + 1).max(cur.log.first_index() - 1);
         let end = cur.last.as_ref().map_or(0, |l| l.index + 1);
         let lo = lo.max(visible);
         let hi = hi.min(end);
@@ -334,7 +338,10 @@ fn decode<E: DeserializeOwned>(log: &CommitLog, bytes: &[u8], index: u64) -> Res
     serde_json::from_slice(bytes).map_err(|e| {
         Error::Log(mmapkit::Error::Corrupt {
             path: log.dir().to_owned(),
-            detail: format!("raft entry {index} (log entry {}) passes its CRC but does not decode: {e}", to_log(index)),
+            detail: format!(
+                "raft entry {index} (log entry {}) passes its CRC but does not decode: {e}",
+                to_log(index)
+            ),
         })
     })
 }
@@ -371,7 +378,9 @@ fn remove_other_generations(dir: &Path, keep: u64) -> Result<()> {
     let mut removed = false;
     for ent in rd.flatten() {
         let name = ent.file_name();
-        let Some(gen) = name.to_str().and_then(|n| n.strip_prefix("log.")).and_then(|g| g.parse::<u64>().ok()) else {
+        let Some(gen) =
+            name.to_str().and_then(|n| n.strip_prefix("log.")).and_then(|g| g.parse::<u64>().ok())
+        else {
             continue;
         };
         if gen != keep {
@@ -400,7 +409,10 @@ where
     Ok(Some(ent.get_log_id().clone()))
 }
 
-fn storage_err<C: RaftTypeConfig>(e: Error, f: fn(AnyError) -> StorageIOError<C::NodeId>) -> StorageError<C::NodeId> {
+fn storage_err<C: RaftTypeConfig>(
+    e: Error,
+    f: fn(AnyError) -> StorageIOError<C::NodeId>,
+) -> StorageError<C::NodeId> {
     StorageError::IO { source: f(AnyError::new(&e)) }
 }
 
@@ -457,7 +469,10 @@ where
         self.clone()
     }
 
-    async fn save_vote(&mut self, vote: &Vote<C::NodeId>) -> std::result::Result<(), StorageError<C::NodeId>> {
+    async fn save_vote(
+        &mut self,
+        vote: &Vote<C::NodeId>,
+    ) -> std::result::Result<(), StorageError<C::NodeId>> {
         let (s, vote) = (self.clone(), vote.clone());
         crate::off_worker(move || {
             let mut cur = s.write();
@@ -469,7 +484,9 @@ where
         .map_err(|e| storage_err::<C>(e, StorageIOError::write_vote))
     }
 
-    async fn read_vote(&mut self) -> std::result::Result<Option<Vote<C::NodeId>>, StorageError<C::NodeId>> {
+    async fn read_vote(
+        &mut self,
+    ) -> std::result::Result<Option<Vote<C::NodeId>>, StorageError<C::NodeId>> {
         Ok(self.read().meta.vote.clone())
     }
 
@@ -479,10 +496,15 @@ where
     ) -> std::result::Result<(), StorageError<C::NodeId>> {
         // A hint (openraft re-derives it): overwritten in place, not
         // synced; a torn one after a power loss reads as None.
-        self.inner.committed.write(&committed).map_err(|e| storage_err::<C>(e, StorageIOError::write))
+        self.inner
+            .committed
+            .write(&committed)
+            .map_err(|e| storage_err::<C>(e, StorageIOError::write))
     }
 
-    async fn read_committed(&mut self) -> std::result::Result<Option<LogId<C::NodeId>>, StorageError<C::NodeId>> {
+    async fn read_committed(
+        &mut self,
+    ) -> std::result::Result<Option<LogId<C::NodeId>>, StorageError<C::NodeId>> {
         match self.inner.committed.read::<Option<LogId<C::NodeId>>>() {
             Ok(meta::Read::Valid(c)) => {
                 // Never past the log's end (its tail may have been torn).
@@ -494,7 +516,11 @@ where
         }
     }
 
-    async fn append<I>(&mut self, entries: I, callback: LogFlushed<C>) -> std::result::Result<(), StorageError<C::NodeId>>
+    async fn append<I>(
+        &mut self,
+        entries: I,
+        callback: LogFlushed<C>,
+    ) -> std::result::Result<(), StorageError<C::NodeId>>
     where
         I: IntoIterator<Item = C::Entry> + Send,
         I::IntoIter: Send,
@@ -514,14 +540,20 @@ where
         }
     }
 
-    async fn truncate(&mut self, log_id: LogId<C::NodeId>) -> std::result::Result<(), StorageError<C::NodeId>> {
+    async fn truncate(
+        &mut self,
+        log_id: LogId<C::NodeId>,
+    ) -> std::result::Result<(), StorageError<C::NodeId>> {
         let s = self.clone();
         crate::off_worker(move || s.do_truncate(&log_id))
             .await
             .map_err(|e| storage_err::<C>(e, StorageIOError::write_logs))
     }
 
-    async fn purge(&mut self, log_id: LogId<C::NodeId>) -> std::result::Result<(), StorageError<C::NodeId>> {
+    async fn purge(
+        &mut self,
+        log_id: LogId<C::NodeId>,
+    ) -> std::result::Result<(), StorageError<C::NodeId>> {
         let s = self.clone();
         crate::off_worker(move || s.do_purge(&log_id))
             .await

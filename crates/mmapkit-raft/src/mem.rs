@@ -36,7 +36,12 @@ impl<C: RaftTypeConfig> Clone for MemLogStore<C> {
 impl<C: RaftTypeConfig> Default for MemLogStore<C> {
     fn default() -> Self {
         MemLogStore {
-            inner: Arc::new(Mutex::new(Inner { vote: None, committed: None, purged: None, log: BTreeMap::new() })),
+            inner: Arc::new(Mutex::new(Inner {
+                vote: None,
+                committed: None,
+                purged: None,
+                log: BTreeMap::new(),
+            })),
         }
     }
 }
@@ -67,7 +72,8 @@ where
 
     async fn get_log_state(&mut self) -> Result<LogState<C>, StorageError<C::NodeId>> {
         let g = self.lock();
-        let last = g.log.values().next_back().map(|e| e.get_log_id().clone()).or_else(|| g.purged.clone());
+        let last =
+            g.log.values().next_back().map(|e| e.get_log_id().clone()).or_else(|| g.purged.clone());
         Ok(LogState { last_purged_log_id: g.purged.clone(), last_log_id: last })
     }
 
@@ -84,16 +90,25 @@ where
         Ok(self.lock().vote.clone())
     }
 
-    async fn save_committed(&mut self, c: Option<LogId<C::NodeId>>) -> Result<(), StorageError<C::NodeId>> {
+    async fn save_committed(
+        &mut self,
+        c: Option<LogId<C::NodeId>>,
+    ) -> Result<(), StorageError<C::NodeId>> {
         self.lock().committed = c;
         Ok(())
     }
 
-    async fn read_committed(&mut self) -> Result<Option<LogId<C::NodeId>>, StorageError<C::NodeId>> {
+    async fn read_committed(
+        &mut self,
+    ) -> Result<Option<LogId<C::NodeId>>, StorageError<C::NodeId>> {
         Ok(self.lock().committed.clone())
     }
 
-    async fn append<I>(&mut self, entries: I, callback: LogFlushed<C>) -> Result<(), StorageError<C::NodeId>>
+    async fn append<I>(
+        &mut self,
+        entries: I,
+        callback: LogFlushed<C>,
+    ) -> Result<(), StorageError<C::NodeId>>
     where
         I: IntoIterator<Item = C::Entry> + OptionalSend,
         I::IntoIter: OptionalSend,

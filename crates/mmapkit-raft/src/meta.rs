@@ -21,9 +21,7 @@ pub(crate) fn write<T: Serialize>(path: &Path, value: &T, sync: bool) -> Result<
     let crc = crc32c::crc32c(&body);
     body.extend_from_slice(format!("\ncrc32c={crc:08x}\n").as_bytes());
     let mut f = mmapkit::fs::AtomicFile::create(path, &[])?;
-    f.file_mut()
-        .write_all(&body)
-        .map_err(|e| Error::Io(path.to_owned(), "write", e))?;
+    f.file_mut().write_all(&body).map_err(|e| Error::Io(path.to_owned(), "write", e))?;
     f.commit(sync)?;
     Ok(())
 }
@@ -61,7 +59,10 @@ impl Slot {
         let crc = crc32c::crc32c(&body);
         body.extend_from_slice(format!("\ncrc32c={crc:08x}\n").as_bytes());
         if body.len() > SLOT {
-            return Err(Error::Encode(format!("{} bytes do not fit a {SLOT}-byte slot", body.len())));
+            return Err(Error::Encode(format!(
+                "{} bytes do not fit a {SLOT}-byte slot",
+                body.len()
+            )));
         }
         body.resize(SLOT, 0);
         self.file.write_all_at(&body, 0).map_err(|e| Error::Io(self.path.clone(), "pwrite", e))
@@ -71,7 +72,8 @@ impl Slot {
     pub(crate) fn read<T: DeserializeOwned>(&self) -> Result<Read<T>> {
         use std::os::unix::fs::FileExt;
         let mut buf = vec![0u8; SLOT];
-        let n = self.file.read_at(&mut buf, 0).map_err(|e| Error::Io(self.path.clone(), "pread", e))?;
+        let n =
+            self.file.read_at(&mut buf, 0).map_err(|e| Error::Io(self.path.clone(), "pread", e))?;
         buf.truncate(n);
         let end = buf.iter().rposition(|&b| b != 0).map_or(0, |p| p + 1);
         if end == 0 {
@@ -108,7 +110,8 @@ fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Read<T> {
     let Some((body, tail)) = text.trim_end_matches('\n').rsplit_once('\n') else {
         return Read::Damaged(format!("no checksum line ({} bytes)", bytes.len()));
     };
-    let Some(crc) = tail.strip_prefix("crc32c=").and_then(|h| u32::from_str_radix(h, 16).ok()) else {
+    let Some(crc) = tail.strip_prefix("crc32c=").and_then(|h| u32::from_str_radix(h, 16).ok())
+    else {
         return Read::Damaged("malformed checksum line".into());
     };
     if crc32c::crc32c(body.as_bytes()) != crc {

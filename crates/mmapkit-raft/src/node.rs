@@ -80,8 +80,8 @@ use axum::response::{IntoResponse, Response as HttpResponse};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use openraft::error::{
-    ClientWriteError, InitializeError, InstallSnapshotError, NetworkError, PayloadTooLarge, RPCError, RaftError,
-    RemoteError, Unreachable,
+    ClientWriteError, InitializeError, InstallSnapshotError, NetworkError, PayloadTooLarge,
+    RPCError, RaftError, RemoteError, Unreachable,
 };
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
@@ -228,7 +228,9 @@ pub struct Node {
 
 impl Node {
     /// Starts a node: opens its storage, starts openraft and serves HTTP.
-    pub async fn start(opts: NodeOptions) -> Result<Node, Box<dyn std::error::Error + Send + Sync>> {
+    pub async fn start(
+        opts: NodeOptions,
+    ) -> Result<Node, Box<dyn std::error::Error + Send + Sync>> {
         match &opts.token {
             Some(t) => check_token(t)?,
             None if !opts.bind.ip().is_loopback() => {
@@ -263,7 +265,8 @@ impl Node {
         }
         // A connect that hangs (a blackholed peer) fails as a connect
         // error: a forwarded write that never left is "not applied".
-        let mut http = reqwest::Client::builder().default_headers(headers).connect_timeout(CONNECT_TIMEOUT);
+        let mut http =
+            reqwest::Client::builder().default_headers(headers).connect_timeout(CONNECT_TIMEOUT);
         if !opts.bind.ip().is_unspecified() {
             http = http.local_address(opts.bind.ip());
         }
@@ -272,7 +275,8 @@ impl Node {
         let net = HttpNetwork { http: http.clone() };
         let (raft, log) = match opts.store {
             StoreKind::Mmapkit => {
-                let log = LogStore::<KvConfig>::open(opts.dir.join("log"), StoreOptions::default())?;
+                let log =
+                    LogStore::<KvConfig>::open(opts.dir.join("log"), StoreOptions::default())?;
                 (new_raft(opts.id, config, net, log.clone(), sm.clone()).await?, Some(log))
             }
             StoreKind::Memory => {
@@ -285,7 +289,9 @@ impl Node {
                 (new_raft(opts.id, config, net, log, sm.clone()).await?, None)
             }
             #[cfg(not(feature = "rocksdb"))]
-            StoreKind::Rocksdb => return Err("this build has no RocksDB store (build with --features rocksdb)".into()),
+            StoreKind::Rocksdb => {
+                return Err("this build has no RocksDB store (build with --features rocksdb)".into())
+            }
         };
         let app = App {
             raft: raft.clone(),
@@ -348,7 +354,8 @@ async fn new_raft<LS: RaftLogStorage<KvConfig>>(
 
 fn text(status: StatusCode, msg: String) -> HttpResponse {
     let mut r = (status, format!("{msg}\n")).into_response();
-    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
     r
 }
 
@@ -366,7 +373,8 @@ fn bearer(v: &str) -> Option<&str> {
 
 async fn auth(State(app): State<App>, req: axum::extract::Request, next: Next) -> HttpResponse {
     if let Some(tok) = &app.token {
-        let given = req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer);
+        let given =
+            req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer);
         let why = match given {
             None => Some("missing bearer token (send Authorization: Bearer TOKEN)"),
             Some(g) if !ct_eq(g.as_bytes(), tok.as_bytes()) => Some("bad bearer token"),
@@ -394,7 +402,10 @@ async fn append(
     Json(app.raft.append_entries(req).await)
 }
 
-async fn vote(State(app): State<App>, Json(req): Json<VoteRequest<NodeId>>) -> Reply<VoteResponse<NodeId>, RaftError<NodeId>> {
+async fn vote(
+    State(app): State<App>,
+    Json(req): Json<VoteRequest<NodeId>>,
+) -> Reply<VoteResponse<NodeId>, RaftError<NodeId>> {
     Json(app.raft.vote(req).await)
 }
 
@@ -421,7 +432,9 @@ fn quorum_problem(m: &RaftMetrics<NodeId, BasicNode>) -> Option<String> {
     }
     match m.millis_since_quorum_ack {
         Some(ms) if ms <= QUORUM_STALE_MS => None,
-        Some(ms) => Some(format!("no quorum: leader {} last heard from a quorum {ms} ms ago", m.id)),
+        Some(ms) => {
+            Some(format!("no quorum: leader {} last heard from a quorum {ms} ms ago", m.id))
+        }
         None => Some(format!("no quorum: leader {} has not heard from a quorum yet", m.id)),
     }
 }
@@ -501,7 +514,10 @@ async fn write(State(app): State<App>, headers: HeaderMap, body: Body) -> HttpRe
 /// leader (no leader known here, or it moved: 503, retry); any other error
 /// may come after the entry was appended (504, outcome unknown). Never a
 /// 200, so a client cannot mistake it for an answer.
-fn write_refused(app: &App, e: RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>) -> HttpResponse {
+fn write_refused(
+    app: &App,
+    e: RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>,
+) -> HttpResponse {
     if e.forward_to_leader().is_some() {
         text(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -514,7 +530,10 @@ fn write_refused(app: &App, e: RaftError<NodeId, ClientWriteError<NodeId, BasicN
 
 /// Relays `resp` (status, content type, body); `broken` answers when its
 /// body is lost.
-async fn relay(resp: reqwest::Response, broken: impl FnOnce(String) -> HttpResponse) -> HttpResponse {
+async fn relay(
+    resp: reqwest::Response,
+    broken: impl FnOnce(String) -> HttpResponse,
+) -> HttpResponse {
     let status = StatusCode::from_u16(resp.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
     let ctype = resp.headers().get(header::CONTENT_TYPE).cloned();
     match resp.bytes().await {
@@ -529,7 +548,12 @@ async fn relay(resp: reqwest::Response, broken: impl FnOnce(String) -> HttpRespo
     }
 }
 
-async fn forward_write(app: &App, leader: NodeId, addr: &str, body: axum::body::Bytes) -> HttpResponse {
+async fn forward_write(
+    app: &App,
+    leader: NodeId,
+    addr: &str,
+    body: axum::body::Bytes,
+) -> HttpResponse {
     let sent = app
         .http
         .post(format!("http://{addr}/kv/write"))
@@ -542,7 +566,10 @@ async fn forward_write(app: &App, leader: NodeId, addr: &str, body: axum::body::
     let unknown = |e: String| {
         text(
             StatusCode::GATEWAY_TIMEOUT,
-            format!("outcome unknown: node {} forwarded the write to leader {leader} at {addr}: {e}", app.id),
+            format!(
+                "outcome unknown: node {} forwarded the write to leader {leader} at {addr}: {e}",
+                app.id
+            ),
         )
     };
     match sent {
@@ -559,7 +586,10 @@ async fn forward_write(app: &App, leader: NodeId, addr: &str, body: axum::body::
         // Nothing was sent: not applied.
         Err(e) if e.is_connect() => text(
             StatusCode::SERVICE_UNAVAILABLE,
-            format!("leader unreachable: node {} could not connect to leader {leader} at {addr}: {e}", app.id),
+            format!(
+                "leader unreachable: node {} could not connect to leader {leader} at {addr}: {e}",
+                app.id
+            ),
         ),
         Err(e) => unknown(e.to_string()),
     }
@@ -580,7 +610,11 @@ pub struct GetAnswer {
     pub value: Option<String>,
 }
 
-async fn kv_get(State(app): State<App>, headers: HeaderMap, Query(q): Query<GetQuery>) -> HttpResponse {
+async fn kv_get(
+    State(app): State<App>,
+    headers: HeaderMap,
+    Query(q): Query<GetQuery>,
+) -> HttpResponse {
     if q.stale {
         let value = app.sm.get(&q.key);
         return Json(GetAnswer { key: q.key, value }).into_response();
@@ -591,7 +625,9 @@ async fn kv_get(State(app): State<App>, headers: HeaderMap, Query(q): Query<GetQ
     if m.current_leader != Some(app.id) {
         return match leader_of(&m) {
             Some((l, addr)) if !forwarded => forward_get(&app, l, &addr, &q.key).await,
-            Some((l, _)) => unavailable(format!("no quorum: node {} is not the leader (node {l} is)", app.id)),
+            Some((l, _)) => {
+                unavailable(format!("no quorum: node {} is not the leader (node {l} is)", app.id))
+            }
             None => unavailable(format!("no quorum: node {} knows no leader", app.id)),
         };
     }
@@ -603,10 +639,14 @@ async fn kv_get(State(app): State<App>, headers: HeaderMap, Query(q): Query<GetQ
             "no quorum: leader {} could not confirm its leadership within {:?}",
             app.id, REQUEST_TIMEOUT
         )),
-        Ok(Err(e)) => match e.forward_to_leader().and_then(|f| Some((f.leader_id?, f.leader_node.clone()?))) {
-            Some((l, node)) if l != app.id && !forwarded => forward_get(&app, l, &node.addr, &q.key).await,
-            _ => unavailable(format!("no quorum: {e}")),
-        },
+        Ok(Err(e)) => {
+            match e.forward_to_leader().and_then(|f| Some((f.leader_id?, f.leader_node.clone()?))) {
+                Some((l, node)) if l != app.id && !forwarded => {
+                    forward_get(&app, l, &node.addr, &q.key).await
+                }
+                _ => unavailable(format!("no quorum: {e}")),
+            }
+        }
         // Applied up to the read index: the value is at least as new as
         // every write completed before this read began.
         Ok(Ok(_)) => {
@@ -620,7 +660,10 @@ async fn forward_get(app: &App, leader: NodeId, addr: &str, key: &str) -> HttpRe
     let unavailable = |e: String| {
         text(
             StatusCode::SERVICE_UNAVAILABLE,
-            format!("no quorum: node {} could not read through leader {leader} at {addr}: {e}", app.id),
+            format!(
+                "no quorum: node {} could not read through leader {leader} at {addr}: {e}",
+                app.id
+            ),
         )
     };
     let sent = app
@@ -671,20 +714,25 @@ struct LogIdsQuery {
     max: Option<usize>,
 }
 
-async fn log_ids(State(app): State<App>, Query(q): Query<LogIdsQuery>) -> Result<Json<LogIds>, HttpResponse> {
+async fn log_ids(
+    State(app): State<App>,
+    Query(q): Query<LogIdsQuery>,
+) -> Result<Json<LogIds>, HttpResponse> {
     use openraft::storage::RaftLogReader;
     use openraft::RaftLogId;
     let Some(mut log) = app.log else {
         return Err(text(StatusCode::NOT_FOUND, "only the mmapkit store lists its log".into()));
     };
-    let err = |e: openraft::StorageError<NodeId>| text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string());
+    let err =
+        |e: openraft::StorageError<NodeId>| text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string());
     let max = q.max.unwrap_or(LOG_IDS_DEFAULT).clamp(1, LOG_IDS_MAX) as u64;
     let st = log.get_log_state().await.map_err(err)?;
     let end = st.last_log_id.map_or(0, |l| l.index + 1);
     let lo = q.from.max(st.last_purged_log_id.map_or(0, |p| p.index + 1));
     let hi = lo.saturating_add(max).min(end);
     // Bounded in bytes too (4 MiB of entries, at least one).
-    let entries = if lo < hi { log.limited_get_log_entries(lo, hi).await.map_err(err)? } else { Vec::new() };
+    let entries =
+        if lo < hi { log.limited_get_log_entries(lo, hi).await.map_err(err)? } else { Vec::new() };
     let entries: Vec<_> = entries.iter().map(|e| *e.get_log_id()).collect();
     let next = entries.last().map(|l| l.index + 1).filter(|&n| n < end);
     Ok(Json(LogIds { purged: st.last_purged_log_id, entries, next }))
@@ -722,7 +770,13 @@ pub struct HttpPeer {
 impl RaftNetworkFactory<KvConfig> for HttpNetwork {
     type Network = HttpPeer;
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> HttpPeer {
-        HttpPeer { http: self.http.clone(), target, addr: node.addr.clone(), budget: APPEND_BUDGET, in_flight: false }
+        HttpPeer {
+            http: self.http.clone(),
+            target,
+            addr: node.addr.clone(),
+            budget: APPEND_BUDGET,
+            in_flight: false,
+        }
     }
 }
 
@@ -739,7 +793,12 @@ struct PeerStatus {
 type RpcResult<T, E> = Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>;
 
 impl HttpPeer {
-    async fn call<Resp, E>(&self, route: &str, body: Vec<u8>, option: &RPCOption) -> RpcResult<Resp, E>
+    async fn call<Resp, E>(
+        &self,
+        route: &str,
+        body: Vec<u8>,
+        option: &RPCOption,
+    ) -> RpcResult<Resp, E>
     where
         Resp: DeserializeOwned,
         E: std::error::Error + DeserializeOwned,
@@ -764,7 +823,12 @@ impl HttpPeer {
             // E.g. 401 (token) or 413: say so rather than "error decoding".
             let status = resp.status().as_u16();
             let body = resp.text().await.unwrap_or_default();
-            let e = PeerStatus { addr: self.addr.clone(), route: route.into(), status, body: body.trim().into() };
+            let e = PeerStatus {
+                addr: self.addr.clone(),
+                route: route.into(),
+                status,
+                body: body.trim().into(),
+            };
             return Err(RPCError::Network(NetworkError::new(&e)));
         }
         let res: Result<Resp, RaftError<NodeId, E>> =
@@ -814,8 +878,10 @@ impl RaftNetwork<KvConfig> for HttpPeer {
         &mut self,
         rpc: InstallSnapshotRequest<KvConfig>,
         option: RPCOption,
-    ) -> Result<InstallSnapshotResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId, InstallSnapshotError>>>
-    {
+    ) -> Result<
+        InstallSnapshotResponse<NodeId>,
+        RPCError<NodeId, BasicNode, RaftError<NodeId, InstallSnapshotError>>,
+    > {
         let body = encode(&rpc).map_err(RPCError::Network)?;
         self.call("raft/snapshot", body, &option).await
     }
@@ -921,7 +987,11 @@ impl KvClient {
     /// (no leader, no quorum, a node down). After an attempt of unknown
     /// outcome it retries `Set` and `Delete` (idempotent on the state) but
     /// returns [`ClientError::Unknown`] for `Cas`.
-    pub async fn write(&self, req: &Request, patience: Duration) -> Result<(LogId<NodeId>, Response), ClientError> {
+    pub async fn write(
+        &self,
+        req: &Request,
+        patience: Duration,
+    ) -> Result<(LogId<NodeId>, Response), ClientError> {
         let deadline = Instant::now() + patience;
         let retry_unknown = !matches!(req, Request::Cas { .. });
         let mut last_err = String::new();
@@ -944,7 +1014,12 @@ impl KvClient {
         Err(ClientError::Timeout(patience, last_err))
     }
 
-    async fn write_once(&self, k: usize, url: String, req: &Request) -> Result<(LogId<NodeId>, Response), Attempt> {
+    async fn write_once(
+        &self,
+        k: usize,
+        url: String,
+        req: &Request,
+    ) -> Result<(LogId<NodeId>, Response), Attempt> {
         let resp = match self.request(reqwest::Method::POST, url).json(req).send().await {
             Ok(r) => r,
             Err(e) if e.is_connect() => return Err(Attempt::Retry(e.to_string())),
@@ -957,7 +1032,8 @@ impl KvClient {
             *self.leader.lock().unwrap_or_else(|e| e.into_inner()) = i;
         }
         if status.is_success() {
-            let answer: WriteResult = resp.json().await.map_err(|e| Attempt::Unknown(e.to_string()))?;
+            let answer: WriteResult =
+                resp.json().await.map_err(|e| Attempt::Unknown(e.to_string()))?;
             return match answer {
                 Ok(r) => Ok((r.log_id, r.data)),
                 Err(e) if e.forward_to_leader().is_none() => Err(Attempt::Unknown(e.to_string())),

@@ -17,8 +17,12 @@ use std::path::Path;
 use std::sync::Arc;
 
 use openraft::storage::{LogFlushed, LogState, RaftLogReader, RaftLogStorage};
-use openraft::{AnyError, LogId, OptionalSend, RaftLogId, RaftTypeConfig, StorageError, StorageIOError, Vote};
-use rocksdb::{ColumnFamilyDescriptor, Direction, IteratorMode, Options, WriteBatch, WriteOptions, DB};
+use openraft::{
+    AnyError, LogId, OptionalSend, RaftLogId, RaftTypeConfig, StorageError, StorageIOError, Vote,
+};
+use rocksdb::{
+    ColumnFamilyDescriptor, Direction, IteratorMode, Options, WriteBatch, WriteOptions, DB,
+};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -58,7 +62,10 @@ where
         w
     }
 
-    fn get_meta<T: DeserializeOwned>(&self, key: &str) -> Result<Option<T>, StorageError<C::NodeId>> {
+    fn get_meta<T: DeserializeOwned>(
+        &self,
+        key: &str,
+    ) -> Result<Option<T>, StorageError<C::NodeId>> {
         let cf = self.db.cf_handle("meta").expect("meta column family");
         match self.db.get_cf(cf, key).map_err(err)? {
             Some(b) => Ok(Some(serde_json::from_slice(&b).map_err(err)?)),
@@ -66,7 +73,12 @@ where
         }
     }
 
-    fn put_meta<T: Serialize>(&self, key: &str, v: &T, sync: bool) -> Result<(), StorageError<C::NodeId>> {
+    fn put_meta<T: Serialize>(
+        &self,
+        key: &str,
+        v: &T,
+        sync: bool,
+    ) -> Result<(), StorageError<C::NodeId>> {
         let cf = self.db.cf_handle("meta").expect("meta column family");
         let b = serde_json::to_vec(v).map_err(err)?;
         let w = if sync { Self::synced() } else { WriteOptions::default() };
@@ -135,15 +147,24 @@ where
         self.get_meta("vote")
     }
 
-    async fn save_committed(&mut self, c: Option<LogId<C::NodeId>>) -> Result<(), StorageError<C::NodeId>> {
+    async fn save_committed(
+        &mut self,
+        c: Option<LogId<C::NodeId>>,
+    ) -> Result<(), StorageError<C::NodeId>> {
         self.put_meta("committed", &c, false)
     }
 
-    async fn read_committed(&mut self) -> Result<Option<LogId<C::NodeId>>, StorageError<C::NodeId>> {
+    async fn read_committed(
+        &mut self,
+    ) -> Result<Option<LogId<C::NodeId>>, StorageError<C::NodeId>> {
         Ok(self.get_meta::<Option<LogId<C::NodeId>>>("committed")?.flatten())
     }
 
-    async fn append<I>(&mut self, entries: I, callback: LogFlushed<C>) -> Result<(), StorageError<C::NodeId>>
+    async fn append<I>(
+        &mut self,
+        entries: I,
+        callback: LogFlushed<C>,
+    ) -> Result<(), StorageError<C::NodeId>>
     where
         I: IntoIterator<Item = C::Entry> + OptionalSend,
         I::IntoIter: OptionalSend,
@@ -154,20 +175,32 @@ where
         }
         // Synced: durable before the callback, as the mmapkit store.
         let r = crate::blocking(|| self.db.write_opt(batch, &Self::synced()));
-        callback.log_io_completed(r.as_ref().map(|_| ()).map_err(|e| std::io::Error::other(e.to_string())));
+        callback.log_io_completed(
+            r.as_ref().map(|_| ()).map_err(|e| std::io::Error::other(e.to_string())),
+        );
         r.map_err(err)
     }
 
     async fn truncate(&mut self, log_id: LogId<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {
         self.db
-            .delete_range_cf_opt(self.db.cf_handle("default").expect("default"), log_id.index.to_be_bytes(), u64::MAX.to_be_bytes(), &Self::synced())
+            .delete_range_cf_opt(
+                self.db.cf_handle("default").expect("default"),
+                log_id.index.to_be_bytes(),
+                u64::MAX.to_be_bytes(),
+                &Self::synced(),
+            )
             .map_err(err)
     }
 
     async fn purge(&mut self, log_id: LogId<C::NodeId>) -> Result<(), StorageError<C::NodeId>> {
         self.put_meta("purged", &log_id, true)?;
         self.db
-            .delete_range_cf_opt(self.db.cf_handle("default").expect("default"), 0u64.to_be_bytes(), (log_id.index + 1).to_be_bytes(), &Self::synced())
+            .delete_range_cf_opt(
+                self.db.cf_handle("default").expect("default"),
+                0u64.to_be_bytes(),
+                (log_id.index + 1).to_be_bytes(),
+                &Self::synced(),
+            )
             .map_err(err)
     }
 }

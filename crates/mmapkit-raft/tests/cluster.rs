@@ -57,7 +57,6 @@ impl Drop for Proc {
     }
 }
 
-
 struct Cluster {
     _tmp: tempfile::TempDir,
     nodes: Vec<Proc>,
@@ -91,7 +90,8 @@ impl Cluster {
         for n in &mut nodes {
             n.spawn();
         }
-        let client = KvClient::new(nodes.iter().map(|n| n.addr.clone())).unwrap().with_token(token).unwrap();
+        let client =
+            KvClient::new(nodes.iter().map(|n| n.addr.clone())).unwrap().with_token(token).unwrap();
         let rt = tokio::runtime::Runtime::new().unwrap();
         let members: BTreeMap<u64, String> = nodes.iter().map(|n| (n.id, n.addr.clone())).collect();
         rt.block_on(client.init(&nodes[0].addr, &members)).expect("init");
@@ -138,9 +138,12 @@ impl Cluster {
         let deadline = Instant::now() + Duration::from_secs(60);
         let running: Vec<&Proc> = self.nodes.iter().filter(|n| n.child.is_some()).collect();
         let states = loop {
-            let states: Vec<_> = running.iter().map(|n| self.rt.block_on(self.client.state(&n.addr))).collect();
+            let states: Vec<_> =
+                running.iter().map(|n| self.rt.block_on(self.client.state(&n.addr))).collect();
             if let Ok(states) = states.into_iter().collect::<Result<Vec<_>, _>>() {
-                if states.windows(2).all(|w| w[0].last_applied == w[1].last_applied && w[0].data == w[1].data)
+                if states
+                    .windows(2)
+                    .all(|w| w[0].last_applied == w[1].last_applied && w[0].data == w[1].data)
                     && states[0].data.len() >= self.acked.len()
                 {
                     break states;
@@ -153,16 +156,29 @@ impl Cluster {
             for (k, v) in &self.acked {
                 assert_eq!(s.data.get(k), Some(v), "node {} lost acknowledged {k}", s.id);
             }
-            assert_eq!(s.data.len(), self.acked.len(), "node {} holds writes nobody acknowledged", s.id);
+            assert_eq!(
+                s.data.len(),
+                self.acked.len(),
+                "node {} holds writes nobody acknowledged",
+                s.id
+            );
         }
         if same_logs {
             // Logs agree on every index present on both (purge points may differ).
-            let logs: Vec<_> = running.iter().map(|n| self.rt.block_on(self.client.log_ids(&n.addr)).unwrap()).collect();
+            let logs: Vec<_> = running
+                .iter()
+                .map(|n| self.rt.block_on(self.client.log_ids(&n.addr)).unwrap())
+                .collect();
             let last: Vec<_> = logs.iter().map(|l| l.entries.last().copied()).collect();
             assert!(last.windows(2).all(|w| w[0] == w[1]), "different last log ids: {last:?}");
             for l in &logs[1..] {
-                let common: Vec<_> = l.entries.iter().filter(|e| logs[0].entries.contains(e)).collect();
-                let lo = l.entries.first().map_or(0, |e| e.index).max(logs[0].entries.first().map_or(0, |e| e.index));
+                let common: Vec<_> =
+                    l.entries.iter().filter(|e| logs[0].entries.contains(e)).collect();
+                let lo = l
+                    .entries
+                    .first()
+                    .map_or(0, |e| e.index)
+                    .max(logs[0].entries.first().map_or(0, |e| e.index));
                 let expected: Vec<_> = logs[0].entries.iter().filter(|e| e.index >= lo).collect();
                 assert_eq!(common, expected, "logs differ");
             }
@@ -226,7 +242,11 @@ fn a_follower_far_behind_a_purge_catches_up_by_snapshot() {
     c.converged(false);
     let faddr = c.node(follower).addr.clone();
     let m = c.rt.block_on(c.client.metrics(&faddr)).unwrap();
-    assert!(m.snapshot.is_some_and(|s| s.index > 20), "follower caught up without a snapshot: {:?}", m.snapshot);
+    assert!(
+        m.snapshot.is_some_and(|s| s.index > 20),
+        "follower caught up without a snapshot: {:?}",
+        m.snapshot
+    );
     let ids = c.rt.block_on(c.client.log_ids(&faddr)).unwrap();
     assert!(ids.purged.is_some(), "the installed snapshot purges the follower's log");
 }
@@ -269,7 +289,13 @@ impl Cluster {
 }
 
 /// A plain HTTP client (no token unless given).
-fn raw(rt: &tokio::runtime::Runtime, method: &str, url: &str, auth: Option<&str>, body: Option<&str>) -> (u16, String) {
+fn raw(
+    rt: &tokio::runtime::Runtime,
+    method: &str,
+    url: &str,
+    auth: Option<&str>,
+    body: Option<&str>,
+) -> (u16, String) {
     let http = reqwest::Client::new();
     let mut r = http.request(method.parse().unwrap(), url).timeout(Duration::from_secs(30));
     if let Some(a) = auth {
@@ -314,7 +340,11 @@ fn a_snapshot_larger_than_two_megabytes_installs_on_a_lagging_follower() {
     c.converged(false);
     let faddr = c.addr(follower);
     let m = c.rt.block_on(c.client.metrics(&faddr)).unwrap();
-    assert!(m.snapshot.is_some_and(|s| s.index > 10), "follower caught up without a snapshot: {:?}", m.snapshot);
+    assert!(
+        m.snapshot.is_some_and(|s| s.index > 10),
+        "follower caught up without a snapshot: {:?}",
+        m.snapshot
+    );
 }
 
 #[test]
@@ -334,7 +364,10 @@ fn a_3_mb_value_is_written_and_an_oversized_one_gets_a_clear_413() {
     let c2 = Cluster::start(&["--max-value-bytes", "1000"]);
     let req = Request::Set { key: "k".into(), value: "z".repeat(100_000) };
     let r = c2.rt.block_on(c2.client.write(&req, Duration::from_secs(30)));
-    assert!(matches!(&r, Err(ClientError::TooLarge(m)) if m.contains("--max-value-bytes 1000")), "{r:?}");
+    assert!(
+        matches!(&r, Err(ClientError::TooLarge(m)) if m.contains("--max-value-bytes 1000")),
+        "{r:?}"
+    );
 }
 
 // Defect 10: authentication, bounded listings, bad arguments, no quorum.
@@ -359,13 +392,21 @@ fn every_endpoint_requires_the_token() {
     ];
     for (m, route, body) in endpoints {
         let url = format!("http://{a}/{route}");
-        for auth in [None, Some("Bearer wrong"), Some("Basic s3cret-T0ken"), Some("Bearer s3cret-T0ke")] {
+        for auth in
+            [None, Some("Bearer wrong"), Some("Basic s3cret-T0ken"), Some("Bearer s3cret-T0ke")]
+        {
             let (status, text) = raw(&c.rt, m, &url, auth, Some(body));
             assert_eq!(status, 401, "{m} /{route} with {auth:?}: {text}");
         }
     }
     // The scheme in any case.
-    let (status, text) = raw(&c.rt, "GET", &format!("http://{a}/kv/get?key=key00001"), Some("bEaReR s3cret-T0ken"), None);
+    let (status, text) = raw(
+        &c.rt,
+        "GET",
+        &format!("http://{a}/kv/get?key=key00001"),
+        Some("bEaReR s3cret-T0ken"),
+        None,
+    );
     assert_eq!((status, text.as_str()), (200, r#"{"key":"key00001","value":"a-1"}"#));
     // Clients without it or with a wrong one are told so.
     let anon = KvClient::new([a.clone()]).unwrap();
@@ -418,7 +459,10 @@ fn log_ids_are_paged() {
     c.write(0..30, "a");
     let a = c.addr(c.leader());
     let page = c.rt.block_on(c.client.log_ids_page(&a, 0, 10)).unwrap();
-    assert_eq!(page.entries.iter().map(|e| e.index).collect::<Vec<_>>(), (0..10).collect::<Vec<_>>());
+    assert_eq!(
+        page.entries.iter().map(|e| e.index).collect::<Vec<_>>(),
+        (0..10).collect::<Vec<_>>()
+    );
     assert_eq!(page.next, Some(10));
     let page = c.rt.block_on(c.client.log_ids_page(&a, 25, 1_000_000)).unwrap();
     assert_eq!(page.entries.first().map(|e| e.index), Some(25));
@@ -443,12 +487,19 @@ fn a_leader_without_quorum_fails_writes_and_reads_promptly() {
     let write = format!("http://{a}/kv/write");
     // Answered (503: not applied, or 504: unknown) instead of hanging
     // until the client gives up.
-    let (status, text) = raw(&c.rt, "POST", &write, None, Some(r#"{"Set":{"key":"k","value":"v"}}"#));
+    let (status, text) =
+        raw(&c.rt, "POST", &write, None, Some(r#"{"Set":{"key":"k","value":"v"}}"#));
     assert!((status == 503 || status == 504) && text.contains("no quorum"), "{status} {text}");
     // Once the leader knows, it refuses up front: certainly not applied.
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let (status, text) = raw(&c.rt, "POST", &write, None, Some(r#"{"Cas":{"key":"k","expected":null,"value":"v"}}"#));
+        let (status, text) = raw(
+            &c.rt,
+            "POST",
+            &write,
+            None,
+            Some(r#"{"Cas":{"key":"k","expected":null,"value":"v"}}"#),
+        );
         assert!(text.contains("no quorum"), "{status} {text}");
         if status == 503 {
             break;
@@ -459,7 +510,8 @@ fn a_leader_without_quorum_fails_writes_and_reads_promptly() {
     assert_eq!(status, 503, "{text}");
     assert!(text.starts_with("no quorum"), "{text}");
     // The explicitly stale read still answers.
-    let (status, text) = raw(&c.rt, "GET", &format!("http://{a}/kv/get?key=key00001&stale=true"), None, None);
+    let (status, text) =
+        raw(&c.rt, "GET", &format!("http://{a}/kv/get?key=key00001&stale=true"), None, None);
     assert_eq!((status, text.as_str()), (200, r#"{"key":"key00001","value":"a-1"}"#));
     // The client reports it, and a Cas whose outcome is unknown is not retried.
     let lone = KvClient::new([a]).unwrap();
@@ -503,12 +555,19 @@ fn reads_through_any_node_see_every_completed_write_and_cas_is_atomic() {
     assert_eq!(c.rt.block_on(fc.get("c", t)).unwrap(), None);
     // The raw API on a follower: forwarded, the leader's answer relayed.
     let fa = c.addr(follower);
-    let (status, text) = raw(&c.rt, "POST", &format!("http://{fa}/kv/write"), None, Some(r#"{"Cas":{"key":"c","expected":null,"value":"q"}}"#));
+    let (status, text) = raw(
+        &c.rt,
+        "POST",
+        &format!("http://{fa}/kv/write"),
+        None,
+        Some(r#"{"Cas":{"key":"c","expected":null,"value":"q"}}"#),
+    );
     assert_eq!(status, 200, "{text}");
     assert!(text.contains(r#""data":{"previous":null,"ok":true}"#), "{text}");
     let (status, text) = raw(&c.rt, "GET", &format!("http://{fa}/kv/get?key=c"), None, None);
     assert_eq!((status, text.as_str()), (200, r#"{"key":"c","value":"q"}"#));
-    let (status, text) = raw(&c.rt, "POST", &format!("http://{fa}/kv/write"), None, Some("{not json"));
+    let (status, text) =
+        raw(&c.rt, "POST", &format!("http://{fa}/kv/write"), None, Some("{not json"));
     assert_eq!(status, 400, "{text}");
 }
 
@@ -557,7 +616,8 @@ fn peers_connect_from_the_ip_they_bind_through_proxies() {
         n.spawn();
     }
     let proxies: Vec<_> = nodes.iter().map(|n| proxy(n.addr.clone())).collect();
-    let members: BTreeMap<u64, String> = nodes.iter().zip(&proxies).map(|(n, p)| (n.id, p.0.clone())).collect();
+    let members: BTreeMap<u64, String> =
+        nodes.iter().zip(&proxies).map(|(n, p)| (n.id, p.0.clone())).collect();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let client = KvClient::new(nodes.iter().map(|n| n.addr.clone())).unwrap();
     rt.block_on(client.init(&nodes[0].addr, &members)).expect("init");
@@ -567,15 +627,20 @@ fn peers_connect_from_the_ip_they_bind_through_proxies() {
     // leader (through its proxy), the leader replicates to theirs.
     for n in &nodes {
         let one = KvClient::new([n.addr.clone()]).unwrap();
-        rt.block_on(one.write(&Request::Set { key: format!("k{}", n.id), value: "v".into() }, t)).unwrap();
+        rt.block_on(one.write(&Request::Set { key: format!("k{}", n.id), value: "v".into() }, t))
+            .unwrap();
     }
     // Every node's connections to its peers' proxies come from its own IP.
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let seen: Vec<Vec<std::net::IpAddr>> = proxies.iter().map(|p| p.1.lock().unwrap().clone()).collect();
+        let seen: Vec<Vec<std::net::IpAddr>> =
+            proxies.iter().map(|p| p.1.lock().unwrap().clone()).collect();
         for s in &seen {
             for a in s {
-                assert!((11..=13).any(|i| a.to_string() == format!("127.0.0.{i}")), "a peer connected from {a}");
+                assert!(
+                    (11..=13).any(|i| a.to_string() == format!("127.0.0.{i}")),
+                    "a peer connected from {a}"
+                );
             }
         }
         let from = |id: u64| seen.iter().flatten().filter(|a| a.to_string() == ip(id)).count();

@@ -134,7 +134,11 @@ fn an_entry_that_passes_its_crc_but_does_not_decode_is_corruption() {
     }
     match Store::open(d.path(), small()) {
         Err(mmapkit_raft::Error::Log(e)) => {
-            assert_eq!((e.kind(), e.path()), (mmapkit::ErrorKind::Corrupt, Some(log_dir.as_path())), "{e}")
+            assert_eq!(
+                (e.kind(), e.path()),
+                (mmapkit::ErrorKind::Corrupt, Some(log_dir.as_path())),
+                "{e}"
+            )
         }
         Err(e) => panic!("not corruption: {e}"),
         Ok(_) => panic!("opened over an entry that does not decode"),
@@ -176,7 +180,11 @@ fn readers_racing_purges_truncations_and_appends_see_whole_contiguous_ranges() {
                     }
                     if let Some(f) = got.first() {
                         // Never below a purge point seen before the read.
-                        assert!(f.get_log_id().index >= floor, "purged entry {} returned", f.get_log_id().index);
+                        assert!(
+                            f.get_log_id().index >= floor,
+                            "purged entry {} returned",
+                            f.get_log_id().index
+                        );
                     }
                     reads += 1;
                 }
@@ -237,7 +245,11 @@ fn storage_io_runs_off_the_async_workers() {
     }
 
     let d = tempfile::tempdir().unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread().max_blocking_threads(1).enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .max_blocking_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
     let yielded: BTreeMap<&str, bool> = rt.block_on(async {
         let mut s = Store::open(d.path().join("log"), small()).unwrap();
         let mut sm = KvStateMachine::open(d.path().join("sm")).unwrap();

@@ -11,7 +11,9 @@ struct Builder {
 }
 
 impl StoreBuilder<KvConfig, LogStore<KvConfig>, KvStateMachine, tempfile::TempDir> for Builder {
-    async fn build(&self) -> Result<(tempfile::TempDir, LogStore<KvConfig>, KvStateMachine), StorageError<u64>> {
+    async fn build(
+        &self,
+    ) -> Result<(tempfile::TempDir, LogStore<KvConfig>, KvStateMachine), StorageError<u64>> {
         let dir = tempfile::tempdir().expect("temp dir");
         let opts = StoreOptions { segment_size: self.segment_size, ..Default::default() };
         let log = LogStore::open(dir.path().join("log"), opts).expect("open log store");

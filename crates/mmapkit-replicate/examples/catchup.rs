@@ -28,14 +28,8 @@ use mmapkit::log::{CommitLog, LogOptions, SyncMode};
 use mmapkit_replicate::{follow, serve, FollowOptions, ServeOptions};
 
 fn build(dir: &Path, n: u64, size: usize) {
-    let log = CommitLog::open(
-        dir,
-        LogOptions {
-            sync: SyncMode::Never,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let log =
+        CommitLog::open(dir, LogOptions { sync: SyncMode::Never, ..Default::default() }).unwrap();
     assert!(log.last_index() < log.first_index(), "{}: not empty", dir.display());
     let mut x = 0x2545_f491_4f6c_dd1du64;
     let mut i = 0;
@@ -63,14 +57,7 @@ fn build(dir: &Path, n: u64, size: usize) {
 /// Reading it whole indexes (and verifies) its segments once, untimed, as
 /// in a leader that has been serving for a while.
 fn open_leader(dir: &Path) -> (Arc<CommitLog>, u64, u64) {
-    let log = CommitLog::open(
-        dir,
-        LogOptions {
-            read_only: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let log = CommitLog::open(dir, LogOptions { read_only: true, ..Default::default() }).unwrap();
     let (first, last) = (log.first_index(), log.last_index());
     let mut bytes = 0u64;
     let mut i = first;
@@ -87,11 +74,7 @@ fn open_leader(dir: &Path) -> (Arc<CommitLog>, u64, u64) {
 fn time_follow(leader: Arc<CommitLog>, work: &Path, page_count: Option<u64>, want: u64) -> f64 {
     let srv = serve(leader, ServeOptions::default()).unwrap();
     let d = tempfile::tempdir_in(work).unwrap();
-    let mut opts = FollowOptions {
-        once: true,
-        sync: SyncMode::Never,
-        ..Default::default()
-    };
+    let mut opts = FollowOptions { once: true, sync: SyncMode::Never, ..Default::default() };
     if let Some(c) = page_count {
         opts.page_count = c;
     }
@@ -105,11 +88,8 @@ fn time_follow(leader: Arc<CommitLog>, work: &Path, page_count: Option<u64>, wan
 /// The loopback limit: `len` bytes as one static body, fetched and dropped.
 fn time_static(len: usize) -> f64 {
     let body = bytes::Bytes::from(vec![0x5au8; len]);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     rt.block_on(async move {
         let app = axum::Router::new().route(
             "/blob",
@@ -123,11 +103,7 @@ fn time_static(len: usize) -> f64 {
         tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
         let client = reqwest::Client::new();
         let t = Instant::now();
-        let mut r = client
-            .get(format!("http://{addr}/blob"))
-            .send()
-            .await
-            .unwrap();
+        let mut r = client.get(format!("http://{addr}/blob")).send().await.unwrap();
         let mut got = 0;
         while let Some(c) = r.chunk().await.unwrap() {
             got += c.len();

@@ -85,9 +85,7 @@ pub(crate) async fn run(
     // The timeouts are the watchdog's (see the module docs).
     // Request heads are tiny: a larger one is refused (431), and each
     // connection's read buffer stays small.
-    http.keep_alive(true)
-        .header_read_timeout(None)
-        .max_buf_size(64 << 10);
+    http.keep_alive(true).header_read_timeout(None).max_buf_size(64 << 10);
     let http = Arc::new(http);
     loop {
         let accepted = tokio::select! {
@@ -143,17 +141,8 @@ async fn connection(
     _slot: OwnedSemaphorePermit,
 ) {
     let act = Arc::new(Activity::new());
-    let io = TokioIo::new(Watched {
-        tcp,
-        act: act.clone(),
-    });
-    let conn = http.serve_connection(
-        io,
-        Service {
-            app,
-            act: act.clone(),
-        },
-    );
+    let io = TokioIo::new(Watched { tcp, act: act.clone() });
+    let conn = http.serve_connection(io, Service { app, act: act.clone() });
     tokio::pin!(conn);
     let dog = watchdog(&act, limits);
     tokio::pin!(dog);

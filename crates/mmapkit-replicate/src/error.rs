@@ -96,12 +96,6 @@ pub enum ReplicateError {
 impl ReplicateError {
     /// Whether the follower retries after it (with backoff).
     pub fn is_transient(&self) -> bool {
-        matches!(
-            self,
-            ReplicateError::Http {
-                transient: true,
-                ..
-            }
-        )
+        matches!(self, ReplicateError::Http { transient: true, .. })
     }
 }

@@ -193,9 +193,9 @@ impl Follower {
     }
     /// Waits for it to return.
     pub fn join(self) -> Result<FollowReport> {
-        self.thread
-            .join()
-            .unwrap_or_else(|p| Err(ReplicateError::Panicked(mmapkit::panic_detail("the follower", &*p))))
+        self.thread.join().unwrap_or_else(|p| {
+            Err(ReplicateError::Panicked(mmapkit::panic_detail("the follower", &*p)))
+        })
     }
 }
 
@@ -256,9 +256,7 @@ fn save_followed(dir: &Path, f: &Followed) -> Result<()> {
     let p = dir.join(FOLLOWS);
     let mut tmp = mmapkit::fs::TempFile::beside(&p)?;
     let body = serde_json::to_vec(f).expect("serializable");
-    tmp.file_mut()
-        .write_all(&body)
-        .map_err(|e| mmapkit::Error::io(tmp.path(), "write", e))?;
+    tmp.file_mut().write_all(&body).map_err(|e| mmapkit::Error::io(tmp.path(), "write", e))?;
     tmp.rename_to(&p, true)?;
     Ok(())
 }
@@ -308,11 +306,7 @@ impl Ctx {
         }
         let log = CommitLog::open(
             dir,
-            LogOptions {
-                sync: opts.sync,
-                segment_size: opts.segment_size,
-                ..Default::default()
-            },
+            LogOptions { sync: opts.sync, segment_size: opts.segment_size, ..Default::default() },
         )?;
         let followed = load_followed(dir)?;
         let http = reqwest::Client::builder()
@@ -335,10 +329,8 @@ impl Ctx {
     }
 
     fn run(mut self) -> Result<FollowReport> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| {
+        let rt =
+            tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| {
                 ReplicateError::InvalidArgument(format!("cannot start the runtime: {e}"))
             })?;
         let r = rt.block_on(self.run_async());
@@ -348,10 +340,7 @@ impl Ctx {
     }
 
     async fn run_async(&mut self) -> Result<()> {
-        let give_up = self
-            .opts
-            .give_up_after
-            .or(self.opts.once.then_some(Duration::from_secs(30)));
+        let give_up = self.opts.give_up_after.or(self.opts.once.then_some(Duration::from_secs(30)));
         let mut backoff = Duration::from_millis(50);
         let mut since = Instant::now();
         let mut damaged: (u64, u32) = (0, 0);
@@ -368,11 +357,7 @@ impl Ctx {
             let e = match r {
                 Ok(()) => return Ok(()),
                 Err(Fail::Corrupt(index)) => {
-                    damaged = if damaged.0 == index {
-                        (index, damaged.1 + 1)
-                    } else {
-                        (index, 1)
-                    };
+                    damaged = if damaged.0 == index { (index, damaged.1 + 1) } else { (index, 1) };
                     let e = ReplicateError::Corrupt {
                         url: self.base.clone(),
                         dir: self.dir.clone(),
@@ -426,10 +411,7 @@ impl Ctx {
         let text = resp.text().await.unwrap_or_default();
         let detail = format!("{status}: {}", text.trim());
         Err(if status.as_u16() == 401 {
-            ReplicateError::Unauthorized {
-                url,
-                detail: text.trim().to_string(),
-            }
+            ReplicateError::Unauthorized { url, detail: text.trim().to_string() }
         } else {
             ReplicateError::Http {
                 url,
@@ -475,11 +457,7 @@ impl Ctx {
     }
 
     fn diverged(&self, detail: String) -> ReplicateError {
-        ReplicateError::Diverged {
-            url: self.base.clone(),
-            dir: self.dir.clone(),
-            detail,
-        }
+        ReplicateError::Diverged { url: self.base.clone(), dir: self.dir.clone(), detail }
     }
 
     /// A difference from the leader that the state `st` does not explain:
@@ -530,9 +508,9 @@ impl Ctx {
         if self.followed.as_ref() != Some(&f) {
             let dir = self.dir.clone();
             let g = f.clone();
-            tokio::task::spawn_blocking(move || save_followed(&dir, &g))
-                .await
-                .map_err(|e| ReplicateError::Panicked(format!("saving the record failed: {e}")))??;
+            tokio::task::spawn_blocking(move || save_followed(&dir, &g)).await.map_err(|e| {
+                ReplicateError::Panicked(format!("saving the record failed: {e}"))
+            })??;
             self.followed = Some(f);
         }
         Ok(())
@@ -599,12 +577,17 @@ impl Ctx {
             return Ok(()); // empty, or its last entry was purged (committed) there
         }
         if fl > st.last_index {
-            return Err(self.unexplained(st, format!(
+            return Err(self
+                .unexplained(
+                    st,
+                    format!(
                 "the leader's log ends at entry {} but this follower holds entries up to {fl}, \
                  and the leader recorded no truncation of them: it lost entries it had served \
                  (a power loss before they were synced?); the follower's log was kept",
                 st.last_index
-            )).await);
+            ),
+                )
+                .await);
         }
         #[derive(serde::Deserialize)]
         struct T {
@@ -616,12 +599,17 @@ impl Ctx {
         let path = format!("/v1/term/{fl}");
         match self.get_json::<T>(&path).await? {
             (200, Some(t)) if t.term == term && t.crc == crc => Ok(()),
-            (200, Some(t)) => Err(self.unexplained(st, format!(
+            (200, Some(t)) => Err(self
+                .unexplained(
+                    st,
+                    format!(
                 "entry {fl} has term {} and CRC {:#010x} on the leader but term {term} and CRC \
                  {crc:#010x} here, and the leader recorded no truncation of it; the follower's \
                  log was kept",
                 t.term, t.crc
-            )).await),
+            ),
+                )
+                .await),
             // Purged there meanwhile: it was committed.
             (410, _) => Ok(()),
             (s, _) => Err(ReplicateError::Http {
@@ -707,9 +695,7 @@ impl Ctx {
 
     /// The fetch loop of a round (step 3); batches go to `tx`.
     async fn fetch(&mut self, tx: mpsc::UnboundedSender<Batch>) -> std::result::Result<(), Fail> {
-        let budget = Arc::new(Semaphore::new(
-            self.opts.max_in_flight.min(Semaphore::MAX_PERMITS),
-        ));
+        let budget = Arc::new(Semaphore::new(self.opts.max_in_flight.min(Semaphore::MAX_PERMITS)));
         let mut next = self.log.last_index() + 1;
         let mut prev = if next > self.log.first_index() {
             let e = self.log.get(next - 1).map_err(ReplicateError::from)?;
@@ -721,22 +707,13 @@ impl Ctx {
         // in-flight budget is accepted (or allocated for).
         let max_frame = self.opts.max_in_flight.min(u32::MAX as usize);
         let followed_id = self.followed.as_ref().map(|f| f.log_id.clone());
-        let mut batch = Batch {
-            first: next,
-            entries: Vec::new(),
-            crcs: Vec::new(),
-            bytes: 0,
-            _permit: None,
-        };
+        let mut batch =
+            Batch { first: next, entries: Vec::new(), crcs: Vec::new(), bytes: 0, _permit: None };
         loop {
             if self.stop.is_stopped() {
                 return Ok(());
             }
-            let wait = if self.opts.once {
-                0
-            } else {
-                self.opts.long_poll.as_millis() as u64
-            };
+            let wait = if self.opts.once { 0 } else { self.opts.long_poll.as_millis() as u64 };
             let mut path = format!(
                 "/v1/entries?from={next}&max_count={}&max_bytes={}&wait_ms={wait}",
                 self.opts.page_count, self.opts.page_bytes
@@ -886,7 +863,8 @@ impl Ctx {
                 return Err(ReplicateError::Http {
                     url: self.url("/v1/state"),
                     status: Some(200),
-                    detail: "the leader's log was truncated while it was copied; reconciling".into(),
+                    detail: "the leader's log was truncated while it was copied; reconciling"
+                        .into(),
                     transient: true,
                 }
                 .into());
@@ -904,10 +882,8 @@ impl Ctx {
         next: u64,
     ) -> Result<()> {
         if !batch.entries.is_empty() {
-            let want = batch
-                .bytes
-                .clamp(1, self.opts.max_in_flight.min(Semaphore::MAX_PERMITS))
-                as u32;
+            let want =
+                batch.bytes.clamp(1, self.opts.max_in_flight.min(Semaphore::MAX_PERMITS)) as u32;
             let permit = budget.clone().acquire_many_owned(want).await.ok();
             let mut b = std::mem::replace(
                 batch,

@@ -195,13 +195,7 @@ impl ServerStop {
 /// it: while long polls wait, one thread refreshes it, every 5 to 100 ms)
 /// and serves it.
 pub fn serve_dir(dir: impl AsRef<Path>, opts: ServeOptions) -> Result<Server> {
-    let log = CommitLog::open(
-        dir.as_ref(),
-        LogOptions {
-            read_only: true,
-            ..Default::default()
-        },
-    )?;
+    let log = CommitLog::open(dir.as_ref(), LogOptions { read_only: true, ..Default::default() })?;
     serve(Arc::new(log), opts)
 }
 
@@ -233,9 +227,7 @@ fn check_bind(opts: &ServeOptions) -> Result<SocketAddr> {
         )));
     }
     if opts.token.as_deref() == Some("") {
-        return Err(ReplicateError::InvalidArgument(
-            "the token must not be empty".into(),
-        ));
+        return Err(ReplicateError::InvalidArgument("the token must not be empty".into()));
     }
     // Anything else could not be sent in an Authorization header (or
     // would be trimmed from it), so no client could ever authenticate.
@@ -277,32 +269,18 @@ pub fn serve(log: Arc<CommitLog>, opts: ServeOptions) -> Result<Server> {
     })?;
     std_listener
         .set_nonblocking(true)
-        .map_err(|e| ReplicateError::Server {
-            addr: addr.to_string(),
-            detail: e.to_string(),
-        })?;
+        .map_err(|e| ReplicateError::Server { addr: addr.to_string(), detail: e.to_string() })?;
     let local = std_listener
         .local_addr()
-        .map_err(|e| ReplicateError::Server {
-            addr: addr.to_string(),
-            detail: e.to_string(),
-        })?;
+        .map_err(|e| ReplicateError::Server { addr: addr.to_string(), detail: e.to_string() })?;
     // The watcher publishes the last index: woken by appends through a
     // writable handle (no polling); a read-only one is refreshed by one
     // poller thread while long polls wait.
     let (last_tx, last_rx) = watch::channel(log.last_index());
     let watcher_stop = Arc::new(AtomicBool::new(false));
-    let poller = log
-        .options()
-        .read_only
-        .then(|| Arc::new(wake::Poller::default()));
+    let poller = log.options().read_only.then(|| Arc::new(wake::Poller::default()));
     let watcher = if let Some(p) = &poller {
-        Some(wake::spawn(
-            log.clone(),
-            p.clone(),
-            last_tx,
-            watcher_stop.clone(),
-        ))
+        Some(wake::spawn(log.clone(), p.clone(), last_tx, watcher_stop.clone()))
     } else {
         let (log, stop) = (log.clone(), watcher_stop.clone());
         Some(std::thread::spawn(move || {
@@ -364,12 +342,7 @@ pub fn serve(log: Arc<CommitLog>, opts: ServeOptions) -> Result<Server> {
     });
     match ready_rx.recv() {
         Ok(Ok(())) => {}
-        Ok(Err(e)) => {
-            return Err(ReplicateError::Server {
-                addr: local.to_string(),
-                detail: e,
-            })
-        }
+        Ok(Err(e)) => return Err(ReplicateError::Server { addr: local.to_string(), detail: e }),
         Err(_) => {
             return Err(ReplicateError::Server {
                 addr: local.to_string(),
@@ -414,10 +387,8 @@ fn router(shared: Arc<Shared>) -> Router {
 
 fn err(status: StatusCode, msg: String) -> Response {
     let mut r = (status, format!("{msg}\n")).into_response();
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
     r
 }
 
@@ -441,8 +412,7 @@ async fn auth(State(sh): State<Arc<Shared>>, req: Request, next: Next) -> Respon
         };
         if let Some(why) = why {
             let mut r = err(StatusCode::UNAUTHORIZED, why.into());
-            r.headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            r.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
             return r;
         }
     }
@@ -501,12 +471,9 @@ impl Shared {
 /// A refresh that failed: the directory is gone or unreadable, or the
 /// log is changing too fast to load; followers retry.
 fn log_err(e: mmapkit::Error) -> Response {
-    let mut r = err(
-        StatusCode::SERVICE_UNAVAILABLE,
-        format!("the leader's log is not available: {e}"),
-    );
-    r.headers_mut()
-        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    let mut r =
+        err(StatusCode::SERVICE_UNAVAILABLE, format!("the leader's log is not available: {e}"));
+    r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
     r
 }
 
@@ -516,7 +483,9 @@ fn parse_since(q: Option<&str>) -> std::result::Result<Option<u64>, String> {
     for kv in q.unwrap_or("").split('&').filter(|s| !s.is_empty()) {
         match kv.split_once('=') {
             Some(("since", v)) => {
-                since = Some(v.parse::<u64>().map_err(|_| format!("since={v:?} is not a whole number"))?)
+                since = Some(
+                    v.parse::<u64>().map_err(|_| format!("since={v:?} is not a whole number"))?,
+                )
             }
             _ => return Err(format!("unknown parameter {kv:?} (expected since=EPOCH)")),
         }
@@ -537,8 +506,7 @@ fn read_failed(sh: &Shared, index: u64, e: mmapkit::Error) -> Response {
         StatusCode::SERVICE_UNAVAILABLE,
         format!("reading entry {index} failed (the log may be changing; retry): {e}"),
     );
-    r.headers_mut()
-        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
     r
 }
 
@@ -569,9 +537,9 @@ async fn state(State(sh): State<Arc<Shared>>, RawQuery(q): RawQuery) -> Response
             return err(StatusCode::CONFLICT, e.to_string());
         }
         Ok(Err(e)) => {
-            let mut r = err(StatusCode::SERVICE_UNAVAILABLE, format!("the log changed; retry ({e})"));
-            r.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            let mut r =
+                err(StatusCode::SERVICE_UNAVAILABLE, format!("the log changed; retry ({e})"));
+            r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             return r;
         }
         Err(e) => return err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
@@ -602,10 +570,8 @@ fn out_of_range(index: u64, first: u64, last: u64) -> Response {
             format!("entry {index} is past the end of the log (last index {last})"),
         )
     };
-    r.headers_mut()
-        .insert("x-mmapkit-first-index", HeaderValue::from(first));
-    r.headers_mut()
-        .insert("x-mmapkit-last-index", HeaderValue::from(last));
+    r.headers_mut().insert("x-mmapkit-first-index", HeaderValue::from(first));
+    r.headers_mut().insert("x-mmapkit-last-index", HeaderValue::from(last));
     r
 }
 
@@ -678,9 +644,7 @@ fn parse_query(q: Option<&str>) -> std::result::Result<PageQuery, String> {
             ))
             }
         };
-        let n: u64 = v
-            .parse()
-            .map_err(|_| format!("{k}={v:?} is not a whole number"))?;
+        let n: u64 = v.parse().map_err(|_| format!("{k}={v:?} is not a whole number"))?;
         if n == 0 && matches!(k, "from" | "max_count" | "max_bytes") {
             return Err(format!("{k} must be at least 1"));
         }
@@ -726,12 +690,7 @@ fn next_chunk(p: &mut Page) -> Option<Bytes> {
     let mut buf = BytesMut::with_capacity(CHUNK);
     while p.k < p.entries.len() && buf.len() < CHUNK {
         let e = p.entries.get(p.k).expect("in range");
-        buf.extend_from_slice(&wire::header(
-            e.index(),
-            e.term(),
-            e.data().len() as u32,
-            e.crc(),
-        ));
+        buf.extend_from_slice(&wire::header(e.index(), e.term(), e.data().len() as u32, e.crc()));
         if e.data().len() >= BORROW_MIN {
             p.pending = Some(Bytes::from_owner(Payload(p.entries.clone(), p.k)));
             p.k += 1;
@@ -749,14 +708,10 @@ async fn entries(State(sh): State<Arc<Shared>>, RawQuery(q): RawQuery) -> Respon
         Err(m) => return err(StatusCode::BAD_REQUEST, m),
     };
     let from = q.from.expect("checked");
-    let max_count = q
-        .max_count
-        .unwrap_or(sh.opts.max_page_count)
-        .min(sh.opts.max_page_count);
-    let max_bytes = q
-        .max_bytes
-        .unwrap_or(sh.opts.max_page_bytes as u64)
-        .min(sh.opts.max_page_bytes as u64) as usize;
+    let max_count = q.max_count.unwrap_or(sh.opts.max_page_count).min(sh.opts.max_page_count);
+    let max_bytes =
+        q.max_bytes.unwrap_or(sh.opts.max_page_bytes as u64).min(sh.opts.max_page_bytes as u64)
+            as usize;
     // A page within what this server already knows needs no refresh;
     // one that starts past it gets a current answer.
     // Within what this server already knows a view refreshed a moment
@@ -784,15 +739,12 @@ async fn entries(State(sh): State<Arc<Shared>>, RawQuery(q): RawQuery) -> Respon
         match tokio::task::spawn_blocking(move || log.get(from - 1).map(|e| (e.term(), e.crc())))
             .await
         {
-            Ok(Ok((t, c)))
-                if pt.is_none_or(|pt| pt == t) && pc.is_none_or(|pc| pc == c as u64) => {}
+            Ok(Ok((t, c))) if pt.is_none_or(|pt| pt == t) && pc.is_none_or(|pc| pc == c as u64) => {
+            }
             Ok(Ok((t, c))) => {
                 return err(
                     StatusCode::CONFLICT,
-                    format!(
-                        "log mismatch: entry {} has term {t} and CRC {c:#010x} here",
-                        from - 1
-                    ),
+                    format!("log mismatch: entry {} has term {t} and CRC {c:#010x} here", from - 1),
                 )
             }
             Ok(Err(e)) => return read_failed(&sh, from - 1, e),
@@ -814,21 +766,13 @@ async fn entries(State(sh): State<Arc<Shared>>, RawQuery(q): RawQuery) -> Respon
             _ => {
                 let mut r = err(
                     StatusCode::SERVICE_UNAVAILABLE,
-                    format!(
-                        "busy: {} pages are being sent; retry",
-                        sh.opts.max_concurrent_pages
-                    ),
+                    format!("busy: {} pages are being sent; retry", sh.opts.max_concurrent_pages),
                 );
-                r.headers_mut()
-                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
                 return r;
             }
         };
-    let hi = if last >= from {
-        last.min(from.saturating_add(max_count - 1)) + 1
-    } else {
-        from
-    };
+    let hi = if last >= from { last.min(from.saturating_add(max_count - 1)) + 1 } else { from };
     let log = sh.log.clone();
     let (pt, pc) = (q.prev_term, q.prev_crc);
     let read = tokio::task::spawn_blocking(move || {
@@ -882,12 +826,7 @@ async fn entries(State(sh): State<Arc<Shared>>, RawQuery(q): RawQuery) -> Respon
     };
     let count = ents.len();
     let len: usize = ents.iter().map(|e| wire::HEADER + e.data().len()).sum();
-    let page = Page {
-        entries: Arc::new(ents),
-        k: 0,
-        pending: None,
-        _permit: permit,
-    };
+    let page = Page { entries: Arc::new(ents), k: 0, pending: None, _permit: permit };
     // A task produces the chunks into a one-chunk channel; a client that
     // takes nothing for stall_timeout makes it give up (dropping the
     // permit), and the body then ends short of its Content-Length, which
@@ -903,26 +842,15 @@ async fn entries(State(sh): State<Arc<Shared>>, RawQuery(q): RawQuery) -> Respon
         }
     });
     let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv()
-            .await
-            .map(|b| (Ok::<_, std::convert::Infallible>(b), rx))
+        rx.recv().await.map(|b| (Ok::<_, std::convert::Infallible>(b), rx))
     });
     let mut r = Response::new(Body::from_stream(stream));
     let h = r.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/octet-stream"),
-    );
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
     h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
     h.insert("x-mmapkit-count", HeaderValue::from(count));
-    h.insert(
-        "x-mmapkit-last-index",
-        HeaderValue::from(sh.log.last_index().max(last)),
-    );
-    h.insert(
-        "x-mmapkit-first-index",
-        HeaderValue::from(sh.log.first_index()),
-    );
+    h.insert("x-mmapkit-last-index", HeaderValue::from(sh.log.last_index().max(last)));
+    h.insert("x-mmapkit-first-index", HeaderValue::from(sh.log.first_index()));
     // The read's tag: a follower checks later that no truncation numbered
     // from it on cut what it got (see `mmapkit::log::Entries::epoch`).
     h.insert("x-mmapkit-epoch", HeaderValue::from(tag));

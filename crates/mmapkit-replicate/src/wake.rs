@@ -90,11 +90,7 @@ pub(crate) fn spawn(
                     let now = log.last_index();
                     // Also publishes truncations.
                     last_tx.send_if_modified(|v| std::mem::replace(v, now) != now);
-                    pause = if now != last {
-                        FAST
-                    } else {
-                        (pause * 2).min(SLOW)
-                    };
+                    pause = if now != last { FAST } else { (pause * 2).min(SLOW) };
                     last = now;
                 }
                 // The log is being rewritten or the disk failed: the

@@ -131,12 +131,7 @@ fn parse(mut h: &[u8], payload: Bytes) -> Frame {
     let term = h.get_u64_le();
     let _ = h.get_u32_le();
     let crc = h.get_u32_le();
-    Frame {
-        index,
-        term,
-        crc,
-        payload,
-    }
+    Frame { index, term, crc, payload }
 }
 
 #[cfg(test)]
@@ -149,12 +144,7 @@ mod tests {
         let mut body = Vec::new();
         for (k, p) in payloads.iter().enumerate() {
             let i = 5 + k as u64;
-            body.extend_from_slice(&header(
-                i,
-                2,
-                p.len() as u32,
-                mmapkit::log::entry_crc(i, 2, p),
-            ));
+            body.extend_from_slice(&header(i, 2, p.len() as u32, mmapkit::log::entry_crc(i, 2, p)));
             body.extend_from_slice(p);
         }
         for step in [1, 7, 24, 1000, body.len()] {

@@ -102,8 +102,7 @@ fn idle_and_half_sent_connections_are_closed() {
     let mut silent: Vec<TcpStream> = (0..20).map(|_| connect(at)).collect();
     let mut slow: Vec<TcpStream> = (0..20).map(|_| connect(at)).collect();
     for s in &mut slow {
-        s.write_all(b"GET /v1/state HTTP/1.1\r\nHost: x\r\n")
-            .unwrap();
+        s.write_all(b"GET /v1/state HTTP/1.1\r\nHost: x\r\n").unwrap();
     }
     let writers: Vec<TcpStream> = slow.iter().map(|s| s.try_clone().unwrap()).collect();
     let dribble = std::thread::spawn(move || {
@@ -124,16 +123,10 @@ fn idle_and_half_sent_connections_are_closed() {
     assert_eq!(read_response(&mut kept).0, 200);
     let mut polling = connect(at);
     get(&mut polling, "/v1/entries?from=11&wait_ms=4000", "");
-    wait_until(
-        "the idle and slow connections are closed",
-        Duration::from_secs(60),
-        || srv.open_connections() <= 1,
-    );
-    assert!(
-        srv.timed_out_connections() >= 41,
-        "{}",
-        srv.timed_out_connections()
-    );
+    wait_until("the idle and slow connections are closed", Duration::from_secs(60), || {
+        srv.open_connections() <= 1
+    });
+    assert!(srv.timed_out_connections() >= 41, "{}", srv.timed_out_connections());
     for s in silent.iter_mut().chain(slow.iter_mut()).chain([&mut kept]) {
         assert!(closed_by_server(s).0, "a connection was left open");
     }
@@ -180,9 +173,7 @@ fn connections_past_the_cap_get_503_at_once_and_followers_get_through() {
     .unwrap();
     let at = srv.local_addr();
     let mut held: Vec<TcpStream> = (0..8).map(|_| connect(at)).collect();
-    wait_until("8 connections are open", Duration::from_secs(30), || {
-        srv.open_connections() == 8
-    });
+    wait_until("8 connections are open", Duration::from_secs(30), || srv.open_connections() == 8);
     for _ in 0..20 {
         let mut s = connect(at);
         let (closed, got) = closed_by_server(&mut s);
@@ -196,9 +187,7 @@ fn connections_past_the_cap_get_503_at_once_and_followers_get_through() {
     assert_eq!(srv.rejected_connections(), 20);
     assert_eq!(srv.open_connections(), 8);
     held.pop();
-    wait_until("a slot is free", Duration::from_secs(30), || {
-        srv.open_connections() == 7
-    });
+    wait_until("a slot is free", Duration::from_secs(30), || srv.open_connections() == 7);
     assert_eq!(http_get(at, "/v1/state", None).0, 200);
     drop(held);
 
@@ -249,17 +238,11 @@ fn shutdown_is_prompt_with_idle_connections_and_a_long_poll() {
     assert_eq!(read_response(&mut kept).0, 200);
     let mut polling = connect(at);
     get(&mut polling, "/v1/entries?from=11&wait_ms=30000", "");
-    wait_until("the long poll waits", Duration::from_secs(30), || {
-        srv.long_polls_waiting() == 1
-    });
+    wait_until("the long poll waits", Duration::from_secs(30), || srv.long_polls_waiting() == 1);
     let t = Instant::now();
     srv.shutdown();
     // Well within the long poll's 30 s and the timeouts (10 s, 30 s).
-    assert!(
-        t.elapsed() < Duration::from_secs(8),
-        "shutdown took {:?}",
-        t.elapsed()
-    );
+    assert!(t.elapsed() < Duration::from_secs(8), "shutdown took {:?}", t.elapsed());
     let (st, _, body) = read_response(&mut polling);
     assert_eq!((st, body.len()), (200, 0));
     for s in idle.iter_mut().chain([&mut kept]) {
@@ -288,10 +271,7 @@ fn long_polls_on_a_read_only_log_share_one_poller() {
     let r0 = srv.refresh_count();
     std::thread::sleep(Duration::from_secs(2));
     let during = srv.refresh_count() - r0;
-    assert!(
-        during < 100,
-        "{during} refreshes for {CLIENTS} long polls in 2 s"
-    );
+    assert!(during < 100, "{during} refreshes for {CLIENTS} long polls in 2 s");
     assert_eq!(srv.long_polls_waiting(), CLIENTS);
     // Another handle (as another process would) appends: every long poll
     // answers with the entry, well before its 30 s wait ends.
@@ -305,41 +285,24 @@ fn long_polls_on_a_read_only_log_share_one_poller() {
         assert!(body.ends_with(b"news"));
     }
     // Nobody waits: the poller stops refreshing.
-    wait_until("no long poll waits", Duration::from_secs(30), || {
-        srv.long_polls_waiting() == 0
-    });
+    wait_until("no long poll waits", Duration::from_secs(30), || srv.long_polls_waiting() == 0);
     let r1 = srv.refresh_count();
     std::thread::sleep(Duration::from_secs(1));
-    assert!(
-        srv.refresh_count() - r1 <= 1,
-        "refreshing with nobody waiting"
-    );
+    assert!(srv.refresh_count() - r1 <= 1, "refreshing with nobody waiting");
 }
 
 #[test]
 fn tokens_must_be_sendable_and_the_scheme_is_case_insensitive() {
     let (_a, log) = leader(10);
     for bad in ["a\nb", "a b", "tök", "tab\there", "\u{7f}"] {
-        let e = serve(
-            log.clone(),
-            ServeOptions {
-                token: Some(bad.into()),
-                ..Default::default()
-            },
-        )
-        .err()
-        .unwrap_or_else(|| panic!("token {bad:?} accepted"));
+        let e = serve(log.clone(), ServeOptions { token: Some(bad.into()), ..Default::default() })
+            .err()
+            .unwrap_or_else(|| panic!("token {bad:?} accepted"));
         assert!(matches!(e, ReplicateError::InvalidArgument(_)), "{e}");
         assert!(e.to_string().contains("visible ASCII"), "{e}");
     }
-    let srv = serve(
-        log,
-        ServeOptions {
-            token: Some("s3cret~!".into()),
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let srv =
+        serve(log, ServeOptions { token: Some("s3cret~!".into()), ..Default::default() }).unwrap();
     for (auth, want) in [
         ("Bearer s3cret~!", 200),
         ("bearer s3cret~!", 200),
@@ -360,11 +323,7 @@ fn a_server_on_all_interfaces_gives_a_connectable_url() {
     let (a, log) = leader(10);
     let srv = serve(
         log.clone(),
-        ServeOptions {
-            bind: "0.0.0.0:0".into(),
-            token: Some("t".into()),
-            ..Default::default()
-        },
+        ServeOptions { bind: "0.0.0.0:0".into(), token: Some("t".into()), ..Default::default() },
     )
     .unwrap();
     assert!(srv.local_addr().ip().is_unspecified());
@@ -377,21 +336,12 @@ fn a_server_on_all_interfaces_gives_a_connectable_url() {
         give_up_after: Some(Duration::from_secs(20)),
         ..Default::default()
     };
-    assert_eq!(
-        follow(srv.url(), b.path(), once.clone())
-            .unwrap()
-            .last_index,
-        10
-    );
+    assert_eq!(follow(srv.url(), b.path(), once.clone()).unwrap().last_index, 10);
     assert_same(a.path(), b.path());
     // IPv6, where the machine has it.
     if let Ok(srv6) = serve(
         log,
-        ServeOptions {
-            bind: "[::]:0".into(),
-            token: Some("t".into()),
-            ..Default::default()
-        },
+        ServeOptions { bind: "[::]:0".into(), token: Some("t".into()), ..Default::default() },
     ) {
         let port = srv6.local_addr().port();
         assert_eq!(srv6.url(), format!("http://[::1]:{port}"));

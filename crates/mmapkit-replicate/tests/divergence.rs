@@ -14,7 +14,9 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use mmapkit::log::{CommitLog, LogOptions, SyncMode};
-use mmapkit_replicate::{follow, serve, serve_dir, FollowOptions, Follower, ReplicateError, ServeOptions};
+use mmapkit_replicate::{
+    follow, serve, serve_dir, FollowOptions, Follower, ReplicateError, ServeOptions,
+};
 
 fn once() -> FollowOptions {
     FollowOptions {
@@ -35,11 +37,7 @@ fn reset() -> FollowOptions {
 fn writer(dir: &Path) -> CommitLog {
     CommitLog::open(
         dir,
-        LogOptions {
-            sync: SyncMode::Never,
-            segment_size: 64 << 10,
-            ..Default::default()
-        },
+        LogOptions { sync: SyncMode::Never, segment_size: 64 << 10, ..Default::default() },
     )
     .unwrap()
 }
@@ -59,7 +57,8 @@ fn append_small(log: &CommitLog, n: u64, term: u64, salt: u8) {
 /// follower; `reset` does, and says how much it discarded.
 #[test]
 fn an_empty_or_other_leader_never_wipes_a_follower() {
-    let (a, fw, empty) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (a, fw, empty) =
+        (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let other = Arc::new(open(a.path()));
     fill(&other, 1, 2001, 1, 0);
     let srv = serve(other.clone(), ServeOptions::default()).unwrap();
@@ -202,7 +201,11 @@ fn unhealthy_answers_never_truncate() {
             r#"{{"log_id":"{id}","epoch":0,"completed":0,"cut_since":null,"first_index":1,"last_index":1000,"last_term":1,"last_crc":0}}"#
         );
         let (url, stop) = fake_leader(state, status);
-        let r = follow(&url, b.path(), FollowOptions { give_up_after: Some(Duration::from_millis(600)), ..once() });
+        let r = follow(
+            &url,
+            b.path(),
+            FollowOptions { give_up_after: Some(Duration::from_millis(600)), ..once() },
+        );
         stop.store(true, Ordering::Release);
         assert!(r.is_err(), "{status}: {r:?}");
         assert_same(a.path(), b.path());
@@ -286,7 +289,12 @@ fn truncations_while_following_never_leave_a_difference() {
         let f = Follower::spawn(
             srv.url(),
             &b,
-            FollowOptions { once: false, page_bytes: 8 << 10, long_poll: Duration::from_millis(200), ..once() },
+            FollowOptions {
+                once: false,
+                page_bytes: 8 << 10,
+                long_poll: Duration::from_millis(200),
+                ..once()
+            },
         )
         .unwrap();
         let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
@@ -311,7 +319,8 @@ fn truncations_while_following_never_leave_a_difference() {
         loop {
             // Read-only views of live logs: a transient error is "not yet".
             let snap = |d: &Path| -> Option<Vec<(u64, u64, u32)>> {
-                let log = CommitLog::open(d, LogOptions { read_only: true, ..Default::default() }).ok()?;
+                let log = CommitLog::open(d, LogOptions { read_only: true, ..Default::default() })
+                    .ok()?;
                 if log.is_empty() {
                     return Some(Vec::new());
                 }
@@ -323,7 +332,10 @@ fn truncations_while_following_never_leave_a_difference() {
                     break;
                 }
             }
-            assert!(t.elapsed() < Duration::from_secs(60), "seed {seed}: the follower never converged");
+            assert!(
+                t.elapsed() < Duration::from_secs(60),
+                "seed {seed}: the follower never converged"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
         f.stop_handle().stop();
@@ -344,7 +356,9 @@ fn random_requests_against_a_changing_log_never_break_the_server() {
     let a = base.path().join("wal");
     let w = Arc::new(writer(&a));
     append_small(&w, 500, 1, 0);
-    let srv = serve_dir(&a, ServeOptions { busy_timeout: Duration::from_secs(30), ..Default::default() }).unwrap();
+    let srv =
+        serve_dir(&a, ServeOptions { busy_timeout: Duration::from_secs(30), ..Default::default() })
+            .unwrap();
     let at = srv.local_addr();
     let stop = Arc::new(AtomicBool::new(false));
     let (w2, st2) = (w.clone(), stop.clone());
@@ -387,7 +401,11 @@ fn random_requests_against_a_changing_log_never_break_the_server() {
                 let mut p = format!("/v1/entries?from={}", num(&mut rng));
                 for k in ["max_count", "max_bytes", "prev_term", "prev_crc", "wait_ms"] {
                     if rng.next().is_multiple_of(2) {
-                        let v = if k == "wait_ms" { (rng.next() % 30).to_string() } else { num(&mut rng) };
+                        let v = if k == "wait_ms" {
+                            (rng.next() % 30).to_string()
+                        } else {
+                            num(&mut rng)
+                        };
                         p.push_str(&format!("&{k}={v}"));
                     }
                 }
@@ -429,7 +447,11 @@ fn a_long_poll_never_answers_past_a_truncation_after_its_check() {
             serve_dir(&a, ServeOptions::default()).unwrap()
         };
         let e = w.get(10).unwrap();
-        let path = format!("/v1/entries?from=11&prev_term={}&prev_crc={}&wait_ms=20000", e.term(), e.crc());
+        let path = format!(
+            "/v1/entries?from=11&prev_term={}&prev_crc={}&wait_ms=20000",
+            e.term(),
+            e.crc()
+        );
         let addr = srv.local_addr();
         let poll = std::thread::spawn(move || http_get(addr, &path, None));
         // Until it waits (a read-only log's poller counts the waiters).
@@ -442,7 +464,11 @@ fn a_long_poll_never_answers_past_a_truncation_after_its_check() {
         w.truncate_after(5).unwrap();
         append_small(&w, 10, 2, 7);
         let (status, body) = poll.join().unwrap();
-        assert!(status == 409 || status == 503, "own handle {own}: {status} ({} bytes)", body.len());
+        assert!(
+            status == 409 || status == 503,
+            "own handle {own}: {status} ({} bytes)",
+            body.len()
+        );
     }
 }
 
@@ -528,7 +554,8 @@ fn a_truncation_racing_the_check_of_the_last_entry_is_no_divergence() {
     let states = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let url = scripted_leader(move |req| {
         if req.starts_with("GET /v1/state") {
-            let (epoch, cut) = if states.fetch_add(1, Ordering::SeqCst) == 0 { (0, None) } else { (1, Some(90)) };
+            let (epoch, cut) =
+                if states.fetch_add(1, Ordering::SeqCst) == 0 { (0, None) } else { (1, Some(90)) };
             let st = serde_json::json!({"log_id": id, "epoch": epoch, "completed": epoch, "cut_since": cut,
                 "first_index": 1, "last_index": 100, "last_term": 2, "last_crc": 1});
             (200, st.to_string())
@@ -540,7 +567,9 @@ fn a_truncation_racing_the_check_of_the_last_entry_is_no_divergence() {
             (503, "\"busy\"".into())
         }
     });
-    let e = follow(&url, &b, FollowOptions { give_up_after: Some(Duration::from_secs(2)), ..once() }).unwrap_err();
+    let e =
+        follow(&url, &b, FollowOptions { give_up_after: Some(Duration::from_secs(2)), ..once() })
+            .unwrap_err();
     assert!(!matches!(e, ReplicateError::Diverged { .. }), "{e}");
     assert_eq!(open_ro(&b).last_index(), 90, "{e}");
 }

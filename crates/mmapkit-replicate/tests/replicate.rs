@@ -7,9 +7,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
-use mmapkit::log::SyncMode;
 use mmapkit::log::CommitLog;
-use mmapkit_replicate::{follow, serve, FollowOptions, Follower, ReplicateError, ServeOptions, Server};
+use mmapkit::log::SyncMode;
+use mmapkit_replicate::{
+    follow, serve, FollowOptions, Follower, ReplicateError, ServeOptions, Server,
+};
 
 fn once() -> FollowOptions {
     FollowOptions {
@@ -74,11 +76,7 @@ fn follows_new_entries_with_long_polls_until_stopped() {
     let t = Instant::now();
     stop.stop();
     let r = f.join().unwrap();
-    assert!(
-        t.elapsed() < Duration::from_secs(5),
-        "stop took {:?}",
-        t.elapsed()
-    );
+    assert!(t.elapsed() < Duration::from_secs(5), "stop took {:?}", t.elapsed());
     assert_eq!(r.last_index, 350);
     assert_same(a.path(), b.path());
 }
@@ -96,14 +94,8 @@ fn leader_restart_mid_follow_and_a_leader_that_changed_its_log() {
     leader.truncate_after(900).unwrap();
     fill(&leader, 901, 1201, 2, 5);
     std::thread::sleep(Duration::from_millis(300));
-    let srv = serve(
-        leader.clone(),
-        ServeOptions {
-            bind: addr.to_string(),
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let srv = serve(leader.clone(), ServeOptions { bind: addr.to_string(), ..Default::default() })
+        .unwrap();
     wait_for(1200);
     f.stop_handle().stop();
     let r = f.join().unwrap();
@@ -120,10 +112,7 @@ fn dropped_connections_are_retried_and_nothing_is_lost_or_duplicated() {
     let r = follow(
         &format!("http://{}", px.addr),
         b.path(),
-        FollowOptions {
-            page_bytes: 64 << 10,
-            ..once()
-        },
+        FollowOptions { page_bytes: 64 << 10, ..once() },
     )
     .unwrap();
     assert_eq!(r.appended, 2000);
@@ -139,10 +128,7 @@ fn damage_in_transit_is_refused_never_appended() {
     let e = follow(
         &format!("http://{}", px.addr),
         b.path(),
-        FollowOptions {
-            page_bytes: 64 << 10,
-            ..once()
-        },
+        FollowOptions { page_bytes: 64 << 10, ..once() },
     )
     .unwrap_err();
     assert!(matches!(e, ReplicateError::Corrupt { .. }), "{e}");
@@ -157,11 +143,8 @@ fn damage_in_transit_is_refused_never_appended() {
 
 #[test]
 fn purged_leader_says_snapshot_required() {
-    let (a, b, c) = (
-        tempfile::tempdir().unwrap(),
-        tempfile::tempdir().unwrap(),
-        tempfile::tempdir().unwrap(),
-    );
+    let (a, b, c) =
+        (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let leader = Arc::new(open(a.path()));
     fill(&leader, 1, 301, 1, 0);
     let srv = serve(leader.clone(), ServeOptions::default()).unwrap();
@@ -174,10 +157,7 @@ fn purged_leader_says_snapshot_required() {
         let e = follow(srv.url(), dir, once()).unwrap_err();
         assert!(matches!(e, ReplicateError::SnapshotRequired { .. }), "{e}");
         let m = e.to_string();
-        assert!(
-            m.contains("snapshot required") && m.contains(srv.url()),
-            "{m}"
-        );
+        assert!(m.contains("snapshot required") && m.contains(srv.url()), "{m}");
     }
     assert_eq!(open_ro(b.path()).last_index(), 300);
 }
@@ -190,14 +170,8 @@ fn bad_requests_get_clear_http_errors() {
     leader.purge_before(700).unwrap();
     let first = leader.first_index();
     assert!(first > 2 && first <= 700, "{first}");
-    let srv = serve(
-        leader.clone(),
-        ServeOptions {
-            max_page_count: 100,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let srv =
+        serve(leader.clone(), ServeOptions { max_page_count: 100, ..Default::default() }).unwrap();
     let at = srv.local_addr();
     let (s, body) = http_get(at, "/v1/state", None);
     assert_eq!(s, 200);
@@ -207,11 +181,7 @@ fn bad_requests_get_clear_http_errors() {
         ("/v1/entries?from=abc", 400, "not a whole number"),
         ("/v1/entries?from=0", 400, "at least 1"),
         ("/v1/entries?from=900&max_count=0", 400, "at least 1"),
-        (
-            "/v1/entries?from=900&max_bytes=-1",
-            400,
-            "not a whole number",
-        ),
+        ("/v1/entries?from=900&max_bytes=-1", 400, "not a whole number"),
         ("/v1/entries?from=900&color=red", 400, "unknown parameter"),
         ("/v1/entries?from=1002", 416, "past the end"),
         ("/v1/entries?from=1", 410, "snapshot required"),
@@ -262,22 +232,13 @@ fn tokens_are_required_and_checked() {
     let leader = Arc::new(open(a.path()));
     fill(&leader, 1, 11, 1, 0);
     // Not loopback without a token: refused.
-    let e = serve(
-        leader.clone(),
-        ServeOptions {
-            bind: "0.0.0.0:0".into(),
-            ..Default::default()
-        },
-    )
-    .err()
-    .unwrap();
+    let e = serve(leader.clone(), ServeOptions { bind: "0.0.0.0:0".into(), ..Default::default() })
+        .err()
+        .unwrap();
     assert!(e.to_string().contains("without a token"), "{e}");
     assert!(serve(
         leader.clone(),
-        ServeOptions {
-            bind: "localhost:80".into(),
-            ..Default::default()
-        }
+        ServeOptions { bind: "localhost:80".into(), ..Default::default() }
     )
     .is_err());
     let srv = serve(
@@ -289,35 +250,20 @@ fn tokens_are_required_and_checked() {
         },
     )
     .unwrap();
-    let at: std::net::SocketAddr = format!("127.0.0.1:{}", srv.local_addr().port())
-        .parse()
-        .unwrap();
+    let at: std::net::SocketAddr =
+        format!("127.0.0.1:{}", srv.local_addr().port()).parse().unwrap();
     assert_eq!(http_get(at, "/v1/state", None).0, 401);
     assert_eq!(http_get(at, "/v1/state", Some("nope")).0, 401);
     assert_eq!(http_get(at, "/v1/entries?from=1", Some("s3cret!")).0, 401);
     assert_eq!(http_get(at, "/v1/state", Some("s3cret")).0, 200);
     let url = format!("http://{at}");
-    let e = follow(
-        &url,
-        b.path(),
-        FollowOptions {
-            token: Some("wrong".into()),
-            ..once()
-        },
-    )
-    .unwrap_err();
+    let e = follow(&url, b.path(), FollowOptions { token: Some("wrong".into()), ..once() })
+        .unwrap_err();
     assert!(matches!(e, ReplicateError::Unauthorized { .. }), "{e}");
     let e = follow(&url, b.path(), once()).unwrap_err();
     assert!(e.to_string().contains("401"), "{e}");
-    let r = follow(
-        &url,
-        b.path(),
-        FollowOptions {
-            token: Some("s3cret".into()),
-            ..once()
-        },
-    )
-    .unwrap();
+    let r =
+        follow(&url, b.path(), FollowOptions { token: Some("s3cret".into()), ..once() }).unwrap();
     assert_eq!(r.appended, 10);
     // Malformed URLs are refused before anything is sent.
     for bad in ["not a url", "ftp://127.0.0.1:1", "https://127.0.0.1:1"] {
@@ -356,11 +302,7 @@ fn a_stalled_client_cannot_hold_the_page_slots() {
     let t = Instant::now();
     let (st, _) = http_get(srv.local_addr(), "/v1/entries?from=1&max_count=1", None);
     assert_eq!(st, 200);
-    assert!(
-        t.elapsed() < Duration::from_secs(15),
-        "waited {:?}",
-        t.elapsed()
-    );
+    assert!(t.elapsed() < Duration::from_secs(15), "waited {:?}", t.elapsed());
     drop(s);
 }
 

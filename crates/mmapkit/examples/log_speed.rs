@@ -14,21 +14,13 @@ fn main() -> mmapkit::Result<()> {
     let tmp = tempfile_dir(base.as_deref());
     let n = 100_000u64;
     let data: Vec<[u8; 50]> = (0..n).map(|i| [(i * 31 % 251) as u8; 50]).collect();
-    let reps: usize = std::env::var("LOG_SPEED_REPS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(1);
+    let reps: usize =
+        std::env::var("LOG_SPEED_REPS").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
     let mut runs = vec![("no sync", SyncMode::Never, n); reps];
     runs.push(("sync per batch", SyncMode::Batch, 2_000));
     for (name, sync, count) in runs {
         let dir = tmp.join(name.replace(' ', "_"));
-        let log = CommitLog::open(
-            &dir,
-            LogOptions {
-                sync,
-                ..Default::default()
-            },
-        )?;
+        let log = CommitLog::open(&dir, LogOptions { sync, ..Default::default() })?;
         let t = Instant::now();
         for chunk in data[..count as usize].chunks(10) {
             let batch: Vec<(u64, &[u8])> = chunk.iter().map(|d| (1, d.as_slice())).collect();
@@ -60,9 +52,7 @@ fn main() -> mmapkit::Result<()> {
 }
 
 fn tempfile_dir(base: Option<&std::path::Path>) -> std::path::PathBuf {
-    let base = base
-        .map(|b| b.to_owned())
-        .unwrap_or_else(std::env::temp_dir);
+    let base = base.map(|b| b.to_owned()).unwrap_or_else(std::env::temp_dir);
     let d = base.join(format!("mmapkit-log-speed-{}", std::process::id()));
     std::fs::create_dir_all(&d).expect("temp dir");
     d

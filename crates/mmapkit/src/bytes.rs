@@ -78,7 +78,15 @@ mod tests {
 
     #[test]
     fn borders() {
-        for (n, b) in [(&b"a"[..], false), (b"aa", true), (b"ab", false), (b"abab", true), (b"aba", true), (b"abc", false), (b"", false)] {
+        for (n, b) in [
+            (&b"a"[..], false),
+            (b"aa", true),
+            (b"ab", false),
+            (b"abab", true),
+            (b"aba", true),
+            (b"abc", false),
+            (b"", false),
+        ] {
             assert_eq!(has_border(n), b, "{n:?}");
         }
     }

@@ -247,13 +247,28 @@ mod tests {
             assert_eq!(TypeStr::parse(t).unwrap().item_size(), Some(d.size()));
         }
         let names: Vec<_> = DType::ALL.iter().map(|d| d.name()).collect();
-        assert_eq!(names, ["int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float32", "float64"]);
+        assert_eq!(
+            names,
+            [
+                "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
+                "float32", "float64"
+            ]
+        );
         assert_eq!(DType::ALL.map(|d| d.descr())[..3], ["|i1", "|u1", "<i2"]);
-        assert_eq!(("b".parse::<DType>().unwrap(), "B".parse::<DType>().unwrap()), (DType::I8, DType::U8));
+        assert_eq!(
+            ("b".parse::<DType>().unwrap(), "B".parse::<DType>().unwrap()),
+            (DType::I8, DType::U8)
+        );
         // 1-byte types have no byte order, so '>' is fine there.
-        assert_eq!((">u1".parse::<DType>().unwrap(), "|i1".parse::<DType>().unwrap()), (DType::U8, DType::I8));
+        assert_eq!(
+            (">u1".parse::<DType>().unwrap(), "|i1".parse::<DType>().unwrap()),
+            (DType::U8, DType::I8)
+        );
         // numpy's meaning of i8/u8: 8 bytes.
-        assert_eq!(("i8".parse::<DType>().unwrap(), "u8".parse::<DType>().unwrap()), (DType::I64, DType::U64));
+        assert_eq!(
+            ("i8".parse::<DType>().unwrap(), "u8".parse::<DType>().unwrap()),
+            (DType::I64, DType::U64)
+        );
     }
 
     #[test]
@@ -265,11 +280,34 @@ mod tests {
 
     #[test]
     fn other_types_are_refused_with_the_accepted_names() {
-        for bad in [">i2", ">f8", "complex64", "<c8", "f2", "<f16", "float16", "bool", "|b1", "<M8[ns]", "i3", "", "<", "f64", "int", "Float64", " <f8"] {
+        for bad in [
+            ">i2",
+            ">f8",
+            "complex64",
+            "<c8",
+            "f2",
+            "<f16",
+            "float16",
+            "bool",
+            "|b1",
+            "<M8[ns]",
+            "i3",
+            "",
+            "<",
+            "f64",
+            "int",
+            "Float64",
+            " <f8",
+        ] {
             let e = bad.parse::<DType>().unwrap_err();
             let msg = e.to_string();
             assert!(matches!(e, Error::InvalidArgument(_)), "{bad}: {e:?}");
-            assert!(msg.starts_with(&format!("unsupported dtype {bad:?}")) && msg.contains("int8") && msg.contains("float64"), "{msg}");
+            assert!(
+                msg.starts_with(&format!("unsupported dtype {bad:?}"))
+                    && msg.contains("int8")
+                    && msg.contains("float64"),
+                "{msg}"
+            );
         }
     }
 
@@ -277,7 +315,10 @@ mod tests {
     fn type_strings_come_apart() {
         let t = |s| TypeStr::parse(s);
         assert_eq!(t("<f8"), Some(TypeStr { order: Some('<'), kind: 'f', count: 8, unit: None }));
-        assert_eq!(t("<M8[ns]"), Some(TypeStr { order: Some('<'), kind: 'M', count: 8, unit: Some("ns") }));
+        assert_eq!(
+            t("<M8[ns]"),
+            Some(TypeStr { order: Some('<'), kind: 'M', count: 8, unit: Some("ns") })
+        );
         assert_eq!(t("<U10").unwrap().item_size(), Some(40));
         assert_eq!(t("|S3").unwrap().item_size(), Some(3));
         assert_eq!(t("<M8[ns]").unwrap().item_size(), None);

@@ -230,15 +230,10 @@ impl Error {
     /// and EDQUOT, else [`Error::Io`]).
     pub fn io(path: &Path, op: &'static str, source: io::Error) -> Self {
         match source.raw_os_error() {
-            Some(libc::ENOSPC) | Some(libc::EDQUOT) => Error::DiskFull {
-                path: path.to_owned(),
-                size: 0,
-            },
-            _ => Error::Io {
-                path: path.to_owned(),
-                op,
-                source,
-            },
+            Some(libc::ENOSPC) | Some(libc::EDQUOT) => {
+                Error::DiskFull { path: path.to_owned(), size: 0 }
+            }
+            _ => Error::Io { path: path.to_owned(), op, source },
         }
     }
 
@@ -248,7 +243,11 @@ impl Error {
 
     /// A request that is invalid for this file (see [`Error::Invalid`]).
     pub fn invalid(path: &Path, detail: impl Into<String>) -> Self {
-        Error::Invalid { path: path.to_owned(), kind: ErrorKind::InvalidArgument, detail: detail.into() }
+        Error::Invalid {
+            path: path.to_owned(),
+            kind: ErrorKind::InvalidArgument,
+            detail: detail.into(),
+        }
     }
 
     /// This file is not a regular file (or is one this operation cannot use).
@@ -358,7 +357,10 @@ mod message_tests {
     fn core_messages_name_no_python_method() {
         // The CLI prints these as they are; the Python binding adds its hint.
         let e = Error::FileTruncated { path: "f".into() };
-        assert_eq!(e.to_string(), "f: file was truncated while mapped; data past its new end is gone");
+        assert_eq!(
+            e.to_string(),
+            "f: file was truncated while mapped; data past its new end is gone"
+        );
     }
 }
 

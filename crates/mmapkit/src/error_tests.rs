@@ -32,7 +32,9 @@ fn directory_is_a_directory() {
     let d = tempfile::tempdir().unwrap();
     let e = Map::open(d.path(), Mode::Read).unwrap_err();
     assert_eq!(fields(&e), (ErrorKind::IsADirectory, Some(d.path()), Some(libc::EISDIR)));
-    let e = scan::replace(d.path(), b"a", b"b", &ReplaceOptions::default(), &ScanOptions::default()).unwrap_err();
+    let e =
+        scan::replace(d.path(), b"a", b"b", &ReplaceOptions::default(), &ScanOptions::default())
+            .unwrap_err();
     assert_eq!(fields(&e), (ErrorKind::IsADirectory, Some(d.path()), Some(libc::EISDIR)));
 }
 
@@ -81,7 +83,9 @@ fn immutable_file_is_permission_denied() {
     let p = d.path().join("locked");
     std::fs::write(&p, b"abc").unwrap();
     if !Command::new("chattr").arg("+i").arg(&p).status().is_ok_and(|s| s.success()) {
-        eprintln!("skipped: chattr +i is not possible here (not root, or a file system without it)");
+        eprintln!(
+            "skipped: chattr +i is not possible here (not root, or a file system without it)"
+        );
         return;
     }
     let _undo = Immutable(&p);

@@ -71,7 +71,8 @@ impl Threads {
     pub fn pool(self) -> Result<Arc<ThreadPool>> {
         static POOLS: OnceLock<Mutex<HashMap<usize, Arc<ThreadPool>>>> = OnceLock::new();
         let n = self.get();
-        let mut pools = POOLS.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+        let mut pools =
+            POOLS.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
         if let Some(p) = pools.get(&n) {
             return Ok(p.clone());
         }
@@ -238,7 +239,13 @@ mod tests {
 
     #[test]
     fn parses_and_prints() {
-        for (s, want) in [("auto", Threads::AUTO), ("AUTO", Threads::AUTO), ("0", Threads::AUTO), ("1", Threads::ONE), ("3", Threads(3))] {
+        for (s, want) in [
+            ("auto", Threads::AUTO),
+            ("AUTO", Threads::AUTO),
+            ("0", Threads::AUTO),
+            ("1", Threads::ONE),
+            ("3", Threads(3)),
+        ] {
             assert_eq!(s.parse::<Threads>().unwrap(), want, "{s}");
         }
         assert_eq!(Threads::AUTO.to_string(), "auto");

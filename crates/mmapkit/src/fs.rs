@@ -209,7 +209,9 @@ impl TempFile {
     /// EPERM on chown is ignored.
     pub fn copy_owner_and_mode(&self, meta: &Metadata) -> Result<()> {
         if meta.uid() != self.meta()?.uid() || meta.gid() != self.meta()?.gid() {
-            if let Err(e) = std::os::unix::fs::fchown(&self.file, Some(meta.uid()), Some(meta.gid())) {
+            if let Err(e) =
+                std::os::unix::fs::fchown(&self.file, Some(meta.uid()), Some(meta.gid()))
+            {
                 if e.raw_os_error() != Some(libc::EPERM) {
                     return Err(Error::io(&self.path, "fchown", e));
                 }
@@ -271,7 +273,11 @@ impl Drop for TempFile {
 /// [`Error::Corrupt`]. Opened `O_NONBLOCK` (a FIFO under the name does
 /// not block the open) and refused unless it is a regular file.
 pub fn read_small(path: &Path, max: u64) -> Result<Option<Vec<u8>>> {
-    let file = match OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC).open(path) {
+    let file = match OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+    {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(Error::io(path, "open", e)),
@@ -280,9 +286,13 @@ pub fn read_small(path: &Path, max: u64) -> Result<Option<Vec<u8>>> {
         return Err(Error::Corrupt { path: path.to_owned(), detail: "not a regular file".into() });
     }
     let mut b = Vec::new();
-    io::Read::read_to_end(&mut io::Read::take(&file, max + 1), &mut b).map_err(|e| Error::io(path, "read", e))?;
+    io::Read::read_to_end(&mut io::Read::take(&file, max + 1), &mut b)
+        .map_err(|e| Error::io(path, "read", e))?;
     if b.len() as u64 > max {
-        return Err(Error::Corrupt { path: path.to_owned(), detail: format!("longer than the {max} bytes this file can hold") });
+        return Err(Error::Corrupt {
+            path: path.to_owned(),
+            detail: format!("longer than the {max} bytes this file can hold"),
+        });
     }
     Ok(Some(b))
 }
@@ -312,9 +322,7 @@ pub fn create_dir_durably(dir: &Path) -> Result<()> {
 
 /// Makes directory entry changes (create, rename, unlink) durable.
 pub fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| Error::io(dir, "fsync (directory)", e))
+    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| Error::io(dir, "fsync (directory)", e))
 }
 
 // ----- output targets ----------------------------------------------------
@@ -396,7 +404,9 @@ pub fn output_target(path: &Path, inputs: &[&Path]) -> Result<Target> {
         return Ok(Target::Stdout);
     }
     let target = match fs::metadata(path) {
-        Ok(m) if m.is_dir() => return Err(Error::io(path, "write", io::Error::from_raw_os_error(libc::EISDIR))),
+        Ok(m) if m.is_dir() => {
+            return Err(Error::io(path, "write", io::Error::from_raw_os_error(libc::EISDIR)))
+        }
         Ok(m) if m.is_file() => {
             let real = resolve_links(path)?;
             // The real path must be the file stat saw (not a magic link
@@ -404,7 +414,10 @@ pub fn output_target(path: &Path, inputs: &[&Path]) -> Result<Target> {
             match fs::metadata(&real) {
                 Ok(r) if same_file(&r, &m) => Target::File { real, existing: Some(m) },
                 _ => {
-                    return Err(Error::invalid(path, "cannot find the file this path refers to; refusing to write it"))
+                    return Err(Error::invalid(
+                        path,
+                        "cannot find the file this path refers to; refusing to write it",
+                    ))
                 }
             }
         }
@@ -412,12 +425,14 @@ pub fn output_target(path: &Path, inputs: &[&Path]) -> Result<Target> {
             if stdout_meta().is_some_and(|s| same_file(&s, &m)) {
                 return Ok(Target::Stdout);
             }
-            return Err(Error::not_a_file(path, format!(
-                "is {}, not a regular file; refusing to replace it",
-                kind_name(&m)
-            )));
+            return Err(Error::not_a_file(
+                path,
+                format!("is {}, not a regular file; refusing to replace it", kind_name(&m)),
+            ));
         }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Target::File { real: resolve_links(path)?, existing: None },
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            Target::File { real: resolve_links(path)?, existing: None }
+        }
         Err(e) => return Err(Error::io(path, "stat", e)),
     };
     if let Target::File { existing: Some(out), .. } = &target {
@@ -426,10 +441,13 @@ pub fn output_target(path: &Path, inputs: &[&Path]) -> Result<Target> {
             // (`kmers - -o s.fa < s.fa` would replace its own input).
             let m = if input.as_os_str() == "-" { stdin_meta() } else { fs::metadata(input).ok() };
             if m.is_some_and(|m| same_file(&m, out)) {
-                return Err(Error::invalid(path, format!(
-                    "the output is the input file {}; refusing to overwrite it",
-                    input.display()
-                )));
+                return Err(Error::invalid(
+                    path,
+                    format!(
+                        "the output is the input file {}; refusing to overwrite it",
+                        input.display()
+                    ),
+                ));
             }
         }
     }
@@ -452,12 +470,18 @@ impl AtomicFile {
     pub fn create(path: &Path, inputs: &[&Path]) -> Result<AtomicFile> {
         match output_target(path, inputs)? {
             Target::File { real, existing } => Self::for_target(path, real, existing.as_ref()),
-            Target::Stdout => Err(Error::invalid(path, "is standard output; this output needs a regular file")),
+            Target::Stdout => {
+                Err(Error::invalid(path, "is standard output; this output needs a regular file"))
+            }
         }
     }
 
     /// Starts writing the resolved target `real` (from [`output_target`]).
-    pub fn for_target(requested: &Path, real: PathBuf, existing: Option<&Metadata>) -> Result<AtomicFile> {
+    pub fn for_target(
+        requested: &Path,
+        real: PathBuf,
+        existing: Option<&Metadata>,
+    ) -> Result<AtomicFile> {
         let tmp = TempFile::beside(&real)?;
         if let Some(m) = existing {
             tmp.copy_owner_and_mode(m)?;

@@ -69,14 +69,7 @@ pub fn file_info(path: &Path) -> Result<FileInfo> {
     let resident = residency.resident_bytes.min(size);
     let resident_pages = resident.div_ceil(page).min(pages);
 
-    Ok(FileInfo {
-        path: path.to_owned(),
-        size,
-        allocated,
-        resident,
-        pages,
-        resident_pages,
-    })
+    Ok(FileInfo { path: path.to_owned(), size, allocated, resident, pages, resident_pages })
 }
 
 /// Drops the pages of the regular file at `path` from the page cache
@@ -99,7 +92,11 @@ fn regular_file_metadata(path: &Path) -> Result<Metadata> {
         return Ok(meta);
     }
     if ft.is_dir() {
-        return Err(Error::Invalid { path: path.to_owned(), kind: ErrorKind::IsADirectory, detail: "is a directory".into() });
+        return Err(Error::Invalid {
+            path: path.to_owned(),
+            kind: ErrorKind::IsADirectory,
+            detail: "is a directory".into(),
+        });
     }
     let what = if ft.is_fifo() {
         "is a FIFO, not a regular file"
@@ -166,7 +163,10 @@ mod tests {
     fn directory_is_rejected_naming_the_path() {
         let dir = tempfile::tempdir().unwrap();
         let err = file_info(dir.path()).unwrap_err();
-        assert_eq!((err.kind(), err.errno(), err.path()), (ErrorKind::IsADirectory, Some(libc::EISDIR), Some(dir.path())));
+        assert_eq!(
+            (err.kind(), err.errno(), err.path()),
+            (ErrorKind::IsADirectory, Some(libc::EISDIR), Some(dir.path()))
+        );
         let msg = err.to_string();
         assert!(msg.contains(&*dir.path().to_string_lossy()), "{msg}");
         assert!(msg.contains("is a directory"), "{msg}");

@@ -15,7 +15,8 @@ mod log;
 pub(crate) use log::*;
 
 /// Every strategy, `Auto` included.
-pub(crate) const ALL_STRATEGIES: [Strategy; 4] = [Strategy::Mmap, Strategy::Read, Strategy::Stream, Strategy::Auto];
+pub(crate) const ALL_STRATEGIES: [Strategy; 4] =
+    [Strategy::Mmap, Strategy::Read, Strategy::Stream, Strategy::Auto];
 /// The strategies a caller can force (`Auto` picks one of them).
 pub(crate) const STRATEGIES: [Strategy; 3] = [Strategy::Mmap, Strategy::Read, Strategy::Stream];
 /// Window sizes that cut needles and lines everywhere; 0 is the default.
@@ -28,7 +29,12 @@ pub(crate) fn scan_matrix(strategies: &[Strategy], chunks: &[usize]) -> Vec<Scan
     for &strategy in strategies {
         for threads in [1, 3] {
             for &chunk in chunks {
-                v.push(ScanOptions { strategy, threads: threads.into(), chunk, progress: Default::default() });
+                v.push(ScanOptions {
+                    strategy,
+                    threads: threads.into(),
+                    chunk,
+                    progress: Default::default(),
+                });
             }
         }
     }
@@ -79,7 +85,11 @@ impl std::io::Read for Trickle<'_> {
 }
 
 /// A FIFO at `dir/name` fed with `data` by a thread (joined by the caller).
-pub(crate) fn fifo(dir: &Path, name: &str, data: Vec<u8>) -> (PathBuf, std::thread::JoinHandle<()>) {
+pub(crate) fn fifo(
+    dir: &Path,
+    name: &str,
+    data: Vec<u8>,
+) -> (PathBuf, std::thread::JoinHandle<()>) {
     let p = dir.join(name);
     assert!(std::process::Command::new("mkfifo").arg(&p).status().unwrap().success());
     let q = p.clone();

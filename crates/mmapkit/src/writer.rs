@@ -89,7 +89,9 @@ impl HeaderSpec {
         match self {
             HeaderSpec::None => 0,
             HeaderSpec::Bytes(b) => b.len(),
-            HeaderSpec::Npy { dtype, row_shape } => Self::npy_header(dtype, row_shape, 0).growable_len(),
+            HeaderSpec::Npy { dtype, row_shape } => {
+                Self::npy_header(dtype, row_shape, 0).growable_len()
+            }
         }
     }
 
@@ -173,18 +175,32 @@ fn reserve(size: usize, n: Option<u64>) -> usize {
 impl RecordWriter {
     /// A writer of `width`-byte records to `path`; `n` records if known,
     /// else it grows. Nothing appears at `path` until [`finish`](Self::finish).
-    pub fn create(path: impl AsRef<Path>, width: usize, n: Option<u64>, opts: &WriterOptions) -> Result<RecordWriter> {
+    pub fn create(
+        path: impl AsRef<Path>,
+        width: usize,
+        n: Option<u64>,
+        opts: &WriterOptions,
+    ) -> Result<RecordWriter> {
         Self::create_atomic(AtomicFile::create(path.as_ref(), &[])?, width, n, opts)
     }
 
     /// The same, into an output already opened (and checked against the
     /// inputs) with [`AtomicFile::create`]. Dropping the writer unfinished
     /// removes the temporary file.
-    pub fn create_atomic(out: AtomicFile, width: usize, n: Option<u64>, opts: &WriterOptions) -> Result<RecordWriter> {
+    pub fn create_atomic(
+        out: AtomicFile,
+        width: usize,
+        n: Option<u64>,
+        opts: &WriterOptions,
+    ) -> Result<RecordWriter> {
         let size = Self::initial_len(width, n, opts)?;
         let tmp = out.temp_path().to_owned();
         let file = out.file().try_clone().map_err(|e| Error::io(&tmp, "dup", e))?;
-        let m = MapOptions::new().mode(Mode::ReadWrite).len(0).reserve(reserve(size, n)).map(file, &tmp)?;
+        let m = MapOptions::new()
+            .mode(Mode::ReadWrite)
+            .len(0)
+            .reserve(reserve(size, n))
+            .map(file, &tmp)?;
         m.grow(size)?;
         Self::init(m, Dest::File { path: out.path().to_owned(), out: Some(out) }, width, n, opts)
     }
@@ -205,11 +221,25 @@ impl RecordWriter {
         (records as usize)
             .checked_mul(width)
             .and_then(|b| b.checked_add(opts.header.len()))
-            .ok_or_else(|| Error::InvalidArgument(format!("{records} records of {width} bytes do not fit in memory")))
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "{records} records of {width} bytes do not fit in memory"
+                ))
+            })
     }
 
-    fn init(map: Map, dest: Dest, width: usize, n: Option<u64>, opts: &WriterOptions) -> Result<RecordWriter> {
-        let grow_records = if opts.grow_records > 0 { opts.grow_records } else { ((64 << 20) / width as u64).max(1) };
+    fn init(
+        map: Map,
+        dest: Dest,
+        width: usize,
+        n: Option<u64>,
+        opts: &WriterOptions,
+    ) -> Result<RecordWriter> {
+        let grow_records = if opts.grow_records > 0 {
+            opts.grow_records
+        } else {
+            ((64 << 20) / width as u64).max(1)
+        };
         let header_len = opts.header.len();
         let w = RecordWriter {
             map: map.into_shared(),
@@ -277,7 +307,9 @@ impl RecordWriter {
     fn span(&self, i: u64, count: u64) -> Result<usize> {
         if let Some(n) = self.n {
             if i.checked_add(count).is_none_or(|e| e > n) {
-                return Err(Error::InvalidArgument(format!("record index {i} is out of range (the writer holds {n} records)")));
+                return Err(Error::InvalidArgument(format!(
+                    "record index {i} is out of range (the writer holds {n} records)"
+                )));
             }
         }
         let off = (i as usize)
@@ -318,7 +350,10 @@ impl RecordWriter {
             return Ok(());
         }
         let page = page_size();
-        let want = (upto as usize).saturating_mul(self.width).saturating_add(self.header_len).min(self.map.len());
+        let want = (upto as usize)
+            .saturating_mul(self.width)
+            .saturating_add(self.header_len)
+            .min(self.map.len());
         let want = want / page * page;
         let mut released = self.released.lock().unwrap_or_else(|e| e.into_inner());
         if want < *released + (4 << 20) {
@@ -400,7 +435,11 @@ pub struct StreamWriter {
 
 enum StreamDest {
     /// `out` writes to a dup of `atomic`'s temp file (None once renamed).
-    File { path: PathBuf, atomic: Option<AtomicFile>, out: BufWriter<File> },
+    File {
+        path: PathBuf,
+        atomic: Option<AtomicFile>,
+        out: BufWriter<File>,
+    },
     /// Standard output, as a stream: no temp file, and no header rewrite.
     Stdout(BufWriter<io::Stdout>),
     Memory(Vec<u8>),
@@ -408,21 +447,37 @@ enum StreamDest {
 
 impl std::fmt::Debug for StreamWriter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StreamWriter").field("width", &self.width).field("records", &self.records).finish()
+        f.debug_struct("StreamWriter")
+            .field("width", &self.width)
+            .field("records", &self.records)
+            .finish()
     }
 }
 
 impl StreamWriter {
     /// A writer of `width`-byte records to `path` (through a temporary file).
-    pub fn create(path: impl AsRef<Path>, width: usize, opts: &WriterOptions) -> Result<StreamWriter> {
+    pub fn create(
+        path: impl AsRef<Path>,
+        width: usize,
+        opts: &WriterOptions,
+    ) -> Result<StreamWriter> {
         Self::create_atomic(AtomicFile::create(path.as_ref(), &[])?, width, opts)
     }
 
     /// The same, into an output opened with [`AtomicFile::create`].
-    pub fn create_atomic(atomic: AtomicFile, width: usize, opts: &WriterOptions) -> Result<StreamWriter> {
-        let file = atomic.file().try_clone().map_err(|e| Error::io(atomic.temp_path(), "dup", e))?;
+    pub fn create_atomic(
+        atomic: AtomicFile,
+        width: usize,
+        opts: &WriterOptions,
+    ) -> Result<StreamWriter> {
+        let file =
+            atomic.file().try_clone().map_err(|e| Error::io(atomic.temp_path(), "dup", e))?;
         let out = BufWriter::with_capacity(1 << 20, file);
-        Self::init(StreamDest::File { path: atomic.path().to_owned(), atomic: Some(atomic), out }, width, opts)
+        Self::init(
+            StreamDest::File { path: atomic.path().to_owned(), atomic: Some(atomic), out },
+            width,
+            opts,
+        )
     }
 
     /// A writer streaming to standard output (`-o -`). A `.npy` header
@@ -445,7 +500,8 @@ impl StreamWriter {
         if width == 0 {
             return Err(Error::InvalidArgument("record width must be at least 1 byte".into()));
         }
-        let mut w = StreamWriter { dest, width, header: opts.header.clone(), records: 0, sync: opts.sync };
+        let mut w =
+            StreamWriter { dest, width, header: opts.header.clone(), records: 0, sync: opts.sync };
         let h = w.header.encode(0)?;
         w.put(&h)?;
         Ok(w)
@@ -453,9 +509,15 @@ impl StreamWriter {
 
     fn put(&mut self, bytes: &[u8]) -> Result<()> {
         match &mut self.dest {
-            StreamDest::File { atomic: Some(a), out, .. } => out.write_all(bytes).map_err(|e| Error::io(a.temp_path(), "write", e)),
-            StreamDest::File { path, .. } => Err(Error::io(path, "write", io::Error::from_raw_os_error(libc::EBADF))),
-            StreamDest::Stdout(out) => out.write_all(bytes).map_err(|e| Error::io(Path::new("standard output"), "write", e)),
+            StreamDest::File { atomic: Some(a), out, .. } => {
+                out.write_all(bytes).map_err(|e| Error::io(a.temp_path(), "write", e))
+            }
+            StreamDest::File { path, .. } => {
+                Err(Error::io(path, "write", io::Error::from_raw_os_error(libc::EBADF)))
+            }
+            StreamDest::Stdout(out) => out
+                .write_all(bytes)
+                .map_err(|e| Error::io(Path::new("standard output"), "write", e)),
             StreamDest::Memory(v) => {
                 v.extend_from_slice(bytes);
                 Ok(())
@@ -497,7 +559,11 @@ impl StreamWriter {
         match &mut self.dest {
             StreamDest::File { atomic, out, path } => {
                 let Some(a) = atomic.take() else {
-                    return Err(Error::io(path, "write", io::Error::from_raw_os_error(libc::EBADF)));
+                    return Err(Error::io(
+                        path,
+                        "write",
+                        io::Error::from_raw_os_error(libc::EBADF),
+                    ));
                 };
                 let tmp = a.temp_path().to_owned();
                 out.flush().map_err(|e| Error::io(&tmp, "write", e))?;
@@ -536,7 +602,11 @@ impl StreamWriter {
         }
         let path = match &self.dest {
             StreamDest::File { path, .. } => path.clone(),
-            StreamDest::Stdout(_) => return Err(Error::InvalidArgument("standard output: cannot read the output back".into())),
+            StreamDest::Stdout(_) => {
+                return Err(Error::InvalidArgument(
+                    "standard output: cannot read the output back".into(),
+                ))
+            }
             StreamDest::Memory(_) => unreachable!(),
         };
         self.finish()?;

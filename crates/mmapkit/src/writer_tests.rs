@@ -14,7 +14,10 @@ fn expected(n: u64, width: usize) -> Vec<u8> {
 }
 
 fn leftovers(d: &Path) -> Vec<String> {
-    fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect()
+    fs::read_dir(d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect()
 }
 
 #[test]
@@ -71,7 +74,8 @@ fn npy_header_is_the_same_whether_the_count_was_known_or_not() {
         let out = d.path().join(format!("a{}.npy", n.is_some()));
         let w = RecordWriter::create(&out, 12, n, &opts).unwrap();
         for i in (0..5u64).rev() {
-            let row: Vec<u8> = (0..3).flat_map(|j| (i as f32 * 10.0 + j as f32).to_le_bytes()).collect();
+            let row: Vec<u8> =
+                (0..3).flat_map(|j| (i as f32 * 10.0 + j as f32).to_le_bytes()).collect();
             w.write(i, &row).unwrap();
         }
         w.finish().unwrap();
@@ -114,7 +118,8 @@ fn dropping_an_unfinished_writer_keeps_the_old_file() {
 #[test]
 fn bad_writes_are_errors() {
     let d = dir();
-    let w = RecordWriter::create(d.path().join("e.bin"), 4, Some(2), &WriterOptions::default()).unwrap();
+    let w = RecordWriter::create(d.path().join("e.bin"), 4, Some(2), &WriterOptions::default())
+        .unwrap();
     assert!(w.write(0, b"abc").unwrap_err().to_string().contains("3 bytes"));
     assert!(w.write(2, b"abcd").unwrap_err().to_string().contains("out of range"));
     assert!(RecordWriter::create(d.path(), 4, None, &WriterOptions::default()).is_err());
@@ -125,7 +130,8 @@ fn bad_writes_are_errors() {
 fn prepare_grows_and_changes_nothing_else() {
     let d = dir();
     // Known count: the range is checked, overflow included.
-    let w = RecordWriter::create(d.path().join("k.bin"), 7, Some(10), &WriterOptions::default()).unwrap();
+    let w = RecordWriter::create(d.path().join("k.bin"), 7, Some(10), &WriterOptions::default())
+        .unwrap();
     assert!(w.prepare(8, 3).unwrap_err().to_string().contains("out of range"));
     assert!(w.prepare(u64::MAX, 2).is_err());
     w.prepare(0, 10).unwrap();
@@ -133,7 +139,11 @@ fn prepare_grows_and_changes_nothing_else() {
     // Unknown count: prepared blocks past the end (ahead of their writes,
     // out of order, one a block already released) do not count as records.
     let out = d.path().join("u.bin");
-    let opts = WriterOptions { header: HeaderSpec::Bytes(b"HEAD".to_vec()), grow_records: 5, ..Default::default() };
+    let opts = WriterOptions {
+        header: HeaderSpec::Bytes(b"HEAD".to_vec()),
+        grow_records: 5,
+        ..Default::default()
+    };
     let u = RecordWriter::create(&out, 4096 + 3, None, &opts).unwrap();
     u.prepare(1500, 100).unwrap();
     for first in (0..1500u64).step_by(100) {
@@ -175,7 +185,11 @@ fn release_keeps_the_data() {
 
 #[test]
 fn memory_writer_returns_its_bytes() {
-    let opts = WriterOptions { header: HeaderSpec::Bytes(b"HDR".to_vec()), grow_records: 1, ..Default::default() };
+    let opts = WriterOptions {
+        header: HeaderSpec::Bytes(b"HDR".to_vec()),
+        grow_records: 1,
+        ..Default::default()
+    };
     let w = RecordWriter::memory(5, None, &opts).unwrap();
     for i in (0..10u64).rev() {
         w.write(i, &rec(i, 5)).unwrap();

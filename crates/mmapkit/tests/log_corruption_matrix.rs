@@ -65,10 +65,7 @@ fn payload(i: u64, len: usize) -> Vec<u8> {
 }
 
 fn batch(first: u64, lens: &[usize], term: u64) -> Vec<(u64, Vec<u8>)> {
-    lens.iter()
-        .enumerate()
-        .map(|(k, &n)| (term, payload(first + k as u64, n)))
-        .collect()
+    lens.iter().enumerate().map(|(k, &n)| (term, payload(first + k as u64, n))).collect()
 }
 
 /// A log shape: its name, the directory and the entries it holds.
@@ -80,10 +77,7 @@ struct Shape {
 
 fn read_all(log: &CommitLog) -> Result<Vec<Entry>, Error> {
     let es = log.read(log.first_index(), log.last_index() + 1, None)?;
-    Ok(es
-        .iter()
-        .map(|e| (e.index(), e.term(), e.data().to_vec()))
-        .collect())
+    Ok(es.iter().map(|e| (e.index(), e.term(), e.data().to_vec())).collect())
 }
 
 fn build(name: &'static str, sync: SyncMode, script: &dyn Fn(&CommitLog)) -> Shape {
@@ -232,15 +226,15 @@ fn expected_for_tail_flip(c: &Case) -> Option<(Outcome, u64)> {
     let name = c.seg_file.file_name().unwrap().to_str().unwrap();
     let gen: u32 = name[21..29].parse().unwrap();
     let fresh = c.batches.iter().any(|b| b.4 == gen);
-    let covered = c.batches[j + 1..]
-        .iter()
-        .any(|b| b.3.is_none_or(|w| w >= bfirst && fresh));
+    let covered = c.batches[j + 1..].iter().any(|b| b.3.is_none_or(|w| w >= bfirst && fresh));
     Some((if covered { Outcome::Corrupt } else { Outcome::Torn }, bfirst))
 }
 
 fn check_corrupt(e: &Error, c: &Case, what: &str) -> Result<(), String> {
     match e {
-        Error::Corrupt { path, .. } if path.starts_with(c.shape.dir.path()) || path.parent().is_some() => {
+        Error::Corrupt { path, .. }
+            if path.starts_with(c.shape.dir.path()) || path.parent().is_some() =>
+        {
             let name = path.file_name().unwrap_or_default().to_string_lossy().into_owned();
             if name.ends_with(".seg") || path.is_dir() || name.is_empty() {
                 Ok(())
@@ -285,11 +279,7 @@ fn classify_any(c: &Case, got: &Result<Vec<Entry>, Error>) -> Result<Outcome, St
         return Ok(Outcome::Intact);
     }
     if es.len() > want.len() || want[..es.len()] != es[..] {
-        return Err(format!(
-            "not a prefix: {} of {} entries",
-            es.len(),
-            want.len()
-        ));
+        return Err(format!("not a prefix: {} of {} entries", es.len(), want.len()));
     }
     // Only from the damaged batch on, and only where the watermark rule
     // says it was never durable.
@@ -305,7 +295,10 @@ fn classify_any(c: &Case, got: &Result<Vec<Entry>, Error>) -> Result<Outcome, St
     }
 }
 
-fn run_case(c: &Case, counts: &mut BTreeMap<(String, Outcome, Outcome), u64>) -> Result<(), String> {
+fn run_case(
+    c: &Case,
+    counts: &mut BTreeMap<(String, Outcome, Outcome), u64>,
+) -> Result<(), String> {
     let dmg = copy_dir(c.shape.dir.path());
     let seg = dmg.path().join(c.seg_file.file_name().unwrap());
     let bytes: Vec<u8> = match c.damage {
@@ -320,36 +313,28 @@ fn run_case(c: &Case, counts: &mut BTreeMap<(String, Outcome, Outcome), u64>) ->
     let never = opts(SyncMode::Never);
 
     // Read-only verify first (the default open may cut a torn tail).
-    let ro = open_read(
-        dmg.path(),
-        LogOptions {
-            read_only: true,
-            ..never.clone()
-        },
-        true,
-    );
+    let ro = open_read(dmg.path(), LogOptions { read_only: true, ..never.clone() }, true);
     let dflt = open_read(dmg.path(), never.clone(), false);
     let outcome = classify(c, &dflt)?;
     let ro_outcome = classify(c, &ro).map_err(|e| format!("read-only verify: {e}"))?;
-    if ro_outcome != outcome
-        || ro.as_ref().ok().map(Vec::len) != dflt.as_ref().ok().map(Vec::len)
-    {
-        return Err(format!(
-            "verify disagrees with open: verify {ro_outcome:?}, open {outcome:?}"
-        ));
+    if ro_outcome != outcome || ro.as_ref().ok().map(Vec::len) != dflt.as_ref().ok().map(Vec::len) {
+        return Err(format!("verify disagrees with open: verify {ro_outcome:?}, open {outcome:?}"));
     }
     if outcome == Outcome::Intact {
         let real = match c.damage {
             Damage::Flip(_) => c.batches.last().map_or(HEADER, |b| b.1),
             Damage::Truncate => 0,
         };
-        if c.at < real && c.at >= HEADER.min(real) || (matches!(c.damage, Damage::Flip(_)) && c.at < HEADER) {
+        if c.at < real && c.at >= HEADER.min(real)
+            || (matches!(c.damage, Damage::Flip(_)) && c.at < HEADER)
+        {
             return Err(format!("undetected damage at {} (inside the records)", c.at));
         }
     }
     if outcome != Outcome::Corrupt {
         // The default open reopens to the same entries.
-        let again = open_read(dmg.path(), never.clone(), true).map_err(|e| format!("reopen: {e}"))?;
+        let again =
+            open_read(dmg.path(), never.clone(), true).map_err(|e| format!("reopen: {e}"))?;
         if dflt.as_ref().ok() != Some(&again) {
             return Err("reopen after recovery differs".into());
         }
@@ -359,10 +344,7 @@ fn run_case(c: &Case, counts: &mut BTreeMap<(String, Outcome, Outcome), u64>) ->
     let rep = copy_dir(c.shape.dir.path());
     let rseg = rep.path().join(c.seg_file.file_name().unwrap());
     std::fs::write(&rseg, &bytes).unwrap();
-    let ropts = LogOptions {
-        repair: true,
-        ..never.clone()
-    };
+    let ropts = LogOptions { repair: true, ..never.clone() };
     let repaired = CommitLog::open(rep.path(), ropts).and_then(|log| {
         let r = log.recovery().clone();
         let tail_used = log.stat()?.tail_used as usize;
@@ -436,9 +418,7 @@ fn run_case(c: &Case, counts: &mut BTreeMap<(String, Outcome, Outcome), u64>) ->
         Damage::Flip(_) => "flip bit",
         Damage::Truncate => "truncate",
     };
-    *counts
-        .entry((format!("{} / {kind}", c.shape.name), outcome, rep_outcome))
-        .or_default() += 1;
+    *counts.entry((format!("{} / {kind}", c.shape.name), outcome, rep_outcome)).or_default() += 1;
     Ok(())
 }
 
@@ -507,7 +487,8 @@ fn every_offset_flipped_and_truncated() {
                         batches: &bs,
                     };
                     tried += 1;
-                    let r = std::panic::catch_unwind(AssertUnwindSafe(|| run_case(&c, &mut counts)));
+                    let r =
+                        std::panic::catch_unwind(AssertUnwindSafe(|| run_case(&c, &mut counts)));
                     let msg = match r {
                         Ok(Ok(())) => continue,
                         Ok(Err(m)) => m,

@@ -31,11 +31,7 @@ fn payload(index: u64, term: u64) -> Vec<u8> {
 }
 
 fn opts() -> LogOptions {
-    LogOptions {
-        segment_size: SEGMENT,
-        sync: SyncMode::Batch,
-        ..Default::default()
-    }
+    LogOptions { segment_size: SEGMENT, sync: SyncMode::Batch, ..Default::default() }
 }
 
 /// Child: work on the log forever, printing what was acknowledged:
@@ -45,11 +41,7 @@ fn child(dir: &Path, seed: u64) {
     let log = CommitLog::open(dir, opts()).expect("child open");
     let mut out = std::io::stdout().lock();
     let mut rng = Rng(seed | 1);
-    let mut term = if log.is_empty() {
-        1
-    } else {
-        log.term(log.last_index()).expect("term")
-    };
+    let mut term = if log.is_empty() { 1 } else { log.term(log.last_index()).expect("term") };
     writeln!(out, "@R {} {}", log.first_index(), log.last_index()).unwrap();
     out.flush().unwrap();
     // Every other round is heavy on truncation and purging, so that kills
@@ -88,10 +80,8 @@ fn child(dir: &Path, seed: u64) {
 fn crash_child_entry() {
     // Runs only as the re-executed child.
     if let Ok(dir) = std::env::var(CHILD_ENV) {
-        let seed = std::env::var("MMAPKIT_LOG_CRASH_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(1);
+        let seed =
+            std::env::var("MMAPKIT_LOG_CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
         child(Path::new(&dir), seed);
     }
 }
@@ -114,32 +104,19 @@ fn sigkill_matrix() {
     if std::env::var(CHILD_ENV).is_ok() {
         return;
     }
-    let rounds: u64 = std::env::var("MMAPKIT_CRASH_ROUNDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(120);
+    let rounds: u64 =
+        std::env::var("MMAPKIT_CRASH_ROUNDS").ok().and_then(|s| s.parse().ok()).unwrap_or(120);
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("wal");
     let exe = std::env::current_exe().unwrap();
-    let mut model = Model {
-        first: 1,
-        terms: Vec::new(),
-    };
+    let mut model = Model { first: 1, terms: Vec::new() };
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let (mut acked_total, mut truncs, mut purges, mut trunc_kills) = (0u64, 0u64, 0u64, 0u64);
     for round in 0..rounds {
         let mut child = Command::new(&exe)
-            .args([
-                "--exact",
-                "crash_child_entry",
-                "--nocapture",
-                "--test-threads=1",
-            ])
+            .args(["--exact", "crash_child_entry", "--nocapture", "--test-threads=1"])
             .env(CHILD_ENV, &dir)
-            .env(
-                "MMAPKIT_LOG_CRASH_SEED",
-                (round * 7919 + 17 + round % 2).to_string(),
-            )
+            .env("MMAPKIT_LOG_CRASH_SEED", (round * 7919 + 17 + round % 2).to_string())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -157,9 +134,7 @@ fn sigkill_matrix() {
             }
         });
         // Wait until the child has recovered the log, then kill it after a random while.
-        let ready = rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("child started");
+        let ready = rx.recv_timeout(Duration::from_secs(30)).expect("child started");
         assert!(ready.starts_with("R "), "{ready}");
         std::thread::sleep(Duration::from_micros(500 + rng.below(30_000)));
         child.kill().unwrap(); // SIGKILL
@@ -169,11 +144,7 @@ fn sigkill_matrix() {
         let mut in_flight_trunc: Option<u64> = None;
         let mut in_flight_purge: Option<u64> = None;
         for line in rx.try_iter() {
-            let f: Vec<u64> = line
-                .split(' ')
-                .skip(1)
-                .map(|x| x.parse().unwrap())
-                .collect();
+            let f: Vec<u64> = line.split(' ').skip(1).map(|x| x.parse().unwrap()).collect();
             match line.as_bytes()[0] {
                 b'A' => {
                     assert_eq!(f[0], model.last() + 1, "append not contiguous: {line}");
@@ -203,22 +174,10 @@ fn sigkill_matrix() {
             "round {round}: acknowledged entries lost: last {last} < {must_last}"
         );
         let purge_bound = in_flight_purge.unwrap_or(0).max(model.first);
-        assert!(
-            first <= purge_bound,
-            "round {round}: first {first} > {purge_bound}"
-        );
-        assert!(
-            first >= model.first,
-            "round {round}: purged entries came back"
-        );
-        let all = log
-            .read(first, last + 1, None)
-            .unwrap_or_else(|e| panic!("round {round}: {e}"));
-        assert_eq!(
-            all.len() as u64,
-            last + 1 - first,
-            "round {round}: not contiguous"
-        );
+        assert!(first <= purge_bound, "round {round}: first {first} > {purge_bound}");
+        assert!(first >= model.first, "round {round}: purged entries came back");
+        let all = log.read(first, last + 1, None).unwrap_or_else(|e| panic!("round {round}: {e}"));
+        assert_eq!(all.len() as u64, last + 1 - first, "round {round}: not contiguous");
         for e in all.iter() {
             // Never-appended data would not match its (index, term).
             assert_eq!(
@@ -245,16 +204,10 @@ fn sigkill_matrix() {
             trunc_kills += 1;
         }
         // The log as found is the new acknowledged state.
-        model = Model {
-            first,
-            terms: all.iter().map(|e| e.term()).collect(),
-        };
+        model = Model { first, terms: all.iter().map(|e| e.term()).collect() };
         drop(all);
         drop(log);
     }
     eprintln!("{rounds} kills, {acked_total} acknowledged entries, {truncs} truncations acknowledged, kills during truncate_after: {trunc_kills}, during purge_before: {purges}");
-    assert!(
-        acked_total > rounds,
-        "the child did too little work to test anything"
-    );
+    assert!(acked_total > rounds, "the child did too little work to test anything");
 }

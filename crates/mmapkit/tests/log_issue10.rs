@@ -34,8 +34,7 @@ fn a_batch_too_big_for_the_empty_tail_stays_readable_after_reopen() {
 
     // After dropping everything, a big batch again.
     log.truncate_after(0).unwrap();
-    log.append(&[(2, vec![b'y'; 9000]), (2, vec![b'z'; 10])])
-        .unwrap();
+    log.append(&[(2, vec![b'y'; 9000]), (2, vec![b'z'; 10])]).unwrap();
     drop(log);
     let log = CommitLog::open(dir.path(), opts(4096)).unwrap();
     assert_eq!(payloads(&log), vec![vec![b'y'; 9000], vec![b'z'; 10]]);
@@ -48,14 +47,9 @@ fn the_log_remembers_its_segment_size() {
     drop(CommitLog::open(dir.path(), opts(4096)).unwrap());
     // Reopened with the default options (64 MiB): roll-overs still make
     // 4 KiB segments.
-    let log = CommitLog::open(
-        dir.path(),
-        LogOptions {
-            sync: SyncMode::Never,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let log =
+        CommitLog::open(dir.path(), LogOptions { sync: SyncMode::Never, ..Default::default() })
+            .unwrap();
     for i in 0..100u32 {
         log.append(&[(1, vec![i as u8; 100])]).unwrap();
     }
@@ -87,11 +81,7 @@ fn an_empty_duplicate_segment_left_by_the_old_bug_is_set_aside() {
     assert_eq!(payloads(&log), vec![b"kept".to_vec()]);
     // Moved aside, not deleted.
     assert!(!older.exists());
-    assert!(dir
-        .path()
-        .join("quarantine")
-        .join(older.file_name().unwrap())
-        .exists());
+    assert!(dir.path().join("quarantine").join(older.file_name().unwrap()).exists());
 }
 
 /// `seq 1 3000 | log append --batch 10` into one default segment (the CLI
@@ -109,7 +99,10 @@ fn three_hundred_batches(sync: SyncMode) -> (tempfile::TempDir, Vec<Vec<u8>>) {
 
 /// `three_hundred_batches` with byte `at` of the first segment flipped: the
 /// directory, the lines, the segment and its bytes after.
-fn damaged_early_batch(sync: SyncMode, at: usize) -> (tempfile::TempDir, Vec<Vec<u8>>, std::path::PathBuf, Vec<u8>) {
+fn damaged_early_batch(
+    sync: SyncMode,
+    at: usize,
+) -> (tempfile::TempDir, Vec<Vec<u8>>, std::path::PathBuf, Vec<u8>) {
     let (dir, lines) = three_hundred_batches(sync);
     let seg = segments(dir.path())[0].clone();
     let b = flip(&seg, at, 0xFF);
@@ -121,13 +114,7 @@ fn a_damaged_early_batch_is_corruption_not_a_torn_tail() {
     for at in [64usize, 500, 30000, 60000] {
         let (dir, lines, seg, b) = damaged_early_batch(SyncMode::Batch, at);
         for read_only in [false, true] {
-            match CommitLog::open(
-                dir.path(),
-                LogOptions {
-                    read_only,
-                    ..opts(1 << 20)
-                },
-            ) {
+            match CommitLog::open(dir.path(), LogOptions { read_only, ..opts(1 << 20) }) {
                 Err(Error::Corrupt { path, detail }) => {
                     assert_eq!(path, seg, "flip at {at}");
                     assert!(detail.contains("entry "), "flip at {at}: {detail}");
@@ -196,8 +183,7 @@ fn a_torn_batch_after_a_truncation_is_still_a_torn_tail() {
     let seg = segments(dir.path())[0].clone();
     let b = std::fs::read(&seg).unwrap();
     assert!(b[cut..end + 16].iter().all(|&x| x == 0), "dropped bytes left");
-    log.append(&[(2, b"torn".as_slice()), (2, b"batch")])
-        .unwrap();
+    log.append(&[(2, b"torn".as_slice()), (2, b"batch")]).unwrap();
     let torn_end = log.stat().unwrap().tail_used as usize;
     drop(log);
     // Tear it: its commit record never reached the disk.

@@ -20,28 +20,18 @@ fn tail_segment(dir: &Path) -> PathBuf {
 
 /// A log of three batches; returns the directory, the byte range of the
 /// last batch in the tail segment, and the entries before it.
-type Fixture = (
-    tempfile::TempDir,
-    std::ops::Range<usize>,
-    Vec<(u64, u64, Vec<u8>)>,
-);
+type Fixture = (tempfile::TempDir, std::ops::Range<usize>, Vec<(u64, u64, Vec<u8>)>);
 
 fn three_batches() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     // Synced: the later commit records say the earlier batches were durable.
     let synced = synced(SEG);
     let log = CommitLog::open(dir.path(), synced).unwrap();
-    log.append(&[(1, b"first batch".as_slice()), (1, b"x")])
-        .unwrap();
+    log.append(&[(1, b"first batch".as_slice()), (1, b"x")]).unwrap();
     log.append(&[(2, b"second".as_slice())]).unwrap();
     let before = entries(&log);
     let start = log.stat().unwrap().tail_used as usize;
-    log.append(&[
-        (3, b"the last batch, entry one".as_slice()),
-        (3, b""),
-        (3, b"three"),
-    ])
-    .unwrap();
+    log.append(&[(3, b"the last batch, entry one".as_slice()), (3, b""), (3, b"three")]).unwrap();
     let end = log.stat().unwrap().tail_used as usize;
     drop(log);
     (dir, start..end, before)
@@ -84,25 +74,17 @@ fn cut_at_every_offset_of_the_last_batch_drops_exactly_that_batch() {
             } else {
                 opts(SEG)
             };
-            let log =
-                CommitLog::open(d.path(), o).unwrap_or_else(|e| panic!("cut at {cut}: {e}"));
+            let log = CommitLog::open(d.path(), o).unwrap_or_else(|e| panic!("cut at {cut}: {e}"));
             // Zeroing bytes that were zero already (the epoch's high bytes) damages nothing.
             // (Also when repair gives a truncated file its zeros back.)
             if orig[cut..last.end].iter().all(|&b| b == 0) {
                 assert_eq!(log.last_index(), 6, "cut at {cut}");
                 continue;
             }
-            assert_eq!(
-                entries(&log),
-                before,
-                "cut at {cut} (truncated file: {truncate_file})"
-            );
+            assert_eq!(entries(&log), before, "cut at {cut} (truncated file: {truncate_file})");
             assert_eq!(log.last_index(), 3);
             let r = log.recovery();
-            assert!(
-                cut == last.start || r.dropped_bytes > 0,
-                "cut at {cut}: nothing reported"
-            );
+            assert!(cut == last.start || r.dropped_bytes > 0, "cut at {cut}: nothing reported");
             // The log stays usable: the next append gets index 4 and survives reopening.
             if !truncate_file {
                 assert_eq!(log.append(&[(9, b"after")]).unwrap(), 4);
@@ -130,13 +112,10 @@ fn flipping_any_byte_of_the_last_batch_drops_exactly_that_batch() {
             let mut b = orig.clone();
             b[at] ^= bit;
             std::fs::write(d.path().join(seg.file_name().unwrap()), &b).unwrap();
-            let log =
-                CommitLog::open(d.path(), opts(SEG)).unwrap_or_else(|e| panic!("flip at {at}: {e}"));
+            let log = CommitLog::open(d.path(), opts(SEG))
+                .unwrap_or_else(|e| panic!("flip at {at}: {e}"));
             assert_eq!(entries(&log), before, "flip at {at}");
-            assert!(
-                log.recovery().dropped_bytes > 0,
-                "flip at {at} not reported"
-            );
+            assert!(log.recovery().dropped_bytes > 0, "flip at {at} not reported");
             log.verify().unwrap();
         }
     }
@@ -171,11 +150,7 @@ fn flipped_byte_in_sealed_data_is_reported_by_verify_and_reads() {
     let e = log.verify().unwrap_err();
     assert!(matches!(e, Error::Corrupt { .. }));
     assert!(e.to_string().contains(&format!("entry {bad}")), "{e}");
-    assert!(
-        e.to_string()
-            .contains(victim.file_name().unwrap().to_str().unwrap()),
-        "{e}"
-    );
+    assert!(e.to_string().contains(victim.file_name().unwrap().to_str().unwrap()), "{e}");
     assert!(log.read(bad, bad + 1, None).is_err());
     // Other segments still read.
     assert_eq!(log.get(1).unwrap().data(), 0u64.to_le_bytes());
@@ -209,10 +184,7 @@ fn full_filesystem_fails_cleanly() {
     }
     let _u = Umount(mnt.path().to_owned());
     let dir = mnt.path().join("wal");
-    let o = LogOptions {
-        segment_size: 128 << 10,
-        ..opts(SEG)
-    };
+    let o = LogOptions { segment_size: 128 << 10, ..opts(SEG) };
     let log = CommitLog::open(&dir, o.clone()).unwrap();
     let mut acked = 0u64;
     let err = loop {
@@ -224,7 +196,10 @@ fn full_filesystem_fails_cleanly() {
     };
     assert!(matches!(err, Error::DiskFull { .. }), "{err}");
     assert_eq!((err.kind(), err.errno()), (mmapkit::ErrorKind::DiskFull, Some(libc::ENOSPC)));
-    assert!(err.path().is_some_and(|p| p.parent() == Some(dir.as_path())), "names the segment: {err}");
+    assert!(
+        err.path().is_some_and(|p| p.parent() == Some(dir.as_path())),
+        "names the segment: {err}"
+    );
     assert!(err.to_string().contains("no space"), "{err}");
     assert!(acked > 100);
     // Still usable: reads work, a failed append again fails cleanly, no temp file is left.

@@ -56,11 +56,8 @@ fn truncation_by_another_process_during_a_scan() {
     std::fs::write(&path, vec![1u8; 64 << 20]).unwrap();
     let map = Map::open(&path, Mode::Read).unwrap();
     assert_eq!(map.count(&[1]).unwrap(), 64 << 20);
-    let status = std::process::Command::new("truncate")
-        .args(["-s", "4096"])
-        .arg(&path)
-        .status()
-        .unwrap();
+    let status =
+        std::process::Command::new("truncate").args(["-s", "4096"]).arg(&path).status().unwrap();
     assert!(status.success());
     match map.count(&[1]) {
         Err(Error::FileTruncated { path: p }) => assert_eq!(p, path),

@@ -25,7 +25,11 @@ pub fn bin() -> String {
 /// keeps ignored, and the signal tests would wait for an exit that never
 /// comes (`with_signals_ignored` tests that case on purpose).
 pub fn mmapkit() -> Command {
-    with_signal_dispositions(Command::new(bin()), libc::SIG_DFL, &[libc::SIGINT, libc::SIGTERM, libc::SIGHUP])
+    with_signal_dispositions(
+        Command::new(bin()),
+        libc::SIG_DFL,
+        &[libc::SIGINT, libc::SIGTERM, libc::SIGHUP],
+    )
 }
 
 /// `cmd` with `signals` ignored from the start (like `nohup` does for SIGHUP).
@@ -33,7 +37,11 @@ pub fn with_signals_ignored(cmd: Command, signals: &[i32]) -> Command {
     with_signal_dispositions(cmd, libc::SIG_IGN, signals)
 }
 
-fn with_signal_dispositions(mut cmd: Command, disposition: libc::sighandler_t, signals: &[i32]) -> Command {
+fn with_signal_dispositions(
+    mut cmd: Command,
+    disposition: libc::sighandler_t,
+    signals: &[i32],
+) -> Command {
     use std::os::unix::process::CommandExt;
     let signals = signals.to_vec();
     // SAFETY: between fork and exec the closure only calls signal(2), which
@@ -56,7 +64,12 @@ pub fn run(args: &[&str]) -> Output {
 
 /// Runs `mmapkit ARGS PATHS` to completion (stdin empty).
 pub fn run_paths(args: &[&str], paths: &[&Path]) -> Output {
-    mmapkit().args(args).args(paths).stdin(Stdio::null()).output().expect("failed to run the mmapkit binary")
+    mmapkit()
+        .args(args)
+        .args(paths)
+        .stdin(Stdio::null())
+        .output()
+        .expect("failed to run the mmapkit binary")
 }
 
 /// Runs `mmapkit ARGS`, feeding `stdin` (none: an empty stdin).
@@ -97,7 +110,12 @@ pub fn text(b: &[u8]) -> String {
 /// Asserts that the run succeeded (showing stderr if not); its stdout.
 #[track_caller]
 pub fn ok(out: &Output) -> String {
-    assert!(out.status.success(), "failed ({:?}): {}", out.status.code(), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "failed ({:?}): {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
     stdout(out)
 }
 
@@ -121,7 +139,10 @@ pub fn s(p: &Path) -> &str {
 
 /// The names in `d`, sorted.
 pub fn files_in(d: &Path) -> Vec<String> {
-    let mut v: Vec<String> = fs::read_dir(d).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    let mut v: Vec<String> = fs::read_dir(d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
     v.sort();
     v
 }
@@ -131,4 +152,3 @@ pub fn files_in(d: &Path) -> Vec<String> {
 pub fn leftovers(d: &Path) -> Vec<String> {
     files_in(d).into_iter().filter(|n| n.contains(".mmapkit-") || n.ends_with(".tmp")).collect()
 }
-

@@ -4,7 +4,10 @@ use std::process::{Command, Output};
 
 /// GNU grep is on the PATH (else the comparisons are skipped, saying so).
 pub fn available() -> bool {
-    let ok = Command::new("grep").arg("--version").output().is_ok_and(|o| o.status.success() && o.stdout.starts_with(b"grep (GNU grep)"));
+    let ok = Command::new("grep")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success() && o.stdout.starts_with(b"grep (GNU grep)"));
     if !ok {
         eprintln!("GNU grep not found: skipping the comparison");
     }
@@ -31,5 +34,10 @@ pub fn assert_same(what: &str, got: &Output, want: &Output) {
         show(&want.stdout),
         show(&got.stderr)
     );
-    assert_eq!(got.status.code(), want.status.code(), "exit status of {what}: {}", show(&got.stderr));
+    assert_eq!(
+        got.status.code(),
+        want.status.code(),
+        "exit status of {what}: {}",
+        show(&got.stderr)
+    );
 }

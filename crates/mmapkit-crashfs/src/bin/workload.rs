@@ -47,12 +47,10 @@ type R = Result<(), Box<dyn std::error::Error>>;
 
 fn log(a: &[String]) -> R {
     let dir = a[0].clone();
-    let opts = LogOptions {
-        sync: a[1].parse()?,
-        segment_size: a[2].parse()?,
-        ..Default::default()
-    };
-    let (batches, batch_len, threads): (u64, u64, u64) = (a[3].parse()?, a[4].parse()?, a[5].parse()?);
+    let opts =
+        LogOptions { sync: a[1].parse()?, segment_size: a[2].parse()?, ..Default::default() };
+    let (batches, batch_len, threads): (u64, u64, u64) =
+        (a[3].parse()?, a[4].parse()?, a[5].parse()?);
     let extra = a[6].clone();
     // Thread numbers start here (a second run on the same log uses new ones).
     let tbase: u64 = a.get(7).map_or(Ok(0), |v| v.parse())?;

@@ -57,9 +57,7 @@ pub fn size() -> (usize, u64) {
 /// The crash modes checked at every crash point: drop-all and `seeds` random subsets.
 pub fn modes(point: u64, seeds: u64) -> Vec<Mode> {
     let mut m = vec![Mode::DropAll];
-    m.extend((0..seeds).map(|k| Mode::KeepRandom {
-        seed: point * 1000 + k,
-    }));
+    m.extend((0..seeds).map(|k| Mode::KeepRandom { seed: point * 1000 + k }));
     m
 }
 

@@ -87,7 +87,12 @@ impl MappedFile {
     /// `bytes(m[start:end])`, copied once (PyBytes::new_with would zero
     /// the buffer first: a whole extra pass over large reads), with the GIL
     /// released for large copies and truncation reported.
-    pub(super) fn copy_out(py: Python<'_>, m: &SharedMap, start: usize, end: usize) -> PyResult<Py<PyBytes>> {
+    pub(super) fn copy_out(
+        py: Python<'_>,
+        m: &SharedMap,
+        start: usize,
+        end: usize,
+    ) -> PyResult<Py<PyBytes>> {
         let n = end - start;
         // SAFETY: a NULL source asks CPython for an uninitialised bytes
         // object of `n` bytes, which we own until it is returned.
@@ -96,21 +101,30 @@ impl MappedFile {
             return Err(PyErr::fetch(py));
         }
         // SAFETY: `obj` is a new reference to a bytes object.
-        let bytes: Bound<'_, PyBytes> = unsafe { Bound::from_owned_ptr(py, obj).cast_into_unchecked() };
+        let bytes: Bound<'_, PyBytes> =
+            unsafe { Bound::from_owned_ptr(py, obj).cast_into_unchecked() };
         // SAFETY: PyBytes_AsString of a bytes object never fails; the
         // buffer holds `n` bytes. Passed as usize so the closure is Send.
         let dst = unsafe { ffi::PyBytes_AsString(obj) } as usize;
         let copy = move || {
             // SAFETY: `dst` has room for `n` (uninitialised) bytes that
             // nothing else sees until we return the object.
-            let out = unsafe { std::slice::from_raw_parts_mut(dst as *mut std::mem::MaybeUninit<u8>, n) };
+            let out =
+                unsafe { std::slice::from_raw_parts_mut(dst as *mut std::mem::MaybeUninit<u8>, n) };
             m.read_into(start, out)
         };
         if n > DETACH_BYTES { py.detach(copy) } else { copy() }.py_err()?;
         Ok(bytes.unbind())
     }
 
-    pub(super) fn search(&self, py: Python<'_>, sub: &Bound<'_, PyAny>, start: Option<isize>, end: Option<isize>, reverse: bool) -> PyResult<isize> {
+    pub(super) fn search(
+        &self,
+        py: Python<'_>,
+        sub: &Bound<'_, PyAny>,
+        start: Option<isize>,
+        end: Option<isize>,
+        reverse: bool,
+    ) -> PyResult<isize> {
         self.get()?;
         let (needle, len) = {
             let n = bytes_of(sub)?;
@@ -122,7 +136,8 @@ impl MappedFile {
         if end < start {
             return Ok(-1);
         }
-        let run = || if reverse { m.rfind(&needle, start, end) } else { m.find(&needle, start, end) };
+        let run =
+            || if reverse { m.rfind(&needle, start, end) } else { m.find(&needle, start, end) };
         let r = if end - start > DETACH_BYTES { py.detach(run) } else { run() };
         Ok(r.py_err()?.map_or(-1, |i| i as isize))
     }

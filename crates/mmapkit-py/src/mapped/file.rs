@@ -16,7 +16,15 @@ impl MappedFile {
     /// file at least that big (allocated: a full disk fails here, not on a
     /// later write); `length=None` maps to the end of the file. `reserve`
     /// is the address space kept free for growth in place.
-    pub(super) fn open(py: Python<'_>, path: PathBuf, mode: &str, size: Option<u64>, offset: u64, length: Option<usize>, reserve: Option<usize>) -> PyResult<Self> {
+    pub(super) fn open(
+        py: Python<'_>,
+        path: PathBuf,
+        mode: &str,
+        size: Option<u64>,
+        offset: u64,
+        length: Option<usize>,
+        reserve: Option<usize>,
+    ) -> PyResult<Self> {
         let (core_mode, access, reopen, create) = match mode {
             "r" => (Mode::Read, ACCESS_READ, "r", false),
             "r+" => (Mode::ReadWrite, ACCESS_WRITE, "r+", false),
@@ -44,7 +52,13 @@ impl MappedFile {
         }
         let map = py.detach(|| opts.open(&path)).py_err()?;
         let abs = std::path::absolute(&path).unwrap_or(path);
-        Ok(Self::new_inner(map, access, Some((super::FilePath::Known(abs), reopen)), length.is_none(), true))
+        Ok(Self::new_inner(
+            map,
+            access,
+            Some((super::FilePath::Known(abs), reopen)),
+            length.is_none(),
+            true,
+        ))
     }
 
     /// `resize` after the stdlib's checks, in the stdlib's order.
@@ -56,12 +70,16 @@ impl MappedFile {
             return Err(PyBufferError::new_err("mmap can't resize with extant buffers exported."));
         }
         if !(m.is_writable() && (self.access == ACCESS_WRITE || self.access == ACCESS_DEFAULT)) {
-            return Err(PyTypeError::new_err("mmap can't resize a readonly or copy-on-write memory map."));
+            return Err(PyTypeError::new_err(
+                "mmap can't resize a readonly or copy-on-write memory map.",
+            ));
         }
         if !self.trackfd {
             return Err(PyOSError::new_err((libc::EBADF, "resize() needs trackfd=True")));
         }
-        if newsize < 0 || (newsize as u64).checked_add(m.offset()).is_none_or(|e| e > isize::MAX as u64) {
+        if newsize < 0
+            || (newsize as u64).checked_add(m.offset()).is_none_or(|e| e > isize::MAX as u64)
+        {
             return Err(PyValueError::new_err("new size out of range"));
         }
         drop(m);

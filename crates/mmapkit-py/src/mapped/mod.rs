@@ -19,9 +19,9 @@
 
 mod bytes;
 mod file;
-mod views;
 mod seq;
 mod stdlib;
+mod views;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -74,7 +74,13 @@ pub struct MappedFile {
 }
 
 impl MappedFile {
-    fn new_inner(map: Map, access: i32, reopen: Option<(FilePath, &'static str)>, to_end: bool, trackfd: bool) -> Self {
+    fn new_inner(
+        map: Map,
+        access: i32,
+        reopen: Option<(FilePath, &'static str)>,
+        to_end: bool,
+        trackfd: bool,
+    ) -> Self {
         MappedFile {
             map: Exported::new(Arc::new(map.into_shared()), "mmap closed or invalid"),
             pos: AtomicUsize::new(0),
@@ -96,7 +102,8 @@ impl MappedFile {
                 Some(p) => p.clone(),
                 None => {
                     let m = self.get().ok()?;
-                    cell.get_or_init(|| Some(m.path().to_owned()).filter(|p| p.is_absolute())).clone()
+                    cell.get_or_init(|| Some(m.path().to_owned()).filter(|p| p.is_absolute()))
+                        .clone()
                 }
             },
         };
@@ -193,7 +200,10 @@ impl MappedFile {
         };
         let length = if this.to_end.load(Ordering::Relaxed) { None } else { Some(m.len()) };
         let args = (path, mode, None::<u64>, m.offset(), length);
-        PyTuple::new(py, [py.get_type::<MappedFile>().into_any(), args.into_pyobject(py)?.into_any()])
+        PyTuple::new(
+            py,
+            [py.get_type::<MappedFile>().into_any(), args.into_pyobject(py)?.into_any()],
+        )
     }
 
     // ----- sizes --------------------------------------------------------
@@ -222,7 +232,10 @@ impl MappedFile {
     /// Never invalidates views; never raises BufferError.
     fn grow(&self, py: Python<'_>, nbytes: usize) -> PyResult<usize> {
         let m = self.writable()?;
-        let new_len = m.len().checked_add(nbytes).ok_or_else(|| PyOverflowError::new_err("length overflows"))?;
+        let new_len = m
+            .len()
+            .checked_add(nbytes)
+            .ok_or_else(|| PyOverflowError::new_err("length overflows"))?;
         drop(m);
         self.resize_impl(py, new_len)?;
         Ok(new_len)
@@ -352,13 +365,25 @@ impl MappedFile {
     /// Lowest offset of `sub` in `[start, end)` (start defaults to the
     /// current position, as in mmap), or -1.
     #[pyo3(signature = (sub, start = None, end = None))]
-    fn find(&self, py: Python<'_>, sub: &Bound<'_, PyAny>, start: Option<isize>, end: Option<isize>) -> PyResult<isize> {
+    fn find(
+        &self,
+        py: Python<'_>,
+        sub: &Bound<'_, PyAny>,
+        start: Option<isize>,
+        end: Option<isize>,
+    ) -> PyResult<isize> {
         self.search(py, sub, start, end, false)
     }
 
     /// Highest offset of `sub` in `[start, end)`, or -1.
     #[pyo3(signature = (sub, start = None, end = None))]
-    fn rfind(&self, py: Python<'_>, sub: &Bound<'_, PyAny>, start: Option<isize>, end: Option<isize>) -> PyResult<isize> {
+    fn rfind(
+        &self,
+        py: Python<'_>,
+        sub: &Bound<'_, PyAny>,
+        start: Option<isize>,
+        end: Option<isize>,
+    ) -> PyResult<isize> {
         self.search(py, sub, start, end, true)
     }
 
@@ -372,7 +397,12 @@ impl MappedFile {
     /// Offsets of the non-overlapping occurrences of `sub` (at most
     /// `limit`), as a numpy int64 array.
     #[pyo3(signature = (sub, limit = None))]
-    fn find_all<'py>(&self, py: Python<'py>, sub: &Bound<'py, PyAny>, limit: Option<usize>) -> PyResult<Bound<'py, PyArray1<i64>>> {
+    fn find_all<'py>(
+        &self,
+        py: Python<'py>,
+        sub: &Bound<'py, PyAny>,
+        limit: Option<usize>,
+    ) -> PyResult<Bound<'py, PyArray1<i64>>> {
         let needle = bytes_of(sub)?;
         let m = self.get()?;
         let offs = py.detach(|| m.find_all(&needle, limit)).py_err()?;
@@ -386,7 +416,13 @@ impl MappedFile {
     /// `offset` (any alignment). `sync=False` starts the write-back and
     /// returns at once. A no-op for read-only and copy-on-write maps.
     #[pyo3(signature = (offset = 0, size = None, *, sync = true))]
-    fn flush(&self, py: Python<'_>, offset: isize, size: Option<isize>, sync: bool) -> PyResult<()> {
+    fn flush(
+        &self,
+        py: Python<'_>,
+        offset: isize,
+        size: Option<isize>,
+        sync: bool,
+    ) -> PyResult<()> {
         let m = self.get()?;
         let len = m.len() as isize;
         let size = size.unwrap_or(len - offset);
@@ -403,7 +439,13 @@ impl MappedFile {
     /// "dontneed", "hugepage", "nohugepage", "normal" or an MADV_* int)
     /// about `length` bytes from `offset` (any alignment).
     #[pyo3(signature = (advice, offset = 0, length = None))]
-    fn advise(&self, py: Python<'_>, advice: &Bound<'_, PyAny>, offset: usize, length: Option<usize>) -> PyResult<()> {
+    fn advise(
+        &self,
+        py: Python<'_>,
+        advice: &Bound<'_, PyAny>,
+        offset: usize,
+        length: Option<usize>,
+    ) -> PyResult<()> {
         let m = self.get()?;
         match advice.extract::<i32>() {
             Ok(raw) => py.detach(|| m.madvise(raw, offset, length)).py_err(),
@@ -534,11 +576,19 @@ impl MappedFile {
     /// Exposes the mapped bytes (writable unless read-only). The pointer
     /// stays valid across growth; closing and shrinking are refused while
     /// any buffer is exported.
-    unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: std::os::raw::c_int) -> PyResult<()> {
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut ffi::Py_buffer,
+        flags: std::os::raw::c_int,
+    ) -> PyResult<()> {
         // SAFETY: the pointer and length describe our live mapping, which
         // stays mapped while an export is counted (close and shrinking
         // check; growth never moves it).
-        unsafe { slf.get().map.get_buffer(slf.as_any(), view, flags, |m| (m.as_ptr(), m.len(), !m.is_writable())) }
+        unsafe {
+            slf.get()
+                .map
+                .get_buffer(slf.as_any(), view, flags, |m| (m.as_ptr(), m.len(), !m.is_writable()))
+        }
     }
 
     unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {

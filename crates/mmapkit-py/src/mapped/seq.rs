@@ -41,7 +41,10 @@ impl MappedFile {
     /// match, so this is its hot path. Holding the `Arc` keeps the memory
     /// while the indices' `__index__` runs; a close there is seen by the
     /// flag check after it.
-    fn slice_indices(&self, slice: &Bound<'_, PySlice>) -> PyResult<(Arc<SharedMap>, PySliceIndices)> {
+    fn slice_indices(
+        &self,
+        slice: &Bound<'_, PySlice>,
+    ) -> PyResult<(Arc<SharedMap>, PySliceIndices)> {
         let m = self.get()?;
         let ix = slice.indices(m.len() as isize)?;
         if self.map.is_closed() {
@@ -74,7 +77,11 @@ impl MappedFile {
         Ok(m.byte_at(i).py_err()?.into_pyobject(py)?.into_any().unbind())
     }
 
-    pub(super) fn set_item(&self, key: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<()> {
+    pub(super) fn set_item(
+        &self,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
         self.writable()?;
         if let Ok(slice) = key.cast::<PySlice>() {
             let (m, ix) = self.slice_indices(slice)?;
@@ -95,10 +102,10 @@ impl MappedFile {
             })?;
         }
         let (m, i) = self.item_offset(key)?;
-        let v: i64 = value
-            .extract()
-            .map_err(|_| PyTypeError::new_err("mmap item value must be an int"))?;
-        let byte = u8::try_from(v).map_err(|_| PyValueError::new_err("mmap item value must be in range(0, 256)"))?;
+        let v: i64 =
+            value.extract().map_err(|_| PyTypeError::new_err("mmap item value must be an int"))?;
+        let byte = u8::try_from(v)
+            .map_err(|_| PyValueError::new_err("mmap item value must be in range(0, 256)"))?;
         m.write_at(i, &[byte]).py_err()
     }
 
@@ -145,7 +152,6 @@ pub struct ByteIter {
     map: Py<MappedFile>,
     next: AtomicUsize,
 }
-
 
 impl ByteIter {
     pub(super) fn new(map: Bound<'_, MappedFile>) -> Self {

@@ -43,7 +43,9 @@ impl Mmap {
         if offset < 0 {
             return Err(PyOverflowError::new_err("memory mapped offset must be positive"));
         }
-        if access != ACCESS_DEFAULT && (flags != libc::MAP_SHARED || prot != (libc::PROT_READ | libc::PROT_WRITE)) {
+        if access != ACCESS_DEFAULT
+            && (flags != libc::MAP_SHARED || prot != (libc::PROT_READ | libc::PROT_WRITE))
+        {
             return Err(PyValueError::new_err("mmap can't specify both access and flags, prot."));
         }
         let (flags, prot, access) = match access {
@@ -75,7 +77,11 @@ impl Mmap {
         // (and mmapkit reads only PROT_READ maps); a PROT_NONE map (a
         // guard) is made, but reading it is an OSError(EACCES) here where
         // the stdlib segfaults.
-        let prot = if prot & (libc::PROT_WRITE | libc::PROT_EXEC) != 0 { prot | libc::PROT_READ } else { prot };
+        let prot = if prot & (libc::PROT_WRITE | libc::PROT_EXEC) != 0 {
+            prot | libc::PROT_READ
+        } else {
+            prot
+        };
         opts.mode(mode).checked_protection(prot).py_err()?.shared(shared);
         let base = if fileno == -1 {
             let map = opts.anonymous(length as usize).py_err()?;
@@ -99,7 +105,8 @@ impl Mmap {
                     return Err(PyValueError::new_err("mmap length is greater than file size"));
                 }
             }
-            let len = usize::try_from(len).map_err(|_| PyOverflowError::new_err("mmap length is too large"))?;
+            let len = usize::try_from(len)
+                .map_err(|_| PyOverflowError::new_err("mmap length is too large"))?;
             opts.offset(offset).len(len);
             if mode == Mode::Read {
                 // Nothing can grow a read-only mmap (no resize, refresh
@@ -112,7 +119,13 @@ impl Mmap {
                 (_, Mode::CopyOnWrite) => "c",
                 _ => "r+",
             };
-            MappedFile::new_inner(map, access, Some((FilePath::Lazy(OnceLock::new()), reopen_mode)), false, trackfd)
+            MappedFile::new_inner(
+                map,
+                access,
+                Some((FilePath::Lazy(OnceLock::new()), reopen_mode)),
+                false,
+                trackfd,
+            )
         };
         Ok(PyClassInitializer::from(base).add_subclass(Mmap {}))
     }
@@ -177,7 +190,9 @@ impl Mmap {
         // Like the stdlib's refusal (TypeError) for what cannot be reopened.
         let m = base.get().map_err(|_| PyTypeError::new_err("cannot pickle a closed mmap"))?;
         let Some((path, _)) = base.reopen_path() else {
-            return Err(PyTypeError::new_err("cannot pickle an anonymous mmap: share it with fork, or map a file"));
+            return Err(PyTypeError::new_err(
+                "cannot pickle an anonymous mmap: share it with fork, or map a file",
+            ));
         };
         let reopen = py.import("mmapkit")?.getattr("_reopen_mmap")?;
         let args = (path, base.access, m.offset(), m.len());

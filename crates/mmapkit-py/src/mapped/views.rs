@@ -9,14 +9,24 @@ use super::MappedFile;
 /// A zero-copy numpy array over the map (read-only for read maps).
 /// `shape=None` means as many items as fit after `offset`. The array
 /// keeps the map open and stays valid when the map grows.
-pub(super) fn numpy<'py>(slf: &Bound<'py, MappedFile>, dtype: Option<&Bound<'py, PyAny>>, shape: Option<&Bound<'py, PyAny>>, offset: usize) -> PyResult<Bound<'py, PyAny>> {
+pub(super) fn numpy<'py>(
+    slf: &Bound<'py, MappedFile>,
+    dtype: Option<&Bound<'py, PyAny>>,
+    shape: Option<&Bound<'py, PyAny>>,
+    offset: usize,
+) -> PyResult<Bound<'py, PyAny>> {
     let py = slf.py();
     let np = py.import("numpy")?;
-    let dtype = np.call_method1("dtype", (dtype.map_or_else(|| "u1".into_pyobject(py).map(|s| s.into_any()), |d| Ok(d.clone()))?,))?;
+    let dtype = np.call_method1(
+        "dtype",
+        (dtype.map_or_else(|| "u1".into_pyobject(py).map(|s| s.into_any()), |d| Ok(d.clone()))?,),
+    )?;
     let itemsize: usize = dtype.getattr("itemsize")?.extract()?;
     let len = slf.get().get()?.len();
     if offset > len {
-        return Err(PyValueError::new_err(format!("offset {offset} is past the end of the map ({len} bytes)")));
+        return Err(PyValueError::new_err(format!(
+            "offset {offset} is past the end of the map ({len} bytes)"
+        )));
     }
     let (count, shape) = match shape {
         None => ((len - offset) / itemsize.max(1), None),

@@ -15,7 +15,10 @@ use mmapkit_raft::node::{KvClient, Node, NodeOptions, StoreKind, DEFAULT_MAX_VAL
 const TOKEN_ENV: &str = "MMAPKIT_KV_TOKEN";
 
 #[derive(Parser)]
-#[command(name = "mmapkit-kv", version, about = "A replicated key-value service on openraft and mmapkit's commit log",
+#[command(
+    name = "mmapkit-kv",
+    version,
+    about = "A replicated key-value service on openraft and mmapkit's commit log",
     after_help = "Example (three nodes on loopback, then 1000 writes from 16 clients):\n  \
     mmapkit-kv serve --id 1 --dir n1 --bind 127.0.0.1:7001 &\n  \
     mmapkit-kv serve --id 2 --dir n2 --bind 127.0.0.1:7002 &\n  \
@@ -25,7 +28,8 @@ const TOKEN_ENV: &str = "MMAPKIT_KV_TOKEN";
     mmapkit-kv put --nodes 127.0.0.1:7001 greeting hello\n  \
     mmapkit-kv get --nodes 127.0.0.1:7002 greeting\n\n\
     Off loopback every node needs a bearer token (--token or $MMAPKIT_KV_TOKEN), which peers and \
-    clients send; `init`, `load`, `get`, `put` and `cas` take the same flag and variable.")]
+    clients send; `init`, `load`, `get`, `put` and `cas` take the same flag and variable."
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -85,7 +89,9 @@ enum Cmd {
         key: String,
     },
     /// Sets a key (prints the previous value, if any).
-    #[command(after_help = "Example:\n  mmapkit-kv put --nodes 127.0.0.1:7001,127.0.0.1:7002 greeting hello")]
+    #[command(
+        after_help = "Example:\n  mmapkit-kv put --nodes 127.0.0.1:7001,127.0.0.1:7002 greeting hello"
+    )]
     Put {
         /// Node addresses (`HOST:PORT,...`).
         #[arg(long, value_delimiter = ',', required = true)]
@@ -186,7 +192,8 @@ async fn run(cmd: Cmd) -> Result<i32, BoxError> {
             .map_err(|e| format!("{}: {e}", dir.display()))?;
             println!("mmapkit-kv: node {id} listening on {}", node.addr);
             std::io::stdout().flush()?;
-            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
             tokio::select! {
                 _ = tokio::signal::ctrl_c() => {}
                 _ = term.recv() => {}
@@ -197,16 +204,28 @@ async fn run(cmd: Cmd) -> Result<i32, BoxError> {
         Cmd::Init { nodes, token: tok } => {
             let mut members = BTreeMap::new();
             for n in &nodes {
-                let (id, addr) = n.split_once('=').ok_or_else(|| format!("{n:?}: expected ID=HOST:PORT"))?;
-                members.insert(id.parse::<u64>().map_err(|e| format!("{id:?}: {e}"))?, addr.to_owned());
+                let (id, addr) =
+                    n.split_once('=').ok_or_else(|| format!("{n:?}: expected ID=HOST:PORT"))?;
+                members.insert(
+                    id.parse::<u64>().map_err(|e| format!("{id:?}: {e}"))?,
+                    addr.to_owned(),
+                );
             }
-            let first = members.values().next().ok_or("no nodes given: give --nodes ID=HOST:PORT,...")?.clone();
+            let first = members
+                .values()
+                .next()
+                .ok_or("no nodes given: give --nodes ID=HOST:PORT,...")?
+                .clone();
             client(members.values().cloned().collect(), tok)?.init(&first, &members).await?;
             Ok(0)
         }
         Cmd::Get { nodes, token: tok, stale, key } => {
             let c = client(nodes.clone(), tok)?;
-            let v = if stale { c.get_stale(&nodes[0], &key).await? } else { c.get(&key, patience).await? };
+            let v = if stale {
+                c.get_stale(&nodes[0], &key).await?
+            } else {
+                c.get(&key, patience).await?
+            };
             match v {
                 Some(v) => {
                     println!("{v}");
@@ -229,7 +248,8 @@ async fn run(cmd: Cmd) -> Result<i32, BoxError> {
         Cmd::Cas { nodes, token: tok, key, expected, value } => {
             let req = Request::Cas { key: key.clone(), expected, value };
             let (id, r) = client(nodes, tok)?.write(&req, patience).await?;
-            let now = |v: &Option<String>| v.as_deref().map_or("absent".to_owned(), |v| format!("{v:?}"));
+            let now =
+                |v: &Option<String>| v.as_deref().map_or("absent".to_owned(), |v| format!("{v:?}"));
             if r.ok {
                 println!("ok (log index {}), was {}", id.index, now(&r.previous));
                 Ok(0)
@@ -265,7 +285,12 @@ struct LoadReport {
 
 /// `writes` writes shared by `clients` concurrent clients, each waiting
 /// for its write to be committed before sending the next.
-async fn load(client: KvClient, clients: usize, writes: usize, value_size: usize) -> Result<LoadReport, String> {
+async fn load(
+    client: KvClient,
+    clients: usize,
+    writes: usize,
+    value_size: usize,
+) -> Result<LoadReport, String> {
     let value = "v".repeat(value_size);
     let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let t0 = Instant::now();
@@ -292,7 +317,9 @@ async fn load(client: KvClient, clients: usize, writes: usize, value_size: usize
     }
     let seconds = t0.elapsed().as_secs_f64();
     lat.sort_by(|a, b| a.total_cmp(b));
-    let pct = |p: f64| lat.get(((lat.len() as f64 - 1.0) * p).round() as usize).copied().unwrap_or(0.0) * 1e3;
+    let pct = |p: f64| {
+        lat.get(((lat.len() as f64 - 1.0) * p).round() as usize).copied().unwrap_or(0.0) * 1e3
+    };
     Ok(LoadReport {
         clients,
         writes: lat.len(),

@@ -13,24 +13,13 @@ use mmapkit::log::{CommitLog, LogOptions, SyncMode};
 pub fn open(dir: &Path) -> CommitLog {
     CommitLog::open(
         dir,
-        LogOptions {
-            sync: SyncMode::Never,
-            segment_size: 1 << 20,
-            ..Default::default()
-        },
+        LogOptions { sync: SyncMode::Never, segment_size: 1 << 20, ..Default::default() },
     )
     .unwrap()
 }
 
 pub fn open_ro(dir: &Path) -> CommitLog {
-    CommitLog::open(
-        dir,
-        LogOptions {
-            read_only: true,
-            ..Default::default()
-        },
-    )
-    .unwrap()
+    CommitLog::open(dir, LogOptions { read_only: true, ..Default::default() }).unwrap()
 }
 
 /// Payload of entry `i` (sizes vary from 0 to ~40 KiB, so pages mix
@@ -89,22 +78,13 @@ pub fn assert_prefix(a: &Path, b: &Path) -> usize {
 /// A raw HTTP/1.1 GET: (status, body).
 pub fn http_get(addr: SocketAddr, path: &str, token: Option<&str>) -> (u16, String) {
     let mut s = TcpStream::connect(addr).unwrap();
-    let auth = token
-        .map(|t| format!("Authorization: Bearer {t}\r\n"))
-        .unwrap_or_default();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: x\r\n{auth}Connection: close\r\n\r\n"
-    )
-    .unwrap();
+    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n{auth}Connection: close\r\n\r\n").unwrap();
     let mut out = Vec::new();
     s.read_to_end(&mut out).unwrap();
     let text = String::from_utf8_lossy(&out).to_string();
     let status = text[9..12].parse().unwrap();
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|x| x.1.to_string())
-        .unwrap_or_default();
+    let body = text.split_once("\r\n\r\n").map(|x| x.1.to_string()).unwrap_or_default();
     (status, body)
 }
 
@@ -159,11 +139,7 @@ pub fn proxy(upstream: SocketAddr, fault: Fault) -> Proxy {
             std::thread::spawn(move || pipe_down(up, down, cut, matches!(fault, Fault::Flip)));
         }
     });
-    Proxy {
-        addr,
-        connections,
-        stop,
-    }
+    Proxy { addr, connections, stop }
 }
 
 fn pipe(mut from: TcpStream, mut to: TcpStream, _: Option<u64>) {
@@ -179,8 +155,7 @@ fn pipe(mut from: TcpStream, mut to: TcpStream, _: Option<u64>) {
 
 /// Server to client, with the fault.
 fn pipe_down(mut from: TcpStream, mut to: TcpStream, cut: Option<u64>, flip: bool) {
-    from.set_read_timeout(Some(Duration::from_secs(60)))
-        .unwrap();
+    from.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
     let mut buf = vec![0u8; 16384];
     let mut sent = 0u64;
     // Response parsing for Flip: head bytes so far, or body left + flip offset.

@@ -64,10 +64,10 @@ use std::sync::{mpsc, Mutex};
 
 use rayon::prelude::*;
 
-use crate::map::{Advice, Map, Mode as MapMode};
 use crate::dtype::DType;
-use crate::fs::{AtomicFile, Target};
 use crate::exec::{Progress, Threads};
+use crate::fs::{AtomicFile, Target};
+use crate::map::{Advice, Map, Mode as MapMode};
 use crate::scan::source::{label, open_input, pread_full, Opened};
 use crate::writer::{HeaderSpec, LineFormat, RecordWriter, StreamWriter, WriterOptions};
 use crate::{Error, Result};
@@ -148,7 +148,14 @@ pub struct KmerOptions {
 
 impl Default for KmerOptions {
     fn default() -> Self {
-        KmerOptions { k: 4, counts: false, mode: Mode::Mmap, threads: Threads::AUTO, sync: false, progress: Progress::none() }
+        KmerOptions {
+            k: 4,
+            counts: false,
+            mode: Mode::Mmap,
+            threads: Threads::AUTO,
+            sync: false,
+            progress: Progress::none(),
+        }
     }
 }
 
@@ -220,7 +227,9 @@ impl Kmerizer {
     /// A counter for k-mers of length `k` (1..=[`MAX_K`]).
     pub fn new(k: usize) -> Result<Kmerizer> {
         if !(1..=MAX_K).contains(&k) {
-            return Err(Error::InvalidArgument(format!("k must be between 1 and {MAX_K}, not {k}")));
+            return Err(Error::InvalidArgument(format!(
+                "k must be between 1 and {MAX_K}, not {k}"
+            )));
         }
         let all = 1usize << (2 * k);
         let mut index = vec![0u32; all];
@@ -412,7 +421,15 @@ impl Scratch {
 }
 
 /// Vectorises one sequence region into `out` (one record).
-fn vectorise(km: &Kmerizer, enc: &Encoder, seq: &[u8], counts: &mut [u32], out: &mut [u8], index: u64, path: &Path) -> Result<()> {
+fn vectorise(
+    km: &Kmerizer,
+    enc: &Encoder,
+    seq: &[u8],
+    counts: &mut [u32],
+    out: &mut [u8],
+    index: u64,
+    path: &Path,
+) -> Result<()> {
     counts.fill(0);
     let total = km.count(seq, counts).map_err(|b| Error::Format {
         path: path.to_owned(),
@@ -505,9 +522,16 @@ enum Out {
 /// output, like `/dev/stdout` on a pipe) streams csv/tsv to stdout: in
 /// `mmap` mode the `batch` design is used then (the same bytes), and `.npy`
 /// cannot be streamed (its header holds the final count).
-pub fn write(input: &Path, output: &Path, format: OutFormat, opts: &KmerOptions) -> Result<Summary> {
+pub fn write(
+    input: &Path,
+    output: &Path,
+    format: OutFormat,
+    opts: &KmerOptions,
+) -> Result<Summary> {
     let out = match crate::fs::output_target(output, &[input])? {
-        Target::File { real, existing } => Out::File(AtomicFile::for_target(output, real, existing.as_ref())?),
+        Target::File { real, existing } => {
+            Out::File(AtomicFile::for_target(output, real, existing.as_ref())?)
+        }
         Target::Stdout => Out::Stdout,
     };
     run(input, out, format, opts).map(|(s, _)| s)
@@ -521,7 +545,12 @@ pub fn vectors(input: &Path, opts: &KmerOptions) -> Result<(Summary, Vec<u8>)> {
     Ok((s, bytes.unwrap_or_default()))
 }
 
-fn run(input: &Path, out: Out, format: OutFormat, opts: &KmerOptions) -> Result<(Summary, Option<Vec<u8>>)> {
+fn run(
+    input: &Path,
+    out: Out,
+    format: OutFormat,
+    opts: &KmerOptions,
+) -> Result<(Summary, Option<Vec<u8>>)> {
     let km = Kmerizer::new(opts.k)?;
     let enc = Encoder::new(format, opts.counts, km.dims());
     let name = label(input);
@@ -542,7 +571,9 @@ fn run(input: &Path, out: Out, format: OutFormat, opts: &KmerOptions) -> Result<
                 Out::Memory => StreamWriter::memory(enc.width(), &wopts)?,
             };
             let (r, gz): (Box<dyn Read + Send>, bool) = match source {
-                Source::Mappable(f) => (Box::new(Counting { inner: f, counter: opts.progress.clone() }), false),
+                Source::Mappable(f) => {
+                    (Box::new(Counting { inner: f, counter: opts.progress.clone() }), false)
+                }
                 Source::Stream { r, gz } => (r, gz),
             };
             let reader = Reader::new(stream_input(r, gz), name, Progress::none());
@@ -566,7 +597,9 @@ fn run(input: &Path, out: Out, format: OutFormat, opts: &KmerOptions) -> Result<
             // gzip and streams (pipes, FIFOs, stdin) cannot be mapped: they
             // are read under the block lock, and still written at offsets
             let (map, stream) = match source {
-                Source::Mappable(f) => (Some(Map::options().mode(MapMode::Read).map(f, name)?), None),
+                Source::Mappable(f) => {
+                    (Some(Map::options().mode(MapMode::Read).map(f, name)?), None)
+                }
                 Source::Stream { r, gz } => (None, Some((r, gz))),
             };
             let reader = match (&map, stream) {
@@ -574,7 +607,11 @@ fn run(input: &Path, out: Out, format: OutFormat, opts: &KmerOptions) -> Result<
                     if !m.is_empty() {
                         m.advise(Advice::Sequential, 0, None)?;
                     }
-                    Reader::new(Input::Mapped { data: m.as_slice(), pos: 0 }, name, opts.progress.clone())
+                    Reader::new(
+                        Input::Mapped { data: m.as_slice(), pos: 0 },
+                        name,
+                        opts.progress.clone(),
+                    )
                 }
                 (None, Some((r, gz))) => Reader::new(stream_input(r, gz), name, Progress::none()),
                 (None, None) => unreachable!("one of the two is set"),
@@ -599,18 +636,39 @@ const SINGLE_CAPS: Caps = Caps { records: 1024, bytes: 1 << 20 };
 const BATCH_CAPS: Caps = Caps { records: 10_000, bytes: 32 << 20 };
 const MMAP_CAPS: Caps = Caps { records: 256, bytes: 1 << 20 };
 
-fn run_single(mut reader: Reader<'_>, km: &Kmerizer, enc: &Encoder, w: &mut StreamWriter, path: &Path) -> Result<()> {
+fn run_single(
+    mut reader: Reader<'_>,
+    km: &Kmerizer,
+    enc: &Encoder,
+    w: &mut StreamWriter,
+    path: &Path,
+) -> Result<()> {
     let mut s = Scratch::new(km.dims(), enc.width());
     while let Some(block) = reader.next_block(SINGLE_CAPS)? {
         for (j, seq) in block.seqs.iter().enumerate() {
-            vectorise(km, enc, &block.data[seq.clone()], &mut s.counts, &mut s.rec, block.first + j as u64, path)?;
+            vectorise(
+                km,
+                enc,
+                &block.data[seq.clone()],
+                &mut s.counts,
+                &mut s.rec,
+                block.first + j as u64,
+                path,
+            )?;
             w.push(&s.rec)?;
         }
     }
     Ok(())
 }
 
-fn run_batch(mut reader: Reader<'_>, km: &Kmerizer, enc: &Encoder, w: &mut StreamWriter, threads: Threads, path: &Path) -> Result<()> {
+fn run_batch(
+    mut reader: Reader<'_>,
+    km: &Kmerizer,
+    enc: &Encoder,
+    w: &mut StreamWriter,
+    threads: Threads,
+    path: &Path,
+) -> Result<()> {
     let pool = threads.pool()?;
     let width = enc.width();
     std::thread::scope(|scope| {
@@ -641,7 +699,17 @@ fn run_batch(mut reader: Reader<'_>, km: &Kmerizer, enc: &Encoder, w: &mut Strea
                         .enumerate()
                         .map_init(
                             || vec![0u32; km.dims()],
-                            |counts, (j, (out, seq))| vectorise(km, enc, &block.data[seq.clone()], counts, out, block.first + j as u64, path),
+                            |counts, (j, (out, seq))| {
+                                vectorise(
+                                    km,
+                                    enc,
+                                    &block.data[seq.clone()],
+                                    counts,
+                                    out,
+                                    block.first + j as u64,
+                                    path,
+                                )
+                            },
                         )
                         // the first error in read order
                         .collect::<Vec<_>>()
@@ -669,7 +737,15 @@ struct Watermark {
     input_released: usize,
 }
 
-fn run_mmap(reader: Reader<'_>, input_map: Option<&Map>, km: &Kmerizer, enc: &Encoder, w: &RecordWriter, threads: Threads, path: &Path) -> Result<()> {
+fn run_mmap(
+    reader: Reader<'_>,
+    input_map: Option<&Map>,
+    km: &Kmerizer,
+    enc: &Encoder,
+    w: &RecordWriter,
+    threads: Threads,
+    path: &Path,
+) -> Result<()> {
     // The one lock: taking the next block (and its record numbers).
     let reader = Mutex::new((reader, 0u64));
     let abort = AtomicBool::new(false);
@@ -683,7 +759,13 @@ fn run_mmap(reader: Reader<'_>, input_map: Option<&Map>, km: &Kmerizer, enc: &En
             *g = Some((at, e));
         }
     };
-    let mark = Mutex::new(Watermark { low: 0, done: Default::default(), rec_end: 0, input_end: 0, input_released: 0 });
+    let mark = Mutex::new(Watermark {
+        low: 0,
+        done: Default::default(),
+        rec_end: 0,
+        input_end: 0,
+        input_released: 0,
+    });
     let width = enc.width();
     // One long-lived task per worker of the shared pool; no task waits for
     // another, so a pool busy with other work only delays them.
@@ -715,8 +797,16 @@ fn run_mmap(reader: Reader<'_>, input_map: Option<&Map>, km: &Kmerizer, enc: &En
                     }
                     for (j, seq) in block.seqs.iter().enumerate() {
                         let i = block.first + j as u64;
-                        let r = vectorise(km, enc, &block.data[seq.clone()], &mut s.counts, &mut s.rec, i, path)
-                            .and_then(|()| w.write(i, &s.rec));
+                        let r = vectorise(
+                            km,
+                            enc,
+                            &block.data[seq.clone()],
+                            &mut s.counts,
+                            &mut s.rec,
+                            i,
+                            path,
+                        )
+                        .and_then(|()| w.write(i, &s.rec));
                         if let Err(e) = r {
                             fail(i, e);
                             return;
@@ -739,7 +829,14 @@ fn run_mmap(reader: Reader<'_>, input_map: Option<&Map>, km: &Kmerizer, enc: &En
 
 /// Block `id` is finished: advance the watermark and release the memory
 /// of everything below it.
-fn release(mark: &Mutex<Watermark>, id: u64, rec_end: u64, input_end: usize, w: &RecordWriter, input: Option<&Map>) -> Result<()> {
+fn release(
+    mark: &Mutex<Watermark>,
+    id: u64,
+    rec_end: u64,
+    input_end: usize,
+    w: &RecordWriter,
+    input: Option<&Map>,
+) -> Result<()> {
     let (recs, input_from, input_to) = {
         let mut m = mark.lock().unwrap_or_else(|e| e.into_inner());
         m.done.insert(id, (rec_end, input_end));

@@ -82,7 +82,10 @@ fn show(b: u8) -> String {
 
 /// Parses one record at `p`. `n` is its 1-based number (for errors).
 fn step(buf: &[u8], p: usize, fmt: &mut Format, eof: bool, n: u64, path: &Path) -> Result<Step> {
-    let bad = |detail: String| Error::Format { path: path.to_owned(), detail: format!("record {n}: {detail}") };
+    let bad = |detail: String| Error::Format {
+        path: path.to_owned(),
+        detail: format!("record {n}: {detail}"),
+    };
     let p = skip_blank(buf, p);
     if p >= buf.len() {
         return Ok(if eof { Step::End } else { Step::More });
@@ -91,19 +94,32 @@ fn step(buf: &[u8], p: usize, fmt: &mut Format, eof: bool, n: u64, path: &Path) 
         *fmt = match buf[p] {
             b'>' => Format::Fasta,
             b'@' => Format::Fastq,
-            b => return Err(bad(format!("expected '>' (FASTA) or '@' (FASTQ) at the start of the input, found {}", show(b)))),
+            b => {
+                return Err(bad(format!(
+                    "expected '>' (FASTA) or '@' (FASTQ) at the start of the input, found {}",
+                    show(b)
+                )))
+            }
         };
     }
     match *fmt {
         Format::Fasta => {
             if buf[p] != b'>' {
-                return Err(bad(format!("expected '>' at the start of a FASTA record, found {}", show(buf[p]))));
+                return Err(bad(format!(
+                    "expected '>' at the start of a FASTA record, found {}",
+                    show(buf[p])
+                )));
             }
             let Some(nl) = line_end(buf, p) else {
-                return Ok(if eof { Step::Record(buf.len()..buf.len(), buf.len()) } else { Step::More });
+                return Ok(if eof {
+                    Step::Record(buf.len()..buf.len(), buf.len())
+                } else {
+                    Step::More
+                });
             };
             // built once: building a finder per record cost ~0.3 % of a run
-            static NEXT_HEADER: LazyLock<memmem::Finder<'static>> = LazyLock::new(|| memmem::Finder::new(b"\n>"));
+            static NEXT_HEADER: LazyLock<memmem::Finder<'static>> =
+                LazyLock::new(|| memmem::Finder::new(b"\n>"));
             match NEXT_HEADER.find(&buf[nl..]) {
                 Some(i) => Ok(Step::Record(nl + 1..nl + i + 1, nl + i + 1)),
                 None if eof => Ok(Step::Record(nl + 1..buf.len(), buf.len())),
@@ -112,9 +128,18 @@ fn step(buf: &[u8], p: usize, fmt: &mut Format, eof: bool, n: u64, path: &Path) 
         }
         Format::Fastq => {
             if buf[p] != b'@' {
-                return Err(bad(format!("expected '@' at the start of a FASTQ record, found {}", show(buf[p]))));
+                return Err(bad(format!(
+                    "expected '@' at the start of a FASTQ record, found {}",
+                    show(buf[p])
+                )));
             }
-            let cut = |what: &str| if eof { Err(bad(format!("truncated FASTQ record: {what}"))) } else { Ok(Step::More) };
+            let cut = |what: &str| {
+                if eof {
+                    Err(bad(format!("truncated FASTQ record: {what}")))
+                } else {
+                    Ok(Step::More)
+                }
+            };
             let Some(nl) = line_end(buf, p) else { return cut("no sequence line") };
             let seq_start = nl + 1;
             let mut q = seq_start;
@@ -135,7 +160,11 @@ fn step(buf: &[u8], p: usize, fmt: &mut Format, eof: bool, n: u64, path: &Path) 
             }
             let seq = seq_start..q;
             let Some(e) = line_end(buf, q) else {
-                return if seq_len == 0 && eof { Ok(Step::Record(seq, buf.len())) } else { cut("no quality line") };
+                return if seq_len == 0 && eof {
+                    Ok(Step::Record(seq, buf.len()))
+                } else {
+                    cut("no quality line")
+                };
             };
             let mut r = e + 1;
             let mut qual = 0usize;
@@ -152,7 +181,9 @@ fn step(buf: &[u8], p: usize, fmt: &mut Format, eof: bool, n: u64, path: &Path) 
                 r = (e + 1).min(buf.len());
             }
             if qual != seq_len {
-                return Err(bad(format!("quality length {qual} differs from sequence length {seq_len}")));
+                return Err(bad(format!(
+                    "quality length {qual} differs from sequence length {seq_len}"
+                )));
             }
             Ok(Step::Record(seq, r))
         }
@@ -163,7 +194,15 @@ fn step(buf: &[u8], p: usize, fmt: &mut Format, eof: bool, n: u64, path: &Path) 
 /// Parses whole records of `buf` from `start`, within `caps`. Returns the
 /// sequence regions and where parsing stopped; `done` when the input is
 /// exhausted (only possible at `eof`).
-fn parse(buf: &[u8], start: usize, fmt: &mut Format, eof: bool, first: u64, caps: Caps, path: &Path) -> Result<(Vec<Range<usize>>, usize, bool)> {
+fn parse(
+    buf: &[u8],
+    start: usize,
+    fmt: &mut Format,
+    eof: bool,
+    first: u64,
+    caps: Caps,
+    path: &Path,
+) -> Result<(Vec<Range<usize>>, usize, bool)> {
     let mut seqs = Vec::new();
     let mut p = start;
     loop {
@@ -218,7 +257,8 @@ impl<'a> Reader<'a> {
         match &mut self.input {
             Input::Mapped { data, pos } => {
                 let data: &'a [u8] = data;
-                let (seqs, end, done) = parse(data, *pos, &mut self.fmt, true, first, caps, self.path)?;
+                let (seqs, end, done) =
+                    parse(data, *pos, &mut self.fmt, true, first, caps, self.path)?;
                 self.progress.advance((end - *pos) as u64);
                 *pos = end;
                 self.done = done;
@@ -240,7 +280,12 @@ impl<'a> Reader<'a> {
                     let data = std::mem::replace(buf, rest);
                     *base += end;
                     self.next += seqs.len() as u64;
-                    return Ok(Some(Block { data: Cow::Owned(data), seqs, first, input_end: *base }));
+                    return Ok(Some(Block {
+                        data: Cow::Owned(data),
+                        seqs,
+                        first,
+                        input_end: *base,
+                    }));
                 }
                 // Nothing whole yet: read more (at least doubling, so a
                 // huge record is re-parsed O(log n) times).
@@ -257,7 +302,9 @@ impl<'a> Reader<'a> {
                         Ok(k) => got += k,
                         Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                         Err(e) => {
-                            let what = if e.kind() == std::io::ErrorKind::InvalidInput || e.kind() == std::io::ErrorKind::InvalidData {
+                            let what = if e.kind() == std::io::ErrorKind::InvalidInput
+                                || e.kind() == std::io::ErrorKind::InvalidData
+                            {
                                 "decompress"
                             } else {
                                 "read"

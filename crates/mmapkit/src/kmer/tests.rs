@@ -8,7 +8,8 @@ use std::path::PathBuf;
 fn naive(seq: &[u8], k: usize) -> (Vec<u32>, u64) {
     let km = Kmerizer::new(k).unwrap();
     let labels = km.labels();
-    let clean: Vec<u8> = seq.iter().filter(|&&b| b != b'\n' && b != b'\r').map(|b| b.to_ascii_uppercase()).collect();
+    let clean: Vec<u8> =
+        seq.iter().filter(|&&b| b != b'\n' && b != b'\r').map(|b| b.to_ascii_uppercase()).collect();
     let mut out = vec![0u32; labels.len()];
     let mut total = 0;
     if clean.len() >= k {
@@ -67,7 +68,11 @@ fn six_decimals_like_format() {
     let mut o = [0u8; 8];
     for (c, t) in [(1, 128), (1, 3), (2, 3), (5, 5), (1, 2_000_000), (3, 7), (123_456, 1_000_000)] {
         six_decimals(c, t, &mut o);
-        assert_eq!(std::str::from_utf8(&o).unwrap(), format!("{:.6}", c as f64 / t as f64), "{c}/{t}");
+        assert_eq!(
+            std::str::from_utf8(&o).unwrap(),
+            format!("{:.6}", c as f64 / t as f64),
+            "{c}/{t}"
+        );
     }
 }
 
@@ -101,7 +106,11 @@ fn dir() -> tempfile::TempDir {
 /// `n` reads over `ACGTNacgt`: read `i` is `i * len.0 % len.1` long and
 /// its byte `j` is letter `(i * pick.0 + j * pick.1) % 9`.
 fn pseudo_reads(n: usize, len: (usize, usize), pick: (usize, usize)) -> Vec<Vec<u8>> {
-    (0..n).map(|i| (0..(i * len.0 % len.1)).map(|j| b"ACGTNacgt"[(i * pick.0 + j * pick.1) % 9]).collect()).collect()
+    (0..n)
+        .map(|i| {
+            (0..(i * len.0 % len.1)).map(|j| b"ACGTNacgt"[(i * pick.0 + j * pick.1) % 9]).collect()
+        })
+        .collect()
 }
 
 /// A FASTA or FASTQ text of the given reads, sequences wrapped at `wrap`.
@@ -143,11 +152,25 @@ fn opts(mode: Mode, threads: usize, k: usize, counts: bool) -> KmerOptions {
     KmerOptions { k, counts, mode, threads: threads.into(), ..Default::default() }
 }
 
-fn all_outputs(input: &Path, d: &Path, format: OutFormat, k: usize, counts: bool) -> Vec<(String, Result<Vec<u8>>)> {
+fn all_outputs(
+    input: &Path,
+    d: &Path,
+    format: OutFormat,
+    k: usize,
+    counts: bool,
+) -> Vec<(String, Result<Vec<u8>>)> {
     let mut outs = Vec::new();
-    for (mode, threads) in [(Mode::Single, 1), (Mode::Batch, 1), (Mode::Batch, 3), (Mode::Mmap, 1), (Mode::Mmap, 2), (Mode::Mmap, 4)] {
+    for (mode, threads) in [
+        (Mode::Single, 1),
+        (Mode::Batch, 1),
+        (Mode::Batch, 3),
+        (Mode::Mmap, 1),
+        (Mode::Mmap, 2),
+        (Mode::Mmap, 4),
+    ] {
         let out = d.join(format!("out-{mode:?}-{threads}"));
-        let r = write(input, &out, format, &opts(mode, threads, k, counts)).map(|_| std::fs::read(&out).unwrap());
+        let r = write(input, &out, format, &opts(mode, threads, k, counts))
+            .map(|_| std::fs::read(&out).unwrap());
         outs.push((format!("{mode:?} x{threads}"), r));
     }
     outs
@@ -178,7 +201,11 @@ fn text_layout_is_seq2vec_s() {
 #[test]
 fn npy_output_and_memory_vectors() {
     let d = dir();
-    let input = write_file(d.path(), "a.fq", &render(&[b"ACGTACGTAA".to_vec(), b"".to_vec(), b"acgnnacgt".to_vec()], true, 4));
+    let input = write_file(
+        d.path(),
+        "a.fq",
+        &render(&[b"ACGTACGTAA".to_vec(), b"".to_vec(), b"acgnnacgt".to_vec()], true, 4),
+    );
     let out = d.path().join("o.npy");
     write(&input, &out, OutFormat::Npy, &opts(Mode::Mmap, 2, 4, false)).unwrap();
     let bytes = std::fs::read(&out).unwrap();
@@ -189,7 +216,8 @@ fn npy_output_and_memory_vectors() {
     assert_eq!(&bytes[off..], &raw[..]);
     let (_, raw_single) = vectors(&input, &opts(Mode::Single, 1, 4, false)).unwrap();
     assert_eq!(raw, raw_single);
-    let row0: Vec<f32> = raw[..136 * 4].chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+    let row0: Vec<f32> =
+        raw[..136 * 4].chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
     assert!((row0.iter().sum::<f32>() - 1.0).abs() < 1e-5);
 }
 
@@ -223,11 +251,31 @@ fn malformed_inputs_name_the_record() {
     let d = dir();
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
         ("junk.fa", b"ACGT\n>x\nAC\n".to_vec(), "record 1: expected '>' (FASTA) or '@' (FASTQ)"),
-        ("qual.fq", b"@a\nACGT\n+\nIIII\n@b\nACGT\n+\nIIIII\n@c\nA\n+\nI\n".to_vec(), "record 2: quality length 5 differs from sequence length 4"),
-        ("trunc.fq", b"@a\nACGT\n+\nIIII\n@b\nACGT\n".to_vec(), "record 2: truncated FASTQ record: no '+' line"),
-        ("short.fq", b"@a\nACGT\n+\nII".to_vec(), "record 1: truncated FASTQ record: quality has 2 of 4"),
-        ("hdr.fq", b"@a\nAC\n+\nII\n>b\nAC\n+\nII\n".to_vec(), "record 2: expected '@' at the start of a FASTQ record"),
-        ("bin.fa", b">a\nACGT\n>b\nAC\x01GT\n".to_vec(), "record 2: invalid byte 0x01 in the sequence"),
+        (
+            "qual.fq",
+            b"@a\nACGT\n+\nIIII\n@b\nACGT\n+\nIIIII\n@c\nA\n+\nI\n".to_vec(),
+            "record 2: quality length 5 differs from sequence length 4",
+        ),
+        (
+            "trunc.fq",
+            b"@a\nACGT\n+\nIIII\n@b\nACGT\n".to_vec(),
+            "record 2: truncated FASTQ record: no '+' line",
+        ),
+        (
+            "short.fq",
+            b"@a\nACGT\n+\nII".to_vec(),
+            "record 1: truncated FASTQ record: quality has 2 of 4",
+        ),
+        (
+            "hdr.fq",
+            b"@a\nAC\n+\nII\n>b\nAC\n+\nII\n".to_vec(),
+            "record 2: expected '@' at the start of a FASTQ record",
+        ),
+        (
+            "bin.fa",
+            b">a\nACGT\n>b\nAC\x01GT\n".to_vec(),
+            "record 2: invalid byte 0x01 in the sequence",
+        ),
     ];
     for (name, bytes, want) in cases {
         let input = write_file(d.path(), name, &bytes);
@@ -235,10 +283,19 @@ fn malformed_inputs_name_the_record() {
             let e = r.expect_err(name);
             assert!(matches!(e, Error::Format { .. }), "{name} {mode}: {e:?}");
             let msg = e.to_string();
-            assert!(msg.starts_with(&input.display().to_string()) && msg.contains(want), "{name} {mode}: {msg}");
+            assert!(
+                msg.starts_with(&input.display().to_string()) && msg.contains(want),
+                "{name} {mode}: {msg}"
+            );
         }
         // a failed run leaves no output and no temporary file
-        let left: Vec<_> = std::fs::read_dir(d.path()).unwrap().map(|e| e.unwrap().file_name()).filter(|n| n.to_string_lossy().starts_with(".out-") || n.to_string_lossy().starts_with("out-")).collect();
+        let left: Vec<_> = std::fs::read_dir(d.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .filter(|n| {
+                n.to_string_lossy().starts_with(".out-") || n.to_string_lossy().starts_with("out-")
+            })
+            .collect();
         assert!(left.is_empty(), "{left:?}");
     }
 }
@@ -254,7 +311,10 @@ fn line_endings_and_blank_lines() {
 }
 
 fn arb_reads() -> impl Strategy<Value = Vec<Vec<u8>>> {
-    proptest::collection::vec(proptest::collection::vec(prop::sample::select(b"ACGTacgtNNR".to_vec()), 0..200), 0..60)
+    proptest::collection::vec(
+        proptest::collection::vec(prop::sample::select(b"ACGTacgtNNR".to_vec()), 0..200),
+        0..60,
+    )
 }
 
 proptest! {
@@ -294,9 +354,19 @@ fn progress_counts_every_input_byte() {
         let size = std::fs::metadata(input).unwrap().len();
         for mode in [Mode::Single, Mode::Batch, Mode::Mmap] {
             let counter = Progress::watched();
-            let o = KmerOptions { progress: counter.clone(), mode, threads: 2.into(), ..Default::default() };
+            let o = KmerOptions {
+                progress: counter.clone(),
+                mode,
+                threads: 2.into(),
+                ..Default::default()
+            };
             write(input, &d.path().join("o.csv"), OutFormat::Csv, &o).unwrap();
-            assert_eq!((counter.done(), counter.total()), (size, size), "{mode:?} {}", input.display());
+            assert_eq!(
+                (counter.done(), counter.total()),
+                (size, size),
+                "{mode:?} {}",
+                input.display()
+            );
         }
     }
 }
@@ -321,7 +391,9 @@ fn fifo_inputs_plain_and_gzip_give_the_same_bytes_in_every_mode() {
     let want = std::fs::read(&want_out).unwrap();
     let mut k = 0;
     for data in [text.clone(), gzip(&text), b">r\nACGT\n".to_vec()] {
-        for (mode, threads) in [(Mode::Single, 1), (Mode::Batch, 3), (Mode::Mmap, 1), (Mode::Mmap, 3)] {
+        for (mode, threads) in
+            [(Mode::Single, 1), (Mode::Batch, 3), (Mode::Mmap, 1), (Mode::Mmap, 3)]
+        {
             k += 1;
             let (f, h) = crate::test_util::fifo(d.path(), &format!("ff{k}"), data.clone());
             let out = d.path().join(format!("o{k}.csv"));
@@ -346,13 +418,25 @@ fn proc_files_are_streamed_not_empty() {
     // A /proc file is not FASTA: reading it (rather than seeing 0 bytes)
     // gives a format error naming it.
     let d = dir();
-    let e = write(Path::new("/proc/meminfo"), &d.path().join("o.csv"), OutFormat::Csv, &opts(Mode::Mmap, 2, 4, false)).unwrap_err();
+    let e = write(
+        Path::new("/proc/meminfo"),
+        &d.path().join("o.csv"),
+        OutFormat::Csv,
+        &opts(Mode::Mmap, 2, 4, false),
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("/proc/meminfo") && e.to_string().contains("record 1"), "{e}");
 }
 
 #[test]
 fn format_follows_the_output_extension() {
-    for (p, f) in [("v.npy", OutFormat::Npy), ("v.tsv", OutFormat::Tsv), ("v.csv", OutFormat::Csv), ("v", OutFormat::Csv), ("v.NPY", OutFormat::Csv)] {
+    for (p, f) in [
+        ("v.npy", OutFormat::Npy),
+        ("v.tsv", OutFormat::Tsv),
+        ("v.csv", OutFormat::Csv),
+        ("v", OutFormat::Csv),
+        ("v.NPY", OutFormat::Csv),
+    ] {
         assert_eq!(OutFormat::for_path(Path::new(p)), f, "{p}");
     }
 }

@@ -30,43 +30,48 @@ impl CommitLog {
         crcs: &[u32],
     ) -> Result<u64> {
         if crcs.len() != entries.len() {
-            return Err(Error::invalid(&self.dir, format!(
-                "{} entries but {} CRCs",
-                entries.len(),
-                crcs.len()
-            )));
+            return Err(Error::invalid(
+                &self.dir,
+                format!("{} entries but {} CRCs", entries.len(), crcs.len()),
+            ));
         }
         self.append_inner(entries, Some((first, crcs)))
     }
 
-    fn append_inner<B: AsRef<[u8]>>(&self, entries: &[(u64, B)], given: Option<(u64, &[u32])>) -> Result<u64> {
+    fn append_inner<B: AsRef<[u8]>>(
+        &self,
+        entries: &[(u64, B)],
+        given: Option<(u64, &[u32])>,
+    ) -> Result<u64> {
         self.check_writable()?;
         let mut need = format::COMMIT_WM;
         for (_, b) in entries {
             let n = b.as_ref().len();
             if n > format::MAX_ENTRY {
-                return Err(Error::invalid(&self.dir, format!(
-                    "entry of {n} bytes is larger than the maximum of {} bytes",
-                    format::MAX_ENTRY
-                )));
+                return Err(Error::invalid(
+                    &self.dir,
+                    format!(
+                        "entry of {n} bytes is larger than the maximum of {} bytes",
+                        format::MAX_ENTRY
+                    ),
+                ));
             }
             need += frame_size(n);
         }
         let mut w = lock(&self.writer);
         let (mut tail, first, mut pos) = {
             let s = self.read_state();
-            (
-                s.segs.last().expect("one segment").file.clone(),
-                s.last + 1,
-                s.tail_end,
-            )
+            (s.segs.last().expect("one segment").file.clone(), s.last + 1, s.tail_end)
         };
         if let Some((want, _)) = given {
             if want != first {
-                return Err(Error::invalid(&self.dir, format!(
-                    "expected to append entry {want} but the next index is {first} \
+                return Err(Error::invalid(
+                    &self.dir,
+                    format!(
+                        "expected to append entry {want} but the next index is {first} \
                      (was the log changed by another writer?)"
-                )));
+                    ),
+                ));
             }
         }
         if entries.is_empty() {
@@ -169,21 +174,13 @@ impl CommitLog {
         need: usize,
     ) -> Result<Arc<SegFile>> {
         let page = crate::map::page_size() as u64;
-        let size = self
-            .seg_size
-            .max(((HEADER_LEN + need) as u64).div_ceil(page) * page);
+        let size = self.seg_size.max(((HEADER_LEN + need) as u64).div_ceil(page) * page);
         if first == old.first {
             // The tail holds no entry: a second segment starting at the
             // same index would make the log unopenable. Replace it by a
             // larger one under the same name (one atomic rename: a crash
             // leaves one or the other, both empty).
-            let seg = Arc::new(SegFile::create(
-                &self.dir,
-                first,
-                old.gen(),
-                size,
-                self.seg_size,
-            )?);
+            let seg = Arc::new(SegFile::create(&self.dir, first, old.gen(), size, self.seg_size)?);
             let mut s = self.write_state();
             let t = s.segs.last_mut().expect("one segment");
             t.file = seg.clone();
@@ -200,19 +197,10 @@ impl CommitLog {
             .flush_range(0, end, true)
             .map_err(|e| self.fail("the sync of a sealed segment", e))?;
         self.syncs.fetch_add(1, Ordering::Relaxed);
-        let seg = Arc::new(SegFile::create(
-            &self.dir,
-            first,
-            w.next_gen,
-            size,
-            self.seg_size,
-        )?);
+        let seg = Arc::new(SegFile::create(&self.dir, first, w.next_gen, size, self.seg_size)?);
         w.next_gen += 1;
         let mut s = self.write_state();
-        s.segs.push(Seg {
-            file: seg.clone(),
-            offsets: Some(Vec::new()),
-        });
+        s.segs.push(Seg { file: seg.clone(), offsets: Some(Vec::new()) });
         s.tail_end = HEADER_LEN;
         let mut st = lock(&self.sync);
         let v = st.durable.max(first - 1);
@@ -270,19 +258,11 @@ impl CommitLog {
                 drop(st);
                 let (tail, end, upto) = {
                     let s = self.read_state();
-                    (
-                        s.segs.last().expect("one segment").file.clone(),
-                        s.tail_end,
-                        s.last,
-                    )
+                    (s.segs.last().expect("one segment").file.clone(), s.tail_end, s.last)
                 };
                 let (from, cuts) = {
                     let st = lock(&self.sync);
-                    let from = if st.synced.0 == tail.first {
-                        st.synced.1.min(end)
-                    } else {
-                        0
-                    };
+                    let from = if st.synced.0 == tail.first { st.synced.1.min(end) } else { 0 };
                     (from, st.cuts)
                 };
                 // Earlier segments were synced when they were sealed.
@@ -350,11 +330,7 @@ impl CommitLog {
             if last > index || now >= deadline {
                 break last;
             }
-            g = a
-                .cv
-                .wait_timeout(g, deadline - now)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+            g = a.cv.wait_timeout(g, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
         };
         a.waiters.fetch_sub(1, Ordering::SeqCst);
         Ok(last)

@@ -114,10 +114,7 @@ pub(super) fn read_id(dir: &Path) -> Result<Option<Arc<str>>> {
     }
     let id = s.trim_end_matches('\n');
     if id.len() != 32 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(Error::Corrupt {
-            path: p,
-            detail: "the log id is not 32 hex digits".into(),
-        });
+        return Err(Error::Corrupt { path: p, detail: "the log id is not 32 hex digits".into() });
     }
     Ok(Some(id.into()))
 }
@@ -169,7 +166,10 @@ pub(super) fn parse_cuts(bytes: &[u8]) -> std::result::Result<Cuts, String> {
         let kind = u32::from_le_bytes(r[8..12].try_into().expect("4"));
         let crc = u32::from_le_bytes(r[12..].try_into().expect("4"));
         let expect = if c.completed == c.epoch() { INTENT } else { DONE };
-        if crc != crc32c::crc32c(&r[..12]) || kind != expect || (kind == DONE && Some(after) != c.pending()) {
+        if crc != crc32c::crc32c(&r[..12])
+            || kind != expect
+            || (kind == DONE && Some(after) != c.pending())
+        {
             if k + 1 == n {
                 break; // a torn last record: ignored
             }

@@ -75,10 +75,12 @@ mod tests;
 mod truncate;
 mod verify;
 
-pub use open::{is_log_dir, quarantine_dir};
-pub use options::{LogOptions, LogStat, Recovery, SegmentInfo, SyncMode, UnreadableTail, VerifyReport};
 pub use format::entry_crc;
 pub use identity::{LogIdentity, LogStatus};
+pub use open::{is_log_dir, quarantine_dir};
+pub use options::{
+    LogOptions, LogStat, Recovery, SegmentInfo, SyncMode, UnreadableTail, VerifyReport,
+};
 pub use read::{Entries, Entry, LogEntry};
 
 use std::fs::File;
@@ -135,9 +137,7 @@ impl State {
     }
     /// Position in `segs` of the segment holding `index`.
     fn seg_of(&self, index: u64) -> usize {
-        self.segs
-            .partition_point(|s| s.file.first <= index)
-            .saturating_sub(1)
+        self.segs.partition_point(|s| s.file.first <= index).saturating_sub(1)
     }
     /// Entries in segment `k` (sealed: up to the next one's first index).
     fn count(&self, k: usize) -> u64 {
@@ -280,7 +280,8 @@ impl WriteBehind {
             match j.next.take() {
                 Some((seg, from, to)) => {
                     drop(j);
-                    let _ = crate::map::start_writeback(seg.map.file(), from, to.saturating_sub(from));
+                    let _ =
+                        crate::map::start_writeback(seg.map.file(), from, to.saturating_sub(from));
                     drop(seg);
                     j = lock(m);
                 }
@@ -415,11 +416,7 @@ impl CommitLog {
     /// [`refresh`](Self::refresh)). See the `identity` module.
     pub fn identity(&self) -> LogIdentity {
         let s = self.read_state();
-        LogIdentity {
-            id: s.id.clone(),
-            epoch: s.cuts.epoch(),
-            completed: s.cuts.completed,
-        }
+        LogIdentity { id: s.id.clone(), epoch: s.cuts.epoch(), completed: s.cuts.completed }
     }
     /// Identity, epoch and index range from one view of the log (what a
     /// server answers from), and `cut_since(since)` when `since` is given.
@@ -455,9 +452,7 @@ impl CommitLog {
 
     fn check_writable(&self) -> Result<()> {
         if self.opts.read_only {
-            return Err(Error::ReadOnly {
-                path: self.dir.clone(),
-            });
+            return Err(Error::ReadOnly { path: self.dir.clone() });
         }
         self.check_failed()
     }

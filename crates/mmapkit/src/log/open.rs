@@ -34,8 +34,7 @@ pub(super) fn new_seg_size(opts: &LogOptions) -> u64 {
 /// Whether `dir` holds a log (at least one segment file).
 pub fn is_log_dir(dir: &Path) -> bool {
     std::fs::read_dir(dir).is_ok_and(|rd| {
-        rd.flatten()
-            .any(|e| segment::parse_name(&e.file_name().to_string_lossy()).is_some())
+        rd.flatten().any(|e| segment::parse_name(&e.file_name().to_string_lossy()).is_some())
     })
 }
 
@@ -151,17 +150,10 @@ pub(super) fn load(dir: &Path, opts: &LogOptions, reuse: &[Seg]) -> Result<Loade
         let size = new_seg_size(opts);
         let f = SegFile::create(dir, opts.first_index, next_gen, size, size)?;
         next_gen += 1;
-        segs.push(Seg {
-            file: Arc::new(f),
-            offsets: Some(Vec::new()),
-        });
+        segs.push(Seg { file: Arc::new(f), offsets: Some(Vec::new()) });
     } else {
-        let nexts: Vec<Option<u64>> = found
-            .iter()
-            .skip(1)
-            .map(|f| Some(f.0))
-            .chain([None])
-            .collect();
+        let nexts: Vec<Option<u64>> =
+            found.iter().skip(1).map(|f| Some(f.0)).chain([None]).collect();
         for ((first, gen, path), next) in found.into_iter().zip(nexts) {
             // Only the very file, mapped whole: a segment that was this
             // view's tail is mapped up to that tail's end, and one rewritten
@@ -176,10 +168,7 @@ pub(super) fn load(dir: &Path, opts: &LogOptions, reuse: &[Seg]) -> Result<Loade
             segs.push(match (old, next) {
                 (Some(s), Some(next)) => {
                     // An index built while it was still the tail may be short.
-                    let whole = s
-                        .offsets
-                        .as_ref()
-                        .is_some_and(|o| o.len() as u64 == next - first);
+                    let whole = s.offsets.as_ref().is_some_and(|o| o.len() as u64 == next - first);
                     Seg {
                         file: s.file.clone(),
                         offsets: if whole { s.offsets.clone() } else { None },
@@ -193,10 +182,7 @@ pub(super) fn load(dir: &Path, opts: &LogOptions, reuse: &[Seg]) -> Result<Loade
                             f.map.len()
                         )));
                     }
-                    Seg {
-                        file: Arc::new(f),
-                        offsets: None,
-                    }
+                    Seg { file: Arc::new(f), offsets: None }
                 }
             });
         }
@@ -294,29 +280,10 @@ pub(super) fn load(dir: &Path, opts: &LogOptions, reuse: &[Seg]) -> Result<Loade
     // its committed prefix may be handed out, and appends go after it.
     drop(tail);
     let t = &mut segs.last_mut().expect("one segment").file;
-    Arc::get_mut(t)
-        .expect("the tail is mapped fresh by every load")
-        .map
-        .set_sealed(tail_end)?;
+    Arc::get_mut(t).expect("the tail is mapped fresh by every load").map.set_sealed(tail_end)?;
     let tail = t.clone();
-    let id = if writable {
-        Some(identity::ensure_id(dir)?)
-    } else {
-        identity::read_id(dir)?
-    };
-    Ok(Loaded {
-        segs,
-        last,
-        tail_end,
-        next_gen,
-        recovery,
-        tail,
-        seg_size,
-        cut,
-        id,
-        cuts,
-        dir_key,
-    })
+    let id = if writable { Some(identity::ensure_id(dir)?) } else { identity::read_id(dir)? };
+    Ok(Loaded { segs, last, tail_end, next_gen, recovery, tail, seg_size, cut, id, cuts, dir_key })
 }
 
 /// Creates a new log in `dir` when there is none (`dir` missing or an
@@ -362,7 +329,9 @@ fn create_new(dir: &Path, opts: &LogOptions) -> Result<()> {
         // one (another process made the log meanwhile) is kept.
         match std::fs::rename(&tmp, dir) {
             Ok(()) => sync_dir(parent),
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTEMPTY) | Some(libc::EEXIST)) => Ok(()),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTEMPTY) | Some(libc::EEXIST)) => {
+                Ok(())
+            }
             Err(e) => Err(Error::io(dir, "rename", e)),
         }
     });
@@ -382,10 +351,10 @@ impl CommitLog {
             return Err(Error::invalid(&dir, "first_index must be at least 1"));
         }
         if opts.segment_size < 4096 {
-            return Err(Error::invalid(&dir, format!(
-                "segment_size must be at least 4096 bytes, not {}",
-                opts.segment_size
-            )));
+            return Err(Error::invalid(
+                &dir,
+                format!("segment_size must be at least 4096 bytes, not {}", opts.segment_size),
+            ));
         }
         let writable = !opts.read_only;
         if writable {
@@ -393,11 +362,7 @@ impl CommitLog {
         }
         // The flock below does not conflict within one process (another
         // handle of ours may hold it): a registry tells that case apart.
-        let registered = if writable {
-            Some(WriterReg::register(&dir)?)
-        } else {
-            None
-        };
+        let registered = if writable { Some(WriterReg::register(&dir)?) } else { None };
         let lock_file = if writable {
             let p = dir.join("LOCK");
             let f = std::fs::OpenOptions::new()
@@ -420,7 +385,10 @@ impl CommitLog {
                         std::thread::sleep(std::time::Duration::from_millis(10));
                     }
                     Err(std::fs::TryLockError::WouldBlock) => {
-                        return Err(Error::invalid(&dir, "the log is open for writing by another process (open it read-only)"))
+                        return Err(Error::invalid(
+                            &dir,
+                            "the log is open for writing by another process (open it read-only)",
+                        ))
                     }
                     Err(std::fs::TryLockError::Error(e)) => return Err(Error::io(&p, "flock", e)),
                 }
@@ -443,11 +411,7 @@ impl CommitLog {
             cuts,
             dir_key,
         } = ld;
-        let cuts_file = if writable {
-            Some(identity::CutsFile::open(&dir, &cuts)?)
-        } else {
-            None
-        };
+        let cuts_file = if writable { Some(identity::CutsFile::open(&dir, &cuts)?) } else { None };
         let log = CommitLog {
             dir,
             appended: Appended::default(),
@@ -457,14 +421,7 @@ impl CommitLog {
                 0
             }),
             behind: WriteBehind::default(),
-            state: RwLock::new(State {
-                segs,
-                last,
-                tail_end,
-                id,
-                cuts: Arc::new(cuts),
-                dir_key,
-            }),
+            state: RwLock::new(State { segs, last, tail_end, id, cuts: Arc::new(cuts), dir_key }),
             writer: Mutex::new(Writer {
                 next_gen,
                 cuts: cuts_file,

@@ -62,11 +62,14 @@ impl CommitLog {
             self.check_failed()?;
         }
         if lo > hi || lo < s.first() || hi > s.last + 1 {
-            return Err(Error::invalid(&self.dir, format!(
-                "entries {lo}..{hi} are not in the log (it holds {}..{})",
-                s.first(),
-                s.last + 1
-            )));
+            return Err(Error::invalid(
+                &self.dir,
+                format!(
+                    "entries {lo}..{hi} are not in the log (it holds {}..{})",
+                    s.first(),
+                    s.last + 1
+                ),
+            ));
         }
         Ok(())
     }
@@ -103,9 +106,7 @@ impl CommitLog {
             let d = seg.file.data();
             let stop = hi.min(seg.file.first + offs.len() as u64);
             if stop <= i {
-                return Err(seg
-                    .file
-                    .corrupt(format!("entry {i} is missing from its segment")));
+                return Err(seg.file.corrupt(format!("entry {i} is missing from its segment")));
             }
             let segno = out.segs.len() as u32;
             let mut used = false;
@@ -133,13 +134,7 @@ impl CommitLog {
                         .file
                         .corrupt(format!("entry {i} (byte {pos}) fails its checksum")));
                 }
-                out.items.push(Item {
-                    index: i,
-                    term,
-                    seg: segno,
-                    pos: pos + REC,
-                    len,
-                });
+                out.items.push(Item { index: i, term, seg: segno, pos: pos + REC, len });
                 used = true;
                 i += 1;
             }
@@ -154,10 +149,7 @@ impl CommitLog {
     pub fn get(&self, index: u64) -> Result<LogEntry> {
         let mut e = self.read(index, index + 1, None)?;
         let item = e.items.pop().expect("one entry");
-        Ok(LogEntry {
-            seg: e.segs.pop().expect("one segment"),
-            item,
-        })
+        Ok(LogEntry { seg: e.segs.pop().expect("one segment"), item })
     }
 
     /// Term of entry `index` (no payload check beyond the entry's CRC).

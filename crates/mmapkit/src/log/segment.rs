@@ -74,14 +74,7 @@ impl SegFile {
 
     /// Maps an existing segment and checks its header.
     pub fn open(path: PathBuf, first: u64, gen: u32, writable: bool) -> Result<SegFile> {
-        let map = Map::open(
-            &path,
-            if writable {
-                Mode::ReadWrite
-            } else {
-                Mode::Read
-            },
-        )?;
+        let map = Map::open(&path, if writable { Mode::ReadWrite } else { Mode::Read })?;
         let header = match format::decode_header(map.as_slice()) {
             Ok(h) if h.first == first => h,
             Ok(h) => {
@@ -93,12 +86,7 @@ impl SegFile {
                     ),
                 })
             }
-            Err(what) => {
-                return Err(Error::Corrupt {
-                    path,
-                    detail: what.into(),
-                })
-            }
+            Err(what) => return Err(Error::Corrupt { path, detail: what.into() }),
         };
         let len = map.len();
         let ino = {
@@ -172,15 +160,10 @@ impl SegFile {
     /// `Some(recorded length)` when the file is not as long as its header
     /// says (segments are preallocated whole: it was truncated).
     pub fn short(&self) -> Option<u64> {
-        self.header
-            .file_len
-            .filter(|&l| l != self.map.len() as u64)
+        self.header.file_len.filter(|&l| l != self.map.len() as u64)
     }
 
     pub fn corrupt(&self, detail: String) -> Error {
-        Error::Corrupt {
-            path: self.path(),
-            detail,
-        }
+        Error::Corrupt { path: self.path(), detail }
     }
 }

@@ -14,11 +14,7 @@ fn format_roundtrip_and_alignment() {
     let h = format::encode_header(42, 1 << 20, 8192);
     assert_eq!(
         format::decode_header(&h),
-        Ok(format::Header {
-            first: 42,
-            file_len: Some(1 << 20),
-            seg_size: Some(8192)
-        })
+        Ok(format::Header { first: 42, file_len: Some(1 << 20), seg_size: Some(8192) })
     );
     // Headers written before the lengths were recorded still decode.
     let mut old = [0u8; format::HEADER_LEN];
@@ -27,11 +23,7 @@ fn format_roundtrip_and_alignment() {
     old[28..].copy_from_slice(&crc.to_le_bytes());
     assert_eq!(
         format::decode_header(&old),
-        Ok(format::Header {
-            first: 42,
-            file_len: None,
-            seg_size: None
-        })
+        Ok(format::Header { first: 42, file_len: None, seg_size: None })
     );
     let mut bad = h;
     bad[9] ^= 1;
@@ -39,10 +31,7 @@ fn format_roundtrip_and_alignment() {
     // The all-zero record is never a valid entry (its CRC is not zero).
     assert_ne!(format::entry_crc(1, 0, b""), 0);
     assert_eq!(segment::parse_name(&segment::seg_name(7, 3)), Some((7, 3)));
-    assert_eq!(
-        segment::parse_name("00000000000000000007-00000003.seg.tmp"),
-        None
-    );
+    assert_eq!(segment::parse_name("00000000000000000007-00000003.seg.tmp"), None);
     assert_eq!(segment::parse_name("7-3.seg"), None);
 }
 
@@ -57,11 +46,7 @@ fn append_read_get_term() {
     assert_eq!((log.first_index(), log.last_index(), log.len()), (1, 3, 3));
     assert_eq!(
         collect(&log, 1, 4),
-        vec![
-            (1, 1, b"a".to_vec()),
-            (2, 1, b"bb".to_vec()),
-            (3, 2, vec![])
-        ]
+        vec![(1, 1, b"a".to_vec()), (2, 1, b"bb".to_vec()), (3, 2, vec![])]
     );
     assert_eq!(log.get(2).unwrap().data(), b"bb");
     assert_eq!(log.term(3).unwrap(), 2);
@@ -79,10 +64,7 @@ fn append_read_get_term() {
 #[test]
 fn first_index_is_configurable_and_kept() {
     let dir = tempfile::tempdir().unwrap();
-    let o = LogOptions {
-        first_index: 100,
-        ..opts(4096)
-    };
+    let o = LogOptions { first_index: 100, ..opts(4096) };
     let log = CommitLog::open(dir.path(), o.clone()).unwrap();
     assert_eq!(log.append(&[(0, b"x")]).unwrap(), 100);
     drop(log);
@@ -90,10 +72,7 @@ fn first_index_is_configurable_and_kept() {
     assert_eq!((log.first_index(), log.last_index()), (100, 100));
     assert!(CommitLog::open(
         tempfile::tempdir().unwrap().path(),
-        LogOptions {
-            first_index: 0,
-            ..opts(4096)
-        }
+        LogOptions { first_index: 0, ..opts(4096) }
     )
     .is_err());
     assert!(CommitLog::open(tempfile::tempdir().unwrap().path(), opts(100)).is_err());
@@ -106,23 +85,10 @@ fn second_writer_is_refused_readers_are_not() {
     log.append(&[(1, b"x")]).unwrap();
     // Same process: the flock does not conflict, the registry tells.
     let e = CommitLog::open(dir.path(), opts(4096)).unwrap_err();
-    assert!(
-        e.to_string().contains("already open for writing in this process"),
-        "{e}"
-    );
-    let ro = CommitLog::open(
-        dir.path(),
-        LogOptions {
-            read_only: true,
-            ..opts(4096)
-        },
-    )
-    .unwrap();
+    assert!(e.to_string().contains("already open for writing in this process"), "{e}");
+    let ro = CommitLog::open(dir.path(), LogOptions { read_only: true, ..opts(4096) }).unwrap();
     assert_eq!(collect(&ro, 1, 2), vec![(1, 1, b"x".to_vec())]);
-    assert!(matches!(
-        ro.append(&[(1, b"y")]),
-        Err(Error::ReadOnly { .. })
-    ));
+    assert!(matches!(ro.append(&[(1, b"y")]), Err(Error::ReadOnly { .. })));
     // Once the writer is closed, another may open.
     drop(log);
     CommitLog::open(dir.path(), opts(4096)).unwrap();
@@ -153,7 +119,8 @@ fn zero_ahead_is_on_by_default_for_batch_sync_only() {
     // sync=batch: the tail is zeroed ahead on append (DEFAULT_ZERO_AHEAD);
     // the entries read back the same as from a log without it.
     let seg = 4 << 20;
-    let data: Vec<Vec<u8>> = (0..300u64).map(|i| vec![i as u8; 1 + (i as usize * 37) % 3000]).collect();
+    let data: Vec<Vec<u8>> =
+        (0..300u64).map(|i| vec![i as u8; 1 + (i as usize * 37) % 3000]).collect();
     let mut got = Vec::new();
     for (o, want_zeroed) in [(synced(seg), true), (opts(seg), false)] {
         let dir = tempfile::tempdir().unwrap();
@@ -346,10 +313,7 @@ fn torn_tail_is_dropped_and_reported() {
     assert_eq!(log.append(&[(2, b"next")]).unwrap(), 2);
     drop(log);
     let log = CommitLog::open(dir.path(), opts(1 << 16)).unwrap();
-    assert_eq!(
-        collect(&log, 1, 3),
-        vec![(1, 1, b"keep".to_vec()), (2, 2, b"next".to_vec())]
-    );
+    assert_eq!(collect(&log, 1, 3), vec![(1, 1, b"keep".to_vec()), (2, 2, b"next".to_vec())]);
     assert_eq!(log.recovery().dropped_bytes, 0);
 }
 
@@ -410,13 +374,12 @@ fn flipped_byte_in_sealed_segment_is_reported_by_read_and_verify() {
     flip(&seg, HEADER_LEN + 2 * 96 + REC + 5, 1); // entry 3's payload (96 B per batch)
     let log = CommitLog::open(dir.path(), opts(4096)).unwrap(); // only the tail is scanned
     let e = log.verify().unwrap_err();
-    assert_eq!((e.kind(), e.path(), e.errno()), (crate::ErrorKind::Corrupt, Some(seg.as_path()), Some(libc::EIO)));
-    assert!(e.to_string().contains("entry 3"), "{e}");
-    assert!(
-        e.to_string()
-            .contains(&*seg.file_name().unwrap().to_string_lossy()),
-        "{e}"
+    assert_eq!(
+        (e.kind(), e.path(), e.errno()),
+        (crate::ErrorKind::Corrupt, Some(seg.as_path()), Some(libc::EIO))
     );
+    assert!(e.to_string().contains("entry 3"), "{e}");
+    assert!(e.to_string().contains(&*seg.file_name().unwrap().to_string_lossy()), "{e}");
     assert!(matches!(log.read(1, 10, None), Err(Error::Corrupt { .. })));
     assert!(log.get(90).is_ok());
 }
@@ -443,10 +406,7 @@ fn sync_modes_count_syncs() {
         "interval:10ms".parse::<SyncMode>().unwrap(),
         SyncMode::Interval(Duration::from_millis(10))
     );
-    assert_eq!(
-        "2s".parse::<SyncMode>().unwrap(),
-        SyncMode::Interval(Duration::from_secs(2))
-    );
+    assert_eq!("2s".parse::<SyncMode>().unwrap(), SyncMode::Interval(Duration::from_secs(2)));
     assert!("sometimes".parse::<SyncMode>().is_err());
 }
 
@@ -756,7 +716,11 @@ fn verify_is_the_same_for_every_thread_count_and_reports_the_first_bad_segment()
     for t in [0, 2, 3, 8] {
         let p = Progress::watched();
         let r = log.verify_with(Threads::from(t), &p).unwrap();
-        assert_eq!((r.segments, r.entries, r.bytes), (want.segments, want.entries, want.bytes), "threads {t}");
+        assert_eq!(
+            (r.segments, r.entries, r.bytes),
+            (want.segments, want.entries, want.bytes),
+            "threads {t}"
+        );
         assert_eq!((p.done(), p.total()), (size, size), "threads {t}");
     }
     drop(log);
@@ -771,7 +735,10 @@ fn verify_is_the_same_for_every_thread_count_and_reports_the_first_bad_segment()
     let name = segs[1].file_name().unwrap().to_string_lossy().into_owned();
     for t in [1, 2, 3, 8] {
         let e = log.verify_with(Threads::from(t), &Progress::none()).unwrap_err();
-        assert!(matches!(e, Error::Corrupt { .. }) && e.to_string().contains(&name), "threads {t}: {e}");
+        assert!(
+            matches!(e, Error::Corrupt { .. }) && e.to_string().contains(&name),
+            "threads {t}: {e}"
+        );
     }
 }
 
@@ -812,14 +779,7 @@ fn wait_past_wakes_on_append_and_times_out() {
     assert!(t.elapsed() < Duration::from_secs(10));
     h.join().unwrap();
     // A read-only handle sees another handle's appends by refreshing.
-    let ro = CommitLog::open(
-        d.path(),
-        LogOptions {
-            read_only: true,
-            ..opts(1 << 16)
-        },
-    )
-    .unwrap();
+    let ro = CommitLog::open(d.path(), LogOptions { read_only: true, ..opts(1 << 16) }).unwrap();
     let l2 = log.clone();
     let h = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(50));
@@ -835,11 +795,8 @@ fn append_with_crcs_stores_the_given_crcs_at_the_expected_index() {
     let log = CommitLog::open(dir.path(), opts(1 << 20)).unwrap();
     log.append(&[(1, b"a".as_slice())]).unwrap();
     let ents = [(1u64, b"bb".as_slice()), (2, b"ccc")];
-    let crcs: Vec<u32> = ents
-        .iter()
-        .enumerate()
-        .map(|(k, (t, b))| entry_crc(2 + k as u64, *t, b))
-        .collect();
+    let crcs: Vec<u32> =
+        ents.iter().enumerate().map(|(k, (t, b))| entry_crc(2 + k as u64, *t, b)).collect();
     // Not the next index, or a CRC count that does not match: nothing written.
     assert!(log.append_with_crcs(3, &ents, &crcs).is_err());
     assert!(log.append_with_crcs(2, &ents, &crcs[..1]).is_err());
@@ -983,7 +940,8 @@ fn a_new_log_appears_whole() {
     assert!(d.join("log-id").exists());
     ro(&d);
     // Nothing left beside it.
-    let names: Vec<_> = std::fs::read_dir(base.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+    let names: Vec<_> =
+        std::fs::read_dir(base.path()).unwrap().flatten().map(|e| e.file_name()).collect();
     assert_eq!(names, vec![std::ffi::OsString::from("new")]);
     let e = base.path().join("empty");
     std::fs::create_dir(&e).unwrap();
@@ -1076,7 +1034,8 @@ fn recovery_cuts_are_recorded() {
 #[test]
 fn a_stale_view_never_panics_on_rewritten_bytes() {
     let dir = tempfile::tempdir().unwrap();
-    let log = CommitLog::open(dir.path(), LogOptions { sync: SyncMode::Never, ..opts(1 << 20) }).unwrap();
+    let log =
+        CommitLog::open(dir.path(), LogOptions { sync: SyncMode::Never, ..opts(1 << 20) }).unwrap();
     for i in 0..50u64 {
         log.append(&[(1, vec![i as u8; 40])]).unwrap();
     }

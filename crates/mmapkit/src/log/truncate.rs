@@ -17,10 +17,13 @@ impl CommitLog {
                 return Ok(());
             }
             if index + 1 < s.first() {
-                return Err(Error::invalid(&self.dir, format!(
-                    "cannot truncate after {index}: entries before {} were purged",
-                    s.first()
-                )));
+                return Err(Error::invalid(
+                    &self.dir,
+                    format!(
+                        "cannot truncate after {index}: entries before {} were purged",
+                        s.first()
+                    ),
+                ));
             }
         }
         // The segment that becomes the tail is indexed (verified) first,
@@ -30,9 +33,7 @@ impl CommitLog {
         // Recorded before anything changes (see `identity`): a reader that
         // saw the dropped entries learns that they were dropped.
         self.cut_started(&mut w, index)?;
-        let r = self
-            .truncate_locked(&mut w, index, k)
-            .and_then(|()| self.cut_done(&mut w, index));
+        let r = self.truncate_locked(&mut w, index, k).and_then(|()| self.cut_done(&mut w, index));
         // Part of the cut may be on disk: refuse to write on a guess.
         r.map_err(|e| self.fail("a truncation", e))
     }
@@ -41,7 +42,10 @@ impl CommitLog {
     pub(super) fn cut_started(&self, w: &mut Writer, after: u64) -> Result<()> {
         if self.read_state().cuts.pending().is_some() {
             // Only after a failed truncation, which poisons the handle.
-            return Err(Error::invalid(&self.dir, "a truncation is still in progress; reopen the log"));
+            return Err(Error::invalid(
+                &self.dir,
+                "a truncation is still in progress; reopen the log",
+            ));
         }
         if let Some(f) = w.cuts.as_mut() {
             f.intent(after)?;
@@ -90,12 +94,7 @@ impl CommitLog {
                 let e = format::entry_end(d, offs, offs.len() - 1);
                 e + format::commit_len(d, e).unwrap_or(REC)
             };
-            (
-                t.file.first,
-                (index + 1 - t.file.first) as usize,
-                offs.len(),
-                end,
-            )
+            (t.file.first, (index + 1 - t.file.first) as usize, offs.len(), end)
         };
         let end = if keep < count {
             self.cut_entries(w, keep)?
@@ -130,13 +129,7 @@ impl CommitLog {
         let d = seg.data();
         let (end, commit, old_end) = {
             let s = self.read_state();
-            let offs = s
-                .segs
-                .last()
-                .expect("tail")
-                .offsets
-                .as_deref()
-                .expect("indexed");
+            let offs = s.segs.last().expect("tail").offsets.as_deref().expect("indexed");
             // After the last batch's commit record (the tail may be a
             // sealed segment that whole segments were cut from).
             let e = format::entry_end(d, offs, offs.len() - 1);
@@ -152,11 +145,7 @@ impl CommitLog {
                     // of its own, a 16-byte one (no watermark) so that its
                     // rewrite stays one sector-atomic record.
                     let b = format::batch_start(d, offs, keep - 1);
-                    (
-                        e,
-                        Some((seg.first + b as u64, offs[b..keep].to_vec())),
-                        old_end,
-                    )
+                    (e, Some((seg.first + b as u64, offs[b..keep].to_vec())), old_end)
                 }
             }
         };
@@ -187,12 +176,7 @@ impl CommitLog {
     }
 
     pub(super) fn tail(&self) -> Arc<SegFile> {
-        self.read_state()
-            .segs
-            .last()
-            .expect("one segment")
-            .file
-            .clone()
+        self.read_state().segs.last().expect("one segment").file.clone()
     }
 
     pub(super) fn bump(&self, w: &mut Writer, seg: &SegFile) -> Result<()> {

@@ -23,9 +23,7 @@ impl CommitLog {
     pub fn verify_with(&self, threads: Threads, progress: &Progress) -> Result<VerifyReport> {
         let segs: Vec<(Arc<SegFile>, u64)> = {
             let s = self.read_state();
-            (0..s.segs.len())
-                .map(|k| (s.segs[k].file.clone(), s.count(k)))
-                .collect()
+            (0..s.segs.len()).map(|k| (s.segs[k].file.clone(), s.count(k))).collect()
         };
         progress.set_total(segs.iter().map(|(f, _)| f.map.len() as u64).sum());
         let checked: Vec<Result<(u64, u64)>> = threads.install(|| {
@@ -44,17 +42,13 @@ impl CommitLog {
         // What the open found past the tail's last batch (a read-only open
         // leaves it there; see VerifyReport::unreadable_tail).
         let r = &self.recovery;
-        let unreadable_tail = (self.opts.read_only && r.dropped_bytes > 0).then(|| UnreadableTail {
-            first_index: self.read_state().last + 1,
-            entries: r.dropped_entries,
-            bytes: r.dropped_bytes,
-        });
-        let mut rep = VerifyReport {
-            segments: segs.len(),
-            entries: 0,
-            bytes: 0,
-            unreadable_tail,
-        };
+        let unreadable_tail =
+            (self.opts.read_only && r.dropped_bytes > 0).then(|| UnreadableTail {
+                first_index: self.read_state().last + 1,
+                entries: r.dropped_entries,
+                bytes: r.dropped_bytes,
+            });
+        let mut rep = VerifyReport { segments: segs.len(), entries: 0, bytes: 0, unreadable_tail };
         for r in checked {
             let (entries, bytes) = r?;
             rep.entries += entries;

@@ -45,7 +45,8 @@ fn capacity() -> usize {
     static CAP: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *CAP.get_or_init(|| {
         #[cfg(feature = "test-hooks")]
-        let hook: Option<usize> = std::env::var("MMAPKIT_GUARD_SLOTS").ok().and_then(|v| v.parse().ok());
+        let hook: Option<usize> =
+            std::env::var("MMAPKIT_GUARD_SLOTS").ok().and_then(|v| v.parse().ok());
         #[cfg(not(feature = "test-hooks"))]
         let hook: Option<usize> = None;
         hook.map_or(CHUNK * CHUNKS, |n: usize| n.min(CHUNK * CHUNKS))
@@ -199,7 +200,13 @@ extern "C" fn on_sigbus(sig: c_int, info: *mut siginfo_t, ctx: *mut c_void) {
                 // SAFETY: [page, end) lies inside an mmapkit mapping whose
                 // file pages are gone; replacing them with zero pages is
                 // what turns the fault into a recoverable error.
-                let zeroed = unsafe { super::sys::map_zero(page as *mut u8, end - page, e.prot.load(Ordering::Relaxed)) };
+                let zeroed = unsafe {
+                    super::sys::map_zero(
+                        page as *mut u8,
+                        end - page,
+                        e.prot.load(Ordering::Relaxed),
+                    )
+                };
                 if zeroed.is_ok() {
                     e.faults.fetch_add(1, Ordering::AcqRel);
                     return;
@@ -232,7 +239,8 @@ fn chain(sig: c_int, info: *mut siginfo_t, ctx: *mut c_void) {
     let flags = unsafe { (*prev).sa_flags };
     if flags & libc::SA_SIGINFO != 0 {
         // SAFETY: the previous owner installed this as an SA_SIGINFO handler.
-        let f: extern "C" fn(c_int, *mut siginfo_t, *mut c_void) = unsafe { std::mem::transmute(handler) };
+        let f: extern "C" fn(c_int, *mut siginfo_t, *mut c_void) =
+            unsafe { std::mem::transmute(handler) };
         f(sig, info, ctx);
     } else {
         // SAFETY: the previous owner installed this as a plain handler.

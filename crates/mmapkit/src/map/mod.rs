@@ -306,7 +306,12 @@ impl MapOptions {
     }
 
     /// [`MapOptions::map`] with the caller's fresh `fstat` of `file` (saves a second one).
-    pub(crate) fn map_with_meta(&self, file: File, label: &Path, meta: std::fs::Metadata) -> Result<Map> {
+    pub(crate) fn map_with_meta(
+        &self,
+        file: File,
+        label: &Path,
+        meta: std::fs::Metadata,
+    ) -> Result<Map> {
         self.map_meta(file, Label::known(label.to_owned()), false, Some(meta))
     }
 
@@ -327,7 +332,13 @@ impl MapOptions {
         self.map_meta(file, path, anonymous, None)
     }
 
-    fn map_meta(&self, file: File, path: Label, anonymous: bool, meta: Option<std::fs::Metadata>) -> Result<Map> {
+    fn map_meta(
+        &self,
+        file: File,
+        path: Label,
+        anonymous: bool,
+        meta: Option<std::fs::Metadata>,
+    ) -> Result<Map> {
         let page = page_size();
         let meta = match meta {
             Some(m) => m,
@@ -342,27 +353,30 @@ impl MapOptions {
             }
             None => {
                 if self.offset > file_len {
-                    return Err(Error::invalid(&path, format!(
-                        "offset {} is past the end of the file ({} bytes)",
-                        self.offset,
-                        file_len
-                    )));
+                    return Err(Error::invalid(
+                        &path,
+                        format!(
+                            "offset {} is past the end of the file ({} bytes)",
+                            self.offset, file_len
+                        ),
+                    ));
                 }
-                usize::try_from(file_len - self.offset).map_err(|_| {
-                    Error::invalid(&path, "file too large to map")
-                })?
+                usize::try_from(file_len - self.offset)
+                    .map_err(|_| Error::invalid(&path, "file too large to map"))?
             }
         };
-        let end = self.offset.checked_add(len as u64).ok_or_else(|| {
-            Error::invalid(&path, "offset + length overflows")
-        })?;
+        let end = self
+            .offset
+            .checked_add(len as u64)
+            .ok_or_else(|| Error::invalid(&path, "offset + length overflows"))?;
         if regular && end > file_len {
-            return Err(Error::invalid(&path, format!(
-                "cannot map {} bytes at offset {}: the file has only {} bytes",
-                len,
-                self.offset,
-                file_len
-            )));
+            return Err(Error::invalid(
+                &path,
+                format!(
+                    "cannot map {} bytes at offset {}: the file has only {} bytes",
+                    len, self.offset, file_len
+                ),
+            ));
         }
         let shared = self.shared.unwrap_or(self.mode != Mode::CopyOnWrite);
         let prot = self.prot.unwrap_or(match self.mode {
@@ -373,9 +387,8 @@ impl MapOptions {
         let aligned = self.offset & !(page as u64 - 1);
         let delta = (self.offset - aligned) as usize;
         let need = sys::round_up(delta + len);
-        let want_reserve = self
-            .reserve
-            .unwrap_or_else(|| DEFAULT_RESERVE.max(need.saturating_add(need / 4)));
+        let want_reserve =
+            self.reserve.unwrap_or_else(|| DEFAULT_RESERVE.max(need.saturating_add(need / 4)));
         let reserved = sys::round_up(want_reserve.max(need).max(page));
         // No room to grow asked for: one mmap where the kernel likes, half
         // the system calls of reserve + MAP_FIXED (growth still extends in
@@ -418,10 +431,9 @@ impl MapOptions {
 
 fn disk_err(path: &Path, size: u64, e: std::io::Error) -> Error {
     match e.raw_os_error() {
-        Some(libc::ENOSPC) | Some(libc::EDQUOT) | Some(libc::EFBIG) => Error::DiskFull {
-            path: path.to_owned(),
-            size,
-        },
+        Some(libc::ENOSPC) | Some(libc::EDQUOT) | Some(libc::EFBIG) => {
+            Error::DiskFull { path: path.to_owned(), size }
+        }
         _ => Error::io(path, "fallocate", e),
     }
 }
@@ -497,12 +509,7 @@ impl Map {
 
     /// Creates (or truncates) `path` with `size` allocated bytes and maps it read-write.
     pub fn create(path: impl AsRef<Path>, size: u64) -> Result<Map> {
-        MapOptions::new()
-            .mode(Mode::ReadWrite)
-            .create(true)
-            .truncate(true)
-            .size(size)
-            .open(path)
+        MapOptions::new().mode(Mode::ReadWrite).create(true).truncate(true).size(size).open(path)
     }
 
     /// Anonymous shared memory of `len` bytes, zero filled, visible to
@@ -793,9 +800,10 @@ impl Map {
         self.bounds(offset, 8)?;
         let ptr = self.data().wrapping_add(offset);
         if !(ptr as usize).is_multiple_of(8) {
-            return Err(Error::invalid(&self.path, format!(
-                "store_word at offset {offset} is not 8-byte aligned"
-            )));
+            return Err(Error::invalid(
+                &self.path,
+                format!("store_word at offset {offset} is not 8-byte aligned"),
+            ));
         }
         self.check()?;
         // SAFETY: in bounds of a writable mapping that stays mapped while
@@ -822,12 +830,15 @@ impl Map {
     fn bounds(&self, offset: usize, len: usize) -> Result<usize> {
         match offset.checked_add(len) {
             Some(end) if end <= self.len() => Ok(end),
-            _ => Err(Error::invalid(&self.path, format!(
-                "range {}..{} is outside the map of {} bytes",
-                offset,
-                offset.saturating_add(len),
-                self.len()
-            ))),
+            _ => Err(Error::invalid(
+                &self.path,
+                format!(
+                    "range {}..{} is outside the map of {} bytes",
+                    offset,
+                    offset.saturating_add(len),
+                    self.len()
+                ),
+            )),
         }
     }
 
@@ -854,9 +865,11 @@ impl Map {
         if new_len <= len {
             return Ok(());
         }
-        let need = self.delta.checked_add(new_len).map(sys::round_up).ok_or_else(|| {
-            Error::invalid(&self.path, format!("length {new_len} too large"))
-        })?;
+        let need = self
+            .delta
+            .checked_add(new_len)
+            .map(sys::round_up)
+            .ok_or_else(|| Error::invalid(&self.path, format!("length {new_len} too large")))?;
         let reserved = self.reserved();
         if need > reserved {
             let extra = sys::round_up((need - reserved).max(reserved / 2));
@@ -991,7 +1004,14 @@ impl Map {
         if keep > 0 {
             // SAFETY: as above; remapping the file over its own range.
             unsafe {
-                sys::map_fixed(self.base, keep, self.prot, self.flags, self.file.as_raw_fd(), self.aligned)
+                sys::map_fixed(
+                    self.base,
+                    keep,
+                    self.prot,
+                    self.flags,
+                    self.file.as_raw_fd(),
+                    self.aligned,
+                )
             }
             .map_err(|e| self.err("mmap", e))?;
         }
@@ -1020,7 +1040,9 @@ impl Map {
         let _g = self.resize.lock().unwrap_or_else(|e| e.into_inner());
         let file_len = self.file_len()?;
         let avail = usize::try_from(file_len.saturating_sub(self.offset)).unwrap_or(usize::MAX);
-        let backed = sys::round_up(usize::try_from(file_len.saturating_sub(self.aligned)).unwrap_or(usize::MAX));
+        let backed = sys::round_up(
+            usize::try_from(file_len.saturating_sub(self.aligned)).unwrap_or(usize::MAX),
+        );
         let mapped = self.mapped.load(Ordering::Acquire);
         let keep = backed.min(mapped);
         let faulted = self.slot.as_ref().is_some_and(|s| s.faults() > 0);
@@ -1028,8 +1050,17 @@ impl Map {
             // SAFETY: remapping the file over its own range inside our
             // reservation; nothing is unmapped, so raw views stay valid,
             // and SharedMap hands out no slices that could see the change.
-            unsafe { sys::map_fixed(self.base, keep, self.prot, self.flags, self.file.as_raw_fd(), self.aligned) }
-                .map_err(|e| self.err("mmap", e))?;
+            unsafe {
+                sys::map_fixed(
+                    self.base,
+                    keep,
+                    self.prot,
+                    self.flags,
+                    self.file.as_raw_fd(),
+                    self.aligned,
+                )
+            }
+            .map_err(|e| self.err("mmap", e))?;
         }
         if keep < mapped {
             // SAFETY: as above: the pages past the file's end become zero

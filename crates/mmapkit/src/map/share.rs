@@ -312,7 +312,13 @@ impl SharedMap {
     /// bytes lies whole in some window. `f` returns where the next window
     /// may start at the earliest (it starts at `max(that, end of this
     /// window - overlap)`), or None to stop.
-    fn windows(&self, start: usize, end: usize, overlap: usize, mut f: impl FnMut(usize, &[u8]) -> Option<usize>) -> Result<()> {
+    fn windows(
+        &self,
+        start: usize,
+        end: usize,
+        overlap: usize,
+        mut f: impl FnMut(usize, &[u8]) -> Option<usize>,
+    ) -> Result<()> {
         self.map.check()?;
         let size = WINDOW.max(2 * overlap + 1);
         let mut buf = vec![0u8; size.min(end.saturating_sub(start))];
@@ -337,12 +343,14 @@ impl SharedMap {
             return Ok(Some(start));
         }
         let mut found = None;
-        self.windows(start.min(end), end, needle.len() - 1, |pos, w| match crate::bytes::find(w, needle) {
-            Some(i) => {
-                found = Some(pos + i);
-                None
+        self.windows(start.min(end), end, needle.len() - 1, |pos, w| {
+            match crate::bytes::find(w, needle) {
+                Some(i) => {
+                    found = Some(pos + i);
+                    None
+                }
+                None => Some(0),
             }
-            None => Some(0),
         })?;
         Ok(found)
     }
@@ -478,17 +486,12 @@ impl AppendMap {
     /// up to `sealed` sealed (`header <= sealed <= len`).
     pub fn new(map: Map, header: usize, sealed: usize) -> Result<AppendMap> {
         if header > sealed || sealed > map.len() {
-            return Err(Error::invalid(map.path(), format!(
-                "append map bounds {header}..{sealed} outside {} bytes",
-                map.len()
-            )));
+            return Err(Error::invalid(
+                map.path(),
+                format!("append map bounds {header}..{sealed} outside {} bytes", map.len()),
+            ));
         }
-        Ok(AppendMap {
-            map,
-            header,
-            sealed: AtomicUsize::new(sealed),
-            write: Mutex::new(()),
-        })
+        Ok(AppendMap { map, header, sealed: AtomicUsize::new(sealed), write: Mutex::new(()) })
     }
     fn lock(&self) -> std::sync::MutexGuard<'_, ()> {
         self.write.lock().unwrap_or_else(|e| e.into_inner())
@@ -523,9 +526,10 @@ impl AppendMap {
         let _g = self.lock();
         let sealed = self.sealed();
         if offset < sealed {
-            return Err(Error::invalid(self.map.path(), format!(
-                "write at {offset} inside the sealed prefix ({sealed} bytes)"
-            )));
+            return Err(Error::invalid(
+                self.map.path(),
+                format!("write at {offset} inside the sealed prefix ({sealed} bytes)"),
+            ));
         }
         self.map.raw_write(offset, data)
     }
@@ -534,10 +538,10 @@ impl AppendMap {
     pub fn seal(&self, upto: usize) -> Result<()> {
         let _g = self.lock();
         if upto > self.map.len() {
-            return Err(Error::invalid(self.map.path(), format!(
-                "cannot seal {upto} bytes of a {}-byte map",
-                self.map.len()
-            )));
+            return Err(Error::invalid(
+                self.map.path(),
+                format!("cannot seal {upto} bytes of a {}-byte map", self.map.len()),
+            ));
         }
         // Under the lock (the only `&self` writer of `sealed`), so a load
         // and a store are a fetch_max; a plain release store is also what
@@ -572,10 +576,10 @@ impl AppendMap {
     fn header_range(&self, offset: usize, len: usize) -> Result<()> {
         match offset.checked_add(len) {
             Some(end) if end <= self.header => Ok(()),
-            _ => Err(Error::invalid(self.map.path(), format!(
-                "range {offset}..+{len} is outside the {}-byte header",
-                self.header
-            ))),
+            _ => Err(Error::invalid(
+                self.map.path(),
+                format!("range {offset}..+{len} is outside the {}-byte header", self.header),
+            )),
         }
     }
     /// Exclusive access to the whole map (e.g. to rewrite sealed bytes
@@ -587,11 +591,10 @@ impl AppendMap {
     /// access: no sealed slice can be alive).
     pub fn set_sealed(&mut self, sealed: usize) -> Result<()> {
         if sealed < self.header || sealed > self.map.len() {
-            return Err(Error::invalid(self.map.path(), format!(
-                "sealed end {sealed} outside {}..={}",
-                self.header,
-                self.map.len()
-            )));
+            return Err(Error::invalid(
+                self.map.path(),
+                format!("sealed end {sealed} outside {}..={}", self.header, self.map.len()),
+            ));
         }
         *self.sealed.get_mut() = sealed;
         Ok(())
@@ -675,7 +678,8 @@ mod tests {
     /// Bytes over several search windows, with needles straddling the
     /// window boundaries and self-overlapping ones ("aa").
     fn sample() -> Vec<u8> {
-        let mut v: Vec<u8> = (0..3 * WINDOW + 777).map(|i| b"abcdefgh"[(i * 7 + i / 13) % 8]).collect();
+        let mut v: Vec<u8> =
+            (0..3 * WINDOW + 777).map(|i| b"abcdefgh"[(i * 7 + i / 13) % 8]).collect();
         for at in [WINDOW - 2, WINDOW - 1, 2 * WINDOW - 3, 3 * WINDOW + 770] {
             v[at..at + 5].copy_from_slice(b"aaaaa");
         }
@@ -690,7 +694,14 @@ mod tests {
         let s = m.into_shared();
         let len = data.len();
         let needles: [&[u8]; 6] = [b"", b"a", b"aa", b"aaa", b"habcd", b"zz"];
-        let ranges = [(0, len), (1, len - 1), (WINDOW - 1, 2 * WINDOW + 2), (5, 5), (len + 3, len + 9), (9, 3)];
+        let ranges = [
+            (0, len),
+            (1, len - 1),
+            (WINDOW - 1, 2 * WINDOW + 2),
+            (5, 5),
+            (len + 3, len + 9),
+            (9, 3),
+        ];
         for needle in needles {
             for &(a, e) in &ranges {
                 let want = data.get(a.min(e.min(len))..e.min(len)).unwrap_or(&[]);
@@ -699,7 +710,11 @@ mod tests {
                 assert_eq!(s.find(needle, a, e).unwrap(), f, "find {needle:?} {a}..{e}");
                 assert_eq!(s.rfind(needle, a, e).unwrap(), r, "rfind {needle:?} {a}..{e}");
             }
-            assert_eq!(s.count(needle).unwrap(), crate::bytes::count(&data, needle), "count {needle:?}");
+            assert_eq!(
+                s.count(needle).unwrap(),
+                crate::bytes::count(&data, needle),
+                "count {needle:?}"
+            );
             if needle.is_empty() {
                 assert!(s.find_all(needle, None).is_err());
                 continue;
@@ -753,7 +768,11 @@ mod tests {
         assert!(guard.read_with(|d| d.len()).is_err() && guard.populate(false).is_err());
         assert!(std::panic::catch_unwind(|| guard.as_slice().len()).is_err());
         let guard = guard.into_shared();
-        assert!(guard.find(b"x", 0, 4096).is_err() && guard.count(b"x").is_err() && guard.eq_at(0, b"x").is_err());
+        assert!(
+            guard.find(b"x", 0, 4096).is_err()
+                && guard.count(b"x").is_err()
+                && guard.eq_at(0, b"x").is_err()
+        );
         let guard = AppendMap::new(guard.into_inner(), 0, 8).unwrap();
         assert!(std::panic::catch_unwind(|| guard.sealed_slice().len()).is_err());
     }

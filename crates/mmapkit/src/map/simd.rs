@@ -28,12 +28,20 @@ pub(crate) fn window_count_u16(raw: &[u16], flip: u16, lo: u16, t: &mut [u64]) -
 }
 
 /// [`window_count_u16`] with one given kernel; `None` if the CPU lacks it.
-pub(crate) fn window_count_with(k: Kernel, raw: &[u16], flip: u16, lo: u16, t: &mut [u64]) -> Option<u64> {
+pub(crate) fn window_count_with(
+    k: Kernel,
+    raw: &[u16],
+    flip: u16,
+    lo: u16,
+    t: &mut [u64],
+) -> Option<u64> {
     assert!(!t.is_empty() && lo as usize + t.len() <= 1 << 16, "window_count: window out of range");
     #[cfg(target_arch = "x86_64")]
     match k {
         // SAFETY: the CPU has the kernel's features (checked in the same arm).
-        Kernel::Avx512 if has_avx512() => return Some(unsafe { window_count_avx512(raw, flip, lo, t) }),
+        Kernel::Avx512 if has_avx512() => {
+            return Some(unsafe { window_count_avx512(raw, flip, lo, t) })
+        }
         Kernel::Avx2 if std::arch::is_x86_feature_detected!("avx2") => {
             // SAFETY: the CPU has AVX2 (checked in the arm's guard).
             return Some(unsafe { window_count_avx2(raw, flip, lo, t) });
@@ -219,7 +227,10 @@ unsafe fn replace_byte_sse2(src: &[u8], b: u8, repl: &[u8], out: &mut Vec<u8>, n
             let mut last = 0usize;
             while m != 0 {
                 let p = m.trailing_zeros() as usize;
-                _mm_storeu_si128(o as *mut __m128i, _mm_loadu_si128(s.add(i + last) as *const __m128i));
+                _mm_storeu_si128(
+                    o as *mut __m128i,
+                    _mm_loadu_si128(s.add(i + last) as *const __m128i),
+                );
                 o = o.add(p - last);
                 _mm_storeu_si128(o as *mut __m128i, rv);
                 o = o.add(r);

@@ -115,7 +115,13 @@ pub(super) unsafe fn map_zero(addr: *mut u8, len: usize, prot: c_int) -> io::Res
 }
 
 /// Maps `len` bytes of `fd` at file offset `off` where the kernel chooses.
-pub(super) fn map_anywhere(len: usize, prot: c_int, flags: c_int, fd: c_int, off: u64) -> io::Result<*mut u8> {
+pub(super) fn map_anywhere(
+    len: usize,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: u64,
+) -> io::Result<*mut u8> {
     // SAFETY: no MAP_FIXED: the kernel picks a free range and replaces nothing.
     let p = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, flags, fd, off as libc::off_t) };
     if p == libc::MAP_FAILED {
@@ -140,14 +146,7 @@ pub(super) unsafe fn map_fixed(
 ) -> io::Result<()> {
     // SAFETY: guaranteed by the caller (range owned, nothing borrowed).
     let p = unsafe {
-        libc::mmap(
-            addr.cast(),
-            len,
-            prot,
-            flags | libc::MAP_FIXED,
-            fd,
-            off as libc::off_t,
-        )
+        libc::mmap(addr.cast(), len, prot, flags | libc::MAP_FIXED, fd, off as libc::off_t)
     };
     if p == libc::MAP_FAILED {
         Err(io::Error::last_os_error())
@@ -251,14 +250,8 @@ pub(super) fn allocate(file: &File, from: u64, len: u64) -> io::Result<()> {
         }
     }
     // SAFETY: plain syscall on a valid descriptor.
-    let r = unsafe {
-        libc::fallocate(
-            file.as_raw_fd(),
-            0,
-            from as libc::off_t,
-            len as libc::off_t,
-        )
-    };
+    let r =
+        unsafe { libc::fallocate(file.as_raw_fd(), 0, from as libc::off_t, len as libc::off_t) };
     if r == 0 {
         return Ok(());
     }
@@ -355,7 +348,12 @@ pub(super) fn fadvise_dontneed(file: &File) -> io::Result<()> {
 pub fn start_writeback(file: &File, offset: u64, len: u64) -> io::Result<()> {
     // SAFETY: plain syscall on a valid descriptor; it reads only its arguments.
     let r = unsafe {
-        libc::sync_file_range(file.as_raw_fd(), offset as libc::off64_t, len as libc::off64_t, libc::SYNC_FILE_RANGE_WRITE)
+        libc::sync_file_range(
+            file.as_raw_fd(),
+            offset as libc::off64_t,
+            len as libc::off64_t,
+            libc::SYNC_FILE_RANGE_WRITE,
+        )
     };
     if r == 0 {
         Ok(())
@@ -365,7 +363,11 @@ pub fn start_writeback(file: &File, offset: u64, len: u64) -> io::Result<()> {
 }
 
 /// `pread` until `buf` is full or end of file; returns the bytes read.
-pub(super) fn pread_full(file: &File, buf: &mut [std::mem::MaybeUninit<u8>], mut off: u64) -> io::Result<usize> {
+pub(super) fn pread_full(
+    file: &File,
+    buf: &mut [std::mem::MaybeUninit<u8>],
+    mut off: u64,
+) -> io::Result<usize> {
     let mut done = 0;
     while done < buf.len() {
         let rest = &mut buf[done..];

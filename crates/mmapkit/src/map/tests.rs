@@ -100,7 +100,9 @@ fn read_only_map_refuses_writes() {
 fn any_offset_and_length() {
     let data = pattern(5 * page_size());
     let (_d, path) = file_with(&data);
-    for (off, len) in [(0usize, 0usize), (1, 10), (4095, 2), (4096, 4096), (5000, 100), (12345, 3000)] {
+    for (off, len) in
+        [(0usize, 0usize), (1, 10), (4095, 2), (4096, 4096), (5000, 100), (12345, 3000)]
+    {
         let m = Map::options().offset(off as u64).len(len).open(&path).unwrap();
         assert_eq!(m.as_slice(), &data[off..off + len], "off={off} len={len}");
         m.advise(Advice::Sequential, 0, None).unwrap();
@@ -164,7 +166,12 @@ fn truncation_by_someone_else_is_an_error_not_a_crash() {
     assert_eq!(m.count(&[7]).unwrap(), crate::bytes::count(&data, &[7]));
     let view = m.as_slice();
     // Another writer cuts the file to one page.
-    std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(page_size() as u64).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(page_size() as u64)
+        .unwrap();
     let err = m.count(&[7]).unwrap_err();
     assert!(matches!(err, Error::FileTruncated { .. }), "{err}");
     assert!(err.to_string().contains("f.bin"), "{err}");

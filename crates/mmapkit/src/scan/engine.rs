@@ -21,8 +21,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use memchr::memmem::Finder;
 use rayon::prelude::*;
 
-use crate::bytes;
 use super::source::{label, Input, Source, Strategy};
+use crate::bytes;
 use crate::exec::{Progress, Threads};
 use crate::{Error, Result};
 
@@ -114,7 +114,11 @@ impl<'a> Job<'a> {
 
     /// Runs `f` over `items` on the pool (in order of results), or inline
     /// for a single thread.
-    pub(crate) fn par_map<T: Sync, R: Send>(&self, items: &[T], f: impl Fn(&T) -> Result<R> + Sync) -> Result<Vec<R>> {
+    pub(crate) fn par_map<T: Sync, R: Send>(
+        &self,
+        items: &[T],
+        f: impl Fn(&T) -> Result<R> + Sync,
+    ) -> Result<Vec<R>> {
         if self.threads <= 1 || items.len() <= 1 {
             return items.iter().map(f).collect();
         }
@@ -175,7 +179,12 @@ impl<'a> Job<'a> {
     /// ended at `carry` (anything `<= ranges[0].0` when no match reaches
     /// into them): lets a caller process a file batch of ranges by batch
     /// (the rewrite of `replace`).
-    pub(crate) fn entries_after(&self, finder: &Finder<'_>, ranges: &[(u64, u64)], carry: u64) -> Result<Vec<u64>> {
+    pub(crate) fn entries_after(
+        &self,
+        finder: &Finder<'_>,
+        ranges: &[(u64, u64)],
+        carry: u64,
+    ) -> Result<Vec<u64>> {
         let starts: Vec<u64> = ranges.iter().map(|r| r.0).collect();
         let reaches_in = ranges.first().is_some_and(|r| carry > r.0);
         if (ranges.len() <= 1 && !reaches_in) || !bytes::has_border(finder.needle()) {
@@ -278,7 +287,12 @@ pub fn count_lines(path: impl AsRef<Path>, opts: &ScanOptions) -> Result<u64> {
 }
 
 /// Offsets of the leftmost non-overlapping occurrences, at most `limit`.
-pub fn find_all(path: impl AsRef<Path>, needle: &[u8], limit: Option<usize>, opts: &ScanOptions) -> Result<Vec<u64>> {
+pub fn find_all(
+    path: impl AsRef<Path>,
+    needle: &[u8],
+    limit: Option<usize>,
+    opts: &ScanOptions,
+) -> Result<Vec<u64>> {
     let path = path.as_ref();
     let cap = limit.unwrap_or(usize::MAX);
     let job = match Scan::open(path, opts)? {
@@ -288,7 +302,11 @@ pub fn find_all(path: impl AsRef<Path>, needle: &[u8], limit: Option<usize>, opt
             if cap > 0 {
                 stream_matches(&mut r, needle, opts, label(path), |q| {
                     all.push(q);
-                    if all.len() >= cap { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
+                    if all.len() >= cap {
+                        ControlFlow::Break(())
+                    } else {
+                        ControlFlow::Continue(())
+                    }
                 })?;
             } else {
                 finder(needle)?;
@@ -390,7 +408,8 @@ pub fn rfind(path: impl AsRef<Path>, needle: &[u8], opts: &ScanOptions) -> Resul
     finder(needle)?;
     let n = needle.len() as u64;
     let len = job.src.len();
-    let ranges: Vec<(usize, (u64, u64))> = split(len, job.threads, job.window).into_iter().rev().enumerate().collect();
+    let ranges: Vec<(usize, (u64, u64))> =
+        split(len, job.threads, job.window).into_iter().rev().enumerate().collect();
     let best = AtomicUsize::new(usize::MAX); // lowest index (from the end) with a match
     let results = job.par_map(&ranges, |&(i, (s, e))| {
         // Occurrences *starting* in [s, e); windows walk backwards.
@@ -469,7 +488,8 @@ impl Job<'_> {
             loop {
                 let last = want == end;
                 let step = self.src.with_window(pos, want, |w| {
-                    let cut = if last { Some(w.len()) } else { memchr::memrchr(b'\n', w).map(|i| i + 1) };
+                    let cut =
+                        if last { Some(w.len()) } else { memchr::memrchr(b'\n', w).map(|i| i + 1) };
                     cut.map(|c| (c as u64, f(pos, &w[..c])))
                 })?;
                 match step {
@@ -566,7 +586,12 @@ pub(crate) fn stream_matches(
 }
 
 /// The last occurrence (overlapping allowed, as [`rfind`]) in a stream.
-fn stream_rfind(r: &mut dyn std::io::Read, needle: &[u8], opts: &ScanOptions, label: &Path) -> Result<Option<u64>> {
+fn stream_rfind(
+    r: &mut dyn std::io::Read,
+    needle: &[u8],
+    opts: &ScanOptions,
+    label: &Path,
+) -> Result<Option<u64>> {
     finder(needle)?;
     let n = needle.len();
     let mut buf = vec![0u8; stream_chunk(opts) + n];

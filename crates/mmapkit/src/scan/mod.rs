@@ -32,6 +32,9 @@ pub(crate) mod tests;
 /// The byte kernels, re-exported from their bottom module ([`crate::bytes`]).
 pub use crate::bytes;
 pub use engine::{count, count_lines, count_stream, find, find_all, rfind, ScanOptions};
-pub use grep::{grep, grep_count, grep_lines, walk, Collect, FileInfo, Forked, Formatted, GnuPrinter, Grep, GrepOptions, JsonPrinter, Needs, PrintOptions, Report, Sink, SinkLine};
+pub use grep::{
+    grep, grep_count, grep_lines, walk, Collect, FileInfo, Forked, Formatted, GnuPrinter, Grep,
+    GrepOptions, JsonPrinter, Needs, PrintOptions, Report, Sink, SinkLine,
+};
 pub use replace::{keep_lines, replace, KeepReport, ReplaceOptions, ReplaceReport};
 pub use source::{Strategy, AUTO_MMAP_MIN};

@@ -181,7 +181,13 @@ pub fn replace(
     let writable = if ropts.dry_run {
         None
     } else {
-        Some(OpenOptions::new().read(true).write(true).open(path).map_err(|e| Error::io(path, "open", e))?)
+        Some(
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(path)
+                .map_err(|e| Error::io(path, "open", e))?,
+        )
     };
     if writable.is_some() {
         // Temp files of an earlier run that was killed (SIGKILL, power loss).
@@ -257,7 +263,9 @@ fn nth_line_end(path: &Path, n: u64, opts: &ScanOptions) -> Result<Option<u64>> 
                 seen += here;
                 None
             } else {
-                memchr::memchr_iter(b'\n', w).nth((n - seen - 1) as usize).map(|i| pos + i as u64 + 1)
+                memchr::memchr_iter(b'\n', w)
+                    .nth((n - seen - 1) as usize)
+                    .map(|i| pos + i as u64 + 1)
             }
         })?;
         job.opts.advance(end - pos);
@@ -285,17 +293,19 @@ fn regular_file(path: &Path, op: &'static str) -> Result<Metadata> {
     if meta.len() == 0 || meta.len() == crate::map::page_size() as u64 {
         let f = File::open(path).map_err(|e| Error::io(path, "open", e))?;
         if super::source::pseudo_fs(&f) {
-            return Err(Error::not_a_file(path, format!(
-                "a /proc or /sys file cannot be edited in place ({op})"
-            )));
+            return Err(Error::not_a_file(
+                path,
+                format!("a /proc or /sys file cannot be edited in place ({op})"),
+            ));
         }
     }
     Ok(meta)
 }
 
 fn compile(pattern: &[u8]) -> Result<Regex> {
-    let p = std::str::from_utf8(pattern)
-        .map_err(|_| Error::InvalidArgument("invalid regex: the pattern is not valid UTF-8".into()))?;
+    let p = std::str::from_utf8(pattern).map_err(|_| {
+        Error::InvalidArgument("invalid regex: the pattern is not valid UTF-8".into())
+    })?;
     RegexBuilder::new(p).build().map_err(|e| Error::InvalidArgument(format!("invalid regex: {e}")))
 }
 
@@ -313,7 +323,9 @@ fn check_group_refs(re: &Regex, repl: &[u8]) -> Result<()> {
             i = at + 2;
             continue;
         } else if rest.first() == Some(&b'{') {
-            match memchr::memchr(b'}', rest).and_then(|e| std::str::from_utf8(&rest[1..e]).ok().map(|n| (n, e + 1))) {
+            match memchr::memchr(b'}', rest)
+                .and_then(|e| std::str::from_utf8(&rest[1..e]).ok().map(|n| (n, e + 1)))
+            {
                 Some((n, used)) if !n.is_empty() => (n, used),
                 _ => {
                     i = at + 1;
@@ -403,7 +415,6 @@ impl Needle {
         i
     }
 }
-
 
 #[cfg(test)]
 #[path = "replace_tests.rs"]

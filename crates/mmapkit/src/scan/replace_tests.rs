@@ -3,13 +3,17 @@
 
 use std::fs;
 
-use proptest::prelude::{any, prop_assert, prop_assert_eq, prop_oneof, proptest, Just, ProptestConfig, TestCaseError};
+use proptest::prelude::{
+    any, prop_assert, prop_assert_eq, prop_oneof, proptest, Just, ProptestConfig, TestCaseError,
+};
 use proptest::strategy::Strategy as Gen;
 use regex::bytes::Regex;
 
 use super::*;
 use crate::map::simd::replace_byte;
-use crate::test_util::{naive_replace, old_mtime, scan_matrix, temp_file, temp_files, CHUNKS, STRATEGIES};
+use crate::test_util::{
+    naive_replace, old_mtime, scan_matrix, temp_file, temp_files, CHUNKS, STRATEGIES,
+};
 use crate::ErrorKind;
 
 /// Strategies × threads × window sizes.
@@ -33,7 +37,13 @@ fn naive_regex(hay: &[u8], re: &Regex, rep: &[u8]) -> (Vec<u8>, u64) {
 }
 
 /// Runs `replace` in every configuration and compares with `expect`.
-fn check_all(data: &[u8], pat: &[u8], rep: &[u8], regex: bool, expect: &(Vec<u8>, u64)) -> std::result::Result<(), TestCaseError> {
+fn check_all(
+    data: &[u8],
+    pat: &[u8],
+    rep: &[u8],
+    regex: bool,
+    expect: &(Vec<u8>, u64),
+) -> std::result::Result<(), TestCaseError> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("f.txt");
     let in_place = !regex && pat.len() == rep.len();
@@ -42,7 +52,13 @@ fn check_all(data: &[u8], pat: &[u8], rep: &[u8], regex: bool, expect: &(Vec<u8>
         let ro = ReplaceOptions { regex, ..Default::default() };
         let r = replace(&path, pat, rep, &ro, &opts).unwrap();
         let got = fs::read(&path).unwrap();
-        prop_assert_eq!(&got, &expect.0, "{:?} file with {:?}", String::from_utf8_lossy(&got), opts);
+        prop_assert_eq!(
+            &got,
+            &expect.0,
+            "{:?} file with {:?}",
+            String::from_utf8_lossy(&got),
+            opts
+        );
         prop_assert_eq!(r.replacements, expect.1, "{:?}", opts);
         prop_assert_eq!(r.in_place, in_place);
         prop_assert!(temp_files(dir.path()).is_empty());
@@ -141,7 +157,8 @@ fn regex_same_length_still_rewrites() {
 
 #[test]
 fn captures_and_names() {
-    let (r, after) = regex_replace_once(b"k1=v1\nk2=v2\r\nnone\nk3=v3", br"(?P<k>\w+)=(\w+)", b"$2=${k} $$");
+    let (r, after) =
+        regex_replace_once(b"k1=v1\nk2=v2\r\nnone\nk3=v3", br"(?P<k>\w+)=(\w+)", b"$2=${k} $$");
     assert_eq!(r.replacements, 3);
     assert_eq!(after, b"v1=k1 $\nv2=k2 $\r\nnone\nv3=k3 $");
 }
@@ -157,7 +174,9 @@ fn bad_arguments_and_files() {
     assert!(matches!(replace(&path, b"", b"x", &lit, &o), Err(Error::InvalidArgument(_))));
     assert!(matches!(replace(&path, b"", b"x", &re, &o), Err(Error::InvalidArgument(_))));
     match replace(&path, b"a(", b"x", &re, &o) {
-        Err(Error::InvalidArgument(m)) => assert!(m.contains("invalid regex") && m.contains("unclosed"), "{m}"),
+        Err(Error::InvalidArgument(m)) => {
+            assert!(m.contains("invalid regex") && m.contains("unclosed"), "{m}")
+        }
         other => panic!("{other:?}"),
     }
     let missing = dir.path().join("missing");
@@ -192,7 +211,12 @@ fn empty_file_and_no_match_are_untouched() {
         for strategy in STRATEGIES {
             fs::write(&path, content).unwrap();
             let t = old_mtime(&path);
-            let ro = ReplaceOptions { regex, backup: Some(".bak".into()), sync: true, ..Default::default() };
+            let ro = ReplaceOptions {
+                regex,
+                backup: Some(".bak".into()),
+                sync: true,
+                ..Default::default()
+            };
             let r = replace(&path, pat, rep, &ro, &ScanOptions::new(strategy, 2)).unwrap();
             assert_eq!((r.replacements, r.bytes_written), (0, 0));
             assert_eq!(fs::metadata(&path).unwrap().modified().unwrap(), t);
@@ -210,7 +234,8 @@ fn backups_keep_the_original() {
         for strategy in STRATEGIES {
             fs::write(&bak, "an older backup").unwrap();
             fs::write(&path, "a,b\nc,d\n").unwrap();
-            let ro = ReplaceOptions { backup: Some(".orig".into()), sync: true, ..Default::default() };
+            let ro =
+                ReplaceOptions { backup: Some(".orig".into()), sync: true, ..Default::default() };
             let r = replace(&path, b",", rep, &ro, &ScanOptions::new(strategy, 2)).unwrap();
             assert_eq!((r.replacements, r.in_place), (2, in_place));
             assert_eq!(fs::read(&bak).unwrap(), b"a,b\nc,d\n");
@@ -229,7 +254,8 @@ fn rewrite_keeps_mode_and_follows_links() {
     fs::write(&path, "a-b-c").unwrap();
     fs::set_permissions(&path, fs::Permissions::from_mode(0o640)).unwrap();
     std::os::unix::fs::symlink("real", &link).unwrap();
-    let r = replace(&link, b"-", b"--", &ReplaceOptions::default(), &ScanOptions::default()).unwrap();
+    let r =
+        replace(&link, b"-", b"--", &ReplaceOptions::default(), &ScanOptions::default()).unwrap();
     assert_eq!(r, ReplaceReport { replacements: 2, in_place: false, bytes_written: 7 });
     assert_eq!(fs::read(&path).unwrap(), b"a--b--c");
     assert!(fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
@@ -247,7 +273,14 @@ fn in_place_keeps_the_inode_and_hard_links() {
         let _ = fs::remove_file(&other);
         fs::hard_link(&path, &other).unwrap();
         let ino = fs::metadata(&path).unwrap().ino();
-        let r = replace(&path, b",", b"\t", &ReplaceOptions { sync: true, ..Default::default() }, &ScanOptions::new(strategy, 1)).unwrap();
+        let r = replace(
+            &path,
+            b",",
+            b"\t",
+            &ReplaceOptions { sync: true, ..Default::default() },
+            &ScanOptions::new(strategy, 1),
+        )
+        .unwrap();
         assert_eq!(r, ReplaceReport { replacements: 2, in_place: true, bytes_written: 2 });
         assert_eq!(fs::metadata(&path).unwrap().ino(), ino);
         assert_eq!(fs::read(&other).unwrap(), b"x\ty\tz");
@@ -264,7 +297,14 @@ fn default_windows_on_a_few_mib() {
     for (pat, rep) in [(&b","[..], &b", "[..]), (b"aa", b"b"), (b",", b";")] {
         for strategy in STRATEGIES {
             fs::write(&path, &data).unwrap();
-            let r = replace(&path, pat, rep, &ReplaceOptions::default(), &ScanOptions::new(strategy, 3)).unwrap();
+            let r = replace(
+                &path,
+                pat,
+                rep,
+                &ReplaceOptions::default(),
+                &ScanOptions::new(strategy, 3),
+            )
+            .unwrap();
             let (want, n) = naive_replace(&data, pat, rep);
             assert_eq!(r.replacements, n);
             assert!(fs::read(&path).unwrap() == want, "{pat:?} -> {rep:?} with {strategy:?}");
@@ -300,7 +340,10 @@ fn keep_lines_cases() {
             let r = keep_lines(&path, n, &opts).unwrap();
             assert_eq!(fs::read(&path).unwrap(), want, "{content:?} n={n} {opts:?}");
             let truncated = want.len() < content.len();
-            assert_eq!(r, KeepReport { new_len: want.len() as u64, old_len: content.len() as u64, truncated });
+            assert_eq!(
+                r,
+                KeepReport { new_len: want.len() as u64, old_len: content.len() as u64, truncated }
+            );
             if !truncated {
                 assert_eq!(fs::metadata(&path).unwrap().modified().unwrap(), t);
             }
@@ -344,7 +387,11 @@ fn unknown_capture_groups_are_rejected_before_touching_the_file() {
     ] {
         match replace(&path, pat, rep, &ro, &o) {
             Err(Error::InvalidArgument(m)) => assert!(m.contains(names), "{m}"),
-            other => panic!("{:?} -> {:?}: {other:?}", String::from_utf8_lossy(pat), String::from_utf8_lossy(rep)),
+            other => panic!(
+                "{:?} -> {:?}: {other:?}",
+                String::from_utf8_lossy(pat),
+                String::from_utf8_lossy(rep)
+            ),
         }
         assert_eq!(fs::read(&path).unwrap(), b"foo bar\n");
     }
@@ -377,7 +424,12 @@ fn truncation_during_in_place_edit_stops_all_writes() {
                 let counter = Progress::watched_then(1 << 20, move || {
                     fs::OpenOptions::new().write(true).open(&p).unwrap().set_len(CUT).unwrap();
                 });
-                let opts = ScanOptions { strategy, threads: threads.into(), chunk: 64 << 10, progress: counter };
+                let opts = ScanOptions {
+                    strategy,
+                    threads: threads.into(),
+                    chunk: 64 << 10,
+                    progress: counter,
+                };
                 let r = replace(&path, b"alpha", b"ALPHA", &ro, &opts);
                 let ctx = format!("{strategy:?} x{threads}: {r:?}");
                 match &r {
@@ -402,7 +454,11 @@ fn proc_files_are_refused_not_silently_unmatched() {
     let o = ScanOptions::default();
     for ro in [ReplaceOptions::default(), ReplaceOptions { dry_run: true, ..Default::default() }] {
         match replace("/proc/meminfo", b"MemTotal", b"MemTotaX", &ro, &o) {
-            Err(e) => assert_eq!((e.kind(), e.path()), (ErrorKind::NotAFile, Some(Path::new("/proc/meminfo"))), "{e}"),
+            Err(e) => assert_eq!(
+                (e.kind(), e.path()),
+                (ErrorKind::NotAFile, Some(Path::new("/proc/meminfo"))),
+                "{e}"
+            ),
             other => panic!("{other:?}"),
         }
     }

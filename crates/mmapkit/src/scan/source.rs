@@ -105,7 +105,10 @@ pub(crate) fn open_input(path: &Path) -> Result<Opened> {
     if path.as_os_str() == "-" {
         // Standard input is read from where it stands, even when it is a
         // regular file (`(read hdr; mmapkit count ...) < f`).
-        let fd = std::io::stdin().as_fd().try_clone_to_owned().map_err(|e| Error::io(label(path), "dup", e))?;
+        let fd = std::io::stdin()
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|e| Error::io(label(path), "dup", e))?;
         return Ok(Opened::Stream(Box::new(File::from(fd))));
     }
     let file = File::open(path).map_err(|e| Error::io(path, "open", e))?;
@@ -114,7 +117,11 @@ pub(crate) fn open_input(path: &Path) -> Result<Opened> {
     if ft.is_dir() {
         return Err(Error::io(path, "read", std::io::Error::from_raw_os_error(libc::EISDIR)));
     }
-    if ft.is_fifo() || ft.is_char_device() || ft.is_socket() || (ft.is_file() && (meta.len() == 0 || pseudo_fs(&file))) {
+    if ft.is_fifo()
+        || ft.is_char_device()
+        || ft.is_socket()
+        || (ft.is_file() && (meta.len() == 0 || pseudo_fs(&file)))
+    {
         return Ok(Opened::Stream(Box::new(file)));
     }
     if !ft.is_file() {
@@ -184,7 +191,12 @@ impl Source {
     /// Calls `f` with the bytes `[start, end)` (within the file).
     ///
     /// `f` must not call `with_window` itself (the read buffer is per thread).
-    pub(crate) fn with_window<R>(&self, start: u64, end: u64, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
+    pub(crate) fn with_window<R>(
+        &self,
+        start: u64,
+        end: u64,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<R> {
         debug_assert!(start <= end && end <= self.len());
         match self {
             Source::Mapped(m) => m.read_with(|d| f(&d[start as usize..end as usize])),
@@ -195,10 +207,14 @@ impl Source {
                     words.resize(n.div_ceil(8), 0);
                 }
                 let buf: &mut [u8] = bytemuck::cast_slice_mut(&mut words[..]);
-                let got = pread_full(file, &mut buf[..n], start).map_err(|e| Error::io(path, "read", e))?;
+                let got = pread_full(file, &mut buf[..n], start)
+                    .map_err(|e| Error::io(path, "read", e))?;
                 if got < n {
                     // Not mapped: say so (FileTruncated is about mappings).
-                    return Err(Error::Truncated { path: path.clone(), during: "being read; stopped there" });
+                    return Err(Error::Truncated {
+                        path: path.clone(),
+                        during: "being read; stopped there",
+                    });
                 }
                 Ok(f(&buf[..n]))
             }),

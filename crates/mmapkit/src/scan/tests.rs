@@ -4,7 +4,9 @@
 use proptest::prelude::{prop_oneof, proptest, Just, ProptestConfig};
 
 use super::{count, count_lines, find, find_all, rfind, ScanOptions, Strategy};
-use crate::test_util::{fifo, temp_file, naive_all, naive_last, scan_matrix, Trickle, ALL_STRATEGIES};
+use crate::test_util::{
+    fifo, naive_all, naive_last, scan_matrix, temp_file, Trickle, ALL_STRATEGIES,
+};
 
 /// Every combination the tools promise to agree on.
 fn all_options() -> Vec<ScanOptions> {
@@ -22,7 +24,11 @@ fn check(data: &[u8], needle: &[u8]) {
         let ctx = format!("{o:?} needle={needle:?}");
         assert_eq!(count(&p, needle, &o).unwrap(), all.len() as u64, "count {ctx}");
         assert_eq!(find_all(&p, needle, None, &o).unwrap(), all, "find_all {ctx}");
-        assert_eq!(find_all(&p, needle, Some(2), &o).unwrap(), all.iter().take(2).copied().collect::<Vec<_>>(), "limit {ctx}");
+        assert_eq!(
+            find_all(&p, needle, Some(2), &o).unwrap(),
+            all.iter().take(2).copied().collect::<Vec<_>>(),
+            "limit {ctx}"
+        );
         assert_eq!(find(&p, needle, &o).unwrap(), all.first().copied(), "find {ctx}");
         assert_eq!(rfind(&p, needle, &o).unwrap(), naive_last(data, needle), "rfind {ctx}");
     }
@@ -41,7 +47,8 @@ fn overlapping_needles_across_every_boundary() {
 
 #[test]
 fn lines_and_single_bytes() {
-    let data: Vec<u8> = (0..5000u32).map(|i| if i % 37 == 0 { b'\n' } else { b'a' + (i % 26) as u8 }).collect();
+    let data: Vec<u8> =
+        (0..5000u32).map(|i| if i % 37 == 0 { b'\n' } else { b'a' + (i % 26) as u8 }).collect();
     let (_d, p) = temp_file(&data);
     let want = data.iter().filter(|&&b| b == b'\n').count() as u64;
     for o in all_options() {
@@ -75,7 +82,8 @@ fn truncation_while_scanning_is_an_error_for_both_strategies() {
             let counter = Progress::watched_then(1, move || {
                 std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(4096).unwrap();
             });
-            let opts = ScanOptions { strategy, threads: 1.into(), chunk: 64 << 10, progress: counter };
+            let opts =
+                ScanOptions { strategy, threads: 1.into(), chunk: 64 << 10, progress: counter };
             let result = count(&p, b"x", &opts);
             // Never a silently wrong answer: an error, or a whole-file one.
             match result {
@@ -86,7 +94,10 @@ fn truncation_while_scanning_is_an_error_for_both_strategies() {
                     break;
                 }
                 Err(e @ crate::Error::Truncated { .. }) if strategy == Strategy::Read => {
-                    assert!(!e.to_string().contains("mapped") && e.to_string().contains("being read"), "{e}");
+                    assert!(
+                        !e.to_string().contains("mapped") && e.to_string().contains("being read"),
+                        "{e}"
+                    );
                     caught = true;
                     break;
                 }
@@ -100,7 +111,9 @@ fn truncation_while_scanning_is_an_error_for_both_strategies() {
 
 #[test]
 fn fifos_are_streamed_with_the_same_results() {
-    let data: Vec<u8> = (0..300_000u32).map(|i| if i % 41 == 0 { b'\n' } else { b"ab"[(i % 3 % 2) as usize] }).collect();
+    let data: Vec<u8> = (0..300_000u32)
+        .map(|i| if i % 41 == 0 { b'\n' } else { b"ab"[(i % 3 % 2) as usize] })
+        .collect();
     let dir = tempfile::tempdir().unwrap();
     let (_d, p) = temp_file(&data);
     for (k, o) in all_options().into_iter().filter(|o| o.chunk == 0 || o.chunk == 7).enumerate() {
@@ -112,7 +125,11 @@ fn fifos_are_streamed_with_the_same_results() {
         assert_eq!(count_lines(&f, &o).unwrap(), 300_000u64.div_ceil(41), "lines {ctx}");
         h.join().unwrap();
         let (f, h) = fifo(dir.path(), &format!("a{k}"), data.clone());
-        assert_eq!(find_all(&f, b"ba", Some(5), &o).unwrap(), find_all(&p, b"ba", Some(5), &o).unwrap(), "find_all {ctx}");
+        assert_eq!(
+            find_all(&f, b"ba", Some(5), &o).unwrap(),
+            find_all(&p, b"ba", Some(5), &o).unwrap(),
+            "find_all {ctx}"
+        );
         // Unblock the writer if find_all stopped early (non-blocking: it may be gone).
         use std::os::unix::fs::OpenOptionsExt;
         drop(std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&f));
@@ -127,7 +144,9 @@ fn fifos_are_streamed_with_the_same_results() {
 fn zero_size_proc_and_sysfs_files_are_read() {
     let o = ScanOptions::default();
     // procfs reports size 0; the content is there all the same.
-    let want = std::fs::read("/proc/self/mountinfo").unwrap().iter().filter(|&&b| b == b'\n').count() as u64;
+    let want =
+        std::fs::read("/proc/self/mountinfo").unwrap().iter().filter(|&&b| b == b'\n').count()
+            as u64;
     assert!(want > 0);
     let got = count_lines("/proc/self/mountinfo", &o).unwrap();
     // mountinfo rarely changes between two reads; allow a mount or two.
@@ -138,7 +157,8 @@ fn zero_size_proc_and_sysfs_files_are_read() {
     }
     // sysfs reports 4096 for most attributes; it is streamed, never "truncated".
     let sys = std::path::Path::new("/sys/kernel/mm/transparent_hugepage/enabled");
-    let sys = if sys.exists() { sys } else { std::path::Path::new("/sys/devices/system/cpu/online") };
+    let sys =
+        if sys.exists() { sys } else { std::path::Path::new("/sys/devices/system/cpu/online") };
     if sys.exists() {
         let want = std::fs::read(sys).unwrap().iter().filter(|&&b| b == b'\n').count() as u64;
         for o in all_options() {

@@ -71,19 +71,24 @@ impl<'a> Data<'a> {
         if !bytes.len().is_multiple_of(size) {
             return Err(Error::Format {
                 path: label.to_owned(),
-                detail: format!("{} bytes of data is not a whole number of {size}-byte elements", bytes.len()),
+                detail: format!(
+                    "{} bytes of data is not a whole number of {size}-byte elements",
+                    bytes.len()
+                ),
             });
         }
         if bytes.is_empty() {
             // An empty map's pointer may be unaligned; any empty slice will do.
             return Ok(with_dtype!(dtype, |T| Data::from(&[] as &[T])));
         }
-        with_dtype!(dtype, |T| bytemuck::try_cast_slice::<u8, T>(bytes).map(Data::from).map_err(|_| {
+        with_dtype!(dtype, |T| {
+            bytemuck::try_cast_slice::<u8, T>(bytes).map(Data::from).map_err(|_| {
             Error::invalid(label, format!(
                 "data is not aligned for {}-byte elements (use an offset that is a multiple of the element size)",
                 std::mem::align_of::<T>()
             ))
-        }))
+        })
+        })
     }
 
     /// The element type.
@@ -157,7 +162,12 @@ impl MappedArray {
     /// header's (else [`Error::InvalidArgument`]), and `offset`/`count` must
     /// be `0`/`None`. A header claiming more data than the file holds is a
     /// [`Error::Format`].
-    pub fn open(path: impl AsRef<Path>, dtype: Option<DType>, offset: u64, count: Option<u64>) -> Result<MappedArray> {
+    pub fn open(
+        path: impl AsRef<Path>,
+        dtype: Option<DType>,
+        offset: u64,
+        count: Option<u64>,
+    ) -> Result<MappedArray> {
         let path = path.as_ref();
         // One open; the magic, the header, the length and the mapping all
         // come through this descriptor, so a name replaced meanwhile (an
@@ -181,17 +191,24 @@ impl MappedArray {
             (dtype.expect("raw files have a dtype"), offset, count)
         } else {
             if offset != 0 || count.is_some() {
-                return Err(Error::invalid(path, "offset and count apply to raw files; a .npy file is read through its header"));
+                return Err(Error::invalid(
+                    path,
+                    "offset and count apply to raw files; a .npy file is read through its header",
+                ));
             }
             let (header, data_offset) = crate::store::array::read_header_stable(&file, path)?;
             after_header();
             let fmt = |detail: String| Error::Format { path: path.to_owned(), detail };
-            let d = header
-                .simple_dtype()
-                .ok_or_else(|| fmt(format!("structured dtype {} is not supported by statistics", header.descr)))?;
-            let have: DType = d.parse().map_err(|_| fmt(format!("dtype {d} is not supported by statistics")))?;
+            let d = header.simple_dtype().ok_or_else(|| {
+                fmt(format!("structured dtype {} is not supported by statistics", header.descr))
+            })?;
+            let have: DType =
+                d.parse().map_err(|_| fmt(format!("dtype {d} is not supported by statistics")))?;
             if let Some(want) = dtype.filter(|&want| want != have) {
-                return Err(Error::invalid(path, format!("dtype {want} conflicts with the .npy header's {d}")));
+                return Err(Error::invalid(
+                    path,
+                    format!("dtype {want} conflicts with the .npy header's {d}"),
+                ));
             }
             let n = header.shape.iter().try_fold(1u64, |a, &x| a.checked_mul(x));
             let need = n
@@ -214,7 +231,9 @@ impl MappedArray {
             let len = c
                 .checked_mul(dtype.size() as u64)
                 .and_then(|l| usize::try_from(l).ok())
-                .ok_or_else(|| Error::invalid(path, format!("{c} elements do not fit in memory")))?;
+                .ok_or_else(|| {
+                    Error::invalid(path, format!("{c} elements do not fit in memory"))
+                })?;
             opts.len(len);
         }
         let map = opts.map(file, path)?;
@@ -289,7 +308,8 @@ impl ArrayFile {
             Strategy::Read | Strategy::Stream => true,
             Strategy::Auto => {
                 let r = array.map.residency()?;
-                r.mapped_bytes > 0 && (r.resident_bytes as f64) < AUTO_MMAP_RESIDENT * r.mapped_bytes as f64
+                r.mapped_bytes > 0
+                    && (r.resident_bytes as f64) < AUTO_MMAP_RESIDENT * r.mapped_bytes as f64
             }
         };
         let read = if read {
@@ -398,7 +418,13 @@ impl Input<'_> {
     }
 
     /// [`quantiles`](super::quantiles), or [`quantiles_wide`](super::quantiles_wide) with `wide`.
-    pub fn quantiles(self, qs: &[f64], method: Method, skipna: bool, wide: bool) -> Result<Vec<Value>> {
+    pub fn quantiles(
+        self,
+        qs: &[f64],
+        method: Method,
+        skipna: bool,
+        wide: bool,
+    ) -> Result<Vec<Value>> {
         on_input!(self, |s| super::quantiles_in(s, qs, method, skipna, wide))
     }
 

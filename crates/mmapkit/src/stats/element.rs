@@ -162,7 +162,9 @@ macro_rules! int_element {
                     return (u64::MAX, 0, 0);
                 }
                 // Native min/max: vectorises, unlike u64 keys.
-                let (lo, hi) = chunk.iter().fold((<$t>::MAX, <$t>::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+                let (lo, hi) = chunk
+                    .iter()
+                    .fold((<$t>::MAX, <$t>::MIN), |(lo, hi), &x| (lo.min(x), hi.max(x)));
                 (lo.key(), hi.key(), 0)
             }
         }
@@ -214,11 +216,7 @@ macro_rules! float_element {
                     let (a, b, diff) = (a as f64, b as f64, diff as f64);
                     return if t >= 0.5 { b - diff * (1.0 - t) } else { a + diff * t };
                 }
-                (if t >= 0.5 {
-                    b - diff * ((1.0 - t) as $t)
-                } else {
-                    a + diff * (t as $t)
-                }) as f64
+                (if t >= 0.5 { b - diff * ((1.0 - t) as $t) } else { a + diff * (t as $t) }) as f64
             }
             fn sum_chunk(chunk: &[Self]) -> Sum {
                 float_sum(chunk, |x| x as f64)

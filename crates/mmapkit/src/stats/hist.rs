@@ -35,7 +35,15 @@ fn linspace(start: f64, stop: f64, num: usize, in_f32: bool) -> Vec<f64> {
     } else {
         let delta = stop - start;
         let step = delta / div;
-        (0..num).map(|i| if step == 0.0 { (i as f64 / div) * delta + start } else { (i as f64) * step + start }).collect()
+        (0..num)
+            .map(|i| {
+                if step == 0.0 {
+                    (i as f64 / div) * delta + start
+                } else {
+                    (i as f64) * step + start
+                }
+            })
+            .collect()
     };
     if num > 1 {
         y[num - 1] = if in_f32 { stop as f32 as f64 } else { stop };
@@ -48,7 +56,13 @@ fn linspace(start: f64, stop: f64, num: usize, in_f32: bool) -> Vec<f64> {
 fn bin_of(x: f64, edges: &[f64], scale: f64) -> usize {
     let bins = edges.len() - 1;
     let est = (x - edges[0]) * scale;
-    let mut i = if est >= bins as f64 { bins - 1 } else if est > 0.0 { est as usize } else { 0 };
+    let mut i = if est >= bins as f64 {
+        bins - 1
+    } else if est > 0.0 {
+        est as usize
+    } else {
+        0
+    };
     while i > 0 && x < edges[i] {
         i -= 1;
     }
@@ -62,7 +76,11 @@ fn bin_of(x: f64, edges: &[f64], scale: f64) -> usize {
 /// or over `[min, max]` of the data when `range` is `None` (NaN or ±inf
 /// in the data is then an error, as in numpy; with a range they are
 /// dropped like any out-of-range value).
-pub fn histogram<T: Element>(data: &[T], bins: usize, range: Option<(f64, f64)>) -> Result<Histogram> {
+pub fn histogram<T: Element>(
+    data: &[T],
+    bins: usize,
+    range: Option<(f64, f64)>,
+) -> Result<Histogram> {
     histogram_in(data, bins, range)
 }
 
@@ -79,10 +97,14 @@ pub(crate) fn histogram_in<T: Element, S: Elements<T> + ?Sized>(
     let (first, last, in_f32, keep) = match range {
         Some((lo, hi)) => {
             if lo > hi {
-                return Err(Error::InvalidArgument("max must be larger than min in range parameter".into()));
+                return Err(Error::InvalidArgument(
+                    "max must be larger than min in range parameter".into(),
+                ));
             }
             if !(lo.is_finite() && hi.is_finite()) {
-                return Err(Error::InvalidArgument(format!("supplied range of [{lo}, {hi}] is not finite")));
+                return Err(Error::InvalidArgument(format!(
+                    "supplied range of [{lo}, {hi}] is not finite"
+                )));
             }
             // float32 data compares with the range rounded to float32.
             let keep = if is_f32 { (lo as f32 as f64, hi as f32 as f64) } else { (lo, hi) };
@@ -98,7 +120,9 @@ pub(crate) fn histogram_in<T: Element, S: Elements<T> + ?Sized>(
                 (T::from_key(klo).to_f64(), T::from_key(khi).to_f64())
             };
             if !(lo.is_finite() && hi.is_finite()) {
-                return Err(Error::InvalidArgument(format!("autodetected range of [{lo}, {hi}] is not finite")));
+                return Err(Error::InvalidArgument(format!(
+                    "autodetected range of [{lo}, {hi}] is not finite"
+                )));
             }
             // numpy adjusts the range in the data's own type (float32 stays
             // float32); integers become float64.

@@ -112,7 +112,10 @@ pub fn median<T: Element>(data: &[T], skipna: bool) -> f64 {
     infallible(median_in(data, skipna))
 }
 
-pub(crate) fn median_in<T: Element, S: Elements<T> + ?Sized>(data: &S, skipna: bool) -> Result<f64> {
+pub(crate) fn median_in<T: Element, S: Elements<T> + ?Sized>(
+    data: &S,
+    skipna: bool,
+) -> Result<f64> {
     let (n, nans, top) = counts(data)?;
     if (nans > 0 && !skipna) || n == 0 {
         return Ok(f64::NAN);
@@ -138,7 +141,11 @@ fn counts<T: Element, S: Elements<T> + ?Sized>(data: &S) -> Result<(u64, u64, Op
 }
 
 /// Keys of `ranks`, by the window fast path when pass 1 was skipped.
-fn select<T: Element, S: Elements<T> + ?Sized>(data: &S, top: Option<TopCounts>, ranks: &[u64]) -> Result<Vec<u64>> {
+fn select<T: Element, S: Elements<T> + ?Sized>(
+    data: &S,
+    top: Option<TopCounts>,
+    ranks: &[u64],
+) -> Result<Vec<u64>> {
     let top = match top {
         Some(t) => t,
         None => {
@@ -158,16 +165,32 @@ fn select<T: Element, S: Elements<T> + ?Sized>(data: &S, top: Option<TopCounts>,
 /// `float32` data interpolates in `float32` like `np.quantile` with a
 /// Python-float `q`; use [`quantiles_wide`] for numpy's behaviour with an
 /// array of `q`s (interpolation in `float64`).
-pub fn quantiles<T: Element>(data: &[T], qs: &[f64], method: Method, skipna: bool) -> Result<Vec<Value>> {
+pub fn quantiles<T: Element>(
+    data: &[T],
+    qs: &[f64],
+    method: Method,
+    skipna: bool,
+) -> Result<Vec<Value>> {
     quantiles_with(data, qs, method, skipna, false)
 }
 
 /// [`quantiles`] interpolating `float32` data in `float64`.
-pub fn quantiles_wide<T: Element>(data: &[T], qs: &[f64], method: Method, skipna: bool) -> Result<Vec<Value>> {
+pub fn quantiles_wide<T: Element>(
+    data: &[T],
+    qs: &[f64],
+    method: Method,
+    skipna: bool,
+) -> Result<Vec<Value>> {
     quantiles_with(data, qs, method, skipna, true)
 }
 
-fn quantiles_with<T: Element>(data: &[T], qs: &[f64], method: Method, skipna: bool, wide: bool) -> Result<Vec<Value>> {
+fn quantiles_with<T: Element>(
+    data: &[T],
+    qs: &[f64],
+    method: Method,
+    skipna: bool,
+    wide: bool,
+) -> Result<Vec<Value>> {
     quantiles_in(data, qs, method, skipna, wide)
 }
 
@@ -179,7 +202,9 @@ pub(crate) fn quantiles_in<T: Element, S: Elements<T> + ?Sized>(
     wide: bool,
 ) -> Result<Vec<Value>> {
     if let Some(q) = qs.iter().find(|q| !(0.0..=1.0).contains(*q)) {
-        return Err(Error::InvalidArgument(format!("quantiles must be in the range [0, 1], got {q}")));
+        return Err(Error::InvalidArgument(format!(
+            "quantiles must be in the range [0, 1], got {q}"
+        )));
     }
     if data.count() == 0 {
         return Err(Error::InvalidArgument("cannot compute a quantile of an empty array".into()));
@@ -239,7 +264,11 @@ fn key_range<T: Element, S: Elements<T> + ?Sized>(data: &S) -> Result<(u64, u64,
     )
 }
 
-pub(crate) fn extreme_in<T: Element, S: Elements<T> + ?Sized>(data: &S, skipna: bool, max: bool) -> Result<Value> {
+pub(crate) fn extreme_in<T: Element, S: Elements<T> + ?Sized>(
+    data: &S,
+    skipna: bool,
+    max: bool,
+) -> Result<Value> {
     if data.count() == 0 {
         return Err(Error::InvalidArgument(format!(
             "zero-size array to reduction operation {} which has no identity",
@@ -272,7 +301,10 @@ pub fn sum<T: Element>(data: &[T], skipna: bool) -> Sum {
 /// The sum and the number of elements summed (non-NaN ones with `skipna`).
 /// Chunk sums merge in chunk order, so the result does not depend on the
 /// thread count or the source.
-pub(crate) fn sum_count_in<T: Element, S: Elements<T> + ?Sized>(data: &S, skipna: bool) -> Result<(Sum, u64)> {
+pub(crate) fn sum_count_in<T: Element, S: Elements<T> + ?Sized>(
+    data: &S,
+    skipna: bool,
+) -> Result<(Sum, u64)> {
     let zero = if T::DTYPE.is_float() { Sum::Float(0.0, 0.0) } else { Sum::Int(0) };
     let mut parts = data.fold_chunks(
         Vec::new,

@@ -188,10 +188,14 @@ struct Cumulative(Vec<u64>);
 impl Cumulative {
     fn new(hist: &[u64]) -> Self {
         let mut acc = 0;
-        Cumulative(hist.iter().map(|&c| {
-            acc += c;
-            acc
-        }).collect())
+        Cumulative(
+            hist.iter()
+                .map(|&c| {
+                    acc += c;
+                    acc
+                })
+                .collect(),
+        )
     }
 
     /// Bucket of the `rank`-th key: (bucket, rank within it, its count).
@@ -211,7 +215,11 @@ fn unique_prefixes(targets: &[Target]) -> Vec<u64> {
 
 /// The keys of the given ranks (0-based, among non-NaN elements in key
 /// order; every rank must be below `top.valid()`).
-pub(crate) fn select_keys<T: Element, S: Elements<T> + ?Sized>(data: &S, top: &TopCounts, ranks: &[u64]) -> Result<Vec<u64>> {
+pub(crate) fn select_keys<T: Element, S: Elements<T> + ?Sized>(
+    data: &S,
+    top: &TopCounts,
+    ranks: &[u64],
+) -> Result<Vec<u64>> {
     select_keys_limit(data, top, ranks, COLLECT)
 }
 
@@ -242,7 +250,8 @@ pub(crate) fn select_keys_limit<T: Element, S: Elements<T> + ?Sized>(
             break;
         }
         let shift = T::BITS - fixed;
-        let (small, big): (Vec<Target>, Vec<Target>) = pending.drain(..).partition(|t| t.count <= limit);
+        let (small, big): (Vec<Target>, Vec<Target>) =
+            pending.drain(..).partition(|t| t.count <= limit);
         if !small.is_empty() {
             let prefixes = unique_prefixes(&small);
             let mut buckets = collect(data, &prefixes, shift)?;
@@ -261,7 +270,13 @@ pub(crate) fn select_keys_limit<T: Element, S: Elements<T> + ?Sized>(
             for t in big {
                 let i = prefixes.binary_search(&t.prefix).expect("prefix histogrammed");
                 let (b, rank, count) = cums[i].locate(t.rank);
-                pending.push(Target { out: t.out, prefix: (t.prefix << width) | b, fixed: fixed + width, rank, count });
+                pending.push(Target {
+                    out: t.out,
+                    prefix: (t.prefix << width) | b,
+                    fixed: fixed + width,
+                    rank,
+                    count,
+                });
             }
         }
     }
@@ -271,7 +286,12 @@ pub(crate) fn select_keys_limit<T: Element, S: Elements<T> + ?Sized>(
 /// Calls `hit(i, key)` for each non-NaN element of `chunk` whose key's
 /// top bits (`key >> shift`) are `prefixes[i]` (sorted).
 #[inline(always)]
-fn under_prefixes<T: Element>(chunk: &[T], prefixes: &[u64], shift: u32, mut hit: impl FnMut(usize, u64)) {
+fn under_prefixes<T: Element>(
+    chunk: &[T],
+    prefixes: &[u64],
+    shift: u32,
+    mut hit: impl FnMut(usize, u64),
+) {
     let (lo, hi) = (prefixes[0], prefixes[prefixes.len() - 1]);
     for &x in chunk {
         if x.is_nan() {
@@ -290,7 +310,11 @@ fn under_prefixes<T: Element>(chunk: &[T], prefixes: &[u64], shift: u32, mut hit
 
 /// The keys whose top bits (`key >> shift`) are one of `prefixes`, one
 /// vector per prefix.
-fn collect<T: Element, S: Elements<T> + ?Sized>(data: &S, prefixes: &[u64], shift: u32) -> Result<Vec<Vec<u64>>> {
+fn collect<T: Element, S: Elements<T> + ?Sized>(
+    data: &S,
+    prefixes: &[u64],
+    shift: u32,
+) -> Result<Vec<Vec<u64>>> {
     let n = prefixes.len();
     data.fold_chunks(
         || vec![Vec::new(); n],
@@ -308,7 +332,12 @@ fn collect<T: Element, S: Elements<T> + ?Sized>(data: &S, prefixes: &[u64], shif
 }
 
 /// Histograms of the `width` bits below each prefix, concatenated.
-fn refine<T: Element, S: Elements<T> + ?Sized>(data: &S, prefixes: &[u64], shift: u32, width: u32) -> Result<Vec<u64>> {
+fn refine<T: Element, S: Elements<T> + ?Sized>(
+    data: &S,
+    prefixes: &[u64],
+    shift: u32,
+    width: u32,
+) -> Result<Vec<u64>> {
     let n = prefixes.len();
     let bins = 1usize << width;
     let low = shift - width;
@@ -316,7 +345,9 @@ fn refine<T: Element, S: Elements<T> + ?Sized>(data: &S, prefixes: &[u64], shift
     data.fold_chunks(
         || vec![0u64; n * bins],
         |mut h, _, chunk| {
-            under_prefixes(chunk, prefixes, shift, |i, k| h[i * bins + ((k >> low) & mask) as usize] += 1);
+            under_prefixes(chunk, prefixes, shift, |i, k| {
+                h[i * bins + ((k >> low) & mask) as usize] += 1
+            });
             h
         },
         |mut a, b| {
@@ -338,7 +369,10 @@ const SAMPLE: usize = 1 << 16;
 /// the answer is exact either way. (A streamed file is sampled in its
 /// first block only: a file whose values drift along it, e.g. sorted,
 /// misleads it and costs a second pass.)
-pub(crate) fn select_keys_window<T: Element, S: Elements<T> + ?Sized>(data: &S, ranks: &[u64]) -> Result<Option<Vec<u64>>> {
+pub(crate) fn select_keys_window<T: Element, S: Elements<T> + ?Sized>(
+    data: &S,
+    ranks: &[u64],
+) -> Result<Option<Vec<u64>>> {
     select_keys_window_with(data, ranks, SAMPLE)
 }
 

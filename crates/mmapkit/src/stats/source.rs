@@ -53,7 +53,11 @@ impl<T: Element> Elements<T> for [T] {
         F: Fn(A, usize, &[T]) -> A + Sync + Send,
         R: Fn(A, A) -> A + Sync + Send,
     {
-        Ok(self.par_chunks(CHUNK).enumerate().fold(&init, |a, (i, c)| fold(a, i, c)).reduce(&init, reduce))
+        Ok(self
+            .par_chunks(CHUNK)
+            .enumerate()
+            .fold(&init, |a, (i, c)| fold(a, i, c))
+            .reduce(&init, reduce))
     }
 
     fn sample(&self, want: usize) -> Result<Vec<T>> {
@@ -113,7 +117,8 @@ impl<T: Element> Elements<T> for Streamed<'_, T> {
                     return Ok(acc.expect("accumulator"));
                 }
                 let (start, end) = (b * self.block, ((b + 1) * self.block).min(self.len));
-                let (from, to) = (self.offset + (start * size) as u64, self.offset + (end * size) as u64);
+                let (from, to) =
+                    (self.offset + (start * size) as u64, self.offset + (end * size) as u64);
                 self.source.with_window(from, to, |bytes| {
                     // The read buffer is 8-byte aligned and holds whole elements.
                     let data: &[T] = bytemuck::cast_slice(bytes);

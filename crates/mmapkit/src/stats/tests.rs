@@ -1,4 +1,7 @@
-use super::select::{select_keys, select_keys_limit, select_keys_window_with, top_counts, window_count, window_count_scalar, CHUNK};
+use super::select::{
+    select_keys, select_keys_limit, select_keys_window_with, top_counts, window_count,
+    window_count_scalar, CHUNK,
+};
 use super::*;
 use proptest::prelude::*;
 
@@ -21,7 +24,9 @@ fn check_all<T: Element>(v: &[T]) {
     if !s.is_empty() && !has_nan {
         for sample in [1, 3, 50] {
             let mid = s.len() as u64 / 2;
-            for ranks in [vec![mid], vec![0], vec![s.len() as u64 - 1], vec![mid.saturating_sub(1), mid]] {
+            for ranks in
+                [vec![mid], vec![0], vec![s.len() as u64 - 1], vec![mid.saturating_sub(1), mid]]
+            {
                 if let Some(keys) = select_keys_window_with(v, &ranks, sample).unwrap() {
                     for (r, k) in ranks.iter().zip(keys) {
                         assert!(T::from_key(k) == s[*r as usize], "window rank {r}");
@@ -124,7 +129,8 @@ proptest! {
 #[test]
 fn linear_quantile_next_to_an_infinity_is_nan_like_numpy() {
     // np.quantile(np.array([-0.0, np.inf]), [0, 0.5, 1]) -> [nan, nan, nan]
-    let got = quantiles(&[-0.0f64, f64::INFINITY], &[0.0, 0.5, 1.0], Method::Linear, false).unwrap();
+    let got =
+        quantiles(&[-0.0f64, f64::INFINITY], &[0.0, 0.5, 1.0], Method::Linear, false).unwrap();
     assert!(got.iter().all(|v| v.as_f64().is_nan()), "{got:?}");
     check_all(&[-0.0f64, f64::INFINITY]);
     check_all(&[-0.0f32, f32::INFINITY]);
@@ -132,12 +138,25 @@ fn linear_quantile_next_to_an_infinity_is_nan_like_numpy() {
 
 #[test]
 fn keys_preserve_order() {
-    let f = [f64::NEG_INFINITY, -1e300, -1.0, -f64::MIN_POSITIVE, -0.0, 0.0, 1e-310, 1.0, f64::MAX, f64::INFINITY];
+    let f = [
+        f64::NEG_INFINITY,
+        -1e300,
+        -1.0,
+        -f64::MIN_POSITIVE,
+        -0.0,
+        0.0,
+        1e-310,
+        1.0,
+        f64::MAX,
+        f64::INFINITY,
+    ];
     for w in f.windows(2) {
         assert!(w[0].key() < w[1].key(), "{:?}", w);
         assert_eq!(f64::from_key(w[0].key()).to_bits(), w[0].to_bits());
     }
-    assert!(i64::MIN.key() < (-1i64).key() && (-1i64).key() < 0i64.key() && 0i64.key() < i64::MAX.key());
+    assert!(
+        i64::MIN.key() < (-1i64).key() && (-1i64).key() < 0i64.key() && 0i64.key() < i64::MAX.key()
+    );
     assert_eq!(i8::from_key((-5i8).key()), -5);
 }
 
@@ -149,7 +168,8 @@ fn big_bucket_is_narrowed_again() {
     // 20000 values in 4096 distinct top-16-bit buckets of a 32-bit key,
     // with a collect limit of 3: every bucket is too big and is
     // histogrammed on its next 16 bits (64-bit keys: twice).
-    let v32: Vec<u32> = (0..20_000u32).map(|i| (i.wrapping_mul(2654435761) % 4096) << 16 | (i % 7)).collect();
+    let v32: Vec<u32> =
+        (0..20_000u32).map(|i| (i.wrapping_mul(2654435761) % 4096) << 16 | (i % 7)).collect();
     let v64: Vec<u64> = v32.iter().map(|&x| (x as u64) << 32 | (x as u64 % 5)).collect();
     fn check<T: Element + Ord>(v: &[T]) {
         let mut s = v.to_vec();
@@ -203,7 +223,10 @@ fn linear_quantile_matches_numpy_values() {
         .collect();
     assert_eq!(got, vec![0.9, 2.0 + (9.0f64 * 0.33 - 2.0), 4.5, 8.91]);
     // The int16 case numpy gets wrong (it wraps b - a): exact here.
-    assert_eq!(quantiles(&[-30000i16, 30000], &[0.5], Method::Linear, false).unwrap(), vec![Value::Float(0.0)]);
+    assert_eq!(
+        quantiles(&[-30000i16, 30000], &[0.5], Method::Linear, false).unwrap(),
+        vec![Value::Float(0.0)]
+    );
     assert!(quantiles(&[1.0f64], &[1.5], Method::Linear, false).is_err());
     assert!(quantiles::<f64>(&[], &[0.5], Method::Linear, false).is_err());
 }
@@ -270,7 +293,11 @@ fn mapped_file_raw_and_npy() {
     assert_eq!(a.dtype(), DType::F64);
     assert_eq!(a.with(|d| crate::with_data!(d, |s| median(s, false))).unwrap(), 2.0);
     assert!(MappedArray::open(&raw, None, 0, None).is_err());
-    assert!("<i2".parse::<DType>().is_ok() && ">i2".parse::<DType>().is_err() && "complex64".parse::<DType>().is_err());
+    assert!(
+        "<i2".parse::<DType>().is_ok()
+            && ">i2".parse::<DType>().is_err()
+            && "complex64".parse::<DType>().is_err()
+    );
 }
 
 /// `Threads::install` is the stats' thread control: every result is the
@@ -312,7 +339,11 @@ fn all_of<T: Element, S: Elements<T> + ?Sized>(src: &S, float_sums: bool) -> Str
     let r = |m| quantiles_in(src, &q, m, false, false).ok();
     let sum = sum_count_in(src, false).unwrap();
     let sum_nan = sum_count_in(src, true).unwrap();
-    let sums = if float_sums { format!("{sum:?} {sum_nan:?} {:?} {:?}", mean_in(src, false), mean_in(src, true)) } else { String::new() };
+    let sums = if float_sums {
+        format!("{sum:?} {sum_nan:?} {:?} {:?}", mean_in(src, false), mean_in(src, true))
+    } else {
+        String::new()
+    };
     format!(
         "{:?} {:?} | {:?} {:?} {:?} {:?} | {:?} {:?} {:?} {:?} | {:?} {:?} | {} {} {}",
         median_in(src, false).unwrap(),
@@ -357,7 +388,9 @@ fn check_streamed<T: Element>(v: &[T], blocks: &[usize]) {
             let want = Threads::ONE.install(|| all_of(v, whole)).unwrap();
             for t in [1, 3] {
                 let got = Threads::from(t)
-                    .install(|| all_of(&Streamed::<T>::with_block(&src, pad as u64, v.len(), block), whole))
+                    .install(|| {
+                        all_of(&Streamed::<T>::with_block(&src, pad as u64, v.len(), block), whole)
+                    })
                     .unwrap();
                 assert_eq!(got, want, "block {block}, pad {pad}, {t} threads");
             }
@@ -413,7 +446,8 @@ fn array_file_strategies_agree_and_auto_follows_the_cache() {
     use crate::scan::Strategy;
     let dir = tempfile::tempdir().unwrap();
     let raw = dir.path().join("a.bin");
-    let vals: Vec<i16> = (0..300_001).map(|i: i64| ((i * 7_919) % 60_007 - 30_000) as i16).collect();
+    let vals: Vec<i16> =
+        (0..300_001).map(|i: i64| ((i * 7_919) % 60_007 - 30_000) as i16).collect();
     let mut bytes = vec![0u8; 6];
     bytes.extend_from_slice(bytemuck::cast_slice(&vals));
     std::fs::write(&raw, &bytes).unwrap();
@@ -447,7 +481,10 @@ fn array_file_strategies_agree_and_auto_follows_the_cache() {
     }
     // The same checks whichever the source: misaligned data is an error.
     for s in [Strategy::Mmap, Strategy::Read] {
-        assert!(ArrayFile::open(&raw, Some(DType::I16), 5, Some(4), s).unwrap().with(|_| ()).is_err());
+        assert!(ArrayFile::open(&raw, Some(DType::I16), 5, Some(4), s)
+            .unwrap()
+            .with(|_| ())
+            .is_err());
     }
     // A file truncated under the reader is an error, not a wrong answer.
     let a = ArrayFile::open(&raw, Some(DType::I16), 6, None, Strategy::Read).unwrap();
@@ -486,7 +523,8 @@ proptest! {
 
 /// A `.npy` file of `vals` (1-d).
 fn npy_of<T: Element + bytemuck::Pod>(path: &std::path::Path, dtype: &str, vals: &[T]) {
-    let mut bytes = crate::store::npy::Header::new(dtype, vec![vals.len() as u64]).encode().unwrap();
+    let mut bytes =
+        crate::store::npy::Header::new(dtype, vec![vals.len() as u64]).encode().unwrap();
     bytes.extend_from_slice(bytemuck::cast_slice(vals));
     std::fs::write(path, bytes).unwrap();
 }
@@ -501,7 +539,8 @@ fn mapped_array_reads_header_and_data_from_one_inode() {
     npy_of(&a, "<i2", &[1i16, 2, 3, 4]);
     npy_of(&b, "<f8", &[9.5f64; 8]);
     let (from, to) = (b.clone(), a.clone());
-    super::data::AFTER_HEADER.with(|h| *h.borrow_mut() = Some(Box::new(move || std::fs::rename(from, to).unwrap())));
+    super::data::AFTER_HEADER
+        .with(|h| *h.borrow_mut() = Some(Box::new(move || std::fs::rename(from, to).unwrap())));
     let m = MappedArray::open(&a, None, 0, None).unwrap();
     assert!(!b.exists(), "the hook ran");
     assert_eq!(m.dtype(), DType::I16);
@@ -526,7 +565,12 @@ fn mapped_array_never_reads_a_fifo() {
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
     // Read-write and non-blocking: holds the FIFO open (so opening it
     // never blocks) and can read back what is left.
-    let mut keep = std::fs::OpenOptions::new().read(true).write(true).custom_flags(libc::O_NONBLOCK).open(&p).unwrap();
+    let mut keep = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&p)
+        .unwrap();
     keep.write_all(b"\x93NUMPY\x01\x00").unwrap();
     for dtype in [None, Some(DType::U8)] {
         let e = MappedArray::open(&p, dtype, 0, None).unwrap_err();

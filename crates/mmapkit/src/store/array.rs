@@ -54,10 +54,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 use super::npy::Header;
-use durable::Durable;
 use crate::dtype::TypeStr;
 use crate::map::{Map, MapOptions, Mode};
 use crate::{Error, Result};
+use durable::Durable;
 
 /// Options for [`ArrayStore::create`] and [`ArrayStore::open_with`].
 #[derive(Clone, Debug)]
@@ -123,7 +123,10 @@ pub(crate) fn read_header(file: &File, path: &Path) -> Result<(Header, usize)> {
     let mut buf = vec![0u8; total];
     let n = read_full(file, &mut buf, path)?;
     if n < total {
-        return Err(format_err(path, format!("truncated .npy header ({total} bytes expected, the file has {n})")));
+        return Err(format_err(
+            path,
+            format!("truncated .npy header ({total} bytes expected, the file has {n})"),
+        ));
     }
     Header::decode(&buf, path)
 }
@@ -157,10 +160,23 @@ pub(crate) fn read_header_stable(file: &File, path: &Path) -> Result<(Header, us
 
 /// The header's row count, or fewer when the store's durable-rows record
 /// says a power loss since may have lost the rest (see `durable`).
-fn trusted_rows(file: &File, path: &Path, header: &Header, data_off: usize, row_bytes: usize) -> Result<u64> {
+fn trusted_rows(
+    file: &File,
+    path: &Path,
+    header: &Header,
+    data_off: usize,
+    row_bytes: usize,
+) -> Result<u64> {
     let rows = header.shape[0];
     match durable::read(&durable::path_of(path))? {
-        Some(r) if !r.this_boot && r.rows < rows && r.fingerprint == durable::fingerprint(file, path, header, data_off, row_bytes, r.rows)? => Ok(r.rows),
+        Some(r)
+            if !r.this_boot
+                && r.rows < rows
+                && r.fingerprint
+                    == durable::fingerprint(file, path, header, data_off, row_bytes, r.rows)? =>
+        {
+            Ok(r.rows)
+        }
         _ => Ok(rows),
     }
 }
@@ -180,7 +196,10 @@ pub fn read_header_of(path: &Path) -> Result<(Header, usize)> {
         return Err(Error::io(path, "open", std::io::Error::from_raw_os_error(libc::EISDIR)));
     }
     if !meta.file_type().is_file() {
-        return Err(Error::not_a_file(path, "not a regular file (a .npy header is read from a file)"));
+        return Err(Error::not_a_file(
+            path,
+            "not a regular file (a .npy header is read from a file)",
+        ));
     }
     read_header_stable(&file, path)
 }
@@ -215,11 +234,17 @@ fn check_dtype(path: &Path, header: &Header, item_size: Option<usize>) -> Result
     let descr = header.descr.trim();
     let size = match (item_size, header.item_size()) {
         (Some(given), Some(known)) if given != known => {
-            return Err(format_err(path, format!("dtype {descr} has {known}-byte items, not {given}")))
+            return Err(format_err(
+                path,
+                format!("dtype {descr} has {known}-byte items, not {given}"),
+            ))
         }
         (Some(n), _) | (None, Some(n)) => n,
         (None, None) => {
-            return Err(Error::invalid(path, format!("cannot tell the item size of dtype {descr}; pass it explicitly")))
+            return Err(Error::invalid(
+                path,
+                format!("cannot tell the item size of dtype {descr}; pass it explicitly"),
+            ))
         }
     };
     if size == 0 {
@@ -260,14 +285,23 @@ fn lock_writer(file: &File, path: &Path) -> Result<()> {
 /// [`crate::fs`]), syncs it and renames it over the real file, so the user
 /// has either the old file or the whole new one. Returns the open new file,
 /// locked for writing.
-fn replace_atomically(path: &Path, header: &[u8], copy_from: Option<(&File, u64, u64)>, allocate: u64) -> Result<File> {
+fn replace_atomically(
+    path: &Path,
+    header: &[u8],
+    copy_from: Option<(&File, u64, u64)>,
+    allocate: u64,
+) -> Result<File> {
     let mut out = crate::fs::AtomicFile::create(path, &[])?;
     let tmp = out.temp_path().to_owned();
     lock_writer(out.file(), &tmp)?;
     out.file_mut().write_all(header).map_err(|e| Error::io(&tmp, "write", e))?;
     if let Some((src, off, len)) = copy_from {
-        let mut reader = std::io::Read::take(std::io::BufReader::with_capacity(1 << 20, ReadAt { file: src, pos: off }), len);
-        let n = std::io::copy(&mut reader, out.file_mut()).map_err(|e| Error::io(path, "copy", e))?;
+        let mut reader = std::io::Read::take(
+            std::io::BufReader::with_capacity(1 << 20, ReadAt { file: src, pos: off }),
+            len,
+        );
+        let n =
+            std::io::copy(&mut reader, out.file_mut()).map_err(|e| Error::io(path, "copy", e))?;
         if n != len {
             return Err(Error::FileTruncated { path: path.to_owned() });
         }
@@ -321,7 +355,9 @@ impl ArrayStore {
         // Replacing a store that another process is writing would leave
         // that writer appending to a file nobody can see.
         // (Checked on the resolved target: a FIFO is refused, never opened.)
-        if let crate::fs::Target::File { existing: Some(_), real } = crate::fs::output_target(path, &[])? {
+        if let crate::fs::Target::File { existing: Some(_), real } =
+            crate::fs::output_target(path, &[])?
+        {
             if let Ok(old) = File::open(&real) {
                 lock_writer(&old, path)?;
             }
@@ -330,9 +366,12 @@ impl ArrayStore {
             .capacity_rows
             .checked_mul(row_bytes as u64)
             .and_then(|b| b.checked_add(data_off as u64))
-            .ok_or_else(|| Error::invalid(path, format!("{} rows are too many", opts.capacity_rows)))?;
+            .ok_or_else(|| {
+                Error::invalid(path, format!("{} rows are too many", opts.capacity_rows))
+            })?;
         let file = replace_atomically(path, &bytes, None, capacity)?;
-        let mut store = Self::map_store(file, path, header, item_size, row_bytes, data_off, field, opts, None)?;
+        let mut store =
+            Self::map_store(file, path, header, item_size, row_bytes, data_off, field, opts, None)?;
         store.keep_len = data_off;
         store.reserve_rows(opts.capacity_rows)?;
         store.start_durable(false)?;
@@ -343,7 +382,11 @@ impl ArrayStore {
     /// lock, sees rows published so far, [`refresh`](Self::refresh) to
     /// see more) or as the one writer. The item size is taken from the
     /// header for simple dtypes; pass `item_size` for structured ones.
-    pub fn open(path: impl AsRef<Path>, writable: bool, item_size: Option<usize>) -> Result<ArrayStore> {
+    pub fn open(
+        path: impl AsRef<Path>,
+        writable: bool,
+        item_size: Option<usize>,
+    ) -> Result<ArrayStore> {
         Self::open_with(path, writable, item_size, &StoreOptions::default())
     }
 
@@ -379,11 +422,15 @@ impl ArrayStore {
             return Err(format_err(path, "a 0-d array has no rows to grow".into()));
         }
         if header.fortran_order && header.shape.len() > 1 {
-            return Err(format_err(path, "Fortran-order arrays cannot grow by rows (C order only)".into()));
+            return Err(format_err(
+                path,
+                "Fortran-order arrays cannot grow by rows (C order only)".into(),
+            ));
         }
         header.fortran_order = false;
         let item_size = check_dtype(path, &header, item_size)?;
-        let row_bytes = row_bytes_of(path, item_size, &header.shape[1..]).map_err(|e| format_err(path, e.message()))?;
+        let row_bytes = row_bytes_of(path, item_size, &header.shape[1..])
+            .map_err(|e| format_err(path, e.message()))?;
         if !writable {
             header.shape[0] = trusted_rows(&file, path, &header, data_off, row_bytes)?;
         }
@@ -400,12 +447,24 @@ impl ArrayStore {
             ));
         }
         if !writable {
-            let len = usize::try_from(need).map_err(|_| format_err(path, "too large to map".into()))?;
-            return Self::map_store(file, path, header, item_size, row_bytes, data_off, 0..0, opts, Some(len));
+            let len =
+                usize::try_from(need).map_err(|_| format_err(path, "too large to map".into()))?;
+            return Self::map_store(
+                file,
+                path,
+                header,
+                item_size,
+                row_bytes,
+                data_off,
+                0..0,
+                opts,
+                Some(len),
+            );
         }
         // Our layout needs the count field to end 8-byte aligned; a header
         // of another length (or alignment) cannot hold it in place.
-        let in_place = header.growable_len() <= data_off && header.encode_growable(data_off).is_ok();
+        let in_place =
+            header.growable_len() <= data_off && header.encode_growable(data_off).is_ok();
         let mut keep_len = file_len;
         if !in_place {
             // No room to grow the count in place (np.save writes minimal
@@ -420,8 +479,10 @@ impl ArrayStore {
         let (bytes, field) = header.encode_growable(data_off)?;
         let mut current = vec![0u8; data_off];
         read_full(&file, &mut current, path)?;
-        let mut store = Self::map_store(file, path, header, item_size, row_bytes, data_off, field, opts, None)?;
-        store.keep_len = usize::try_from(keep_len).map_err(|_| format_err(path, "too large to map".into()))?;
+        let mut store =
+            Self::map_store(file, path, header, item_size, row_bytes, data_off, field, opts, None)?;
+        store.keep_len =
+            usize::try_from(keep_len).map_err(|_| format_err(path, "too large to map".into()))?;
         // Same shape, not our fixed-width layout: the first publish
         // rewrites the header (opening alone changes nothing).
         store.header_dirty = current != bytes;
@@ -531,16 +592,24 @@ impl ArrayStore {
     pub fn gather_rows(&self, rows: &[u64], out: &mut [u8]) -> Result<()> {
         let rb = self.row_bytes;
         if out.len() != rows.len().saturating_mul(rb) {
-            return Err(Error::invalid(&self.path, format!(
-                "the output has {} bytes, not {} rows of {rb} bytes",
-                out.len(),
-                rows.len()
-            )));
+            return Err(Error::invalid(
+                &self.path,
+                format!(
+                    "the output has {} bytes, not {} rows of {rb} bytes",
+                    out.len(),
+                    rows.len()
+                ),
+            ));
         }
         if let Some(&bad) = rows.iter().find(|&&r| r >= self.len()) {
-            return Err(Error::invalid(&self.path, format!("row {bad} is out of range: the store has {} rows", self.len())));
+            return Err(Error::invalid(
+                &self.path,
+                format!("row {bad} is out of range: the store has {} rows", self.len()),
+            ));
         }
-        if self.failure.get().is_some() && rows.iter().any(|&r| r >= self.durable_rows.load(Ordering::Acquire)) {
+        if self.failure.get().is_some()
+            && rows.iter().any(|&r| r >= self.durable_rows.load(Ordering::Acquire))
+        {
             self.check_failed()?;
         }
         let data = &self.map;
@@ -631,11 +700,14 @@ impl ArrayStore {
     pub fn append(&mut self, bytes: &[u8]) -> Result<u64> {
         self.need_writer()?;
         if !bytes.len().is_multiple_of(self.row_bytes) {
-            return Err(Error::invalid(&self.path, format!(
-                "{} bytes are not a whole number of {}-byte rows",
-                bytes.len(),
-                self.row_bytes
-            )));
+            return Err(Error::invalid(
+                &self.path,
+                format!(
+                    "{} bytes are not a whole number of {}-byte rows",
+                    bytes.len(),
+                    self.row_bytes
+                ),
+            ));
         }
         let n = (bytes.len() / self.row_bytes) as u64;
         if n == 0 {
@@ -651,7 +723,11 @@ impl ArrayStore {
     /// Appends `n` rows written in place by `fill`, which gets the rows'
     /// bytes (zeroed or stale: unpublished capacity) to fill; they are
     /// published only after it returns Ok.
-    pub fn append_with<E>(&mut self, n: u64, fill: impl FnOnce(&mut [u8]) -> std::result::Result<(), E>) -> Result<std::result::Result<u64, E>> {
+    pub fn append_with<E>(
+        &mut self,
+        n: u64,
+        fill: impl FnOnce(&mut [u8]) -> std::result::Result<(), E>,
+    ) -> Result<std::result::Result<u64, E>> {
         self.need_writer()?;
         self.reserve_rows(n)?;
         let at = self.data_off + self.len() as usize * self.row_bytes;
@@ -675,10 +751,10 @@ impl ArrayStore {
     pub fn truncate_rows(&mut self, rows: u64) -> Result<()> {
         self.need_writer()?;
         if rows > self.len() {
-            return Err(Error::invalid(&self.path, format!(
-                "cannot truncate to {rows} rows: the store has {}",
-                self.len()
-            )));
+            return Err(Error::invalid(
+                &self.path,
+                format!("cannot truncate to {rows} rows: the store has {}", self.len()),
+            ));
         }
         if rows == self.len() {
             return Ok(());
@@ -701,7 +777,10 @@ impl ArrayStore {
         if self.header_dirty {
             // Readers may see this whole-header write torn for an instant;
             // it happens once per handle, on the first append.
-            self.map.file().write_all_at(&bytes, 0).map_err(|e| Error::io(&self.path, "write", e))?;
+            self.map
+                .file()
+                .write_all_at(&bytes, 0)
+                .map_err(|e| Error::io(&self.path, "write", e))?;
             self.header_dirty = false;
             self.header = h;
             return Ok(());
@@ -734,19 +813,31 @@ impl ArrayStore {
         let end = self.data_off + rows as usize * self.row_bytes;
         let page = crate::map::page_size().max(self.data_off);
         if end > page {
-            self.map.flush_range(page, end - page, true).map_err(|e| self.fail("flush (msync of the data)", e))?;
+            self.map
+                .flush_range(page, end - page, true)
+                .map_err(|e| self.fail("flush (msync of the data)", e))?;
         }
-        self.map.flush_range(0, end.min(page), true).map_err(|e| self.fail("flush (msync of the header)", e))?;
+        self.map
+            .flush_range(0, end.min(page), true)
+            .map_err(|e| self.fail("flush (msync of the header)", e))?;
         if let Some(d) = &self.durable {
             let fp = self.fingerprint(rows)?;
-            d.update(rows, fp).map_err(|e| self.fail("flush (sync of the durable-rows record)", e))?;
+            d.update(rows, fp)
+                .map_err(|e| self.fail("flush (sync of the durable-rows record)", e))?;
         }
         self.durable_rows.store(rows, Ordering::Release);
         Ok(())
     }
 
     fn fingerprint(&self, rows: u64) -> Result<u32> {
-        durable::fingerprint(self.map.file(), &self.path, &self.header, self.data_off, self.row_bytes, rows)
+        durable::fingerprint(
+            self.map.file(),
+            &self.path,
+            &self.header,
+            self.data_off,
+            self.row_bytes,
+            rows,
+        )
     }
 
     /// Writers, on open: a header counting rows past the durable-rows
@@ -757,7 +848,10 @@ impl ArrayStore {
         let rec = durable::path_of(&self.path);
         if existing {
             if let Some(r) = durable::read(&rec)? {
-                if !r.this_boot && r.rows < self.len() && r.fingerprint == self.fingerprint(r.rows)? {
+                if !r.this_boot
+                    && r.rows < self.len()
+                    && r.fingerprint == self.fingerprint(r.rows)?
+                {
                     self.publish(r.rows)?;
                 }
                 self.flush()?;
@@ -819,7 +913,10 @@ impl ArrayStore {
             return Ok(self.len());
         }
         let (header, off) = read_header_stable(self.map.file(), &self.path)?;
-        if off != self.data_off || header.shape[1..] != self.header.shape[1..] || header.descr != self.header.descr {
+        if off != self.data_off
+            || header.shape[1..] != self.header.shape[1..]
+            || header.descr != self.header.descr
+        {
             return Err(format_err(
                 &self.path,
                 "the header changed shape or dtype (was the file replaced?); open it again".into(),
@@ -829,7 +926,10 @@ impl ArrayStore {
         if rows < self.len() {
             return Err(format_err(
                 &self.path,
-                format!("the row count went down from {} to {rows} (was the file replaced?)", self.len()),
+                format!(
+                    "the row count went down from {} to {rows} (was the file replaced?)",
+                    self.len()
+                ),
             ));
         }
         let end = usize::try_from(rows as u128 * self.row_bytes as u128 + self.data_off as u128)

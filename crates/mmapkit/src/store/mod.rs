@@ -51,9 +51,10 @@ pub fn sparse(path: impl AsRef<Path>, size: u64) -> Result<()> {
         .map_err(|e| Error::io(path, "open", e))?;
     let have = file.metadata().map_err(|e| Error::io(path, "stat", e))?.len();
     if have > size {
-        return Err(Error::invalid(path, format!(
-            "the file already has {have} bytes, more than {size}; refusing to shrink it"
-        )));
+        return Err(Error::invalid(
+            path,
+            format!("the file already has {have} bytes, more than {size}; refusing to shrink it"),
+        ));
     }
     // EFBIG: beyond the file system's maximum file size.
     file.set_len(size).map_err(|e| Error::io(path, "ftruncate", e))

@@ -11,9 +11,9 @@
 //! **in place** without moving the data: [`Header::encode_into`] pads to an
 //! exact total length. numpy accepts any amount of trailing padding.
 
-use crate::dtype::TypeStr;
 #[cfg(doc)]
 use crate::dtype::DType;
+use crate::dtype::TypeStr;
 use crate::{Error, Result};
 use std::path::Path;
 
@@ -67,10 +67,7 @@ impl Header {
     fn dict(&self) -> String {
         let shape = match self.shape.as_slice() {
             [one] => format!("({one},)"),
-            dims => format!(
-                "({})",
-                dims.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
-            ),
+            dims => format!("({})", dims.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")),
         };
         let fo = if self.fortran_order { "True" } else { "False" };
         format!("{{'descr': {}, 'fortran_order': {fo}, 'shape': {shape}, }}", self.descr)
@@ -197,7 +194,9 @@ impl Header {
             .and_then(|b| b.strip_suffix('}'))
             .ok_or_else(|| bad("npy header is not a dict literal".into()))?;
         let (mut descr, mut fo, mut shape_lit) = (None, None, None);
-        for item in split_top(inner).ok_or_else(|| bad("npy header is not a dict literal".into()))? {
+        for item in
+            split_top(inner).ok_or_else(|| bad("npy header is not a dict literal".into()))?
+        {
             let item = item.trim();
             if item.is_empty() {
                 continue; // the trailing comma
@@ -230,12 +229,18 @@ impl Header {
             [all @ .., ""] if all.len() > 1 => all,
             all => all,
         };
-        let shape = dims
-            .iter()
-            .map(|s| if s.bytes().all(|b| b.is_ascii_digit()) { s.parse::<u64>().ok() } else { None })
-            .collect::<Option<Vec<_>>>()
-            .filter(|v| v.len() != 1 || inner.trim_end().ends_with(','))
-            .ok_or_else(|| bad(format!("npy shape {shape_lit} is not a tuple of integers")))?;
+        let shape =
+            dims.iter()
+                .map(|s| {
+                    if s.bytes().all(|b| b.is_ascii_digit()) {
+                        s.parse::<u64>().ok()
+                    } else {
+                        None
+                    }
+                })
+                .collect::<Option<Vec<_>>>()
+                .filter(|v| v.len() != 1 || inner.trim_end().ends_with(','))
+                .ok_or_else(|| bad(format!("npy shape {shape_lit} is not a tuple of integers")))?;
         let fortran_order = match fo {
             "False" => false,
             "True" => true,
@@ -256,7 +261,9 @@ fn preamble(bytes: &[u8], path: &Path) -> Result<(usize, usize)> {
     }
     let (pre, hlen) = match (bytes[6], bytes[7]) {
         (1, 0) => (10, u16::from_le_bytes([bytes[8], bytes[9]]) as usize),
-        (2 | 3, 0) if bytes.len() >= 12 => (12, u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize),
+        (2 | 3, 0) if bytes.len() >= 12 => {
+            (12, u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize)
+        }
         (2 | 3, 0) => return Err(bad("truncated .npy header (12 bytes expected)".into())),
         (v, m) => return Err(bad(format!("unsupported .npy format version {v}.{m}"))),
     };
@@ -381,13 +388,22 @@ mod tests {
     #[test]
     fn parses_what_numpy_writes() {
         // np.save of np.zeros((2, 3), '<f8') and a structured dtype
-        let mut b = b"\x93NUMPY\x01\x00v\x00{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), }".to_vec();
+        let mut b =
+            b"\x93NUMPY\x01\x00v\x00{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), }"
+                .to_vec();
         b.resize(128 - 1, b' ');
         b.push(b'\n');
         let (h, off) = Header::decode(&b, p()).unwrap();
-        assert_eq!((h.simple_dtype(), h.item_size(), h.shape.as_slice(), off), (Some("<f8"), Some(8), &[2u64, 3][..], 128));
+        assert_eq!(
+            (h.simple_dtype(), h.item_size(), h.shape.as_slice(), off),
+            (Some("<f8"), Some(8), &[2u64, 3][..], 128)
+        );
         let s = "{'descr': [('a', '<i4'), ('b', '<f8', (2,))], 'fortran_order': False, 'shape': (5,), }";
-        let h = Header { descr: "[('a', '<i4'), ('b', '<f8', (2,))]".into(), fortran_order: false, shape: vec![5] };
+        let h = Header {
+            descr: "[('a', '<i4'), ('b', '<f8', (2,))]".into(),
+            fortran_order: false,
+            shape: vec![5],
+        };
         let enc = h.encode().unwrap();
         assert!(std::str::from_utf8(&enc[10..]).unwrap().starts_with(s));
         assert_eq!(Header::decode(&enc, p()).unwrap().0, h);
@@ -399,7 +415,11 @@ mod tests {
 
     #[test]
     fn growable_headers_parse_and_keep_their_layout() {
-        for (descr, shape) in [("'<f8'", vec![0u64]), ("'|u1'", vec![5, 3, 2]), ("[('a', '<i4'), ('b', '<f8', (2,))]", vec![7])] {
+        for (descr, shape) in [
+            ("'<f8'", vec![0u64]),
+            ("'|u1'", vec![5, 3, 2]),
+            ("[('a', '<i4'), ('b', '<f8', (2,))]", vec![7]),
+        ] {
             let mut h = Header { descr: descr.into(), fortran_order: false, shape };
             let total = h.growable_len();
             let (_, field) = h.encode_growable(total).unwrap();
@@ -440,21 +460,30 @@ mod tests {
             let e = Header::decode(&b, p()).unwrap_err();
             assert!(e.to_string().contains(want), "{e} / {}", String::from_utf8_lossy(&b));
         }
-        let extra = Header { descr: "'<i2', 'extra': 1".into(), fortran_order: false, shape: vec![1] }.encode().unwrap();
+        let extra =
+            Header { descr: "'<i2', 'extra': 1".into(), fortran_order: false, shape: vec![1] }
+                .encode()
+                .unwrap();
         assert!(Header::decode(&extra, p()).unwrap_err().to_string().contains("unexpected key"));
         // Versions 1 and 2 are latin-1 both ways (numpy reads and writes
         // such field names so); beyond latin-1 is refused, not mangled.
-        let latin = Header { descr: "[('\u{e9}', '<i4')]".into(), fortran_order: false, shape: vec![1] };
+        let latin =
+            Header { descr: "[('\u{e9}', '<i4')]".into(), fortran_order: false, shape: vec![1] };
         let b = latin.encode().unwrap();
         assert!(b.contains(&0xe9) && !b.contains(&0xc3));
         assert_eq!(Header::decode(&b, p()).unwrap().0, latin);
-        let wide = Header { descr: "[('\u{4e2d}', '<i4')]".into(), fortran_order: false, shape: vec![1] };
+        let wide =
+            Header { descr: "[('\u{4e2d}', '<i4')]".into(), fortran_order: false, shape: vec![1] };
         assert!(wide.encode().is_err() && wide.encode_growable(wide.growable_len()).is_err());
     }
 
     #[test]
     fn bad_headers_are_format_errors() {
-        for b in [&b"hello world!"[..], b"\x93NUMPY\x09\x00\x10\x00{}", b"\x93NUMPY\x01\x00\xff\x00{'descr'"] {
+        for b in [
+            &b"hello world!"[..],
+            b"\x93NUMPY\x09\x00\x10\x00{}",
+            b"\x93NUMPY\x01\x00\xff\x00{'descr'",
+        ] {
             let e = Header::decode(b, p()).unwrap_err();
             assert!(matches!(e, Error::Format { .. }), "{e}");
             assert!(e.to_string().starts_with("x.npy: "), "{e}");

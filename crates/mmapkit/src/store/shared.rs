@@ -71,7 +71,8 @@ fn ident(meta: &std::fs::Metadata) -> (u64, u64) {
 
 /// The path of segment `name` in `dir`. Names are single path components.
 pub fn segment_path(name: &str, dir: Option<&Path>) -> Result<PathBuf> {
-    let bad = name.is_empty() || name == "." || name == ".." || name.contains('/') || name.contains('\0');
+    let bad =
+        name.is_empty() || name == "." || name == ".." || name.contains('/') || name.contains('\0');
     if bad {
         return Err(Error::InvalidArgument(format!(
             "invalid shared-memory name {name:?}: use a non-empty name without '/'"
@@ -92,10 +93,17 @@ impl Segment {
     /// Creates the named segment `path` (failing with `EEXIST` if it
     /// exists) holding a zeroed C-order array of `shape` and dtype `descr`
     /// (header literal) with `item_size`-byte items, and attaches to it.
-    pub fn create(path: impl AsRef<Path>, descr: &str, item_size: usize, shape: &[u64], unlink_on_close: bool) -> Result<Segment> {
+    pub fn create(
+        path: impl AsRef<Path>,
+        descr: &str,
+        item_size: usize,
+        shape: &[u64],
+        unlink_on_close: bool,
+    ) -> Result<Segment> {
         let path = path.as_ref();
         let nbytes = nbytes_of(path, item_size, shape)?;
-        let header = Header { descr: descr.trim().to_owned(), fortran_order: false, shape: shape.to_vec() };
+        let header =
+            Header { descr: descr.trim().to_owned(), fortran_order: false, shape: shape.to_vec() };
         let bytes = header.encode()?;
         let total = (bytes.len() as u64).saturating_add(nbytes as u64);
         // Built under a temporary name and linked into place complete
@@ -127,7 +135,11 @@ impl Segment {
 
     /// Attaches to an existing segment (or any `.npy` file): read-write,
     /// or read-only when `writable` is false.
-    pub fn attach(path: impl AsRef<Path>, writable: bool, unlink_on_close: bool) -> Result<Segment> {
+    pub fn attach(
+        path: impl AsRef<Path>,
+        writable: bool,
+        unlink_on_close: bool,
+    ) -> Result<Segment> {
         let path = path.as_ref();
         let file = OpenOptions::new()
             .read(true)
@@ -148,7 +160,10 @@ impl Segment {
         }
         let (header, data_off) = super::array::read_header(&file, path)?;
         if header.fortran_order && header.shape.len() > 1 {
-            return Err(Error::Format { path: path.to_owned(), detail: "Fortran-order arrays are not supported".into() });
+            return Err(Error::Format {
+                path: path.to_owned(),
+                detail: "Fortran-order arrays are not supported".into(),
+            });
         }
         super::array::check_descr(path, &header)?;
         let item_size = header.item_size();
@@ -161,13 +176,21 @@ impl Segment {
         if (meta.len() as u128) < data_off as u128 + nbytes as u128 {
             return Err(Error::Format {
                 path: path.to_owned(),
-                detail: format!("the header says {nbytes} data bytes but the file has only {}", meta.len()),
+                detail: format!(
+                    "the header says {nbytes} data bytes but the file has only {}",
+                    meta.len()
+                ),
             });
         }
         let mode = if writable { Mode::ReadWrite } else { Mode::Read };
         // A segment never grows: no address space reserved for growth, so
         // attaching is one mmap (and closing unmaps no big reservation).
-        let map = MapOptions::new().mode(mode).len(data_off + nbytes).reserve(0).map_with_meta(file, path, meta)?.into_shared();
+        let map = MapOptions::new()
+            .mode(mode)
+            .len(data_off + nbytes)
+            .reserve(0)
+            .map_with_meta(file, path, meta)?
+            .into_shared();
         Ok(Segment {
             map,
             path: path.to_owned(),
@@ -186,15 +209,26 @@ impl Segment {
     pub fn anonymous(descr: &str, item_size: usize, shape: &[u64]) -> Result<Segment> {
         let label = Path::new("<anonymous>");
         let nbytes = nbytes_of(label, item_size, shape)?;
-        let header = Header { descr: descr.trim().to_owned(), fortran_order: false, shape: shape.to_vec() };
+        let header =
+            Header { descr: descr.trim().to_owned(), fortran_order: false, shape: shape.to_vec() };
         let bytes = header.encode()?;
         let mut map = Map::anonymous(bytes.len() + nbytes)?;
         crate::map::allocate(map.file(), label, (bytes.len() + nbytes) as u64)?;
         map.write_at(0, &bytes)?;
         let map = map.into_shared();
         use std::os::fd::AsRawFd;
-        let path = PathBuf::from(format!("/proc/{}/fd/{}", std::process::id(), map.file().as_raw_fd()));
-        Ok(Segment { map, path, header, data_off: bytes.len(), nbytes, id: None, unlink_on_close: false, owner: std::process::id() })
+        let path =
+            PathBuf::from(format!("/proc/{}/fd/{}", std::process::id(), map.file().as_raw_fd()));
+        Ok(Segment {
+            map,
+            path,
+            header,
+            data_off: bytes.len(),
+            nbytes,
+            id: None,
+            unlink_on_close: false,
+            owner: std::process::id(),
+        })
     }
 
     /// The file behind the segment (for anonymous ones, a `/proc` path
@@ -241,10 +275,13 @@ impl Segment {
     /// The map offset of data bytes `[offset, offset+len)`, if inside the array.
     fn data_range(&self, what: &str, offset: usize, len: usize) -> Result<usize> {
         if offset.checked_add(len).is_none_or(|e| e > self.nbytes) {
-            return Err(Error::invalid(&self.path, format!(
-                "{what} of {len} bytes at {offset} is outside the {}-byte array",
-                self.nbytes
-            )));
+            return Err(Error::invalid(
+                &self.path,
+                format!(
+                    "{what} of {len} bytes at {offset} is outside the {}-byte array",
+                    self.nbytes
+                ),
+            ));
         }
         Ok(self.data_off + offset)
     }
@@ -256,7 +293,9 @@ impl Segment {
     pub fn unlink(&self) -> Result<()> {
         let Some(id) = self.id else { return Ok(()) };
         match std::fs::metadata(&self.path) {
-            Ok(m) if ident(&m) == id => std::fs::remove_file(&self.path).map_err(|e| Error::io(&self.path, "unlink", e)),
+            Ok(m) if ident(&m) == id => {
+                std::fs::remove_file(&self.path).map_err(|e| Error::io(&self.path, "unlink", e))
+            }
             Ok(_) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(Error::io(&self.path, "stat", e)),

@@ -9,11 +9,7 @@ use super::{CommitLog, LogOptions, SyncMode};
 
 /// Segments of `seg` bytes and no syncing (durability is tested apart).
 pub fn opts(seg: u64) -> LogOptions {
-    LogOptions {
-        segment_size: seg,
-        sync: SyncMode::Never,
-        ..Default::default()
-    }
+    LogOptions { segment_size: seg, sync: SyncMode::Never, ..Default::default() }
 }
 
 /// Segments of `seg` bytes, each append synced (`SyncMode::Batch`).
@@ -28,7 +24,12 @@ pub fn repairing(o: LogOptions) -> LogOptions {
 
 /// Opens (creating) the log in `dir` with `o` and appends `n` one-entry
 /// batches, the `i`-th (from 0) being `entry(i)` = (term, payload).
-pub fn open_filled(dir: &Path, o: LogOptions, n: u64, entry: impl Fn(u64) -> (u64, Vec<u8>)) -> CommitLog {
+pub fn open_filled(
+    dir: &Path,
+    o: LogOptions,
+    n: u64,
+    entry: impl Fn(u64) -> (u64, Vec<u8>),
+) -> CommitLog {
     let log = CommitLog::open(dir, o).unwrap();
     for i in 0..n {
         log.append(&[entry(i)]).unwrap();

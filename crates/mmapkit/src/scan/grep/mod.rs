@@ -170,7 +170,11 @@ impl Grep {
         // The finders: `re`'s syntax and match semantics (a bytes regex:
         // empty matches may split UTF-8).
         let finder = |prefilter: bool| {
-            let syntax = syntax::Config::new().multi_line(true).unicode(false).utf8(false).case_insensitive(opts.ignore_case);
+            let syntax = syntax::Config::new()
+                .multi_line(true)
+                .unicode(false)
+                .utf8(false)
+                .case_insensitive(opts.ignore_case);
             meta::Builder::new()
                 .syntax(syntax)
                 .configure(meta::Config::new().utf8_empty(false).auto_prefilter(prefilter))
@@ -214,7 +218,12 @@ impl Grep {
 
     /// [`Grep::count`] over a stream, read sequentially in bounded memory
     /// (`opts.chunk` bytes at a time). `name` labels errors.
-    pub fn count_reader(&self, input: &mut dyn std::io::Read, name: &Path, opts: &ScanOptions) -> Result<u64> {
+    pub fn count_reader(
+        &self,
+        input: &mut dyn std::io::Read,
+        name: &Path,
+        opts: &ScanOptions,
+    ) -> Result<u64> {
         self.search_reader(input, name, opts, &mut sink::Counter)
     }
 
@@ -257,7 +266,13 @@ pub fn grep_count(path: impl AsRef<Path>, grep: &GrepOptions, opts: &ScanOptions
 /// let n = scan::grep("app.log", &g, &p, &ScanOptions::default(), &mut std::io::stdout().lock())?;
 /// # Ok::<(), mmapkit::Error>(())
 /// ```
-pub fn grep(path: impl AsRef<Path>, grep: &GrepOptions, print: &PrintOptions, opts: &ScanOptions, out: &mut dyn std::io::Write) -> Result<u64> {
+pub fn grep(
+    path: impl AsRef<Path>,
+    grep: &GrepOptions,
+    print: &PrintOptions,
+    opts: &ScanOptions,
+    out: &mut dyn std::io::Write,
+) -> Result<u64> {
     let mut printer = GnuPrinter::new(out, print.clone());
     Grep::new(grep)?.search(path, opts, &mut printer)
 }

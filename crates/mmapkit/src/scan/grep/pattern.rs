@@ -39,8 +39,10 @@ pub(crate) fn whole_haystack_assertions(p: &str) -> bool {
 /// the printable ones, the `s` flag, and control characters (so class
 /// ranges start above `\n`).
 pub(crate) fn cannot_match_newline(p: &str) -> bool {
-    const SAFE_POSIX: [&[u8]; 11] =
-        [b"alnum", b"alpha", b"blank", b"digit", b"graph", b"lower", b"print", b"punct", b"upper", b"word", b"xdigit"];
+    const SAFE_POSIX: [&[u8]; 11] = [
+        b"alnum", b"alpha", b"blank", b"digit", b"graph", b"lower", b"print", b"punct", b"upper",
+        b"word", b"xdigit",
+    ];
     let b = p.as_bytes();
     let mut i = 0;
     while i < b.len() {
@@ -70,7 +72,10 @@ pub(crate) fn cannot_match_newline(p: &str) -> bool {
             },
             // flags: `s` lets `.` match a newline
             b'(' if b.get(i + 1) == Some(&b'?')
-                && b[i + 2..].iter().take_while(|&&c| c != b':' && c != b')').any(|&c| c == b's') =>
+                && b[i + 2..]
+                    .iter()
+                    .take_while(|&&c| c != b':' && c != b')')
+                    .any(|&c| c == b's') =>
             {
                 return false;
             }
@@ -81,4 +86,3 @@ pub(crate) fn cannot_match_newline(p: &str) -> bool {
     }
     true
 }
-

@@ -81,7 +81,10 @@ impl PrintOptions {
             spans: lines && (self.only_matching || self.color),
             before: self.before.filter(|_| lines),
             after: self.after.filter(|_| lines),
-            first_only: matches!(self.report, Report::FilesWithMatches | Report::FilesWithoutMatch | Report::Quiet),
+            first_only: matches!(
+                self.report,
+                Report::FilesWithMatches | Report::FilesWithoutMatch | Report::Quiet
+            ),
             binary: lines && !self.text,
         }
     }
@@ -316,7 +319,11 @@ impl<W: Write> Sink for GnuPrinter<W> {
     /// Lines only, without context (groups need one thread) and in a file
     /// not already known to be binary.
     fn fork(&mut self) -> Option<Box<dyn Forked>> {
-        if self.opts.report != Report::Lines || self.needs.before.is_some() || self.needs.after.is_some() || self.binary {
+        if self.opts.report != Report::Lines
+            || self.needs.before.is_some()
+            || self.needs.after.is_some()
+            || self.binary
+        {
             return None;
         }
         Some(Box::new(GnuPrinter {
@@ -375,7 +382,15 @@ pub struct JsonPrinter<W: Write> {
 impl<W: Write> JsonPrinter<W> {
     /// A printer writing to `out`.
     pub fn new(out: W, report: Report, only_matching: bool) -> Self {
-        JsonPrinter { out, report, only_matching, path: String::new(), buf: Vec::new(), flush_at: 64 << 10, spare: Vec::new() }
+        JsonPrinter {
+            out,
+            report,
+            only_matching,
+            path: String::new(),
+            buf: Vec::new(),
+            flush_at: 64 << 10,
+            spare: Vec::new(),
+        }
     }
 
     /// The writer.
@@ -386,7 +401,9 @@ impl<W: Write> JsonPrinter<W> {
     fn record(&mut self, line: u64, offset: u64, text: &[u8]) {
         self.buf.extend_from_slice(b"{\"path\":");
         json_string(&mut self.buf, &self.path);
-        self.buf.extend_from_slice(format!(",\"line\":{line},\"offset\":{offset},\"text\":").as_bytes());
+        self.buf.extend_from_slice(
+            format!(",\"line\":{line},\"offset\":{offset},\"text\":").as_bytes(),
+        );
         json_string(&mut self.buf, &String::from_utf8_lossy(text));
         self.buf.extend_from_slice(b"}\n");
     }
@@ -405,7 +422,10 @@ impl<W: Write> Sink for JsonPrinter<W> {
             lines,
             line_numbers: lines,
             spans: lines && self.only_matching,
-            first_only: matches!(self.report, Report::FilesWithMatches | Report::FilesWithoutMatch | Report::Quiet),
+            first_only: matches!(
+                self.report,
+                Report::FilesWithMatches | Report::FilesWithoutMatch | Report::Quiet
+            ),
             ..Needs::default()
         }
     }
@@ -479,7 +499,12 @@ impl Forked for JsonPrinter<Vec<u8>> {
 
 /// Writes a printer's buffered bytes, then a fork's, and keeps the fork's
 /// buffer for a later fork.
-fn write_part(out: &mut impl Write, buf: &mut Vec<u8>, spare: &mut Vec<Vec<u8>>, mut bytes: Vec<u8>) -> Result<()> {
+fn write_part(
+    out: &mut impl Write,
+    buf: &mut Vec<u8>,
+    spare: &mut Vec<Vec<u8>>,
+    mut bytes: Vec<u8>,
+) -> Result<()> {
     if !bytes.is_empty() {
         if !buf.is_empty() {
             out.write_all(buf).map_err(write_error)?;

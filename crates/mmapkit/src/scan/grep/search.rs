@@ -24,11 +24,11 @@
 //! from a parallel newline count per range and prefix sums. One thread, streams and context (which needs the lines around a
 //! match) report straight from the window, with no copy.
 
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::io::Read;
 use std::ops::ControlFlow;
 use std::path::Path;
-use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -78,7 +78,12 @@ impl std::ops::Deref for Local {
 impl Grep {
     /// Searches the file at `path` (`-`: standard input, streamed), reports
     /// to `sink` and returns the number of selected lines.
-    pub fn search(&self, path: impl AsRef<Path>, opts: &ScanOptions, sink: &mut dyn Sink) -> Result<u64> {
+    pub fn search(
+        &self,
+        path: impl AsRef<Path>,
+        opts: &ScanOptions,
+        sink: &mut dyn Sink,
+    ) -> Result<u64> {
         let path = path.as_ref();
         let needs = sink.needs();
         let cap = self.cap(&needs);
@@ -110,7 +115,13 @@ impl Grep {
     /// [`Grep::search`] over a stream, read sequentially in bounded memory
     /// (`opts.chunk` bytes at a time); `name` is the path given to the sink
     /// (`-` for standard input) and labels errors.
-    pub fn search_reader(&self, input: &mut dyn Read, name: &Path, opts: &ScanOptions, sink: &mut dyn Sink) -> Result<u64> {
+    pub fn search_reader(
+        &self,
+        input: &mut dyn Read,
+        name: &Path,
+        opts: &ScanOptions,
+        sink: &mut dyn Sink,
+    ) -> Result<u64> {
         if self.cap(&sink.needs()) == 0 {
             return Ok(0);
         }
@@ -119,7 +130,11 @@ impl Grep {
 
     fn cap(&self, needs: &Needs) -> u64 {
         let cap = self.opts.max_count.unwrap_or(u64::MAX);
-        if needs.first_only { cap.min(1) } else { cap }
+        if needs.first_only {
+            cap.min(1)
+        } else {
+            cap
+        }
     }
 
     /// This thread's own clone of the regex (a clone has its own cache
@@ -128,7 +143,10 @@ impl Grep {
     fn local_re(&self) -> Rc<Local> {
         local::per_thread(self.id, || Local {
             re: self.re.clone(),
-            caches: [RefCell::new(self.finders[0].create_cache()), RefCell::new(self.finders[1].create_cache())],
+            caches: [
+                RefCell::new(self.finders[0].create_cache()),
+                RefCell::new(self.finders[1].create_cache()),
+            ],
         })
     }
 
@@ -163,7 +181,8 @@ impl Grep {
             }
             best
         })?;
-        let which = if best[FINDER_DFA] < best[FINDER_PREFILTER] { FINDER_DFA } else { FINDER_PREFILTER };
+        let which =
+            if best[FINDER_DFA] < best[FINDER_PREFILTER] { FINDER_DFA } else { FINDER_PREFILTER };
         self.finder.store(which, Ordering::Relaxed);
         Ok(())
     }
@@ -172,13 +191,24 @@ impl Grep {
 
     /// Calls `f(start, end)` for every line of `w` (whole lines; `end`
     /// excludes the newline) that contains a match, in order.
-    fn matching_lines(&self, re: &Local, w: &[u8], f: impl FnMut(usize, usize) -> ControlFlow<()>) -> ControlFlow<()> {
+    fn matching_lines(
+        &self,
+        re: &Local,
+        w: &[u8],
+        f: impl FnMut(usize, usize) -> ControlFlow<()>,
+    ) -> ControlFlow<()> {
         self.lines_with(self.finder.load(Ordering::Relaxed), re, w, f)
     }
 
     /// [`Grep::matching_lines`] with the finder `which` (for line-bounded
     /// patterns; the others use `re`).
-    fn lines_with(&self, which: usize, re: &Local, w: &[u8], mut f: impl FnMut(usize, usize) -> ControlFlow<()>) -> ControlFlow<()> {
+    fn lines_with(
+        &self,
+        which: usize,
+        re: &Local,
+        w: &[u8],
+        mut f: impl FnMut(usize, usize) -> ControlFlow<()>,
+    ) -> ControlFlow<()> {
         let n = w.len();
         let mut pos = 0;
         let mut per_line = self.per_line;
@@ -195,7 +225,10 @@ impl Grep {
             let mut cache = re.caches[which].borrow_mut();
             while pos < n {
                 let input = Input::new(w).range(pos..).earliest(true);
-                let Some(e) = finder.search_half_with(&mut cache, &input).map(|m| m.offset()) else { break };
+                let Some(e) = finder.search_half_with(&mut cache, &input).map(|m| m.offset())
+                else {
+                    break;
+                };
                 if e == n && w[n - 1] == b'\n' {
                     break;
                 }
@@ -236,7 +269,12 @@ impl Grep {
     }
 
     /// Calls `f(start, end)` for every selected line of `w`, in order.
-    fn selected_lines(&self, re: &Local, w: &[u8], mut f: impl FnMut(usize, usize) -> ControlFlow<()>) -> ControlFlow<()> {
+    fn selected_lines(
+        &self,
+        re: &Local,
+        w: &[u8],
+        mut f: impl FnMut(usize, usize) -> ControlFlow<()>,
+    ) -> ControlFlow<()> {
         if !self.opts.invert {
             return self.matching_lines(re, w, f);
         }
@@ -250,7 +288,14 @@ impl Grep {
     }
 
     /// Processes one window of whole lines starting at file offset `off`.
-    fn window(&self, re: &Local, off: u64, w: &[u8], st: &mut State, sink: &mut dyn Sink) -> ControlFlow<()> {
+    fn window(
+        &self,
+        re: &Local,
+        off: u64,
+        w: &[u8],
+        st: &mut State,
+        sink: &mut dyn Sink,
+    ) -> ControlFlow<()> {
         if st.needs.lines {
             self.report_window(re, off, w, st, sink)
         } else {
@@ -275,7 +320,11 @@ impl Grep {
             let (sel, cap) = (&mut st.selected, st.cap);
             self.matching_lines(re, w, |_, _| {
                 *sel += 1;
-                if *sel >= cap { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
+                if *sel >= cap {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                }
             })
         };
         if st.selected >= st.cap {
@@ -288,7 +337,14 @@ impl Grep {
     /// Reports the selected lines of a window, with their context when
     /// asked (after the cap, only the trailing context is left, printed
     /// whether those lines match or not, as GNU grep does).
-    fn report_window(&self, re: &Local, off: u64, w: &[u8], st: &mut State, sink: &mut dyn Sink) -> ControlFlow<()> {
+    fn report_window(
+        &self,
+        re: &Local,
+        off: u64,
+        w: &[u8],
+        st: &mut State,
+        sink: &mut dyn Sink,
+    ) -> ControlFlow<()> {
         let mut next = 0usize; // lines before it are reported (or never will be)
         if st.selected < st.cap {
             let _ = self.selected_lines(re, w, |ls, le| {
@@ -301,7 +357,11 @@ impl Grep {
                 if let Some(c) = &mut st.ctx {
                     c.after_left = c.after;
                 }
-                if st.selected >= st.cap { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
+                if st.selected >= st.cap {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                }
             });
             if st.stopped {
                 return ControlFlow::Break(());
@@ -317,18 +377,41 @@ impl Grep {
             c.finish(w, off);
         }
         let trailing = st.ctx.as_ref().is_some_and(|c| c.after_left > 0);
-        if st.selected >= st.cap && !trailing { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
+        if st.selected >= st.cap && !trailing {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
     }
 
     /// Reports the line `w[ls..le]`, selected or context.
     #[allow(clippy::too_many_arguments)]
-    fn emit(&self, re: &Local, off: u64, w: &[u8], ls: usize, le: usize, selected: bool, st: &mut State, sink: &mut dyn Sink) -> ControlFlow<()> {
+    fn emit(
+        &self,
+        re: &Local,
+        off: u64,
+        w: &[u8],
+        ls: usize,
+        le: usize,
+        selected: bool,
+        st: &mut State,
+        sink: &mut dyn Sink,
+    ) -> ControlFlow<()> {
         let line = st.cursor.as_mut().map_or(0, |c| c.line_at(w, off, ls));
         self.emit_line(re, line, off + ls as u64, &w[ls..le], selected, st, sink)
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn emit_line(&self, re: &Local, line: u64, offset: u64, bytes: &[u8], selected: bool, st: &mut State, sink: &mut dyn Sink) -> ControlFlow<()> {
+    fn emit_line(
+        &self,
+        re: &Local,
+        line: u64,
+        offset: u64,
+        bytes: &[u8],
+        selected: bool,
+        st: &mut State,
+        sink: &mut dyn Sink,
+    ) -> ControlFlow<()> {
         let mut spans = std::mem::take(&mut st.spans);
         spans.clear();
         // Like GNU grep: the matches of selected lines, or of context lines
@@ -349,7 +432,16 @@ impl Grep {
     /// Before a selected line at `ls`: the previous one's after-context,
     /// a break if lines were skipped, then this one's before-context.
     #[allow(clippy::too_many_arguments)]
-    fn before_match(&self, re: &Local, off: u64, w: &[u8], next: &mut usize, ls: usize, st: &mut State, sink: &mut dyn Sink) -> ControlFlow<()> {
+    fn before_match(
+        &self,
+        re: &Local,
+        off: u64,
+        w: &[u8],
+        next: &mut usize,
+        ls: usize,
+        st: &mut State,
+        sink: &mut dyn Sink,
+    ) -> ControlFlow<()> {
         self.after_context(re, off, w, next, ls, st, sink)?;
         let Some(c) = &mut st.ctx else { return ControlFlow::Continue(()) };
         let starts = last_lines(w, *next, ls, c.before);
@@ -357,7 +449,11 @@ impl Grep {
         let reach_back = *next == 0 && starts.first().copied().unwrap_or(ls) == 0;
         let k = if reach_back { c.ring.len().min(c.before - starts.len()) } else { 0 };
         let earlier: Vec<(u64, u64, Vec<u8>)> = c.ring.drain(c.ring.len() - k..).collect();
-        let first = earlier.first().map(|e| e.1).or(starts.first().map(|&s| off + s as u64)).unwrap_or(off + ls as u64);
+        let first = earlier
+            .first()
+            .map(|e| e.1)
+            .or(starts.first().map(|&s| off + s as u64))
+            .unwrap_or(off + ls as u64);
         if c.printed_end.is_some_and(|end| end != first) {
             let r = sink.context_break().map(|()| ControlFlow::Continue(()));
             st.flow(r)?;
@@ -376,7 +472,16 @@ impl Grep {
     /// After-context lines from `next` up to `limit` (a line start or the
     /// end of the window).
     #[allow(clippy::too_many_arguments)]
-    fn after_context(&self, re: &Local, off: u64, w: &[u8], next: &mut usize, limit: usize, st: &mut State, sink: &mut dyn Sink) -> ControlFlow<()> {
+    fn after_context(
+        &self,
+        re: &Local,
+        off: u64,
+        w: &[u8],
+        next: &mut usize,
+        limit: usize,
+        st: &mut State,
+        sink: &mut dyn Sink,
+    ) -> ControlFlow<()> {
         while *next < limit && st.ctx.as_ref().is_some_and(|c| c.after_left > 0) {
             let le = memchr(b'\n', &w[*next..limit]).map_or(limit, |i| *next + i);
             if let Some(c) = &mut st.ctx {
@@ -431,7 +536,13 @@ impl Grep {
 
     /// One thread: the whole file window by window, reported straight
     /// from the window.
-    fn run_sequential(&self, job: &Job<'_>, needs: &Needs, cap: u64, sink: &mut dyn Sink) -> Result<u64> {
+    fn run_sequential(
+        &self,
+        job: &Job<'_>,
+        needs: &Needs,
+        cap: u64,
+        sink: &mut dyn Sink,
+    ) -> Result<u64> {
         let re = self.local_re();
         let mut st = State::new(cap, needs, 0);
         job.for_each_lines(0, job.src.len(), |off, w| {
@@ -445,10 +556,17 @@ impl Grep {
     /// in parallel (its lines formatted by forks of the sink, or recorded,
     /// or counted up to the cap) while the previous one's output is joined
     /// or replayed to the sink.
-    fn run_parallel(&self, job: &Job<'_>, needs: &Needs, cap: u64, sink: &mut dyn Sink) -> Result<u64> {
+    fn run_parallel(
+        &self,
+        job: &Job<'_>,
+        needs: &Needs,
+        cap: u64,
+        sink: &mut dyn Sink,
+    ) -> Result<u64> {
         let len = job.src.len();
         let size = len.div_ceil(job.threads as u64 * 8).clamp(1, RANGE_MAX);
-        let raw: Vec<(u64, u64)> = (0..len).step_by(size as usize).map(|s| (s, (s + size).min(len))).collect();
+        let raw: Vec<(u64, u64)> =
+            (0..len).step_by(size as usize).map(|s| (s, (s + size).min(len))).collect();
         let ranges = job.lines_aligned(&raw)?;
         let stop = AtomicBool::new(false);
         // Forks format lines only when every selected line is reported.
@@ -456,7 +574,10 @@ impl Grep {
         // Searches one batch whose first line is number `base`, into the
         // forks given (one per range) or recorders; returns the per-range
         // output and the number of the line after the batch.
-        let search = |batch: &[(u64, u64)], forks: Option<Vec<Box<dyn Forked>>>, base: u64| -> Result<(Vec<Done>, u64)> {
+        let search = |batch: &[(u64, u64)],
+                      forks: Option<Vec<Box<dyn Forked>>>,
+                      base: u64|
+         -> Result<(Vec<Done>, u64)> {
             let mut work = Vec::with_capacity(batch.len());
             let mut next = base;
             if needs.line_numbers {
@@ -469,7 +590,8 @@ impl Grep {
                 work.extend(batch.iter().map(|&r| (r, 0)));
             }
             // A fork moves to the thread that searches its range.
-            let mut forks = forks.map(|f| f.into_iter().map(|f| Mutex::new(Some(f)))).into_iter().flatten();
+            let mut forks =
+                forks.map(|f| f.into_iter().map(|f| Mutex::new(Some(f)))).into_iter().flatten();
             let work: Vec<_> = work.into_iter().map(|w| (w, forks.next())).collect();
             let done = job.par_map(&work, |(((s, e), line), fork)| {
                 let (s, e) = (*s, *e);
@@ -477,7 +599,8 @@ impl Grep {
                 if let Some(c) = &mut st.cursor {
                     c.pos = s;
                 }
-                let fork = fork.as_ref().and_then(|f| f.lock().unwrap_or_else(|p| p.into_inner()).take());
+                let fork =
+                    fork.as_ref().and_then(|f| f.lock().unwrap_or_else(|p| p.into_inner()).take());
                 let mut out = match fork {
                     Some(f) => Done::Formatted(f, 0),
                     None => Done::Recorded(Recorder { needs: *needs, ..Recorder::default() }),
@@ -513,7 +636,9 @@ impl Grep {
                 break;
             }
             // Forked here: the sink is the joining thread's below.
-            let forks = batch.filter(|_| forking).and_then(|b| b.iter().map(|_| sink.fork()).collect::<Option<Vec<_>>>());
+            let forks = batch
+                .filter(|_| forking)
+                .and_then(|b| b.iter().map(|_| sink.fork()).collect::<Option<Vec<_>>>());
             let (searched, emitted) = std::thread::scope(|scope| {
                 let handle = batch.map(|b| scope.spawn(|| search(b, forks, base)));
                 let emitted = match pending.take() {
@@ -523,7 +648,8 @@ impl Grep {
                 if !matches!(emitted, Ok(ControlFlow::Continue(()))) {
                     stop.store(true, Ordering::Relaxed); // the batch being searched is not needed
                 }
-                let searched = handle.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+                let searched =
+                    handle.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
                 (searched, emitted)
             });
             if emitted?.is_break() {
@@ -542,7 +668,13 @@ impl Grep {
     }
 
     /// A stream: read chunks, search up to the last newline, carry the rest.
-    fn run_stream(&self, input: &mut dyn Read, path: &Path, opts: &ScanOptions, sink: &mut dyn Sink) -> Result<u64> {
+    fn run_stream(
+        &self,
+        input: &mut dyn Read,
+        path: &Path,
+        opts: &ScanOptions,
+        sink: &mut dyn Sink,
+    ) -> Result<u64> {
         let needs = sink.needs();
         let cap = self.cap(&needs);
         let chunk = if opts.chunk == 0 { STREAM_CHUNK } else { opts.chunk };
@@ -609,7 +741,12 @@ impl Grep {
 
 /// Joins or replays one batch's output (or counts) in order, stopping at
 /// `cap` selected lines.
-fn replay(done: Vec<Done>, sink: &mut dyn Sink, total: &mut u64, cap: u64) -> Result<ControlFlow<()>> {
+fn replay(
+    done: Vec<Done>,
+    sink: &mut dyn Sink,
+    total: &mut u64,
+    cap: u64,
+) -> Result<ControlFlow<()>> {
     for d in done {
         let rec = match d {
             Done::Recorded(rec) => rec,
@@ -629,7 +766,12 @@ fn replay(done: Vec<Done>, sink: &mut dyn Sink, total: &mut u64, cap: u64) -> Re
                 return Ok(ControlFlow::Break(()));
             }
             *total += 1;
-            let l = SinkLine { line: r.line, offset: r.offset, bytes: &rec.bytes[r.bytes.0..r.bytes.1], spans: &rec.spans[r.spans.0..r.spans.1] };
+            let l = SinkLine {
+                line: r.line,
+                offset: r.offset,
+                bytes: &rec.bytes[r.bytes.0..r.bytes.1],
+                spans: &rec.spans[r.spans.0..r.spans.1],
+            };
             if sink.matched(&l)?.is_break() {
                 return Ok(ControlFlow::Break(()));
             }
@@ -673,7 +815,12 @@ impl Sink for Recorder {
         let (b, s) = (self.bytes.len(), self.spans.len());
         self.bytes.extend_from_slice(l.bytes);
         self.spans.extend_from_slice(l.spans);
-        self.lines.push(Recorded { line: l.line, offset: l.offset, bytes: (b, self.bytes.len()), spans: (s, self.spans.len()) });
+        self.lines.push(Recorded {
+            line: l.line,
+            offset: l.offset,
+            bytes: (b, self.bytes.len()),
+            spans: (s, self.spans.len()),
+        });
         Ok(ControlFlow::Continue(()))
     }
 }
@@ -695,7 +842,12 @@ fn last_lines(w: &[u8], from: usize, to: usize, k: usize) -> Vec<usize> {
 
 /// Calls `f` for each line starting in `[from, to)` of `w` (`from` a line
 /// start; `to` a line start or `w.len()`).
-fn each_line(w: &[u8], from: usize, to: usize, f: &mut impl FnMut(usize, usize) -> ControlFlow<()>) -> ControlFlow<()> {
+fn each_line(
+    w: &[u8],
+    from: usize,
+    to: usize,
+    f: &mut impl FnMut(usize, usize) -> ControlFlow<()>,
+) -> ControlFlow<()> {
     let mut p = from;
     while p < to {
         let le = memchr(b'\n', &w[p..to]).map_or(to, |i| p + i);
@@ -780,7 +932,8 @@ impl State {
             needs: *needs,
             cap,
             selected: 0,
-            cursor: (needs.lines && needs.line_numbers).then_some(Cursor { line: line.max(1), pos: 0 }),
+            cursor: (needs.lines && needs.line_numbers)
+                .then_some(Cursor { line: line.max(1), pos: 0 }),
             spans: Vec::new(),
             err: None,
             stopped: false,

@@ -182,6 +182,10 @@ impl Sink for Collect {
                 self.found.push((l.line, l.offset + s as u64, l.bytes[s..e].to_vec()));
             }
         }
-        Ok(if self.found.len() >= self.limit { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
+        Ok(if self.found.len() >= self.limit {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        })
     }
 }

@@ -10,8 +10,11 @@ use proptest::prelude::{prop_oneof, proptest, Just, ProptestConfig, Strategy as 
 use regex::bytes::RegexBuilder;
 
 use super::pattern::cannot_match_newline;
+use super::{
+    grep, grep_count, grep_lines, whole_haystack_assertions, Collect, GnuPrinter, Grep,
+    GrepOptions, JsonPrinter, PrintOptions, Report, Sink, SinkLine,
+};
 use super::{FINDER_DFA, FINDER_PREFILTER};
-use super::{grep, grep_count, grep_lines, whole_haystack_assertions, Collect, GnuPrinter, Grep, GrepOptions, JsonPrinter, PrintOptions, Report, Sink, SinkLine};
 use crate::test_util::{scan_matrix, ALL_STRATEGIES};
 use crate::test_util::{temp_file as write, Trickle};
 
@@ -97,7 +100,8 @@ fn reference(data: &[u8], g: &GrepOptions, p: &PrintOptions, label: &[u8]) -> Ex
     }
     let mut shown = selected.clone();
     for i in (0..lines.len()).filter(|&i| selected[i]) {
-        let around = i.saturating_sub(p.before.unwrap_or(0))..=(i + p.after.unwrap_or(0)).min(lines.len() - 1);
+        let around = i.saturating_sub(p.before.unwrap_or(0))
+            ..=(i + p.after.unwrap_or(0)).min(lines.len() - 1);
         shown[around].fill(true);
     }
     let mut e = Expected { count, out: Vec::new(), records: Vec::new() };
@@ -138,12 +142,20 @@ fn reference(data: &[u8], g: &GrepOptions, p: &PrintOptions, label: &[u8]) -> Ex
 }
 
 /// Runs the GNU printer over a file or a stream.
-fn printed(compiled: &Grep, path: &Path, p: &PrintOptions, opts: &ScanOptions, stream: Option<(&[u8], usize)>) -> (Vec<u8>, u64) {
+fn printed(
+    compiled: &Grep,
+    path: &Path,
+    p: &PrintOptions,
+    opts: &ScanOptions,
+    stream: Option<(&[u8], usize)>,
+) -> (Vec<u8>, u64) {
     let mut out = Vec::new();
     let mut printer = GnuPrinter::new(&mut out, p.clone());
     let n = match stream {
         None => compiled.search(path, opts, &mut printer),
-        Some((data, step)) => compiled.search_reader(&mut Trickle(data, step), path, opts, &mut printer),
+        Some((data, step)) => {
+            compiled.search_reader(&mut Trickle(data, step), path, opts, &mut printer)
+        }
     }
     .unwrap();
     (out, n)
@@ -160,7 +172,11 @@ fn check(data: &[u8], g: &GrepOptions, p: &PrintOptions) {
     assert_eq!(grep_count(&path, g, &opts).unwrap(), want.count, "count {g:?}");
     let mut out = Vec::new();
     assert_eq!(grep(&path, g, p, &opts, &mut out).unwrap(), want.count, "selected {g:?}");
-    assert_eq!(grep_lines(&path, g, p.only_matching, &opts, None).unwrap(), want_records, "lines {g:?}");
+    assert_eq!(
+        grep_lines(&path, g, p.only_matching, &opts, None).unwrap(),
+        want_records,
+        "lines {g:?}"
+    );
     // ... and every combination through one compiled search, with each
     // line finder (files this small never time them: each is forced).
     let finders: Vec<Grep> = [FINDER_PREFILTER, FINDER_DFA]
@@ -171,11 +187,18 @@ fn check(data: &[u8], g: &GrepOptions, p: &PrintOptions) {
             compiled
         })
         .collect();
-    for (which, compiled, opts) in finders.iter().enumerate().flat_map(|(w, c)| combos().into_iter().map(move |o| (w, c, o))) {
-        let what = format!("finder {which} {g:?} {p:?} {opts:?} data={:?}", String::from_utf8_lossy(data));
+    for (which, compiled, opts) in
+        finders.iter().enumerate().flat_map(|(w, c)| combos().into_iter().map(move |o| (w, c, o)))
+    {
+        let what =
+            format!("finder {which} {g:?} {p:?} {opts:?} data={:?}", String::from_utf8_lossy(data));
         assert_eq!(compiled.count(&path, &opts).unwrap(), want.count, "count {what}");
         let (out, n) = printed(compiled, &path, p, &opts, None);
-        assert_eq!(String::from_utf8_lossy(&out), String::from_utf8_lossy(&want.out), "output {what}");
+        assert_eq!(
+            String::from_utf8_lossy(&out),
+            String::from_utf8_lossy(&want.out),
+            "output {what}"
+        );
         assert_eq!(n, want.count, "selected {what}");
         let mut collect = Collect::new(p.only_matching, None);
         compiled.search(&path, &opts, &mut collect).unwrap();
@@ -183,9 +206,17 @@ fn check(data: &[u8], g: &GrepOptions, p: &PrintOptions) {
         // A stream, in the window size as read size, through short reads.
         let step = if opts.chunk == 0 { 5 } else { opts.chunk };
         let (out, n) = printed(compiled, &path, p, &opts, Some((data, step)));
-        assert_eq!(String::from_utf8_lossy(&out), String::from_utf8_lossy(&want.out), "stream {what}");
+        assert_eq!(
+            String::from_utf8_lossy(&out),
+            String::from_utf8_lossy(&want.out),
+            "stream {what}"
+        );
         assert_eq!(n, want.count, "stream selected {what}");
-        assert_eq!(compiled.count_reader(&mut Trickle(data, step), &path, &opts).unwrap(), want.count, "stream count {what}");
+        assert_eq!(
+            compiled.count_reader(&mut Trickle(data, step), &path, &opts).unwrap(),
+            want.count,
+            "stream count {what}"
+        );
     }
 }
 
@@ -206,13 +237,15 @@ fn corpus() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
         6 => proptest::collection::vec(byte.clone(), 0..8),
         1 => proptest::collection::vec(byte, 60..150), // longer than small windows
     ];
-    (proptest::collection::vec(line, 0..30), proptest::bool::ANY).prop_map(|(lines, last_newline)| {
-        let mut data = lines.join(&b'\n');
-        if last_newline && !lines.is_empty() {
-            data.push(b'\n');
-        }
-        data
-    })
+    (proptest::collection::vec(line, 0..30), proptest::bool::ANY).prop_map(
+        |(lines, last_newline)| {
+            let mut data = lines.join(&b'\n');
+            if last_newline && !lines.is_empty() {
+                data.push(b'\n');
+            }
+            data
+        },
+    )
 }
 
 fn patterns() -> impl proptest::strategy::Strategy<Value = (Vec<String>, bool)> {
@@ -252,10 +285,16 @@ fn patterns() -> impl proptest::strategy::Strategy<Value = (Vec<String>, bool)> 
         Just("\\w+,"),
     ]
     .prop_map(|p| (vec![p.to_owned()], false));
-    let literal = proptest::collection::vec(prop_oneof![Just('a'), Just('b'), Just('.'), Just('*'), Just('1')], 0..4)
-        .prop_map(|c| (vec![c.into_iter().collect::<String>()], true));
-    let several = proptest::collection::vec(prop_oneof![Just("a"), Just("b1"), Just("^A"), Just("x"), Just("a\nB")], 2..4)
-        .prop_map(|v| (v.into_iter().map(String::from).collect(), false));
+    let literal = proptest::collection::vec(
+        prop_oneof![Just('a'), Just('b'), Just('.'), Just('*'), Just('1')],
+        0..4,
+    )
+    .prop_map(|c| (vec![c.into_iter().collect::<String>()], true));
+    let several = proptest::collection::vec(
+        prop_oneof![Just("a"), Just("b1"), Just("^A"), Just("x"), Just("a\nB")],
+        2..4,
+    )
+    .prop_map(|v| (v.into_iter().map(String::from).collect(), false));
     prop_oneof![4 => regex, 2 => literal, 1 => several]
 }
 
@@ -293,24 +332,46 @@ proptest! {
 
 #[test]
 fn edge_cases() {
-    let numbered = PrintOptions { line_numbers: true, byte_offset: true, text: true, ..Default::default() };
+    let numbered =
+        PrintOptions { line_numbers: true, byte_offset: true, text: true, ..Default::default() };
     for data in [&b""[..], b"\n", b"\n\n", b"a", b"a\n", b"\na", b"ab\r\nb\r\n", b"xyz"] {
         for p in ["", "^", "$", "a", "^$", "\\s", "b\\r$", "x*"] {
             let g = GrepOptions { patterns: vec![p.into()], ..Default::default() };
             check(data, &g, &numbered);
             check(data, &GrepOptions { invert: true, ..g.clone() }, &numbered);
             check(data, &g, &PrintOptions { only_matching: true, ..numbered.clone() });
-            check(data, &GrepOptions { word: true, ..g.clone() }, &PrintOptions { before: Some(1), after: Some(1), ..numbered.clone() });
+            check(
+                data,
+                &GrepOptions { word: true, ..g.clone() },
+                &PrintOptions { before: Some(1), after: Some(1), ..numbered.clone() },
+            );
         }
     }
 }
 
 #[test]
 fn context_groups_across_windows() {
-    let data: Vec<u8> = (0..200).map(|i| if i % 17 == 0 || i % 23 == 0 { "hit\n".to_string() } else { format!("line {i}\n") }).collect::<String>().into_bytes();
+    let data: Vec<u8> =
+        (0..200)
+            .map(|i| {
+                if i % 17 == 0 || i % 23 == 0 {
+                    "hit\n".to_string()
+                } else {
+                    format!("line {i}\n")
+                }
+            })
+            .collect::<String>()
+            .into_bytes();
     let g = GrepOptions { patterns: vec!["hit".into()], ..Default::default() };
-    for (before, after) in [(None, Some(1)), (Some(2), None), (Some(0), Some(0)), (Some(3), Some(3)), (Some(8), Some(8))] {
-        let p = PrintOptions { line_numbers: true, before, after, text: true, ..Default::default() };
+    for (before, after) in [
+        (None, Some(1)),
+        (Some(2), None),
+        (Some(0), Some(0)),
+        (Some(3), Some(3)),
+        (Some(8), Some(8)),
+    ] {
+        let p =
+            PrintOptions { line_numbers: true, before, after, text: true, ..Default::default() };
         check(&data, &g, &p);
         check(&data, &GrepOptions { max_count: Some(3), ..g.clone() }, &p);
         check(&data, &GrepOptions { invert: true, max_count: Some(40), ..g.clone() }, &p);
@@ -332,7 +393,11 @@ fn many_ranges_and_batches() {
     let (_dir, path) = write(&data);
     let want = reference(&data, &g, &p, b"");
     assert!(want.count > 100);
-    for opts in [ScanOptions::new(Strategy::Mmap, 2), ScanOptions::new(Strategy::Read, 3), ScanOptions::new(Strategy::Mmap, 1)] {
+    for opts in [
+        ScanOptions::new(Strategy::Mmap, 2),
+        ScanOptions::new(Strategy::Read, 3),
+        ScanOptions::new(Strategy::Mmap, 1),
+    ] {
         let mut out = Vec::new();
         assert_eq!(grep(&path, &g, &p, &opts, &mut out).unwrap(), want.count);
         assert!(out == want.out, "{opts:?}");
@@ -354,10 +419,13 @@ fn forked_printers_match_one_thread() {
     // tiny up, for every output option.
     let mut data = Vec::new();
     for i in 0..3000u32 {
-        data.extend_from_slice(format!("{},{},id{}\n", i * 7919 % 10007, i % 13, i % 97).as_bytes());
+        data.extend_from_slice(
+            format!("{},{},id{}\n", i * 7919 % 10007, i % 13, i % 97).as_bytes(),
+        );
     }
     let (_dir, path) = write(&data);
-    let g = Grep::new(&GrepOptions { patterns: vec!["1[0-9]*".into()], ..Default::default() }).unwrap();
+    let g =
+        Grep::new(&GrepOptions { patterns: vec!["1[0-9]*".into()], ..Default::default() }).unwrap();
     let base = PrintOptions { with_filename: true, ..Default::default() };
     let prints = [
         PrintOptions { line_numbers: true, ..base.clone() },
@@ -382,7 +450,8 @@ fn forked_printers_match_one_thread() {
     for only_matching in [false, true] {
         let json = |opts: &ScanOptions| {
             let mut out = Vec::new();
-            g.search(&path, opts, &mut JsonPrinter::new(&mut out, Report::Lines, only_matching)).unwrap();
+            g.search(&path, opts, &mut JsonPrinter::new(&mut out, Report::Lines, only_matching))
+                .unwrap();
             out
         };
         let want = json(&ScanOptions::new(Strategy::Mmap, 1));
@@ -410,7 +479,10 @@ fn stops_when_the_sink_says_so() {
     let (_dir, path) = write(b"a1\nb\na2\na3\n");
     let g = GrepOptions { patterns: vec!["a".into()], ..Default::default() };
     for opts in combos() {
-        assert_eq!(grep_lines(&path, &g, false, &opts, Some(2)).unwrap(), vec![(1, 0, b"a1".to_vec()), (3, 5, b"a2".to_vec())]);
+        assert_eq!(
+            grep_lines(&path, &g, false, &opts, Some(2)).unwrap(),
+            vec![(1, 0, b"a1".to_vec()), (3, 5, b"a2".to_vec())]
+        );
         let mut first = First(0);
         Grep::new(&g).unwrap().search(&path, &opts, &mut first).unwrap();
         assert_eq!(first.0, 1);
@@ -422,7 +494,8 @@ fn reports_counts_and_file_names() {
     let (_dir, path) = write(b"a1\nb\na2\n");
     let name = path.display().to_string();
     let g = Grep::new(&GrepOptions { patterns: vec!["a".into()], ..Default::default() }).unwrap();
-    let none = Grep::new(&GrepOptions { patterns: vec!["z".into()], ..Default::default() }).unwrap();
+    let none =
+        Grep::new(&GrepOptions { patterns: vec!["z".into()], ..Default::default() }).unwrap();
     let run = |g: &Grep, report: Report| {
         let mut out = Vec::new();
         let p = PrintOptions { report, with_filename: true, ..Default::default() };
@@ -443,17 +516,26 @@ fn binary_files_report_no_lines() {
     for opts in combos() {
         let mut out = Vec::new();
         let mut printer = GnuPrinter::new(&mut out, PrintOptions::default());
-        assert_eq!(g.search(&path, &opts, &mut printer).unwrap(), 1, "stops at the first selected line");
+        assert_eq!(
+            g.search(&path, &opts, &mut printer).unwrap(),
+            1,
+            "stops at the first selected line"
+        );
         assert!(printer.binary_matched());
         assert!(out.is_empty());
-        let (out, n) = printed(&g, &path, &PrintOptions { text: true, ..Default::default() }, &opts, None);
+        let (out, n) =
+            printed(&g, &path, &PrintOptions { text: true, ..Default::default() }, &opts, None);
         assert_eq!((out, n), (b"a\0b\nab\n".to_vec(), 2));
     }
     // A NUL past the first 32 KiB: lines up to the selected line holding it.
     let mut data = b"ab\n".repeat(20_000);
     data.extend_from_slice(b"a\0\nab\n");
     let (_dir, path) = write(&data);
-    for opts in [ScanOptions::new(Strategy::Read, 1), ScanOptions::new(Strategy::Mmap, 3), ScanOptions { chunk: 64, ..ScanOptions::new(Strategy::Read, 3) }] {
+    for opts in [
+        ScanOptions::new(Strategy::Read, 1),
+        ScanOptions::new(Strategy::Mmap, 3),
+        ScanOptions { chunk: 64, ..ScanOptions::new(Strategy::Read, 3) },
+    ] {
         let mut out = Vec::new();
         let mut printer = GnuPrinter::new(&mut out, PrintOptions::default());
         assert_eq!(g.search(&path, &opts, &mut printer).unwrap(), 20_001, "{opts:?}");
@@ -492,14 +574,25 @@ fn walks_in_name_order_skipping_symlinks() {
 
 #[test]
 fn invalid_regex_and_missing_pattern() {
-    let err = Grep::new(&GrepOptions { patterns: vec!["a(".into()], ..Default::default() }).unwrap_err();
-    assert!(matches!(&err, Error::InvalidArgument(m) if m.starts_with("invalid regex") && m.contains("unclosed group")), "{err}");
+    let err =
+        Grep::new(&GrepOptions { patterns: vec!["a(".into()], ..Default::default() }).unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidArgument(m) if m.starts_with("invalid regex") && m.contains("unclosed group")),
+        "{err}"
+    );
     // Each alternative must be valid on its own.
-    let err = Grep::new(&GrepOptions { patterns: vec!["a)".into(), "(b".into()], ..Default::default() }).unwrap_err();
+    let err =
+        Grep::new(&GrepOptions { patterns: vec!["a)".into(), "(b".into()], ..Default::default() })
+            .unwrap_err();
     assert!(matches!(err, Error::InvalidArgument(_)));
     assert!(Grep::new(&GrepOptions::default()).is_err());
     // -F escapes metacharacters.
-    assert!(Grep::new(&GrepOptions { patterns: vec!["a(".into()], fixed: true, ..Default::default() }).is_ok());
+    assert!(Grep::new(&GrepOptions {
+        patterns: vec!["a(".into()],
+        fixed: true,
+        ..Default::default()
+    })
+    .is_ok());
 }
 
 #[test]
@@ -521,12 +614,39 @@ fn detects_whole_haystack_assertions() {
 
 #[test]
 fn detects_patterns_that_cannot_match_newlines() {
-    for p in ["7[0-9]{3}\\.5", "\\w+@\\d", "^foo$", "(?i)abc", "a.b", "[[:alpha:]]+", "\\bx\\b", "\\[^a\\]", "[]^]", "é+"] {
+    for p in [
+        "7[0-9]{3}\\.5",
+        "\\w+@\\d",
+        "^foo$",
+        "(?i)abc",
+        "a.b",
+        "[[:alpha:]]+",
+        "\\bx\\b",
+        "\\[^a\\]",
+        "[]^]",
+        "é+",
+    ] {
         assert!(cannot_match_newline(p), "{p}");
     }
     for p in [
-        "\\s", "\\S", "\\D", "\\W", "[^a]", "a[^b]c", "(?s).", "(?is:a.)", "[[:space:]]", "[[:^alpha:]]", "\\x0a", "\\n",
-        "\\pC", "\\P{L}", "[\\t-\\r]", "a\\", "\tb", "\\Aa",
+        "\\s",
+        "\\S",
+        "\\D",
+        "\\W",
+        "[^a]",
+        "a[^b]c",
+        "(?s).",
+        "(?is:a.)",
+        "[[:space:]]",
+        "[[:^alpha:]]",
+        "\\x0a",
+        "\\n",
+        "\\pC",
+        "\\P{L}",
+        "[\\t-\\r]",
+        "a\\",
+        "\tb",
+        "\\Aa",
     ] {
         assert!(!cannot_match_newline(p), "{p}");
     }
@@ -537,7 +657,11 @@ fn grep_reads_proc_files_and_fifos() {
     let g = GrepOptions { patterns: vec!["^MemTotal".into()], ..Default::default() };
     let mut out = Vec::new();
     // /proc/meminfo has size 0: it used to give no match at all.
-    assert_eq!(grep("/proc/meminfo", &g, &PrintOptions::default(), &ScanOptions::default(), &mut out).unwrap(), 1);
+    assert_eq!(
+        grep("/proc/meminfo", &g, &PrintOptions::default(), &ScanOptions::default(), &mut out)
+            .unwrap(),
+        1
+    );
     assert!(out.starts_with(b"MemTotal:"), "{}", String::from_utf8_lossy(&out));
     let data = b"one\ntwo MemTotal\nMemTotal three\nfour".to_vec();
     let dir = tempfile::tempdir().unwrap();
@@ -569,7 +693,11 @@ fn large_files_time_the_finders_and_count_the_same() {
         let re = line_regex(&g);
         let want = data.split(|&b| b == b'\n').filter(|l| re.is_match(l)).count() as u64;
         let compiled = Grep::new(&g).unwrap();
-        for opts in [ScanOptions::new(Strategy::Mmap, 1), ScanOptions::new(Strategy::Read, 2), ScanOptions::new(Strategy::Mmap, 3)] {
+        for opts in [
+            ScanOptions::new(Strategy::Mmap, 1),
+            ScanOptions::new(Strategy::Read, 2),
+            ScanOptions::new(Strategy::Mmap, 3),
+        ] {
             assert_eq!(compiled.count(&path, &opts).unwrap(), want, "{pattern} {opts:?}");
             let lines = grep_lines(&path, &g, false, &opts, None).unwrap();
             assert_eq!(lines.len() as u64, want, "{pattern} {opts:?}");

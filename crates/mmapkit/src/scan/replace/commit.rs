@@ -12,20 +12,29 @@ pub(super) fn real_path(path: &Path) -> Result<PathBuf> {
 
 /// Makes the temporary file the new `real`: owner and mode, fsync, backup,
 /// rename, fsync of the directory.
-pub(super) fn commit(path: &Path, real: &Path, meta: &Metadata, tmp: TempFile, ropts: &ReplaceOptions) -> Result<()> {
+pub(super) fn commit(
+    path: &Path,
+    real: &Path,
+    meta: &Metadata,
+    tmp: TempFile,
+    ropts: &ReplaceOptions,
+) -> Result<()> {
     tmp.copy_owner_and_mode(meta)?;
     // Reported on the user's file: the temporary one is removed, and
     // never renamed after a failed sync (a retry would "succeed" without
     // writing what the kernel dropped).
-    tmp.file()
-        .sync_all()
-        .map_err(|e| Error::io(path, "fsync of the rewritten copy (the original is left as it was)", e))?;
+    tmp.file().sync_all().map_err(|e| {
+        Error::io(path, "fsync of the rewritten copy (the original is left as it was)", e)
+    })?;
     // The file must not have changed (or been replaced) meanwhile.
     let now = fs::metadata(real).map_err(|e| Error::io(path, "stat", e))?;
     if (now.ino(), now.dev(), now.len(), now.mtime(), now.mtime_nsec())
         != (meta.ino(), meta.dev(), meta.len(), meta.mtime(), meta.mtime_nsec())
     {
-        return Err(Error::invalid(path, "the file changed while it was being rewritten; left as it is"));
+        return Err(Error::invalid(
+            path,
+            "the file changed while it was being rewritten; left as it is",
+        ));
     }
     if let Some(sfx) = &ropts.backup {
         link_backup(real, sfx)?;
@@ -49,7 +58,12 @@ pub(super) fn link_backup(real: &Path, sfx: &str) -> Result<()> {
             let _ = fs::remove_file(&tmp);
             Error::io(&backup, "rename", e)
         }),
-        Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM | libc::EOPNOTSUPP | libc::EMLINK | libc::EXDEV)) => {
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::EPERM | libc::EOPNOTSUPP | libc::EMLINK | libc::EXDEV)
+            ) =>
+        {
             copy_backup(real, sfx)
         }
         Err(e) => Err(Error::io(&backup, "link", e)),

@@ -3,7 +3,6 @@
 
 use super::*;
 
-
 /// The concrete strategy for an in-place edit of `len` bytes: `Auto` is
 /// always `read` (`pread` a window, `pwrite` the changed stretches).
 ///
@@ -148,7 +147,10 @@ impl InPlace<'_, '_> {
 
     pub(super) fn truncated(&self) -> Error {
         self.stop.store(true, Ordering::Relaxed);
-        Error::Truncated { path: self.path.to_owned(), during: "being edited in place; stopped, the file is left at its new size" }
+        Error::Truncated {
+            path: self.path.to_owned(),
+            during: "being edited in place; stopped, the file is left at its new size",
+        }
     }
 
     /// Before writing anything below `end`: stops (for good) if the file
@@ -160,7 +162,8 @@ impl InPlace<'_, '_> {
         if self.stop.load(Ordering::Relaxed) {
             return Err(self.truncated());
         }
-        let now = self.job.src.file().metadata().map_err(|e| Error::io(self.path, "stat", e))?.len();
+        let now =
+            self.job.src.file().metadata().map_err(|e| Error::io(self.path, "stat", e))?.len();
         if now < self.job.src.len() || now < end {
             return Err(self.truncated());
         }
@@ -173,8 +176,12 @@ impl InPlace<'_, '_> {
             // faults (SIGBUS guard) and can never extend the file. Not
             // through the reading map, whose slices the workers hold.
             (_, Some(out)) => out.write_at(off as usize, data),
-            (Source::Mapped(m), None) => m.file().write_all_at(data, off).map_err(|e| Error::io(m.path(), "write", e)),
-            (Source::Read { file, path, .. }, None) => file.write_all_at(data, off).map_err(|e| Error::io(path, "write", e)),
+            (Source::Mapped(m), None) => {
+                m.file().write_all_at(data, off).map_err(|e| Error::io(m.path(), "write", e))
+            }
+            (Source::Read { file, path, .. }, None) => {
+                file.write_all_at(data, off).map_err(|e| Error::io(path, "write", e))
+            }
         };
         if r.is_err() {
             self.stop.store(true, Ordering::Relaxed);
@@ -200,7 +207,9 @@ impl InPlace<'_, '_> {
             }
             let i = job
                 .src
-                .with_window(pos, win_end, |w| self.plan(w, pos, (core_end - pos) as usize, &mut plan))
+                .with_window(pos, win_end, |w| {
+                    self.plan(w, pos, (core_end - pos) as usize, &mut plan)
+                })
                 .inspect_err(|_| self.stop.store(true, Ordering::Relaxed))?;
             if let Some(end) = plan.spans.last().map(|&(off, _, l)| off + l as u64) {
                 self.check_size(end)?;
@@ -273,7 +282,9 @@ pub(super) fn replace_in_place(
     if count > 0 && ropts.sync {
         let synced = match &job.src {
             Source::Mapped(m) => out.as_ref().map_or_else(|| m.flush(), |o| o.flush()),
-            Source::Read { file, .. } => file.sync_data().map_err(|e| Error::io(path, "fdatasync", e)),
+            Source::Read { file, .. } => {
+                file.sync_data().map_err(|e| Error::io(path, "fdatasync", e))
+            }
         };
         // The edits are in the page cache, so a rerun finds nothing to
         // replace, but the failed sync may have dropped them from the disk
@@ -283,5 +294,9 @@ pub(super) fn replace_in_place(
             e => e,
         })?;
     }
-    Ok(ReplaceReport { replacements: count, in_place: true, bytes_written: count * repl.len() as u64 })
+    Ok(ReplaceReport {
+        replacements: count,
+        in_place: true,
+        bytes_written: count * repl.len() as u64,
+    })
 }

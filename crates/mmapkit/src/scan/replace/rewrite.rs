@@ -4,7 +4,6 @@
 use super::*;
 use crate::scan::local;
 
-
 pub(super) enum Edit<'a> {
     Literal { needle: Box<Needle>, repl: &'a [u8] },
     Regex(RegexEdit<'a>),
@@ -34,7 +33,12 @@ impl<'a> RegexEdit<'a> {
         let window = if whole_haystack_assertions(p) {
             None
         } else {
-            Some(RegexBuilder::new(p).multi_line(true).build().map_err(|e| Error::InvalidArgument(format!("invalid regex: {e}")))?)
+            Some(
+                RegexBuilder::new(p)
+                    .multi_line(true)
+                    .build()
+                    .map_err(|e| Error::InvalidArgument(format!("invalid regex: {e}")))?,
+            )
         };
         Ok(RegexEdit { line, window, repl, expand: repl.contains(&b'$'), id: local::next_id() })
     }
@@ -46,8 +50,15 @@ impl<'a> RegexEdit<'a> {
         // Compiled afresh rather than cloned: clones share reference-counted
         // internals, and the count bumped for every match (`Captures`) would
         // bounce between cores.
-        let fresh = |re: &Regex, multi_line: bool| RegexBuilder::new(re.as_str()).multi_line(multi_line).build().unwrap_or_else(|_| re.clone());
-        local::per_thread(self.id, || (fresh(&self.line, false), self.window.as_ref().map(|w| fresh(w, true))))
+        let fresh = |re: &Regex, multi_line: bool| {
+            RegexBuilder::new(re.as_str())
+                .multi_line(multi_line)
+                .build()
+                .unwrap_or_else(|_| re.clone())
+        };
+        local::per_thread(self.id, || {
+            (fresh(&self.line, false), self.window.as_ref().map(|w| fresh(w, true)))
+        })
     }
 
     /// Replaces in one line (without `\n`), appending to `out` (None: count only).
@@ -79,7 +90,13 @@ impl<'a> RegexEdit<'a> {
 
     /// Replaces in a window of whole lines, appending to `out` (None:
     /// count only).
-    pub(super) fn chunk(&self, line_re: &Regex, win_re: Option<&Regex>, w: &[u8], mut out: Option<&mut Vec<u8>>) -> u64 {
+    pub(super) fn chunk(
+        &self,
+        line_re: &Regex,
+        win_re: Option<&Regex>,
+        w: &[u8],
+        mut out: Option<&mut Vec<u8>>,
+    ) -> u64 {
         let mut count = 0;
         let mut pos = 0;
         while pos < w.len() {
@@ -87,7 +104,9 @@ impl<'a> RegexEdit<'a> {
             // alone (a per-line match is also a multi-line one).
             let ls = match win_re {
                 Some(re) => match re.find_at(w, pos) {
-                    Some(m) => pos + memchr::memrchr(b'\n', &w[pos..m.start()]).map_or(0, |i| i + 1),
+                    Some(m) => {
+                        pos + memchr::memrchr(b'\n', &w[pos..m.start()]).map_or(0, |i| i + 1)
+                    }
                     None => w.len(),
                 },
                 None => pos,
@@ -133,12 +152,19 @@ pub(super) struct Piece {
     skip: u64,
 }
 
-pub(super) fn rewrite(path: &Path, meta: &Metadata, edit: &Edit<'_>, ropts: &ReplaceOptions, opts: &ScanOptions) -> Result<ReplaceReport> {
+pub(super) fn rewrite(
+    path: &Path,
+    meta: &Metadata,
+    edit: &Edit<'_>,
+    ropts: &ReplaceOptions,
+    opts: &ScanOptions,
+) -> Result<ReplaceReport> {
     if let (Edit::Literal { needle, .. }, true) = (edit, ropts.dry_run) {
         let n = crate::scan::engine::count(path, needle.finder.needle(), opts)?;
         return Ok(ReplaceReport { replacements: n, in_place: false, bytes_written: 0 });
     }
-    let sopts = ScanOptions { strategy: resolve_rewrite(opts.strategy, meta.len()), ..opts.clone() };
+    let sopts =
+        ScanOptions { strategy: resolve_rewrite(opts.strategy, meta.len()), ..opts.clone() };
     let job = Job::open(path, &sopts)?;
     let len = job.src.len();
     let factor = match edit {
@@ -177,8 +203,11 @@ pub(super) fn rewrite(path: &Path, meta: &Metadata, edit: &Edit<'_>, ropts: &Rep
                             .collect();
                         g = ranges.last().map_or(len, |r| r.1);
                         let entries = job.entries_after(&needle.finder, &ranges, covered)?;
-                        let work: Vec<(u64, u64)> = entries.iter().zip(&ranges).map(|(&a, &(_, e))| (a, e)).collect();
-                        job.par_map(&work, |&(a, e)| literal_piece(&job, needle, repl, a, e, dry, &pool))?
+                        let work: Vec<(u64, u64)> =
+                            entries.iter().zip(&ranges).map(|(&a, &(_, e))| (a, e)).collect();
+                        job.par_map(&work, |&(a, e)| {
+                            literal_piece(&job, needle, repl, a, e, dry, &pool)
+                        })?
                     }
                     Edit::Regex(r) => {
                         let ranges = line_batches(&job, g, batch, per_group)?;
@@ -192,7 +221,10 @@ pub(super) fn rewrite(path: &Path, meta: &Metadata, edit: &Edit<'_>, ropts: &Rep
                 swept = g;
                 for p in &mut pieces {
                     p.skip = covered.saturating_sub(p.a).min(p.in_end - p.a);
-                    debug_assert!(p.first.is_none_or(|f| f >= covered), "a match inside the previous range's output");
+                    debug_assert!(
+                        p.first.is_none_or(|f| f >= covered),
+                        "a match inside the previous range's output"
+                    );
                     covered = covered.max(p.in_end);
                     total += p.count;
                 }
@@ -228,7 +260,15 @@ pub fn resolve_rewrite(strategy: Strategy, len: u64) -> Strategy {
 }
 
 /// Literal matches in `[a, e)` (from entry `a`) and the range's new bytes.
-pub(super) fn literal_piece(job: &Job<'_>, needle: &Needle, repl: &[u8], a: u64, e: u64, dry: bool, pool: &Buffers) -> Result<Piece> {
+pub(super) fn literal_piece(
+    job: &Job<'_>,
+    needle: &Needle,
+    repl: &[u8],
+    a: u64,
+    e: u64,
+    dry: bool,
+    pool: &Buffers,
+) -> Result<Piece> {
     let n = needle.len();
     let len = job.src.len();
     let mut out = if dry { Vec::new() } else { pool.take() };
@@ -281,7 +321,14 @@ pub(super) fn literal_piece(job: &Job<'_>, needle: &Needle, repl: &[u8], a: u64,
 }
 
 /// Regex matches in the lines of `[a, e)` and the range's new bytes.
-pub(super) fn regex_piece(job: &Job<'_>, r: &RegexEdit<'_>, a: u64, e: u64, dry: bool, pool: &Buffers) -> Result<Piece> {
+pub(super) fn regex_piece(
+    job: &Job<'_>,
+    r: &RegexEdit<'_>,
+    a: u64,
+    e: u64,
+    dry: bool,
+    pool: &Buffers,
+) -> Result<Piece> {
     let local = r.local();
     let (line_re, win_re) = &*local;
     let mut out = if dry { Vec::new() } else { pool.take() };
@@ -294,7 +341,14 @@ pub(super) fn regex_piece(job: &Job<'_>, r: &RegexEdit<'_>, a: u64, e: u64, dry:
         Ok(ControlFlow::Continue(()))
     })?;
     release(job, a, e);
-    Ok(Piece { a, in_end: e, data: pool.keep_if(count > 0 && !dry, out), count, first: None, skip: 0 })
+    Ok(Piece {
+        a,
+        in_end: e,
+        data: pool.keep_if(count > 0 && !dry, out),
+        count,
+        first: None,
+        skip: 0,
+    })
 }
 
 /// Bytes written between two write-back starts of the new file.
@@ -347,7 +401,12 @@ pub(super) fn release(job: &Job<'_>, a: u64, e: u64) {
 
 /// Up to `per_group` line-aligned ranges of about `batch` bytes from `g`
 /// (a line start); a line longer than `batch` makes its range longer.
-pub(super) fn line_batches(job: &Job<'_>, g: u64, batch: u64, per_group: usize) -> Result<Vec<(u64, u64)>> {
+pub(super) fn line_batches(
+    job: &Job<'_>,
+    g: u64,
+    batch: u64,
+    per_group: usize,
+) -> Result<Vec<(u64, u64)>> {
     let len = job.src.len();
     let mut out = Vec::with_capacity(per_group);
     let mut start = g;
@@ -378,7 +437,12 @@ pub(super) fn next_line_start(job: &Job<'_>, c: u64) -> Result<u64> {
 
 /// The writer thread: writes the pieces in order into a temporary file
 /// created at the first change (the unchanged prefix is copied then).
-pub(super) fn write_pieces(rx: mpsc::Receiver<Vec<Piece>>, orig: File, real: &Path, pool: &Buffers) -> Result<Option<(TempFile, u64)>> {
+pub(super) fn write_pieces(
+    rx: mpsc::Receiver<Vec<Piece>>,
+    orig: File,
+    real: &Path,
+    pool: &Buffers,
+) -> Result<Option<(TempFile, u64)>> {
     let mut tmp: Option<TempFile> = None;
     let mut written = 0u64;
     let mut flushed = 0u64; // write-back started below this offset
@@ -424,15 +488,25 @@ pub(super) fn write_pieces(rx: mpsc::Receiver<Vec<Piece>>, orig: File, real: &Pa
 
 /// Appends the original's bytes `[from, to)` to the temporary file
 /// (`copy_file_range` under `std::io::copy`: no copy through user space).
-pub(super) fn copy_range(orig: &File, from: u64, to: u64, t: &mut TempFile, real: &Path) -> Result<()> {
+pub(super) fn copy_range(
+    orig: &File,
+    from: u64,
+    to: u64,
+    t: &mut TempFile,
+    real: &Path,
+) -> Result<()> {
     if to <= from {
         return Ok(());
     }
     let mut src = orig;
     src.seek(SeekFrom::Start(from)).map_err(|e| Error::io(real, "seek", e))?;
-    let got = io::copy(&mut src.take(to - from), t.file_mut()).map_err(|e| Error::io(t.path(), "write", e))?;
+    let got = io::copy(&mut src.take(to - from), t.file_mut())
+        .map_err(|e| Error::io(t.path(), "write", e))?;
     if got < to - from {
-        return Err(Error::Truncated { path: real.to_owned(), during: "being rewritten; it was not replaced" });
+        return Err(Error::Truncated {
+            path: real.to_owned(),
+            during: "being rewritten; it was not replaced",
+        });
     }
     Ok(())
 }

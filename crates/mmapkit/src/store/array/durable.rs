@@ -65,7 +65,14 @@ fn boot_id() -> [u8; BOOT_LEN] {
 /// A checksum naming the store's content: its header bytes (from the
 /// file: another writer's layout differs) with the row count field
 /// masked, and its row `rows - 1`.
-pub(super) fn fingerprint(file: &File, path: &Path, header: &Header, data_off: usize, row_bytes: usize, rows: u64) -> Result<u32> {
+pub(super) fn fingerprint(
+    file: &File,
+    path: &Path,
+    header: &Header,
+    data_off: usize,
+    row_bytes: usize,
+    rows: u64,
+) -> Result<u32> {
     let mut head = vec![0u8; data_off];
     read_exact_at(file, path, &mut head, 0)?;
     if let Ok((_, field)) = header.encode_growable(data_off) {
@@ -169,7 +176,9 @@ pub(super) fn read(rec: &Path) -> Result<Option<Record>> {
     if !crc_ok || &b[..16] != MAGIC {
         return Err(Error::Corrupt {
             path: rec.to_owned(),
-            detail: "not a valid durable-rows record (remove it to trust the store's header as it is)".into(),
+            detail:
+                "not a valid durable-rows record (remove it to trust the store's header as it is)"
+                    .into(),
         });
     }
     Ok(Some(Record {
@@ -193,7 +202,11 @@ impl Durable {
     pub(super) fn create(rec: &Path, rows: u64, fp: u32) -> Result<Option<Durable>> {
         let tmp = match crate::fs::TempFile::beside(rec) {
             Ok(t) => t,
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EROFS | libc::EPERM)) => return Ok(None),
+            Err(e)
+                if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EROFS | libc::EPERM)) =>
+            {
+                return Ok(None)
+            }
             Err(e) => return Err(e),
         };
         tmp.file()

@@ -38,7 +38,10 @@ fn create_append_reopen() {
     let r = ArrayStore::open(&p, false, None).unwrap();
     assert_eq!(r.len(), 3);
     assert_eq!(r.data(), &rows_f64(&[1., 2., 3., 4., 5., 6., 7., 8., 9.])[..]);
-    assert!(matches!(ArrayStore::open(&p, false, None).unwrap().append(&[0; 24]), Err(Error::ReadOnly { .. })));
+    assert!(matches!(
+        ArrayStore::open(&p, false, None).unwrap().append(&[0; 24]),
+        Err(Error::ReadOnly { .. })
+    ));
     let mut w = ArrayStore::open(&p, true, None).unwrap();
     w.append(&rows_f64(&[10., 11., 12.])).unwrap();
     assert_eq!(w.len(), 4);
@@ -89,10 +92,12 @@ fn unpublished_rows_are_invisible_and_reused() {
     let mut w = ArrayStore::create(&p, "'<u8'", 8, &[2], &StoreOptions::default()).unwrap();
     w.append(&[1u8; 16]).unwrap();
     // A fill that fails (as a crash would) writes rows but never publishes.
-    let r: std::result::Result<u64, &str> = w.append_with(5, |rows| {
-        rows.fill(0xee);
-        Err("boom")
-    }).unwrap();
+    let r: std::result::Result<u64, &str> = w
+        .append_with(5, |rows| {
+            rows.fill(0xee);
+            Err("boom")
+        })
+        .unwrap();
     assert_eq!(r, Err("boom"));
     assert_eq!((w.len(), header_rows(&p).0), (1, 1));
     assert_eq!(ArrayStore::open(&p, false, None).unwrap().data(), &[1u8; 16]);
@@ -122,7 +127,12 @@ fn grows_np_save_files_and_rejects_bad_ones() {
         (b"not numpy at all".to_vec(), "bad magic"),
         (Header::new("<f8", vec![10]).encode().unwrap(), "header says 10 rows"),
         (Header::new("<f8", vec![]).encode().unwrap(), "0-d array"),
-        (Header { descr: "'<f8'".into(), fortran_order: true, shape: vec![2, 2] }.encode().unwrap(), "Fortran"),
+        (
+            Header { descr: "'<f8'".into(), fortran_order: true, shape: vec![2, 2] }
+                .encode()
+                .unwrap(),
+            "Fortran",
+        ),
     ] {
         std::fs::write(&p, &content).unwrap();
         let e = ArrayStore::open(&p, false, None).unwrap_err();
@@ -141,13 +151,28 @@ fn grows_np_save_files_and_rejects_bad_ones() {
 fn create_replaces_atomically_and_leaves_no_temp_files() {
     let (d, p) = tmp();
     std::fs::write(&p, b"old").unwrap();
-    let s = ArrayStore::create(&p, "'|u1'", 1, &[], &StoreOptions { capacity_rows: 1000, ..Default::default() }).unwrap();
+    let s = ArrayStore::create(
+        &p,
+        "'|u1'",
+        1,
+        &[],
+        &StoreOptions { capacity_rows: 1000, ..Default::default() },
+    )
+    .unwrap();
     assert!(s.capacity() >= 1000);
-    let mut names: Vec<_> = std::fs::read_dir(d.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let mut names: Vec<_> =
+        std::fs::read_dir(d.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
     names.sort();
     // The store and its durable-rows record (see `durable`), no temp file.
     assert_eq!(names, [".a.npy.mmapkit-durable", "a.npy"].map(std::ffi::OsString::from));
-    let e = ArrayStore::create(d.path().join("missing/x.npy"), "'|u1'", 1, &[], &StoreOptions::default()).unwrap_err();
+    let e = ArrayStore::create(
+        d.path().join("missing/x.npy"),
+        "'|u1'",
+        1,
+        &[],
+        &StoreOptions::default(),
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("missing"), "{e}");
 }
 
@@ -230,8 +255,15 @@ fn open_validates_before_changing_a_byte() {
     let (_d, p) = tmp();
     // An object array as np.save writes it (pickled payload after the header).
     let mut obj = Header::new("|O", vec![4]).encode().unwrap();
-    obj.extend_from_slice(&[0x80, 4, 0x95, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32]);
-    let structured = Header { descr: "[('a', '<i4'), ('b', '|O')]".into(), fortran_order: false, shape: vec![1] };
+    obj.extend_from_slice(&[
+        0x80, 4, 0x95, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21,
+        22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32,
+    ]);
+    let structured = Header {
+        descr: "[('a', '<i4'), ('b', '|O')]".into(),
+        fortran_order: false,
+        shape: vec![1],
+    };
     let mut structured = structured.encode().unwrap();
     structured.extend([0u8; 12]);
     let mut short = Header::new("<f8", vec![3]).encode().unwrap();
@@ -281,7 +313,8 @@ fn open_and_close_keeps_bytes_past_the_row_count() {
 /// record as a later boot sees it. Returns the copy's path.
 fn survivor_of_power_loss(to: &Path) -> PathBuf {
     let (_d, p) = tmp();
-    let rows = |r: std::ops::Range<u64>| -> Vec<u8> { r.flat_map(|i| (i + 1).to_le_bytes()).collect() };
+    let rows =
+        |r: std::ops::Range<u64>| -> Vec<u8> { r.flat_map(|i| (i + 1).to_le_bytes()).collect() };
     let mut s = ArrayStore::create(&p, "'<u8'", 8, &[], &StoreOptions::default()).unwrap();
     s.append(&rows(0..5)).unwrap();
     s.flush().unwrap();
@@ -323,7 +356,8 @@ fn rows_past_the_record_of_an_earlier_boot_are_not_trusted() {
     w.append(&100u64.to_le_bytes()).unwrap();
     w.close().unwrap();
     let back = ArrayStore::open(&q, false, None).unwrap();
-    let vals: Vec<u64> = back.data().chunks(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
+    let vals: Vec<u64> =
+        back.data().chunks(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
     assert_eq!(vals, [1, 2, 3, 4, 5, 100]);
 }
 
@@ -354,7 +388,10 @@ fn a_damaged_record_is_an_error_naming_it() {
     b[20] ^= 1; // the row count
     std::fs::write(&rec, &b).unwrap();
     let e = ArrayStore::open(d.path().join("a.npy"), false, None).unwrap_err();
-    assert!(matches!(e, Error::Corrupt { .. }) && e.to_string().contains(".a.npy.mmapkit-durable"), "{e}");
+    assert!(
+        matches!(e, Error::Corrupt { .. }) && e.to_string().contains(".a.npy.mmapkit-durable"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -455,8 +492,13 @@ fn claimed_lengths_are_capped_under_rlimit_as() {
     }
     let dir = tempfile::tempdir().unwrap();
     let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
-    cmd.args(["--exact", "store::array::tests::claimed_lengths_are_capped_under_rlimit_as", "--nocapture", "--test-threads=1"])
-        .env(RLIMIT_CHILD, dir.path());
+    cmd.args([
+        "--exact",
+        "store::array::tests::claimed_lengths_are_capped_under_rlimit_as",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(RLIMIT_CHILD, dir.path());
     // SAFETY: setrlimit is async-signal-safe; the closure allocates nothing.
     unsafe {
         std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
@@ -468,8 +510,13 @@ fn claimed_lengths_are_capped_under_rlimit_as() {
         });
     }
     let out = cmd.output().unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success() && text.contains("1 passed"), "child under RLIMIT_AS failed ({}):\n{text}", out.status);
+    let text =
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success() && text.contains("1 passed"),
+        "child under RLIMIT_AS failed ({}):\n{text}",
+        out.status
+    );
 }
 
 /// Errors about a file carry its path as the field, not in the message.
@@ -479,7 +526,11 @@ fn refusals_carry_the_path_as_a_field() {
     let e = ArrayStore::create(&p, "  ", 8, &[1], &StoreOptions::default()).unwrap_err();
     assert_eq!((e.kind(), e.path()), (crate::ErrorKind::InvalidArgument, Some(p.as_path())), "{e}");
     assert_eq!(e.message(), "empty dtype description");
-    let header = Header { descr: "[('a', '<f8'), ('b', '<i4')]".into(), fortran_order: false, shape: vec![0] };
+    let header = Header {
+        descr: "[('a', '<f8'), ('b', '<i4')]".into(),
+        fortran_order: false,
+        shape: vec![0],
+    };
     std::fs::write(&p, header.encode().unwrap()).unwrap();
     let e = ArrayStore::open(&p, false, None).unwrap_err();
     assert_eq!((e.kind(), e.path()), (crate::ErrorKind::InvalidArgument, Some(p.as_path())), "{e}");
