@@ -10,8 +10,16 @@ import traceback
 from pathlib import Path
 
 from . import suites
-from .harness import (CACHES, DATA_DIR, QUICK_RESULTS_DIR, REPO_DIR, RESULTS_DIR, RunOptions,
-                      failures, run_suite)
+from .harness import (
+    CACHES,
+    DATA_DIR,
+    QUICK_RESULTS_DIR,
+    REPO_DIR,
+    RESULTS_DIR,
+    RunOptions,
+    failures,
+    run_suite,
+)
 from .report import headline, headline_text, render, text_tables, update_readme, write_all
 
 
@@ -19,30 +27,51 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m bench",
         description="mmapkit benchmarks. Each suite generates its own seeded data in "
-                    "bench/data/ and writes bench/results/SUITE.{md,json,png} (--quick: "
-                    "bench/results/quick/, so quick numbers never replace the full run's).")
+        "bench/data/ and writes bench/results/SUITE.{md,json,png} (--quick: "
+        "bench/results/quick/, so quick numbers never replace the full run's).",
+    )
     p.add_argument("suite", nargs="?", help="suite name, or 'all' for every registered suite")
     p.add_argument("--list", action="store_true", help="list the registered suites and exit")
-    p.add_argument("--quick", action="store_true",
-                   help="small sizes, 3 repeats instead of 5, warm cache only (unless --cache "
-                        "is given): every suite in a few minutes")
-    p.add_argument("--repeat", type=int, metavar="N",
-                   help="timed runs per cell and cache state (default 5, --quick 3)")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="small sizes, 3 repeats instead of 5, warm cache only (unless --cache "
+        "is given): every suite in a few minutes",
+    )
+    p.add_argument(
+        "--repeat",
+        type=int,
+        metavar="N",
+        help="timed runs per cell and cache state (default 5, --quick 3)",
+    )
     p.add_argument("--sizes", metavar="A,B", help="only these size labels (e.g. small)")
     p.add_argument("--tasks", metavar="A,B", help="only these tasks")
-    p.add_argument("--contenders", metavar="A,B",
-                   help="only these contenders (the baseline and reference always run)")
-    p.add_argument("--cache", choices=("both", *CACHES),
-                   help="measure warm, cold or both cache states (default: both; --quick: warm)")
+    p.add_argument(
+        "--contenders",
+        metavar="A,B",
+        help="only these contenders (the baseline and reference always run)",
+    )
+    p.add_argument(
+        "--cache",
+        choices=("both", *CACHES),
+        help="measure warm, cold or both cache states (default: both; --quick: warm)",
+    )
     p.add_argument("--data-dir", type=Path, default=DATA_DIR, help="default: bench/data")
-    p.add_argument("--results-dir", type=Path,
-                   help="default: bench/results (--quick: bench/results/quick)")
-    p.add_argument("--merge", action="store_true",
-                   help="with --tasks: keep the other tasks' results already in SUITE.json "
-                        "(from an earlier run; each task's run is named in the report) "
-                        "instead of replacing the file")
-    p.add_argument("--render", action="store_true",
-                   help="do not run: re-render SUITE.md and SUITE.png from SUITE.json")
+    p.add_argument(
+        "--results-dir", type=Path, help="default: bench/results (--quick: bench/results/quick)"
+    )
+    p.add_argument(
+        "--merge",
+        action="store_true",
+        help="with --tasks: keep the other tasks' results already in SUITE.json "
+        "(from an earlier run; each task's run is named in the report) "
+        "instead of replacing the file",
+    )
+    p.add_argument(
+        "--render",
+        action="store_true",
+        help="do not run: re-render SUITE.md and SUITE.png from SUITE.json",
+    )
     return p
 
 
@@ -76,21 +105,30 @@ def _refresh_readme(results_dir: Path) -> None:
 
 def _summary(docs: dict[str, dict], failed: list[str], results_dir: Path, seconds: float) -> str:
     """One screen: each suite's headline against its best peer, and where the reports are."""
-    out = ["", "=" * 78, f"summary ({seconds:.0f} s): mmapkit vs the best peer, median times; "
-           "ratio below 1 is faster"]
+    out = [
+        "",
+        "=" * 78,
+        f"summary ({seconds:.0f} s): mmapkit vs the best peer, median times; "
+        "ratio below 1 is faster",
+    ]
     for name, doc in docs.items():
         h = headline(doc)
         out.append(f"  {headline_text(h)}" if h else f"  {name}: (no headline declared)")
         if name in failed:
             out.append(f"  {name}: FAILED: wrong answers or errors (see above)")
-    out += [f"  {name}: FAILED to run (see the traceback above)"
-            for name in failed if name not in docs]
+    out += [
+        f"  {name}: FAILED to run (see the traceback above)" for name in failed if name not in docs
+    ]
     shown = _show(results_dir)
-    out += ["", f"full reports and plots: {shown}/SUITE.md and {shown}/SUITE.png "
-            f"({', '.join(docs)})"]
+    out += [
+        "",
+        f"full reports and plots: {shown}/SUITE.md and {shown}/SUITE.png ({', '.join(docs)})",
+    ]
     if any(d["mode"] == "quick" for d in docs.values()):
-        out.append(f"quick sizes (a smoke run); the full runs' results (make bench) are in "
-                   f"{_show(RESULTS_DIR)}/ and the README")
+        out.append(
+            f"quick sizes (a smoke run); the full runs' results (make bench) are in "
+            f"{_show(RESULTS_DIR)}/ and the README"
+        )
     out.append("=" * 78)
     return "\n".join(out)
 
@@ -110,22 +148,30 @@ def merge_docs(path: Path, doc: dict, suite) -> dict:
 
     def run_of(d: dict, tasks: list[str]) -> dict:
         m = d["machine"]
-        return {"tasks": tasks, "date": m.get("date"), "git": m.get("git"),
-                "elapsed_s": d.get("elapsed_s"), "mode": d.get("mode")}
+        return {
+            "tasks": tasks,
+            "date": m.get("date"),
+            "git": m.get("git"),
+            "elapsed_s": d.get("elapsed_s"),
+            "mode": d.get("mode"),
+        }
 
-    runs = [r for r in old.get("runs", [run_of(old, [t["name"] for t in old["tasks"]])])
-            if r["tasks"] and not set(r["tasks"]) <= mine]
+    runs = [
+        r
+        for r in old.get("runs", [run_of(old, [t["name"] for t in old["tasks"]])])
+        if r["tasks"] and not set(r["tasks"]) <= mine
+    ]
     for r in runs:
         r["tasks"] = [t for t in r["tasks"] if t not in mine]
     out = dict(doc)
     labels = {s["label"] for s in doc["sizes"]}
     out["sizes"] = [s for s in old["sizes"] if s["label"] not in labels] + doc["sizes"]
     order = [t.name for t in suite.tasks]
-    out["tasks"] = sorted(kept + doc["tasks"],
-                          key=lambda t: order.index(t["name"]) if t["name"] in order else 99)
+    out["tasks"] = sorted(
+        kept + doc["tasks"], key=lambda t: order.index(t["name"]) if t["name"] in order else 99
+    )
     names = {c["name"] for c in doc["contenders"]}
-    out["contenders"] = doc["contenders"] + [c for c in old["contenders"]
-                                             if c["name"] not in names]
+    out["contenders"] = doc["contenders"] + [c for c in old["contenders"] if c["name"] not in names]
     out["results"] = [r for r in old["results"] if r["task"] not in mine] + doc["results"]
     out["repeats"] = {**old.get("repeats", {}), **doc["repeats"]}
     out["versions"] = {**old.get("versions", {}), **doc["versions"]}
@@ -170,10 +216,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.repeat is not None and args.repeat < 1:
         print("--repeat must be at least 1", file=sys.stderr)
         return 2
-    opts = RunOptions(quick=args.quick, repeat=args.repeat, sizes=_split(args.sizes),
-                      tasks=_split(args.tasks), contenders=_split(args.contenders),
-                      caches=CACHES if args.cache == "both" else (args.cache,),
-                      data_dir=args.data_dir)
+    opts = RunOptions(
+        quick=args.quick,
+        repeat=args.repeat,
+        sizes=_split(args.sizes),
+        tasks=_split(args.tasks),
+        contenders=_split(args.contenders),
+        caches=CACHES if args.cache == "both" else (args.cache,),
+        data_dir=args.data_dir,
+    )
     failed: list[str] = []
     docs: dict[str, dict] = {}
     started = time.perf_counter()
@@ -185,8 +236,11 @@ def main(argv: list[str] | None = None) -> int:
             raise
         except Exception:  # noqa: BLE001 - one broken suite must not hide the others
             traceback.print_exc()
-            print(f"\n!!! suite {name} FAILED to run (see the traceback above)\n",
-                  file=sys.stderr, flush=True)
+            print(
+                f"\n!!! suite {name} FAILED to run (see the traceback above)\n",
+                file=sys.stderr,
+                flush=True,
+            )
             failed.append(name)
             continue
         if args.merge:
@@ -198,11 +252,16 @@ def main(argv: list[str] | None = None) -> int:
         bad = failures(doc)
         if bad:
             failed.append(name)
-            print(f"\n!!! suite {name} FAILED: {len(bad)} cell(s) with a wrong answer or an "
-                  "error:", file=sys.stderr)
+            print(
+                f"\n!!! suite {name} FAILED: {len(bad)} cell(s) with a wrong answer or an error:",
+                file=sys.stderr,
+            )
             for r in bad:
-                print(f"!!!   {r['contender']} / {r['task']} @ {r['size']} ({r['cache']}): "
-                      f"{r['status'].upper()}: {r['reason']}", file=sys.stderr)
+                print(
+                    f"!!!   {r['contender']} / {r['task']} @ {r['size']} ({r['cache']}): "
+                    f"{r['status'].upper()}: {r['reason']}",
+                    file=sys.stderr,
+                )
             sys.stderr.flush()
     if not args.quick:
         _refresh_readme(args.results_dir)

@@ -22,8 +22,11 @@ DEFAULT_MMAPKIT = REPO_DIR / "target" / "release" / "mmapkit"
 
 # Every command runs with LC_ALL=C (the GNU tools' fastest mode) and finds the bench
 # tools first.
-ENV = {**os.environ, "LC_ALL": "C",
-       "PATH": os.pathsep.join([str(TOOLS_DIR), os.environ.get("PATH", "")])}
+ENV = {
+    **os.environ,
+    "LC_ALL": "C",
+    "PATH": os.pathsep.join([str(TOOLS_DIR), os.environ.get("PATH", "")]),
+}
 ENV.pop("LANGUAGE", None)
 
 # --------------------------------------------------------------------------- tools
@@ -48,6 +51,7 @@ def need_tool(name: str) -> str:
 def tool_available(name: str, hint: str = TOOLS_HINT) -> Callable[[], str | None]:
     def check() -> str | None:
         return None if tool(name) else f"{name} not installed ({hint})"
+
     return check
 
 
@@ -62,11 +66,19 @@ def mmapkit_bin() -> Path:
 def mmapkit_cli_available() -> str | None:
     exe = mmapkit_bin()
     if not exe.is_file():
-        return (f"{exe} not built (make cli)" if exe == DEFAULT_MMAPKIT
-                else f"MMAPKIT_BIN={exe} does not exist")
+        return (
+            f"{exe} not built (make cli)"
+            if exe == DEFAULT_MMAPKIT
+            else f"MMAPKIT_BIN={exe} does not exist"
+        )
     try:
-        p = subprocess.run([str(exe), "count", "--lines", str(REPO_DIR / "Cargo.toml")],
-                           capture_output=True, text=True, timeout=30, env=ENV)
+        p = subprocess.run(
+            [str(exe), "count", "--lines", str(REPO_DIR / "Cargo.toml")],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env=ENV,
+        )
     except (OSError, subprocess.SubprocessError) as exc:
         return f"{exe} does not run ({exc})"
     if p.returncode != 0 or not p.stdout.strip().isdigit():
@@ -81,6 +93,7 @@ def mmapkit_module(*submodules: str) -> Any:
         import importlib
 
         import mmapkit
+
         for sub in submodules:
             importlib.import_module(f"mmapkit.{sub}")
     except Exception as exc:  # noqa: BLE001 - any import failure means n/a
@@ -90,6 +103,7 @@ def mmapkit_module(*submodules: str) -> Any:
 
 def mmapkit_has(*names: str, submodules: Sequence[str] = ()) -> Callable[[], str | None]:
     """Contender.available: the mmapkit package imports and has all of `names`."""
+
     def available() -> str | None:
         try:
             mk = mmapkit_module(*submodules)
@@ -97,6 +111,7 @@ def mmapkit_has(*names: str, submodules: Sequence[str] = ()) -> Callable[[], str
             return str(exc)
         gone = [n for n in names if not hasattr(mk, n)]
         return f"mmapkit has no {', '.join(gone)} (not built on this branch)" if gone else None
+
     return available
 
 
@@ -108,11 +123,17 @@ Runner = Callable[[list[str], Path], Any]
 Table = dict[str, tuple[Runner, Sequence[str]]]
 
 
-def command_contender(name: str, program: str | Callable[[], str], table: Table, *,
-                      fill: Callable[[str, Path], str], shown: str | None = None,
-                      commands: dict[str, str] | None = None,
-                      available: Callable[[], str | None] = lambda: None,
-                      note: str = "") -> Contender:
+def command_contender(
+    name: str,
+    program: str | Callable[[], str],
+    table: Table,
+    *,
+    fill: Callable[[str, Path], str],
+    shown: str | None = None,
+    commands: dict[str, str] | None = None,
+    available: Callable[[], str | None] = lambda: None,
+    note: str = "",
+) -> Contender:
     """A contender that runs one command per task.
 
     `program` is the executable (or a factory of its path, called once the contender is
@@ -121,16 +142,19 @@ def command_contender(name: str, program: str | Callable[[], str], table: Table,
     program's short name, default `name`) + the arguments with their placeholders;
     `commands` overrides that for tasks whose command is not just argv (redirections).
     """
+
     def impls() -> dict[str, Callable[[Path], Any]]:
         exe = program() if callable(program) else program
 
         def bind(run: Runner, args: Sequence[str]) -> Callable[[Path], Any]:
             return lambda p: run([exe, *(fill(a, p) for a in args)], p)
+
         return {task: bind(run, args) for task, (run, args) in table.items()}
 
     shown_cmds = {task: shlex.join([shown or name, *args]) for task, (_run, args) in table.items()}
-    return Contender(name, impls, available=available, note=note,
-                     commands={**shown_cmds, **(commands or {})})
+    return Contender(
+        name, impls, available=available, note=note, commands={**shown_cmds, **(commands or {})}
+    )
 
 
 # --------------------------------------------------------------------------- in-process contenders
@@ -144,16 +168,26 @@ class Registry:
     def __init__(self) -> None:
         self._specs: dict[str, dict[str, Any]] = {}
 
-    def add(self, name: str, task: str, note: str = "",
-            available: Callable[[], str | None] | None = None) -> Callable[[Callable], Callable]:
+    def add(
+        self,
+        name: str,
+        task: str,
+        note: str = "",
+        available: Callable[[], str | None] | None = None,
+    ) -> Callable[[Callable], Callable]:
         def register(fn: Callable[[Path], Any]) -> Callable[[Path], Any]:
             spec = self._specs.setdefault(name, {"impls": {}, "note": "", "available": None})
             spec["impls"][task] = fn
             spec["note"] = note or spec["note"]
             spec["available"] = available or spec["available"]
             return fn
+
         return register
 
     def contenders(self) -> tuple[Contender, ...]:
-        return tuple(Contender(name, dict(s["impls"]), available=s["available"] or (lambda: None),
-                               note=s["note"]) for name, s in self._specs.items())
+        return tuple(
+            Contender(
+                name, dict(s["impls"]), available=s["available"] or (lambda: None), note=s["note"]
+            )
+            for name, s in self._specs.items()
+        )

@@ -319,13 +319,16 @@ def labelled(*labels: str) -> Callable[[Size], bool]:
     return lambda size: size.label in labels
 
 
-def capped(limit: int, big: Callable[[Size], bool],
-           otherwise: int | None = None) -> Callable[[Size, int], int]:
+def capped(
+    limit: int, big: Callable[[Size], bool], otherwise: int | None = None
+) -> Callable[[Size, int], int]:
     """``Task.repeats`` for slow tasks: at most `limit` timed runs on the `big` sizes
     (and at most `otherwise` on the others, if given)."""
+
     def repeats(size: Size, n: int) -> int:
         cap = limit if big(size) else otherwise
         return n if cap is None else min(n, cap)
+
     return repeats
 
 
@@ -356,10 +359,16 @@ def _stderr_file() -> Any:
     return _STDERR
 
 
-def run_command(argv: Sequence[str], *, stdin: Path | None = None, stdout: Path | None = None,
-                ok: Sequence[int] = (0,), env: dict[str, str] | None = None,
-                shown: Sequence[str] | None = None,
-                stderr: bool = False) -> tuple[bytes, bytes, int]:
+def run_command(
+    argv: Sequence[str],
+    *,
+    stdin: Path | None = None,
+    stdout: Path | None = None,
+    ok: Sequence[int] = (0,),
+    env: dict[str, str] | None = None,
+    shown: Sequence[str] | None = None,
+    stderr: bool = False,
+) -> tuple[bytes, bytes, int]:
     """Runs a command without a shell; returns (stdout, stderr if asked for, exit status).
 
     stdout is captured (or written to the file `stdout`), stdin is the file `stdin`
@@ -370,8 +379,13 @@ def run_command(argv: Sequence[str], *, stdin: Path | None = None, stdout: Path 
     fin = open(stdin, "rb") if stdin else None
     fout = open(stdout, "wb") if stdout else None
     try:
-        p = subprocess.Popen(list(argv), stdin=fin or subprocess.DEVNULL,
-                             stdout=fout or subprocess.PIPE, stderr=err, env=env)
+        p = subprocess.Popen(
+            list(argv),
+            stdin=fin or subprocess.DEVNULL,
+            stdout=fout or subprocess.PIPE,
+            stderr=err,
+            env=env,
+        )
         out = b""
         if p.stdout is not None:
             out = p.stdout.read()
@@ -387,8 +401,10 @@ def run_command(argv: Sequence[str], *, stdin: Path | None = None, stdout: Path 
         text = err.read()
     if rc not in ok:
         msg = text.decode(errors="replace").strip()
-        raise CommandError(f"`{shlex.join(shown or argv)}` exited with status {rc}"
-                           + (f": {msg[-400:]}" if msg else ""))
+        raise CommandError(
+            f"`{shlex.join(shown or argv)}` exited with status {rc}"
+            + (f": {msg[-400:]}" if msg else "")
+        )
     return out, text, rc
 
 
@@ -410,13 +426,19 @@ def need_space(directory: Path, need: int, what: str, hint: str = "") -> None:
     """Raises if `directory` has less than `need` bytes free (before generating data)."""
     free = shutil.disk_usage(directory).free
     if free < need:
-        raise RuntimeError(f"not enough free disk space in {directory} for {what}: "
-                           f"{free / 2**30:.1f} GiB free, need {need / 2**30:.1f} GiB"
-                           + (f" ({hint})" if hint else ""))
+        raise RuntimeError(
+            f"not enough free disk space in {directory} for {what}: "
+            f"{free / 2**30:.1f} GiB free, need {need / 2**30:.1f} GiB"
+            + (f" ({hint})" if hint else "")
+        )
 
 
-def generated(marker: Path, want: dict[str, Any], make: Callable[[], dict[str, Any]],
-              valid: Callable[[dict[str, Any]], bool] = lambda info: True) -> dict[str, Any]:
+def generated(
+    marker: Path,
+    want: dict[str, Any],
+    make: Callable[[], dict[str, Any]],
+    valid: Callable[[dict[str, Any]], bool] = lambda info: True,
+) -> dict[str, Any]:
     """Seeded data cached in bench/data: the marker file records what was generated
     (`want`: sizes, seed, generator version, plus what `make` returned); the data is
     generated again by `make()` unless the marker matches `want` and `valid(info)`.
@@ -433,8 +455,13 @@ def generated(marker: Path, want: dict[str, Any], make: Callable[[], dict[str, A
     return info
 
 
-def generated_file(path: Path, want: dict[str, Any], write: Callable[[Path], dict[str, Any]],
-                   log: Callable[[str], None], what: str) -> dict[str, Any]:
+def generated_file(
+    path: Path,
+    want: dict[str, Any],
+    write: Callable[[Path], dict[str, Any]],
+    log: Callable[[str], None],
+    what: str,
+) -> dict[str, Any]:
     """One seeded data file (see :func:`generated`; marker PATH.ok): `write(tmp)`
     writes it to a temporary name (renamed into place when complete) and returns
     what to record; the byte count is recorded as "bytes" and checked on reuse."""
@@ -447,8 +474,12 @@ def generated_file(path: Path, want: dict[str, Any], write: Callable[[Path], dic
         os.replace(tmp, path)
         return {**extra, "bytes": path.stat().st_size}
 
-    return generated(path.with_name(path.name + ".ok"), want, make,
-                     lambda info: path.stat().st_size == info["bytes"])
+    return generated(
+        path.with_name(path.name + ".ok"),
+        want,
+        make,
+        lambda info: path.stat().st_size == info["bytes"],
+    )
 
 
 def fsync_path(path: Path) -> None:
@@ -501,8 +532,10 @@ class CacheDropper:
     def description(self) -> str:
         if self.method == "drop_caches":
             return "`sync` + `echo 3 > /proc/sys/vm/drop_caches` before every cold run (root)"
-        return ("`fsync` + `posix_fadvise(POSIX_FADV_DONTNEED)` on every data file before "
-                "every cold run (not root, or drop_caches not writable)")
+        return (
+            "`fsync` + `posix_fadvise(POSIX_FADV_DONTNEED)` on every data file before "
+            "every cold run (not root, or drop_caches not writable)"
+        )
 
     def _drop_all(self) -> None:
         os.sync()
@@ -570,7 +603,9 @@ def _filesystem_of(path: Path) -> str:
         best = ("", "?", "?")
         for line in Path("/proc/mounts").read_text().splitlines():
             dev, mnt, fstype = line.split()[:3]
-            if (target == mnt or target.startswith(mnt.rstrip("/") + "/")) and len(mnt) >= len(best[0]):
+            if (target == mnt or target.startswith(mnt.rstrip("/") + "/")) and len(mnt) >= len(
+                best[0]
+            ):
                 best = (mnt, fstype, dev)
         return f"{best[1]} on {best[2]} (mounted at {best[0]})"
     except (OSError, ValueError):
@@ -579,11 +614,20 @@ def _filesystem_of(path: Path) -> str:
 
 def _git_revision() -> str:
     try:
-        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_DIR,
-                             capture_output=True, text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               cwd=REPO_DIR, capture_output=True, text=True,
-                               timeout=10).stdout.strip()
+        rev = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=REPO_DIR,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=REPO_DIR,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
         return (rev + ("+dirty" if dirty else "")) if rev else "?"
     except (OSError, subprocess.SubprocessError):
         return "?"
@@ -607,16 +651,22 @@ class Cell:
 
     def as_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
-            "size": self.size, "task": self.task, "contender": self.contender,
-            "cache": self.cache, "status": self.status, "reason": self.reason,
+            "size": self.size,
+            "task": self.task,
+            "contender": self.contender,
+            "cache": self.cache,
+            "status": self.status,
+            "reason": self.reason,
             "times": self.times,
         }
         if self.times:
-            d.update(median=statistics.median(self.times), min=min(self.times),
-                     max=max(self.times))
+            d.update(median=statistics.median(self.times), min=min(self.times), max=max(self.times))
         if self.metrics and self.status == "ok":
-            d["metrics"] = {k: {"values": v, "max": max(v), "median": statistics.median(v)}
-                            for k, v in self.metrics.items() if v}
+            d["metrics"] = {
+                k: {"values": v, "max": max(v), "median": statistics.median(v)}
+                for k, v in self.metrics.items()
+                if v
+            }
         return d
 
 
@@ -639,9 +689,16 @@ class RunOptions:
 class _TaskRun:
     """Runs one task at one size for all contenders, verifying every answer."""
 
-    def __init__(self, suite: Suite, task: Task, dataset: Dataset,
-                 contenders: list[Contender], cells: dict[tuple[str, str], Cell],
-                 dropper: CacheDropper, rng: random.Random) -> None:
+    def __init__(
+        self,
+        suite: Suite,
+        task: Task,
+        dataset: Dataset,
+        contenders: list[Contender],
+        cells: dict[tuple[str, str], Cell],
+        dropper: CacheDropper,
+        rng: random.Random,
+    ) -> None:
         self.suite, self.task, self.dataset = suite, task, dataset
         self.cells = cells
         self.dropper = dropper
@@ -666,8 +723,12 @@ class _TaskRun:
             self.live.remove(c)
         if c.name == self.ref_name and not self.have_ref:
             for other in list(self.live):
-                self._retire(other, "error", f"reference contender {c.name} failed "
-                                             "before giving an answer: nothing to verify against")
+                self._retire(
+                    other,
+                    "error",
+                    f"reference contender {c.name} failed "
+                    "before giving an answer: nothing to verify against",
+                )
         level = "n/a" if status == "n/a" else "FAILED"
         log(f"    {level}: {c.name} [{self.task.name} @ {self.dataset.size.label}]: {reason}")
 
@@ -687,10 +748,16 @@ class _TaskRun:
     def _compare(self, c: Contender, cache: str, value: Any) -> bool:
         if value == self.ref_value:
             return True
-        what = "is not stable across runs" if c.name == self.ref_name else \
-            f"differs from {self.ref_name}"
-        self._retire(c, "wrong", f"WRONG ANSWER ({cache} run): {short(value)} {what} "
-                                 f"(expected {short(self.ref_value)})")
+        what = (
+            "is not stable across runs"
+            if c.name == self.ref_name
+            else f"differs from {self.ref_name}"
+        )
+        self._retire(
+            c,
+            "wrong",
+            f"WRONG ANSWER ({cache} run): {short(value)} {what} (expected {short(self.ref_value)})",
+        )
         return False
 
     def _once(self, c: Contender, cache: str, timed: bool) -> float | None:
@@ -702,7 +769,7 @@ class _TaskRun:
         fn = c.resolve()[task.name]
         result: Any = None
         gc.disable()  # as timeit does; results are freed by refcounting, no gc.collect()
-                      # per run (it would also evict the CPU caches before µs-scale runs)
+        # per run (it would also evict the CPU caches before µs-scale runs)
         try:
             t0 = time.perf_counter()
             result = fn(path)
@@ -741,8 +808,10 @@ class _TaskRun:
         task, size = self.task, self.dataset.size
         ref = next((c for c in self.live if c.name == self.ref_name), None)
         if ref is None:
-            raise RuntimeError(f"reference contender {self.ref_name!r} is not available "
-                               f"for task {task.name!r}: nothing to verify against")
+            raise RuntimeError(
+                f"reference contender {self.ref_name!r} is not available "
+                f"for task {task.name!r}: nothing to verify against"
+            )
         for cache in caches:
             if cache == "warm":
                 if task.warmup_for(size) == "run":
@@ -762,24 +831,31 @@ class _TaskRun:
                         cell.times.append(elapsed)
                         for k, v in self.metrics.items():
                             cell.metrics.setdefault(k, []).append(v)
-                log(f"    {cache} round {rnd + 1}/{repeats}: " + ", ".join(
-                    f"{c.name} {fmt_seconds(self.cells[(c.name, cache)].times[-1])}"
-                    for c in self.live if self.cells[(c.name, cache)].times))
+                log(
+                    f"    {cache} round {rnd + 1}/{repeats}: "
+                    + ", ".join(
+                        f"{c.name} {fmt_seconds(self.cells[(c.name, cache)].times[-1])}"
+                        for c in self.live
+                        if self.cells[(c.name, cache)].times
+                    )
+                )
         for c, _cache, _value in self.pending:
             if c in self.live:
                 self._retire(c, "error", "reference produced no answer to verify against")
         self.pending = []
 
 
-def _select(suite: str, what: str, items: list, wanted: Sequence[str] | None,
-            name: Callable[[Any], str]) -> list:
+def _select(
+    suite: str, what: str, items: list, wanted: Sequence[str] | None, name: Callable[[Any], str]
+) -> list:
     """The items named in `wanted` (all when None); unknown names end the run."""
     if not wanted:
         return items
     unknown = set(wanted) - {name(i) for i in items}
     if unknown:
-        raise SystemExit(f"{suite}: unknown {what}(s) {sorted(unknown)}; "
-                         f"have {[name(i) for i in items]}")
+        raise SystemExit(
+            f"{suite}: unknown {what}(s) {sorted(unknown)}; have {[name(i) for i in items]}"
+        )
     return [i for i in items if name(i) in wanted]
 
 
@@ -820,22 +896,36 @@ def run_suite(suite: Suite, opts: RunOptions) -> dict[str, Any]:
     for size in sizes:
         log(f"[{suite.name}] size {size.label} ({size.human})")
         dataset = suite.prepare(size, opts.data_dir, log)
-        size_docs.append({"label": size.label, "nbytes": size.nbytes, "human": size.human,
-                          "files": [str(p.relative_to(REPO_DIR)) if p.is_relative_to(REPO_DIR)
-                                    else str(p) for p in dataset.files],
-                          **dataset.info})
+        size_docs.append(
+            {
+                "label": size.label,
+                "nbytes": size.nbytes,
+                "human": size.human,
+                "files": [
+                    str(p.relative_to(REPO_DIR)) if p.is_relative_to(REPO_DIR) else str(p)
+                    for p in dataset.files
+                ],
+                **dataset.info,
+            }
+        )
         for task in tasks:
             repeats = task.repeats_for(size, opts.default_repeats)
             repeats_doc.setdefault(task.name, {})[size.label] = repeats
             log(f"  {task.name} @ {size.label}: {repeats} timed run(s) per cache state")
-            cells = {(c.name, cache): Cell(size.label, task.name, c.name, cache)
-                     for c in contenders for cache in CACHES}
+            cells = {
+                (c.name, cache): Cell(size.label, task.name, c.name, cache)
+                for c in contenders
+                for cache in CACHES
+            }
             caches = tuple(c for c in opts.caches if task.caches is None or c in task.caches)
             for (name, cache), cell in cells.items():
                 if cache not in opts.caches:
                     cell.status, cell.reason = "n/a", "cache state not measured in this run"
                 elif cache not in caches:
-                    cell.status, cell.reason = "n/a", "cache state not measured (not meaningful for this task)"
+                    cell.status, cell.reason = (
+                        "n/a",
+                        "cache state not measured (not meaningful for this task)",
+                    )
             if task.sizes is not None and size.label not in task.sizes or not caches:
                 for cell in cells.values():
                     if cell.status != "n/a":
@@ -879,18 +969,35 @@ def run_suite(suite: Suite, opts: RunOptions) -> dict[str, Any]:
         "machine": machine_info(opts.data_dir),
         "versions": versions,
         "cache_drop": {"method": dropper.method, "description": dropper.description}
-        if "cold" in opts.caches else {"method": "none", "description": "cold cache not measured"},
+        if "cold" in opts.caches
+        else {"method": "none", "description": "cold cache not measured"},
         "default_repeats": opts.default_repeats,
         "repeats": repeats_doc,
         "seed": opts.seed,
         "sizes": size_docs,
-        "tasks": [{"name": t.name, "title": t.title, "note": t.note,
-                   "baseline": suite.task_baseline(t), "reference": suite.task_reference(t),
-                   "throughput": t.throughput,
-                   "warmup": {s["label"]: t.warmup_for(Size(s["label"], s["nbytes"]))
-                              for s in size_docs}} for t in tasks],
-        "contenders": [{"name": c.name, "note": c.note, "commands": dict(c.commands),
-                        "unavailable": unavailable.get(c.name, "")} for c in contenders],
+        "tasks": [
+            {
+                "name": t.name,
+                "title": t.title,
+                "note": t.note,
+                "baseline": suite.task_baseline(t),
+                "reference": suite.task_reference(t),
+                "throughput": t.throughput,
+                "warmup": {
+                    s["label"]: t.warmup_for(Size(s["label"], s["nbytes"])) for s in size_docs
+                },
+            }
+            for t in tasks
+        ],
+        "contenders": [
+            {
+                "name": c.name,
+                "note": c.note,
+                "commands": dict(c.commands),
+                "unavailable": unavailable.get(c.name, ""),
+            }
+            for c in contenders
+        ],
         "results": results,
         "elapsed_s": round(time.perf_counter() - started, 1),
         "layout": suite.layout,

@@ -44,8 +44,9 @@ def _short_reason(reason: str, limit: int = 60) -> str:
     return reason if len(reason) <= limit else reason[: limit - 1] + "…"
 
 
-def _cell(doc: dict[str, Any], idx: dict, size: str, task: str, contender: str,
-          cache: str, markdown: bool) -> str:
+def _cell(
+    doc: dict[str, Any], idx: dict, size: str, task: str, contender: str, cache: str, markdown: bool
+) -> str:
     r = idx.get((size, task, contender, cache))
     if r is None:
         return "–"
@@ -83,21 +84,26 @@ def text_tables(doc: dict[str, Any]) -> str:
     tasks = doc["tasks"]
     out: list[str] = []
     out.append(f"== {doc['suite']}: {doc['title']} ({doc['mode']}) ==")
-    out.append(f"median wall time of the timed runs; ×r = median / median of "
-               f"'{doc['baseline']}' (below 1 is faster); cache drop: {doc['cache_drop']['method']}")
+    out.append(
+        f"median wall time of the timed runs; ×r = median / median of "
+        f"'{doc['baseline']}' (below 1 is faster); cache drop: {doc['cache_drop']['method']}"
+    )
     footnotes: dict[str, str] = {}
     for size in doc["sizes"]:
         for cache in CACHES:
-            cache_rows = [r for r in doc["results"]
-                          if r["size"] == size["label"] and r["cache"] == cache]
+            cache_rows = [
+                r for r in doc["results"] if r["size"] == size["label"] and r["cache"] == cache
+            ]
             if cache_rows and all("not measured" in r["reason"] for r in cache_rows):
                 continue
             rows = [["task", *names]]
             for t in tasks:
                 n = _repeats_text(doc, t["name"], size["label"])
                 label = t["name"] + (f" (n={n})" if n != doc["default_repeats"] else "")
-                rows.append([label] + [_cell(doc, idx, size["label"], t["name"], c, cache, False)
-                                       for c in names])
+                rows.append(
+                    [label]
+                    + [_cell(doc, idx, size["label"], t["name"], c, cache, False) for c in names]
+                )
                 for c in names:
                     r = idx.get((size["label"], t["name"], c, cache))
                     if r and r["status"] != "ok":
@@ -145,8 +151,10 @@ def _row_pairs(doc: dict[str, Any]) -> list[tuple[dict[str, Any], str]]:
         order = ([base] if base in names else []) + [c for c in names if c != base]
         for c in order:
             cells = [r for r in doc["results"] if r["task"] == t["name"] and r["contender"] == c]
-            if cells and all(r["reason"] == "no implementation of this task" or
-                             "not measured" in r["reason"] for r in cells):
+            if cells and all(
+                r["reason"] == "no implementation of this task" or "not measured" in r["reason"]
+                for r in cells
+            ):
                 continue
             if cells:
                 pairs.append((t, c))
@@ -190,14 +198,20 @@ def _rows_summary(doc: dict[str, Any], markdown: bool) -> list[list[str]]:
         n = {s["label"]: _repeats_text(doc, t["name"], s["label"]) for s, _ in sc}
         reps = sorted({v for v in n.values() if v != doc["default_repeats"]})
         title = t["title"] if markdown else t["name"]
-        label = title + (f" (n={','.join(map(str, reps))} on "
-                         f"{','.join(k for k, v in n.items() if v != doc['default_repeats'])})"
-                         if reps else "")
+        label = title + (
+            f" (n={','.join(map(str, reps))} on "
+            f"{','.join(k for k, v in n.items() if v != doc['default_repeats'])})"
+            if reps
+            else ""
+        )
         base = " ◆" if c == _baseline(doc, t["name"]) else ""
         cmd = _command(doc, t["name"], c)
         if markdown:
-            row = [label if t["name"] != last_task else "", f"`{c}`{base}",
-                   f"`{cmd}`" if cmd else ""]
+            row = [
+                label if t["name"] != last_task else "",
+                f"`{c}`{base}",
+                f"`{cmd}`" if cmd else "",
+            ]
         else:
             row = [label if t["name"] != last_task else "", c + base, cmd]
         row += [_cell(doc, idx, s["label"], t["name"], c, cache, markdown) for s, cache in sc]
@@ -212,8 +226,11 @@ def _rows_limit(doc: dict[str, Any], idx: dict, size: dict[str, Any], cache: str
     if not lim:
         return None
     names = [lim[1]] if lim[1] else [c["name"] for c in doc["contenders"]]
-    rates = [r for c in names
-             if (r := _gbps(doc, size, idx.get((size["label"], lim[0], c, cache)))) is not None]
+    rates = [
+        r
+        for c in names
+        if (r := _gbps(doc, size, idx.get((size["label"], lim[0], c, cache)))) is not None
+    ]
     return max(rates) if rates else None
 
 
@@ -238,8 +255,11 @@ def _rows_throughput(doc: dict[str, Any], size: dict[str, Any]) -> list[list[str
                 lim = _rows_limit(doc, idx, size, cache)
                 row.append(f"{100 * g / lim:.0f} %" if g is not None and lim else "–")
         for m in metric_names:
-            vals = [idx[(size["label"], t["name"], c, cache)].get("metrics", {}).get(m, {})
-                    .get("max") for cache in caches if (size["label"], t["name"], c, cache) in idx]
+            vals = [
+                idx[(size["label"], t["name"], c, cache)].get("metrics", {}).get(m, {}).get("max")
+                for cache in caches
+                if (size["label"], t["name"], c, cache) in idx
+            ]
             vals = [v for v in vals if v is not None]
             row.append(_metric_text(doc, m, max(vals)) if vals else "–")
         # Tasks not measured at this size (another part of the suite) add nothing.
@@ -260,8 +280,10 @@ def _plain(rows: list[list[str]]) -> list[str]:
 
 
 def _md_table(rows: list[list[str]], numeric_from: int) -> list[str]:
-    out = ["| " + " | ".join(rows[0]) + " |",
-           "|" + "---|" * numeric_from + "---:|" * (len(rows[0]) - numeric_from)]
+    out = [
+        "| " + " | ".join(rows[0]) + " |",
+        "|" + "---|" * numeric_from + "---:|" * (len(rows[0]) - numeric_from),
+    ]
     out += ["| " + " | ".join(_md_escape(c) for c in row) + " |" for row in rows[1:]]
     return out
 
@@ -283,8 +305,11 @@ def targets_rows(doc: dict[str, Any], markdown: bool) -> list[list[str]]:
         other = idx.get((g["size"], g["task"], versus, g["cache"])) if versus else None
         goals = []
         if versus:
-            goals.append(f"≥ {g['min_speedup']:g}× {versus}" if g.get("name_versus")
-                         else f"≥ {g['min_speedup']:g}×")
+            goals.append(
+                f"≥ {g['min_speedup']:g}× {versus}"
+                if g.get("name_versus")
+                else f"≥ {g['min_speedup']:g}×"
+            )
         if g.get("max_seconds") is not None:
             goals.append(f"≤ {fmt_seconds(g['max_seconds'])} s")
         goal = ", ".join(goals)
@@ -312,46 +337,67 @@ def targets_rows(doc: dict[str, Any], markdown: bool) -> list[list[str]]:
                     rows.append([g["label"], where, "–", goal, f"n/a ({g['net_of']} not measured)"])
                     continue
                 t -= o["median"]
-                parts.append(f"{fmt_seconds(t)} s net ({fmt_seconds(mine['median'])} s − "
-                             f"{fmt_seconds(o['median'])} s {g['net_of']})")
+                parts.append(
+                    f"{fmt_seconds(t)} s net ({fmt_seconds(mine['median'])} s − "
+                    f"{fmt_seconds(o['median'])} s {g['net_of']})"
+                )
             else:
                 parts.append(f"{fmt_seconds(mine['median'])} s")
             met = met and t <= g["max_seconds"]
         measured = ", ".join(parts)
         for m, limit in g.get("max_metric", {}).items():
             v = mine.get("metrics", {}).get(m, {}).get("max")
-            goal += (", " if goal else "") + \
-                f"{doc['metrics'].get(m, {}).get('title', m)} ≤ {_metric_text(doc, m, limit)}"
+            goal += (
+                ", " if goal else ""
+            ) + f"{doc['metrics'].get(m, {}).get('title', m)} ≤ {_metric_text(doc, m, limit)}"
             if v is None:
                 measured += f", {m} not measured"
                 met = False
             else:
                 measured += (", " if measured else "") + _metric_text(doc, m, v)
                 met = met and v <= limit
-        rows.append([g["label"], where, measured, goal,
-                     ("**met**" if met else "**missed**") if markdown else
-                     ("met" if met else "MISSED")])
+        rows.append(
+            [
+                g["label"],
+                where,
+                measured,
+                goal,
+                ("**met**" if met else "**missed**") if markdown else ("met" if met else "MISSED"),
+            ]
+        )
     return rows
 
 
 def _text_rows(doc: dict[str, Any]) -> str:
-    out = [f"== {doc['suite']}: {doc['title']} ({doc['mode']}) ==",
-           f"median wall time of the timed runs; ×r = median / median of the task's baseline "
-           f"(◆; below 1 is faster); cache drop: {doc['cache_drop']['method']}", ""]
+    out = [
+        f"== {doc['suite']}: {doc['title']} ({doc['mode']}) ==",
+        f"median wall time of the timed runs; ×r = median / median of the task's baseline "
+        f"(◆; below 1 is faster); cache drop: {doc['cache_drop']['method']}",
+        "",
+    ]
     out += _plain(_rows_summary(doc, False))
     for size in doc["sizes"]:
-        out += ["", f"{size['label']} ({size['human']}): throughput"
-                + (f" (limit: {doc['limit'][0]})" if doc.get("limit") else "")
-                + (" and " + ", ".join(v.get("title", k) for k, v in doc["metrics"].items())
-                   if doc.get("metrics") else "")]
+        out += [
+            "",
+            f"{size['label']} ({size['human']}): throughput"
+            + (f" (limit: {doc['limit'][0]})" if doc.get("limit") else "")
+            + (
+                " and " + ", ".join(v.get("title", k) for k, v in doc["metrics"].items())
+                if doc.get("metrics")
+                else ""
+            ),
+        ]
         out += _plain(_rows_throughput(doc, size))
     if doc.get("targets"):
         out += ["", "targets"]
         out += _plain(targets_rows(doc, False))
-    footnotes = dict.fromkeys(f"{r['contender']} / {r['task']} @ {r['size']}: {r['reason']}"
-                              for r in doc["results"] if r["status"] != "ok"
-                              and r["reason"] != "no implementation of this task"
-                              and "not measured" not in r["reason"])
+    footnotes = dict.fromkeys(
+        f"{r['contender']} / {r['task']} @ {r['size']}: {r['reason']}"
+        for r in doc["results"]
+        if r["status"] != "ok"
+        and r["reason"] != "no implementation of this task"
+        and "not measured" not in r["reason"]
+    )
     if footnotes:
         out += ["", "not measured / failed:"] + [f"  - {k}" for k in footnotes]
     out.append("")
@@ -365,19 +411,34 @@ def _md_rows_results(doc: dict[str, Any], heading: str) -> list[str]:
         if len(table) == 1:
             continue
         lim = doc.get("limit")
-        lines += [f"{heading} {size['label']} ({size['human']}): throughput"
-                  + (" and memory" if doc.get("metrics") else ""), "",
-                  "GB/s = bytes of the data file / median time"
-                  + (f"; % of limit = that throughput as a share of "
-                     + (f"`{lim[1]}`'s" if lim[1] else "the fastest")
-                     + f" in task `{lim[0]}` in the same cache state" if lim else "")
-                  + "".join(f"; {v.get('title', k)} (max): the largest over the timed runs"
-                            for k, v in doc.get("metrics", {}).items()) + ".", ""]
+        lines += [
+            f"{heading} {size['label']} ({size['human']}): throughput"
+            + (" and memory" if doc.get("metrics") else ""),
+            "",
+            "GB/s = bytes of the data file / median time"
+            + (
+                f"; % of limit = that throughput as a share of "
+                + (f"`{lim[1]}`'s" if lim[1] else "the fastest")
+                + f" in task `{lim[0]}` in the same cache state"
+                if lim
+                else ""
+            )
+            + "".join(
+                f"; {v.get('title', k)} (max): the largest over the timed runs"
+                for k, v in doc.get("metrics", {}).items()
+            )
+            + ".",
+            "",
+        ]
         lines += _md_table(table, 2) + [""]
     if doc.get("targets"):
-        lines += [f"{heading} Targets", "",
-                  "Speed-up = the other tool's median time / mmapkit's, same size and cache; "
-                  "times are medians.", ""]
+        lines += [
+            f"{heading} Targets",
+            "",
+            "Speed-up = the other tool's median time / mmapkit's, same size and cache; "
+            "times are medians.",
+            "",
+        ]
         lines += _md_table(targets_rows(doc, True), 2) + [""]
     return lines
 
@@ -389,8 +450,9 @@ def _md_escape(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def _results_table(doc: dict[str, Any], idx: dict, size: dict[str, Any], cache: str,
-                   heading: str) -> list[str]:
+def _results_table(
+    doc: dict[str, Any], idx: dict, size: dict[str, Any], cache: str, heading: str
+) -> list[str]:
     """One markdown table (tasks × contenders) for a size and cache state."""
     names = [c["name"] for c in doc["contenders"]]
     cache_rows = [r for r in doc["results"] if r["size"] == size["label"] and r["cache"] == cache]
@@ -402,8 +464,9 @@ def _results_table(doc: dict[str, Any], idx: dict, size: dict[str, Any], cache: 
     for t in doc["tasks"]:
         n = _repeats_text(doc, t["name"], size["label"])
         label = t["title"] + (f" (n={n})" if n != doc["default_repeats"] else "")
-        cells = [_md_escape(_cell(doc, idx, size["label"], t["name"], c, cache, True))
-                 for c in names]
+        cells = [
+            _md_escape(_cell(doc, idx, size["label"], t["name"], c, cache, True)) for c in names
+        ]
         lines.append(f"| {_md_escape(label)} | " + " | ".join(cells) + " |")
     lines.append("")
     return lines
@@ -449,12 +512,20 @@ def headline(doc: dict[str, Any], spec: dict[str, Any] | None = None) -> dict[st
         return r["median"] if r and r["status"] == "ok" and r.get("median") else None
 
     out: dict[str, Any] = {
-        "suite": doc["suite"], "capability": spec.get("capability", doc["title"]),
-        "label": spec.get("label", spec["task"]), "task": spec["task"],
-        "size": size["label"], "size_human": human_bytes(size["nbytes"]), "cache": cache,
-        "mode": doc["mode"], "contender": spec["contender"],
-        "seconds": median(spec["contender"]), "peer": None, "peer_seconds": None,
-        "ratio": None, "reason": "",
+        "suite": doc["suite"],
+        "capability": spec.get("capability", doc["title"]),
+        "label": spec.get("label", spec["task"]),
+        "task": spec["task"],
+        "size": size["label"],
+        "size_human": human_bytes(size["nbytes"]),
+        "cache": cache,
+        "mode": doc["mode"],
+        "contender": spec["contender"],
+        "seconds": median(spec["contender"]),
+        "peer": None,
+        "peer_seconds": None,
+        "ratio": None,
+        "reason": "",
     }
     peers = [(t, p) for p in spec["peers"] if (t := median(p)) is not None]
     if peers:
@@ -473,12 +544,13 @@ def headline_text(h: dict[str, Any]) -> str:
     where = f"{h['label']} ({h['size_human']}, {h['cache']})"
     if h["ratio"] is None:
         return f"{h['suite']}: {where}: n/a ({h['reason']})"
-    return (f"{h['suite']}: {where} — {h['contender']} {fmt_time(h['seconds'])} vs best peer "
-            f"{h['peer']} {fmt_time(h['peer_seconds'])} ({fmt_ratio(h['ratio'])}×)")
+    return (
+        f"{h['suite']}: {where} — {h['contender']} {fmt_time(h['seconds'])} vs best peer "
+        f"{h['peer']} {fmt_time(h['peer_seconds'])} ({fmt_ratio(h['ratio'])}×)"
+    )
 
 
-def readme_section(results_dir: Path,
-                   specs: dict[str, dict[str, Any]] | None = None) -> str:
+def readme_section(results_dir: Path, specs: dict[str, dict[str, Any]] | None = None) -> str:
     """The README's results: one headline row per suite, and up to two plots.
 
     `specs` (suite -> Suite.headline) serves documents written before the runner
@@ -507,14 +579,29 @@ def readme_section(results_dir: Path,
         if h["ratio"] is None:
             rows.append([h["capability"], what, "n/a", h["reason"], "", link])
             continue
-        rows.append([h["capability"], what, f"`{h['contender']}` {fmt_time(h['seconds'])}",
-                     f"`{h['peer']}` {fmt_time(h['peer_seconds'])}",
-                     f"**{fmt_ratio(h['ratio'])}×**", link])
-    out = ["Ratio = mmapkit's median time / the fastest peer's, same data, size and cache "
-           "state (below 1 is faster). From the " + " and ".join(sorted(modes)) + " runs of "
-           + ", ".join(sorted(dates)) + " on " + "/".join(sorted(cores)) + " cores. Every "
-           "suite's report has the tables for all sizes, warm and cold, every contender and "
-           "the baseline.", ""]
+        rows.append(
+            [
+                h["capability"],
+                what,
+                f"`{h['contender']}` {fmt_time(h['seconds'])}",
+                f"`{h['peer']}` {fmt_time(h['peer_seconds'])}",
+                f"**{fmt_ratio(h['ratio'])}×**",
+                link,
+            ]
+        )
+    out = [
+        "Ratio = mmapkit's median time / the fastest peer's, same data, size and cache "
+        "state (below 1 is faster). From the "
+        + " and ".join(sorted(modes))
+        + " runs of "
+        + ", ".join(sorted(dates))
+        + " on "
+        + "/".join(sorted(cores))
+        + " cores. Every "
+        "suite's report has the tables for all sizes, warm and cold, every contender and "
+        "the baseline.",
+        "",
+    ]
     out += _md_table(rows, 2) + [""]
     for name in README_PLOTS:
         if name in names and (results_dir / f"{name}.png").exists():
@@ -522,8 +609,9 @@ def readme_section(results_dir: Path,
     return "\n".join(out).rstrip() + "\n"
 
 
-def update_readme(readme: Path, results_dir: Path,
-                  specs: dict[str, dict[str, Any]] | None = None) -> bool:
+def update_readme(
+    readme: Path, results_dir: Path, specs: dict[str, dict[str, Any]] | None = None
+) -> bool:
     """Replaces the README's results section (between the markers) in place."""
     if not readme.exists():
         return False
@@ -546,54 +634,110 @@ def markdown(doc: dict[str, Any], suite_name: str) -> str:
     lines: list[str] = [f"# `{suite_name}`: {doc['title']}", ""]
     if doc.get("description"):
         lines += [doc["description"], ""]
-    lines += [f"Produced by `{cmd}` (mode: **{doc['mode']}**). Raw numbers: "
-              f"[`{suite_name}.json`]({suite_name}.json) "
-              f"(re-render this page with `python -m bench {suite_name} --render`).", "",
-              f"![{suite_name} chart]({suite_name}.png)", ""]
+    lines += [
+        f"Produced by `{cmd}` (mode: **{doc['mode']}**). Raw numbers: "
+        f"[`{suite_name}.json`]({suite_name}.json) "
+        f"(re-render this page with `python -m bench {suite_name} --render`).",
+        "",
+        f"![{suite_name} chart]({suite_name}.png)",
+        "",
+    ]
 
     lines += ["## Machine and set-up", "", "| | |", "|---|---|"]
-    cores = f"{m.get('cores')}" + (f" ({m['cores_usable']} usable)"
-                                   if m.get("cores_usable") not in (None, m.get("cores")) else "")
-    rows = [("CPU", m.get("cpu", "?")), ("cores", cores), ("RAM", m.get("ram", "?")),
-            ("kernel", m.get("kernel", "?")), ("Python", m.get("python", "?"))]
+    cores = f"{m.get('cores')}" + (
+        f" ({m['cores_usable']} usable)"
+        if m.get("cores_usable") not in (None, m.get("cores"))
+        else ""
+    )
+    rows = [
+        ("CPU", m.get("cpu", "?")),
+        ("cores", cores),
+        ("RAM", m.get("ram", "?")),
+        ("kernel", m.get("kernel", "?")),
+        ("Python", m.get("python", "?")),
+    ]
     rows += [(k, v) for k, v in doc.get("versions", {}).items()]
-    rows += [("data filesystem", m.get("filesystem", "?")), ("git revision", m.get("git", "?")),
-             ("date (UTC)", m.get("date", "?"))]
+    rows += [
+        ("data filesystem", m.get("filesystem", "?")),
+        ("git revision", m.get("git", "?")),
+        ("date (UTC)", m.get("date", "?")),
+    ]
     if doc.get("runs"):  # merged from runs of some tasks each (python -m bench --merge)
-        rows += [("runs merged", "; ".join(
-            f"{', '.join(r['tasks'])}: {r.get('date', '?')} (git {r.get('git', '?')}, "
-            f"{r.get('mode', '?')})" for r in doc["runs"]))]
-    rows += [("cache drop (cold runs)", doc["cache_drop"]["description"]),
-             ("sizes", ", ".join(f"{s['label']} = {s['human']} ({s['nbytes']:,} bytes)"
-                                 for s in doc["sizes"]))]
-    exceptions = [f"{t} @ {s}: {n}" for t, per in doc["repeats"].items() for s, n in per.items()
-                  if n != doc["default_repeats"]]
-    rep = (f"{doc['default_repeats']} timed runs per cell and cache state"
-           + (f"; except {', '.join(exceptions)}" if exceptions else ""))
-    rows += [("repeats", rep),
-             ("warm cache", "one untimed warm-up run of every contender, then the timed runs"
-              + "".join(f"; {t['name']} @ {s}: data files read once instead of a warm-up run"
-                        for t in doc["tasks"] for s, w in t.get("warmup", {}).items()
-                        if w == "prime")),
-             ("order", f"contenders in a fresh random order every round (seed {doc['seed']})"),
-             ("verification", (f"every run's answer compared with `{doc['reference']}`'s"
-                               if not any(t.get("reference", doc["reference"]) != doc["reference"]
-                                          for t in doc["tasks"])
-                               else "every run's answer compared with the task's reference "
-                                    "contender's (see Tasks)") + "; a mismatch fails the suite"),
-             ("total run time", f"{doc.get('elapsed_s', '?')} s")]
+        rows += [
+            (
+                "runs merged",
+                "; ".join(
+                    f"{', '.join(r['tasks'])}: {r.get('date', '?')} (git {r.get('git', '?')}, "
+                    f"{r.get('mode', '?')})"
+                    for r in doc["runs"]
+                ),
+            )
+        ]
+    rows += [
+        ("cache drop (cold runs)", doc["cache_drop"]["description"]),
+        (
+            "sizes",
+            ", ".join(f"{s['label']} = {s['human']} ({s['nbytes']:,} bytes)" for s in doc["sizes"]),
+        ),
+    ]
+    exceptions = [
+        f"{t} @ {s}: {n}"
+        for t, per in doc["repeats"].items()
+        for s, n in per.items()
+        if n != doc["default_repeats"]
+    ]
+    rep = f"{doc['default_repeats']} timed runs per cell and cache state" + (
+        f"; except {', '.join(exceptions)}" if exceptions else ""
+    )
+    rows += [
+        ("repeats", rep),
+        (
+            "warm cache",
+            "one untimed warm-up run of every contender, then the timed runs"
+            + "".join(
+                f"; {t['name']} @ {s}: data files read once instead of a warm-up run"
+                for t in doc["tasks"]
+                for s, w in t.get("warmup", {}).items()
+                if w == "prime"
+            ),
+        ),
+        ("order", f"contenders in a fresh random order every round (seed {doc['seed']})"),
+        (
+            "verification",
+            (
+                f"every run's answer compared with `{doc['reference']}`'s"
+                if not any(
+                    t.get("reference", doc["reference"]) != doc["reference"] for t in doc["tasks"]
+                )
+                else "every run's answer compared with the task's reference contender's (see Tasks)"
+            )
+            + "; a mismatch fails the suite",
+        ),
+        ("total run time", f"{doc.get('elapsed_s', '?')} s"),
+    ]
     lines += [f"| {k} | {_md_escape(str(v))} |" for k, v in rows]
     lines.append("")
 
-    ratio_text = (f"the ratio to `{doc['baseline']}` (median / median of `{doc['baseline']}`; "
-                  "**below 1 is faster**)") if not _per_task_baselines(doc) else (
-        "the ratio to the task's baseline (marked ◆; median / median of the baseline's, "
-        "**below 1 is faster**)")
-    lines += ["## Results", "",
-              f"Cells: median {doc.get('timing') or 'wall time (`time.perf_counter`)'} of "
-              f"the timed runs, and in "
-              f"brackets {ratio_text}. Min and max of every cell are "
-              f"in the details below and in the JSON.", ""]
+    ratio_text = (
+        (
+            f"the ratio to `{doc['baseline']}` (median / median of `{doc['baseline']}`; "
+            "**below 1 is faster**)"
+        )
+        if not _per_task_baselines(doc)
+        else (
+            "the ratio to the task's baseline (marked ◆; median / median of the baseline's, "
+            "**below 1 is faster**)"
+        )
+    )
+    lines += [
+        "## Results",
+        "",
+        f"Cells: median {doc.get('timing') or 'wall time (`time.perf_counter`)'} of "
+        f"the timed runs, and in "
+        f"brackets {ratio_text}. Min and max of every cell are "
+        f"in the details below and in the JSON.",
+        "",
+    ]
     if doc.get("layout") == "rows":
         lines += _md_rows_results(doc, "###")
     else:
@@ -603,14 +747,19 @@ def markdown(doc: dict[str, Any], suite_name: str) -> str:
     lines += ["<details><summary>min – max of every cell (seconds)</summary>", ""]
     if doc.get("layout") == "rows":
         sc = _size_caches(doc)
-        lines.append("| task | contender | " + " | ".join(f"{s['label']} {c}" for s, c in sc) + " |")
+        lines.append(
+            "| task | contender | " + " | ".join(f"{s['label']} {c}" for s, c in sc) + " |"
+        )
         lines.append("|---|---|" + "---:|" * len(sc))
         for t, c in _row_pairs(doc):
             cells = []
             for s_, cache in sc:
                 r = idx.get((s_["label"], t["name"], c, cache))
-                cells.append(f"{fmt_seconds(r['min'])} – {fmt_seconds(r['max'])}"
-                             if r and r["status"] == "ok" and "min" in r else "–")
+                cells.append(
+                    f"{fmt_seconds(r['min'])} – {fmt_seconds(r['max'])}"
+                    if r and r["status"] == "ok" and "min" in r
+                    else "–"
+                )
             lines.append(f"| {t['name']} | `{c}` | " + " | ".join(cells) + " |")
         lines.append("")
     for size in doc["sizes"] if doc.get("layout") != "rows" else []:
@@ -621,22 +770,29 @@ def markdown(doc: dict[str, Any], suite_name: str) -> str:
                 cells = []
                 for c in names:
                     r = idx.get((size["label"], t["name"], c, cache))
-                    cells.append(f"{fmt_seconds(r['min'])} – {fmt_seconds(r['max'])}"
-                                 if r and r["status"] == "ok" and "min" in r else "–")
-                lines.append(f"| {size['label']} | {cache} | {t['name']} | " + " | ".join(cells) + " |")
+                    cells.append(
+                        f"{fmt_seconds(r['min'])} – {fmt_seconds(r['max'])}"
+                        if r and r["status"] == "ok" and "min" in r
+                        else "–"
+                    )
+                lines.append(
+                    f"| {size['label']} | {cache} | {t['name']} | " + " | ".join(cells) + " |"
+                )
         lines.append("")
     lines += ["</details>", ""]
 
     lines += ["## Tasks", ""]
     per_task = _per_task_baselines(doc) or any(
-        t.get("reference", doc["reference"]) != doc["reference"] for t in doc["tasks"])
+        t.get("reference", doc["reference"]) != doc["reference"] for t in doc["tasks"]
+    )
     for t in doc["tasks"]:
         who = ""
         if per_task:
             b, r = _baseline(doc, t["name"]), t.get("reference") or doc["reference"]
             who = f" — baseline `{b}`" + (f", reference answer `{r}`" if r != b else "")
-        lines.append(f"- **{t['title']}** (`{t['name']}`){who}"
-                     + (f": {t['note']}" if t["note"] else ""))
+        lines.append(
+            f"- **{t['title']}** (`{t['name']}`){who}" + (f": {t['note']}" if t["note"] else "")
+        )
     lines += ["", "## Contenders", ""]
     for c in doc["contenders"]:
         base = " — baseline" if c["name"] == doc["baseline"] and not per_task else ""
@@ -647,16 +803,26 @@ def markdown(doc: dict[str, Any], suite_name: str) -> str:
     problems = []
     seen = set()
     for r in doc["results"]:
-        if r["status"] != "ok" and "not measured" not in r["reason"] \
-                and r["reason"] != "no implementation of this task":
+        if (
+            r["status"] != "ok"
+            and "not measured" not in r["reason"]
+            and r["reason"] != "no implementation of this task"
+        ):
             key = (r["contender"], r["status"], r["reason"])
             if key in seen:
                 continue
             seen.add(key)
-            where = sorted({f"{x['task']} @ {x['size']}" for x in doc["results"]
-                            if (x["contender"], x["status"], x["reason"]) == key})
-            problems.append(f"- `{r['contender']}` **{r['status']}** ({', '.join(where)}): "
-                            f"{_md_escape(' '.join(r['reason'].split()))}")
+            where = sorted(
+                {
+                    f"{x['task']} @ {x['size']}"
+                    for x in doc["results"]
+                    if (x["contender"], x["status"], x["reason"]) == key
+                }
+            )
+            problems.append(
+                f"- `{r['contender']}` **{r['status']}** ({', '.join(where)}): "
+                f"{_md_escape(' '.join(r['reason'].split()))}"
+            )
     notes = list(doc.get("notes", []))
     if problems or notes:
         lines += ["## Notes", ""]
@@ -682,14 +848,18 @@ def _chart_rows(doc: dict[str, Any], path: Path) -> None:
     sc = _size_caches(doc)
     ncol = 2
     nrow = (len(sc) + ncol - 1) // ncol
-    fig, axes = plt.subplots(nrow, ncol, figsize=(14, 0.24 * len(pairs) * nrow + 1.5),
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        nrow, ncol, figsize=(14, 0.24 * len(pairs) * nrow + 1.5), squeeze=False
+    )
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     task_names = [t["name"] for t in doc["tasks"]]
 
     def measured(size: dict[str, Any], task: str, cache: str) -> bool:
-        return any(r["status"] != "n/a" for (s, t, _c, ca), r in idx.items()
-                   if s == size["label"] and t == task and ca == cache)
+        return any(
+            r["status"] != "n/a"
+            for (s, t, _c, ca), r in idx.items()
+            if s == size["label"] and t == task and ca == cache
+        )
 
     for k, (size, cache) in enumerate(sc):
         ax = axes[k // ncol][k % ncol]
@@ -703,16 +873,29 @@ def _chart_rows(doc: dict[str, Any], path: Path) -> None:
             if r and r["status"] == "ok" and r.get("median") and base and base.get("median"):
                 ratio = r["median"] / base["median"]
                 ax.barh(i, ratio - 1, color=color, left=1)  # from 1: faster left, slower right
-                ax.text(r["median"] / base["median"], i, f" {fmt_seconds(r['median'])} s",
-                        va="center", fontsize=6)
+                ax.text(
+                    r["median"] / base["median"],
+                    i,
+                    f" {fmt_seconds(r['median'])} s",
+                    va="center",
+                    fontsize=6,
+                )
             else:
                 status = r["status"] if r else "n/a"
-                ax.text(1, i, status if status == "n/a" else status.upper(), va="center",
-                        fontsize=6, color="grey" if status == "n/a" else "red")
+                ax.text(
+                    1,
+                    i,
+                    status if status == "n/a" else status.upper(),
+                    va="center",
+                    fontsize=6,
+                    color="grey" if status == "n/a" else "red",
+                )
         ax.axvline(1, color="black", linewidth=0.8)
         ax.set_xscale("log")
         ax.set_yticks(range(len(shown)))
-        same = len(shown) == len(pairs)  # every panel lists the same rows: labels on the left ones only
+        same = len(shown) == len(
+            pairs
+        )  # every panel lists the same rows: labels on the left ones only
         ax.set_yticklabels(labels if k % ncol == 0 or not same else [""] * len(labels), fontsize=7)
         ax.invert_yaxis()
         ax.set_xlabel("median time / task baseline's (log; left of 1 is faster)")
@@ -740,10 +923,12 @@ def chart(doc: dict[str, Any], path: Path) -> None:
     tasks = doc["tasks"]
     sizes = doc["sizes"]
     # only the cache states measured (a --quick run measures warm only)
-    caches = [c for c in CACHES if any(r["cache"] == c and r["status"] == "ok"
-                                       for r in doc["results"])] or list(CACHES)
-    fig, axes = plt.subplots(len(sizes), len(caches), figsize=(6.5 * len(caches), 4.2 * len(sizes)),
-                             squeeze=False)
+    caches = [
+        c for c in CACHES if any(r["cache"] == c and r["status"] == "ok" for r in doc["results"])
+    ] or list(CACHES)
+    fig, axes = plt.subplots(
+        len(sizes), len(caches), figsize=(6.5 * len(caches), 4.2 * len(sizes)), squeeze=False
+    )
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     width = 0.8 / max(1, len(names))
     for row, size in enumerate(sizes):
@@ -754,18 +939,35 @@ def chart(doc: dict[str, Any], path: Path) -> None:
                     x = i - 0.4 + width * (k + 0.5)
                     r = idx.get((size["label"], t["name"], name, cache))
                     if r and r["status"] == "ok" and "median" in r:
-                        ax.bar(x, r["median"], width, color=colors[k % len(colors)],
-                               label=name if i == 0 else None,
-                               yerr=[[r["median"] - r["min"]], [r["max"] - r["median"]]],
-                               error_kw={"elinewidth": 0.8, "capsize": 2})
+                        ax.bar(
+                            x,
+                            r["median"],
+                            width,
+                            color=colors[k % len(colors)],
+                            label=name if i == 0 else None,
+                            yerr=[[r["median"] - r["min"]], [r["max"] - r["median"]]],
+                            error_kw={"elinewidth": 0.8, "capsize": 2},
+                        )
                     else:
                         status = r["status"] if r else "n/a"
-                        ax.text(x, 0.02, "n/a" if status == "n/a" else status.upper(),
-                                rotation=90, ha="center", va="bottom", fontsize=7,
-                                transform=ax.get_xaxis_transform(),
-                                color="grey" if status == "n/a" else "red")
-                        ax.bar(x, 0, width, color=colors[k % len(colors)],
-                               label=name if i == 0 else None)
+                        ax.text(
+                            x,
+                            0.02,
+                            "n/a" if status == "n/a" else status.upper(),
+                            rotation=90,
+                            ha="center",
+                            va="bottom",
+                            fontsize=7,
+                            transform=ax.get_xaxis_transform(),
+                            color="grey" if status == "n/a" else "red",
+                        )
+                        ax.bar(
+                            x,
+                            0,
+                            width,
+                            color=colors[k % len(colors)],
+                            label=name if i == 0 else None,
+                        )
             ax.set_yscale("log")
             ax.set_xticks(range(len(tasks)))
             ax.set_xticklabels([t["name"] for t in tasks])
@@ -775,8 +977,14 @@ def chart(doc: dict[str, Any], path: Path) -> None:
     handles, labels = axes[0][0].get_legend_handles_labels()
     top = 1 - 0.75 / fig.get_figheight()
     fig.suptitle(f"{doc['suite']}: {doc['title']} ({doc['mode']})", y=0.995)
-    fig.legend(handles, labels, loc="upper center", ncol=len(names), frameon=False,
-               bbox_to_anchor=(0.5, 1 - 0.3 / fig.get_figheight()))
+    fig.legend(
+        handles,
+        labels,
+        loc="upper center",
+        ncol=len(names),
+        frameon=False,
+        bbox_to_anchor=(0.5, 1 - 0.3 / fig.get_figheight()),
+    )
     fig.tight_layout(rect=(0, 0, 1, top))
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -46,12 +46,70 @@ water people
 def vocabulary() -> tuple[tuple[str, ...], tuple[float, ...]]:
     """The fixed vocabulary and its cumulative weights (for random.choices)."""
     rng = random.Random(_VOCAB_SEED)
-    onsets = ["", "", "b", "c", "d", "f", "g", "h", "l", "m", "n", "p", "r", "s", "t",
-              "v", "w", "b", "d", "l", "m", "r", "s", "t", "br", "ch", "cr", "dr", "fl",
-              "gr", "pl", "pr", "sh", "st", "th", "tr", "wh"]
+    onsets = [
+        "",
+        "",
+        "b",
+        "c",
+        "d",
+        "f",
+        "g",
+        "h",
+        "l",
+        "m",
+        "n",
+        "p",
+        "r",
+        "s",
+        "t",
+        "v",
+        "w",
+        "b",
+        "d",
+        "l",
+        "m",
+        "r",
+        "s",
+        "t",
+        "br",
+        "ch",
+        "cr",
+        "dr",
+        "fl",
+        "gr",
+        "pl",
+        "pr",
+        "sh",
+        "st",
+        "th",
+        "tr",
+        "wh",
+    ]
     vowels = ["a", "e", "i", "o", "u", "a", "e", "i", "o", "ea", "ai", "ou", "ee"]
-    codas = ["", "", "", "", "", "n", "r", "s", "t", "l", "d", "m", "n", "r", "s", "t",
-             "ng", "nd", "st", "ck", "ll", "th"]
+    codas = [
+        "",
+        "",
+        "",
+        "",
+        "",
+        "n",
+        "r",
+        "s",
+        "t",
+        "l",
+        "d",
+        "m",
+        "n",
+        "r",
+        "s",
+        "t",
+        "ng",
+        "nd",
+        "st",
+        "ck",
+        "ll",
+        "th",
+    ]
     words: list[str] = []
     seen: set[str] = set()
     for w in _COMMON:
@@ -60,8 +118,9 @@ def vocabulary() -> tuple[tuple[str, ...], tuple[float, ...]]:
             words.append(w)
     while len(words) < _VOCAB_SIZE:
         nsyl = rng.choices((1, 2, 3, 4), weights=(35, 50, 13, 2))[0]
-        w = "".join(rng.choice(onsets) + rng.choice(vowels) + rng.choice(codas)
-                     for _ in range(nsyl))
+        w = "".join(
+            rng.choice(onsets) + rng.choice(vowels) + rng.choice(codas) for _ in range(nsyl)
+        )
         if not 2 <= len(w) <= 10 or w in seen:
             continue
         seen.add(w)
@@ -141,12 +200,18 @@ def _write_text(path: Path, seed: int, nbytes: int) -> dict[str, Any]:
     return {}
 
 
-def ensure_text_file(data_dir: Path, stem: str, seed: int, nbytes: int,
-                     log: Callable[[str], None] = lambda msg: None) -> Path:
+def ensure_text_file(
+    data_dir: Path, stem: str, seed: int, nbytes: int, log: Callable[[str], None] = lambda msg: None
+) -> Path:
     """Path of the seeded text file of `nbytes`, generated unless already there
     (see harness.generated_file)."""
     path = data_dir / f"{stem}-{nbytes}-s{seed}.txt"
     want = {"nbytes": nbytes, "seed": seed, "generator": GENERATOR_VERSION}
-    generated_file(path, want, lambda tmp: _write_text(tmp, seed, nbytes), log,
-                   f"{nbytes:,} bytes, seed {seed}")
+    generated_file(
+        path,
+        want,
+        lambda tmp: _write_text(tmp, seed, nbytes),
+        log,
+        f"{nbytes:,} bytes, seed {seed}",
+    )
     return path

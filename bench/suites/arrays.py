@@ -46,8 +46,20 @@ from typing import Any, Callable
 import numpy as np
 
 from ..contenders import Registry, mmapkit_has, mmapkit_module
-from ..harness import (Dataset, Measured, Size, Suite, Task, Unavailable, capped, generated,
-                       labelled, module_version, need_space, prime)
+from ..harness import (
+    Dataset,
+    Measured,
+    Size,
+    Suite,
+    Task,
+    Unavailable,
+    capped,
+    generated,
+    labelled,
+    module_version,
+    need_space,
+    prime,
+)
 
 DATA_SEED = 5
 GENERATOR_VERSION = 1
@@ -91,15 +103,16 @@ def _table_files(d: Path) -> tuple[Path, Path]:
 def _write_table(d: Path, rows: int, log: Callable[[str], None]) -> None:
     npy, csv = _table_files(d)
     log(f"generating {rows:,} x 3 float64 table ({npy.name}, {csv.name}) ...")
-    out = np.lib.format.open_memmap(npy.with_suffix(".partial.npy"), mode="w+", dtype=np.float64,
-                                    shape=(rows, 3))
+    out = np.lib.format.open_memmap(
+        npy.with_suffix(".partial.npy"), mode="w+", dtype=np.float64, shape=(rows, 3)
+    )
     with open(csv.with_suffix(".partial"), "w") as f:
         for start in range(0, rows, 1_000_000):
             rng = np.random.default_rng([DATA_SEED, 1, start])
             n = min(1_000_000, rows - start)
             # multiples of 1/1024: exact in text ("%.10f") and every sum is exact
             block = rng.integers(-(1 << 20), 1 << 20, size=(n, 3)) / 1024.0
-            out[start:start + n] = block
+            out[start : start + n] = block
             np.savetxt(f, block, fmt="%.10f")
     out.flush()
     del out
@@ -141,40 +154,51 @@ def _npy_offset(path: Path) -> int:
         return f.tell()
 
 
-@contender("np.loadtxt", "open_sum",
-           note="`np.loadtxt(csv).sum()` on the same numbers as text.")
+@contender("np.loadtxt", "open_sum", note="`np.loadtxt(csv).sum()` on the same numbers as text.")
 def sum_loadtxt(d: Path) -> float:
     return float(np.loadtxt(_table_files(d)[1]).sum())
 
 
-@contender("np.fromfile", "open_sum",
-           note="`np.fromfile(npy, float64, offset=header).sum()`: reads into a new array.")
+@contender(
+    "np.fromfile",
+    "open_sum",
+    note="`np.fromfile(npy, float64, offset=header).sum()`: reads into a new array.",
+)
 def sum_fromfile(d: Path) -> float:
     npy = _table_files(d)[0]
     return float(np.fromfile(npy, dtype=np.float64, offset=_npy_offset(npy)).sum())
 
 
-@contender("np.memmap", "open_sum",
-           note="`np.memmap(npy, float64, 'r', offset=header).sum()` (the article's).")
+@contender(
+    "np.memmap",
+    "open_sum",
+    note="`np.memmap(npy, float64, 'r', offset=header).sum()` (the article's).",
+)
 def sum_memmap(d: Path) -> float:
     npy = _table_files(d)[0]
     a = np.memmap(npy, dtype=np.float64, mode="r", offset=_npy_offset(npy))
     return float(a.reshape(-1, 3).sum())
 
 
-@contender("mmapkit.stats", "open_sum",
-           available=_need("stats"),
-           note="`mmapkit.stats.sum(path)` on the .npy (dtype and shape from its header): "
-                "compensated float64 sum in Rust on every core, GIL released.")
+@contender(
+    "mmapkit.stats",
+    "open_sum",
+    available=_need("stats"),
+    note="`mmapkit.stats.sum(path)` on the .npy (dtype and shape from its header): "
+    "compensated float64 sum in Rust on every core, GIL released.",
+)
 def sum_mmapkit(d: Path) -> float:
     return float(_mmapkit().stats.sum(_table_files(d)[0]))
 
 
-@contender("mmapkit.ArrayStore", "open_sum",
-           available=_need("ArrayStore"),
-           note="`mmapkit.ArrayStore.open(npy, mode='r')`: open_sum = `mmapkit.stats.sum(store)`; "
-                "handoff = the store object itself (pickles as its path; the worker maps the "
-                "file).")
+@contender(
+    "mmapkit.ArrayStore",
+    "open_sum",
+    available=_need("ArrayStore"),
+    note="`mmapkit.ArrayStore.open(npy, mode='r')`: open_sum = `mmapkit.stats.sum(store)`; "
+    "handoff = the store object itself (pickles as its path; the worker maps the "
+    "file).",
+)
 def sum_arraystore(d: Path) -> float:
     mk = _mmapkit()
     store = mk.ArrayStore.open(str(_table_files(d)[0]), mode="r")
@@ -187,13 +211,13 @@ def sum_arraystore(d: Path) -> float:
 # --------------------------------------------------------------------------- 2. read speed
 
 
-@contender("read loop", "read",
-           note="plain `readinto` loop, 8 MiB reusable buffer.")
+@contender("read loop", "read", note="plain `readinto` loop, 8 MiB reusable buffer.")
 def read_loop(d: Path) -> int:
     return prime([d / "median.i16"])
 
 
 # --------------------------------------------------------------------------- 3. median
+
 
 def _chunk_median(bounds: tuple[str, int, int]) -> float:
     """The article's worker: map the file by path, median of one chunk."""
@@ -202,8 +226,11 @@ def _chunk_median(bounds: tuple[str, int, int]) -> float:
     return float(np.median(data[start:stop]))
 
 
-@contender("np.median", "median",
-           note="`np.median(np.memmap(path, int16, 'r'))`: exact, whole array in RAM.")
+@contender(
+    "np.median",
+    "median",
+    note="`np.median(np.memmap(path, int16, 'r'))`: exact, whole array in RAM.",
+)
 def median_numpy(d: Path) -> float:
     return float(np.median(np.memmap(d / "median.i16", dtype=np.int16, mode="r")))
 
@@ -214,9 +241,12 @@ def _approx(d: Path, estimate: float) -> Measured:
     return Measured(exact if err <= MEDIAN_TOLERANCE else estimate, {"error": err})
 
 
-@contender("pool median of medians", "median",
-           note="the article's `estimate_median_pool`: `multiprocessing.Pool(cores)` (fork), "
-                "128 Mi-element chunks, each worker maps the file by path; approximate.")
+@contender(
+    "pool median of medians",
+    "median",
+    note="the article's `estimate_median_pool`: `multiprocessing.Pool(cores)` (fork), "
+    "128 Mi-element chunks, each worker maps the file by path; approximate.",
+)
 def median_pool(d: Path) -> Measured:
     """estimate_median_pool() of the article: Pool(cores), 128 Mi-element chunks
     (fewer for small files: at least 8 chunks), each worker maps the file by path,
@@ -230,22 +260,30 @@ def median_pool(d: Path) -> Measured:
     return _approx(d, float(np.median(partials)))
 
 
-@contender("dask percentile", "median",
-           note="`dask.array.percentile(da.from_array(memmap, chunks=64 Mi), 50)` (threaded "
-                "scheduler); approximate (dask's exact `da.median` must rechunk the whole axis "
-                "into one chunk, i.e. load it all).")
+@contender(
+    "dask percentile",
+    "median",
+    note="`dask.array.percentile(da.from_array(memmap, chunks=64 Mi), 50)` (threaded "
+    "scheduler); approximate (dask's exact `da.median` must rechunk the whole axis "
+    "into one chunk, i.e. load it all).",
+)
 def median_dask(d: Path) -> Measured:
     try:
         import dask.array as da
     except ImportError as exc:
-        raise Unavailable("dask not installed (pip install 'dask[array]', the bench extra)") from exc
+        raise Unavailable(
+            "dask not installed (pip install 'dask[array]', the bench extra)"
+        ) from exc
     x = da.from_array(np.memmap(d / "median.i16", dtype=np.int16, mode="r"), chunks=64 << 20)
     return _approx(d, float(np.asarray(da.percentile(x, 50).compute()).ravel()[0]))
 
 
-@contender("mmapkit.stats.median", "median",
-           available=_need("stats"),
-           note="`mmapkit.stats.median(path, dtype=np.int16)`: exact.")
+@contender(
+    "mmapkit.stats.median",
+    "median",
+    available=_need("stats"),
+    note="`mmapkit.stats.median(path, dtype=np.int16)`: exact.",
+)
 def median_mmapkit(d: Path) -> Measured:
     st = _mmapkit().stats
     t0 = time.perf_counter()
@@ -283,6 +321,7 @@ def _read_handle(handle: Any) -> tuple[int, float, float, float]:
         return r
     if kind == "mmapkit_shared":
         import mmapkit
+
         arr = mmapkit.SharedArray.attach(handle[1])
         try:
             return _probe(arr.numpy())
@@ -357,18 +396,22 @@ def _handoff_n(d: Path) -> int:
     return json.loads((d / "handoff.json").read_text())["n"]
 
 
-@contender("pickle", "handoff",
-           note="the array itself pickled down each worker's pipe (1 GiB each).")
+@contender(
+    "pickle", "handoff", note="the array itself pickled down each worker's pipe (1 GiB each)."
+)
 def handoff_pickle(d: Path) -> Measured:
     a = _cached(f"array:{d}", lambda: _handoff_array(_handoff_n(d) * 8))
     return _timed_hand(("array", a))
 
 
-@contender("shared_memory", "handoff",
-           note="`multiprocessing.shared_memory.SharedMemory` created (and filled) once, "
-                "untimed; its name is sent; the worker attaches and views it with numpy (the "
-                "workers share the parent's resource tracker, so 3.11's tracker does not unlink "
-                "the segment behind the creator's back here).")
+@contender(
+    "shared_memory",
+    "handoff",
+    note="`multiprocessing.shared_memory.SharedMemory` created (and filled) once, "
+    "untimed; its name is sent; the worker attaches and views it with numpy (the "
+    "workers share the parent's resource tracker, so 3.11's tracker does not unlink "
+    "the segment behind the creator's back here).",
+)
 def handoff_shm(d: Path) -> Measured:
     n = _handoff_n(d)
 
@@ -382,10 +425,13 @@ def handoff_shm(d: Path) -> Measured:
     return _timed_hand(("shm", shm.name, n))
 
 
-@contender("mmapkit.SharedArray", "handoff",
-           available=_need("SharedArray"),
-           note="`mmapkit.SharedArray.create(name, shape, float64)` once, untimed; the name is "
-                "sent; the worker `attach`es and reads `numpy()`.")
+@contender(
+    "mmapkit.SharedArray",
+    "handoff",
+    available=_need("SharedArray"),
+    note="`mmapkit.SharedArray.create(name, shape, float64)` once, untimed; the name is "
+    "sent; the worker `attach`es and reads `numpy()`.",
+)
 def handoff_shared_array(d: Path) -> Measured:
     mk = _mmapkit()
     n = _handoff_n(d)
@@ -399,6 +445,7 @@ def handoff_shared_array(d: Path) -> Measured:
         def cleanup() -> None:
             arr.unlink()
             arr.close()
+
         atexit.register(cleanup)
         return arr
 
@@ -436,8 +483,7 @@ def _mapped(p: Path, create: Callable[[tuple[int, int]], np.ndarray]) -> Measure
     return Measured(nbytes, {"allocated": _allocated(p)})
 
 
-@contender("f.truncate", "sparse",
-           note="`open(p, 'wb').truncate(nbytes)`: a plain sparse file.")
+@contender("f.truncate", "sparse", note="`open(p, 'wb').truncate(nbytes)`: a plain sparse file.")
 def sparse_truncate(p: Path) -> Measured:
     nbytes = _sparse_rows(p.parent) * 24
     with open(p, "wb") as f:
@@ -445,21 +491,23 @@ def sparse_truncate(p: Path) -> Measured:
     return Measured(nbytes, {"allocated": _allocated(p)})
 
 
-@contender("np.memmap w+", "sparse",
-           note="`np.memmap(p, float64, shape=(2**30, 3), mode='w+')` (the article's).")
+@contender(
+    "np.memmap w+",
+    "sparse",
+    note="`np.memmap(p, float64, shape=(2**30, 3), mode='w+')` (the article's).",
+)
 def sparse_memmap(p: Path) -> Measured:
     return _mapped(p, lambda shape: np.memmap(p, dtype=np.float64, shape=shape, mode="w+"))
 
 
-@contender("np.lib.format.open_memmap", "sparse",
-           note="a .npy of that shape, `mode='w+'`.")
+@contender("np.lib.format.open_memmap", "sparse", note="a .npy of that shape, `mode='w+'`.")
 def sparse_open_memmap(p: Path) -> Measured:
-    return _mapped(p, lambda shape: np.lib.format.open_memmap(p, mode="w+", dtype=np.float64,
-                                                              shape=shape))
+    return _mapped(
+        p, lambda shape: np.lib.format.open_memmap(p, mode="w+", dtype=np.float64, shape=shape)
+    )
 
 
-@contender("np.zeros.tofile", "sparse",
-           note="writes every zero (small size only).")
+@contender("np.zeros.tofile", "sparse", note="writes every zero (small size only).")
 def sparse_zeros(p: Path) -> Measured:
     rows = _sparse_rows(p.parent)
     if rows * 24 > GIGA:
@@ -468,8 +516,9 @@ def sparse_zeros(p: Path) -> Measured:
     return Measured(rows * 24, {"allocated": _allocated(p)})
 
 
-@contender("mmapkit.sparse", "sparse",
-           available=_need("sparse"), note="`mmapkit.sparse(path, nbytes)`.")
+@contender(
+    "mmapkit.sparse", "sparse", available=_need("sparse"), note="`mmapkit.sparse(path, nbytes)`."
+)
 def sparse_mmapkit(p: Path) -> Measured:
     nbytes = _sparse_rows(p.parent) * 24
     _mmapkit().sparse(str(p), nbytes)
@@ -507,48 +556,76 @@ class ArraysSuite(Suite):
         "seconds": {"title": "seconds (self-timed, for the absolute goals)", "unit": ""},
     }
     limit = ("read", "read loop")
-    headline = {"capability": "exact median of an on-disk array",
-                "label": "median of the int16 file", "task": "median",
-                "contender": "mmapkit.stats.median",
-                "peers": ["np.median", "pool median of medians", "dask percentile"],
-                "sizes": ["large", "quick"]}
+    headline = {
+        "capability": "exact median of an on-disk array",
+        "label": "median of the int16 file",
+        "task": "median",
+        "contender": "mmapkit.stats.median",
+        "peers": ["np.median", "pool median of medians", "dask percentile"],
+        "sizes": ["large", "quick"],
+    }
 
     tasks: tuple[Task, ...] = (
-        Task("open_sum", "10 M x 3 float64: open + sum", throughput=False,
-             repeats=FEWER,
-             note="sum of every element. `np.loadtxt` parses the same numbers from text "
-                  "(`%.10f`, ~50 bytes a row); it is the slow one, so the full run repeats this "
-                  "task 3 times per cache state. Rows: 10 M (full), 200 k (`--quick`), 100 k "
-                  "(small)."),
-        Task("read", "sequential read of the int16 file", baseline="read loop",
-             reference="read loop",
-             note="`readinto` of the whole median file into one reusable 8 MiB buffer: "
-                  "the disk's speed (cold) and the page cache's (warm); the ceiling of the "
-                  "`median` rows (their `% of limit`)."),
-        Task("median", "median of the int16 file", baseline="np.median",
-             reference="np.median", warmup="prime", repeats=FEWER,
-             note="`np.median` on an `np.memmap` is exact but copies the whole array into RAM "
-                  "(10 GB at the full size); the process-pool median of chunk medians (the "
-                  "article's `estimate_median_pool`, one process per core) and "
-                  "`dask.array.percentile(x, 50)` (per-chunk percentiles merged) are estimates: "
-                  f"they pass when within ±{MEDIAN_TOLERANCE} of the exact median and the table "
-                  "shows their error. `mmapkit.stats.median(path, dtype=np.int16)` is exact "
-                  "(one counting pass over the mapped file, every core)."),
-        Task("handoff", "hand a 1 GiB array to 2 workers", baseline="pickle", reference="pickle",
-             throughput=False,
-             note="two worker processes are already running (started once, forkserver); timed: "
-                  "pickle a handle, send it down each worker's pipe, the worker attaches and "
-                  "reads three elements, the answers come back. `pickle` sends the array itself "
-                  "(what `Pool.map(f, [array])` does); the others send a name or a path. "
-                  "`bytes sent` is the pickled size: the data copied per hand-off. 16 MiB at "
-                  "the small size, 64 MiB with `--quick`."),
-        Task("sparse", "create a 24 GiB float64 array on disk", baseline="f.truncate",
-             reference="f.truncate", throughput=False, setup=_fresh_sparse,
-             teardown=lambda ds: _sparse_path(ds.path).unlink(missing_ok=True),
-             note="2^30 x 3 float64 (the article's), a fresh file each run (deleted untimed "
-                  "before); answer: bytes of array data; `allocated` = blocks the file really "
-                  "uses. `np.zeros(...).tofile` (writing every zero) runs only at the small and "
-                  "`--quick` sizes (96 MiB)."),
+        Task(
+            "open_sum",
+            "10 M x 3 float64: open + sum",
+            throughput=False,
+            repeats=FEWER,
+            note="sum of every element. `np.loadtxt` parses the same numbers from text "
+            "(`%.10f`, ~50 bytes a row); it is the slow one, so the full run repeats this "
+            "task 3 times per cache state. Rows: 10 M (full), 200 k (`--quick`), 100 k "
+            "(small).",
+        ),
+        Task(
+            "read",
+            "sequential read of the int16 file",
+            baseline="read loop",
+            reference="read loop",
+            note="`readinto` of the whole median file into one reusable 8 MiB buffer: "
+            "the disk's speed (cold) and the page cache's (warm); the ceiling of the "
+            "`median` rows (their `% of limit`).",
+        ),
+        Task(
+            "median",
+            "median of the int16 file",
+            baseline="np.median",
+            reference="np.median",
+            warmup="prime",
+            repeats=FEWER,
+            note="`np.median` on an `np.memmap` is exact but copies the whole array into RAM "
+            "(10 GB at the full size); the process-pool median of chunk medians (the "
+            "article's `estimate_median_pool`, one process per core) and "
+            "`dask.array.percentile(x, 50)` (per-chunk percentiles merged) are estimates: "
+            f"they pass when within ±{MEDIAN_TOLERANCE} of the exact median and the table "
+            "shows their error. `mmapkit.stats.median(path, dtype=np.int16)` is exact "
+            "(one counting pass over the mapped file, every core).",
+        ),
+        Task(
+            "handoff",
+            "hand a 1 GiB array to 2 workers",
+            baseline="pickle",
+            reference="pickle",
+            throughput=False,
+            note="two worker processes are already running (started once, forkserver); timed: "
+            "pickle a handle, send it down each worker's pipe, the worker attaches and "
+            "reads three elements, the answers come back. `pickle` sends the array itself "
+            "(what `Pool.map(f, [array])` does); the others send a name or a path. "
+            "`bytes sent` is the pickled size: the data copied per hand-off. 16 MiB at "
+            "the small size, 64 MiB with `--quick`.",
+        ),
+        Task(
+            "sparse",
+            "create a 24 GiB float64 array on disk",
+            baseline="f.truncate",
+            reference="f.truncate",
+            throughput=False,
+            setup=_fresh_sparse,
+            teardown=lambda ds: _sparse_path(ds.path).unlink(missing_ok=True),
+            note="2^30 x 3 float64 (the article's), a fresh file each run (deleted untimed "
+            "before); answer: bytes of array data; `allocated` = blocks the file really "
+            "uses. `np.zeros(...).tofile` (writing every zero) runs only at the small and "
+            "`--quick` sizes (96 MiB).",
+        ),
     )
 
     contenders = CONTENDERS.contenders()
@@ -565,23 +642,37 @@ class ArraysSuite(Suite):
         want = {"params": p, "seed": DATA_SEED, "generator": GENERATOR_VERSION}
 
         def make() -> dict[str, Any]:
-            need_space(d, p["median"] + p["rows"] * 80 + p["handoff"] + (2 << 30),
-                       f"the {size.label} `arrays` data", "with 2 GiB spare; use --quick")
+            need_space(
+                d,
+                p["median"] + p["rows"] * 80 + p["handoff"] + (2 << 30),
+                f"the {size.label} `arrays` data",
+                "with 2 GiB spare; use --quick",
+            )
             _write_table(d, p["rows"], log)
             _write_int16(d / "median.i16", p["median"], log)
             _write_handoff(d / "handoff.npy", p["handoff"])
             log("computing the exact median once (checked against np.median in the run) ...")
             exact = _exact_median(d / "median.i16")
             (d / "median.json").write_text(json.dumps({"median": exact}) + "\n")
-            (d / "handoff.json").write_text(json.dumps({"n": p["handoff"] // 8,
-                                                        "sparse_rows": p["sparse_rows"]}) + "\n")
+            (d / "handoff.json").write_text(
+                json.dumps({"n": p["handoff"] // 8, "sparse_rows": p["sparse_rows"]}) + "\n"
+            )
             return {}
 
         generated(d / "ok.json", want, make)
         npy, csv = _table_files(d)
         files = [npy, csv, d / "median.i16", d / "handoff.npy"]
-        return Dataset(size, d, files, {"params": p, "bytes": p["median"],
-                                        "generator": "bench/suites/arrays.py", "seed": DATA_SEED})
+        return Dataset(
+            size,
+            d,
+            files,
+            {
+                "params": p,
+                "bytes": p["median"],
+                "generator": "bench/suites/arrays.py",
+                "seed": DATA_SEED,
+            },
+        )
 
     def versions(self) -> dict[str, str]:
         return {mod: module_version(mod) for mod in ("mmapkit", "dask")}
@@ -592,27 +683,64 @@ class ArraysSuite(Suite):
             return []
         at = "" if big["label"] == "large" else f" (stated for 10 GB; this run: {big['human']})"
         return [
-            {"label": "exact median: mmapkit ≥ 20× np.median (warm)" + at, "task": "median",
-             "contender": "mmapkit.stats.median", "versus": "np.median", "min_speedup": 20,
-             "size": big["label"], "cache": "warm"},
-            {"label": "exact median faster than the article's approximate pool (cold)" + at,
-             "task": "median", "contender": "mmapkit.stats.median",
-             "versus": "pool median of medians", "min_speedup": 1, "size": big["label"],
-             "cache": "cold"},
-            {"label": "exact median of 10 GB in ≤ 3 s warm" + at, "task": "median",
-             "contender": "mmapkit.stats.median", "versus": "np.median", "min_speedup": 1,
-             "size": big["label"], "cache": "warm", "max_metric": {"seconds": 3.0}},
-            {"label": "exact median of 10 GB in ≤ 5 s cold" + at, "task": "median",
-             "contender": "mmapkit.stats.median", "versus": "np.median", "min_speedup": 1,
-             "size": big["label"], "cache": "cold", "max_metric": {"seconds": 5.0}},
-            {"label": "hand-off: mmapkit.SharedArray < 1 ms, no data copied (≤ 4 KiB pickled)",
-             "task": "handoff", "contender": "mmapkit.SharedArray", "versus": "pickle",
-             "min_speedup": 100, "size": big["label"], "cache": "warm",
-             "max_metric": {"copied": 4096, "seconds": 0.001}},
-            {"label": "hand-off: mmapkit.ArrayStore by path < 1 ms, no data copied",
-             "task": "handoff", "contender": "mmapkit.ArrayStore", "versus": "pickle",
-             "min_speedup": 100, "size": big["label"], "cache": "warm",
-             "max_metric": {"copied": 4096, "seconds": 0.001}},
+            {
+                "label": "exact median: mmapkit ≥ 20× np.median (warm)" + at,
+                "task": "median",
+                "contender": "mmapkit.stats.median",
+                "versus": "np.median",
+                "min_speedup": 20,
+                "size": big["label"],
+                "cache": "warm",
+            },
+            {
+                "label": "exact median faster than the article's approximate pool (cold)" + at,
+                "task": "median",
+                "contender": "mmapkit.stats.median",
+                "versus": "pool median of medians",
+                "min_speedup": 1,
+                "size": big["label"],
+                "cache": "cold",
+            },
+            {
+                "label": "exact median of 10 GB in ≤ 3 s warm" + at,
+                "task": "median",
+                "contender": "mmapkit.stats.median",
+                "versus": "np.median",
+                "min_speedup": 1,
+                "size": big["label"],
+                "cache": "warm",
+                "max_metric": {"seconds": 3.0},
+            },
+            {
+                "label": "exact median of 10 GB in ≤ 5 s cold" + at,
+                "task": "median",
+                "contender": "mmapkit.stats.median",
+                "versus": "np.median",
+                "min_speedup": 1,
+                "size": big["label"],
+                "cache": "cold",
+                "max_metric": {"seconds": 5.0},
+            },
+            {
+                "label": "hand-off: mmapkit.SharedArray < 1 ms, no data copied (≤ 4 KiB pickled)",
+                "task": "handoff",
+                "contender": "mmapkit.SharedArray",
+                "versus": "pickle",
+                "min_speedup": 100,
+                "size": big["label"],
+                "cache": "warm",
+                "max_metric": {"copied": 4096, "seconds": 0.001},
+            },
+            {
+                "label": "hand-off: mmapkit.ArrayStore by path < 1 ms, no data copied",
+                "task": "handoff",
+                "contender": "mmapkit.ArrayStore",
+                "versus": "pickle",
+                "min_speedup": 100,
+                "size": big["label"],
+                "cache": "warm",
+                "max_metric": {"copied": 4096, "seconds": 0.001},
+            },
         ]
 
     notes = (
@@ -631,6 +759,7 @@ class ArraysSuite(Suite):
 def _exact_median(path: Path) -> float:
     try:
         import mmapkit.stats as st
+
         return float(st.median(path, dtype=np.int16))
     except ImportError:
         return float(np.median(np.memmap(path, dtype=np.int16, mode="r")))

@@ -43,8 +43,21 @@ from typing import Any, Callable
 import numpy as np
 
 from ..contenders import Registry, mmapkit_has, mmapkit_module
-from ..harness import (Dataset, Measured, Size, Suite, Task, Unavailable, capped, generated,
-                       labelled, module_version, need_space, prime, primed)
+from ..harness import (
+    Dataset,
+    Measured,
+    Size,
+    Suite,
+    Task,
+    Unavailable,
+    capped,
+    generated,
+    labelled,
+    module_version,
+    need_space,
+    prime,
+    primed,
+)
 
 DATA_SEED = 13
 GENERATOR_VERSION = 1
@@ -85,7 +98,9 @@ def _params(d: Path) -> dict[str, Any]:
 
 
 def _true_weights(dim: int) -> np.ndarray:
-    return (np.random.default_rng([DATA_SEED, dim, 0]).standard_normal(dim) / np.sqrt(dim)).astype(np.float32)
+    return (np.random.default_rng([DATA_SEED, dim, 0]).standard_normal(dim) / np.sqrt(dim)).astype(
+        np.float32
+    )
 
 
 def _rows(dim: int, start: int, n: int, stream: int = 1) -> tuple[np.ndarray, np.ndarray]:
@@ -136,10 +151,14 @@ def _write_int16(path: Path, nbytes: int, log: Callable[[str], None]) -> None:
     tmp = path.with_name(path.name + ".partial")
     block = 1 << 28
     with open(tmp, "wb") as f:
-        np.lib.format.write_array_header_1_0(f, {"descr": "<i2", "fortran_order": False, "shape": (n,)})
+        np.lib.format.write_array_header_1_0(
+            f, {"descr": "<i2", "fortran_order": False, "shape": (n,)}
+        )
         for start in range(0, n, block):
             rng = np.random.default_rng([DATA_SEED, 16, start])
-            rng.integers(-32768, 32767, size=min(block, n - start), dtype=np.int16, endpoint=True).tofile(f)
+            rng.integers(
+                -32768, 32767, size=min(block, n - start), dtype=np.int16, endpoint=True
+            ).tofile(f)
     os.replace(tmp, path)
 
 
@@ -195,21 +214,34 @@ def _accuracy(w: np.ndarray, b: float, dim: int) -> float:
     return float(np.mean(((X @ np.asarray(w, np.float32) + np.float32(b)) > 0) == (y > 0.5)))
 
 
-def _trained(d: Path, w: np.ndarray, b: float, seconds: float, cpu: float, rows: int,
-             extra: dict[str, float] | None = None) -> Measured:
+def _trained(
+    d: Path,
+    w: np.ndarray,
+    b: float,
+    seconds: float,
+    cpu: float,
+    rows: int,
+    extra: dict[str, float] | None = None,
+) -> Measured:
     """The answer of a training run: whether it learned (held-out accuracy above
     MIN_ACCURACY); the time is the epoch's (`seconds` scaled from `rows` trained)."""
     p = _params(d)
     acc = _accuracy(w, b, p["dim"])
     epoch = seconds * p["rows"] / rows
-    metrics = {"accuracy": acc, "rows_per_s": rows / seconds, "rows_per_cpu_s": rows / max(cpu, 1e-9),
-               "cpu_s_per_m_rows": cpu * 1e6 / rows, **(extra or {})}
+    metrics = {
+        "accuracy": acc,
+        "rows_per_s": rows / seconds,
+        "rows_per_cpu_s": rows / max(cpu, 1e-9),
+        "cpu_s_per_m_rows": cpu * 1e6 / rows,
+        **(extra or {}),
+    }
     return Measured(bool(acc > MIN_ACCURACY and np.all(np.isfinite(w))), metrics, seconds=epoch)
 
 
 def _one_blas_thread(fn: Callable[[Path], Measured]) -> Callable[[Path], Measured]:
     """Runs a training contender with BLAS limited to one thread: the goal is per core,
     and on a shared 2-core machine OpenBLAS's spinning second thread only adds noise."""
+
     def run(d: Path) -> Measured:
         try:
             from threadpoolctl import threadpool_limits
@@ -217,6 +249,7 @@ def _one_blas_thread(fn: Callable[[Path], Measured]) -> Callable[[Path], Measure
             return fn(d)
         with threadpool_limits(limits=1, user_api="blas"):
             return fn(d)
+
     run.__name__ = fn.__name__
     return run
 
@@ -236,19 +269,22 @@ class _TextStore:
 
     def get(self, start: int, end: int) -> bytes:
         lo = int(self.ends[start - 1]) if start > 0 else 0
-        return self.mm[lo:int(self.ends[end - 1])]
+        return self.mm[lo : int(self.ends[end - 1])]
 
     def close(self) -> None:
         self.mm.close()
         self.f.close()
 
 
-@contender("text store (article)", "train",
-           note="the article's design reproduced: rows as comma-terminated `%.9g` text in a "
-                "mapped file, each batch's bytes decoded, `split(',')`, parsed with "
-                "`float()` into `np.array(...).reshape(-1, d)`, then the article's update "
-                "(float64, `1/(1+exp(-h))`). Times a prefix of the rows (see the task) and "
-                "scales it to the epoch.")
+@contender(
+    "text store (article)",
+    "train",
+    note="the article's design reproduced: rows as comma-terminated `%.9g` text in a "
+    "mapped file, each batch's bytes decoded, `split(',')`, parsed with "
+    "`float()` into `np.array(...).reshape(-1, d)`, then the article's update "
+    "(float64, `1/(1+exp(-h))`). Times a prefix of the rows (see the task) and "
+    "scales it to the epoch.",
+)
 @_one_blas_thread
 def train_text(d: Path) -> Measured:
     p = _params(d)
@@ -284,7 +320,7 @@ def _numpy_epoch(X: np.ndarray, Y: np.ndarray, n: int) -> tuple[np.ndarray, floa
     b = np.float32(0)
     lr = np.float32(LR)
     for s in range(0, n, BATCH):
-        x, y = X[s:s + BATCH], Y[s:s + BATCH]
+        x, y = X[s : s + BATCH], Y[s : s + BATCH]
         p = 1 / (1 + np.exp(-(x @ w + b)))
         r = p - y
         w -= lr * (r @ x)
@@ -292,10 +328,13 @@ def _numpy_epoch(X: np.ndarray, Y: np.ndarray, n: int) -> tuple[np.ndarray, floa
     return w, float(b)
 
 
-@contender("np.memmap + numpy", "train",
-           note="`np.load(features.npy, mmap_mode='r')` (an `np.memmap`) and a numpy loop: "
-                "per batch of 64 views, `p = 1/(1+exp(-(x@w+b)))`, `w -= lr*((p-y)@x)`, "
-                "`b -= lr*sum(p-y)`, float32.")
+@contender(
+    "np.memmap + numpy",
+    "train",
+    note="`np.load(features.npy, mmap_mode='r')` (an `np.memmap`) and a numpy loop: "
+    "per batch of 64 views, `p = 1/(1+exp(-(x@w+b)))`, `w -= lr*((p-y)@x)`, "
+    "`b -= lr*sum(p-y)`, float32.",
+)
 @_one_blas_thread
 def train_memmap(d: Path) -> Measured:
     X, Y = _npy_memmaps(d)
@@ -318,23 +357,29 @@ def _train_sklearn(d: Path, batch: int) -> Measured:
     classes = np.array([0.0, 1.0], dtype=np.float32)
     t0, c0 = _clock()
     for s in range(0, n, batch):
-        clf.partial_fit(X[s:s + batch], Y[s:s + batch], classes=classes)
+        clf.partial_fit(X[s : s + batch], Y[s : s + batch], classes=classes)
     t1, c1 = _clock()
     return _trained(d, clf.coef_.ravel(), float(clf.intercept_[0]), t1 - t0, c1 - c0, n)
 
 
-@contender("sklearn partial_fit", "train",
-           note="scikit-learn `SGDClassifier(loss='log_loss')` (default settings) "
-                "`.partial_fit(X, y, classes=[0, 1])` per batch of 64 views of the memmap.")
+@contender(
+    "sklearn partial_fit",
+    "train",
+    note="scikit-learn `SGDClassifier(loss='log_loss')` (default settings) "
+    "`.partial_fit(X, y, classes=[0, 1])` per batch of 64 views of the memmap.",
+)
 @_one_blas_thread
 def train_sklearn(d: Path) -> Measured:
     return _train_sklearn(d, BATCH)
 
 
-@contender(f"sklearn partial_fit, batch {BIG_BATCH}", "train",
-           note=f"the same with batches of {BIG_BATCH} rows (not the same work: 64× fewer "
-                "updates; shown because each `partial_fit` call costs about 0.7 ms of input "
-                "validation, which batches of 64 cannot amortise).")
+@contender(
+    f"sklearn partial_fit, batch {BIG_BATCH}",
+    "train",
+    note=f"the same with batches of {BIG_BATCH} rows (not the same work: 64× fewer "
+    "updates; shown because each `partial_fit` call costs about 0.7 ms of input "
+    "validation, which batches of 64 cannot amortise).",
+)
 @_one_blas_thread
 def train_sklearn_big(d: Path) -> Measured:
     return _train_sklearn(d, BIG_BATCH)
@@ -351,31 +396,50 @@ def _fit(d: Path, shuffle: bool, batch: int = BATCH) -> Measured:
             model.fit(fs, epochs=1, batch_size=batch, shuffle=shuffle, seed=0)
             t1, c1 = _clock()
         assert model.coef_ is not None
-        return _trained(d, model.coef_, float(model.intercept_), t1 - t0, c1 - c0, len(fs),
-                        {"rss_anon": rss.peak, "rss_anon_growth": rss.peak - rss.start})
+        return _trained(
+            d,
+            model.coef_,
+            float(model.intercept_),
+            t1 - t0,
+            c1 - c0,
+            len(fs),
+            {"rss_anon": rss.peak, "rss_anon_growth": rss.peak - rss.start},
+        )
 
 
-@contender("mmapkit sequential", "train", available=_need("FeatureStore"),
-           note="`StreamingLogisticRegression(lr=0.01).fit(FeatureStore(path), epochs=1, "
-                "batch_size=64)`: zero-copy views; a prefetch thread touching the next pages "
-                "once a group's pages come from storage (none when the store is in the page cache).")
+@contender(
+    "mmapkit sequential",
+    "train",
+    available=_need("FeatureStore"),
+    note="`StreamingLogisticRegression(lr=0.01).fit(FeatureStore(path), epochs=1, "
+    "batch_size=64)`: zero-copy views; a prefetch thread touching the next pages "
+    "once a group's pages come from storage (none when the store is in the page cache).",
+)
 @_one_blas_thread
 def train_mmapkit(d: Path) -> Measured:
     return _fit(d, shuffle=False)
 
 
-@contender("mmapkit shuffled", "train", available=_need("FeatureStore"),
-           note="the same with `shuffle=True, seed=0`: a seeded permutation of blocks of 8 rows, "
-                "gathered in Rust (GIL released) per group of ~1 MiB; by a prefetch thread once a "
-                "group's rows come from storage.")
+@contender(
+    "mmapkit shuffled",
+    "train",
+    available=_need("FeatureStore"),
+    note="the same with `shuffle=True, seed=0`: a seeded permutation of blocks of 8 rows, "
+    "gathered in Rust (GIL released) per group of ~1 MiB; by a prefetch thread once a "
+    "group's rows come from storage.",
+)
 @_one_blas_thread
 def train_mmapkit_shuffled(d: Path) -> Measured:
     return _fit(d, shuffle=True)
 
 
-@contender(f"mmapkit sequential, batch {BIG_BATCH}", "train", available=_need("FeatureStore"),
-           note=f"`mmapkit sequential` with batches of {BIG_BATCH} rows (the peer of the "
-                "large-batch scikit-learn row).")
+@contender(
+    f"mmapkit sequential, batch {BIG_BATCH}",
+    "train",
+    available=_need("FeatureStore"),
+    note=f"`mmapkit sequential` with batches of {BIG_BATCH} rows (the peer of the "
+    "large-batch scikit-learn row).",
+)
 @_one_blas_thread
 def train_mmapkit_big(d: Path) -> Measured:
     return _fit(d, shuffle=False, batch=BIG_BATCH)
@@ -384,9 +448,12 @@ def train_mmapkit_big(d: Path) -> Measured:
 # --------------------------------------------------------------------------- 2. out of core
 
 
-@contender("read loop", "train_ooc",
-           note="`readinto` of the whole `features.npy` into one reusable 8 MiB buffer: the "
-                "disk's sequential read speed (cold) in the same run.")
+@contender(
+    "read loop",
+    "train_ooc",
+    note="`readinto` of the whole `features.npy` into one reusable 8 MiB buffer: the "
+    "disk's sequential read speed (cold) in the same run.",
+)
 def ooc_read(d: Path) -> Measured:
     with _RssAnon() as rss:
         nbytes = prime([d / "store" / "features.npy"])
@@ -436,6 +503,7 @@ class MemmapRows:
 
     def __getitem__(self, i: int) -> Any:
         import torch
+
         return torch.tensor(self.X[i]), torch.tensor(self.y[i])
 
 
@@ -459,6 +527,7 @@ def _drop_loaders(_ds: Dataset) -> None:
     for k in [k for k in _STATE if k.startswith("loader:")]:
         del _STATE[k]  # the iterator's __del__ stops persistent workers
     import gc
+
     gc.collect()
 
 
@@ -471,9 +540,12 @@ def _loader_mmapkit(workers: int) -> Callable[[Path], Any]:
             rows = _params(d)["loader_rows"]
             ds = FeatureDataset(d / "store", batch_size=LOADER_BATCH)
             keys = [slice(s, min(s + LOADER_BATCH, rows)) for s in range(0, rows, LOADER_BATCH)]
-            return torch.utils.data.DataLoader(ds, sampler=keys, batch_size=None,
-                                               num_workers=workers, **extra)
+            return torch.utils.data.DataLoader(
+                ds, sampler=keys, batch_size=None, num_workers=workers, **extra
+            )
+
         return _loader_pass(_loader(f"mmapkit{workers}:{d}", make, workers))
+
     return run
 
 
@@ -483,22 +555,32 @@ def _loader_memmap(workers: int) -> Callable[[Path], Any]:
 
         def make(extra: dict[str, Any]) -> Any:
             ds = MemmapRows(str(d / "store"), _params(d)["loader_rows"])
-            return torch.utils.data.DataLoader(ds, batch_size=LOADER_BATCH, num_workers=workers,
-                                               **extra)
+            return torch.utils.data.DataLoader(
+                ds, batch_size=LOADER_BATCH, num_workers=workers, **extra
+            )
+
         return _loader_pass(_loader(f"memmap{workers}:{d}", make, workers))
+
     return run
 
 
 for _w in (0, 1, 2):
-    contender(f"np.memmap Dataset, {_w} workers", "loader",
-              note=f"`DataLoader(MemmapRows(path), batch_size={LOADER_BATCH}, "
-                   f"num_workers={_w})`: one `__getitem__` per row "
-                   "(`torch.tensor(X[i]), torch.tensor(y[i])` of an `np.memmap`), the default "
-                   "sampler and collate.")(_loader_memmap(_w))
-    contender(f"mmapkit.torch, {_w} workers", "loader", available=_need("FeatureStore"),
-              note=f"`DataLoader(FeatureDataset(path), sampler=<slices of {LOADER_BATCH} rows>, "
-                   f"batch_size=None, num_workers={_w})` (what `mmapkit.torch.data_loader` "
-                   "builds): one item per batch, `torch.from_numpy` of the mapped rows.")(_loader_mmapkit(_w))
+    contender(
+        f"np.memmap Dataset, {_w} workers",
+        "loader",
+        note=f"`DataLoader(MemmapRows(path), batch_size={LOADER_BATCH}, "
+        f"num_workers={_w})`: one `__getitem__` per row "
+        "(`torch.tensor(X[i]), torch.tensor(y[i])` of an `np.memmap`), the default "
+        "sampler and collate.",
+    )(_loader_memmap(_w))
+    contender(
+        f"mmapkit.torch, {_w} workers",
+        "loader",
+        available=_need("FeatureStore"),
+        note=f"`DataLoader(FeatureDataset(path), sampler=<slices of {LOADER_BATCH} rows>, "
+        f"batch_size=None, num_workers={_w})` (what `mmapkit.torch.data_loader` "
+        "builds): one item per batch, `torch.from_numpy` of the mapped rows.",
+    )(_loader_mmapkit(_w))
 
 
 # --------------------------------------------------------------------------- 4. median
@@ -510,16 +592,19 @@ def _client() -> Any:
             import distributed
         except ImportError as exc:
             raise Unavailable("distributed not installed (the `dask` extra)") from exc
-        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                           dashboard_address=None)
+        cluster = distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        )
         client = distributed.Client(cluster)
         atexit.register(lambda: (client.close(), cluster.close()))
         return client
+
     return _cached("client", make)
 
 
 def _dask_x(d: Path) -> Any:
     from mmapkit.dask import to_dask_array
+
     return to_dask_array(str(d / "median.npy"))
 
 
@@ -527,9 +612,13 @@ def _exact(d: Path) -> float:
     return float(json.loads((d / "median.json").read_text())["median"])
 
 
-@contender("mmapkit.dask.median", "median", available=_need("FeatureStore"),
-           note="`mmapkit.dask.median(to_dask_array(path))` on the cluster: exact "
-                "(mergeable per-chunk histograms of the keys; int16 needs one pass).")
+@contender(
+    "mmapkit.dask.median",
+    "median",
+    available=_need("FeatureStore"),
+    note="`mmapkit.dask.median(to_dask_array(path))` on the cluster: exact "
+    "(mergeable per-chunk histograms of the keys; int16 needs one pass).",
+)
 def median_mmapkit(d: Path) -> Measured:
     _client()
     import mmapkit.dask as mkd
@@ -540,10 +629,13 @@ def median_mmapkit(d: Path) -> Measured:
     return Measured(m, {"error": abs(m - _exact(d))}, seconds=time.perf_counter() - t0)
 
 
-@contender("dask percentile", "median",
-           note="`dask.array.percentile(x, 50)` on the cluster, same dask array: approximate "
-                "(per-chunk percentiles merged); passes when within "
-                f"±{MEDIAN_TOLERANCE} of the exact median, `error` shows by how much it missed.")
+@contender(
+    "dask percentile",
+    "median",
+    note="`dask.array.percentile(x, 50)` on the cluster, same dask array: approximate "
+    "(per-chunk percentiles merged); passes when within "
+    f"±{MEDIAN_TOLERANCE} of the exact median, `error` shows by how much it missed.",
+)
 def median_dask(d: Path) -> Measured:
     _client()
     import dask.array as da
@@ -568,8 +660,15 @@ def _median_check(path: Path, result: Any) -> Any:
 
 def _rate(doc: dict[str, Any], size: str, task: str, contender: str) -> float | None:
     s = next((x for x in doc["sizes"] if x["label"] == size), None)
-    r = next((x for x in doc["results"] if (x["size"], x["task"], x["contender"], x["cache"])
-              == (size, task, contender, "warm" if task != "train_ooc" else "cold")), None)
+    r = next(
+        (
+            x
+            for x in doc["results"]
+            if (x["size"], x["task"], x["contender"], x["cache"])
+            == (size, task, contender, "warm" if task != "train_ooc" else "cold")
+        ),
+        None,
+    )
     if s is None or r is None or r["status"] != "ok" or not r.get("median"):
         return None
     return s["rows"] / r["median"]
@@ -591,12 +690,15 @@ class FeaturesSuite(Suite):
         "`mmapkit.ml.StreamingLogisticRegression` (sequential and shuffled); the same out of core "
         "on a store larger than RAM with the process's own memory and the disk's read speed; "
         "PyTorch `DataLoader` throughput with 0-2 workers; the exact median of an int16 array on "
-        "a 2-worker dask `LocalCluster`, all in one run.")
+        "a 2-worker dask `LocalCluster`, all in one run."
+    )
     baseline = "np.memmap + numpy"
     reference = "np.memmap + numpy"
     layout = "rows"
-    timing = ("time of the operation as the contender measures it (training loop, loader pass, "
-              "or `compute()`; not opening files, starting the cluster or scoring the model)")
+    timing = (
+        "time of the operation as the contender measures it (training loop, loader pass, "
+        "or `compute()`; not opening files, starting the cluster or scoring the model)"
+    )
     metrics = {
         "rows_per_s": {"title": "rows/s", "unit": ""},
         "rows_per_cpu_s": {"title": "rows per CPU-second", "unit": ""},
@@ -607,46 +709,74 @@ class FeaturesSuite(Suite):
         "error": {"title": "error of the median", "unit": ""},
     }
     limit = ("train_ooc", "read loop")
-    headline = {"capability": "out-of-core training from a feature store",
-                "label": "logistic regression, one epoch, d = 64", "task": "train",
-                "contender": "mmapkit sequential",
-                "peers": ["np.memmap + numpy", "sklearn partial_fit", "text store (article)"],
-                "sizes": ["d64", "q64"]}
+    headline = {
+        "capability": "out-of-core training from a feature store",
+        "label": "logistic regression, one epoch, d = 64",
+        "task": "train",
+        "contender": "mmapkit sequential",
+        "peers": ["np.memmap + numpy", "sklearn partial_fit", "text store (article)"],
+        "sizes": ["d64", "q64"],
+    }
 
     tasks: tuple[Task, ...] = (
-        Task("train", "train one epoch (batch 64)", caches=("warm",),
-             sizes=TRAIN_SIZES, repeats=capped(3, labelled("d1000")),
-             note="one epoch of logistic regression, batch 64, lr 0.01, weights from zero; "
-                  "the answer is whether the model learned (held-out accuracy on 8192 fresh "
-                  f"rows above {MIN_ACCURACY}; the `accuracy` metric). The text design parses "
-                  "so slowly that it trains on a prefix (20 k rows at q64, 10 k at q128 and "
-                  "d1000, 100 k at d64) and its time is scaled to the whole epoch (its rows/s "
-                  "are measured on the prefix). Warm cache: the store is read once before. BLAS is "
-                  "limited to one thread (threadpoolctl) in every training contender."),
-        Task("train_ooc", "train one epoch out of core (30 GB > RAM)", caches=("cold",),
-             sizes=("ooc",), repeats=capped(1, labelled("ooc")),
-             note="30 M x 250 float32 (30 GB, more than the 23.5 GiB of RAM), page cache dropped "
-                  "before each run; one run per contender. `read loop` is the disk's sequential "
-                  "read speed for the same file in the same run (the `% of limit` column)."),
-        Task("loader", "DataLoader pass, batch 256", caches=("warm",), sizes=LOADER_SIZES,
-             throughput=False, teardown=_drop_loaders, repeats=capped(3, labelled("d64")),
-             baseline="np.memmap Dataset, 0 workers", reference="np.memmap Dataset, 0 workers",
-             note="one pass over the first 262 144 rows of the d = 64 store (32 768 at q64), "
-                  "batches of 256 rows as `(X, y)` tensors (answer: rows and the sum of the labels); "
-                  "workers are forked (Linux default) and persistent: started by the untimed "
-                  "warm-up pass, so the timed passes are the steady-state throughput without "
-                  "worker start-up. GB/s is not shown (a prefix of the store is read): see "
-                  "`rows/s`."),
-        Task("median", "exact median of the int16 array on a 2-worker cluster", caches=("warm",),
-             sizes=("dask", "qdask"), baseline="dask percentile", reference="mmapkit.dask.median",
-             check=_median_check, warmup=primed(labelled("dask", "qdask")),
-             repeats=capped(3, labelled("dask")),
-             note="`distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True)` "
-                  "started once (untimed). Both contenders get the same dask array "
-                  "(`mmapkit.dask.to_dask_array(path)`, 128 MiB chunks whose tasks carry the path "
-                  "and bounds: `da.from_array(np.memmap)` would put the data itself in the graph, "
-                  "dask #11850). The answer is checked against the exact median computed once "
-                  "with `mmapkit.stats.median`."),
+        Task(
+            "train",
+            "train one epoch (batch 64)",
+            caches=("warm",),
+            sizes=TRAIN_SIZES,
+            repeats=capped(3, labelled("d1000")),
+            note="one epoch of logistic regression, batch 64, lr 0.01, weights from zero; "
+            "the answer is whether the model learned (held-out accuracy on 8192 fresh "
+            f"rows above {MIN_ACCURACY}; the `accuracy` metric). The text design parses "
+            "so slowly that it trains on a prefix (20 k rows at q64, 10 k at q128 and "
+            "d1000, 100 k at d64) and its time is scaled to the whole epoch (its rows/s "
+            "are measured on the prefix). Warm cache: the store is read once before. BLAS is "
+            "limited to one thread (threadpoolctl) in every training contender.",
+        ),
+        Task(
+            "train_ooc",
+            "train one epoch out of core (30 GB > RAM)",
+            caches=("cold",),
+            sizes=("ooc",),
+            repeats=capped(1, labelled("ooc")),
+            note="30 M x 250 float32 (30 GB, more than the 23.5 GiB of RAM), page cache dropped "
+            "before each run; one run per contender. `read loop` is the disk's sequential "
+            "read speed for the same file in the same run (the `% of limit` column).",
+        ),
+        Task(
+            "loader",
+            "DataLoader pass, batch 256",
+            caches=("warm",),
+            sizes=LOADER_SIZES,
+            throughput=False,
+            teardown=_drop_loaders,
+            repeats=capped(3, labelled("d64")),
+            baseline="np.memmap Dataset, 0 workers",
+            reference="np.memmap Dataset, 0 workers",
+            note="one pass over the first 262 144 rows of the d = 64 store (32 768 at q64), "
+            "batches of 256 rows as `(X, y)` tensors (answer: rows and the sum of the labels); "
+            "workers are forked (Linux default) and persistent: started by the untimed "
+            "warm-up pass, so the timed passes are the steady-state throughput without "
+            "worker start-up. GB/s is not shown (a prefix of the store is read): see "
+            "`rows/s`.",
+        ),
+        Task(
+            "median",
+            "exact median of the int16 array on a 2-worker cluster",
+            caches=("warm",),
+            sizes=("dask", "qdask"),
+            baseline="dask percentile",
+            reference="mmapkit.dask.median",
+            check=_median_check,
+            warmup=primed(labelled("dask", "qdask")),
+            repeats=capped(3, labelled("dask")),
+            note="`distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True)` "
+            "started once (untimed). Both contenders get the same dask array "
+            "(`mmapkit.dask.to_dask_array(path)`, 128 MiB chunks whose tasks carry the path "
+            "and bounds: `da.from_array(np.memmap)` would put the data itself in the graph, "
+            "dask #11850). The answer is checked against the exact median computed once "
+            "with `mmapkit.stats.median`.",
+        ),
     )
 
     contenders = CONTENDERS.contenders()
@@ -666,8 +796,12 @@ class FeaturesSuite(Suite):
         want = {"params": p, "seed": DATA_SEED, "generator": GENERATOR_VERSION}
 
         def make() -> dict[str, Any]:
-            need_space(d, size.nbytes + (2 << 30), f"the {size.label} `features` data",
-                       "with 2 GiB spare; use --quick")
+            need_space(
+                d,
+                size.nbytes + (2 << 30),
+                f"the {size.label} `features` data",
+                "with 2 GiB spare; use --quick",
+            )
             if "int16" in p:
                 _write_int16(d / "median.npy", p["int16"], log)
                 log("computing the exact median once ...")
@@ -690,12 +824,18 @@ class FeaturesSuite(Suite):
             if p["text_rows"]:
                 files.append(d / "text.csv")
             info = {"bytes": size.nbytes, "rows": p["rows"], "dim": p["dim"]}
-        return Dataset(size, d, files, {"params": p, **info, "seed": DATA_SEED,
-                                        "generator": "bench/suites/features.py"})
+        return Dataset(
+            size,
+            d,
+            files,
+            {"params": p, **info, "seed": DATA_SEED, "generator": "bench/suites/features.py"},
+        )
 
     def versions(self) -> dict[str, str]:
-        return {mod: module_version(mod) for mod in ("mmapkit", "sklearn", "torch", "dask",
-                                                     "distributed")}
+        return {
+            mod: module_version(mod)
+            for mod in ("mmapkit", "sklearn", "torch", "dask", "distributed")
+        }
 
     def targets(self, doc: dict[str, Any]) -> list[dict[str, Any]]:
         labels = {s["label"] for s in doc["sizes"]}
@@ -704,39 +844,86 @@ class FeaturesSuite(Suite):
         at = "" if d64 == "d64" else " (quick size)"
         rows64 = next((s["rows"] for s in doc["sizes"] if s["label"] == d64), 0)
         goals: list[dict[str, Any]] = [
-            {"label": "d = 64: ≥ 4 M rows/s wall (time ≤ rows / 4 M)" + at, "task": "train",
-             "contender": "mmapkit sequential", "size": d64, "cache": "warm",
-             "max_seconds": rows64 / 4e6},
-            {"label": "d = 64: ≥ 4 M rows per CPU-second (≤ 0.25 CPU-s per 1 M rows, every run)"
-                      + at, "task": "train", "contender": "mmapkit sequential", "size": d64,
-             "cache": "warm", "max_metric": {"cpu_s_per_m_rows": 0.25}},
-            {"label": "d = 64: ≥ 2.5× sklearn partial_fit" + at, "task": "train",
-             "contender": "mmapkit sequential", "versus": "sklearn partial_fit",
-             "min_speedup": 2.5, "size": d64, "cache": "warm", "name_versus": True},
+            {
+                "label": "d = 64: ≥ 4 M rows/s wall (time ≤ rows / 4 M)" + at,
+                "task": "train",
+                "contender": "mmapkit sequential",
+                "size": d64,
+                "cache": "warm",
+                "max_seconds": rows64 / 4e6,
+            },
+            {
+                "label": "d = 64: ≥ 4 M rows per CPU-second (≤ 0.25 CPU-s per 1 M rows, every run)"
+                + at,
+                "task": "train",
+                "contender": "mmapkit sequential",
+                "size": d64,
+                "cache": "warm",
+                "max_metric": {"cpu_s_per_m_rows": 0.25},
+            },
+            {
+                "label": "d = 64: ≥ 2.5× sklearn partial_fit" + at,
+                "task": "train",
+                "contender": "mmapkit sequential",
+                "versus": "sklearn partial_fit",
+                "min_speedup": 2.5,
+                "size": d64,
+                "cache": "warm",
+                "name_versus": True,
+            },
         ]
         for lb in (d64, big):
-            goals.append({"label": f"≥ 100× the article's text design ({lb})", "task": "train",
-                          "contender": "mmapkit sequential", "versus": "text store (article)",
-                          "min_speedup": 100, "size": lb, "cache": "warm", "name_versus": True})
-            goals.append({"label": f"shuffled ≥ 0.8× sequential, warm ({lb})", "task": "train",
-                          "contender": "mmapkit shuffled", "versus": "mmapkit sequential",
-                          "min_speedup": 0.8, "size": lb, "cache": "warm", "name_versus": True})
+            goals.append(
+                {
+                    "label": f"≥ 100× the article's text design ({lb})",
+                    "task": "train",
+                    "contender": "mmapkit sequential",
+                    "versus": "text store (article)",
+                    "min_speedup": 100,
+                    "size": lb,
+                    "cache": "warm",
+                    "name_versus": True,
+                }
+            )
+            goals.append(
+                {
+                    "label": f"shuffled ≥ 0.8× sequential, warm ({lb})",
+                    "task": "train",
+                    "contender": "mmapkit shuffled",
+                    "versus": "mmapkit sequential",
+                    "min_speedup": 0.8,
+                    "size": lb,
+                    "cache": "warm",
+                    "name_versus": True,
+                }
+            )
         if "ooc" in labels:
-            goals.append({"label": "out of core (30 GB): own memory (RssAnon) < 1 GB",
-                          "task": "train_ooc", "contender": "mmapkit sequential",
-                          "size": "ooc", "cache": "cold",
-                          "max_metric": {"rss_anon": 1_000_000_000}})
+            goals.append(
+                {
+                    "label": "out of core (30 GB): own memory (RssAnon) < 1 GB",
+                    "task": "train_ooc",
+                    "contender": "mmapkit sequential",
+                    "size": "ooc",
+                    "cache": "cold",
+                    "max_metric": {"rss_anon": 1_000_000_000},
+                }
+            )
         # rows/s per contender (the times are per epoch; rows/s = rows / median time)
         notes = doc.setdefault("notes", [])
         for s in doc["sizes"]:
             if "dim" not in s:
                 continue
-            parts = [f"`{c['name']}` {_human_rate(r)}" for c in doc["contenders"]
-                     for task in ("train", "train_ooc")
-                     if (r := _rate(doc, s["label"], task, c["name"])) is not None]
+            parts = [
+                f"`{c['name']}` {_human_rate(r)}"
+                for c in doc["contenders"]
+                for task in ("train", "train_ooc")
+                if (r := _rate(doc, s["label"], task, c["name"])) is not None
+            ]
             if parts:
-                notes.append(f"rows/s at {s['label']} ({s['rows']:,} x {s['dim']} float32), "
-                             f"median epoch: " + ", ".join(parts) + ".")
+                notes.append(
+                    f"rows/s at {s['label']} ({s['rows']:,} x {s['dim']} float32), "
+                    f"median epoch: " + ", ".join(parts) + "."
+                )
         return goals
 
     notes = (

@@ -34,9 +34,23 @@ from typing import Any, Callable
 import numpy as np
 
 from ..contenders import mmapkit_bin, mmapkit_cli_available
-from ..harness import (Contender, Dataset, Measured, Size, Suite, Task, capped, file_digest,
-                       generated_file, labelled, need_space, package_version, primed, run_command,
-                       tool_version)
+from ..harness import (
+    Contender,
+    Dataset,
+    Measured,
+    Size,
+    Suite,
+    Task,
+    capped,
+    file_digest,
+    generated_file,
+    labelled,
+    need_space,
+    package_version,
+    primed,
+    run_command,
+    tool_version,
+)
 
 DATA_SEED = 6
 GENERATOR_VERSION = 1
@@ -86,6 +100,7 @@ def ensure_reads(data_dir: Path, n: int, log: Callable[[str], None]) -> tuple[Pa
     def write(tmp: Path) -> dict[str, int]:  # room for the reads, a csv and an npy output
         need_space(data_dir, int(n * (MEAN_LEN + 20) * 2.5), f"{n:,} reads")
         return write_reads(tmp, n, DATA_SEED)
+
     return path, generated_file(path, want, write, log, f"{n:,} reads, seed {DATA_SEED}")
 
 
@@ -103,8 +118,10 @@ def run_timed(argv: list[str]) -> dict[str, float]:
     if line is None:
         raise RuntimeError(f"/usr/bin/time reported nothing for `{shlex.join(argv)}`")
     wall, user, system, maxrss = (float(x) for x in line.split()[1:5])
-    return {"cpu_pct": round(100 * (user + system) / wall) if wall > 0 else 0.0,
-            "peak_rss": maxrss * 1024}
+    return {
+        "cpu_pct": round(100 * (user + system) / wall) if wall > 0 else 0.0,
+        "peak_rss": maxrss * 1024,
+    }
 
 
 def out_path(data_dir: Path, name: str, ext: str) -> Path:
@@ -114,7 +131,7 @@ def out_path(data_dir: Path, name: str, ext: str) -> Path:
 
 
 # The peers, run as `python -c SCRIPT IN OUT`.
-PYKMERTOOLS_SCRIPT = r'''
+PYKMERTOOLS_SCRIPT = r"""
 import sys
 import numpy as np
 import pykmertools as pk
@@ -143,9 +160,9 @@ with open(src) as f, open(dst, "wb") as out:
             batch = []
     if batch:
         np.asarray(oc.vectorise_batch(batch, norm=True), np.float32).tofile(out)
-'''
+"""
 
-NUMPY_SCRIPT = r'''
+NUMPY_SCRIPT = r"""
 import sys
 import numpy as np
 
@@ -202,7 +219,7 @@ with open(src, "rb") as f, open(dst, "wb") as out:
             rows = []
     if rows:
         np.vstack(rows).tofile(out)
-'''
+"""
 
 
 class Approx:
@@ -217,13 +234,18 @@ class Approx:
     @classmethod
     def of(cls, a: np.ndarray) -> "Approx":
         r = np.random.default_rng(12345).random(a.shape[1] if a.ndim == 2 else 1)
-        proj = np.concatenate([a[i:i + 65536].astype(np.float64) @ r
-                               for i in range(0, a.shape[0], 65536)] or [np.zeros(0)])
+        proj = np.concatenate(
+            [a[i : i + 65536].astype(np.float64) @ r for i in range(0, a.shape[0], 65536)]
+            or [np.zeros(0)]
+        )
         return cls(tuple(a.shape), proj)
 
     def __eq__(self, other: object) -> bool:
-        return (isinstance(other, Approx) and self.shape == other.shape
-                and bool(np.allclose(self.proj, other.proj, rtol=0, atol=self.TOL)))
+        return (
+            isinstance(other, Approx)
+            and self.shape == other.shape
+            and bool(np.allclose(self.proj, other.proj, rtol=0, atol=self.TOL))
+        )
 
     def __repr__(self) -> str:
         return f"Approx(shape={self.shape}, proj[:3]={self.proj[:3].round(6).tolist()})"
@@ -243,8 +265,11 @@ def check_npy(_path: Path, result: Any) -> Any:
         if out.suffix == ".npy":
             a = np.load(out, mmap_mode="r")
         else:
-            a = np.memmap(out, np.float32, "r").reshape(-1, DIMS) if out.stat().st_size else \
-                np.zeros((0, DIMS), np.float32)
+            a = (
+                np.memmap(out, np.float32, "r").reshape(-1, DIMS)
+                if out.stat().st_size
+                else np.zeros((0, DIMS), np.float32)
+            )
         fp = Approx.of(np.asarray(a))
         del a
         return fp
@@ -266,34 +291,50 @@ class KmersSuite(Suite):
         "output) with 1 and 2 threads, against kmertools (the seq2vec successor's CLI), "
         "pykmertools' Python API and a pure-numpy baseline. Every run's output is verified "
         "against mmapkit single's: byte-identical for the text output, within 2e-6 for "
-        "float32 output.")
+        "float32 output."
+    )
     baseline = "mmapkit single"
     reference = "mmapkit single"
     layout = "rows"
-    headline = {"capability": "k-mer vectors of sequencing reads", "label": "FASTA → csv",
-                "task": "csv", "contender": "mmapkit mmap -j2",
-                "peers": ["kmertools -t1", "kmertools -t2"], "sizes": ["large"]}
-    metrics = {"peak_rss": {"title": "peak RSS", "unit": "bytes"},
-               "cpu_pct": {"title": "CPU %", "unit": ""}}
+    headline = {
+        "capability": "k-mer vectors of sequencing reads",
+        "label": "FASTA → csv",
+        "task": "csv",
+        "contender": "mmapkit mmap -j2",
+        "peers": ["kmertools -t1", "kmertools -t2"],
+        "sizes": ["large"],
+    }
+    metrics = {
+        "peak_rss": {"title": "peak RSS", "unit": "bytes"},
+        "cpu_pct": {"title": "CPU %", "unit": ""},
+    }
 
     def __init__(self) -> None:
         self._data_dir: Path | None = None
         self.tasks = (
-            Task("csv", "reads → CSV lines (k=4, 6 decimals)", check=check_csv,
-                 repeats=capped(3, labelled("large")),
-                 note="one line of 136 six-decimal values per read, comma separated (the "
-                      "layout seq2vec and kmertools write); every output's SHA-1 must equal "
-                      "mmapkit single's (kmertools' included: the files are identical). At "
-                      "most 3 timed runs per cache state on the large size."),
-            Task("npy", "reads → float32 vectors", check=check_npy,
-                 repeats=capped(SLOW_REPEATS, labelled("large"), otherwise=3),
-                 warmup=primed(labelled("large")),
-                 note="float32 rows: mmapkit writes a .npy (header + rows), pykmertools and "
-                      "numpy append raw rows. Checked against mmapkit single's array: same "
-                      "shape, every row's projection on a fixed random vector within 2e-6. "
-                      f"On the large size each cell is timed {SLOW_REPEATS} time(s) per cache "
-                      "state with a plain read of the data as the warm-up (the numpy baseline "
-                      "takes minutes per run), on the small size at most 3 times."),
+            Task(
+                "csv",
+                "reads → CSV lines (k=4, 6 decimals)",
+                check=check_csv,
+                repeats=capped(3, labelled("large")),
+                note="one line of 136 six-decimal values per read, comma separated (the "
+                "layout seq2vec and kmertools write); every output's SHA-1 must equal "
+                "mmapkit single's (kmertools' included: the files are identical). At "
+                "most 3 timed runs per cache state on the large size.",
+            ),
+            Task(
+                "npy",
+                "reads → float32 vectors",
+                check=check_npy,
+                repeats=capped(SLOW_REPEATS, labelled("large"), otherwise=3),
+                warmup=primed(labelled("large")),
+                note="float32 rows: mmapkit writes a .npy (header + rows), pykmertools and "
+                "numpy append raw rows. Checked against mmapkit single's array: same "
+                "shape, every row's projection on a fixed random vector within 2e-6. "
+                f"On the large size each cell is timed {SLOW_REPEATS} time(s) per cache "
+                "state with a plain read of the data as the warm-up (the numpy baseline "
+                "takes minutes per run), on the small size at most 3 times.",
+            ),
         )
         self.contenders = self._contenders()
 
@@ -308,9 +349,17 @@ class KmersSuite(Suite):
         self._data_dir = data_dir
         n = round(size.nbytes / MEAN_LEN)
         path, info = ensure_reads(data_dir, n, log)
-        return Dataset(size, path, [path], {"reads": info["reads"], "bytes": info["bytes"],
-                                            "seed": DATA_SEED,
-                                            "generator": "bench/suites/kmers.py"})
+        return Dataset(
+            size,
+            path,
+            [path],
+            {
+                "reads": info["reads"],
+                "bytes": info["bytes"],
+                "seed": DATA_SEED,
+                "generator": "bench/suites/kmers.py",
+            },
+        )
 
     # ----------------------------------------------------------------- contenders
 
@@ -324,9 +373,20 @@ class KmersSuite(Suite):
 
             def run(p: Path, ext: str) -> Measured:
                 out = self._out(name, ext)
-                argv = [str(mmapkit_bin()), "kmers", "-k", str(K), "--mode", mode,
-                        *(["-j", str(threads)] if threads else []), str(p), "-o", str(out)]
+                argv = [
+                    str(mmapkit_bin()),
+                    "kmers",
+                    "-k",
+                    str(K),
+                    "--mode",
+                    mode,
+                    *(["-j", str(threads)] if threads else []),
+                    str(p),
+                    "-o",
+                    str(out),
+                ]
                 return Measured(out, run_timed(argv))
+
             return lambda: {"csv": lambda p: run(p, "csv"), "npy": lambda p: run(p, "npy")}
 
         def kt_available() -> str | None:
@@ -335,9 +395,23 @@ class KmersSuite(Suite):
         def kt(threads: int) -> Callable[[], dict[str, Callable[[Path], Any]]]:
             def run(p: Path) -> Measured:
                 out = self._out(f"kmertools t{threads}", "csv")
-                argv = [kmertools_bin() or "kmertools", "comp", "oligo", "-i", str(p), "-o",
-                        str(out), "-k", str(K), "-p", "csv", "-t", str(threads)]
+                argv = [
+                    kmertools_bin() or "kmertools",
+                    "comp",
+                    "oligo",
+                    "-i",
+                    str(p),
+                    "-o",
+                    str(out),
+                    "-k",
+                    str(K),
+                    "-p",
+                    "csv",
+                    "-t",
+                    str(threads),
+                ]
                 return Measured(out, run_timed(argv))
+
             return lambda: {"csv": run}
 
         def pk_available() -> str | None:
@@ -350,80 +424,148 @@ class KmersSuite(Suite):
         def script(name: str, source: str) -> Callable[[], dict[str, Callable[[Path], Any]]]:
             def run(p: Path) -> Measured:
                 out = self._out(name, "f32")
-                return Measured(out, run_timed([sys.executable, "-c", source, str(p), str(out),
-                                                str(K)]))
+                return Measured(
+                    out, run_timed([sys.executable, "-c", source, str(p), str(out), str(K)])
+                )
+
             return lambda: {"npy": run}
 
         F = "reads.fa"
         variants = []
-        for mode, threads in (("single", None), ("batch", 1), ("batch", 2), ("mmap", 1),
-                              ("mmap", 2)):
+        for mode, threads in (
+            ("single", None),
+            ("batch", 1),
+            ("batch", 2),
+            ("mmap", 1),
+            ("mmap", 2),
+        ):
             name = f"mmapkit {mode}" + (f" -j{threads}" if threads else "")
             j = f" -j {threads}" if threads else ""
-            variants.append(Contender(
-                name, mk(mode, threads), available=mmapkit_cli_available,
-                commands={"csv": f"mmapkit kmers --mode {mode}{j} {F} -o v.csv",
-                          "npy": f"mmapkit kmers --mode {mode}{j} {F} -o v.npy"},
-                note={"single": "one thread: buffered reads, vectorise, buffered append "
-                                "(`-j` does not apply).",
-                      "batch": f"reader thread + queue of 10,000-read batches + {threads} "
-                               "worker thread(s); batches appended in order.",
-                      "mmap": f"{threads} worker thread(s) take the next reads from the mapped "
-                              "input and write each record at its offset in the mapped output "
-                              "(grown in place; no pre-pass)."}[mode]))
+            variants.append(
+                Contender(
+                    name,
+                    mk(mode, threads),
+                    available=mmapkit_cli_available,
+                    commands={
+                        "csv": f"mmapkit kmers --mode {mode}{j} {F} -o v.csv",
+                        "npy": f"mmapkit kmers --mode {mode}{j} {F} -o v.npy",
+                    },
+                    note={
+                        "single": "one thread: buffered reads, vectorise, buffered append "
+                        "(`-j` does not apply).",
+                        "batch": f"reader thread + queue of 10,000-read batches + {threads} "
+                        "worker thread(s); batches appended in order.",
+                        "mmap": f"{threads} worker thread(s) take the next reads from the mapped "
+                        "input and write each record at its offset in the mapped output "
+                        "(grown in place; no pre-pass).",
+                    }[mode],
+                )
+            )
         return (
             *variants,
-            Contender("kmertools -t1", kt(1), available=kt_available,
-                      commands={"csv": f"kmertools comp oligo -i {F} -o v.csv -k 4 -p csv -t 1"},
-                      note="kmertools 1.0 CLI (the seq2vec successor, from the pykmertools "
-                           "wheel; Rust, memory-mapped output), one thread."),
-            Contender("kmertools -t2", kt(2), available=kt_available,
-                      commands={"csv": f"kmertools comp oligo -i {F} -o v.csv -k 4 -p csv -t 2"},
-                      note="the same with two threads."),
-            Contender("pykmertools", script("pykmertools", PYKMERTOOLS_SCRIPT),
-                      available=pk_available,
-                      commands={"npy": "python: OligoComputer(4).vectorise_batch(10,000 reads) "
-                                       "→ float32 rows appended to a file"},
-                      note="pykmertools' Python API as a Python user would call it: a FASTA "
-                           "line reader, `vectorise_batch` per 10,000 reads (multi-threaded "
-                           "inside), `np.asarray(..., float32).tofile(out)`."),
-            Contender("numpy", script("numpy", NUMPY_SCRIPT),
-                      commands={"npy": "python: per read lut[frombuffer] → sliding codes → "
-                                       "bincount → float32 rows"},
-                      note="pure-numpy baseline, one thread: per read a lookup table, the "
-                           "k-mer codes of all windows at once, windows with N masked out "
-                           "(cumsum), canonical index table, `np.bincount`, divide."),
+            Contender(
+                "kmertools -t1",
+                kt(1),
+                available=kt_available,
+                commands={"csv": f"kmertools comp oligo -i {F} -o v.csv -k 4 -p csv -t 1"},
+                note="kmertools 1.0 CLI (the seq2vec successor, from the pykmertools "
+                "wheel; Rust, memory-mapped output), one thread.",
+            ),
+            Contender(
+                "kmertools -t2",
+                kt(2),
+                available=kt_available,
+                commands={"csv": f"kmertools comp oligo -i {F} -o v.csv -k 4 -p csv -t 2"},
+                note="the same with two threads.",
+            ),
+            Contender(
+                "pykmertools",
+                script("pykmertools", PYKMERTOOLS_SCRIPT),
+                available=pk_available,
+                commands={
+                    "npy": "python: OligoComputer(4).vectorise_batch(10,000 reads) "
+                    "→ float32 rows appended to a file"
+                },
+                note="pykmertools' Python API as a Python user would call it: a FASTA "
+                "line reader, `vectorise_batch` per 10,000 reads (multi-threaded "
+                "inside), `np.asarray(..., float32).tofile(out)`.",
+            ),
+            Contender(
+                "numpy",
+                script("numpy", NUMPY_SCRIPT),
+                commands={
+                    "npy": "python: per read lut[frombuffer] → sliding codes → "
+                    "bincount → float32 rows"
+                },
+                note="pure-numpy baseline, one thread: per read a lookup table, the "
+                "k-mer codes of all windows at once, windows with N masked out "
+                "(cumsum), canonical index table, `np.bincount`, divide.",
+            ),
         )
 
     # ----------------------------------------------------------------- report
 
     def versions(self) -> dict[str, str]:
-        return {"mmapkit CLI": f"{tool_version([str(mmapkit_bin()), '--version'])} "
-                               f"({mmapkit_bin()})",
-                "pykmertools / kmertools": package_version("pykmertools"),
-                "kmertools CLI": tool_version([kmertools_bin() or "kmertools", "--version"])}
+        return {
+            "mmapkit CLI": f"{tool_version([str(mmapkit_bin()), '--version'])} ({mmapkit_bin()})",
+            "pykmertools / kmertools": package_version("pykmertools"),
+            "kmertools CLI": tool_version([kmertools_bin() or "kmertools", "--version"]),
+        }
 
     def targets(self, doc: dict[str, Any]) -> list[dict[str, Any]]:
         if not any(s["label"] == "large" for s in doc["sizes"]):
             return []
 
-        def goal(label: str, task: str, contender: str, versus: str, speedup: float,
-                 size: str = "large", **extra: Any) -> dict[str, Any]:
-            return {"label": label, "task": task, "contender": contender, "versus": versus,
-                    "min_speedup": speedup, "size": size, "cache": "warm", **extra}
+        def goal(
+            label: str,
+            task: str,
+            contender: str,
+            versus: str,
+            speedup: float,
+            size: str = "large",
+            **extra: Any,
+        ) -> dict[str, Any]:
+            return {
+                "label": label,
+                "task": task,
+                "contender": contender,
+                "versus": versus,
+                "min_speedup": speedup,
+                "size": size,
+                "cache": "warm",
+                **extra,
+            }
 
         out = [
-            goal("mmap mode ≥ 1.8× single mode on 2 cores", "csv", "mmapkit mmap -j2",
-                 "mmapkit single", 1.8),
-            goal("mmap mode ≥ 1.5× pykmertools throughput", "npy", "mmapkit mmap -j2",
-                 "pykmertools", 1.5),
+            goal(
+                "mmap mode ≥ 1.8× single mode on 2 cores",
+                "csv",
+                "mmapkit mmap -j2",
+                "mmapkit single",
+                1.8,
+            ),
+            goal(
+                "mmap mode ≥ 1.5× pykmertools throughput",
+                "npy",
+                "mmapkit mmap -j2",
+                "pykmertools",
+                1.5,
+            ),
         ]
         # "peak RSS independent of the input size": the same bound at both sizes
         for size in ("small", "large"):
             if any(s["label"] == size for s in doc["sizes"]):
-                out.append(goal(f"mmap mode peak RSS bounded ({size})", "csv",
-                                "mmapkit mmap -j2", "mmapkit mmap -j2", 1.0, size=size,
-                                max_metric={"peak_rss": 64 << 20}))
+                out.append(
+                    goal(
+                        f"mmap mode peak RSS bounded ({size})",
+                        "csv",
+                        "mmapkit mmap -j2",
+                        "mmapkit mmap -j2",
+                        1.0,
+                        size=size,
+                        max_metric={"peak_rss": 64 << 20},
+                    )
+                )
         return out
 
     notes = (

@@ -37,8 +37,22 @@ from typing import Any, Callable
 import numpy as np
 
 from ..contenders import mmapkit_module
-from ..harness import (REPO_DIR, CommandError, Contender, Dataset, Measured, Size, Suite, Task,
-                       Unavailable, above, capped, evict, run_command, tool_version)
+from ..harness import (
+    REPO_DIR,
+    CommandError,
+    Contender,
+    Dataset,
+    Measured,
+    Size,
+    Suite,
+    Task,
+    Unavailable,
+    above,
+    capped,
+    evict,
+    run_command,
+    tool_version,
+)
 
 BATCH = 10
 SEED = 20240601
@@ -92,8 +106,12 @@ def checksums(data: bytes | memoryview, size: int) -> dict[str, int]:
     sum of the CRC-32s of each batch (order-free across batches)."""
     view = memoryview(data)
     step = size * BATCH
-    return {"entries": len(view) // size, "bytes": len(view), "crc": zlib.crc32(view),
-            "batch_sum": sum(zlib.crc32(view[p:p + step]) for p in range(0, len(view), step))}
+    return {
+        "entries": len(view) // size,
+        "bytes": len(view),
+        "crc": zlib.crc32(view),
+        "batch_sum": sum(zlib.crc32(view[p : p + step]) for p in range(0, len(view), step)),
+    }
 
 
 # --------------------------------------------------------------------------- drivers
@@ -147,17 +165,23 @@ class LogSuite(Suite):
     )
     baseline = "baseline"
     layout = "rows"
-    headline = {"capability": "write-ahead log", "label": "append 100K × 50 B, no sync",
-                "task": "append", "contender": "mmapkit",
-                "peers": ["raft-engine", "commitlog", "tidwall/wal", "etcd/wal"],
-                "sizes": ["100k-50B"]}
-    timing = ("time of the operation as the contender measured it (`Instant`/`time.Now`/"
-              "`perf_counter` around the appends or the read loop; see the notes)")
-    metrics = {"syncs": {"title": "syncs", "unit": ""},
-               "open_ms": {"title": "open ms", "unit": ""}}
+    headline = {
+        "capability": "write-ahead log",
+        "label": "append 100K × 50 B, no sync",
+        "task": "append",
+        "contender": "mmapkit",
+        "peers": ["raft-engine", "commitlog", "tidwall/wal", "etcd/wal"],
+        "sizes": ["100k-50B"],
+    }
+    timing = (
+        "time of the operation as the contender measured it (`Instant`/`time.Now`/"
+        "`perf_counter` around the appends or the read loop; see the notes)"
+    )
+    metrics = {"syncs": {"title": "syncs", "unit": ""}, "open_ms": {"title": "open ms", "unit": ""}}
 
-    def __init__(self, workloads: dict[str, Workload] | None = None,
-                 sync_batches: int | None = None) -> None:
+    def __init__(
+        self, workloads: dict[str, Workload] | None = None, sync_batches: int | None = None
+    ) -> None:
         """`workloads`/`sync_batches`: other sizes than the issue's (the smoke test)."""
         self._workloads = workloads or WORKLOADS
         self._sync_batches = sync_batches
@@ -192,22 +216,33 @@ class LogSuite(Suite):
         data = generate(SEED, w.nbytes)
         sync_entries = self.sync_batches * BATCH
         if w.sync and sync_entries > w.entries:
-            raise ValueError(f"{w.label}: {self.sync_batches} sync batches of {BATCH} is more "
-                             f"than its {w.entries} entries")
+            raise ValueError(
+                f"{w.label}: {self.sync_batches} sync batches of {BATCH} is more "
+                f"than its {w.entries} entries"
+            )
         self._expected[(w.label, w.entries)] = checksums(data, w.size)
         self._expected[(w.label, sync_entries)] = checksums(
-            memoryview(data)[:sync_entries * w.size], w.size)
+            memoryview(data)[: sync_entries * w.size], w.size
+        )
         # the Python contender's input: one list of bytes per batch (built once, untimed)
         view = memoryview(data)
-        entries = [bytes(view[i:i + w.size]) for i in range(0, w.nbytes, w.size)]
-        self._py_data = {w.label: [entries[j:j + BATCH] for j in range(0, w.entries, BATCH)]}
+        entries = [bytes(view[i : i + w.size]) for i in range(0, w.nbytes, w.size)]
+        self._py_data = {w.label: [entries[j : j + BATCH] for j in range(0, w.entries, BATCH)]}
         del entries, view, data
-        info = {"entries": w.entries, "entry_bytes": w.size, "batch": BATCH,
-                "sync_batches": self.sync_batches, "appenders": APPENDERS, "seed": SEED}
+        info = {
+            "entries": w.entries,
+            "entry_bytes": w.size,
+            "batch": BATCH,
+            "sync_batches": self.sync_batches,
+            "appenders": APPENDERS,
+            "seed": SEED,
+        }
         marker = root / "workload.json"
         marker.write_text(json.dumps({"label": w.label, **info}) + "\n")
-        log(f"  {w.label}: {w.entries:,} entries of {w.size} B, {BATCH} per batch "
-            f"(data and checksums in {time.perf_counter() - t:.1f} s)")
+        log(
+            f"  {w.label}: {w.entries:,} entries of {w.size} B, {BATCH} per batch "
+            f"(data and checksums in {time.perf_counter() - t:.1f} s)"
+        )
         ds = Dataset(size, marker, [marker], info)
         self._datasets[w.label] = ds
         return ds
@@ -225,6 +260,7 @@ class LogSuite(Suite):
     def _check(self, kind: str) -> Callable[[Path, Any], Any]:
         """Verifies a result against the generated data; every correct result maps to
         the same value (what the harness compares with the reference's)."""
+
         def check(path: Path, r: dict[str, Any]) -> Any:
             w = self._workload(path)
             if r.get("driver") == "probe":  # the disk limit writes no log
@@ -235,10 +271,14 @@ class LogSuite(Suite):
                 return "verified" if ok else ("null", r["entries"], r["batches"])
             n = self.sync_batches * BATCH if kind.startswith("sync") else w.entries
             want = self._expected[(w.label, n)]
-            keys = ("entries", "bytes", "batch_sum") if kind == "sync4" else \
-                ("entries", "bytes", "crc", "batch_sum")
+            keys = (
+                ("entries", "bytes", "batch_sum")
+                if kind == "sync4"
+                else ("entries", "bytes", "crc", "batch_sum")
+            )
             got = {k: r.get(k) for k in keys}
             return "verified" if got == {k: want[k] for k in keys} else got
+
         return check
 
     # ----------------------------------------------------------------- tasks
@@ -255,47 +295,71 @@ class LogSuite(Suite):
         # 1M x 50 B would only repeat 100k x 50 B's sync runs
         sync_sizes = tuple(label for label, w in self._workloads.items() if w.sync)
         return (
-            Task("append", "append, no sync (10 per batch)", caches=("warm",), repeats=fewer,
-                 check=self._check("append"), teardown=teardown,
-                 note="every entry, one append call per batch of 10, into a fresh log in an "
-                      "empty directory; timed: opening (creating) the log and all the "
-                      "appends, no sync (the OS writes back later; nobody is asked to "
-                      "close or sync). Then, untimed, the driver reads everything back "
-                      "and the suite checks the CRC-32 of all entries in index order. A "
-                      "write into a fresh log has no meaningful cold-cache state."),
-            Task("read", "read back 10 at a time by index", check=self._check("read"),
-                 repeats=fewer,
-                 teardown=teardown,
-                 note="a log written (untimed, once per contender, no sync) by the same "
-                      "contender is opened by a fresh process (`open ms`: the log's "
-                      "recovery, not in the time) and read back 10 entries at a time by "
-                      "index, every entry's bytes copied into one output buffer (what a "
-                      "Raft leader does when it builds a message; mmapkit's reads are "
-                      "zero-copy slices, the others copy already); checked: CRC-32 of "
-                      "all entries in index order. Cold: the page cache is dropped before "
-                      "every timed run. etcd's WAL has no random access: its time is "
-                      "Open + ReadAll (the replay etcd does at start) plus the copying."),
-            Task("append_sync", "append, fdatasync per batch", caches=("warm",),
-                 sizes=sync_sizes, throughput=False, check=self._check("sync"), repeats=fewer,
-                 teardown=teardown,
-                 note="a fixed number of batches of 10 (see the workload's `sync_batches`: "
-                      "500 in a full run, 200 with --quick; the whole 100 K entries would "
-                      "be 10,000 fdatasyncs per run), each durable before its append "
-                      "returns; timed like `append`. `disk limit`: one 4 KiB pwrite + "
-                      "fdatasync per batch into a fresh file. Only at 100 K × 50 B and "
-                      "100 K × 4 KiB (1 M × 50 B would repeat the first)."),
-            Task("append_sync_4", f"{APPENDERS} concurrent appenders, fdatasync per batch",
-                 caches=("warm",), sizes=sync_sizes, throughput=False, repeats=fewer,
-                 check=self._check("sync4"), teardown=teardown,
-                 note=f"the same batches from {APPENDERS} threads (goroutines), appender t "
-                      f"appending batches t, t+{APPENDERS}, ...; a log with group commit "
-                      "(mmapkit, raft-engine) makes one sync serve several appenders, the "
-                      "others take a lock around write + sync. `syncs` = the syncs counted "
-                      "(mmapkit's `sync_count()`, raft-engine's own sync histogram, the "
-                      "drivers' calls for the others). Checked: every batch read back "
-                      "whole and in order (the sum of the batches' CRC-32s; their order "
-                      "is the appenders' race). raft-engine: one Raft group per appender "
-                      "(a group's entries must be appended in index order)."),
+            Task(
+                "append",
+                "append, no sync (10 per batch)",
+                caches=("warm",),
+                repeats=fewer,
+                check=self._check("append"),
+                teardown=teardown,
+                note="every entry, one append call per batch of 10, into a fresh log in an "
+                "empty directory; timed: opening (creating) the log and all the "
+                "appends, no sync (the OS writes back later; nobody is asked to "
+                "close or sync). Then, untimed, the driver reads everything back "
+                "and the suite checks the CRC-32 of all entries in index order. A "
+                "write into a fresh log has no meaningful cold-cache state.",
+            ),
+            Task(
+                "read",
+                "read back 10 at a time by index",
+                check=self._check("read"),
+                repeats=fewer,
+                teardown=teardown,
+                note="a log written (untimed, once per contender, no sync) by the same "
+                "contender is opened by a fresh process (`open ms`: the log's "
+                "recovery, not in the time) and read back 10 entries at a time by "
+                "index, every entry's bytes copied into one output buffer (what a "
+                "Raft leader does when it builds a message; mmapkit's reads are "
+                "zero-copy slices, the others copy already); checked: CRC-32 of "
+                "all entries in index order. Cold: the page cache is dropped before "
+                "every timed run. etcd's WAL has no random access: its time is "
+                "Open + ReadAll (the replay etcd does at start) plus the copying.",
+            ),
+            Task(
+                "append_sync",
+                "append, fdatasync per batch",
+                caches=("warm",),
+                sizes=sync_sizes,
+                throughput=False,
+                check=self._check("sync"),
+                repeats=fewer,
+                teardown=teardown,
+                note="a fixed number of batches of 10 (see the workload's `sync_batches`: "
+                "500 in a full run, 200 with --quick; the whole 100 K entries would "
+                "be 10,000 fdatasyncs per run), each durable before its append "
+                "returns; timed like `append`. `disk limit`: one 4 KiB pwrite + "
+                "fdatasync per batch into a fresh file. Only at 100 K × 50 B and "
+                "100 K × 4 KiB (1 M × 50 B would repeat the first).",
+            ),
+            Task(
+                "append_sync_4",
+                f"{APPENDERS} concurrent appenders, fdatasync per batch",
+                caches=("warm",),
+                sizes=sync_sizes,
+                throughput=False,
+                repeats=fewer,
+                check=self._check("sync4"),
+                teardown=teardown,
+                note=f"the same batches from {APPENDERS} threads (goroutines), appender t "
+                f"appending batches t, t+{APPENDERS}, ...; a log with group commit "
+                "(mmapkit, raft-engine) makes one sync serve several appenders, the "
+                "others take a lock around write + sync. `syncs` = the syncs counted "
+                "(mmapkit's `sync_count()`, raft-engine's own sync histogram, the "
+                "drivers' calls for the others). Checked: every batch read back "
+                "whole and in order (the sum of the batches' CRC-32s; their order "
+                "is the appenders' race). raft-engine: one Raft group per appender "
+                "(a group's entries must be appended in index order).",
+            ),
         )
 
     # ----------------------------------------------------------------- contenders
@@ -303,9 +367,20 @@ class LogSuite(Suite):
     def _driver_args(self, path: Path, sync: bool, appenders: int = 1) -> list[str]:
         w = self._workload(path)
         n = self.sync_batches * BATCH if sync else w.entries
-        return ["--entries", str(n), "--size", str(w.size), "--batch", str(BATCH),
-                "--sync", "batch" if sync else "none", "--appenders", str(appenders),
-                "--seed", str(SEED)]
+        return [
+            "--entries",
+            str(n),
+            "--size",
+            str(w.size),
+            "--batch",
+            str(BATCH),
+            "--sync",
+            "batch" if sync else "none",
+            "--appenders",
+            str(appenders),
+            "--seed",
+            str(SEED),
+        ]
 
     def _read_log(self, path: Path, who: str, create: Callable[[Path], Any]) -> Path:
         """The contender's log for the read task, written once (untimed, verified)."""
@@ -336,29 +411,44 @@ class LogSuite(Suite):
                 def run(path: Path) -> Measured:
                     d = suite._rundir(path, who)
                     try:
-                        r = _run_driver([str(exe), "append", "--dir", str(d),
-                                         *suite._driver_args(path, sync, k)])
+                        r = _run_driver(
+                            [
+                                str(exe),
+                                "append",
+                                "--dir",
+                                str(d),
+                                *suite._driver_args(path, sync, k),
+                            ]
+                        )
                     finally:
                         shutil.rmtree(d, ignore_errors=True)
                     return Measured(r, {"syncs": r["syncs"]}, seconds=r["append_s"])
+
                 return run
 
             def read(path: Path) -> Measured:
-                d = suite._read_log(path, who, lambda d: _run_driver(
-                    [str(exe), "append", "--dir", str(d), *suite._driver_args(path, False)]))
-                r = _run_driver([str(exe), "read", "--dir", str(d),
-                                 *suite._driver_args(path, False)])
+                d = suite._read_log(
+                    path,
+                    who,
+                    lambda d: _run_driver(
+                        [str(exe), "append", "--dir", str(d), *suite._driver_args(path, False)]
+                    ),
+                )
+                r = _run_driver(
+                    [str(exe), "read", "--dir", str(d), *suite._driver_args(path, False)]
+                )
                 return Measured(r, {"open_ms": round(r["open_s"] * 1e3, 2)}, seconds=r["read_s"])
 
-            impls = {"append": append(False, 1), "read": read,
-                     "append_sync": append(True, 1)}
+            impls = {"append": append(False, 1), "read": read, "append_sync": append(True, 1)}
             if appenders_ok:
                 impls["append_sync_4"] = append(True, APPENDERS)
             return impls
+
         return make
 
-    def _scratch_run(self, exe_name: str, tag: str,
-                     args: Callable[[Path, Path], list[str]]) -> Callable[[Path], Measured]:
+    def _scratch_run(
+        self, exe_name: str, tag: str, args: Callable[[Path, Path], list[str]]
+    ) -> Callable[[Path], Measured]:
         """One timed driver call (`args(scratch_dir, data_path)`) in a scratch directory
         of its own, removed afterwards."""
         exe = RUST_BIN / exe_name
@@ -373,17 +463,24 @@ class LogSuite(Suite):
             finally:
                 shutil.rmtree(d, ignore_errors=True)
             return Measured(r, {"syncs": r["syncs"]}, seconds=r["append_s"])
+
         return run
 
     def _probe(self) -> dict[str, Callable[[Path], Any]]:
-        run = self._scratch_run("log-baseline", "probe", lambda d, _path: [
-            "probe", "--dir", str(d), "--batches", str(self.sync_batches)])
+        run = self._scratch_run(
+            "log-baseline",
+            "probe",
+            lambda d, _path: ["probe", "--dir", str(d), "--batches", str(self.sync_batches)],
+        )
         return {"append_sync": run, "append_sync_4": run}
 
     def _null(self) -> dict[str, Callable[[Path], Any]]:
         """The drivers' own cost: log-mmapkit's loop, batches built the same way, no log."""
-        run = self._scratch_run("log-null", "null", lambda d, path: [
-            "append", "--dir", str(d), *self._driver_args(path, False)])
+        run = self._scratch_run(
+            "log-null",
+            "null",
+            lambda d, path: ["append", "--dir", str(d), *self._driver_args(path, False)],
+        )
         return {"append": run}
 
     # ---- mmapkit's Python API, in-process
@@ -411,7 +508,7 @@ class LogSuite(Suite):
             w = suite._workload(path)
             batches = suite._py_data[w.label]
             if sync:
-                batches = batches[:suite.sync_batches]
+                batches = batches[: suite.sync_batches]
             t = time.perf_counter()
             log = CommitLog(str(d), segment_size=SEGMENT, sync="batch" if sync else "never")
             before = log.sync_count()
@@ -427,6 +524,7 @@ class LogSuite(Suite):
                             log.append(b)
                     except BaseException as exc:  # noqa: BLE001 - reported below
                         errors.append(exc)
+
                 threads = [threading.Thread(target=appender, args=(t,)) for t in range(k)]
                 for th in threads:
                     th.start()
@@ -449,6 +547,7 @@ class LogSuite(Suite):
                 finally:
                     shutil.rmtree(d, ignore_errors=True)
                 return Measured(r, {"syncs": r["syncs"]}, seconds=elapsed)
+
             return run
 
         def read(path: Path) -> Measured:
@@ -462,87 +561,125 @@ class LogSuite(Suite):
             log.close()
             return Measured(r, {"open_ms": round(opened * 1e3, 2)}, seconds=elapsed)
 
-        return {"append": append(False, 1), "read": read, "append_sync": append(True, 1),
-                "append_sync_4": append(True, APPENDERS)}
+        return {
+            "append": append(False, 1),
+            "read": read,
+            "append_sync": append(True, 1),
+            "append_sync_4": append(True, APPENDERS),
+        }
 
     def _contenders(self) -> tuple[Contender, ...]:
         def cmds(exe: str) -> dict[str, str]:
             common = "--entries N --size S --batch 10"
-            return {"append": f"{exe} append --dir D {common} --sync none",
-                    "read": f"{exe} read --dir D {common}",
-                    "append_sync": f"{exe} append --dir D {common} --sync batch",
-                    "append_sync_4": f"{exe} append --dir D {common} --sync batch "
-                                     f"--appenders {APPENDERS}"}
+            return {
+                "append": f"{exe} append --dir D {common} --sync none",
+                "read": f"{exe} read --dir D {common}",
+                "append_sync": f"{exe} append --dir D {common} --sync batch",
+                "append_sync_4": f"{exe} append --dir D {common} --sync batch "
+                f"--appenders {APPENDERS}",
+            }
 
         def driver(name: str, exe: Path, note: str) -> Contender:
             return Contender(name, self._driver(exe), commands=cmds(exe.name), note=note)
 
         return (
-            driver("baseline", RUST_BIN / "log-baseline",
-                   "the standard-I/O baseline (bench/peers/rust/src/bin/"
-                   "log-baseline.rs): one file, one pwrite per batch from a reused "
-                   "buffer, mmapkit's framing (len + CRC32C + term per entry, a "
-                   "commit record per batch), fdatasync per batch in sync mode, the "
-                   "index in memory (rebuilt on open by a CRC-checked scan); reads "
-                   "one pread per 10 entries. Concurrent appenders: a mutex around "
-                   "write + sync."),
-            driver("mmapkit", RUST_BIN / "log-mmapkit",
-                   "mmapkit's Rust API (`mmapkit::log::CommitLog`, 64 MiB segments, "
-                   "`SyncMode::Never` / `SyncMode::Batch`), driven by "
-                   "bench/peers/rust/src/bin/log-mmapkit.rs; concurrent appenders "
-                   "share the log (`append(&self)`, group commit)."),
-            Contender("mmapkit (Python)", self._python,
-                      commands={"append": 'log.append(batch)  # list of 10 bytes',
-                                "read": "out.extend(log.read(lo, lo + 10))",
-                                "append_sync": 'CommitLog(d, sync="batch").append(batch)',
-                                "append_sync_4": f"{APPENDERS} threads: log.append(batch)"},
-                      note="mmapkit's Python API in the benchmark's own process: "
-                           "`mmapkit.CommitLog(dir, segment_size=64 MiB, sync=\"never\" | "
-                           "\"batch\")`, `append(list of 10 bytes)` per batch, "
-                           "`read(lo, lo + 10)` (a list of bytes) 10 at a time; the batches' "
-                           "lists of bytes are built before the clock starts. Concurrent "
-                           "appenders are Python threads (append releases the GIL)."),
-            driver("raft-engine", RUST_BIN / "log-raft-engine",
-                   "tikv raft-engine 0.4 (crates.io; bench/peers/rust/src/bin/"
-                   "log-raft-engine.rs): protobuf `Entry`s built before the clock "
-                   "starts, one reused `LogBatch` per batch, `Engine::write(batch, "
-                   "sync)`, `fetch_entries_to` 10 at a time; batch compression off "
-                   "(random data), other settings default. It has group commit."),
-            driver("commitlog", RUST_BIN / "log-commitlog",
-                   "the `commitlog` crate 0.2 (crates.io; bench/peers/rust/src/bin/"
-                   "log-commitlog.rs): one `append(MessageBuf)` per batch, `read` "
-                   "sized for 10 messages. Its `flush()` does not make the segment "
-                   "durable (it calls `File::flush`, a no-op), so in sync mode the "
-                   "driver also fdatasyncs the segment file itself; its offset index "
-                   "is sized for the run (reading at a full index's boundary fails "
-                   "in 0.2). `&mut self`: concurrent appenders share a mutex."),
-            driver("tidwall/wal", GO_BIN / "log-tidwall",
-                   "github.com/tidwall/wal (Go; bench/peers/go/cmd/log-tidwall): "
-                   "`WriteBatch` per batch, `NoSync` or the default fsync per write, "
-                   "`Read` entry by entry (no range read). Concurrent appenders: a "
-                   "mutex around next index + write."),
-            driver("etcd/wal", GO_BIN / "log-etcd",
-                   "etcd's WAL (go.etcd.io/etcd/server/v3/storage/wal; bench/peers/"
-                   "go/cmd/log-etcd): `Save(HardState, entries)` per batch (it "
-                   "fdatasyncs whenever it saves entries; `SetUnsafeNoFsync` for "
-                   "no sync, as etcd's --unsafe-no-fsync); reading = `Open` + "
-                   "`ReadAll` (replay; no random access) + copying. Concurrent "
-                   "appenders: a mutex around next index + Save."),
-            Contender("driver loop (no log)", self._null,
-                      commands={"append": "log-null append --dir D --entries N --size S "
-                                          "--batch 10 --sync none"},
-                      note="the drivers' own cost (bench/peers/rust/src/bin/log-null.rs): "
-                           "log-mmapkit's timed loop, each batch's (term, slice) list built "
-                           "the same way in a reused Vec, handed to `black_box` instead of a "
-                           "log (the data generated before the clock starts, as everywhere). "
-                           "Its time is part of every Rust driver's append time; the targets "
-                           "quote mmapkit's net of it."),
-            Contender("disk limit", self._probe,
-                      commands={"append_sync": "log-baseline probe --dir D --batches M",
-                                "append_sync_4": "log-baseline probe --dir D --batches M"},
-                      note="the disk's fdatasync rate, measured in the same run: one 4 KiB "
-                           "pwrite + fdatasync per batch into a fresh file, single-threaded "
-                           "(not a log: checked only for its number of syncs)."),
+            driver(
+                "baseline",
+                RUST_BIN / "log-baseline",
+                "the standard-I/O baseline (bench/peers/rust/src/bin/"
+                "log-baseline.rs): one file, one pwrite per batch from a reused "
+                "buffer, mmapkit's framing (len + CRC32C + term per entry, a "
+                "commit record per batch), fdatasync per batch in sync mode, the "
+                "index in memory (rebuilt on open by a CRC-checked scan); reads "
+                "one pread per 10 entries. Concurrent appenders: a mutex around "
+                "write + sync.",
+            ),
+            driver(
+                "mmapkit",
+                RUST_BIN / "log-mmapkit",
+                "mmapkit's Rust API (`mmapkit::log::CommitLog`, 64 MiB segments, "
+                "`SyncMode::Never` / `SyncMode::Batch`), driven by "
+                "bench/peers/rust/src/bin/log-mmapkit.rs; concurrent appenders "
+                "share the log (`append(&self)`, group commit).",
+            ),
+            Contender(
+                "mmapkit (Python)",
+                self._python,
+                commands={
+                    "append": "log.append(batch)  # list of 10 bytes",
+                    "read": "out.extend(log.read(lo, lo + 10))",
+                    "append_sync": 'CommitLog(d, sync="batch").append(batch)',
+                    "append_sync_4": f"{APPENDERS} threads: log.append(batch)",
+                },
+                note="mmapkit's Python API in the benchmark's own process: "
+                '`mmapkit.CommitLog(dir, segment_size=64 MiB, sync="never" | '
+                '"batch")`, `append(list of 10 bytes)` per batch, '
+                "`read(lo, lo + 10)` (a list of bytes) 10 at a time; the batches' "
+                "lists of bytes are built before the clock starts. Concurrent "
+                "appenders are Python threads (append releases the GIL).",
+            ),
+            driver(
+                "raft-engine",
+                RUST_BIN / "log-raft-engine",
+                "tikv raft-engine 0.4 (crates.io; bench/peers/rust/src/bin/"
+                "log-raft-engine.rs): protobuf `Entry`s built before the clock "
+                "starts, one reused `LogBatch` per batch, `Engine::write(batch, "
+                "sync)`, `fetch_entries_to` 10 at a time; batch compression off "
+                "(random data), other settings default. It has group commit.",
+            ),
+            driver(
+                "commitlog",
+                RUST_BIN / "log-commitlog",
+                "the `commitlog` crate 0.2 (crates.io; bench/peers/rust/src/bin/"
+                "log-commitlog.rs): one `append(MessageBuf)` per batch, `read` "
+                "sized for 10 messages. Its `flush()` does not make the segment "
+                "durable (it calls `File::flush`, a no-op), so in sync mode the "
+                "driver also fdatasyncs the segment file itself; its offset index "
+                "is sized for the run (reading at a full index's boundary fails "
+                "in 0.2). `&mut self`: concurrent appenders share a mutex.",
+            ),
+            driver(
+                "tidwall/wal",
+                GO_BIN / "log-tidwall",
+                "github.com/tidwall/wal (Go; bench/peers/go/cmd/log-tidwall): "
+                "`WriteBatch` per batch, `NoSync` or the default fsync per write, "
+                "`Read` entry by entry (no range read). Concurrent appenders: a "
+                "mutex around next index + write.",
+            ),
+            driver(
+                "etcd/wal",
+                GO_BIN / "log-etcd",
+                "etcd's WAL (go.etcd.io/etcd/server/v3/storage/wal; bench/peers/"
+                "go/cmd/log-etcd): `Save(HardState, entries)` per batch (it "
+                "fdatasyncs whenever it saves entries; `SetUnsafeNoFsync` for "
+                "no sync, as etcd's --unsafe-no-fsync); reading = `Open` + "
+                "`ReadAll` (replay; no random access) + copying. Concurrent "
+                "appenders: a mutex around next index + Save.",
+            ),
+            Contender(
+                "driver loop (no log)",
+                self._null,
+                commands={
+                    "append": "log-null append --dir D --entries N --size S --batch 10 --sync none"
+                },
+                note="the drivers' own cost (bench/peers/rust/src/bin/log-null.rs): "
+                "log-mmapkit's timed loop, each batch's (term, slice) list built "
+                "the same way in a reused Vec, handed to `black_box` instead of a "
+                "log (the data generated before the clock starts, as everywhere). "
+                "Its time is part of every Rust driver's append time; the targets "
+                "quote mmapkit's net of it.",
+            ),
+            Contender(
+                "disk limit",
+                self._probe,
+                commands={
+                    "append_sync": "log-baseline probe --dir D --batches M",
+                    "append_sync_4": "log-baseline probe --dir D --batches M",
+                },
+                note="the disk's fdatasync rate, measured in the same run: one 4 KiB "
+                "pwrite + fdatasync per batch into a fresh file, single-threaded "
+                "(not a log: checked only for its number of syncs).",
+            ),
         )
 
     # ----------------------------------------------------------------- report
@@ -554,11 +691,13 @@ class LogSuite(Suite):
             marker = f'name = "{crate}"\nversion = "'
             i = lock.find(marker)
             if i >= 0:
-                v[crate] = lock[i + len(marker):].split('"', 1)[0] + " (crates.io)"
+                v[crate] = lock[i + len(marker) :].split('"', 1)[0] + " (crates.io)"
         for line in _text(PEERS / "go" / "go.mod").splitlines():
             parts = line.split()
-            if len(parts) >= 2 and parts[0] in ("github.com/tidwall/wal",
-                                                 "go.etcd.io/etcd/server/v3"):
+            if len(parts) >= 2 and parts[0] in (
+                "github.com/tidwall/wal",
+                "go.etcd.io/etcd/server/v3",
+            ):
                 v[parts[0]] = parts[1]
         v["rustc"] = tool_version(["rustc", "--version"])
         v["go"] = tool_version(["go", "version"])
@@ -573,8 +712,16 @@ class LogSuite(Suite):
         batches = doc["sizes"][0].get("sync_batches", SYNC_BATCHES)
 
         def goal(label: str, task: str, contender: str, size: str, **kw: Any) -> None:
-            out.append({"label": label, "task": task, "contender": contender,
-                        "size": size, "cache": "warm", **kw})
+            out.append(
+                {
+                    "label": label,
+                    "task": task,
+                    "contender": contender,
+                    "size": size,
+                    "cache": "warm",
+                    **kw,
+                }
+            )
 
         a = "100k-50B" if "100k-50B" in have else have[0]
         synced = [x for x in have if self._workloads[x].sync]
@@ -582,26 +729,70 @@ class LogSuite(Suite):
         wa = self._workloads[a]
         what = f"{wa.entries:,} × {wa.size} B"
         per = wa.entries / 10e6  # 10 M entries/s
-        goal(f"no sync: mmapkit appends {what} in ≤ {per * 1e3:g} ms (≥ 10 M entries/s)",
-             "append", "mmapkit", a, max_seconds=per)
-        goal("no sync: the same, net of the driver's own loop (`driver loop (no log)`)",
-             "append", "mmapkit", a, max_seconds=per, net_of="driver loop (no log)")
-        goal("sync per batch: mmapkit faster than raft-engine", "append_sync", "mmapkit", sa,
-             versus="raft-engine", min_speedup=1.0, name_versus=True)
-        goal("sync per batch: mmapkit at the disk's fdatasync limit (≥ 0.8× its rate)",
-             "append_sync", "mmapkit", sa, versus="disk limit", min_speedup=0.8,
-             name_versus=True)
-        goal(f"reads: mmapkit reads the {wa.entries:,} entries back in ≤ "
-             f"{wa.entries / 20e6 * 1e3:g} ms", "read", "mmapkit", a,
-             max_seconds=wa.entries / 20e6)
+        goal(
+            f"no sync: mmapkit appends {what} in ≤ {per * 1e3:g} ms (≥ 10 M entries/s)",
+            "append",
+            "mmapkit",
+            a,
+            max_seconds=per,
+        )
+        goal(
+            "no sync: the same, net of the driver's own loop (`driver loop (no log)`)",
+            "append",
+            "mmapkit",
+            a,
+            max_seconds=per,
+            net_of="driver loop (no log)",
+        )
+        goal(
+            "sync per batch: mmapkit faster than raft-engine",
+            "append_sync",
+            "mmapkit",
+            sa,
+            versus="raft-engine",
+            min_speedup=1.0,
+            name_versus=True,
+        )
+        goal(
+            "sync per batch: mmapkit at the disk's fdatasync limit (≥ 0.8× its rate)",
+            "append_sync",
+            "mmapkit",
+            sa,
+            versus="disk limit",
+            min_speedup=0.8,
+            name_versus=True,
+        )
+        goal(
+            f"reads: mmapkit reads the {wa.entries:,} entries back in ≤ "
+            f"{wa.entries / 20e6 * 1e3:g} ms",
+            "read",
+            "mmapkit",
+            a,
+            max_seconds=wa.entries / 20e6,
+        )
         py = "1M-50B" if "1M-50B" in have else a
         n = self._workloads[py].entries
-        goal(f"Python: ≥ 1 M entries/s appending ({n:,} in ≤ {n / 1e6:g} s)", "append",
-             "mmapkit (Python)", py, max_seconds=n / 1e6)
-        goal(f"Python: ≥ 1 M entries/s reading ({n:,} in ≤ {n / 1e6:g} s)", "read",
-             "mmapkit (Python)", py, max_seconds=n / 1e6)
-        goal(f"{APPENDERS} concurrent appenders: fewer syncs than batches ({batches:,})",
-             "append_sync_4", "mmapkit", sa, max_metric={"syncs": batches - 1})
+        goal(
+            f"Python: ≥ 1 M entries/s appending ({n:,} in ≤ {n / 1e6:g} s)",
+            "append",
+            "mmapkit (Python)",
+            py,
+            max_seconds=n / 1e6,
+        )
+        goal(
+            f"Python: ≥ 1 M entries/s reading ({n:,} in ≤ {n / 1e6:g} s)",
+            "read",
+            "mmapkit (Python)",
+            py,
+            max_seconds=n / 1e6,
+        )
+        goal(
+            f"{APPENDERS} concurrent appenders: fewer syncs than batches ({batches:,})",
+            "append_sync_4",
+            "mmapkit",
+            sa,
+            max_metric={"syncs": batches - 1},
+        )
         return out
 
     notes = (
@@ -617,4 +808,3 @@ class LogSuite(Suite):
         "10,000 syncs per run and contender would take most of an hour.",
         "Run time of a full run on a 2-core VM: see `elapsed_s` in log.json.",
     )
-

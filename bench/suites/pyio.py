@@ -22,8 +22,21 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..contenders import mmapkit_has, mmapkit_module
-from ..harness import (Contender, Dataset, Size, Suite, Task, Unavailable, above, buffer_digest,
-                       capped, file_digest, fresh_copy, module_version, primed)
+from ..harness import (
+    Contender,
+    Dataset,
+    Size,
+    Suite,
+    Task,
+    Unavailable,
+    above,
+    buffer_digest,
+    capped,
+    file_digest,
+    fresh_copy,
+    module_version,
+    primed,
+)
 from ._textgen import ensure_text_file
 
 WORD = b" the "
@@ -66,7 +79,7 @@ def stream_find(f: Any, needle: bytes, start: int = 0, chunk: int = 1 << 20) -> 
     carry = 0  # bytes kept from the previous chunk so matches across the edge are found
     pos = start  # file offset of buf[0]
     while True:
-        n = f.readinto(view[carry:carry + chunk])
+        n = f.readinto(view[carry : carry + chunk])
         if not n:
             return -1
         filled = carry + n
@@ -74,7 +87,7 @@ def stream_find(f: Any, needle: bytes, start: int = 0, chunk: int = 1 << 20) -> 
         if i >= 0:
             return pos + i
         carry = min(len(needle) - 1, filled)
-        buf[:carry] = buf[filled - carry:filled]
+        buf[:carry] = buf[filled - carry : filled]
         pos += filled - carry
 
 
@@ -140,8 +153,7 @@ def mmap_style(mod: Any) -> dict[str, Callable[[Path], Any]]:
             m[:] = new
             m.flush()
 
-    return {"read": read, "find": find, "regex": regex, "seek_find": seek_find,
-            "replace": replace}
+    return {"read": read, "find": find, "regex": regex, "seek_find": seek_find, "replace": replace}
 
 
 # --------------------------------------------------------------------------- mmapkit
@@ -182,13 +194,12 @@ def native_impls(mk: Any) -> dict[str, Callable[[Path], Any]]:
             offsets = _need(m, "find_all")(WORD)
             view = _need(m, "numpy")()
             for start in range(0, len(offsets), _CHUNK):
-                chunk = offsets[start:start + _CHUNK]
+                chunk = offsets[start : start + _CHUNK]
                 view[chunk[:, None] + span] = new
             del view
             m.flush()
 
-    return {"read": read, "find": find, "regex": regex, "seek_find": seek_find,
-            "replace": replace}
+    return {"read": read, "find": find, "regex": regex, "seek_find": seek_find, "replace": replace}
 
 
 # --------------------------------------------------------------------------- suite
@@ -206,73 +217,116 @@ class PyioSuite(Suite):
         "module swapped) and mmapkit's native `mmapkit.open` API."
     )
     baseline = "file"
-    headline = {"capability": "mmap from Python", "label": 'replace b" the " in place',
-                "task": "replace", "contender": "mmapkit.open", "peers": ["file", "stdlib mmap"],
-                "sizes": ["large"]}
+    headline = {
+        "capability": "mmap from Python",
+        "label": 'replace b" the " in place',
+        "task": "replace",
+        "contender": "mmapkit.open",
+        "peers": ["file", "stdlib mmap"],
+        "sizes": ["large"],
+    }
     reference = "file"
     data_seed = 1
 
     tasks: tuple[Task, ...] = (
-        Task("read", "read whole file", digest=buffer_digest,
-             note="returns the file's bytes; checked by length and SHA-1 (untimed)."),
-        Task("find", 'find first b" the "',
-             note="offset of the first occurrence. The `file` contender streams 1 MiB "
-                  "chunks through one reusable buffer and stops at the first match (the "
-                  "article reads the whole file first, which would flatter mapping)."),
-        Task("regex", "five-letter words (regex)",
-             repeats=capped(1, above(LARGE)), warmup=primed(above(LARGE)),
-             note=r'`re.finditer(rb"\b[a-zA-Z]{5}\b", buf)` over the whole file, returning '
-                  "the number of matches and a BLAKE2b hash of them (same code for every "
-                  "contender, so the per-match hashing cost is the same everywhere). It is "
-                  "CPU-bound (~50 MB/s), so on the large size it is timed once per cache "
-                  "state and the warm-up is a plain read of the file instead of a run."),
-        Task("seek_find", 'seek(10000), find b" the "',
-             note="absolute offset of the first occurrence at or after 10000."),
-        Task("replace", 'replace b" the " → b" eht " in place',
-             note="same-length replacement of every non-overlapping occurrence. Before every "
-                  "run (untimed) the file is restored from the pristine copy and fsync'ed; "
-                  "after every run (untimed) the resulting file is hashed and must be "
-                  "byte-identical across contenders. Timed work includes making the result "
-                  "durable: `flush()` (msync) for the mapped contenders, `fsync` of the "
-                  "temporary file for `file`."),
+        Task(
+            "read",
+            "read whole file",
+            digest=buffer_digest,
+            note="returns the file's bytes; checked by length and SHA-1 (untimed).",
+        ),
+        Task(
+            "find",
+            'find first b" the "',
+            note="offset of the first occurrence. The `file` contender streams 1 MiB "
+            "chunks through one reusable buffer and stops at the first match (the "
+            "article reads the whole file first, which would flatter mapping).",
+        ),
+        Task(
+            "regex",
+            "five-letter words (regex)",
+            repeats=capped(1, above(LARGE)),
+            warmup=primed(above(LARGE)),
+            note=r'`re.finditer(rb"\b[a-zA-Z]{5}\b", buf)` over the whole file, returning '
+            "the number of matches and a BLAKE2b hash of them (same code for every "
+            "contender, so the per-match hashing cost is the same everywhere). It is "
+            "CPU-bound (~50 MB/s), so on the large size it is timed once per cache "
+            "state and the warm-up is a plain read of the file instead of a run.",
+        ),
+        Task(
+            "seek_find",
+            'seek(10000), find b" the "',
+            note="absolute offset of the first occurrence at or after 10000.",
+        ),
+        Task(
+            "replace",
+            'replace b" the " → b" eht " in place',
+            note="same-length replacement of every non-overlapping occurrence. Before every "
+            "run (untimed) the file is restored from the pristine copy and fsync'ed; "
+            "after every run (untimed) the resulting file is hashed and must be "
+            "byte-identical across contenders. Timed work includes making the result "
+            "durable: `flush()` (msync) for the mapped contenders, `fsync` of the "
+            "temporary file for `file`.",
+        ),
     )
 
     def __init__(self) -> None:
         self._pristine: dict[str, Path] = {}
         self.tasks = tuple(self._bind(t) for t in type(self).tasks)
         self.contenders = (
-            Contender("file", {"read": file_read, "find": file_find, "regex": file_regex,
-                               "seek_find": file_seek_find, "replace": file_replace},
-                      note='`open(path, "rb")` and `read()`; find: 1 MiB `readinto` chunks into one reusable buffer, stopping at the first match; replace: read, `bytes.replace`, '
-                           "write a temporary file in the same directory, fsync, "
-                           "`os.replace`."),
-            Contender("stdlib mmap", mmap_style(mmap),
-                      note="`mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)` and the mmap "
-                           "methods (`read`, `find`, `seek`); replace: `ACCESS_WRITE`, read "
-                           "all, `bytes.replace`, `m[:] = new`, `flush()`."),
-            Contender("mmapkit.mmap", lambda: mmap_style(mmapkit_module()),
-                      available=mmapkit_has("mmap", "ACCESS_READ", "ACCESS_WRITE"),
-                      note="exactly the stdlib mmap code with `mmapkit.mmap`, "
-                           "`mmapkit.ACCESS_READ` and `mmapkit.ACCESS_WRITE` in place of "
-                           "the stdlib's."),
-            Contender("mmapkit.open", lambda: native_impls(mmapkit_module()),
-                      available=mmapkit_has("open"),
-                      note='the native API, `with mmapkit.open(path, "r") as m`: read = '
-                           '`m.read()`; find = `m.find`; '
-                           "regex = `re.finditer` over `m`; seek + find = "
-                           '`m.find(b" the ", 10000)`; replace = `mmapkit.open(path, "r+")`, '
-                           "`m.find_all` for the offsets, then one vectorised numpy "
-                           "assignment into `m.numpy()` per million matches, then "
-                           "`m.flush()`."),
+            Contender(
+                "file",
+                {
+                    "read": file_read,
+                    "find": file_find,
+                    "regex": file_regex,
+                    "seek_find": file_seek_find,
+                    "replace": file_replace,
+                },
+                note='`open(path, "rb")` and `read()`; find: 1 MiB `readinto` chunks into one reusable buffer, stopping at the first match; replace: read, `bytes.replace`, '
+                "write a temporary file in the same directory, fsync, "
+                "`os.replace`.",
+            ),
+            Contender(
+                "stdlib mmap",
+                mmap_style(mmap),
+                note="`mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)` and the mmap "
+                "methods (`read`, `find`, `seek`); replace: `ACCESS_WRITE`, read "
+                "all, `bytes.replace`, `m[:] = new`, `flush()`.",
+            ),
+            Contender(
+                "mmapkit.mmap",
+                lambda: mmap_style(mmapkit_module()),
+                available=mmapkit_has("mmap", "ACCESS_READ", "ACCESS_WRITE"),
+                note="exactly the stdlib mmap code with `mmapkit.mmap`, "
+                "`mmapkit.ACCESS_READ` and `mmapkit.ACCESS_WRITE` in place of "
+                "the stdlib's.",
+            ),
+            Contender(
+                "mmapkit.open",
+                lambda: native_impls(mmapkit_module()),
+                available=mmapkit_has("open"),
+                note='the native API, `with mmapkit.open(path, "r") as m`: read = '
+                "`m.read()`; find = `m.find`; "
+                "regex = `re.finditer` over `m`; seek + find = "
+                '`m.find(b" the ", 10000)`; replace = `mmapkit.open(path, "r+")`, '
+                "`m.find_all` for the offsets, then one vectorised numpy "
+                "assignment into `m.numpy()` per million matches, then "
+                "`m.flush()`.",
+            ),
         )
 
     def _bind(self, task: Task) -> Task:
         if task.name != "replace":
             return task
-        return Task(task.name, task.title, setup=self._restore,
-                    check=lambda path, _result: file_digest(path),
-                    teardown=lambda ds: self._work_copy(ds).unlink(missing_ok=True),
-                    note=task.note)
+        return Task(
+            task.name,
+            task.title,
+            setup=self._restore,
+            check=lambda path, _result: file_digest(path),
+            teardown=lambda ds: self._work_copy(ds).unlink(missing_ok=True),
+            note=task.note,
+        )
 
     def sizes(self, quick: bool) -> list[Size]:
         return [Size("small", 2_400_000), Size("large", (16 << 20) if quick else (1 << 30))]
@@ -284,8 +338,9 @@ class PyioSuite(Suite):
         if WORD not in head[SEEK_TO:]:
             raise RuntimeError(f"{path}: generated text has no {WORD!r} after {SEEK_TO}")
         self._pristine[size.label] = path
-        return Dataset(size, path, [path], {"generator": "bench/suites/_textgen.py",
-                                            "seed": self.data_seed})
+        return Dataset(
+            size, path, [path], {"generator": "bench/suites/_textgen.py", "seed": self.data_seed}
+        )
 
     @staticmethod
     def _work_copy(dataset: Dataset) -> Path:
@@ -302,7 +357,7 @@ class PyioSuite(Suite):
 
     notes = (
         "The data is generated text, not the real Don Quixote: a fixed 3,000-word vocabulary "
-        "with Zipf-like frequencies (\" the \" is ~4.5 % of all words), sentences, "
+        'with Zipf-like frequencies (" the " is ~4.5 % of all words), sentences, '
         "punctuation, 72-column lines and paragraphs, from a fixed seed "
         "(bench/suites/_textgen.py); large files repeat a 4 MiB block with its lines in a "
         "different seeded order per block.",

@@ -22,15 +22,18 @@ from ._radix import QuantilePlan, from_key, median_of, to_keys
 Q = Union[float, Sequence[float], npt.NDArray[Any]]
 
 
-def row_chunks(X: np.ndarray[Any, Any], chunk_bytes: int = 64 << 20) -> Iterator[np.ndarray[Any, Any]]:
+def row_chunks(
+    X: np.ndarray[Any, Any], chunk_bytes: int = 64 << 20
+) -> Iterator[np.ndarray[Any, Any]]:
     """``X`` in chunks of whole rows of about ``chunk_bytes``."""
     rows = max(1, chunk_bytes // max(1, X.shape[1] * X.dtype.itemsize))
     for s in range(0, X.shape[0], rows):
-        yield X[s:s + rows]
+        yield X[s : s + rows]
 
 
-def merge_moments(n: int, mean: npt.NDArray[np.float64], m2: npt.NDArray[np.float64],
-                  c: np.ndarray[Any, Any]) -> tuple[int, npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+def merge_moments(
+    n: int, mean: npt.NDArray[np.float64], m2: npt.NDArray[np.float64], c: np.ndarray[Any, Any]
+) -> tuple[int, npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """Count, mean and M2 per column after adding the rows ``c`` (Chan et
     al.'s merge of the chunk's own float64 moments)."""
     c64 = c.astype(np.float64)
@@ -39,10 +42,12 @@ def merge_moments(n: int, mean: npt.NDArray[np.float64], m2: npt.NDArray[np.floa
     cm2 = ((c64 - cm) ** 2).sum(axis=0)
     delta = cm - mean
     tot = n + k
-    return tot, mean + delta * (k / tot), m2 + cm2 + delta ** 2 * (n * k / tot)
+    return tot, mean + delta * (k / tot), m2 + cm2 + delta**2 * (n * k / tot)
 
 
-def moments(X: np.ndarray[Any, Any]) -> tuple[int, npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+def moments(
+    X: np.ndarray[Any, Any],
+) -> tuple[int, npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """(count, mean, M2) per column in one pass."""
     n = 0
     mean = np.zeros(X.shape[1])
@@ -89,16 +94,26 @@ def describe(X: np.ndarray[Any, Any], ddof: int = 0) -> dict[str, Any]:
         lo = cl if lo is None else np.minimum(lo, cl)
         hi = ch if hi is None else np.maximum(hi, ch)
     nan = np.full(d, np.nan)
-    return {"count": n, "mean": m if n else nan,
-            "std": np.sqrt(m2 / (n - ddof)) if n - ddof > 0 else nan, "min": lo, "max": hi}
+    return {
+        "count": n,
+        "mean": m if n else nan,
+        "std": np.sqrt(m2 / (n - ddof)) if n - ddof > 0 else nan,
+        "min": lo,
+        "max": hi,
+    }
 
 
 def _native_float(dt: np.dtype[Any]) -> bool:
     return dt in (np.dtype(np.float32), np.dtype(np.float64))
 
 
-def quantile(X: np.ndarray[Any, Any], q: Q, method: str = "linear", memory: int = 256 << 20,
-             threads: Optional[int] = None) -> Any:
+def quantile(
+    X: np.ndarray[Any, Any],
+    q: Q,
+    method: str = "linear",
+    memory: int = 256 << 20,
+    threads: Optional[int] = None,
+) -> Any:
     """Exact per-column quantile(s), equal to ``np.quantile(X, q, axis=0,
     method=method)``; ``X`` has rows. Within about ``memory`` bytes: columns
     copied out as many at a time as fit and selected by
@@ -110,15 +125,28 @@ def quantile(X: np.ndarray[Any, Any], q: Q, method: str = "linear", memory: int 
     n, dt = X.shape[0], X.dtype
     if n * dt.itemsize > memory:
         nan_cols, values = _select(X, plan.ranks(n), memory)
-        return np.stack([plan.nan(dt) if nan_cols[j] else plan.finish(dt, n, lambda r: values[j, r])
-                         for j in range(X.shape[1])], axis=-1)
+        return np.stack(
+            [
+                plan.nan(dt) if nan_cols[j] else plan.finish(dt, n, lambda r: values[j, r])
+                for j in range(X.shape[1])
+            ],
+            axis=-1,
+        )
     native = _native_float(dt)
-    return np.stack([stats.quantile(col, q, method=method, threads=threads) if native
-                     else np.quantile(col, q, method=method)  # type: ignore[call-overload]
-                     for col in _columns(X, memory)], axis=-1)
+    return np.stack(
+        [
+            stats.quantile(col, q, method=method, threads=threads)
+            if native
+            else np.quantile(col, q, method=method)  # type: ignore[call-overload]
+            for col in _columns(X, memory)
+        ],
+        axis=-1,
+    )
 
 
-def median(X: np.ndarray[Any, Any], memory: int = 256 << 20, threads: Optional[int] = None) -> np.ndarray[Any, Any]:
+def median(
+    X: np.ndarray[Any, Any], memory: int = 256 << 20, threads: Optional[int] = None
+) -> np.ndarray[Any, Any]:
     """Exact per-column median, equal to ``np.median(X, axis=0)`` (NaN for no rows)."""
     from . import stats
 
@@ -129,22 +157,33 @@ def median(X: np.ndarray[Any, Any], memory: int = 256 << 20, threads: Optional[i
     if n * dt.itemsize > memory:
         lo, hi = (n - 1) // 2, n // 2
         nan_cols, values = _select(X, [lo, hi], memory)
-        return np.array([ft(np.nan) if nan_cols[j] else median_of(dt, n, values[j, lo], values[j, hi])
-                         for j in range(X.shape[1])], dtype=ft)
+        return np.array(
+            [
+                ft(np.nan) if nan_cols[j] else median_of(dt, n, values[j, lo], values[j, hi])
+                for j in range(X.shape[1])
+            ],
+            dtype=ft,
+        )
     native = _native_float(dt)
-    return np.array([stats.median(col, threads=threads) if native else np.median(col)
-                     for col in _columns(X, memory)], dtype=ft)
+    return np.array(
+        [
+            stats.median(col, threads=threads) if native else np.median(col)
+            for col in _columns(X, memory)
+        ],
+        dtype=ft,
+    )
 
 
 def _columns(X: np.ndarray[Any, Any], memory: int) -> Iterator[np.ndarray[Any, Any]]:
     """Each column as a contiguous copy, made as many at a time as fit in ``memory``."""
     group = max(1, memory // max(1, X.shape[0] * X.dtype.itemsize))
     for j0 in range(0, X.shape[1], group):
-        yield from np.ascontiguousarray(X[:, j0:j0 + group].T)
+        yield from np.ascontiguousarray(X[:, j0 : j0 + group].T)
 
 
-def _select(X: np.ndarray[Any, Any], ranks: Sequence[int], memory: int,
-            digit_bits: int = 12) -> tuple[np.ndarray[Any, Any], dict[tuple[int, int], Any]]:
+def _select(
+    X: np.ndarray[Any, Any], ranks: Sequence[int], memory: int, digit_bits: int = 12
+) -> tuple[np.ndarray[Any, Any], dict[tuple[int, int], Any]]:
     """Out-of-core radix selection of the elements of ``ranks`` in every
     column: (columns holding a NaN, {(column, rank): element}) for the
     other columns. Memory: the per-column histograms (``dim`` ×
@@ -173,7 +212,7 @@ def _select(X: np.ndarray[Any, Any], ranks: Sequence[int], memory: int,
     nan_cols = nans > 0
     # Each wanted statistic: [column, rank, prefix, elements below the prefix's bucket].
     state = [[j, r, 0, 0] for j in range(d) if not nan_cols[j] for r in ranks]
-    hists = {(j, 0): hist[j << D:(j + 1) << D] for j in range(d)}
+    hists = {(j, 0): hist[j << D : (j + 1) << D] for j in range(d)}
     done = 0
     while True:
         bucket: dict[tuple[int, int], int] = {}
@@ -197,8 +236,12 @@ def _select(X: np.ndarray[Any, Any], ranks: Sequence[int], memory: int,
             for j, p in pairs:
                 col = keys[:, j]
                 sel = col[(col >> col.dtype.type(w - done)) == col.dtype.type(p)]
-                hists[j, p] += np.bincount(((sel >> sel.dtype.type(w - done - D)) & sel.dtype.type((1 << D) - 1))
-                                           .astype(np.intp), minlength=1 << D)
+                hists[j, p] += np.bincount(
+                    ((sel >> sel.dtype.type(w - done - D)) & sel.dtype.type((1 << D) - 1)).astype(
+                        np.intp
+                    ),
+                    minlength=1 << D,
+                )
     # Last pass: collect the keys in each bucket, select exactly.
     got: dict[tuple[int, int], list[np.ndarray[Any, Any]]] = {pr: [] for pr in pairs}
     for c in chunks():

@@ -31,7 +31,9 @@ class NpyFacade:
         """A zero-copy view of the array."""
         raise NotImplementedError
 
-    def __array__(self, dtype: Optional[npt.DTypeLike] = None, copy: Optional[bool] = None) -> np.ndarray[Any, Any]:
+    def __array__(
+        self, dtype: Optional[npt.DTypeLike] = None, copy: Optional[bool] = None
+    ) -> np.ndarray[Any, Any]:
         a = self.numpy()
         if copy:
             return np.array(a, dtype=dtype, copy=True)

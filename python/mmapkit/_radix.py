@@ -61,7 +61,9 @@ class QuantilePlan:
     same ``_lerp`` and result dtypes; integer differences are exact, as in
     :mod:`mmapkit.stats`, where numpy wraps around)."""
 
-    def __init__(self, q: Union[float, Sequence[float], npt.NDArray[Any]], method: str = "linear") -> None:
+    def __init__(
+        self, q: Union[float, Sequence[float], npt.NDArray[Any]], method: str = "linear"
+    ) -> None:
         if method not in ("linear", "inverted_cdf"):
             raise ValueError(f"method must be 'linear' or 'inverted_cdf', got {method!r}")
         self.method = method
@@ -70,7 +72,9 @@ class QuantilePlan:
         if np.any(np.isnan(self.q)) or np.any((self.q < 0) | (self.q > 1)):
             raise ValueError("Quantiles must be in the range [0, 1]")
 
-    def positions(self, n: int) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    def positions(
+        self, n: int
+    ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]:
         """(lower ranks, upper ranks, interpolation weights), flat."""
         q1 = self.q.reshape(-1)
         if self.method == "inverted_cdf":
@@ -116,12 +120,21 @@ class QuantilePlan:
         nv = np.array([value(int(i)) for i in nx], dtype=dt).reshape(shape)
         g: Any = float(gamma[0]) if self.weak else gamma.reshape(shape)
         if dt.kind in "iu":
-            diff = np.array([float(int(b) - int(a)) for a, b in zip(pv.ravel(), nv.ravel())]).reshape(shape)
+            diff = np.array(
+                [float(int(b) - int(a)) for a, b in zip(pv.ravel(), nv.ravel())]
+            ).reshape(shape)
             pv, nv = pv.astype(np.float64), nv.astype(np.float64)
         else:
             diff = nv - pv
         res = np.asarray(np.add(pv, diff * g))  # an array even when 0-d, for out= below
-        np.subtract(nv, diff * (1 - g), out=res, where=np.asarray(g) >= 0.5, casting="unsafe", dtype=res.dtype)
+        np.subtract(
+            nv,
+            diff * (1 - g),
+            out=res,
+            where=np.asarray(g) >= 0.5,
+            casting="unsafe",
+            dtype=res.dtype,
+        )
         return res[()] if res.ndim == 0 else res
 
 

@@ -73,7 +73,9 @@ def _open_cached(path: str, stop: int) -> ArrayStore:
             s = ArrayStore.open(path, "r")
         _cache[path] = (ident, s)
     if len(s) < stop:
-        raise ValueError(f"{path}: has {len(s)} rows, fewer than the {stop} this task reads (was it replaced?)")
+        raise ValueError(
+            f"{path}: has {len(s)} rows, fewer than the {stop} this task reads (was it replaced?)"
+        )
     return s
 
 
@@ -98,7 +100,9 @@ def _resolve(source: Any, what: str) -> tuple[str, int, tuple[int, ...], np.dtyp
     if isinstance(source, (str, os.PathLike)):
         with ArrayStore.open(source, "r") as s:
             return _resolve(s, what)
-    raise TypeError(f"expected a FeatureStore, an ArrayStore or a path, got {type(source).__name__}")
+    raise TypeError(
+        f"expected a FeatureStore, an ArrayStore or a path, got {type(source).__name__}"
+    )
 
 
 def _row_chunks(rows: int, row_bytes: int, chunks: Any) -> tuple[int, ...]:
@@ -133,8 +137,13 @@ def to_dask_array(source: Source, chunks: Any = "auto", *, what: str = "features
     for i, c in enumerate(sizes):
         dsk[(name, i) + tail] = (load_rows, path, start, start + c)
         start += c
-    return da.Array(dsk, name, (sizes,) + tuple((d,) for d in row_shape), dtype=dtype,
-                    meta=np.empty((0,) * (1 + len(row_shape)), dtype=dtype))
+    return da.Array(
+        dsk,
+        name,
+        (sizes,) + tuple((d,) for d in row_shape),
+        dtype=dtype,
+        meta=np.empty((0,) * (1 + len(row_shape)), dtype=dtype),
+    )
 
 
 def _as_dask(x: Source, what: str = "features") -> da.Array:
@@ -168,7 +177,9 @@ def _select(keys: np.ndarray[Any, Any], w: int, done: int, prefix: int) -> np.nd
     return keys[(keys >> keys.dtype.type(w - done)) == keys.dtype.type(prefix)]
 
 
-def _hist(block: np.ndarray[Any, Any], done: int, prefixes: Sequence[int]) -> tuple[int, np.ndarray[Any, Any]]:
+def _hist(
+    block: np.ndarray[Any, Any], done: int, prefixes: Sequence[int]
+) -> tuple[int, np.ndarray[Any, Any]]:
     """(NaN count, histograms (len(prefixes), 2^D) of the next D key bits
     of the elements whose first ``done`` bits are each prefix)."""
     keys, nans = _keys(block)
@@ -183,21 +194,27 @@ def _hist(block: np.ndarray[Any, Any], done: int, prefixes: Sequence[int]) -> tu
     return nans, out
 
 
-def _bucket(block: np.ndarray[Any, Any], done: int, prefixes: Sequence[int]) -> list[np.ndarray[Any, Any]]:
+def _bucket(
+    block: np.ndarray[Any, Any], done: int, prefixes: Sequence[int]
+) -> list[np.ndarray[Any, Any]]:
     keys, _ = _keys(block)
     w = keys.dtype.itemsize * 8
     return [_select(keys, w, done, p) for p in prefixes]
 
 
-def _add_hists(a: tuple[int, np.ndarray[Any, Any]], b: tuple[int, np.ndarray[Any, Any]]) -> tuple[int, np.ndarray[Any, Any]]:
+def _add_hists(
+    a: tuple[int, np.ndarray[Any, Any]], b: tuple[int, np.ndarray[Any, Any]]
+) -> tuple[int, np.ndarray[Any, Any]]:
     return a[0] + b[0], a[1] + b[1]
 
 
 def _tree(parts: list[Any], combine: Callable[[Any, Any], Any]) -> Any:
     """A pairwise tree of delayed combines (histograms merge near where they are made)."""
     while len(parts) > 1:
-        parts = [dask.delayed(combine)(parts[i], parts[i + 1]) if i + 1 < len(parts) else parts[i]
-                 for i in range(0, len(parts), 2)]
+        parts = [
+            dask.delayed(combine)(parts[i], parts[i + 1]) if i + 1 < len(parts) else parts[i]
+            for i in range(0, len(parts), 2)
+        ]
     return parts[0]
 
 
@@ -205,7 +222,9 @@ def _check(x: da.Array) -> da.Array:
     """``x`` in native byte order; TypeError for a dtype without keys here."""
     dt = x.dtype
     if dt.newbyteorder("=") not in _SUPPORTED:
-        raise TypeError(f"unsupported dtype {dt}: expected one of int8..int64, uint8..uint64, float32, float64")
+        raise TypeError(
+            f"unsupported dtype {dt}: expected one of int8..int64, uint8..uint64, float32, float64"
+        )
     return x if dt.isnative else x.astype(dt.newbyteorder("="))
 
 
@@ -235,12 +254,15 @@ def quantile(
     if nans and not skipna:
         return plan.nan(x.dtype)
     if n == 0:
-        raise ValueError("cannot take a quantile of an empty array" + (" (all NaN)" if nans else ""))
+        raise ValueError(
+            "cannot take a quantile of an empty array" + (" (all NaN)" if nans else "")
+        )
     return plan.finish(x.dtype, n, stats.__getitem__)
 
 
-def _order_statistics(x: da.Array, ranks_of: Callable[[int], list[int]], gather_limit: int,
-                      holder: dict[str, int]) -> tuple[int, int, dict[int, Any]]:
+def _order_statistics(
+    x: da.Array, ranks_of: Callable[[int], list[int]], gather_limit: int, holder: dict[str, int]
+) -> tuple[int, int, dict[int, Any]]:
     """(n non-NaN, NaN count, {rank: element}) for the ranks ``ranks_of(n)``
     (asked after the first pass, which also stores the NaN count in
     ``holder["nans"]``)."""
@@ -249,7 +271,9 @@ def _order_statistics(x: da.Array, ranks_of: Callable[[int], list[int]], gather_
         return 0, 0, {}
     w = x.dtype.itemsize * 8
     D = _digits(x.dtype)
-    nans_, hist = dask.compute(_tree([dask.delayed(_hist)(b, 0, [0]) for b in blocks], _add_hists))[0]
+    nans_, hist = dask.compute(_tree([dask.delayed(_hist)(b, 0, [0]) for b in blocks], _add_hists))[
+        0
+    ]
     holder["nans"] = nans = int(nans_)
     n = int(hist.sum())
     wanted = sorted(set(ranks_of(n)))
@@ -274,7 +298,9 @@ def _order_statistics(x: da.Array, ranks_of: Callable[[int], list[int]], gather_
         prefixes = sorted({s[1] for s in state})
         if max(counts) <= gather_limit:
             break
-        _, hist = dask.compute(_tree([dask.delayed(_hist)(b, done, prefixes) for b in blocks], _add_hists))[0]
+        _, hist = dask.compute(
+            _tree([dask.delayed(_hist)(b, done, prefixes) for b in blocks], _add_hists)
+        )[0]
     parts = dask.compute(*[dask.delayed(_bucket)(b, done, prefixes) for b in blocks])
     out = {}
     for s in state:
@@ -285,7 +311,9 @@ def _order_statistics(x: da.Array, ranks_of: Callable[[int], list[int]], gather_
     return n, nans, out
 
 
-def median(x: Source, *, skipna: bool = False, gather_limit: int = 1 << 22, what: str = "features") -> Any:
+def median(
+    x: Source, *, skipna: bool = False, gather_limit: int = 1 << 22, what: str = "features"
+) -> Any:
     """Exact median of all elements, equal to ``np.median`` (``np.nanmedian``
     with ``skipna``): the middle element, or the mean of the two middle
     ones (``float64`` for integers, the element type for floats)."""
@@ -308,7 +336,9 @@ def median(x: Source, *, skipna: bool = False, gather_limit: int = 1 << 22, what
 # ----- data-parallel training --------------------------------------------------------
 
 
-def _chunk_gradient(X: np.ndarray[Any, Any], y: np.ndarray[Any, Any], w: np.ndarray[Any, Any], b: float) -> tuple[np.ndarray[Any, Any], float, float, int]:
+def _chunk_gradient(
+    X: np.ndarray[Any, Any], y: np.ndarray[Any, Any], w: np.ndarray[Any, Any], b: float
+) -> tuple[np.ndarray[Any, Any], float, float, int]:
     from .ml import sigmoid
 
     X = np.asarray(X, dtype=np.float32)
@@ -374,7 +404,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--lr", type=float, default=0.5)
     ap.add_argument("--l2", type=float, default=0.0)
-    ap.add_argument("-q", type=float, action="append", help="quantile(s) in [0, 1] (command quantile)")
+    ap.add_argument(
+        "-q", type=float, action="append", help="quantile(s) in [0, 1] (command quantile)"
+    )
     args = ap.parse_args(argv)
     chunks: Any = args.chunks if args.chunks == "auto" else int(args.chunks)
 
@@ -395,8 +427,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         import distributed
 
         if args.scheduler == "local":
-            with distributed.LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
-                                          dashboard_address=None) as cluster, distributed.Client(cluster):
+            with (
+                distributed.LocalCluster(
+                    n_workers=args.workers,
+                    threads_per_worker=1,
+                    processes=True,
+                    dashboard_address=None,
+                ) as cluster,
+                distributed.Client(cluster),
+            ):
                 out = run()
         else:
             with distributed.Client(args.scheduler):

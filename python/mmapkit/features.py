@@ -60,7 +60,12 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _columns
-from ._native import FormatError, page_size as _page_size, remove_stale_temp_files, write_file_atomic
+from ._native import (
+    FormatError,
+    page_size as _page_size,
+    remove_stale_temp_files,
+    write_file_atomic,
+)
 from .store import ArrayStore
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -101,7 +106,9 @@ def _plain_dtype(dtype: npt.DTypeLike, what: str) -> np.dtype[Any]:
     return dt
 
 
-def batch_order(n: int, batch_size: int, seed: Any = None, block_size: Optional[int] = None) -> npt.NDArray[np.uint64]:
+def batch_order(
+    n: int, batch_size: int, seed: Any = None, block_size: Optional[int] = None
+) -> npt.NDArray[np.uint64]:
     """The row order of one shuffled epoch over ``n`` rows: a seeded
     permutation of contiguous blocks of ``block_size`` rows (default
     ``max(1, batch_size // 8)``, so each batch mixes about 8 blocks from
@@ -191,8 +198,15 @@ class FeatureStore:
         return os.path.join(self._path, META)
 
     def _create(self, dim: Optional[int], dtype: npt.DTypeLike, label_dtype: npt.DTypeLike) -> None:
-        if dim is None or isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1:
-            raise ValueError(f"{self._path}: creating a FeatureStore needs dim, a positive integer (got {dim!r})")
+        if (
+            dim is None
+            or isinstance(dim, bool)
+            or not isinstance(dim, (int, np.integer))
+            or dim < 1
+        ):
+            raise ValueError(
+                f"{self._path}: creating a FeatureStore needs dim, a positive integer (got {dim!r})"
+            )
         dt = _float_dtype(dtype, "dtype")
         ldt = _plain_dtype(label_dtype, "label_dtype")
         if os.path.exists(self._path) and not os.path.isdir(self._path):
@@ -210,24 +224,39 @@ class FeatureStore:
         ArrayStore.create(os.path.join(self._path, FEATURES), dt, (int(dim),)).close()
         ArrayStore.create(os.path.join(self._path, LABELS), ldt).close()
         self._write_meta(
-            {"dim": int(dim), "dtype": np.lib.format.dtype_to_descr(dt), "label_dtype": np.lib.format.dtype_to_descr(ldt)},
+            {
+                "dim": int(dim),
+                "dtype": np.lib.format.dtype_to_descr(dt),
+                "label_dtype": np.lib.format.dtype_to_descr(ldt),
+            },
             0,
         )
 
     def _write_meta(self, schema: dict[str, Any], rows: int) -> None:
-        meta = {"format": FORMAT, "version": VERSION, **schema, "rows": int(rows),
-                "features": FEATURES, "labels": LABELS}
+        meta = {
+            "format": FORMAT,
+            "version": VERSION,
+            **schema,
+            "rows": int(rows),
+            "features": FEATURES,
+            "labels": LABELS,
+        }
         write_file_atomic(self._meta_path, (json.dumps(meta, indent=1) + "\n").encode())
 
     def _schema(self) -> dict[str, Any]:
-        return {"dim": self._dim, "dtype": np.lib.format.dtype_to_descr(self._dtype),
-                "label_dtype": np.lib.format.dtype_to_descr(self._label_dtype)}
+        return {
+            "dim": self._dim,
+            "dtype": np.lib.format.dtype_to_descr(self._dtype),
+            "label_dtype": np.lib.format.dtype_to_descr(self._label_dtype),
+        }
 
     def _read_meta(self) -> dict[str, Any]:
         p = self._meta_path
         if not os.path.isdir(self._path):
             if os.path.exists(self._path):
-                raise NotADirectoryError(20, "not a FeatureStore (a FeatureStore is a directory)", self._path)
+                raise NotADirectoryError(
+                    20, "not a FeatureStore (a FeatureStore is a directory)", self._path
+                )
             raise FileNotFoundError(2, "no such FeatureStore", self._path)
         try:
             with open(p, "rb") as f:
@@ -239,13 +268,17 @@ class FeatureStore:
         if not isinstance(meta, dict) or meta.get("format") != FORMAT:
             raise FormatError(f"{p}: not a FeatureStore's {META} (format is not {FORMAT!r})")
         if meta.get("version") != VERSION:
-            raise FormatError(f"{p}: FeatureStore format version {meta.get('version')!r} is not supported (this is {VERSION})")
+            raise FormatError(
+                f"{p}: FeatureStore format version {meta.get('version')!r} is not supported (this is {VERSION})"
+            )
         try:
             dim, rows = meta["dim"], meta["rows"]
             if not (isinstance(dim, int) and dim >= 1 and isinstance(rows, int) and rows >= 0):
                 raise ValueError("dim must be a positive integer and rows a non-negative integer")
             meta["dtype"] = _float_dtype(np.lib.format.descr_to_dtype(meta["dtype"]), "dtype")
-            meta["label_dtype"] = _plain_dtype(np.lib.format.descr_to_dtype(meta["label_dtype"]), "label_dtype")
+            meta["label_dtype"] = _plain_dtype(
+                np.lib.format.descr_to_dtype(meta["label_dtype"]), "label_dtype"
+            )
         except (KeyError, ValueError, TypeError) as e:
             raise FormatError(f"{p}: bad schema ({type(e).__name__}: {e})") from None
         return meta
@@ -253,12 +286,18 @@ class FeatureStore:
     def _check_arrays(self) -> None:
         f, l = self._features, self._labels
         if f.row_shape != (self._dim,) or f.dtype != self._dtype:
-            raise FormatError(f"{f.path}: holds rows of {f.row_shape} {f.dtype}, but {META} says ({self._dim},) {self._dtype}")
+            raise FormatError(
+                f"{f.path}: holds rows of {f.row_shape} {f.dtype}, but {META} says ({self._dim},) {self._dtype}"
+            )
         if l.row_shape != () or l.dtype != self._label_dtype:
-            raise FormatError(f"{l.path}: holds rows of {l.row_shape} {l.dtype}, but {META} says () {self._label_dtype}")
+            raise FormatError(
+                f"{l.path}: holds rows of {l.row_shape} {l.dtype}, but {META} says () {self._label_dtype}"
+            )
         for a in (f, l):
             if len(a) < self._n:
-                raise FormatError(f"{a.path}: has {len(a)} rows, fewer than the {self._n} {META} commits (damaged?)")
+                raise FormatError(
+                    f"{a.path}: has {len(a)} rows, fewer than the {self._n} {META} commits (damaged?)"
+                )
 
     # ----- writing --------------------------------------------------------
 
@@ -270,16 +309,24 @@ class FeatureStore:
         is committed (the partial rows are cut off again)."""
         self._need_open()
         if self._mode != "r+":
-            raise OSError(9, "FeatureStore opened read-only (mode 'r'); open with 'r+', 'w' or 'a' to add", self._path)
+            raise OSError(
+                9,
+                "FeatureStore opened read-only (mode 'r'); open with 'r+', 'w' or 'a' to add",
+                self._path,
+            )
         X = np.asarray(vectors, dtype=self._dtype)
         y = np.asarray(labels, dtype=self._label_dtype)
         if X.ndim == 1 and X.shape[0] == self._dim:
             X = X[None, :]
         if X.ndim != 2 or X.shape[1] != self._dim:
-            raise ValueError(f"{self._path}: vectors must have shape (m, {self._dim}), got {np.shape(vectors)}")
+            raise ValueError(
+                f"{self._path}: vectors must have shape (m, {self._dim}), got {np.shape(vectors)}"
+            )
         y = y.reshape(-1) if y.ndim == 0 else y
         if y.ndim != 1 or y.shape[0] != X.shape[0]:
-            raise ValueError(f"{self._path}: labels must have shape ({X.shape[0]},) to match the vectors, got {np.shape(labels)}")
+            raise ValueError(
+                f"{self._path}: labels must have shape ({X.shape[0]},) to match the vectors, got {np.shape(labels)}"
+            )
         if X.shape[0] == 0:
             return self._n
         new = self._n + X.shape[0]
@@ -309,13 +356,21 @@ class FeatureStore:
         if self._mode == "r+":
             return self._n
         meta = self._read_meta()
-        if (int(meta["dim"]), meta["dtype"], meta["label_dtype"]) != (self._dim, self._dtype, self._label_dtype):
-            raise FormatError(f"{self._meta_path}: the schema changed (was the store re-created?); open it again")
+        if (int(meta["dim"]), meta["dtype"], meta["label_dtype"]) != (
+            self._dim,
+            self._dtype,
+            self._label_dtype,
+        ):
+            raise FormatError(
+                f"{self._meta_path}: the schema changed (was the store re-created?); open it again"
+            )
         for name in ("_features", "_labels"):
             a: ArrayStore = getattr(self, name)
             try:
                 if _inode(a.path) != self._inodes[a.path]:
-                    raise FormatError(f"{a.path}: replaced")  # re-created ("w"): not our mapping's file
+                    raise FormatError(
+                        f"{a.path}: replaced"
+                    )  # re-created ("w"): not our mapping's file
                 a.refresh()
             except FormatError:
                 # The file was replaced, or a writer cut off rows a dead
@@ -339,7 +394,9 @@ class FeatureStore:
         if e < 0:
             e += n
         if not 0 <= s <= e <= n:
-            raise ValueError(f"{self._path}: rows [{start}, {end}) are out of range for a store of {n} rows")
+            raise ValueError(
+                f"{self._path}: rows [{start}, {end}) are out of range for a store of {n} rows"
+            )
         return s, e
 
     def get(self, start: int = 0, end: Optional[int] = None) -> Batch:
@@ -371,7 +428,9 @@ class FeatureStore:
         idx = np.ascontiguousarray(rows, dtype=np.int64).reshape(-1)
         if idx.size and (idx.min() < 0 or idx.max() >= self._n):
             bad = idx[(idx < 0) | (idx >= self._n)][0]
-            raise ValueError(f"{self._path}: row {bad} is out of range for a store of {self._n} rows")
+            raise ValueError(
+                f"{self._path}: row {bad} is out of range for a store of {self._n} rows"
+            )
         u = idx.view(np.uint64)
         X = np.empty((idx.size, self._dim), dtype=self._dtype)
         y = np.empty(idx.size, dtype=self._label_dtype)
@@ -423,8 +482,10 @@ class FeatureStore:
         """
         bs = batch_size
         return (
-            (X[s:s + bs], y[s:s + bs])
-            for X, y, _ in self._batch_groups(batch_size, shuffle, seed, drop_last, prefetch, block_size=block_size)
+            (X[s : s + bs], y[s : s + bs])
+            for X, y, _ in self._batch_groups(
+                batch_size, shuffle, seed, drop_last, prefetch, block_size=block_size
+            )
             for s in range(0, len(y), bs)
         )
 
@@ -458,9 +519,13 @@ class FeatureStore:
                 return ((X[lo:hi], y[lo:hi], batch_size) for lo, hi in bounds)
             return self._prefetched(bounds, lambda b: self._touched(X, y, b, batch_size), prefetch)
         order = batch_order(n, batch_size, seed, block_size).view(np.int64)
-        return self._prefetched(bounds, lambda b: (*self.take(order[b[0]:b[1]]), batch_size), prefetch)
+        return self._prefetched(
+            bounds, lambda b: (*self.take(order[b[0] : b[1]]), batch_size), prefetch
+        )
 
-    def _touched(self, X: np.ndarray[Any, Any], y: np.ndarray[Any, Any], b: tuple[int, int], batch_size: int) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], int]:
+    def _touched(
+        self, X: np.ndarray[Any, Any], y: np.ndarray[Any, Any], b: tuple[int, int], batch_size: int
+    ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], int]:
         """Rows ``[lo, hi)`` as views, after reading one byte of each page."""
         lo, hi = b
         page = _page_size()
@@ -470,7 +535,9 @@ class FeatureStore:
                 v[::page].max()
         return X[lo:hi], y[lo:hi], batch_size
 
-    def _prefetched(self, bounds: Sequence[tuple[int, int]], make: Any, prefetch: int) -> Iterator[Any]:
+    def _prefetched(
+        self, bounds: Sequence[tuple[int, int]], make: Any, prefetch: int
+    ) -> Iterator[Any]:
         """``make(b)`` for each group, in order. While the groups' pages
         are in the page cache they are made in the caller's thread: a
         prefetch thread would only add hand-offs (measured at d = 64,
@@ -547,8 +614,14 @@ class FeatureStore:
         self._need_open()
         return _columns.describe(self.features, ddof)
 
-    def quantile(self, q: Union[float, Sequence[float], npt.NDArray[Any]], *, method: str = "linear",
-                 memory: int = 256 << 20, threads: Optional[int] = None) -> Any:
+    def quantile(
+        self,
+        q: Union[float, Sequence[float], npt.NDArray[Any]],
+        *,
+        method: str = "linear",
+        memory: int = 256 << 20,
+        threads: Optional[int] = None,
+    ) -> Any:
         """Exact per-feature quantile(s), equal to ``np.quantile(X, q, axis=0,
         method=method)`` (``"linear"`` or ``"inverted_cdf"``; shape
         ``(dim,)`` for a scalar ``q``, ``(len(q), dim)`` for a sequence; a
@@ -569,7 +642,9 @@ class FeatureStore:
             raise ValueError(f"{self._path}: the store is empty (no quantiles)")
         return _columns.quantile(self.features, q, method, memory, threads)
 
-    def median(self, *, memory: int = 256 << 20, threads: Optional[int] = None) -> np.ndarray[Any, Any]:
+    def median(
+        self, *, memory: int = 256 << 20, threads: Optional[int] = None
+    ) -> np.ndarray[Any, Any]:
         """Exact per-feature median, equal to ``np.median(X, axis=0)``
         (``memory`` as in :meth:`quantile`)."""
         self._need_open()
@@ -652,7 +727,11 @@ _disk_reads = _thread_disk_reads if hasattr(resource, "RUSAGE_THREAD") else None
 
 
 def _check_batch_size(batch_size: int) -> None:
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+    if (
+        isinstance(batch_size, bool)
+        or not isinstance(batch_size, (int, np.integer))
+        or batch_size < 1
+    ):
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
 
 
@@ -667,7 +746,9 @@ def _refuse_if_written(path: str) -> None:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise BlockingIOError(errno.EWOULDBLOCK, "a writer has this FeatureStore open; cannot re-create it", path) from None
+            raise BlockingIOError(
+                errno.EWOULDBLOCK, "a writer has this FeatureStore open; cannot re-create it", path
+            ) from None
         fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)

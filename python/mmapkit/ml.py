@@ -54,7 +54,9 @@ def sigmoid(z: npt.NDArray[Any]) -> npt.NDArray[Any]:
 class _Progress:
     """A one-line progress bar on a terminal (stderr), or nothing."""
 
-    def __init__(self, enabled: Optional[bool], total: int, stream: Optional[TextIO] = None) -> None:
+    def __init__(
+        self, enabled: Optional[bool], total: int, stream: Optional[TextIO] = None
+    ) -> None:
         stream = sys.stderr if stream is None else stream
         self.on = (stream.isatty() if enabled is None else enabled) and total > 0
         self.total, self.done, self.stream = total, 0, stream
@@ -103,7 +105,14 @@ class _Kernel:
         gw, gb = g[:d], g[d:].reshape(())
         shrink = np.full(d + 1, 1 - 2 * lr * l2, dtype=np.float32) if l2 else None
         bufs: dict[int, tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]] = {}
-        dot, add, tanh, sub, mul, addsum = np.dot, np.add, np.tanh, np.subtract, np.multiply, np.add.reduce
+        dot, add, tanh, sub, mul, addsum = (
+            np.dot,
+            np.add,
+            np.tanh,
+            np.subtract,
+            np.multiply,
+            np.add.reduce,
+        )
 
         def step(X: npt.NDArray[np.float32], y2: npt.NDArray[np.float32]) -> None:
             m = X.shape[0]
@@ -137,7 +146,13 @@ class StreamingLogisticRegression:
     (``float32``) and ``n_steps_`` (updates made) are set.
     """
 
-    def __init__(self, l2: float = 0.0, lr: float = 0.01, reduction: str = "sum", progress: Optional[bool] = None) -> None:
+    def __init__(
+        self,
+        l2: float = 0.0,
+        lr: float = 0.01,
+        reduction: str = "sum",
+        progress: Optional[bool] = None,
+    ) -> None:
         if reduction not in ("sum", "mean"):
             raise ValueError(f"reduction must be 'sum' or 'mean', got {reduction!r}")
         if l2 < 0 or lr <= 0:
@@ -170,7 +185,11 @@ class StreamingLogisticRegression:
     def coef_(self, w: npt.ArrayLike) -> None:
         # Kept for code that sets weights directly (a warm start).
         w = np.asarray(w, dtype=np.float32).reshape(-1)
-        b = self._theta[-1] if self._theta is not None and len(self._theta) == len(w) + 1 else np.float32(0)
+        b = (
+            self._theta[-1]
+            if self._theta is not None and len(self._theta) == len(w) + 1
+            else np.float32(0)
+        )
         self._theta = np.append(w * np.float32(0.5), b).astype(np.float32)
         self._kernel = None
 
@@ -192,7 +211,9 @@ class StreamingLogisticRegression:
             k = self._kernel = _Kernel(self._theta, lr, self.l2, self.reduction == "mean")
         return k
 
-    def _train(self, groups: Any, lr: float, bar: Optional[_Progress] = None, label: str = "") -> None:
+    def _train(
+        self, groups: Any, lr: float, bar: Optional[_Progress] = None, label: str = ""
+    ) -> None:
         """One update per batch of each group ``(X, y, batch_size)``:
         consecutive batches of ``batch_size`` rows (the last may be
         short). Label-only work (``2y − 1``, the dtype) is done once per
@@ -206,7 +227,7 @@ class StreamingLogisticRegression:
             y2 = np.multiply(y, 2, dtype=np.float32)
             y2 -= 1
             for s in range(0, m, bs):
-                step(X[s:s + bs], y2[s:s + bs])
+                step(X[s : s + bs], y2[s : s + bs])
             self.n_steps_ += -(-m // bs)
             if bar is not None:
                 bar.step(m, label)
@@ -222,7 +243,9 @@ class StreamingLogisticRegression:
             raise ValueError(f"X has {X.shape[1]} features, the model {self._theta.shape[0] - 1}")
         return X, y
 
-    def partial_fit(self, X: npt.ArrayLike, y: npt.ArrayLike, lr: Optional[float] = None) -> "StreamingLogisticRegression":
+    def partial_fit(
+        self, X: npt.ArrayLike, y: npt.ArrayLike, lr: Optional[float] = None
+    ) -> "StreamingLogisticRegression":
         """One update on the batch ``(X, y)`` (weights start at zero on the
         first call)."""
         Xa, ya = self._check_xy(X, y)
@@ -254,7 +277,9 @@ class StreamingLogisticRegression:
             raise ValueError(f"epochs must be >= 0, got {epochs}")
         eta = self.lr if lr is None else float(lr)
         self._init(int(store.dim))
-        seeds: list[Any] = list(np.random.SeedSequence(seed).spawn(epochs)) if shuffle else [None] * epochs
+        seeds: list[Any] = (
+            list(np.random.SeedSequence(seed).spawn(epochs)) if shuffle else [None] * epochs
+        )
         bar = _Progress(self.progress, epochs * len(store))
         # A FeatureStore hands over whole groups of batches (see _train);
         # any other store's batches are groups of one.
@@ -265,7 +290,11 @@ class StreamingLogisticRegression:
                 if groups is not None:
                     it = groups(batch_size, **kw)
                 else:
-                    it = ((np.asarray(X), np.asarray(y), len(y)) for X, y in store.batches(batch_size, **kw) if len(y))
+                    it = (
+                        (np.asarray(X), np.asarray(y), len(y))
+                        for X, y in store.batches(batch_size, **kw)
+                        if len(y)
+                    )
                 self._train(it, eta, bar if bar.on else None, f"epoch {e + 1}/{epochs}")
         finally:
             bar.end()
@@ -276,7 +305,9 @@ class StreamingLogisticRegression:
     def _need_fit(self) -> npt.NDArray[np.float32]:
         w = self.coef_
         if w is None:
-            raise ValueError("this StreamingLogisticRegression is not fitted yet: call fit or partial_fit")
+            raise ValueError(
+                "this StreamingLogisticRegression is not fitted yet: call fit or partial_fit"
+            )
         return w
 
     def decision_function(self, X: npt.ArrayLike) -> npt.NDArray[np.float32]:
@@ -296,10 +327,15 @@ class StreamingLogisticRegression:
     def _batches(self, data: Any, y: Any, batch_size: int) -> Any:
         if y is not None:
             X, ya = self._check_xy(data, y)
-            return ((X[s:s + batch_size], ya[s:s + batch_size]) for s in range(0, X.shape[0], batch_size))
+            return (
+                (X[s : s + batch_size], ya[s : s + batch_size])
+                for s in range(0, X.shape[0], batch_size)
+            )
         return data.batches(batch_size)
 
-    def score(self, data: Any, y: Optional[npt.ArrayLike] = None, *, batch_size: int = 65536) -> float:
+    def score(
+        self, data: Any, y: Optional[npt.ArrayLike] = None, *, batch_size: int = 65536
+    ) -> float:
         """Accuracy on ``(X, y)`` or on a store (one streaming pass)."""
         self._need_fit()
         right = total = 0
@@ -308,7 +344,9 @@ class StreamingLogisticRegression:
             total += X.shape[0]
         return right / total if total else float("nan")
 
-    def loss(self, data: Any, y: Optional[npt.ArrayLike] = None, *, batch_size: int = 65536) -> float:
+    def loss(
+        self, data: Any, y: Optional[npt.ArrayLike] = None, *, batch_size: int = 65536
+    ) -> float:
         """Mean log loss over a store (or ``(X, y)``) in one streaming pass,
         plus ``l2·(‖w‖² + b²)``: ``mean(log(1 + e^z) − y·z) + λ‖θ‖²``
         (computed stably, accumulated in ``float64``)."""

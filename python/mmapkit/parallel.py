@@ -58,7 +58,13 @@ def _source(array: Any) -> tuple[Any, ...]:
         start = array.offset - array.offset % _mmap.ALLOCATIONGRANULARITY
         base = np.frombuffer(mm, np.uint8).ctypes.data
         offset = start + (array.ctypes.data - base)
-        return ("memmap", array.filename, array.dtype.str if not array.dtype.fields else array.dtype.descr, offset, array.shape)
+        return (
+            "memmap",
+            array.filename,
+            array.dtype.str if not array.dtype.fields else array.dtype.descr,
+            offset,
+            array.shape,
+        )
     raise TypeError(
         f"map_chunks maps the array in each worker by path; got {type(array).__name__}. "
         "Use an ArrayStore, a SharedArray (SharedArray.from_array copies an array once), "
@@ -129,7 +135,9 @@ def map_chunks(
     # A ProcessPoolExecutor, not a multiprocessing.Pool: when a worker dies
     # (os._exit, SIGKILL, the OOM killer) the Pool silently replaces it and
     # waits forever for the lost task; the executor raises BrokenProcessPool.
-    with ProcessPoolExecutor(min(procs, len(bounds)), mp_context=ctx, initializer=_init, initargs=(src, func)) as pool:
+    with ProcessPoolExecutor(
+        min(procs, len(bounds)), mp_context=ctx, initializer=_init, initargs=(src, func)
+    ) as pool:
         return list(pool.map(_run, bounds))
 
 
@@ -137,4 +145,3 @@ def _init_clear() -> None:
     global _ARRAY, _FUNC
     _ARRAY = None
     _FUNC = None
-

@@ -29,7 +29,14 @@ from typing import Optional, Union
 
 from ._native import DivergedError, LogServer, ReplicationError, SnapshotRequiredError, log_follow
 
-__all__ = ["Server", "serve", "follow", "ReplicationError", "SnapshotRequiredError", "DivergedError"]
+__all__ = [
+    "Server",
+    "serve",
+    "follow",
+    "ReplicationError",
+    "SnapshotRequiredError",
+    "DivergedError",
+]
 
 _Path = Union[str, "os.PathLike[str]"]
 

@@ -65,7 +65,9 @@ class SharedArray(NpyFacade):
         self._shape = tuple(int(d) for d in seg.shape)
         expect = self._dtype.itemsize * math.prod(self._shape)
         if seg.nbytes < expect:
-            raise ValueError(f"{seg.path}: segment holds {seg.nbytes} bytes, {self._shape} of {self._dtype} needs {expect}")
+            raise ValueError(
+                f"{seg.path}: segment holds {seg.nbytes} bytes, {self._shape} of {self._dtype} needs {expect}"
+            )
 
     @classmethod
     def create(
@@ -89,7 +91,14 @@ class SharedArray(NpyFacade):
         return cls(SharedSegment.create(path, _descr(dt), dt.itemsize, list(full), unlink_on_close))
 
     @classmethod
-    def from_array(cls, name: str, array: npt.ArrayLike, *, dir: Optional[PathLike] = None, unlink_on_close: bool = True) -> "SharedArray":
+    def from_array(
+        cls,
+        name: str,
+        array: npt.ArrayLike,
+        *,
+        dir: Optional[PathLike] = None,
+        unlink_on_close: bool = True,
+    ) -> "SharedArray":
         """Create segment ``name`` holding a copy of ``array``."""
         a = np.asarray(array)
         out = cls.create(name, a.shape, a.dtype, dir=dir, unlink_on_close=unlink_on_close)
@@ -124,7 +133,9 @@ class SharedArray(NpyFacade):
         return out
 
     @classmethod
-    def anonymous(cls, shape: Union[int, tuple[int, ...], list[int]], dtype: npt.DTypeLike = np.float64) -> "SharedArray":
+    def anonymous(
+        cls, shape: Union[int, tuple[int, ...], list[int]], dtype: npt.DTypeLike = np.float64
+    ) -> "SharedArray":
         """An unnamed zeroed segment (memfd), shared with children forked later."""
         dt, sub = _split_dtype(dtype, ())
         return cls(SharedSegment.anonymous(_descr(dt), dt.itemsize, list(_shape(shape) + sub)))
@@ -134,7 +145,9 @@ class SharedArray(NpyFacade):
     def numpy(self) -> np.ndarray[Any, Any]:
         """A zero-copy view (read-only for read-only attachments)."""
         count = math.prod(self._shape)  # exact ints: np.prod costs more than the rest of numpy()
-        return np.frombuffer(memoryview(self._core), dtype=self._dtype, count=count).reshape(self._shape)
+        return np.frombuffer(memoryview(self._core), dtype=self._dtype, count=count).reshape(
+            self._shape
+        )
 
     def __len__(self) -> int:
         return self._shape[0] if self._shape else 0

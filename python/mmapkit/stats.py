@@ -86,8 +86,9 @@ __all__ = ["histogram", "max", "mean", "median", "min", "quantile", "std", "sum"
 Source = Union[npt.ArrayLike, str, "os.PathLike[str]"]
 
 
-def _src(a: Any, dtype: Any, offset: int, count: Optional[int],
-         strategy: Optional[str] = None) -> tuple[Any, dict[str, Any]]:
+def _src(
+    a: Any, dtype: Any, offset: int, count: Optional[int], strategy: Optional[str] = None
+) -> tuple[Any, dict[str, Any]]:
     """The native source (array or path) and the path-only keyword arguments."""
     if isinstance(a, (str, os.PathLike)):
         kw: dict[str, Any] = {"offset": offset, "count": count, "strategy": strategy}
@@ -108,8 +109,9 @@ def _src(a: Any, dtype: Any, offset: int, count: Optional[int],
     return arr, {}
 
 
-def _rows(a: Any, dtype: Any, offset: int, count: Optional[int], skipna: bool,
-          axis: Optional[int]) -> Optional[tuple[np.ndarray[Any, Any], tuple[int, ...]]]:
+def _rows(
+    a: Any, dtype: Any, offset: int, count: Optional[int], skipna: bool, axis: Optional[int]
+) -> Optional[tuple[np.ndarray[Any, Any], tuple[int, ...]]]:
     """For ``axis=0``: the input as a 2-D array of rows (a mapping for a
     path) and the shape of one row; ``None`` to reduce the whole input
     (``axis=None``, or a 1-D input, whose ``axis=0`` is the whole)."""
@@ -123,7 +125,9 @@ def _rows(a: Any, dtype: Any, offset: int, count: Optional[int], skipna: bool,
     if X.ndim <= 1:
         return None
     if skipna:
-        raise ValueError("skipna applies to axis=None only (with axis=0 a column holding a NaN gives NaN)")
+        raise ValueError(
+            "skipna applies to axis=None only (with axis=0 a column holding a NaN gives NaN)"
+        )
     return X.reshape(X.shape[0], int(np.prod(X.shape[1:]))), X.shape[1:]
 
 
@@ -142,8 +146,16 @@ def _float_type(dtype_name: str) -> type[np.floating[Any]]:
 
 
 def median(
-    a: Source, *, axis: Optional[int] = None, dtype: Any = None, offset: int = 0, count: Optional[int] = None,
-    skipna: bool = False, threads: Optional[int] = None, strategy: Optional[str] = None, memory: int = 256 << 20,
+    a: Source,
+    *,
+    axis: Optional[int] = None,
+    dtype: Any = None,
+    offset: int = 0,
+    count: Optional[int] = None,
+    skipna: bool = False,
+    threads: Optional[int] = None,
+    strategy: Optional[str] = None,
+    memory: int = 256 << 20,
 ) -> Any:
     """Exact median, equal to ``np.median(a)`` (``np.nanmedian`` with
     ``skipna``); per column with ``axis=0``, within about ``memory`` bytes."""
@@ -175,7 +187,8 @@ def quantile(
     offset: int = 0,
     count: Optional[int] = None,
     skipna: bool = False,
-    threads: Optional[int] = None, strategy: Optional[str] = None,
+    threads: Optional[int] = None,
+    strategy: Optional[str] = None,
     memory: int = 256 << 20,
 ) -> Any:
     """Exact quantile(s) ``q`` in [0, 1], equal to ``np.quantile(a, q, method=method)``.
@@ -202,7 +215,9 @@ def quantile(
     # (a "weak" scalar); for arrays and numpy scalars in float64.
     wide = type(q) not in (float, builtins.int)
     qs = [float(x) for x in qa.ravel()]
-    name, values = _native.stats_quantile(src, qs, method=method, wide=wide, skipna=skipna, threads=threads, **kw)
+    name, values = _native.stats_quantile(
+        src, qs, method=method, wide=wide, skipna=skipna, threads=threads, **kw
+    )
     if method == "inverted_cdf":
         out_type: Any = np.dtype(name).type  # an element (NaN only for float data)
     elif wide:
@@ -221,7 +236,8 @@ def histogram(
     dtype: Any = None,
     offset: int = 0,
     count: Optional[int] = None,
-    threads: Optional[int] = None, strategy: Optional[str] = None,
+    threads: Optional[int] = None,
+    strategy: Optional[str] = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.floating[Any]]]:
     """``np.histogram(a, bins, range)`` with ``bins`` equal-width bins: (counts, edges).
 
@@ -240,8 +256,15 @@ def histogram(
 
 
 def _extreme(
-    which: str, a: Source, dtype: Any, offset: int, count: Optional[int], skipna: bool, threads: Optional[int],
-    axis: Optional[int], strategy: Optional[str],
+    which: str,
+    a: Source,
+    dtype: Any,
+    offset: int,
+    count: Optional[int],
+    skipna: bool,
+    threads: Optional[int],
+    axis: Optional[int],
+    strategy: Optional[str],
 ) -> Any:
     rows = _rows(a, dtype, offset, count, skipna, axis)
     if rows is not None:
@@ -256,24 +279,44 @@ def _extreme(
 
 
 def min(
-    a: Source, *, axis: Optional[int] = None, dtype: Any = None, offset: int = 0, count: Optional[int] = None,
-    skipna: bool = False, threads: Optional[int] = None, strategy: Optional[str] = None,
+    a: Source,
+    *,
+    axis: Optional[int] = None,
+    dtype: Any = None,
+    offset: int = 0,
+    count: Optional[int] = None,
+    skipna: bool = False,
+    threads: Optional[int] = None,
+    strategy: Optional[str] = None,
 ) -> Any:
     """Smallest element, like ``np.min`` (``np.nanmin`` with ``skipna``); per column with ``axis=0``."""
     return _extreme("min", a, dtype, offset, count, skipna, threads, axis, strategy)
 
 
 def max(
-    a: Source, *, axis: Optional[int] = None, dtype: Any = None, offset: int = 0, count: Optional[int] = None,
-    skipna: bool = False, threads: Optional[int] = None, strategy: Optional[str] = None,
+    a: Source,
+    *,
+    axis: Optional[int] = None,
+    dtype: Any = None,
+    offset: int = 0,
+    count: Optional[int] = None,
+    skipna: bool = False,
+    threads: Optional[int] = None,
+    strategy: Optional[str] = None,
 ) -> Any:
     """Largest element, like ``np.max`` (``np.nanmax`` with ``skipna``); per column with ``axis=0``."""
     return _extreme("max", a, dtype, offset, count, skipna, threads, axis, strategy)
 
 
 def sum(
-    a: Source, *, dtype: Any = None, offset: int = 0, count: Optional[int] = None, skipna: bool = False,
-    threads: Optional[int] = None, strategy: Optional[str] = None,
+    a: Source,
+    *,
+    dtype: Any = None,
+    offset: int = 0,
+    count: Optional[int] = None,
+    skipna: bool = False,
+    threads: Optional[int] = None,
+    strategy: Optional[str] = None,
 ) -> Union[int, np.float64]:
     """Sum: an exact Python ``int`` for integer input, a compensated ``float64`` for floats."""
     src, kw = _src(a, dtype, offset, count, strategy)
@@ -282,8 +325,15 @@ def sum(
 
 
 def mean(
-    a: Source, *, axis: Optional[int] = None, dtype: Any = None, offset: int = 0, count: Optional[int] = None,
-    skipna: bool = False, threads: Optional[int] = None, strategy: Optional[str] = None,
+    a: Source,
+    *,
+    axis: Optional[int] = None,
+    dtype: Any = None,
+    offset: int = 0,
+    count: Optional[int] = None,
+    skipna: bool = False,
+    threads: Optional[int] = None,
+    strategy: Optional[str] = None,
 ) -> Any:
     """Arithmetic mean as ``float64`` (exact-sum based; NaN with a warning
     when empty); per column with ``axis=0`` (merged per-chunk ``float64``
@@ -301,7 +351,12 @@ def mean(
 
 
 def std(
-    a: Source, *, axis: Optional[int] = None, ddof: int = 0, dtype: Any = None, offset: int = 0,
+    a: Source,
+    *,
+    axis: Optional[int] = None,
+    ddof: int = 0,
+    dtype: Any = None,
+    offset: int = 0,
     count: Optional[int] = None,
 ) -> Any:
     """Standard deviation as ``float64``, like ``np.std(a, axis=axis,
@@ -325,11 +380,18 @@ def _mapped(a: Any, dtype: Any, offset: int, count: Optional[int]) -> np.ndarray
     if isinstance(a, (str, os.PathLike)):
         p = os.fspath(a)
         if dtype is not None:
-            return np.memmap(p, dtype=np.dtype(dtype), mode="r", offset=offset,
-                             shape=None if count is None else (count,))
+            return np.memmap(
+                p,
+                dtype=np.dtype(dtype),
+                mode="r",
+                offset=offset,
+                shape=None if count is None else (count,),
+            )
         if offset or count is not None:
             raise TypeError("offset and count apply to raw files (with dtype), not to .npy files")
-        _native.npy_header(p)  # the core's checks and errors (FormatError naming the file), as without axis
+        _native.npy_header(
+            p
+        )  # the core's checks and errors (FormatError naming the file), as without axis
         return np.load(p, mmap_mode="r")
     if dtype is not None or offset or count is not None:
         raise TypeError("dtype, offset and count apply to paths, not to arrays")

@@ -47,7 +47,9 @@ def sparse(path: PathLike, size: int) -> None:
     _sparse(os.fspath(path), size)
 
 
-def _split_dtype(dtype: npt.DTypeLike, row_shape: Sequence[int]) -> tuple[np.dtype[Any], tuple[int, ...]]:
+def _split_dtype(
+    dtype: npt.DTypeLike, row_shape: Sequence[int]
+) -> tuple[np.dtype[Any], tuple[int, ...]]:
     """numpy's dtype and row shape, with subarray dtypes folded into the shape."""
     dt = np.dtype(dtype)
     shape = tuple(int(d) for d in row_shape)
@@ -55,7 +57,9 @@ def _split_dtype(dtype: npt.DTypeLike, row_shape: Sequence[int]) -> tuple[np.dty
         base, sub = dt.subdtype
         dt, shape = base, tuple(sub) + shape
     if dt.hasobject:
-        raise TypeError(f"dtype {dt} holds Python objects; only plain data can be stored in a mapped file")
+        raise TypeError(
+            f"dtype {dt} holds Python objects; only plain data can be stored in a mapped file"
+        )
     if dt.itemsize == 0:
         raise TypeError(f"dtype {dt} has no size")
     return dt, shape
@@ -86,7 +90,9 @@ def _header_dtype(path: str, descr: Optional[str] = None) -> np.dtype[Any]:
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as e:
         raise FormatError(f"{path}: unsupported dtype {descr} ({e})") from None
     if dt.hasobject:
-        raise FormatError(f"{path}: unsupported dtype {descr} (Python objects, pickled; not plain data)")
+        raise FormatError(
+            f"{path}: unsupported dtype {descr} (Python objects, pickled; not plain data)"
+        )
     return dt
 
 
@@ -136,7 +142,9 @@ class ArrayStore(NpyFacade):
         ``reserve`` is the address space kept for growth in place.
         """
         dt, shape = _split_dtype(dtype, row_shape)
-        core = ArrayStoreCore.create(os.fspath(path), _descr(dt), dt.itemsize, list(shape), capacity, chunk_bytes, reserve)
+        core = ArrayStoreCore.create(
+            os.fspath(path), _descr(dt), dt.itemsize, list(shape), capacity, chunk_bytes, reserve
+        )
         return cls(core, dt, "r+")
 
     @classmethod
@@ -200,7 +208,11 @@ class ArrayStore(NpyFacade):
         update; returns the new length."""
         a = np.asarray(rows, dtype=self._dtype)
         if a.shape[1:] != self._row_shape or a.ndim != len(self._row_shape) + 1:
-            raise ValueError(f"rows must have shape (n, {', '.join(map(str, self._row_shape))}), got {a.shape}".replace(", )", ")"))
+            raise ValueError(
+                f"rows must have shape (n, {', '.join(map(str, self._row_shape))}), got {a.shape}".replace(
+                    ", )", ")"
+                )
+            )
         return self._core.append(_as_bytes(a).data)
 
     def reserve(self, rows: int) -> None:

@@ -72,7 +72,9 @@ class FeatureDataset(torch.utils.data.Dataset[tuple[torch.Tensor, torch.Tensor]]
     """
 
     def __init__(self, store: Union[FeatureStore, PathLike], batch_size: int = 256) -> None:
-        self.path = store.path if isinstance(store, FeatureStore) else os.path.abspath(os.fspath(store))
+        self.path = (
+            store.path if isinstance(store, FeatureStore) else os.path.abspath(os.fspath(store))
+        )
         self.batch_size = int(batch_size)
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
@@ -166,14 +168,17 @@ class FeatureBatchSampler(torch.utils.data.Sampler[Any]):
         if not self._explicit:
             self.epoch += 1
         self._explicit = False
-        bs, stop = self.batch_size, (self.rows // self.batch_size) * self.batch_size if self.drop_last else self.rows
+        bs, stop = (
+            self.batch_size,
+            (self.rows // self.batch_size) * self.batch_size if self.drop_last else self.rows,
+        )
         if not self.shuffle:
             for s in range(0, stop, bs):
                 yield slice(s, min(s + bs, stop))
             return
         order = batch_order(self.rows, bs, self.epoch_seed(epoch), self.block_size).view(np.int64)
         for s in range(0, stop, bs):
-            yield order[s:min(s + bs, stop)]
+            yield order[s : min(s + bs, stop)]
 
 
 def data_loader(

@@ -5,18 +5,45 @@ import json
 import pytest
 
 from bench.contenders import Registry, command_contender
-from bench.harness import (CommandError, Size, capped, fmt_ratio, fmt_seconds, generated_file,
-                           labelled, primed, run_command)
+from bench.harness import (
+    CommandError,
+    Size,
+    capped,
+    fmt_ratio,
+    fmt_seconds,
+    generated_file,
+    labelled,
+    primed,
+    run_command,
+)
 
 
-@pytest.mark.parametrize("t, text", [(0, "0"), (123.4, "123"), (12.34, "12.3"), (1.234, "1.23"),
-                                     (0.1234, "0.123"), (0.0001234, "0.000123")])
+@pytest.mark.parametrize(
+    "t, text",
+    [
+        (0, "0"),
+        (123.4, "123"),
+        (12.34, "12.3"),
+        (1.234, "1.23"),
+        (0.1234, "0.123"),
+        (0.0001234, "0.000123"),
+    ],
+)
 def test_fmt_seconds(t, text):
     assert fmt_seconds(t) == text
 
 
-@pytest.mark.parametrize("r, text", [(0, "0.00"), (123.4, "123"), (12.34, "12.3"), (1.234, "1.23"),
-                                     (0.1234, "0.12"), (0.01234, "0.012")])
+@pytest.mark.parametrize(
+    "r, text",
+    [
+        (0, "0.00"),
+        (123.4, "123"),
+        (12.34, "12.3"),
+        (1.234, "1.23"),
+        (0.1234, "0.12"),
+        (0.01234, "0.012"),
+    ],
+)
 def test_fmt_ratio(r, text):
     assert fmt_ratio(r) == text
 
@@ -55,18 +82,24 @@ def test_generated_file_is_made_once_and_again_when_stale(tmp_path):
 def test_run_command_reports_the_failing_command_with_its_stderr():
     out, err, rc = run_command(["sh", "-c", "echo hi; echo oops >&2"], stderr=True)
     assert (out, err, rc) == (b"hi\n", b"oops\n", 0)
-    with pytest.raises(CommandError,
-                       match=r"`sh -c 'echo bad >&2; exit 3'` exited with status 3: bad"):
+    with pytest.raises(
+        CommandError, match=r"`sh -c 'echo bad >&2; exit 3'` exited with status 3: bad"
+    ):
         run_command(["sh", "-c", "echo bad >&2; exit 3"])
 
 
 def test_command_contender_runs_and_shows_the_same_argv(tmp_path):
     seen = []
-    c = command_contender("tool", lambda: "/bin/echo", {
-        "count": (lambda argv, p: seen.append((argv, p)) or len(argv), ["-c", "", "FILE"]),
-        "find": (lambda argv, p: argv, ["NEEDLE", "FILE"]),
-    }, fill=lambda a, p: str(p) if a == "FILE" else ("x y" if a == "NEEDLE" else a),
-        commands={"find": "tool NEEDLE < FILE"})
+    c = command_contender(
+        "tool",
+        lambda: "/bin/echo",
+        {
+            "count": (lambda argv, p: seen.append((argv, p)) or len(argv), ["-c", "", "FILE"]),
+            "find": (lambda argv, p: argv, ["NEEDLE", "FILE"]),
+        },
+        fill=lambda a, p: str(p) if a == "FILE" else ("x y" if a == "NEEDLE" else a),
+        commands={"find": "tool NEEDLE < FILE"},
+    )
     assert c.commands == {"count": "tool -c '' FILE", "find": "tool NEEDLE < FILE"}
     impls = c.resolve()
     assert impls["count"](tmp_path / "f") == 4

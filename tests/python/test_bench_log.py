@@ -11,7 +11,10 @@ from bench.harness import RunOptions, failures, run_suite
 from bench.report import text_tables
 from bench.suites.log import GO_BIN, RUST_BIN, LogSuite, Workload
 
-TINY = {"tiny": Workload("tiny", 2_000, 50), "tiny-4KiB": Workload("tiny-4KiB", 200, 4096, sync=False)}
+TINY = {
+    "tiny": Workload("tiny", 2_000, 50),
+    "tiny-4KiB": Workload("tiny-4KiB", 200, 4096, sync=False),
+}
 TASKS = ("append", "read", "append_sync", "append_sync_4")
 
 
@@ -39,9 +42,14 @@ def test_baseline_and_mmapkit_run_and_are_verified(doc, contender):
     assert all(r["times"] and r["times"][0] > 0 for r in ran)
 
 
-PEERS = {"raft-engine": RUST_BIN / "log-raft-engine", "commitlog": RUST_BIN / "log-commitlog",
-         "tidwall/wal": GO_BIN / "log-tidwall", "etcd/wal": GO_BIN / "log-etcd",
-         "disk limit": RUST_BIN / "log-baseline", "driver loop (no log)": RUST_BIN / "log-null"}
+PEERS = {
+    "raft-engine": RUST_BIN / "log-raft-engine",
+    "commitlog": RUST_BIN / "log-commitlog",
+    "tidwall/wal": GO_BIN / "log-tidwall",
+    "etcd/wal": GO_BIN / "log-etcd",
+    "disk limit": RUST_BIN / "log-baseline",
+    "driver loop (no log)": RUST_BIN / "log-null",
+}
 
 
 @pytest.mark.parametrize("peer", list(PEERS))
@@ -57,8 +65,11 @@ def test_peer_runs_and_is_verified(doc, peer):
 
 def test_no_failures_and_group_commit_counts(doc):
     assert not failures(doc)
-    syncs = {r["contender"]: r["metrics"]["syncs"]["max"] for r in doc["results"]
-             if r["task"] == "append_sync" and r["status"] == "ok"}
+    syncs = {
+        r["contender"]: r["metrics"]["syncs"]["max"]
+        for r in doc["results"]
+        if r["task"] == "append_sync" and r["status"] == "ok"
+    }
     assert syncs["baseline"] == syncs["mmapkit"] == 20  # one per batch
     assert doc["targets"], "the targets table is built"
 
@@ -84,8 +95,12 @@ def test_a_wrong_answer_is_caught(tmp_path):
         return real(path, {**r, "crc": r["crc"] ^ 1} if r.get("driver") == "mmapkit" else r)
 
     suite.tasks[0].check = tampered
-    d = run_suite(suite, RunOptions(repeat=1, caches=("warm",), data_dir=tmp_path,
-                                    tasks=["append"]))
-    status = {r["contender"]: r["status"] for r in d["results"] if r["task"] == "append"
-              and r["cache"] == "warm"}
+    d = run_suite(
+        suite, RunOptions(repeat=1, caches=("warm",), data_dir=tmp_path, tasks=["append"])
+    )
+    status = {
+        r["contender"]: r["status"]
+        for r in d["results"]
+        if r["task"] == "append" and r["cache"] == "warm"
+    }
     assert status["mmapkit"] == "wrong" and status["baseline"] == "ok", status

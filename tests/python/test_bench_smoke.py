@@ -13,9 +13,25 @@ ROOT = Path(__file__).resolve().parents[2]
 def run_bench(tmp_path: Path, suite: str, *args: str, env: dict | None = None) -> dict:
     """Runs one suite into tmp_path; returns its results document."""
     r = subprocess.run(
-        [sys.executable, "-m", "bench", suite, *args, "--repeat", "1", "--cache", "warm",
-         "--data-dir", str(tmp_path / "data"), "--results-dir", str(tmp_path)],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            suite,
+            *args,
+            "--repeat",
+            "1",
+            "--cache",
+            "warm",
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--results-dir",
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
         env={**os.environ, **(env or {})},
     )
     assert r.returncode == 0, r.stderr[-3000:]
@@ -29,8 +45,9 @@ def warm(doc: dict, size: str | None = None) -> list[dict]:
 
 def not_ok(cells: list[dict]) -> list[dict]:
     """Cells that failed (a contender without this task is not a failure)."""
-    return [c for c in cells
-            if c["status"] != "ok" and "no implementation" not in c.get("reason", "")]
+    return [
+        c for c in cells if c["status"] != "ok" and "no implementation" not in c.get("reason", "")
+    ]
 
 
 def test_pyio_suite_runs_and_verifies(tmp_path):
@@ -54,12 +71,21 @@ def test_arrays_suite_runs_and_verifies(tmp_path):
     assert not bad, bad
     ok = {(c["task"], c["contender"]) for c in cells if c["status"] == "ok"}
     # The numpy peers, the article's estimator and mmapkit.stats always run.
-    for want in [("open_sum", "np.loadtxt"), ("open_sum", "mmapkit.stats"), ("read", "read loop"),
-                 ("median", "np.median"), ("median", "pool median of medians"),
-                 ("median", "mmapkit.stats.median"), ("handoff", "pickle"),
-                 ("handoff", "shared_memory"), ("sparse", "np.memmap w+")]:
+    for want in [
+        ("open_sum", "np.loadtxt"),
+        ("open_sum", "mmapkit.stats"),
+        ("read", "read loop"),
+        ("median", "np.median"),
+        ("median", "pool median of medians"),
+        ("median", "mmapkit.stats.median"),
+        ("handoff", "pickle"),
+        ("handoff", "shared_memory"),
+        ("sparse", "np.memmap w+"),
+    ]:
         assert want in ok, (want, sorted(ok))
-    median = next(c for c in cells if c["task"] == "median" and c["contender"] == "pool median of medians")
+    median = next(
+        c for c in cells if c["task"] == "median" and c["contender"] == "pool median of medians"
+    )
     assert median["metrics"]["error"]["max"] <= 64
 
 
@@ -84,8 +110,12 @@ def test_features_suite_runs_and_verifies(tmp_path):
     bad = [c for c in cells if c["status"] in ("error", "wrong")]
     assert not bad, bad
     ok = {(c["task"], c["contender"]) for c in cells if c["status"] == "ok"}
-    for want in [("train", "np.memmap + numpy"), ("train", "text store (article)"),
-                 ("train", "mmapkit sequential"), ("train", "mmapkit shuffled")]:
+    for want in [
+        ("train", "np.memmap + numpy"),
+        ("train", "text store (article)"),
+        ("train", "mmapkit sequential"),
+        ("train", "mmapkit shuffled"),
+    ]:
         assert want in ok, (want, sorted(ok))
     train = [c for c in cells if c["task"] == "train" and c["status"] == "ok"]
     assert all(c["metrics"]["accuracy"]["max"] > 0.6 for c in train)

@@ -8,33 +8,54 @@ import pytest
 import bench.__main__ as cli
 from bench.report import README_END, README_START, headline, headline_text, update_readme
 
-SPEC = {"capability": "write-ahead log", "label": "append", "task": "append",
-        "contender": "mmapkit", "peers": ["slow", "fast", "broken"], "sizes": ["big"]}
+SPEC = {
+    "capability": "write-ahead log",
+    "label": "append",
+    "task": "append",
+    "contender": "mmapkit",
+    "peers": ["slow", "fast", "broken"],
+    "sizes": ["big"],
+}
 
 
 def _doc(times: dict[str, float | None], mode: str = "full") -> dict:
     results = []
     for size in ("tiny", "big"):
         for name, t in times.items():
-            cell = {"size": size, "task": "append", "contender": name, "cache": "warm",
-                    "status": "ok" if t is not None else "error", "reason": ""}
+            cell = {
+                "size": size,
+                "task": "append",
+                "contender": name,
+                "cache": "warm",
+                "status": "ok" if t is not None else "error",
+                "reason": "",
+            }
             if t is not None:
                 cell["median"] = t * (100 if size == "tiny" else 1)  # tiny must not be used
             results.append(cell)
-    return {"suite": "log", "title": "commit log", "mode": mode, "headline_spec": SPEC,
-            "sizes": [{"label": "tiny", "nbytes": 1000, "human": "1 kB"},
-                      {"label": "big", "nbytes": 5_000_000, "human": "5 MB"}],
-            "machine": {"date": "2026-11-22T10:00:00+00:00", "cores": 2},
-            "results": results}
+    return {
+        "suite": "log",
+        "title": "commit log",
+        "mode": mode,
+        "headline_spec": SPEC,
+        "sizes": [
+            {"label": "tiny", "nbytes": 1000, "human": "1 kB"},
+            {"label": "big", "nbytes": 5_000_000, "human": "5 MB"},
+        ],
+        "machine": {"date": "2026-11-22T10:00:00+00:00", "cores": 2},
+        "results": results,
+    }
 
 
 def test_headline_is_mmapkit_vs_the_fastest_measured_peer():
-    h = headline(_doc({"mmapkit": 0.0173, "slow": 0.05, "fast": 0.0183, "broken": None,
-                       "baseline": 0.001}))
+    h = headline(
+        _doc({"mmapkit": 0.0173, "slow": 0.05, "fast": 0.0183, "broken": None, "baseline": 0.001})
+    )
     assert (h["peer"], h["size"], h["cache"]) == ("fast", "big", "warm")
     assert h["ratio"] == pytest.approx(0.0173 / 0.0183)
-    assert headline_text(h) == ("log: append (5 MB, warm) — mmapkit 17.3 ms vs best peer "
-                                "fast 18.3 ms (0.95×)")
+    assert headline_text(h) == (
+        "log: append (5 MB, warm) — mmapkit 17.3 ms vs best peer fast 18.3 ms (0.95×)"
+    )
 
 
 def test_headline_without_a_measured_side_says_why():
@@ -70,22 +91,34 @@ def test_readme_section_is_one_headline_table(tmp_path):
 
 
 def test_quick_run_writes_beside_the_full_results_and_ends_with_the_summary(
-        tmp_path, monkeypatch, capsys):
+    tmp_path, monkeypatch, capsys
+):
     full, quick = tmp_path / "results", tmp_path / "results" / "quick"
     monkeypatch.setattr(cli, "RESULTS_DIR", full)
     monkeypatch.setattr(cli, "QUICK_RESULTS_DIR", quick)
     readme = Path(cli.REPO_DIR / "README.md")
     before = readme.read_text()
-    rc = cli.main(["pyio", "--quick", "--sizes", "small", "--repeat", "1",
-                   "--data-dir", str(tmp_path / "data")])
+    rc = cli.main(
+        [
+            "pyio",
+            "--quick",
+            "--sizes",
+            "small",
+            "--repeat",
+            "1",
+            "--data-dir",
+            str(tmp_path / "data"),
+        ]
+    )
     assert rc == 0
     assert (quick / "pyio.json").exists() and (quick / "pyio.md").exists()
     assert not (full / "pyio.json").exists()
     doc = json.loads((quick / "pyio.json").read_text())
-    assert doc["mode"] == "quick" and {r["cache"] for r in doc["results"]
-                                       if r["status"] == "ok"} == {"warm"}
+    assert doc["mode"] == "quick" and {
+        r["cache"] for r in doc["results"] if r["status"] == "ok"
+    } == {"warm"}
     out = capsys.readouterr().out
-    summary = out[out.rindex("summary"):]
+    summary = out[out.rindex("summary") :]
     assert headline_text(headline(doc)) in summary
     assert f"{quick}/SUITE.md" in summary or "quick/SUITE.md" in summary
     assert readme.read_text() == before  # quick numbers never reach the README

@@ -33,7 +33,16 @@ def _mount_ext4(tmp: Path) -> Path:
     # -m 0: no blocks reserved for root (we are root); no lazy init, so the
     # free count does not move while the test runs.
     subprocess.run(
-        ["mkfs.ext4", "-q", "-F", "-m", "0", "-E", "lazy_itable_init=0,lazy_journal_init=0", str(img)],
+        [
+            "mkfs.ext4",
+            "-q",
+            "-F",
+            "-m",
+            "0",
+            "-E",
+            "lazy_itable_init=0,lazy_journal_init=0",
+            str(img),
+        ],
         check=True,
         capture_output=True,
     )
@@ -44,7 +53,11 @@ def _mount_ext4(tmp: Path) -> Path:
 def _mount_tmpfs(tmp: Path) -> Path:
     mnt = tmp / "tmpfs"
     mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(mnt)], check=True, capture_output=True)
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(mnt)],
+        check=True,
+        capture_output=True,
+    )
     return mnt
 
 
@@ -57,7 +70,9 @@ def small_fs(request, tmp_path_factory):
         mnt = _mount_ext4(tmp) if request.param == "ext4" else _mount_tmpfs(tmp)
     except (subprocess.CalledProcessError, FileNotFoundError) as e:
         err = getattr(e, "stderr", b"") or b""
-        pytest.skip(f"cannot mount a small {request.param}: {e} {err.decode(errors='replace').strip()}")
+        pytest.skip(
+            f"cannot mount a small {request.param}: {e} {err.decode(errors='replace').strip()}"
+        )
     yield mnt
     subprocess.run(["umount", "-l", str(mnt)], check=False)
 
@@ -92,7 +107,9 @@ def assert_given_back(d: Path, before: int, keep: set[str] = frozenset()) -> Non
         if now == before:
             return
         time.sleep(0.05)
-    assert now == before, f"free blocks {before} before, {now} after the failure: the disk was not given back"
+    assert now == before, (
+        f"free blocks {before} before, {now} after the failure: the disk was not given back"
+    )
 
 
 def cli(*args, **kw):
@@ -257,7 +274,11 @@ def test_cli_replace_rewrite_on_a_full_disk(fs):
     assert "no space" in r.stderr.lower()
     assert_given_back(fs, before, keep={"text.txt"})
     st = p.stat()
-    assert (st.st_size, st.st_ino, st.st_mtime_ns) == (original.st_size, original.st_ino, original.st_mtime_ns)
+    assert (st.st_size, st.st_ino, st.st_mtime_ns) == (
+        original.st_size,
+        original.st_ino,
+        original.st_mtime_ns,
+    )
 
 
 @pytest.mark.skipif(not CLI.exists(), reason="release CLI not built (make cli)")
@@ -273,7 +294,11 @@ def test_cli_log_on_a_full_disk(fs):
 @pytest.mark.skipif(not CLI.exists(), reason="release CLI not built (make cli)")
 def test_cli_error_output_names_no_meaningless_size(fs):
     r = subprocess.run(
-        [sys.executable, "-c", f"import mmapkit; mmapkit.open({str(fs / 'z.bin')!r}, 'w+', size=1 << 40)"],
+        [
+            sys.executable,
+            "-c",
+            f"import mmapkit; mmapkit.open({str(fs / 'z.bin')!r}, 'w+', size=1 << 40)",
+        ],
         capture_output=True,
         text=True,
     )

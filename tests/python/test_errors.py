@@ -24,7 +24,11 @@ def _raises(exc, fn):
 def test_missing_file_is_file_not_found(tmp_path):
     p = tmp_path / ODD
     e = _raises(FileNotFoundError, lambda: mmapkit.open(p))
-    assert (e.errno, e.strerror, e.filename) == (errno.ENOENT, "open: No such file or directory", str(p))
+    assert (e.errno, e.strerror, e.filename) == (
+        errno.ENOENT,
+        "open: No such file or directory",
+        str(p),
+    )
     e = _raises(FileNotFoundError, lambda: mmapkit.count(p, b"x"))
     assert (e.errno, e.filename) == (errno.ENOENT, str(p))
 

@@ -29,7 +29,7 @@ def make(path, n=1000, d=8, dtype=np.float32, seed=0, batch=None):
     fs = FeatureStore(path, "w", dim=d, dtype=dtype)
     step = batch or n
     for s in range(0, n, step):
-        fs.add(X[s:s + step], y[s:s + step])
+        fs.add(X[s : s + step], y[s : s + step])
     return fs, X, y
 
 
@@ -48,7 +48,13 @@ def ids_store(path, n, d=3, batch=None):
 
 def test_round_trip_layout_and_zero_copy_views(tmp):
     fs, X, y = make(tmp / "fs", n=500, batch=128)
-    assert (len(fs), fs.shape, fs.dim, fs.dtype, fs.label_dtype) == (500, (500, 8), 8, np.float32, np.float32)
+    assert (len(fs), fs.shape, fs.dim, fs.dtype, fs.label_dtype) == (
+        500,
+        (500, 8),
+        8,
+        np.float32,
+        np.float32,
+    )
     fs.close()
     assert sorted(os.listdir(tmp / "fs")) == ["features.npy", "labels.npy", "meta.json"]
     meta = json.loads((tmp / "fs" / "meta.json").read_text())
@@ -65,7 +71,9 @@ def test_round_trip_layout_and_zero_copy_views(tmp):
     assert not Xv.flags.writeable and not yv.flags.writeable
     assert np.array_equal(r.get(-10)[0], X[-10:])
     Xt, yt = r.take([5, 6, 7, 499, 0, 5])
-    assert np.array_equal(Xt, X[[5, 6, 7, 499, 0, 5]]) and np.array_equal(yt, y[[5, 6, 7, 499, 0, 5]])
+    assert np.array_equal(Xt, X[[5, 6, 7, 499, 0, 5]]) and np.array_equal(
+        yt, y[[5, 6, 7, 499, 0, 5]]
+    )
     with pytest.raises(ValueError, match="out of range"):
         r.get(10, 501)
     with pytest.raises(ValueError, match="row 500 is out of range"):
@@ -129,12 +137,32 @@ def test_bad_input_is_a_clear_error_naming_the_path(tmp):
     meta.write_text(json.dumps({"format": "mmapkit.FeatureStore", "version": 99}))
     with pytest.raises(FormatError, match="version 99"):
         FeatureStore(tmp / "fs")
-    meta.write_text(json.dumps({"format": "mmapkit.FeatureStore", "version": 1, "dim": 3, "rows": 5,
-                                "dtype": "<f4", "label_dtype": "<f4"}))
+    meta.write_text(
+        json.dumps(
+            {
+                "format": "mmapkit.FeatureStore",
+                "version": 1,
+                "dim": 3,
+                "rows": 5,
+                "dtype": "<f4",
+                "label_dtype": "<f4",
+            }
+        )
+    )
     with pytest.raises(FormatError, match="fewer than the 5"):
         FeatureStore(tmp / "fs")
-    meta.write_text(json.dumps({"format": "mmapkit.FeatureStore", "version": 1, "dim": 4, "rows": 0,
-                                "dtype": "<f4", "label_dtype": "<f4"}))
+    meta.write_text(
+        json.dumps(
+            {
+                "format": "mmapkit.FeatureStore",
+                "version": 1,
+                "dim": 4,
+                "rows": 0,
+                "dtype": "<f4",
+                "label_dtype": "<f4",
+            }
+        )
+    )
     with pytest.raises(FormatError, match=r"features.npy: holds rows of \(3,\)"):
         FeatureStore(tmp / "fs")
 
@@ -214,12 +242,19 @@ def test_concurrent_reader_sees_whole_committed_batches(tmp):
     r = FeatureStore(tmp / "fs")
     seen = []
     for i in range(50):
-        fs.add(np.full((10, 3), 0.0) + np.arange(i * 10, i * 10 + 10)[:, None], np.arange(i * 10, i * 10 + 10))
+        fs.add(
+            np.full((10, 3), 0.0) + np.arange(i * 10, i * 10 + 10)[:, None],
+            np.arange(i * 10, i * 10 + 10),
+        )
         if i % 7 == 0:
             n = r.refresh()
             seen.append(n)
             X, y = r.get()
-            assert n % 10 == 0 and np.array_equal(X[:, 0], np.arange(n)) and np.array_equal(y, np.arange(n))
+            assert (
+                n % 10 == 0
+                and np.array_equal(X[:, 0], np.arange(n))
+                and np.array_equal(y, np.arange(n))
+            )
     assert seen == [10, 80, 150, 220, 290, 360, 430, 500][: len(seen)]
     fs.close()
 
@@ -253,7 +288,11 @@ def test_reader_in_another_process_sees_only_whole_commits(tmp):
             n = r.refresh()
             X, y = r.get()
             assert len(X) == len(y) == n
-            assert np.array_equal(y, np.arange(n)) and np.array_equal(X[:, 0], y) and np.array_equal(X[:, 15], y)
+            assert (
+                np.array_equal(y, np.arange(n))
+                and np.array_equal(X[:, 0], y)
+                and np.array_equal(X[:, 15], y)
+            )
             seen.add(n)
         assert len(seen) > 3, seen  # it saw the store grow while reading
     finally:
@@ -265,10 +304,14 @@ def test_reader_in_another_process_sees_only_whole_commits(tmp):
 def test_a_writer_removes_the_meta_temp_file_a_dead_writer_left(tmp):
     path = tmp / "fs"
     FeatureStore(path, "w", dim=2).close()
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
     stale = path / f".meta.json.mmapkit-{int(dead.stdout)}-7.tmp"
     mine = path / f".meta.json.mmapkit-{os.getpid()}-7.tmp"  # a live process's: kept
-    other = path / f".labels.npy.mmapkit-{int(dead.stdout)}-7.tmp"  # not meta.json's: the arrays' business
+    other = (
+        path / f".labels.npy.mmapkit-{int(dead.stdout)}-7.tmp"
+    )  # not meta.json's: the arrays' business
     for f in (stale, mine, other):
         f.write_bytes(b"{half")
     FeatureStore(path).close()  # a reader removes nothing
@@ -283,7 +326,9 @@ def test_sigkill_mid_add_leaves_a_consistent_store(tmp):
     rng = np.random.default_rng(42)
     last = 0
     for _ in range(6):
-        child = subprocess.Popen([sys.executable, "-c", _KILL_CHILD, str(path)], stdout=subprocess.PIPE)
+        child = subprocess.Popen(
+            [sys.executable, "-c", _KILL_CHILD, str(path)], stdout=subprocess.PIPE
+        )
         assert child.stdout.readline().strip() == b"ready"
         time.sleep(float(rng.uniform(0.02, 0.25)))
         child.send_signal(signal.SIGKILL)
@@ -315,7 +360,9 @@ def test_pickles_by_path_as_a_reader(tmp):
     fs.close()
     # In another process: maps the files itself.
     code = "import pickle, sys, numpy as np; fs = pickle.loads(sys.stdin.buffer.read()); print(len(fs), float(fs.features.sum(dtype=np.float64)))"
-    out = subprocess.run([sys.executable, "-c", code], input=blob, capture_output=True, check=True).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", code], input=blob, capture_output=True, check=True
+    ).stdout.split()
     assert int(out[0]) == 20000 and float(out[1]) == pytest.approx(float(X.sum(dtype=np.float64)))
 
 
@@ -334,7 +381,9 @@ def test_sequential_batches_are_views_covering_every_row_once(tmp):
         list(fs.batches(0))
 
 
-@pytest.mark.parametrize("n,bs,block", [(1000, 64, None), (1000, 64, 1), (997, 100, 33), (5, 64, None), (0, 8, None)])
+@pytest.mark.parametrize(
+    "n,bs,block", [(1000, 64, None), (1000, 64, 1), (997, 100, 33), (5, 64, None), (0, 8, None)]
+)
 def test_shuffled_batches_cover_every_row_exactly_once(tmp, n, bs, block):
     fs = ids_store(tmp / "fs", n)
     for seed in (0, 1):
@@ -346,12 +395,24 @@ def test_shuffled_batches_cover_every_row_exactly_once(tmp, n, bs, block):
             assert len(y) <= bs
         if n >= bs:
             assert all(len(y) == bs for _, y in got[:-1])
-        dropped = np.concatenate([y for _, y in fs.batches(bs, shuffle=True, seed=seed, drop_last=True, block_size=block)] or [np.array([], np.int64)])
+        dropped = np.concatenate(
+            [
+                y
+                for _, y in fs.batches(
+                    bs, shuffle=True, seed=seed, drop_last=True, block_size=block
+                )
+            ]
+            or [np.array([], np.int64)]
+        )
         assert len(dropped) == (n // bs) * bs and len(np.unique(dropped)) == len(dropped)
 
 
-@pytest.mark.parametrize("group_bytes", [1 << 20, 1, 10000])  # batches per prefetch group: all, 1, 2
-def test_equal_seeds_give_equal_orders_and_prefetch_does_not_change_them(tmp, monkeypatch, group_bytes):
+@pytest.mark.parametrize(
+    "group_bytes", [1 << 20, 1, 10000]
+)  # batches per prefetch group: all, 1, 2
+def test_equal_seeds_give_equal_orders_and_prefetch_does_not_change_them(
+    tmp, monkeypatch, group_bytes
+):
     monkeypatch.setattr(mmapkit.features, "GROUP_BYTES", group_bytes)
     fs = ids_store(tmp / "fs", 3200)
     seq = list(fs.batches(128, prefetch=3))
@@ -443,11 +504,15 @@ def test_prefetch_thread_only_once_pages_come_from_disk(tmp, monkeypatch, shuffl
 
 def test_fit_on_a_cold_store_equals_the_warm_fit(tmp):
     fs, _, _ = make(tmp / "fs", n=3000, d=8)
-    warm = StreamingLogisticRegression(l2=0.01).fit(fs, epochs=2, batch_size=32, shuffle=True, seed=5)
+    warm = StreamingLogisticRegression(l2=0.01).fit(
+        fs, epochs=2, batch_size=32, shuffle=True, seed=5
+    )
     fs.close()
     for name in ("features.npy", "labels.npy"):
         mmapkit.drop_cache(str(tmp / "fs" / name))
-    cold = StreamingLogisticRegression(l2=0.01).fit(FeatureStore(tmp / "fs"), epochs=2, batch_size=32, shuffle=True, seed=5)
+    cold = StreamingLogisticRegression(l2=0.01).fit(
+        FeatureStore(tmp / "fs"), epochs=2, batch_size=32, shuffle=True, seed=5
+    )
     assert np.array_equal(warm.coef_, cold.coef_) and warm.intercept_ == cold.intercept_
 
 
@@ -468,19 +533,29 @@ def test_per_feature_statistics_match_numpy(tmp, dtype):
     assert np.array_equal(fs.min(), X.min(axis=0)) and fs.min().dtype == dtype
     assert np.array_equal(fs.max(), X.max(axis=0))
     d = fs.describe(ddof=1)
-    assert d["count"] == 3001 and np.array_equal(d["mean"], fs.mean()) and np.array_equal(d["std"], fs.std(ddof=1))
+    assert (
+        d["count"] == 3001
+        and np.array_equal(d["mean"], fs.mean())
+        and np.array_equal(d["std"], fs.std(ddof=1))
+    )
     assert np.array_equal(d["min"], fs.min()) and np.array_equal(d["max"], fs.max())
     for q in (0.5, 0.0, 1.0, 0.37):
         got = fs.quantile(q)
         assert got.shape == (5,) and np.array_equal(got, np.quantile(X, q, axis=0)), q
     qs = [0.1, 0.5, 0.99]
-    assert np.array_equal(fs.quantile(qs, memory=3001 * X.itemsize), np.quantile(X, qs, axis=0))  # one column at a time
-    assert np.array_equal(fs.quantile(qs, method="inverted_cdf"), np.quantile(X, qs, axis=0, method="inverted_cdf"))
+    assert np.array_equal(
+        fs.quantile(qs, memory=3001 * X.itemsize), np.quantile(X, qs, axis=0)
+    )  # one column at a time
+    assert np.array_equal(
+        fs.quantile(qs, method="inverted_cdf"), np.quantile(X, qs, axis=0, method="inverted_cdf")
+    )
     assert np.array_equal(fs.median(), np.median(X, axis=0))
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
-@pytest.mark.parametrize("memory", [1, 4000])  # out of core: radix passes to the last bit / then a gather
+@pytest.mark.parametrize(
+    "memory", [1, 4000]
+)  # out of core: radix passes to the last bit / then a gather
 def test_out_of_core_quantiles_equal_numpy(tmp, dtype, memory):
     rng = np.random.default_rng(5)
     X = (rng.normal(size=(4001, 6)) * 100).astype(dtype)
@@ -494,8 +569,14 @@ def test_out_of_core_quantiles_equal_numpy(tmp, dtype, memory):
     with np.errstate(invalid="ignore"):
         for q in (0.5, [0.0, 0.1, 0.5, 0.9, 1.0], 0.37, np.float64(0.25)):
             for method in ("linear", "inverted_cdf"):
-                got, want = fs.quantile(q, method=method, memory=memory), np.quantile(X, q, axis=0, method=method)
-                assert got.dtype == want.dtype and np.array_equal(got, want, equal_nan=True), (q, method)
+                got, want = (
+                    fs.quantile(q, method=method, memory=memory),
+                    np.quantile(X, q, axis=0, method=method),
+                )
+                assert got.dtype == want.dtype and np.array_equal(got, want, equal_nan=True), (
+                    q,
+                    method,
+                )
         got, want = fs.median(memory=memory), np.median(X, axis=0)
     assert got.dtype == want.dtype and np.array_equal(got, want, equal_nan=True)
 
@@ -549,13 +630,19 @@ def test_logistic_regression_matches_numpy_step_for_step(tmp, reduction):
     # fit with shuffling: epoch e's order comes from SeedSequence(seed).spawn(epochs)[e].
     seeds = np.random.SeedSequence(3).spawn(2)
     order = [batch_order(700, 64, s).astype(np.int64) for s in seeds]
-    batches = [o[i:i + 64] for o in order for i in range(0, 700, 64)]
+    batches = [o[i : i + 64] for o in order for i in range(0, 700, 64)]
     ref = reference_fit(X, y, batches, lr, l2, mean=reduction == "mean")
-    m = StreamingLogisticRegression(l2=l2, lr=lr, reduction=reduction).fit(fs, epochs=2, batch_size=64, shuffle=True, seed=3)
+    m = StreamingLogisticRegression(l2=l2, lr=lr, reduction=reduction).fit(
+        fs, epochs=2, batch_size=64, shuffle=True, seed=3
+    )
     np.testing.assert_allclose(m.coef_, ref[-1][0], rtol=1e-4, atol=1e-5)
     assert m.n_steps_ == len(batches)
-    again = StreamingLogisticRegression(l2=l2, lr=lr, reduction=reduction).fit(fs, epochs=2, batch_size=64, shuffle=True, seed=3)
-    assert np.array_equal(again.coef_, m.coef_) and again.intercept_ == m.intercept_  # deterministic
+    again = StreamingLogisticRegression(l2=l2, lr=lr, reduction=reduction).fit(
+        fs, epochs=2, batch_size=64, shuffle=True, seed=3
+    )
+    assert (
+        np.array_equal(again.coef_, m.coef_) and again.intercept_ == m.intercept_
+    )  # deterministic
 
 
 def test_logistic_regression_learns_a_separable_problem(tmp):
@@ -569,7 +656,9 @@ def test_logistic_regression_learns_a_separable_problem(tmp):
     m = StreamingLogisticRegression(lr=0.1, reduction="mean")
     m.fit(fs, epochs=1, batch_size=64)
     loss1 = m.loss(fs)
-    m2 = StreamingLogisticRegression(lr=0.1, reduction="mean").fit(fs, epochs=3, batch_size=64, shuffle=True, seed=0)
+    m2 = StreamingLogisticRegression(lr=0.1, reduction="mean").fit(
+        fs, epochs=3, batch_size=64, shuffle=True, seed=0
+    )
     assert m2.loss(fs) < loss1 < np.log(2)
     assert m2.score(fs) > 0.97 and m2.score(X, y) == m2.score(fs)
     p = m2.predict_proba(X[:10])

@@ -33,7 +33,11 @@ def test_arrays_by_path_equal_the_data(tmp):
     with dask.config.set(scheduler="synchronous"):
         for src in (fs, tmp / "fs", str(tmp / "fs")):
             x = md.to_dask_array(src, chunks=1000)
-            assert x.shape == (10007, 8) and x.dtype == np.float32 and x.chunks[0] == (1000,) * 10 + (7,)
+            assert (
+                x.shape == (10007, 8)
+                and x.dtype == np.float32
+                and x.chunks[0] == (1000,) * 10 + (7,)
+            )
             assert np.array_equal(x.compute(), X)
         lab = md.to_dask_array(fs, chunks=(5000, 5007), what="labels")
         assert np.array_equal(lab.compute(), y)
@@ -92,9 +96,16 @@ def test_exact_quantiles_equal_numpy_on_every_dtype(dt):
                 for gather_limit in (1 << 22, 5):  # 5: refine by more histogram passes
                     got = md.quantile(x, qs, method=method, gather_limit=gather_limit)
                     want = np.quantile(a, qs, method=method)
-                    assert got.dtype == want.dtype and np.array_equal(got, want), (dt, n, method, gather_limit)
+                    assert got.dtype == want.dtype and np.array_equal(got, want), (
+                        dt,
+                        n,
+                        method,
+                        gather_limit,
+                    )
                     one = md.quantile(x, 0.3, method=method, gather_limit=gather_limit)
-                    assert type(one) is type(np.quantile(a, 0.3, method=method)) and one == np.quantile(a, 0.3, method=method)
+                    assert type(one) is type(
+                        np.quantile(a, 0.3, method=method)
+                    ) and one == np.quantile(a, 0.3, method=method)
             assert md.median(x) == np.median(a)
         # Full-range integers: numpy wraps the difference around; this is exact, like mmapkit.stats.
         a = sample(dt, 3000, rng, full_range=True)
@@ -108,7 +119,10 @@ def test_quantile_nans_and_errors():
     with dask.config.set(scheduler="synchronous"):
         assert np.isnan(md.median(x)) and np.isnan(np.median(a))
         assert md.median(x, skipna=True) == np.nanmedian(a) == 2.0
-        assert md.quantile(x, [0.5, 1.0], skipna=True).tolist() == np.nanquantile(a, [0.5, 1.0]).tolist()
+        assert (
+            md.quantile(x, [0.5, 1.0], skipna=True).tolist()
+            == np.nanquantile(a, [0.5, 1.0]).tolist()
+        )
         with pytest.raises(ValueError, match="empty"):
             md.quantile(da.from_array(np.array([np.nan]), chunks=1), 0.5, skipna=True)
         with pytest.raises(ValueError, match="range"):
@@ -120,7 +134,9 @@ def test_quantile_nans_and_errors():
 @pytest.fixture(scope="module")
 def client():
     distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as c:
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as c:
         with distributed.Client(c) as cl:
             yield cl
 
@@ -157,7 +173,12 @@ def test_local_cluster_reads_exactly_the_store_by_path(tmp, client):
     paths = client.run(_mapped_paths)
     assert len(paths) == 2 and all(p == [str(tmp / "fs" / "features.npy")] for p in paths.values())
     growth = {w: (after[w] - before[w]) / 1024 for w in after}
-    print("workers RssAnon growth (MiB):", growth, "absolute (MiB):", {w: a / 1024 for w, a in after.items()})
+    print(
+        "workers RssAnon growth (MiB):",
+        growth,
+        "absolute (MiB):",
+        {w: a / 1024 for w, a in after.items()},
+    )
     assert all(g < 16 for g in growth.values()), f"workers' RssAnon grew (MiB): {growth}"
 
 
@@ -166,7 +187,9 @@ def test_exact_median_and_quantiles_on_the_cluster(tmp, client):
     np.save(tmp / "a.npy", a)
     x = md.to_dask_array(tmp / "a.npy", chunks=25000)
     assert md.median(x) == np.median(a)
-    assert np.array_equal(md.quantile(x, [0.01, 0.5, 0.99], gather_limit=1000), np.quantile(a, [0.01, 0.5, 0.99]))
+    assert np.array_equal(
+        md.quantile(x, [0.01, 0.5, 0.99], gather_limit=1000), np.quantile(a, [0.01, 0.5, 0.99])
+    )
     fs, X, _ = store(tmp / "fs", 30000)
     assert md.median(tmp / "fs") == np.median(X)
 
@@ -207,11 +230,35 @@ def test_command_line_example(tmp, capsys, client):
     import json
 
     fs, X, _ = store(tmp / "fs", 5000)
-    assert md.main(["median", str(tmp / "fs"), "--scheduler", "synchronous", "--chunks", "700"]) == 0
+    assert (
+        md.main(["median", str(tmp / "fs"), "--scheduler", "synchronous", "--chunks", "700"]) == 0
+    )
     assert json.loads(capsys.readouterr().out) == {"median": float(np.median(X))}
-    md.main(["quantile", str(tmp / "fs"), "--scheduler", client.scheduler.address, "-q", "0.1", "-q", "0.9"])
+    md.main(
+        [
+            "quantile",
+            str(tmp / "fs"),
+            "--scheduler",
+            client.scheduler.address,
+            "-q",
+            "0.1",
+            "-q",
+            "0.9",
+        ]
+    )
     assert json.loads(capsys.readouterr().out)["quantile"] == np.quantile(X, [0.1, 0.9]).tolist()
-    md.main(["fit", str(tmp / "fs"), "--scheduler", client.scheduler.address, "--epochs", "3", "--chunks", "1000"])
+    md.main(
+        [
+            "fit",
+            str(tmp / "fs"),
+            "--scheduler",
+            client.scheduler.address,
+            "--epochs",
+            "3",
+            "--chunks",
+            "1000",
+        ]
+    )
     out = json.loads(capsys.readouterr().out)
     w, b, losses = md.fit_logistic_regression(fs, 3, 0.5, 0.0, 1000)
     assert out["losses"] == losses and np.allclose(out["coef"], w)

@@ -52,7 +52,9 @@ def test_sampler_orders_cover_every_row_once_and_match_the_store(tmp):
     s = FeatureBatchSampler(ds, shuffle=True, seed=5)
     e0 = rows_of([ds[k] for k in s])
     e1 = rows_of([ds[k] for k in s])  # the next epoch
-    assert np.array_equal(np.sort(e0), np.arange(1003)) and np.array_equal(np.sort(e1), np.arange(1003))
+    assert np.array_equal(np.sort(e0), np.arange(1003)) and np.array_equal(
+        np.sort(e1), np.arange(1003)
+    )
     assert not np.array_equal(e0, e1)
     s.set_epoch(0)
     assert np.array_equal(rows_of([ds[k] for k in s]), e0)
@@ -60,7 +62,9 @@ def test_sampler_orders_cover_every_row_once_and_match_the_store(tmp):
     seed0 = np.random.SeedSequence(5).spawn(1)[0]
     assert np.array_equal(e0, batch_order(1003, 100, seed0).astype(np.int64))
     fs = FeatureStore(path)
-    assert np.array_equal(e0, np.concatenate([y for _, y in fs.batches(100, shuffle=True, seed=seed0)]))
+    assert np.array_equal(
+        e0, np.concatenate([y for _, y in fs.batches(100, shuffle=True, seed=seed0)])
+    )
     seq = FeatureBatchSampler(ds, drop_last=True)
     assert len(seq) == 10 and np.array_equal(rows_of([ds[k] for k in seq]), np.arange(1000))
 
@@ -69,13 +73,22 @@ def test_sampler_orders_cover_every_row_once_and_match_the_store(tmp):
 @pytest.mark.parametrize("shuffle", [False, True])
 def test_dataloader_with_two_workers_reads_exactly_the_store(tmp, context, shuffle):
     path = ids_store(tmp / "fs", 5000)
-    loader = data_loader(path, batch_size=256, shuffle=shuffle, seed=1, num_workers=2, multiprocessing_context=context)
+    loader = data_loader(
+        path,
+        batch_size=256,
+        shuffle=shuffle,
+        seed=1,
+        num_workers=2,
+        multiprocessing_context=context,
+    )
     got = list(loader)
     assert len(got) == 20
     ids = rows_of(got)
     assert np.array_equal(np.sort(ids), np.arange(5000))
     if shuffle:
-        assert np.array_equal(ids, batch_order(5000, 256, np.random.SeedSequence(1).spawn(1)[0]).astype(np.int64))
+        assert np.array_equal(
+            ids, batch_order(5000, 256, np.random.SeedSequence(1).spawn(1)[0]).astype(np.int64)
+        )
     else:
         assert np.array_equal(ids, np.arange(5000))
 
@@ -95,8 +108,15 @@ def test_worker_memory_does_not_grow_with_epochs(tmp):
     for _ in range(6):
         fs.add(rng.normal(size=(10000, 256)).astype(np.float32), np.zeros(10000))
     fs.close()
-    loader = data_loader(tmp / "fs", batch_size=1000, shuffle=True, seed=0, num_workers=2,
-                         persistent_workers=True, multiprocessing_context="fork")
+    loader = data_loader(
+        tmp / "fs",
+        batch_size=1000,
+        shuffle=True,
+        seed=0,
+        num_workers=2,
+        persistent_workers=True,
+        multiprocessing_context="fork",
+    )
     anon = []
     total = 0.0
     for _ in range(3):

@@ -29,7 +29,7 @@ def naive_counts(seq: str, k: int) -> np.ndarray:
     out = np.zeros(len(labels), np.uint32)
     s = seq.upper()
     for i in range(len(s) - k + 1):
-        w = s[i:i + k]
+        w = s[i : i + k]
         if any(c not in COMP for c in w):
             continue
         rc = "".join(COMP[c] for c in reversed(w))
@@ -38,7 +38,7 @@ def naive_counts(seq: str, k: int) -> np.ndarray:
 
 
 def _wrapped(text: str, wrap: int) -> str:
-    return "".join(text[j:j + wrap] + "\n" for j in range(0, len(text), wrap))
+    return "".join(text[j : j + wrap] + "\n" for j in range(0, len(text), wrap))
 
 
 def write_fasta(path: Path, seqs: list[str], wrap: int = 60) -> Path:
@@ -48,12 +48,18 @@ def write_fasta(path: Path, seqs: list[str], wrap: int = 60) -> Path:
 
 def write_fastq(path: Path, seqs: list[str], wrap: int = 60) -> Path:
     quality = ("".join("@" if j % 5 == 0 else "I" for j in range(len(s))) for s in seqs)
-    path.write_text("".join(f"@r{i}\n" + _wrapped(s, wrap) + "+\n" + _wrapped(q, wrap)
-                            for i, (s, q) in enumerate(zip(seqs, quality))))
+    path.write_text(
+        "".join(
+            f"@r{i}\n" + _wrapped(s, wrap) + "+\n" + _wrapped(q, wrap)
+            for i, (s, q) in enumerate(zip(seqs, quality))
+        )
+    )
     return path
 
 
-def random_seqs(n: int, seed: int, alphabet: str = "ACGTACGTACGTacgtN", lo: int = 0, hi: int = 400) -> list[str]:
+def random_seqs(
+    n: int, seed: int, alphabet: str = "ACGTACGTACGTacgtN", lo: int = 0, hi: int = 400
+) -> list[str]:
     rng = np.random.default_rng(seed)
     letters = np.array(list(alphabet))
     return ["".join(letters[rng.integers(0, len(letters), rng.integers(lo, hi))]) for _ in range(n)]
@@ -131,13 +137,20 @@ def test_empty_and_short_records(tmp_path):
     assert np.load(tmp_path / "none.npy").shape == (0, 136)
 
 
-@pytest.mark.parametrize("content, record, detail", [
-    (b">a\nACGT\n@b\n", None, None),  # '@' inside FASTA is just a bad base: fine
-    (b"ACGT\n>a\nAC\n", 1, "expected '>' (FASTA) or '@' (FASTQ)"),
-    (b"@a\nACGT\n+\nIIII\n@b\nACGT\n+\nIIIIII\n", 2, "quality length 6 differs from sequence length 4"),
-    (b"@a\nAC\n+\nII\n@b\nACGT\n", 2, "truncated FASTQ record: no '+' line"),
-    (b">a\nAC\n>b\nA\xffC\n", 2, "invalid byte 0xff"),
-])
+@pytest.mark.parametrize(
+    "content, record, detail",
+    [
+        (b">a\nACGT\n@b\n", None, None),  # '@' inside FASTA is just a bad base: fine
+        (b"ACGT\n>a\nAC\n", 1, "expected '>' (FASTA) or '@' (FASTQ)"),
+        (
+            b"@a\nACGT\n+\nIIII\n@b\nACGT\n+\nIIIIII\n",
+            2,
+            "quality length 6 differs from sequence length 4",
+        ),
+        (b"@a\nAC\n+\nII\n@b\nACGT\n", 2, "truncated FASTQ record: no '+' line"),
+        (b">a\nAC\n>b\nA\xffC\n", 2, "invalid byte 0xff"),
+    ],
+)
 def test_malformed_input_names_file_and_record(tmp_path, content, record, detail):
     path = tmp_path / "bad.fx"
     path.write_bytes(content)
@@ -175,7 +188,9 @@ def test_equal_to_pykmertools():
     One convention difference: pykmertools breaks k-mers at a newline inside
     the string it is given; mmapkit joins the lines of a record (as a file's
     wrapped sequence must be), so sequences are compared without newlines."""
-    pk = pytest.importorskip("pykmertools", reason="pykmertools not installed (pip install -e .[bench])")
+    pk = pytest.importorskip(
+        "pykmertools", reason="pykmertools not installed (pip install -e .[bench])"
+    )
     seqs = random_seqs(200, 3, alphabet="ACGTACGTACGTacgtNR-", lo=0, hi=500)
     import tempfile
 
@@ -194,12 +209,31 @@ def test_csv_is_byte_identical_to_kmertools_cli(tmp_path):
     """kmertools (the CLI shipped in the pykmertools wheel) writes the same layout:
     6 decimals, ',' separated, one line per read."""
     pytest.importorskip("pykmertools", reason="pykmertools not installed (pip install -e .[bench])")
-    exe = shutil.which("kmertools", path=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    exe = shutil.which(
+        "kmertools", path=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
+    )
     if exe is None:
         pytest.skip("kmertools CLI not found next to the interpreter")
     path = write_fasta(tmp_path / "r.fa", random_seqs(300, 4, lo=50, hi=3000))
-    subprocess.run([exe, "comp", "oligo", "-i", str(path), "-o", str(tmp_path / "kt.csv"), "-k", "4",
-                    "-p", "csv", "-t", "1"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            exe,
+            "comp",
+            "oligo",
+            "-i",
+            str(path),
+            "-o",
+            str(tmp_path / "kt.csv"),
+            "-k",
+            "4",
+            "-p",
+            "csv",
+            "-t",
+            "1",
+        ],
+        check=True,
+        capture_output=True,
+    )
     mmapkit.kmers(path, 4, tmp_path / "mk.csv")
     assert (tmp_path / "mk.csv").read_bytes() == (tmp_path / "kt.csv").read_bytes()
 
@@ -264,12 +298,18 @@ os.kill(os.getpid(), signal.SIGKILL)
 def test_record_writer_killed_before_finish(tmp_path, n):
     out = tmp_path / "out.txt"
     out.write_bytes(b"previous\n")
-    r = subprocess.run([sys.executable, "-c", CRASH, str(out), n], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-c", CRASH, str(out), n], capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == -signal.SIGKILL and "written" in r.stdout, r.stderr
     assert out.read_bytes() == b"previous\n"
     # only the killed process's temporary file, named as such
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert names[1:] == ["out.txt"] and names[0].startswith(".out.txt.mmapkit-") and names[0].endswith(".tmp")
+    assert (
+        names[1:] == ["out.txt"]
+        and names[0].startswith(".out.txt.mmapkit-")
+        and names[0].endswith(".tmp")
+    )
     out.unlink()
     subprocess.run([sys.executable, "-c", CRASH, str(out), n], capture_output=True, timeout=120)
     assert not out.exists()

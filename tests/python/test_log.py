@@ -324,7 +324,9 @@ def test_sigkill_while_appending_loses_nothing_acknowledged(tmp_path):
     rng = random.Random(7)
     acked = 0
     for _ in range(30):
-        p = subprocess.Popen([sys.executable, "-c", CHILD, str(d)], stdout=subprocess.PIPE, text=True)
+        p = subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(d)], stdout=subprocess.PIPE, text=True
+        )
         assert p.stdout.readline().strip() == "R"
         time.sleep(rng.uniform(0.001, 0.03))
         p.send_signal(signal.SIGKILL)
@@ -373,7 +375,12 @@ def test_reader_in_another_process_sees_whole_batches(tmp_path):
     d = tmp_path / "wal"
     log = mmapkit.CommitLog(d, segment_size=64 << 10, sync="never")
     log.append([(0, b"1"), (0, b"2"), (0, b"3")])
-    p = subprocess.Popen([sys.executable, "-c", READER, str(d)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [sys.executable, "-c", READER, str(d)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     i = 4
     while p.poll() is None and i < 60_000:
         log.append([((i - 1) // 3, b"%d" % (i + k)) for k in range(3)])

@@ -107,7 +107,12 @@ def test_read_mode_refuses_writes(tmp):
     p = write(tmp / "r.bin", b"abc")
     with mmapkit.open(p) as m:
         assert m.readonly
-        for op in (lambda: m.__setitem__(0, 1), lambda: m.write(b"x"), lambda: m.write_byte(1), lambda: m.grow(1)):
+        for op in (
+            lambda: m.__setitem__(0, 1),
+            lambda: m.write(b"x"),
+            lambda: m.write_byte(1),
+            lambda: m.grow(1),
+        ):
             with pytest.raises(TypeError):
                 op()
     assert p.read_bytes() == b"abc"
@@ -121,7 +126,10 @@ def test_any_offset(tmp):
             assert m[:] == data[off : off + length if length is not None else None]
             assert m.offset == off
     # the stdlib-compatible class accepts unaligned offsets too
-    with open(p, "rb") as f, mmapkit.mmap(f.fileno(), 100, access=mmapkit.ACCESS_READ, offset=77) as m:
+    with (
+        open(p, "rb") as f,
+        mmapkit.mmap(f.fileno(), 100, access=mmapkit.ACCESS_READ, offset=77) as m,
+    ):
         assert m[:] == data[77:177]
 
 
@@ -434,7 +442,11 @@ def test_regex_and_memoryview_work_on_the_buffer(tmp):
 
     p = write(tmp / "re.txt", b"alpha beta gamma delta")
     with mmapkit.open(p) as m:
-        assert [w.group() for w in re.finditer(rb"\b[a-z]{5}\b", m)] == [b"alpha", b"gamma", b"delta"]
+        assert [w.group() for w in re.finditer(rb"\b[a-z]{5}\b", m)] == [
+            b"alpha",
+            b"gamma",
+            b"delta",
+        ]
         assert bytes(memoryview(m)[6:10]) == b"beta"
         assert np.frombuffer(m, dtype=np.uint8)[0] == ord("a")
 
@@ -445,7 +457,11 @@ def test_same_results_as_stdlib_mmap(tmp):
     with open(p, "r+b") as f, std_mmap.mmap(f.fileno(), 0) as a, mmapkit.mmap(f.fileno(), 0) as b:
         for sub in (data[100:103], data[-2:], b"\x00\x00", data[PAGE - 1 : PAGE + 1]):
             for start, end in ((None, None), (5, None), (-50, None), (10, -10), (PAGE, 2 * PAGE)):
-                args = [x for x in (start, end) if x is not None] if end is None or start is not None else []
+                args = (
+                    [x for x in (start, end) if x is not None]
+                    if end is None or start is not None
+                    else []
+                )
                 assert a.find(sub, *args) == b.find(sub, *args)
                 assert a.rfind(sub, *args) == b.rfind(sub, *args)
         a.seek(17)
@@ -477,8 +493,14 @@ def test_writes_to_read_only_maps_raise_what_the_stdlib_raises(tmp):
         return None
 
     with open(p, "rb") as f:
-        want = {k: outcome(std.mmap(f.fileno(), 0, access=std.ACCESS_READ), f_) for k, f_ in misuse.items()}
-        kit = {k: outcome(mmapkit.mmap(f.fileno(), 0, access=std.ACCESS_READ), f_) for k, f_ in misuse.items()}
+        want = {
+            k: outcome(std.mmap(f.fileno(), 0, access=std.ACCESS_READ), f_)
+            for k, f_ in misuse.items()
+        }
+        kit = {
+            k: outcome(mmapkit.mmap(f.fileno(), 0, access=std.ACCESS_READ), f_)
+            for k, f_ in misuse.items()
+        }
     assert all(w is not None and w[0] is TypeError for w in want.values()), want
     assert kit == want
     with mmapkit.open(p, "r") as m:

@@ -84,8 +84,15 @@ OPS = st.one_of(
     st.tuples(st.just("seek"), SMALL, st.integers(0, 3)),
     st.tuples(st.just("seek1"), SMALL),
     st.tuples(st.just("tell")),
-    st.tuples(st.just("find"), st.one_of(NEEDLE, NEEDLE.map(bytearray), st.just("a"), st.just(97)), OPTIONAL, OPTIONAL),
-    st.tuples(st.just("rfind"), st.one_of(NEEDLE, NEEDLE.map(bytearray), st.just("a")), OPTIONAL, OPTIONAL),
+    st.tuples(
+        st.just("find"),
+        st.one_of(NEEDLE, NEEDLE.map(bytearray), st.just("a"), st.just(97)),
+        OPTIONAL,
+        OPTIONAL,
+    ),
+    st.tuples(
+        st.just("rfind"), st.one_of(NEEDLE, NEEDLE.map(bytearray), st.just("a")), OPTIONAL, OPTIONAL
+    ),
     st.tuples(st.just("find1"), NEEDLE, SMALL),
     st.tuples(st.just("flush")),
     st.tuples(st.just("flush2"), st.integers(-1, 60), st.none() | st.integers(-1, 60)),
@@ -95,8 +102,15 @@ OPS = st.one_of(
     st.tuples(st.just("len")),
     st.tuples(st.just("closed")),
     st.tuples(st.just("close")),
-    st.tuples(st.just("madvise"), st.sampled_from([std.MADV_NORMAL, std.MADV_RANDOM, std.MADV_WILLNEED, 12345]), SMALL, st.none() | SMALL),
-    st.tuples(st.just("getitem"), st.one_of(SMALL, _slices(), st.just("a"), st.just(1.5), st.just(None))),
+    st.tuples(
+        st.just("madvise"),
+        st.sampled_from([std.MADV_NORMAL, std.MADV_RANDOM, std.MADV_WILLNEED, 12345]),
+        SMALL,
+        st.none() | SMALL,
+    ),
+    st.tuples(
+        st.just("getitem"), st.one_of(SMALL, _slices(), st.just("a"), st.just(1.5), st.just(None))
+    ),
     st.tuples(st.just("setitem"), st.one_of(SMALL, st.just("a")), _value_for_item),
     st.tuples(st.just("setslice"), _slices(), _bytes_like),
     st.tuples(st.just("delitem"), st.one_of(SMALL, _slices())),
@@ -257,7 +271,7 @@ def test_mmapkit_mmap_behaves_like_the_stdlib(case):
                 # DELIBERATE: anonymous_regrow
                 for m in (s, k):
                     try:
-                        m[op[1]:] = bytes(len(m) - op[1])
+                        m[op[1] :] = bytes(len(m) - op[1])
                     except TypeError:
                         pass  # read-only: resize fails in both anyway
             r_std, r_kit = _outcome(s, op), _outcome(k, op)

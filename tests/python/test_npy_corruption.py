@@ -43,9 +43,16 @@ def _sources(d: Path) -> dict[str, bytes]:
     # np.save leaves room for the row count to grow; older writers did not:
     # a minimal header (dict padded only to 64 bytes), which r+ re-lays out.
     dt = np.dtype([("x" * 48, "<i4")])
-    d_ = "{'descr': %r, 'fortran_order': False, 'shape': (2,), }" % (np.lib.format.dtype_to_descr(dt),)
+    d_ = "{'descr': %r, 'fortran_order': False, 'shape': (2,), }" % (
+        np.lib.format.dtype_to_descr(dt),
+    )
     total = -(-(10 + len(d_) + 1) // 64) * 64
-    head = b"\x93NUMPY\x01\x00" + (total - 10).to_bytes(2, "little") + d_.encode().ljust(total - 11) + b"\n"
+    head = (
+        b"\x93NUMPY\x01\x00"
+        + (total - 10).to_bytes(2, "little")
+        + d_.encode().ljust(total - 11)
+        + b"\n"
+    )
     (d / "minimal_struct.npy").write_bytes(head + np.array([(7,), (8,)], dt).tobytes())
     for p in sorted(d.iterdir()):
         out[p.name] = p.read_bytes()
@@ -90,7 +97,9 @@ def _check_open_r(p: Path, counts) -> None:
         data = p.read_bytes()
         end = s.data_offset + len(s) * s.dtype.itemsize * int(np.prod(s.row_shape, dtype=np.int64))
         assert end <= len(data), "the header's row count claims rows beyond the file's end"
-        assert s.numpy().tobytes() == data[s.data_offset : end], "the store reports exactly the file's bytes"
+        assert s.numpy().tobytes() == data[s.data_offset : end], (
+            "the store reports exactly the file's bytes"
+        )
         s.close()
         counts["r: ok"] += 1
     assert _snap(p) == before

@@ -113,8 +113,12 @@ def test_writers_write_through_links_and_keep_mode(name: str, kind: str, tmp_pat
 
 
 @pytest.mark.parametrize("name", list(WRITERS))
-@pytest.mark.parametrize("kind", ["fifo", "directory", "same-as-input", "input-via-symlink", "input-via-hardlink"])
-def test_writers_refuse_fifos_directories_and_their_input(name: str, kind: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "kind", ["fifo", "directory", "same-as-input", "input-via-symlink", "input-via-hardlink"]
+)
+def test_writers_refuse_fifos_directories_and_their_input(
+    name: str, kind: str, tmp_path: Path
+) -> None:
     if kind.startswith(("same", "input")) and name != "kmers":
         pytest.skip("only kmers has an input file")
     d = tmp_path
@@ -122,6 +126,7 @@ def test_writers_refuse_fifos_directories_and_their_input(name: str, kind: str, 
     arg = d / "x.out"
     if kind == "fifo":
         os.mkfifo(arg)
+
         # Code that opens the FIFO to read would block forever: a writer
         # opened later unblocks it, so the test fails instead of hanging.
         def unblock() -> None:

@@ -48,7 +48,9 @@ def test_memmap_shared_and_path_sources(tmp, data):
     assert map_chunks(chunk_sum, mm, processes=2, chunk_rows=3000) == expected_sums(data, 3000)
     # A slice of a memmap: the worker maps exactly those rows.
     part = mm[5000:6001]
-    assert map_chunks(chunk_sum, part, processes=2, chunk_rows=100) == expected_sums(data[5000:6001], 100)
+    assert map_chunks(chunk_sum, part, processes=2, chunk_rows=100) == expected_sums(
+        data[5000:6001], 100
+    )
 
     name = f"mmapkit-test-{uuid.uuid4().hex[:12]}"
     sh = mmapkit.SharedArray.from_array(name, data)
@@ -57,7 +59,9 @@ def test_memmap_shared_and_path_sources(tmp, data):
     finally:
         sh.unlink()
     np.save(tmp / "d.npy", data)
-    assert map_chunks(chunk_sum, str(tmp / "d.npy"), processes=0, chunk_rows=5000) == expected_sums(data, 5000)
+    assert map_chunks(chunk_sum, str(tmp / "d.npy"), processes=0, chunk_rows=5000) == expected_sums(
+        data, 5000
+    )
 
 
 def test_only_bounds_and_a_recipe_are_pickled(tmp):
@@ -113,7 +117,9 @@ def test_map_chunks_raises_when_a_worker_dies(tmp, how):
     try:
         r = subprocess.run(
             [sys.executable, "-c", DYING_WORKER, str(tmp / "w.npy"), how],
-            capture_output=True, text=True, timeout=30,
+            capture_output=True,
+            text=True,
+            timeout=30,
         )
     except subprocess.TimeoutExpired:
         pytest.fail("map_chunks hung after a worker died")

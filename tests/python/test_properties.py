@@ -31,8 +31,12 @@ def test_search_matches_bytes(hay, needle, start, end):
 
 
 @settings(max_examples=100, deadline=None)
-@given(data=small_bytes, start=st.integers(-5000, 5000) | st.none(), stop=st.integers(-5000, 5000) | st.none(),
-       step=st.integers(-300, 300).filter(bool) | st.none())
+@given(
+    data=small_bytes,
+    start=st.integers(-5000, 5000) | st.none(),
+    stop=st.integers(-5000, 5000) | st.none(),
+    step=st.integers(-300, 300).filter(bool) | st.none(),
+)
 def test_slicing_matches_bytes(data, start, stop, step):
     m = mmapkit.mmap(-1, len(data))
     if data:
@@ -48,7 +52,11 @@ def test_slicing_matches_bytes(data, start, stop, step):
 
 
 @settings(max_examples=50, deadline=None)
-@given(data=small_bytes, offset=st.integers(0, 3 * mmapkit.PAGESIZE), length=st.integers(0, 5000) | st.none())
+@given(
+    data=small_bytes,
+    offset=st.integers(0, 3 * mmapkit.PAGESIZE),
+    length=st.integers(0, 5000) | st.none(),
+)
 def test_any_offset_view_matches_file(tmp_path_factory, data, offset, length):
     p = tmp_path_factory.mktemp("prop") / "f.bin"
     p.write_bytes(data)
@@ -59,4 +67,6 @@ def test_any_offset_view_matches_file(tmp_path_factory, data, offset, length):
         expect = data[offset : None if length is None else offset + length]
         assert m[:] == expect
         assert m.numpy().tobytes() == expect
-        np.testing.assert_array_equal(m.find_all(b"\x00"), [i for i, b in enumerate(expect) if b == 0])
+        np.testing.assert_array_equal(
+            m.find_all(b"\x00"), [i for i, b in enumerate(expect) if b == 0]
+        )

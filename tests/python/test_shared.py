@@ -26,7 +26,13 @@ def name():
 
 def test_create_attach_same_memory(name):
     a = SharedArray.create(name, (4, 5), "i4")
-    assert (a.name, a.shape, a.dtype, a.nbytes, a.path) == (name, (4, 5), np.dtype("i4"), 80, f"/dev/shm/{name}")
+    assert (a.name, a.shape, a.dtype, a.nbytes, a.path) == (
+        name,
+        (4, 5),
+        np.dtype("i4"),
+        80,
+        f"/dev/shm/{name}",
+    )
     assert (a.numpy() == 0).all()
     a[1] = 7
     b = SharedArray.attach(name)
@@ -85,7 +91,12 @@ sys.stdin.readline()   # wait until the parent attached
 
 
 def test_segment_survives_its_creators_exit_while_attached(name):
-    p = subprocess.Popen([sys.executable, "-c", CREATOR, name], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [sys.executable, "-c", CREATOR, name],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert p.stdout.readline().strip() == "created"
     b = SharedArray.attach(name)
     p.stdin.write("go\n")
@@ -173,7 +184,9 @@ def test_too_big_for_dev_shm_is_a_clear_error(name):
         SharedArray.create(name, too_big, "u1")
     assert e.value.filename == f"/dev/shm/{name}"
     assert not os.path.exists(f"/dev/shm/{name}"), "no half-made segment left"
-    assert not [f for f in os.listdir("/dev/shm") if f.startswith(f".{name}")], "no temporary file left"
+    assert not [f for f in os.listdir("/dev/shm") if f.startswith(f".{name}")], (
+        "no temporary file left"
+    )
 
 
 def test_small_tmpfs_full_is_disk_full_not_sigbus(small_tmpfs):
@@ -228,7 +241,12 @@ print(a.shape, int(a[-1]), flush=True)
 
 
 def test_attach_never_sees_a_segment_being_created(name):
-    p = subprocess.Popen([sys.executable, "-c", ATTACHER, name], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [sys.executable, "-c", ATTACHER, name],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert p.stdout.readline().strip() == "ready"
         a = SharedArray.create(name, 64 << 20, "u4")  # 256 MiB: allocating takes a while

@@ -96,7 +96,10 @@ def test_matches_numpy(dtype: str, n: int) -> None:
     if np.isfinite(a.astype(np.float64)).all():
         for bins in (1, 7, 64):
             hist_same(a, bins)
-    lo, hi = (float(np.quantile(a, 0.2, method="inverted_cdf")), float(np.quantile(a, 0.8, method="inverted_cdf")))
+    lo, hi = (
+        float(np.quantile(a, 0.2, method="inverted_cdf")),
+        float(np.quantile(a, 0.8, method="inverted_cdf")),
+    )
     hist_same(a, 10, (lo, hi))
     if dtype in INTS:
         assert st.sum(a) == int(a.astype(object).sum())
@@ -115,7 +118,10 @@ def test_nan_like_numpy(dtype: str, n: int) -> None:
         same(st.median(a, skipna=True), np.nanmedian(a))
         same(st.quantile(a, 0.3), np.quantile(a, 0.3))
         same(st.quantile(a, 0.3, skipna=True), np.nanquantile(a, 0.3))
-        same(st.quantile(a, QS, method="inverted_cdf", skipna=True), np.nanquantile(a, QS, method="inverted_cdf"))
+        same(
+            st.quantile(a, QS, method="inverted_cdf", skipna=True),
+            np.nanquantile(a, QS, method="inverted_cdf"),
+        )
         same(st.min(a), np.min(a))
         same(st.max(a), np.max(a))
         same(st.min(a, skipna=True), np.nanmin(a))
@@ -239,7 +245,11 @@ def test_property_ints(a: np.ndarray, q: float) -> None:
 
 @settings(max_examples=150, deadline=None)
 @given(
-    hnp.arrays(st_.sampled_from([np.float32, np.float64]), st_.integers(1, 200), elements=st_.floats(width=32)),
+    hnp.arrays(
+        st_.sampled_from([np.float32, np.float64]),
+        st_.integers(1, 200),
+        elements=st_.floats(width=32),
+    ),
     st_.floats(0, 1),
 )
 def test_property_floats(a: np.ndarray, q: float) -> None:
@@ -255,7 +265,9 @@ def test_property_floats(a: np.ndarray, q: float) -> None:
         hist_same(a, 13)
 
 
-@pytest.mark.skipif(not hasattr(mmapkit, "ArrayStore"), reason="ArrayStore not built on this branch")
+@pytest.mark.skipif(
+    not hasattr(mmapkit, "ArrayStore"), reason="ArrayStore not built on this branch"
+)
 def test_array_store_as_object_and_by_path(tmp_path) -> None:
     # A growing store reserves capacity past its rows: the path form must use
     # the header's shape, not the file size.
@@ -399,12 +411,18 @@ def test_axis0_matches_numpy(tmp_path, dtype: str, memory: int) -> None:
         _same(st.median(src, axis=0, memory=memory), np.median(X, axis=0))
         for q in (0.5, [0.0, 0.1, 1 / 3, 0.999, 1.0], np.float64(0.25)):
             for method in ("linear", "inverted_cdf"):
-                _same(st.quantile(src, q, axis=0, method=method, memory=memory),
-                      np.quantile(X, q, axis=0, method=method))
+                _same(
+                    st.quantile(src, q, axis=0, method=method, memory=memory),
+                    np.quantile(X, q, axis=0, method=method),
+                )
         _same(st.min(src, axis=0), np.min(X, axis=0))
         _same(st.max(src, axis=0), np.max(X, axis=0))
-        np.testing.assert_allclose(st.mean(src, axis=0), X.astype(np.float64).mean(axis=0), rtol=1e-12)
-        np.testing.assert_allclose(st.std(src, axis=0, ddof=1), X.astype(np.float64).std(axis=0, ddof=1), rtol=1e-9)
+        np.testing.assert_allclose(
+            st.mean(src, axis=0), X.astype(np.float64).mean(axis=0), rtol=1e-12
+        )
+        np.testing.assert_allclose(
+            st.std(src, axis=0, ddof=1), X.astype(np.float64).std(axis=0, ddof=1), rtol=1e-9
+        )
 
 
 def test_axis0_shapes_one_dimensional_input_and_errors(tmp_path) -> None:
@@ -418,7 +436,9 @@ def test_axis0_shapes_one_dimensional_input_and_errors(tmp_path) -> None:
     assert st.std(v) == pytest.approx(np.std(v)) and st.std(v, axis=0) == st.std(v)
     raw = tmp_path / "raw.bin"
     v.tofile(raw)
-    assert st.min(raw, axis=0, dtype="int16") == 1 and st.std(raw, dtype="int16") == pytest.approx(np.std(v))
+    assert st.min(raw, axis=0, dtype="int16") == 1 and st.std(raw, dtype="int16") == pytest.approx(
+        np.std(v)
+    )
     with pytest.raises(ValueError, match="axis must be None or 0"):
         st.median(X, axis=1)
     with pytest.raises(ValueError, match="skipna"):
@@ -435,8 +455,11 @@ def test_axis0_shapes_one_dimensional_input_and_errors(tmp_path) -> None:
     # Bad files: the same errors, naming the file, as without axis.
     empty = tmp_path / "empty.npy"
     empty.write_bytes(b"")
-    for bad, err in ((tmp_path / "missing.npy", FileNotFoundError), (tmp_path, IsADirectoryError),
-                     (empty, mmapkit.FormatError)):
+    for bad, err in (
+        (tmp_path / "missing.npy", FileNotFoundError),
+        (tmp_path, IsADirectoryError),
+        (empty, mmapkit.FormatError),
+    ):
         with pytest.raises(err, match=str(bad.name)):
             st.median(bad, axis=0)
         with pytest.raises(err, match=str(bad.name)):
@@ -449,6 +472,9 @@ def test_axis0_equals_the_feature_store_statistics(tmp_path) -> None:
         fs.add(X, np.zeros(1000))
     with mmapkit.FeatureStore(tmp_path / "fs") as fs:
         _same(fs.median(), st.median(fs.features, axis=0))
-        _same(fs.quantile([0.1, 0.9], memory=64), st.quantile(tmp_path / "fs" / "features.npy", [0.1, 0.9], axis=0))
+        _same(
+            fs.quantile([0.1, 0.9], memory=64),
+            st.quantile(tmp_path / "fs" / "features.npy", [0.1, 0.9], axis=0),
+        )
         _same(fs.std(), st.std(fs.features, axis=0))
         _same(fs.mean(), st.mean(fs.features, axis=0))

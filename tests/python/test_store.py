@@ -116,14 +116,23 @@ def test_reader_open_reads_the_header_once(tmp, monkeypatch):
 
     monkeypatch.setattr(store_mod, "npy_header", counting)
     with mmapkit.ArrayStore.open(tmp / "plain.npy") as s:
-        assert s.dtype == np.dtype("<i4") and s.numpy().tolist() == np.arange(12).reshape(4, 3).tolist()
+        assert (
+            s.dtype == np.dtype("<i4")
+            and s.numpy().tolist() == np.arange(12).reshape(4, 3).tolist()
+        )
     assert calls == []
     with mmapkit.ArrayStore.open(tmp / "rec.npy") as s:
         assert s.numpy()["a"].tolist() == [1, 2, 3]
     assert len(calls) == 1  # structured: the core cannot size it alone
     bad = tmp / "bad.npy"
     d = "{'descr': [('a', '<q9')], 'fortran_order': False, 'shape': (1,), }"
-    bad.write_bytes(b"\x93NUMPY\x01\x00" + (118).to_bytes(2, "little") + d.encode().ljust(117) + b"\n" + bytes(8))
+    bad.write_bytes(
+        b"\x93NUMPY\x01\x00"
+        + (118).to_bytes(2, "little")
+        + d.encode().ljust(117)
+        + b"\n"
+        + bytes(8)
+    )
     with pytest.raises(mmapkit.FormatError, match="bad.npy"):
         mmapkit.ArrayStore.open(bad)
 
@@ -205,7 +214,9 @@ def check_whole_rows(a):
 
 def test_reader_by_path_while_another_process_appends(tmp):
     p = tmp / "live.npy"
-    w = subprocess.Popen([sys.executable, "-c", WRITER, str(p), "7", "300000"], stdout=subprocess.PIPE, text=True)
+    w = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(p), "7", "300000"], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert w.stdout.readline().strip() == "ready"
         r = mmapkit.ArrayStore.open(p)
@@ -229,7 +240,9 @@ def test_reader_by_path_while_another_process_appends(tmp):
 def test_reopen_after_sigkill_mid_append_shows_completed_appends(tmp):
     p = tmp / "killed.npy"
     batch = 5000
-    w = subprocess.Popen([sys.executable, "-c", WRITER, str(p), str(batch)], stdout=subprocess.PIPE, text=True)
+    w = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(p), str(batch)], stdout=subprocess.PIPE, text=True
+    )
     assert w.stdout.readline().strip() == "ready"
     time.sleep(0.3 + np.random.default_rng().random() * 0.5)
     os.kill(w.pid, signal.SIGKILL)
@@ -320,8 +333,14 @@ class Ops:
     )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(ops=st.lists(Ops.op, min_size=1, max_size=25), width=st.integers(1, 5), dtype=st.sampled_from(["<i2", ">f8", "u1", "<c8"]))
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    ops=st.lists(Ops.op, min_size=1, max_size=25),
+    width=st.integers(1, 5),
+    dtype=st.sampled_from(["<i2", ">f8", "u1", "<c8"]),
+)
 def test_append_sequences_match_numpy(tmp, ops, width, dtype):
     p = tmp / "h.npy"
     s = mmapkit.ArrayStore.create(p, dtype, row_shape=(width,), chunk_bytes=128)
@@ -358,7 +377,9 @@ def test_sparse_file_is_instant_and_unallocated(tmp):
         mmapkit.sparse(p, 10)
     binary = ROOT / "target" / "release" / "mmapkit"
     if binary.exists():
-        out = subprocess.run([binary, "info", "--json", p], capture_output=True, text=True, check=True).stdout
+        out = subprocess.run(
+            [binary, "info", "--json", p], capture_output=True, text=True, check=True
+        ).stdout
         (info,) = json.loads(out)
         assert info["size"] == 24 << 30 and info["allocated"] < 1 << 20
     # numpy can map it as an array of zeros without reading anything

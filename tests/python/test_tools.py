@@ -79,7 +79,10 @@ def test_grep_from_python(tmp_path):
     p.write_bytes(b"ok 1\nERR 42 disk\nok 2\nerr 7\nERR 9")
     assert mmapkit.grep(p, r"ERR \d+") == [(2, 5, b"ERR 42 disk"), (5, 28, b"ERR 9")]
     assert mmapkit.grep(p, "err", ignore_case=True, only_matching=True) == [
-        (2, 5, b"ERR"), (4, 22, b"err"), (5, 28, b"ERR")]
+        (2, 5, b"ERR"),
+        (4, 22, b"err"),
+        (5, 28, b"ERR"),
+    ]
     assert mmapkit.grep_count(p, "ok", invert=True) == 3
     assert mmapkit.grep_count(p, "ERR", max_count=1) == 1
     assert mmapkit.grep_count(p, "(", fixed=True) == 0

@@ -36,7 +36,15 @@ def venv(wheel, tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("wheel") / "venv"
     subprocess.run([sys.executable, "-m", "venv", root], check=True)
     subprocess.run(
-        [root / "bin" / "python", "-m", "pip", "install", "--quiet", "--disable-pip-version-check", wheel],
+        [
+            root / "bin" / "python",
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            wheel,
+        ],
         check=True,
         env=clean_env(root),
     )
@@ -45,7 +53,9 @@ def venv(wheel, tmp_path_factory) -> Path:
 
 def clean_env(venv: Path) -> dict[str, str]:
     """The environment of a user of that venv: its bin/ first, nothing of this checkout."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")
+    }
     env["PATH"] = os.pathsep.join([str(venv / "bin"), "/usr/local/bin", "/usr/bin", "/bin"])
     env["VIRTUAL_ENV"] = str(venv)
     return env
@@ -66,7 +76,10 @@ def test_installed_package_is_the_wheels_not_the_source_tree(venv, tmp_path):
     code = "import mmapkit, sys; print(mmapkit.__file__); print(*sys.path, sep='\\n')"
     r = subprocess.run(
         [venv / "bin" / "python", "-I", "-c", code],
-        cwd=tmp_path, env=clean_env(venv), capture_output=True, text=True,
+        cwd=tmp_path,
+        env=clean_env(venv),
+        capture_output=True,
+        text=True,
     )
     assert r.returncode == 0, r.stderr
     module, *path = r.stdout.splitlines()
@@ -81,7 +94,10 @@ def test_python_quickstart_runs_from_the_wheel(venv, tmp_path):
     # -I: neither the script's directory nor PYTHONPATH nor user site on sys.path.
     r = subprocess.run(
         [venv / "bin" / "python", "-I", script],
-        cwd=tmp_path, env=clean_env(venv), capture_output=True, text=True,
+        cwd=tmp_path,
+        env=clean_env(venv),
+        capture_output=True,
+        text=True,
     )
     assert r.returncode == 0, r.stderr
 

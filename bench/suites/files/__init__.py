@@ -42,10 +42,30 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable
 
-from ...contenders import (ENV, Table, command_contender, mmapkit_bin, mmapkit_cli_available,
-                           need_tool, tool, tool_available)
-from ...harness import (Contender, Dataset, Size, Suite, Task, above, capped, file_digest,
-                        fresh_copy, primed, tool_version, usable_cores)
+from ...contenders import (
+    ENV,
+    Table,
+    command_contender,
+    mmapkit_bin,
+    mmapkit_cli_available,
+    need_tool,
+    tool,
+    tool_available,
+)
+from ...harness import (
+    Contender,
+    Dataset,
+    Size,
+    Suite,
+    Task,
+    above,
+    capped,
+    file_digest,
+    fresh_copy,
+    primed,
+    tool_version,
+    usable_cores,
+)
 from . import rewrite, search
 from .data import ensure_csv
 from .helper import helper, rss_wrapper
@@ -80,9 +100,14 @@ class FilesSuite(Suite):
     layout = "rows"
     metrics = {"peak_rss": {"title": "peak RSS", "unit": "bytes"}}
     limit = ("bandwidth", None)  # the fastest contender of the task
-    headline = {"capability": "command-line tools on big files", "label": "count lines",
-                "task": "count_lines", "contender": "mmapkit", "peers": ["wc", "grep", "rg"],
-                "sizes": ["large"]}
+    headline = {
+        "capability": "command-line tools on big files",
+        "label": "count lines",
+        "task": "count_lines",
+        "contender": "mmapkit",
+        "peers": ["wc", "grep", "rg"],
+        "sizes": ["large"],
+    }
 
     def __init__(self) -> None:
         self._info: dict[str, dict[str, Any]] = {}
@@ -102,12 +127,16 @@ class FilesSuite(Suite):
             head = f.read(1 << 16)
         lines = head.split(b"\n")
         fields = lines[FIND_LINE].split(b",")
-        needle = b"," + b",".join(fields[FIND_FIELD:FIND_FIELD + 3]) + b","
+        needle = b"," + b",".join(fields[FIND_FIELD : FIND_FIELD + 3]) + b","
         first = head.find(needle)
         if not 0 <= first < len(head):
             raise RuntimeError(f"{path}: no {needle!r} in the first 64 KiB")
-        info = {**info, "find_needle": needle.decode(), "find_expected": first,
-                "generator": "bench/suites/files"}
+        info = {
+            **info,
+            "find_needle": needle.decode(),
+            "find_expected": first,
+            "generator": "bench/suites/files",
+        }
         self._info[size.label] = info
         log(f"  {path.name}: {info['bytes']:,} bytes, {info['lines']:,} lines")
         return Dataset(size, path, [path], info)
@@ -145,9 +174,11 @@ class FilesSuite(Suite):
             return file_digest(result if isinstance(result, Path) else path)
 
         three = capped(3, above(LARGE))
-        return (*search.tasks(few, big, three),
-                *rewrite.tasks(few, big, self._restore, self._cleanup, rewritten),
-                search.bandwidth(usable_cores()))
+        return (
+            *search.tasks(few, big, three),
+            *rewrite.tasks(few, big, self._restore, self._cleanup, rewritten),
+            search.bandwidth(usable_cores()),
+        )
 
     # ----------------------------------------------------------------- contenders
 
@@ -159,10 +190,16 @@ class FilesSuite(Suite):
     def _contenders(self) -> tuple[Contender, ...]:
         tables = {**search.tables(usable_cores()), **rewrite.tables()}
 
-        def cli(name: str, program: str | Callable[[], str], note: str, shown: str | None = None,
-                **kw: Any) -> Contender:
-            return command_contender(name, program, tables[name], fill=self._fill,
-                                     shown=shown, note=note, **kw)
+        def cli(
+            name: str,
+            program: str | Callable[[], str],
+            note: str,
+            shown: str | None = None,
+            **kw: Any,
+        ) -> Contender:
+            return command_contender(
+                name, program, tables[name], fill=self._fill, shown=shown, note=note, **kw
+            )
 
         def installed(name: str) -> Callable[[], str]:
             return lambda: need_tool(name)
@@ -170,89 +207,175 @@ class FilesSuite(Suite):
         def compiled() -> str:
             return str(helper())
 
-        def mk(name: str, strategy: str | None, threads: int | None, note: str,
-               sync: bool = False, only: tuple[str, ...] | None = None) -> Contender:
-            opts = (["--strategy", strategy] if strategy else []) + \
-                   (["--threads", str(threads)] if threads else [])
-            table: Table = {**search.mmapkit_table(opts),
-                            **rewrite.mmapkit_table(opts, sync,
-                                                    lambda p: self._about(p, "commas"))}
+        def mk(
+            name: str,
+            strategy: str | None,
+            threads: int | None,
+            note: str,
+            sync: bool = False,
+            only: tuple[str, ...] | None = None,
+        ) -> Contender:
+            opts = (["--strategy", strategy] if strategy else []) + (
+                ["--threads", str(threads)] if threads else []
+            )
+            table: Table = {
+                **search.mmapkit_table(opts),
+                **rewrite.mmapkit_table(opts, sync, lambda p: self._about(p, "commas")),
+            }
             table = {k: v for k, v in table.items() if only is None or k in only}
-            return command_contender(name, lambda: str(mmapkit_bin()), table, fill=self._fill,
-                                     shown="mmapkit", available=mmapkit_cli_available, note=note)
+            return command_contender(
+                name,
+                lambda: str(mmapkit_bin()),
+                table,
+                fill=self._fill,
+                shown="mmapkit",
+                available=mmapkit_cli_available,
+                note=note,
+            )
 
-        variants = [mk(f"mmapkit {strategy}" + (" -t1" if threads else ""), strategy, threads,
-                       f"`--strategy {strategy}`" + (", one thread" if threads else ", all cores")
-                       + " (count lines only).", only=("count_lines",))
-                    for strategy in ("mmap", "read") for threads in (None, 1)]
+        variants = [
+            mk(
+                f"mmapkit {strategy}" + (" -t1" if threads else ""),
+                strategy,
+                threads,
+                f"`--strategy {strategy}`"
+                + (", one thread" if threads else ", all cores")
+                + " (count lines only).",
+                only=("count_lines",),
+            )
+            for strategy in ("mmap", "read")
+            for threads in (None, 1)
+        ]
         return (
             cli("wc", installed("wc"), "GNU coreutils `wc -l`."),
-            cli("grep", installed("grep"),
+            cli(
+                "grep",
+                installed("grep"),
                 "GNU grep (LC_ALL=C, its fastest mode); output to a pipe, never /dev/null "
-                "(GNU grep stops at the first match when it sees /dev/null)."),
-            cli("rg", installed("rg"), available=tool_available("rg"),
+                "(GNU grep stops at the first match when it sees /dev/null).",
+            ),
+            cli(
+                "rg",
+                installed("rg"),
+                available=tool_available("rg"),
                 note="ripgrep 15 (`make bench-tools`: `cargo install --locked ripgrep@^15` "
-                     "into .venv/tools), default options; it searches one file with one "
-                     "thread. `rg -c` prints nothing for no match (= 0)."),
-            cli("sed", installed("sed"),
+                "into .venv/tools), default options; it searches one file with one "
+                "thread. `rg -c` prints nothing for no match (= 0).",
+            ),
+            cli(
+                "sed",
+                installed("sed"),
                 "GNU sed `-i`: writes a temporary file in the same directory and renames it "
-                "over the original (no fsync)."),
-            cli("sd", installed("sd"), available=tool_available("sd"),
+                "over the original (no fsync).",
+            ),
+            cli(
+                "sd",
+                installed("sd"),
+                available=tool_available("sd"),
                 note="sd 1.0 (`make bench-tools`), in place: it maps the input, builds the "
-                     "output in memory and renames a temporary file over the original."),
-            cli("tr", installed("tr"), commands={"replace_same": f"tr , ';' < {FILE} > NEW"},
+                "output in memory and renames a temporary file over the original.",
+            ),
+            cli(
+                "tr",
+                installed("tr"),
+                commands={"replace_same": f"tr , ';' < {FILE} > NEW"},
                 note="GNU `tr` from the file to a new file (stdin/stdout redirected by the "
-                     "harness, no shell); its output file is what is hashed."),
-            cli("copy limit", compiled, shown="files-helper",
+                "harness, no shell); its output file is what is hashed.",
+            ),
+            cli(
+                "copy limit",
+                compiled,
+                shown="files-helper",
                 commands={"replace_grow": "files-helper copy GROWN NEW"},
                 note="the write limit of the grown replace (compiled helper): "
-                     "`copy_file_range` of a file holding the expected result (same size, "
-                     "same bytes; made once, untimed) to a new file, then fsync: what `cp` "
-                     "+ `sync` would do, with no transformation. Its time is the helper's "
-                     "run only."),
-            cli("naive loop", compiled, shown="files-helper",
+                "`copy_file_range` of a file holding the expected result (same size, "
+                "same bytes; made once, untimed) to a new file, then fsync: what `cp` "
+                "+ `sync` would do, with no transformation. Its time is the helper's "
+                "run only.",
+            ),
+            cli(
+                "naive loop",
+                compiled,
+                shown="files-helper",
                 note="the article's style in Rust (compiled by the suite with `rustc -O` into "
-                     "bench/data/tools/): `File::read` into a 64 KiB buffer, a plain "
-                     "`for &b in &buf[..n] { if b == b'\\n' { count += 1 } }`."),
-            Contender("python", {"count_lines": _python_count_lines},
-                      commands={"count_lines": 'for line in open(FILE, "rb"): n += 1'},
-                      note="in-process Python (no process start, no RSS measured): "
-                           "`for line in f` over the file opened in binary mode, at every "
-                           "size (the lines are ~570 bytes long, so it is not as slow as "
-                           "it is on short lines)."),
-            cli("read+rewrite", compiled, shown="files-helper",
+                "bench/data/tools/): `File::read` into a 64 KiB buffer, a plain "
+                "`for &b in &buf[..n] { if b == b'\\n' { count += 1 } }`.",
+            ),
+            Contender(
+                "python",
+                {"count_lines": _python_count_lines},
+                commands={"count_lines": 'for line in open(FILE, "rb"): n += 1'},
+                note="in-process Python (no process start, no RSS measured): "
+                "`for line in f` over the file opened in binary mode, at every "
+                "size (the lines are ~570 bytes long, so it is not as slow as "
+                "it is on short lines).",
+            ),
+            cli(
+                "read+rewrite",
+                compiled,
+                shown="files-helper",
                 note="the article's standard-I/O truncation in Rust (compiled helper, not "
-                     "Python, so that it is not slowed down by the language): `read_to_end` "
-                     "the whole file, `position` of the first `\\n`, copy that line, "
-                     "`File::create` (truncates) and `write_all` it. Its peak RSS is the "
-                     "file's size."),
-            mk("mmapkit", None, None,
-               "the mmapkit CLI ($MMAPKIT_BIN, default target/release/mmapkit) with its "
-               "defaults: `--strategy auto`, `--threads` = all cores."),
-            mk("mmapkit -t1", None, 1,
-               "`--threads 1`: what one core does (grep, rg, wc, sed use one).",
-               only=("count_lines", "count_absent", "regex_literal", "regex_class",
-                     *(c[0] for c in search.CLASSES))),
+                "Python, so that it is not slowed down by the language): `read_to_end` "
+                "the whole file, `position` of the first `\\n`, copy that line, "
+                "`File::create` (truncates) and `write_all` it. Its peak RSS is the "
+                "file's size.",
+            ),
+            mk(
+                "mmapkit",
+                None,
+                None,
+                "the mmapkit CLI ($MMAPKIT_BIN, default target/release/mmapkit) with its "
+                "defaults: `--strategy auto`, `--threads` = all cores.",
+            ),
+            mk(
+                "mmapkit -t1",
+                None,
+                1,
+                "`--threads 1`: what one core does (grep, rg, wc, sed use one).",
+                only=(
+                    "count_lines",
+                    "count_absent",
+                    "regex_literal",
+                    "regex_class",
+                    *(c[0] for c in search.CLASSES),
+                ),
+            ),
             *variants,
-            mk("mmapkit --sync", None, None,
-               "`replace --sync`: the in-place result is flushed to disk (msync/fsync) before "
-               "the command returns; the issue's target for the same-length replace is "
-               "about this one.", sync=True, only=("replace_same",)),
-            cli("mmap scan", compiled, shown="files-helper",
+            mk(
+                "mmapkit --sync",
+                None,
+                None,
+                "`replace --sync`: the in-place result is flushed to disk (msync/fsync) before "
+                "the command returns; the issue's target for the same-length replace is "
+                "about this one.",
+                sync=True,
+                only=("replace_same",),
+            ),
+            cli(
+                "mmap scan",
+                compiled,
+                shown="files-helper",
                 note="bandwidth reference (compiled helper): one thread per core maps its "
-                     "contiguous share of the file read-only with `MAP_POPULATE` (no page "
-                     "faults) and sums it as `u64` words (wrapping add)."),
-            cli("read scan", compiled, shown="files-helper",
+                "contiguous share of the file read-only with `MAP_POPULATE` (no page "
+                "faults) and sums it as `u64` words (wrapping add).",
+            ),
+            cli(
+                "read scan",
+                compiled,
+                shown="files-helper",
                 note="bandwidth reference (compiled helper): one thread per core `pread`s "
-                     "its share into a 256 KiB buffer and sums it the same way (same answer "
-                     "as `mmap scan`)."),
+                "its share into a 256 KiB buffer and sums it the same way (same answer "
+                "as `mmap scan`).",
+            ),
         )
 
     # ----------------------------------------------------------------- report
 
     def versions(self) -> dict[str, str]:
-        v = {"mmapkit CLI": f"{tool_version([str(mmapkit_bin()), '--version'], ENV)} "
-                            f"({mmapkit_bin()})"}
+        v = {
+            "mmapkit CLI": f"{tool_version([str(mmapkit_bin()), '--version'], ENV)} "
+            f"({mmapkit_bin()})"
+        }
         for name in ("wc", "grep", "sed", "tr", "rg", "sd"):
             v[name] = tool_version([tool(name) or name, "--version"], ENV)
         v["rustc (helpers)"] = tool_version([shutil.which("rustc") or "rustc", "--version"], ENV)
@@ -262,17 +385,31 @@ class FilesSuite(Suite):
         large = next((s for s in doc["sizes"] if s["label"] == "large"), None)
         if large is None:
             return []
-        at = "" if large["nbytes"] >= (4 << 30) else \
-            f" (stated for 4 GiB; this run: {large['human']})"
+        at = (
+            ""
+            if large["nbytes"] >= (4 << 30)
+            else f" (stated for 4 GiB; this run: {large['human']})"
+        )
 
-        def goal(label: str, task: str, contender: str, versus: str, speedup: float,
-                 **extra: Any) -> dict[str, Any]:
-            return {"label": label + at, "task": task, "contender": contender,
-                    "versus": versus, "min_speedup": speedup, "size": "large",
-                    "cache": "warm", **extra}
+        def goal(
+            label: str, task: str, contender: str, versus: str, speedup: float, **extra: Any
+        ) -> dict[str, Any]:
+            return {
+                "label": label + at,
+                "task": task,
+                "contender": contender,
+                "versus": versus,
+                "min_speedup": speedup,
+                "size": "large",
+                "cache": "warm",
+                **extra,
+            }
 
-        medians = {(r["task"], r["contender"]): r.get("median") for r in doc["results"]
-                   if r["size"] == "large" and r["cache"] == "warm" and r["status"] == "ok"}
+        medians = {
+            (r["task"], r["contender"]): r.get("median")
+            for r in doc["results"]
+            if r["size"] == "large" and r["cache"] == "warm" and r["status"] == "ok"
+        }
 
         def faster_peer(task: str) -> str:
             """grep or rg, whichever was faster on the task in this run (issue 14: ≥ 1.2×
@@ -280,30 +417,75 @@ class FilesSuite(Suite):
             g, r = medians.get((task, "grep")), medians.get((task, "rg"))
             return "rg" if r is not None and (g is None or r < g) else "grep"
 
-        classes = [("regex_literal", "literal prefix"), ("regex_class", "no literal prefix"),
-                   *((c[0], c[1]) for c in search.CLASSES)]
-        per_class = [g for task, title in classes for g in (
-            goal(f"regex {title}: mmapkit ≥ 1.2× the faster of grep and rg", task, "mmapkit",
-                 faster_peer(task), 1.2, name_versus=True),
-            goal(f"regex {title}: mmapkit -t1 ≥ 1.0× the faster of grep and rg", task,
-                 "mmapkit -t1", faster_peer(task), 1.0, name_versus=True))]
+        classes = [
+            ("regex_literal", "literal prefix"),
+            ("regex_class", "no literal prefix"),
+            *((c[0], c[1]) for c in search.CLASSES),
+        ]
+        per_class = [
+            g
+            for task, title in classes
+            for g in (
+                goal(
+                    f"regex {title}: mmapkit ≥ 1.2× the faster of grep and rg",
+                    task,
+                    "mmapkit",
+                    faster_peer(task),
+                    1.2,
+                    name_versus=True,
+                ),
+                goal(
+                    f"regex {title}: mmapkit -t1 ≥ 1.0× the faster of grep and rg",
+                    task,
+                    "mmapkit -t1",
+                    faster_peer(task),
+                    1.0,
+                    name_versus=True,
+                ),
+            )
+        ]
         return [
             goal("count lines: mmapkit ≥ 2× wc -l", "count_lines", "mmapkit", "wc", 2),
-            goal("absent-string count: mmapkit ≥ 1.8× rg -F", "count_absent", "mmapkit", "rg",
-                 1.8),
-            goal("regex count, literal prefix: mmapkit ≥ 1.6× rg", "regex_literal", "mmapkit",
-                 "rg", 1.6),
-            goal("regex count, no literal prefix: mmapkit never below 0.95× rg",
-                 "regex_class", "mmapkit", "rg", 0.95),
-            goal("same-length replace incl. fsync: mmapkit --sync ≥ 50× sed -i",
-                 "replace_same", "mmapkit --sync", "sed", 50),
-            goal("different-length replace: mmapkit ≥ 5× sd, in ≤ 64 MiB", "replace_grow",
-                 "mmapkit", "sd", 5, max_metric={"peak_rss": 64 << 20}),
-            goal("different-length replace: mmapkit ≥ 0.9× a plain copy of the output "
-                 "(copy limit), in ≤ 64 MiB", "replace_grow", "mmapkit", "copy limit", 0.9,
-                 max_metric={"peak_rss": 64 << 20}),
-            goal("keep the first line: mmapkit ≥ 2× sed -i 1q", "keep_first", "mmapkit", "sed",
-                 2),
+            goal("absent-string count: mmapkit ≥ 1.8× rg -F", "count_absent", "mmapkit", "rg", 1.8),
+            goal(
+                "regex count, literal prefix: mmapkit ≥ 1.6× rg",
+                "regex_literal",
+                "mmapkit",
+                "rg",
+                1.6,
+            ),
+            goal(
+                "regex count, no literal prefix: mmapkit never below 0.95× rg",
+                "regex_class",
+                "mmapkit",
+                "rg",
+                0.95,
+            ),
+            goal(
+                "same-length replace incl. fsync: mmapkit --sync ≥ 50× sed -i",
+                "replace_same",
+                "mmapkit --sync",
+                "sed",
+                50,
+            ),
+            goal(
+                "different-length replace: mmapkit ≥ 5× sd, in ≤ 64 MiB",
+                "replace_grow",
+                "mmapkit",
+                "sd",
+                5,
+                max_metric={"peak_rss": 64 << 20},
+            ),
+            goal(
+                "different-length replace: mmapkit ≥ 0.9× a plain copy of the output "
+                "(copy limit), in ≤ 64 MiB",
+                "replace_grow",
+                "mmapkit",
+                "copy limit",
+                0.9,
+                max_metric={"peak_rss": 64 << 20},
+            ),
+            goal("keep the first line: mmapkit ≥ 2× sed -i 1q", "keep_first", "mmapkit", "sed", 2),
             *per_class,
         ]
 

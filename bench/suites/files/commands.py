@@ -14,8 +14,14 @@ from .helper import rss_wrapper
 _RSS_MARK = b"\nfiles-helper-maxrss-kib: "
 
 
-def run(argv: list[str], *, stdin: Path | None = None, stdout: Path | None = None,
-        ok: tuple[int, ...] = (0,), rss: bool = False) -> tuple[bytes, int, int | None]:
+def run(
+    argv: list[str],
+    *,
+    stdin: Path | None = None,
+    stdout: Path | None = None,
+    ok: tuple[int, ...] = (0,),
+    rss: bool = False,
+) -> tuple[bytes, int, int | None]:
     """Runs a command; returns (stdout, exit status, peak RSS in bytes or None).
 
     With `rss`, the command runs under the compiled helper's `rss` wrapper, which
@@ -23,8 +29,9 @@ def run(argv: list[str], *, stdin: Path | None = None, stdout: Path | None = Non
     """
     wrapper = rss_wrapper() if rss else None
     full = [wrapper, "rss", *argv] if wrapper else argv
-    out, err, rc = run_command(full, stdin=stdin, stdout=stdout, ok=ok, env=ENV, shown=argv,
-                              stderr=bool(wrapper))
+    out, err, rc = run_command(
+        full, stdin=stdin, stdout=stdout, ok=ok, env=ENV, shown=argv, stderr=bool(wrapper)
+    )
     peak = None
     if wrapper:
         _text, mark, kib = err.rpartition(_RSS_MARK)
@@ -47,8 +54,10 @@ def count(argv: list[str], strict: bool = False) -> int:
     out, rc, _ = run(argv, ok=(0, 1))
     n = 0 if not out.strip() else _first_int(out, shlex.join(argv))
     if strict and (rc == 1) != (n == 0):
-        raise RuntimeError(f"`{shlex.join(argv)}` printed {n} but exited with status {rc} "
-                           "(the contract: 1 if and only if nothing matched)")
+        raise RuntimeError(
+            f"`{shlex.join(argv)}` printed {n} but exited with status {rc} "
+            "(the contract: 1 if and only if nothing matched)"
+        )
     return n
 
 
@@ -58,14 +67,21 @@ def offset(argv: list[str]) -> int:
     return _first_int(out.split(b":", 1)[0], shlex.join(argv))
 
 
-def modify(argv: list[str], *, stdin: Path | None = None, stdout: Path | None = None,
-           result: Path | None = None, expect: int | None = None) -> Measured:
+def modify(
+    argv: list[str],
+    *,
+    stdin: Path | None = None,
+    stdout: Path | None = None,
+    result: Path | None = None,
+    expect: int | None = None,
+) -> Measured:
     """A command that rewrites a file; returns the file to hash. `expect`: the number
     of replacements the command must print (mmapkit)."""
     out, _rc, rss = run(argv, stdin=stdin, stdout=stdout, rss=True)
     if expect is not None:
         n = _first_int(out, shlex.join(argv))
         if n != expect:
-            raise RuntimeError(f"`{shlex.join(argv)}` reported {n} replacements, the file "
-                               f"has {expect}")
+            raise RuntimeError(
+                f"`{shlex.join(argv)}` reported {n} replacements, the file has {expect}"
+            )
     return Measured(result or Path(argv[-1]), {"peak_rss": rss} if rss is not None else {})

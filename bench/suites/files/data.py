@@ -23,8 +23,24 @@ _POW = 10 ** np.arange(5, -1, -1, dtype=np.int64)
 TEXT_EVERY = 4  # one pool line in 4 ends with a text field
 # ASCII words in three cases and non-ASCII ones (UTF-8; no uppercase non-ASCII letters,
 # so ASCII-only and Unicode case folding agree on what matches).
-WORDS = ("error", "Error", "ERROR", "warning", "Warning", "timeout", "ok", "retry",
-         "Zürich", "São Paulo", "naïve café", "Gödel", "Москва", "東京", "Ελλάδα", "jalapeño")
+WORDS = (
+    "error",
+    "Error",
+    "ERROR",
+    "warning",
+    "Warning",
+    "timeout",
+    "ok",
+    "retry",
+    "Zürich",
+    "São Paulo",
+    "naïve café",
+    "Gödel",
+    "Москва",
+    "東京",
+    "Ελλάδα",
+    "jalapeño",
+)
 
 
 def _column_formats(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -43,7 +59,7 @@ def _rows(rng: np.random.Generator, n: int, cols: slice, formats: tuple, last: b
     columns. Vectorised: fixed-width slots padded with NUL, then compacted."""
     decimal, digits, negative = (a[cols] for a in formats)
     k = len(decimal)
-    value = (rng.random((n, k)) * (10 ** digits)).astype(np.int64)
+    value = (rng.random((n, k)) * (10**digits)).astype(np.int64)
     dec = rng.integers(0, 100, (n, k), dtype=np.int64)
     sign = negative & (rng.random((n, k)) < 0.5)
     a = np.zeros((n, k, _W), np.uint8)
@@ -129,10 +145,19 @@ def ensure_csv(data_dir: Path, nbytes: int, log: Callable[[str], None]) -> tuple
     data_dir.mkdir(parents=True, exist_ok=True)
     path = data_dir / f"files-csv-{nbytes}-s{DATA_SEED}.csv"
     existing = path.stat().st_size if path.exists() else 0
-    need_space(data_dir, 3 * nbytes - existing, f"the {human_bytes(nbytes)} `files` data",
-               "3x the size: the data file, a working copy and a rewritten copy; free some "
-               "space, or run a smaller size: --quick, or --sizes small")
+    need_space(
+        data_dir,
+        3 * nbytes - existing,
+        f"the {human_bytes(nbytes)} `files` data",
+        "3x the size: the data file, a working copy and a rewritten copy; free some "
+        "space, or run a smaller size: --quick, or --sizes small",
+    )
     want = {"nbytes": nbytes, "seed": DATA_SEED, "generator": GENERATOR_VERSION}
-    info = generated_file(path, want, lambda tmp: _write_csv(tmp, DATA_SEED, nbytes), log,
-                          f"~{nbytes:,} bytes, seed {DATA_SEED}")
+    info = generated_file(
+        path,
+        want,
+        lambda tmp: _write_csv(tmp, DATA_SEED, nbytes),
+        log,
+        f"~{nbytes:,} bytes, seed {DATA_SEED}",
+    )
     return path, info

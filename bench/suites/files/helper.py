@@ -32,8 +32,11 @@ def helper() -> Path:
     if not exe.exists():
         src = tools / f"files-helper-{digest}.rs"
         src.write_text(source)
-        p = subprocess.run([rustc, "-O", "--edition", "2021", "-o", str(exe) + ".tmp", str(src)],
-                           capture_output=True, text=True)
+        p = subprocess.run(
+            [rustc, "-O", "--edition", "2021", "-o", str(exe) + ".tmp", str(src)],
+            capture_output=True,
+            text=True,
+        )
         if p.returncode != 0:
             raise Unavailable(f"compiling the helper failed: {p.stderr.strip()[-300:]}")
         os.replace(str(exe) + ".tmp", exe)

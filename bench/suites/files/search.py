@@ -20,24 +20,64 @@ REGEX_CLASS = r"[0-9]{4},[0-9]{4}\.[0-9]5"  # starts with a class: no literal pr
 # `\w`/`.`/non-ASCII classes (bytes for grep -E and mmapkit, characters for rg), and no
 # uppercase non-ASCII letters in the data for -i.
 CLASSES: tuple[tuple[str, str, tuple[str, ...], str, str], ...] = (
-    ("regex_pure", "pure literal", (), "31415",
-     "a plain string of digits (~0.03 % of the lines): a literal search (memchr-like)."),
-    ("regex_nolit", "character classes only", (), "[7-9][0-9]{4}[0-3]",
-     "no literal at all: six digits from three classes (~40 % of the lines)."),
-    ("regex_alt", "alternation of literals", (), "31415|27182|16180|14142|17320",
-     "five digit strings (~0.1 % of the lines): a multi-literal search."),
-    ("regex_icase", "case-insensitive", ("-i",), "warning|timeout",
-     "`-i` on the words of the text field (\"Warning\", \"timeout\"; ~8 % of the lines)."),
-    ("regex_anchored", "anchored ^ and $", (), r"^[0-9]{3}\.[0-9]{2},|,-[0-9]$",
-     "a first field with 3 integer digits and 2 decimals, or a negative one-digit last "
-     "field (~94 % of the lines)."),
-    ("regex_word", "word boundaries", (), r"\b4[0-9]\.[0-9]0\b",
-     "`\\b` around a decimal of two integer digits (~18 % of the lines)."),
-    ("regex_many", "many matches per line", (), r"[0-9]+\.[0-9]5",
-     "a decimal ending in 5: many per line, in nearly every line; a count stops at "
-     "each line's first."),
-    ("regex_unicode", "Unicode (UTF-8) literals", (), "Москва|Ελλάδα [a-z]",
-     "non-ASCII words of the text field (~3.5 % of the lines)."),
+    (
+        "regex_pure",
+        "pure literal",
+        (),
+        "31415",
+        "a plain string of digits (~0.03 % of the lines): a literal search (memchr-like).",
+    ),
+    (
+        "regex_nolit",
+        "character classes only",
+        (),
+        "[7-9][0-9]{4}[0-3]",
+        "no literal at all: six digits from three classes (~40 % of the lines).",
+    ),
+    (
+        "regex_alt",
+        "alternation of literals",
+        (),
+        "31415|27182|16180|14142|17320",
+        "five digit strings (~0.1 % of the lines): a multi-literal search.",
+    ),
+    (
+        "regex_icase",
+        "case-insensitive",
+        ("-i",),
+        "warning|timeout",
+        '`-i` on the words of the text field ("Warning", "timeout"; ~8 % of the lines).',
+    ),
+    (
+        "regex_anchored",
+        "anchored ^ and $",
+        (),
+        r"^[0-9]{3}\.[0-9]{2},|,-[0-9]$",
+        "a first field with 3 integer digits and 2 decimals, or a negative one-digit last "
+        "field (~94 % of the lines).",
+    ),
+    (
+        "regex_word",
+        "word boundaries",
+        (),
+        r"\b4[0-9]\.[0-9]0\b",
+        "`\\b` around a decimal of two integer digits (~18 % of the lines).",
+    ),
+    (
+        "regex_many",
+        "many matches per line",
+        (),
+        r"[0-9]+\.[0-9]5",
+        "a decimal ending in 5: many per line, in nearly every line; a count stops at "
+        "each line's first.",
+    ),
+    (
+        "regex_unicode",
+        "Unicode (UTF-8) literals",
+        (),
+        "Москва|Ελλάδα [a-z]",
+        "non-ASCII words of the text field (~3.5 % of the lines).",
+    ),
 )
 FIND_LINE, FIND_FIELD = 9, 40  # "find first": fields 40..42 of line 10, with their commas
 
@@ -56,55 +96,86 @@ def _offset(argv: list[str], _p: Path) -> int:
     return offset(argv)
 
 
-def tasks(few: Callable[[Any, int], int], big: Callable[[Any], str],
-          three: Callable[[Any, int], int]) -> tuple[Task, ...]:
+def tasks(
+    few: Callable[[Any, int], int], big: Callable[[Any], str], three: Callable[[Any, int], int]
+) -> tuple[Task, ...]:
     # CPU-bound: once per cache state on the large size
     regex: dict[str, Any] = {"baseline": "grep", "repeats": few, "warmup": big}
     # the other classes: warm only (the goal is warm), 3 runs on the large size
     classes = tuple(
-        Task(name, f"regex count `{pattern}`{' ' + ' '.join(flags) if flags else ''} ({title})",
-             baseline="grep", repeats=three, warmup=big, caches=("warm",),
-             note=f"lines matching `{pattern}`{' with ' + ' '.join(flags) if flags else ''}: "
-                  f"{note} Warm only; 3 runs on the large size, after reading the file once.")
-        for name, title, flags, pattern, note in CLASSES)
+        Task(
+            name,
+            f"regex count `{pattern}`{' ' + ' '.join(flags) if flags else ''} ({title})",
+            baseline="grep",
+            repeats=three,
+            warmup=big,
+            caches=("warm",),
+            note=f"lines matching `{pattern}`{' with ' + ' '.join(flags) if flags else ''}: "
+            f"{note} Warm only; 3 runs on the large size, after reading the file once.",
+        )
+        for name, title, flags, pattern, note in CLASSES
+    )
     return (
-        Task("count_lines", "count lines", baseline="wc",
-             note="the number of `\\n` bytes (the file ends with one, so also the number "
-                  "of lines for `grep -c ''`, `rg -c ''` and Python)."),
-        Task("count_absent", f'count "{ABSENT}" (absent)', baseline="grep",
-             note=f"occurrences of `{ABSENT}`, which never occurs (no field has more "
-                  "than 6 digits in a row): the whole file is searched. All digits, like "
-                  "the data, so prefilters on rare bytes find many candidates."),
-        Task("find_first", "find the first occurrence (near the start)", baseline="grep",
-             throughput=False,
-             note="byte offset of the first occurrence of three fields of line 10 with "
-                  "their commas (a string within the first few kB; see the sizes' "
-                  "`find_needle` in the JSON); every tool stops at the first match."),
-        Task("regex_literal", f"regex count `{REGEX_LITERAL}` (literal prefix)", **regex,
-             note=f"lines matching `{REGEX_LITERAL}` (GNU `grep -c` semantics: matching "
-                  "lines, not matches; ~14 % of the lines). Its literal prefix lets a "
-                  "search jump between candidates. CPU-bound, so on the large size it "
-                  "is timed once per cache state after reading the file once."),
-        Task("regex_class", f"regex count `{REGEX_CLASS}` (no literal prefix)", **regex,
-             note=f"lines matching `{REGEX_CLASS}` (~20 % of the lines): it starts with "
-                  "a character class and its only literals (`,` `.`) are in every "
-                  "field, so the regex engine itself does the work. Once per cache "
-                  "state on the large size, like the other regex."),
+        Task(
+            "count_lines",
+            "count lines",
+            baseline="wc",
+            note="the number of `\\n` bytes (the file ends with one, so also the number "
+            "of lines for `grep -c ''`, `rg -c ''` and Python).",
+        ),
+        Task(
+            "count_absent",
+            f'count "{ABSENT}" (absent)',
+            baseline="grep",
+            note=f"occurrences of `{ABSENT}`, which never occurs (no field has more "
+            "than 6 digits in a row): the whole file is searched. All digits, like "
+            "the data, so prefilters on rare bytes find many candidates.",
+        ),
+        Task(
+            "find_first",
+            "find the first occurrence (near the start)",
+            baseline="grep",
+            throughput=False,
+            note="byte offset of the first occurrence of three fields of line 10 with "
+            "their commas (a string within the first few kB; see the sizes' "
+            "`find_needle` in the JSON); every tool stops at the first match.",
+        ),
+        Task(
+            "regex_literal",
+            f"regex count `{REGEX_LITERAL}` (literal prefix)",
+            **regex,
+            note=f"lines matching `{REGEX_LITERAL}` (GNU `grep -c` semantics: matching "
+            "lines, not matches; ~14 % of the lines). Its literal prefix lets a "
+            "search jump between candidates. CPU-bound, so on the large size it "
+            "is timed once per cache state after reading the file once.",
+        ),
+        Task(
+            "regex_class",
+            f"regex count `{REGEX_CLASS}` (no literal prefix)",
+            **regex,
+            note=f"lines matching `{REGEX_CLASS}` (~20 % of the lines): it starts with "
+            "a character class and its only literals (`,` `.`) are in every "
+            "field, so the regex engine itself does the work. Once per cache "
+            "state on the large size, like the other regex.",
+        ),
         *classes,
     )
 
 
 def bandwidth(threads: int) -> Task:
     """The machine's limit, measured in the same run (not a contest)."""
-    return Task("bandwidth", "bandwidth reference: all-core sum of the file",
-                baseline="mmap scan",
-                note=f"not a contest: a compiled helper sums the file as 64-bit words with "
-                     f"one thread per core ({threads} here), through a populated mapping "
-                     "or through pread, in the same run and cache state as the others; the "
-                     "faster one's GB/s is the \"limit\" the throughput tables compare with "
-                     "(memory bandwidth with a warm cache, the disk with a cold one; cold, it "
-                     "is only indicative: the helpers do nothing about readahead, so a tool "
-                     "can beat it, > 100 %).")
+    return Task(
+        "bandwidth",
+        "bandwidth reference: all-core sum of the file",
+        baseline="mmap scan",
+        note=f"not a contest: a compiled helper sums the file as 64-bit words with "
+        f"one thread per core ({threads} here), through a populated mapping "
+        "or through pread, in the same run and cache state as the others; the "
+        'faster one\'s GB/s is the "limit" the throughput tables compare with '
+        "(memory bandwidth with a warm cache, the disk with a cold one; cold, it "
+        "is only indicative: the helpers do nothing about readahead, so a tool "
+        "can beat it, > 100 %).",
+    )
 
 
 def grep_like(extended: list[str]) -> Table:
@@ -115,8 +186,10 @@ def grep_like(extended: list[str]) -> Table:
         "find_first": (_offset, ["-m1", "-b", "-o", "-F", NEEDLE, FILE]),
         "regex_literal": (_count, ["-c", *extended, REGEX_LITERAL, FILE]),
         "regex_class": (_count, ["-c", *extended, REGEX_CLASS, FILE]),
-        **{name: (_count, ["-c", *extended, *flags, "-e", pattern, FILE])
-           for name, _t, flags, pattern, _n in CLASSES},
+        **{
+            name: (_count, ["-c", *extended, *flags, "-e", pattern, FILE])
+            for name, _t, flags, pattern, _n in CLASSES
+        },
     }
 
 
@@ -140,6 +213,8 @@ def mmapkit_table(opts: list[str]) -> Table:
         "find_first": (_offset, ["find", *opts, NEEDLE, FILE]),
         "regex_literal": (_strict, ["grep", "-c", *opts, REGEX_LITERAL, FILE]),
         "regex_class": (_strict, ["grep", "-c", *opts, REGEX_CLASS, FILE]),
-        **{name: (_strict, ["grep", "-c", *opts, *flags, "-e", pattern, FILE])
-           for name, _t, flags, pattern, _n in CLASSES},
+        **{
+            name: (_strict, ["grep", "-c", *opts, *flags, "-e", pattern, FILE])
+            for name, _t, flags, pattern, _n in CLASSES
+        },
     }
