@@ -62,6 +62,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         tools::count, tools::find, tools::find_all, tools::grep, tools::grep_count, tools::replace, tools::keep_lines,
         kmers::kmers, kmers::kmer_labels,
     );
+    add_functions!(m: store::create_dir_durably, store::remove_file_durably);
     m.add_class::<kmers::RecordWriter>()?;
     add_functions!(m: stats::stats_reduce, stats::stats_quantile, stats::stats_histogram);
     m.add("ACCESS_DEFAULT", mapped::ACCESS_DEFAULT)?;

@@ -437,6 +437,20 @@ pub fn remove_stale_temp_files(path: PathBuf) -> usize {
     mmapkit::fs::remove_stale_temp_files_of(&path)
 }
 
+/// Creates directory `path` and its missing parents, durably (the core's
+/// `fs::create_dir_durably`: the parent of each new directory is fsynced).
+#[pyfunction]
+pub fn create_dir_durably(py: Python<'_>, path: PathBuf) -> PyResult<()> {
+    py.detach(|| mmapkit::fs::create_dir_durably(&path)).py_err()
+}
+
+/// Removes the file `path` and fsyncs its directory (the core's
+/// `fs::remove_file_durably`); False when there was nothing to remove.
+#[pyfunction]
+pub fn remove_file_durably(py: Python<'_>, path: PathBuf) -> PyResult<bool> {
+    py.detach(|| mmapkit::fs::remove_file_durably(&path)).py_err()
+}
+
 /// Writes `data` to `path` atomically: a temp file beside it, fsync,
 /// rename over `path`, directory fsync (the core's `fs::AtomicFile`).
 /// Readers see the old file or the new one, never a mix.

@@ -521,6 +521,17 @@ impl AtomicFile {
     }
 }
 
+/// Removes the file `path` (a symbolic link itself, not its target) and
+/// fsyncs its directory, so the removal survives a power loss; `Ok(false)`
+/// when there was nothing to remove.
+pub fn remove_file_durably(path: &Path) -> Result<bool> {
+    match fs::remove_file(path) {
+        Ok(()) => sync_dir(parent(path)).map(|()| true),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(Error::io(path, "unlink", e)),
+    }
+}
+
 #[cfg(test)]
 #[path = "fs_tests.rs"]
 mod tests;

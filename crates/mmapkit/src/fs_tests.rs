@@ -144,3 +144,15 @@ fn stale_temp_files_of_dead_processes_are_removed_live_ones_kept() {
     assert!(other.exists(), "only temp files of this target are removed");
     assert_eq!(fs::read(&target).unwrap(), b"done");
 }
+
+#[test]
+fn remove_file_durably_removes_once_and_refuses_directories() {
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("meta.json");
+    fs::write(&f, b"{}").unwrap();
+    assert!(remove_file_durably(&f).unwrap());
+    assert!(!f.exists());
+    assert!(!remove_file_durably(&f).unwrap(), "nothing left to remove");
+    let e = remove_file_durably(d.path()).unwrap_err();
+    assert_eq!(e.path(), Some(d.path()));
+}
