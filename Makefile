@@ -27,7 +27,7 @@ $(VPY):
 	$(VPY) -m pip install --quiet --upgrade pip
 
 $(VENV)/.deps: $(VPY) pyproject.toml
-	$(VPY) -m pip install --quiet "maturin>=1.9,<2" "numpy>=1.26" "pytest>=8" "hypothesis>=6.100" "mypy>=1.10" "matplotlib>=3.8"
+	$(VPY) -m pip install --quiet "maturin>=1.9,<2" "numpy>=1.26" "pytest>=8" "hypothesis>=6.100" "mypy>=1.10" "ruff>=0.17,<0.18" "matplotlib>=3.8"
 	touch $@
 
 setup: $(VENV)/.deps
@@ -128,6 +128,10 @@ tsan:
 
 lint:
 	cargo clippy --workspace --all-targets --quiet -- -D warnings
+	cargo fmt --all --check
+	$(VPY) -m ruff check --quiet
+	$(VPY) -m ruff format --check --quiet
+	$(VPY) -m mypy
 
 py-test: cli bench-peers dist
 	$(VPY) -m pytest -q tests/python

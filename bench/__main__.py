@@ -175,7 +175,7 @@ def merge_docs(path: Path, doc: dict, suite) -> dict:
     out["results"] = [r for r in old["results"] if r["task"] not in mine] + doc["results"]
     out["repeats"] = {**old.get("repeats", {}), **doc["repeats"]}
     out["versions"] = {**old.get("versions", {}), **doc["versions"]}
-    out["runs"] = runs + [run_of(doc, sorted(mine))]
+    out["runs"] = [*runs, run_of(doc, sorted(mine))]
     out["targets"] = suite.targets(out)
     return out
 

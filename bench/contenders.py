@@ -11,8 +11,9 @@ import os
 import shlex
 import shutil
 import subprocess
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from .harness import REPO_DIR, Contender, Unavailable
 
@@ -78,6 +79,7 @@ def mmapkit_cli_available() -> str | None:
             text=True,
             timeout=30,
             env=ENV,
+            check=False,
         )
     except (OSError, subprocess.SubprocessError) as exc:
         return f"{exe} does not run ({exc})"
@@ -96,7 +98,7 @@ def mmapkit_module(*submodules: str) -> Any:
 
         for sub in submodules:
             importlib.import_module(f"mmapkit.{sub}")
-    except Exception as exc:  # noqa: BLE001 - any import failure means n/a
+    except Exception as exc:
         raise Unavailable(f"mmapkit not importable ({type(exc).__name__}: {exc})") from exc
     return mmapkit
 

@@ -42,9 +42,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO_DIR = BENCH_DIR.parent
@@ -249,14 +250,14 @@ def buffer_digest(buf: Any) -> tuple[int, str]:
     import hashlib
 
     mv = memoryview(buf).cast("B")
-    return (mv.nbytes, hashlib.sha1(mv).hexdigest())
+    return (mv.nbytes, hashlib.sha1(mv, usedforsecurity=False).hexdigest())
 
 
 def file_digest(path: Path) -> tuple[int, str]:
     """(length, hash) of a file's bytes, read in chunks."""
     import hashlib
 
-    h = hashlib.sha1()
+    h = hashlib.sha1(usedforsecurity=False)
     n = 0
     with open(path, "rb", buffering=0) as f:
         buf = bytearray(8 << 20)
@@ -412,7 +413,9 @@ def tool_version(argv: Sequence[str], env: dict[str, str] | None = None) -> str:
     """First line of a tool's version output (for the reports): "?" if it fails,
     "not found" if it cannot run."""
     try:
-        p = subprocess.run(list(argv), capture_output=True, text=True, timeout=30, env=env)
+        p = subprocess.run(
+            list(argv), capture_output=True, text=True, timeout=30, env=env, check=False
+        )
         lines = (p.stdout or p.stderr).strip().splitlines()
         return lines[0] if lines and p.returncode == 0 else "?"
     except (OSError, subprocess.SubprocessError):
@@ -593,7 +596,7 @@ def machine_info(data_dir: Path) -> dict[str, Any]:
     info["python"] = f"{platform.python_implementation()} {platform.python_version()}"
     info["filesystem"] = _filesystem_of(data_dir)
     info["git"] = _git_revision()
-    info["date"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    info["date"] = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     return info
 
 
@@ -620,6 +623,7 @@ def _git_revision() -> str:
             capture_output=True,
             text=True,
             timeout=10,
+            check=False,
         ).stdout.strip()
         dirty = subprocess.run(
             ["git", "status", "--porcelain", "--untracked-files=no"],
@@ -627,6 +631,7 @@ def _git_revision() -> str:
             capture_output=True,
             text=True,
             timeout=10,
+            check=False,
         ).stdout.strip()
         return (rev + ("+dirty" if dirty else "")) if rev else "?"
     except (OSError, subprocess.SubprocessError):
@@ -683,7 +688,7 @@ class RunOptions:
 
     @property
     def default_repeats(self) -> int:
-        return self.repeat if self.repeat else (3 if self.quick else 5)
+        return self.repeat or (3 if self.quick else 5)
 
 
 class _TaskRun:
@@ -918,7 +923,7 @@ def run_suite(suite: Suite, opts: RunOptions) -> dict[str, Any]:
                 for cache in CACHES
             }
             caches = tuple(c for c in opts.caches if task.caches is None or c in task.caches)
-            for (name, cache), cell in cells.items():
+            for (_name, cache), cell in cells.items():
                 if cache not in opts.caches:
                     cell.status, cell.reason = "n/a", "cache state not measured in this run"
                 elif cache not in caches:
@@ -926,7 +931,7 @@ def run_suite(suite: Suite, opts: RunOptions) -> dict[str, Any]:
                         "n/a",
                         "cache state not measured (not meaningful for this task)",
                     )
-            if task.sizes is not None and size.label not in task.sizes or not caches:
+            if (task.sizes is not None and size.label not in task.sizes) or not caches:
                 for cell in cells.values():
                     if cell.status != "n/a":
                         cell.status, cell.reason = "n/a", "not measured at this size"

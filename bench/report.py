@@ -112,7 +112,9 @@ def text_tables(doc: dict[str, Any]) -> str:
             out.append("")
             out.append(f"{size['label']} ({size['human']}), {cache} cache")
             for j, row in enumerate(rows):
-                out.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+                out.append(
+                    "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+                )
                 if j == 0:
                     out.append("  ".join("-" * w for w in widths))
     if footnotes:
@@ -273,7 +275,7 @@ def _plain(rows: list[list[str]]) -> list[str]:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     out = []
     for j, row in enumerate(rows):
-        out.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+        out.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
         if j == 0:
             out.append("  ".join("-" * w for w in widths))
     return out
@@ -405,7 +407,7 @@ def _text_rows(doc: dict[str, Any]) -> str:
 
 
 def _md_rows_results(doc: dict[str, Any], heading: str) -> list[str]:
-    lines = _md_table(_rows_summary(doc, True), 3) + [""]
+    lines = [*_md_table(_rows_summary(doc, True), 3), ""]
     for size in doc["sizes"]:
         table = _rows_throughput(doc, size)
         if len(table) == 1:
@@ -417,7 +419,7 @@ def _md_rows_results(doc: dict[str, Any], heading: str) -> list[str]:
             "",
             "GB/s = bytes of the data file / median time"
             + (
-                f"; % of limit = that throughput as a share of "
+                "; % of limit = that throughput as a share of "
                 + (f"`{lim[1]}`'s" if lim[1] else "the fastest")
                 + f" in task `{lim[0]}` in the same cache state"
                 if lim
@@ -430,7 +432,7 @@ def _md_rows_results(doc: dict[str, Any], heading: str) -> list[str]:
             + ".",
             "",
         ]
-        lines += _md_table(table, 2) + [""]
+        lines += [*_md_table(table, 2), ""]
     if doc.get("targets"):
         lines += [
             f"{heading} Targets",
@@ -439,7 +441,7 @@ def _md_rows_results(doc: dict[str, Any], heading: str) -> list[str]:
             "times are medians.",
             "",
         ]
-        lines += _md_table(targets_rows(doc, True), 2) + [""]
+        lines += [*_md_table(targets_rows(doc, True), 2), ""]
     return lines
 
 
@@ -602,7 +604,7 @@ def readme_section(results_dir: Path, specs: dict[str, dict[str, Any]] | None = 
         "the baseline.",
         "",
     ]
-    out += _md_table(rows, 2) + [""]
+    out += [*_md_table(rows, 2), ""]
     for name in README_PLOTS:
         if name in names and (results_dir / f"{name}.png").exists():
             out += [f"![{name}](bench/results/{name}.png)", ""]

@@ -16,9 +16,10 @@ but cost almost nothing to produce.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 

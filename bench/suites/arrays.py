@@ -34,14 +34,16 @@ Tasks (every contender's answer is checked on every run):
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import multiprocessing as mp
 import os
 import pickle
 import time
+from collections.abc import Callable
 from multiprocessing import shared_memory
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -363,10 +365,8 @@ class _Workers:
 
     def stop(self) -> None:
         for c in self.conns:
-            try:
+            with contextlib.suppress(OSError):
                 c.send(None)
-            except OSError:
-                pass
         for p in self.procs:
             p.join(timeout=5)
 

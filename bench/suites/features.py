@@ -37,8 +37,9 @@ import mmap
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Self
 
 import numpy as np
 
@@ -195,12 +196,12 @@ class _RssAnon:
             self.peak = max(self.peak, self.now())
             self._stop.wait(self.period)
 
-    def __enter__(self) -> "_RssAnon":
+    def __enter__(self) -> Self:
         self.peak = self.start = self.now()
         self._t.start()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._t.join()
         self.peak = max(self.peak, self.now())
@@ -456,7 +457,7 @@ def train_mmapkit_big(d: Path) -> Measured:
 )
 def ooc_read(d: Path) -> Measured:
     with _RssAnon() as rss:
-        nbytes = prime([d / "store" / "features.npy"])
+        prime([d / "store" / "features.npy"])
     return Measured(True, {"rss_anon": rss.peak, "rss_anon_growth": rss.peak - rss.start})
 
 
@@ -510,7 +511,7 @@ class MemmapRows:
 def _torch() -> Any:
     try:
         import torch
-        import torch.utils.data  # noqa: F401
+        import torch.utils.data
     except ImportError as exc:
         raise Unavailable("torch not installed (the `torch` extra)") from exc
     return torch

@@ -18,8 +18,9 @@ import hashlib
 import mmap
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..contenders import mmapkit_has, mmapkit_module
 from ..harness import (
@@ -122,7 +123,7 @@ def file_replace(path: Path) -> None:
     os.replace(tmp, path)
 
 
-# --------------------------------------------------------------------------- mmap-style (stdlib + drop-in)
+# ------------------------------------------------------------ mmap-style (stdlib + drop-in)
 
 
 def mmap_style(mod: Any) -> dict[str, Callable[[Path], Any]]:
@@ -283,7 +284,8 @@ class PyioSuite(Suite):
                     "seek_find": file_seek_find,
                     "replace": file_replace,
                 },
-                note='`open(path, "rb")` and `read()`; find: 1 MiB `readinto` chunks into one reusable buffer, stopping at the first match; replace: read, `bytes.replace`, '
+                note='`open(path, "rb")` and `read()`; find: 1 MiB `readinto` chunks into one '
+                "reusable buffer, stopping at the first match; replace: read, `bytes.replace`, "
                 "write a temporary file in the same directory, fsync, "
                 "`os.replace`.",
             ),

@@ -35,8 +35,9 @@ import json
 import shutil
 import socket
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..harness import (
     REPO_DIR,
@@ -184,20 +185,21 @@ class ReplicationSuite(Suite):
         self._quick = False
         self._catchup_info: dict[Path, dict[str, Any]] = {}
         self._runs = 0
-        self.tasks = tuple(
-            Task(
-                f"clients-{c}",
-                f"{c} concurrent client{'s' if c > 1 else ''}",
-                caches=("warm",),
-                sizes=(CLUSTER,),
-                throughput=False,
-                warmup="prime",
-                check=lambda _p, r: r,
-                note=f"{WRITES[c][0]:,} writes ({WRITES[c][1]:,} with --quick) of "
-                f"{VALUE}-byte values from {c} client(s), each waiting for its answer",
-            )
-            for c in CLIENTS
-        ) + (
+        self.tasks = (
+            *tuple(
+                Task(
+                    f"clients-{c}",
+                    f"{c} concurrent client{'s' if c > 1 else ''}",
+                    caches=("warm",),
+                    sizes=(CLUSTER,),
+                    throughput=False,
+                    warmup="prime",
+                    check=lambda _p, r: r,
+                    note=f"{WRITES[c][0]:,} writes ({WRITES[c][1]:,} with --quick) of "
+                    f"{VALUE}-byte values from {c} client(s), each waiting for its answer",
+                )
+                for c in CLIENTS
+            ),
             Task(
                 "catchup",
                 "follower catch-up",

@@ -48,7 +48,7 @@ crashing with SIGBUS when another process truncates the mapped file.
 from __future__ import annotations
 
 import builtins
-import os
+import mmap as _stdlib_mmap
 from mmap import (  # the platform's constants, re-exported for drop-in use
     ALLOCATIONGRANULARITY,
     MADV_DONTNEED,
@@ -64,9 +64,13 @@ from mmap import (  # the platform's constants, re-exported for drop-in use
     PROT_READ,
     PROT_WRITE,
 )
-import mmap as _stdlib_mmap
-from typing import Optional, Union
 
+from . import (
+    ml,  # out-of-core training: mmapkit.ml.StreamingLogisticRegression
+    parallel,
+    shared_memory,
+    stats,  # exact out-of-core statistics: mmapkit.stats.median(...)
+)
 from ._native import (
     ACCESS_COPY,
     ACCESS_DEFAULT,
@@ -95,12 +99,10 @@ from ._native import (
     page_size,
     replace,
 )
-from . import stats  # exact out-of-core statistics: mmapkit.stats.median(...)
-from . import ml  # out-of-core training: mmapkit.ml.StreamingLogisticRegression
-from . import parallel, shared_memory
+from ._types import PathLike
+from .features import FeatureStore
 from .shared_memory import SharedArray
 from .store import ArrayStore, sparse
-from .features import FeatureStore
 
 #: ``mmap.error`` is ``OSError`` in the stdlib; so it is here.
 error = OSError
@@ -111,24 +113,11 @@ globals().update(
 )
 
 __all__ = [
-    "stats",
     "ACCESS_COPY",
     "ACCESS_DEFAULT",
-    "ArrayStore",
-    "FeatureStore",
-    "SharedArray",
-    "parallel",
-    "shared_memory",
-    "sparse",
     "ACCESS_READ",
     "ACCESS_WRITE",
     "ALLOCATIONGRANULARITY",
-    "CommitLog",
-    "CorruptError",
-    "DiskFullError",
-    "FailedError",
-    "FileTruncatedError",
-    "FormatError",
     "MADV_DONTNEED",
     "MADV_NORMAL",
     "MADV_RANDOM",
@@ -137,16 +126,26 @@ __all__ = [
     "MAP_ANONYMOUS",
     "MAP_PRIVATE",
     "MAP_SHARED",
-    "MappedFile",
     "PAGESIZE",
     "PROT_EXEC",
     "PROT_READ",
     "PROT_WRITE",
+    "ArrayStore",
+    "CommitLog",
+    "CorruptError",
+    "DiskFullError",
+    "FailedError",
+    "FeatureStore",
+    "FileTruncatedError",
+    "FormatError",
+    "MappedFile",
     "RecordWriter",
     "ReservationExhaustedError",
+    "SharedArray",
     "__version__",
     "count",
     "drop_cache",
+    "error",
     "find",
     "find_all",
     "grep",
@@ -154,24 +153,26 @@ __all__ = [
     "keep_lines",
     "kmer_labels",
     "kmers",
-    "replace",
-    "error",
+    "ml",
     "mmap",
     "open",
     "page_size",
+    "parallel",
+    "replace",
+    "shared_memory",
+    "sparse",
+    "stats",
 ]
 
-PathLike = Union[str, "os.PathLike[str]"]
 
-
-def open(  # noqa: A001 - mirrors builtins.open on purpose
+def open(
     path: PathLike,
     mode: str = "r",
-    size: Optional[int] = None,
+    size: int | None = None,
     offset: int = 0,
-    length: Optional[int] = None,
+    length: int | None = None,
     *,
-    reserve: Optional[int] = None,
+    reserve: int | None = None,
 ) -> MappedFile:
     """Map ``path`` and return a :class:`MappedFile`.
 

@@ -12,14 +12,15 @@ radix selection over the rows (:func:`_select`).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Optional, Sequence, Union
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
 
 from ._radix import QuantilePlan, from_key, median_of, to_keys
 
-Q = Union[float, Sequence[float], npt.NDArray[Any]]
+Q: TypeAlias = float | Sequence[float] | npt.NDArray[Any]
 
 
 def row_chunks(
@@ -73,11 +74,12 @@ def std(X: np.ndarray[Any, Any], ddof: int = 0) -> npt.NDArray[np.float64]:
 
 def extreme(X: np.ndarray[Any, Any], fn: Callable[..., Any]) -> np.ndarray[Any, Any]:
     """``fn(X, axis=0)`` (``np.min``/``np.max``) chunk by chunk; ``X`` has rows."""
-    acc = None
+    acc: np.ndarray[Any, Any] | None = None
     for c in row_chunks(X):
         m = fn(c, axis=0)
         acc = m if acc is None else fn(np.stack([acc, m]), axis=0)
-    assert acc is not None
+    if acc is None:
+        raise ValueError("no rows (no minimum or maximum)")
     return acc
 
 
@@ -112,7 +114,7 @@ def quantile(
     q: Q,
     method: str = "linear",
     memory: int = 256 << 20,
-    threads: Optional[int] = None,
+    threads: int | None = None,
 ) -> Any:
     """Exact per-column quantile(s), equal to ``np.quantile(X, q, axis=0,
     method=method)``; ``X`` has rows. Within about ``memory`` bytes: columns
@@ -127,7 +129,7 @@ def quantile(
         nan_cols, values = _select(X, plan.ranks(n), memory)
         return np.stack(
             [
-                plan.nan(dt) if nan_cols[j] else plan.finish(dt, n, lambda r: values[j, r])
+                plan.nan(dt) if nan_cols[j] else plan.finish(dt, n, lambda r, j=j: values[j, r])
                 for j in range(X.shape[1])
             ],
             axis=-1,
@@ -145,7 +147,7 @@ def quantile(
 
 
 def median(
-    X: np.ndarray[Any, Any], memory: int = 256 << 20, threads: Optional[int] = None
+    X: np.ndarray[Any, Any], memory: int = 256 << 20, threads: int | None = None
 ) -> np.ndarray[Any, Any]:
     """Exact per-column median, equal to ``np.median(X, axis=0)`` (NaN for no rows)."""
     from . import stats
@@ -189,7 +191,7 @@ def _select(
     other columns. Memory: the per-column histograms (``dim`` ×
     2^``digit_bits`` counts), one row chunk and its keys, and the last
     buckets (at most ``memory`` bytes of keys)."""
-    n, d = X.shape
+    _n, d = X.shape
     dt = X.dtype
     w = dt.itemsize * 8
 

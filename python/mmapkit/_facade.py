@@ -10,7 +10,8 @@ it pickles (by path: the receiver maps the file again).
 from __future__ import annotations
 
 import os
-from typing import Any, Iterator, Optional, Self
+from collections.abc import Iterator
+from typing import Any, Self
 
 import numpy as np
 import numpy.typing as npt
@@ -21,7 +22,7 @@ from ._native import _NpyBuffer
 class NpyFacade:
     """A numpy array view of a mapped ``.npy`` array (``_core``)."""
 
-    __slots__ = ("_core", "_dtype", "__weakref__")
+    __slots__ = ("__weakref__", "_core", "_dtype")
 
     def __init__(self, core: _NpyBuffer, dtype: np.dtype[Any]) -> None:
         self._core = core
@@ -32,7 +33,7 @@ class NpyFacade:
         raise NotImplementedError
 
     def __array__(
-        self, dtype: Optional[npt.DTypeLike] = None, copy: Optional[bool] = None
+        self, dtype: npt.DTypeLike | None = None, copy: bool | None = None
     ) -> np.ndarray[Any, Any]:
         a = self.numpy()
         if copy:

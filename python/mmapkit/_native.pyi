@@ -2,57 +2,59 @@
 
 import os
 import pathlib
-from types import TracebackType
-from typing import Any, Iterator, Optional, Sequence, Union, final, overload
+from collections.abc import Iterator, Sequence
+from typing import Any, Self, TypeAlias, final, overload
 
 import numpy as np
 import numpy.typing as npt
-from typing_extensions import Buffer, Self, disjoint_base
+from typing_extensions import Buffer, disjoint_base
 
 __all__ = [
-    "__version__",
-    "MappedFile",
+    "ACCESS_COPY",
+    "ACCESS_DEFAULT",
+    "ACCESS_READ",
+    "ACCESS_WRITE",
+    "ArrayStoreCore",
     "CommitLog",
     "CommitLogIter",
-    "mmap",
-    "FileTruncatedError",
-    "DiskFullError",
-    "ReservationExhaustedError",
     "CorruptError",
-    "FailedError",
-    "FormatError",
-    "ReplicationError",
-    "SnapshotRequiredError",
+    "DiskFullError",
     "DivergedError",
+    "FailedError",
+    "FileTruncatedError",
+    "FormatError",
     "LogServer",
-    "log_follow",
-    "drop_cache",
-    "page_size",
+    "MappedFile",
+    "RecordWriter",
+    "ReplicationError",
+    "ReservationExhaustedError",
+    "SharedSegment",
+    "SnapshotRequiredError",
+    "_NpyBuffer",
+    "__version__",
     "count",
+    "create_dir_durably",
+    "drop_cache",
     "find",
     "find_all",
     "grep",
     "grep_count",
-    "replace",
     "keep_lines",
-    "kmers",
     "kmer_labels",
-    "RecordWriter",
-    "stats_reduce",
-    "stats_quantile",
-    "stats_histogram",
-    "_NpyBuffer",
-    "ArrayStoreCore",
-    "SharedSegment",
-    "sparse",
+    "kmers",
+    "log_follow",
+    "mmap",
     "npy_header",
-    "write_file_atomic",
+    "page_size",
+    "remove_file_durably",
     "remove_stale_temp_files",
+    "replace",
     "segment_path",
-    "ACCESS_DEFAULT",
-    "ACCESS_READ",
-    "ACCESS_WRITE",
-    "ACCESS_COPY",
+    "sparse",
+    "stats_histogram",
+    "stats_quantile",
+    "stats_reduce",
+    "write_file_atomic",
 ]
 
 __version__: str
@@ -71,52 +73,71 @@ class ReplicationError(OSError): ...
 class SnapshotRequiredError(ReplicationError): ...
 class DivergedError(ReplicationError): ...
 
-def drop_cache(path: Union[str, os.PathLike[str]]) -> None: ...
+def drop_cache(path: str | os.PathLike[str]) -> None: ...
 def page_size() -> int: ...
 
-_Path = Union[str, os.PathLike[str]]
-_Pattern = Union[bytes, str]
+_Path: TypeAlias = str | os.PathLike[str]
+_Pattern: TypeAlias = bytes | str
 
 # mmapkit.stats natives: ``src`` is a contiguous numpy array or a path;
 # each returns the source's dtype name with the result.
 # ``threads`` everywhere (stats, tools, kmers, CommitLog.verify): None or 0
 # one per core, 1 sequential, n workers; negative or over 1024 raises ValueError.
-_Src = Union[npt.NDArray[Any], str, os.PathLike[str]]
+_Src: TypeAlias = npt.NDArray[Any] | str | os.PathLike[str]
 
 def stats_reduce(
-    src: _Src, which: str, *, dtype: Optional[str] = None, offset: int = 0, count: Optional[int] = None, skipna: bool = False,
-    threads: Optional[int] = None,
-    strategy: Optional[str] = None,
-) -> tuple[str, Union[int, float]]: ...
+    src: _Src,
+    which: str,
+    *,
+    dtype: str | None = None,
+    offset: int = 0,
+    count: int | None = None,
+    skipna: bool = False,
+    threads: int | None = None,
+    strategy: str | None = None,
+) -> tuple[str, int | float]: ...
 def stats_quantile(
     src: _Src,
     qs: Sequence[float],
     *,
     method: str = "linear",
     wide: bool = False,
-    dtype: Optional[str] = None,
+    dtype: str | None = None,
     offset: int = 0,
-    count: Optional[int] = None,
+    count: int | None = None,
     skipna: bool = False,
-    threads: Optional[int] = None,
-    strategy: Optional[str] = None,
-) -> tuple[str, list[Union[int, float]]]: ...
+    threads: int | None = None,
+    strategy: str | None = None,
+) -> tuple[str, list[int | float]]: ...
 def stats_histogram(
     src: _Src,
     bins: int = 10,
-    range: Optional[tuple[float, float]] = None,
+    range: tuple[float, float] | None = None,
     *,
-    dtype: Optional[str] = None,
+    dtype: str | None = None,
     offset: int = 0,
-    count: Optional[int] = None,
-    threads: Optional[int] = None,
-    strategy: Optional[str] = None,
+    count: int | None = None,
+    threads: int | None = None,
+    strategy: str | None = None,
 ) -> tuple[str, npt.NDArray[np.int64], npt.NDArray[np.float64]]: ...
-
-def count(path: _Path, sub: _Pattern, *, strategy: str = "auto", threads: Optional[int] = None) -> int: ...
-def find(path: _Path, sub: _Pattern, *, last: bool = False, strategy: str = "auto", threads: Optional[int] = None) -> int: ...
+def count(
+    path: _Path, sub: _Pattern, *, strategy: str = "auto", threads: int | None = None
+) -> int: ...
+def find(
+    path: _Path,
+    sub: _Pattern,
+    *,
+    last: bool = False,
+    strategy: str = "auto",
+    threads: int | None = None,
+) -> int: ...
 def find_all(
-    path: _Path, sub: _Pattern, *, max: Optional[int] = None, strategy: str = "auto", threads: Optional[int] = None
+    path: _Path,
+    sub: _Pattern,
+    *,
+    max: int | None = None,
+    strategy: str = "auto",
+    threads: int | None = None,
 ) -> npt.NDArray[np.int64]: ...
 def grep(
     path: _Path,
@@ -126,9 +147,9 @@ def grep(
     invert: bool = False,
     fixed: bool = False,
     only_matching: bool = False,
-    max_count: Optional[int] = None,
+    max_count: int | None = None,
     strategy: str = "auto",
-    threads: Optional[int] = None,
+    threads: int | None = None,
 ) -> list[tuple[int, int, bytes]]: ...
 def grep_count(
     path: _Path,
@@ -137,9 +158,9 @@ def grep_count(
     ignore_case: bool = False,
     invert: bool = False,
     fixed: bool = False,
-    max_count: Optional[int] = None,
+    max_count: int | None = None,
     strategy: str = "auto",
-    threads: Optional[int] = None,
+    threads: int | None = None,
 ) -> int: ...
 def replace(
     path: _Path,
@@ -148,10 +169,10 @@ def replace(
     *,
     regex: bool = False,
     dry_run: bool = False,
-    backup: Optional[str] = None,
+    backup: str | None = None,
     sync: bool = False,
     strategy: str = "auto",
-    threads: Optional[int] = None,
+    threads: int | None = None,
 ) -> int: ...
 def keep_lines(path: _Path, n: int) -> int: ...
 @overload
@@ -163,7 +184,7 @@ def kmers(
     format: None = None,
     counts: bool = False,
     mode: str = "mmap",
-    threads: Optional[int] = None,
+    threads: int | None = None,
     sync: bool = False,
 ) -> npt.NDArray[Any]: ...
 @overload
@@ -172,10 +193,10 @@ def kmers(
     k: int,
     out: _Path,
     *,
-    format: Optional[str] = None,
+    format: str | None = None,
     counts: bool = False,
     mode: str = "mmap",
-    threads: Optional[int] = None,
+    threads: int | None = None,
     sync: bool = False,
 ) -> int: ...
 @overload
@@ -184,23 +205,24 @@ def kmers(
     k: int = 4,
     *,
     out: _Path,
-    format: Optional[str] = None,
+    format: str | None = None,
     counts: bool = False,
     mode: str = "mmap",
-    threads: Optional[int] = None,
+    threads: int | None = None,
     sync: bool = False,
 ) -> int: ...
 def kmer_labels(k: int) -> list[str]: ...
+
 @final
 class RecordWriter:
     def __new__(
         cls,
         path: _Path,
         width: int,
-        n: Optional[int] = None,
+        n: int | None = None,
         *,
-        header: Optional[bytes] = None,
-        npy: Optional[tuple[str, Sequence[int]]] = None,
+        header: bytes | None = None,
+        npy: tuple[str, Sequence[int]] | None = None,
         sync: bool = False,
     ) -> Self: ...
     def write(self, i: int, data: bytes) -> None: ...
@@ -221,12 +243,12 @@ class RecordWriter:
 class MappedFile:
     def __new__(
         cls,
-        path: Union[str, os.PathLike[str]],
+        path: str | os.PathLike[str],
         mode: str = "r",
-        size: Optional[int] = None,
+        size: int | None = None,
         offset: int = 0,
-        length: Optional[int] = None,
-        reserve: Optional[int] = None,
+        length: int | None = None,
+        reserve: int | None = None,
     ) -> Self: ...
     def close(self) -> None: ...
     @property
@@ -239,7 +261,7 @@ class MappedFile:
     def resize(self, newsize: int) -> None: ...
     def grow(self, nbytes: int) -> int: ...
     def refresh(self) -> int: ...
-    def read(self, n: Optional[int] = None) -> bytes: ...
+    def read(self, n: int | None = None) -> bytes: ...
     def read_byte(self) -> int: ...
     def readline(self) -> bytes: ...
     def write(self, data: Buffer) -> int: ...
@@ -247,23 +269,23 @@ class MappedFile:
     def seek(self, pos: int, whence: int = 0) -> int: ...
     def tell(self) -> int: ...
     def move(self, dest: int, src: int, count: int) -> None: ...
-    def find(self, sub: Buffer, start: Optional[int] = None, end: Optional[int] = None) -> int: ...
-    def rfind(self, sub: Buffer, start: Optional[int] = None, end: Optional[int] = None) -> int: ...
+    def find(self, sub: Buffer, start: int | None = None, end: int | None = None) -> int: ...
+    def rfind(self, sub: Buffer, start: int | None = None, end: int | None = None) -> int: ...
     def count(self, sub: Buffer) -> int: ...
-    def find_all(self, sub: Buffer, limit: Optional[int] = None) -> npt.NDArray[np.int64]: ...
-    def flush(self, offset: int = 0, size: Optional[int] = None, *, sync: bool = True) -> None: ...
-    def advise(self, advice: Union[str, int], offset: int = 0, length: Optional[int] = None) -> None: ...
-    def madvise(self, option: int, start: int = 0, length: Optional[int] = None) -> None: ...
+    def find_all(self, sub: Buffer, limit: int | None = None) -> npt.NDArray[np.int64]: ...
+    def flush(self, offset: int = 0, size: int | None = None, *, sync: bool = True) -> None: ...
+    def advise(self, advice: str | int, offset: int = 0, length: int | None = None) -> None: ...
+    def madvise(self, option: int, start: int = 0, length: int | None = None) -> None: ...
     def populate(self, write: bool = False) -> None: ...
     def residency(self) -> tuple[int, int]: ...
     def numpy(
         self,
-        dtype: Optional[npt.DTypeLike] = None,
-        shape: Union[int, Sequence[int], None] = None,
+        dtype: npt.DTypeLike | None = None,
+        shape: int | Sequence[int] | None = None,
         offset: int = 0,
     ) -> npt.NDArray[Any]: ...
     @property
-    def path(self) -> Optional[str]: ...
+    def path(self) -> str | None: ...
     @property
     def mode(self) -> str: ...
     @property
@@ -272,16 +294,16 @@ class MappedFile:
     def readonly(self) -> bool: ...
     @property
     def reserved(self) -> int: ...
-    def __getitem__(self, key: Union[int, slice], /) -> Any: ...
-    def __setitem__(self, key: Union[int, slice], value: Any, /) -> None: ...
+    def __getitem__(self, key: int | slice, /) -> Any: ...
+    def __setitem__(self, key: int | slice, value: Any, /) -> None: ...
     def __delitem__(self, key: Any, /) -> None: ...
     def __iter__(self) -> Iterator[bytes]: ...
     def __contains__(self, value: object, /) -> bool: ...
     def __buffer__(self, flags: int, /) -> memoryview: ...
     def __release_buffer__(self, buffer: memoryview, /) -> None: ...
 
-class mmap(MappedFile):
-    def __new__(  # type: ignore[misc]
+class mmap(MappedFile):  # noqa: N801 - the stdlib's class name, for drop-in use
+    def __new__(
         cls,
         fileno: int,
         length: int,
@@ -292,8 +314,8 @@ class mmap(MappedFile):
         *,
         trackfd: bool = True,
     ) -> Self: ...
-    def flush(self, offset: int = 0, size: Optional[int] = None) -> None: ...  # type: ignore[override]
-    def seek(self, pos: int, whence: int = 0) -> Optional[int]: ...  # type: ignore[override]
+    def flush(self, offset: int = 0, size: int | None = None) -> None: ...  # type: ignore[override]
+    def seek(self, pos: int, whence: int = 0) -> int | None: ...  # type: ignore[override]
 
 @disjoint_base
 class _NpyBuffer:
@@ -327,15 +349,15 @@ class ArrayStoreCore(_NpyBuffer):
         row_shape: Sequence[int],
         capacity: int = 0,
         chunk_bytes: int = 1048576,
-        reserve: Optional[int] = None,
+        reserve: int | None = None,
     ) -> ArrayStoreCore: ...
     @staticmethod
     def open(
         path: _Path,
         writable: bool,
-        itemsize: Optional[int] = None,
+        itemsize: int | None = None,
         chunk_bytes: int = 1048576,
-        reserve: Optional[int] = None,
+        reserve: int | None = None,
     ) -> ArrayStoreCore: ...
     def append(self, data: Buffer) -> int: ...
     def reserve(self, rows: int) -> None: ...
@@ -361,7 +383,9 @@ class SharedSegment(_NpyBuffer):
         path: _Path, descr: str, itemsize: int, shape: Sequence[int], unlink_on_close: bool = True
     ) -> SharedSegment: ...
     @staticmethod
-    def attach(path: _Path, writable: bool = True, unlink_on_close: bool = True) -> SharedSegment: ...
+    def attach(
+        path: _Path, writable: bool = True, unlink_on_close: bool = True
+    ) -> SharedSegment: ...
     @staticmethod
     def anonymous(descr: str, itemsize: int, shape: Sequence[int]) -> SharedSegment: ...
     def set_unlink_on_close(self, on: bool) -> None: ...
@@ -373,9 +397,11 @@ def sparse(path: _Path, size: int) -> None: ...
 def npy_header(path: _Path) -> tuple[str, bool, list[int], int]: ...
 def write_file_atomic(path: _Path, data: Buffer) -> None: ...
 def remove_stale_temp_files(path: _Path) -> int: ...
-def segment_path(name: str, dir: Optional[_Path] = None) -> str: ...
+def create_dir_durably(path: _Path) -> None: ...
+def remove_file_durably(path: _Path) -> bool: ...
+def segment_path(name: str, dir: _Path | None = None) -> str: ...
 
-_Entry = Union[bytes, tuple[int, bytes]]
+_Entry: TypeAlias = bytes | tuple[int, bytes]
 
 @final
 class CommitLog:
@@ -384,16 +410,19 @@ class CommitLog:
         path: _Path,
         # None: the core's default. segment_size and first_index apply to a
         # new log only; an existing log keeps its own.
-        segment_size: Optional[int] = None,
-        sync: Union[str, float, None] = None,
-        first_index: Optional[int] = None,
+        segment_size: int | None = None,
+        sync: str | float | None = None,
+        first_index: int | None = None,
         read_only: bool = False,
-        repair: bool = False,  # keep a damaged tail's valid prefix; cut bytes go to path/quarantine/
+        # repair: keep a damaged tail's valid prefix; cut bytes go to path/quarantine/
+        repair: bool = False,
     ) -> Self: ...
     # Writing methods raise io.UnsupportedOperation on a read_only log.
     def append(self, entries: Sequence[_Entry], term: int = 0) -> int: ...
-    def read(self, lo: int, hi: int, max_bytes: Optional[int] = None) -> list[bytes]: ...
-    def read_entries(self, lo: int, hi: int, max_bytes: Optional[int] = None) -> list[tuple[int, int, bytes]]: ...
+    def read(self, lo: int, hi: int, max_bytes: int | None = None) -> list[bytes]: ...
+    def read_entries(
+        self, lo: int, hi: int, max_bytes: int | None = None
+    ) -> list[tuple[int, int, bytes]]: ...
     def get(self, index: int) -> bytes: ...
     def term(self, index: int) -> int: ...
     def first_index(self) -> int: ...
@@ -404,7 +433,7 @@ class CommitLog:
     def sync(self) -> None: ...
     def sync_count(self) -> int: ...
     def refresh(self) -> None: ...
-    def verify(self, *, threads: Optional[int] = None) -> dict[str, int]: ...
+    def verify(self, *, threads: int | None = None) -> dict[str, int]: ...
     def stat(self) -> dict[str, Any]: ...
     @property
     def recovery(self) -> dict[str, Any]: ...
@@ -426,7 +455,7 @@ class CommitLogIter:
 # mmapkit.replicate natives.
 @final
 class LogServer:
-    def __new__(cls, path: _Path, bind: str = "127.0.0.1:0", token: Optional[str] = None) -> Self: ...
+    def __new__(cls, path: _Path, bind: str = "127.0.0.1:0", token: str | None = None) -> Self: ...
     @property
     def url(self) -> str: ...
     @property
@@ -437,7 +466,7 @@ def log_follow(
     url: str,
     path: _Path,
     once: bool = True,
-    sync: Union[str, float, None] = None,
-    token: Optional[str] = None,
+    sync: str | float | None = None,
+    token: str | None = None,
     reset: bool = False,
 ) -> dict[str, int]: ...

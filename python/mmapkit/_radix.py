@@ -12,12 +12,13 @@ keys too (above +inf or below -inf); callers count and drop them first.
 
 from __future__ import annotations
 
-from typing import Any, Sequence, Union
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["from_key", "median_of", "QuantilePlan", "to_keys"]
+__all__ = ["QuantilePlan", "from_key", "median_of", "to_keys"]
 
 
 def _utype(dt: np.dtype[Any]) -> np.dtype[Any]:
@@ -32,11 +33,14 @@ def to_keys(a: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     ut = _utype(a.dtype)
     sign = ut.type(1 << (a.dtype.itemsize * 8 - 1))
     u = np.ascontiguousarray(a).view(ut)
+    keys: np.ndarray[Any, Any]
     if a.dtype.kind == "f":
-        return np.where(u & sign, ~u, u | sign)
-    if a.dtype.kind == "i":
-        return u ^ sign
-    return u.copy()
+        keys = np.where(u & sign, ~u, u | sign)
+    elif a.dtype.kind == "i":
+        keys = u ^ sign
+    else:
+        keys = u.copy()
+    return keys
 
 
 def from_key(key: int, dtype: np.dtype[Any]) -> Any:
@@ -62,7 +66,7 @@ class QuantilePlan:
     :mod:`mmapkit.stats`, where numpy wraps around)."""
 
     def __init__(
-        self, q: Union[float, Sequence[float], npt.NDArray[Any]], method: str = "linear"
+        self, q: float | Sequence[float] | npt.NDArray[Any], method: str = "linear"
     ) -> None:
         if method not in ("linear", "inverted_cdf"):
             raise ValueError(f"method must be 'linear' or 'inverted_cdf', got {method!r}")
@@ -121,7 +125,7 @@ class QuantilePlan:
         g: Any = float(gamma[0]) if self.weak else gamma.reshape(shape)
         if dt.kind in "iu":
             diff = np.array(
-                [float(int(b) - int(a)) for a, b in zip(pv.ravel(), nv.ravel())]
+                [float(int(b) - int(a)) for a, b in zip(pv.ravel(), nv.ravel(), strict=True)]
             ).reshape(shape)
             pv, nv = pv.astype(np.float64), nv.astype(np.float64)
         else:

@@ -4,15 +4,9 @@
 imports ``mmap`` itself (this is how CPython's test_mmap is run against it).
 """
 
-from mmap import *  # noqa: F401,F403 - every platform constant
-from mmap import __dict__ as _stdlib
+from mmap import *  # noqa: F403 - every platform constant (PAGESIZE, ACCESS_*, MAP_*, ...)
 
-from . import mmap  # noqa: F401 - the class, replacing the stdlib one
+# The class, replacing the stdlib one of the same name on purpose.
+from . import mmap  # type: ignore[assignment]  # noqa: F401
 
 error = OSError
-PAGESIZE = _stdlib["PAGESIZE"]
-ALLOCATIONGRANULARITY = _stdlib["ALLOCATIONGRANULARITY"]
-ACCESS_DEFAULT = _stdlib["ACCESS_DEFAULT"]
-ACCESS_READ = _stdlib["ACCESS_READ"]
-ACCESS_WRITE = _stdlib["ACCESS_WRITE"]
-ACCESS_COPY = _stdlib["ACCESS_COPY"]

@@ -31,23 +31,25 @@ from __future__ import annotations
 import os
 import threading
 import warnings
-from typing import Any, Callable, Optional, Sequence, Union
+from collections.abc import Callable, Sequence
+from typing import Any, TypeAlias
 
 import dask
 import dask.array as da
 import numpy as np
 import numpy.typing as npt
-from dask.base import tokenize
+from dask.base import compute, tokenize
+from dask.delayed import delayed
 
 from ._native import FormatError
 from ._radix import QuantilePlan, from_key, median_of, to_keys
+from ._types import PathLike
 from .features import FeatureStore
 from .store import ArrayStore
 
 __all__ = ["fit_logistic_regression", "median", "quantile", "to_dask_array"]
 
-PathLike = Union[str, "os.PathLike[str]"]
-Source = Union[FeatureStore, ArrayStore, PathLike, da.Array]
+Source: TypeAlias = FeatureStore | ArrayStore | PathLike | da.Array
 
 # ----- arrays by path -----------------------------------------------------------
 
@@ -135,12 +137,12 @@ def to_dask_array(source: Source, chunks: Any = "auto", *, what: str = "features
     start = 0
     tail = (0,) * len(row_shape)
     for i, c in enumerate(sizes):
-        dsk[(name, i) + tail] = (load_rows, path, start, start + c)
+        dsk[(name, i, *tail)] = (load_rows, path, start, start + c)
         start += c
     return da.Array(
         dsk,
         name,
-        (sizes,) + tuple((d,) for d in row_shape),
+        (sizes, *tuple((d,) for d in row_shape)),
         dtype=dtype,
         meta=np.empty((0,) * (1 + len(row_shape)), dtype=dtype),
     )
@@ -174,7 +176,9 @@ def _digits(dtype: np.dtype[Any]) -> int:
 def _select(keys: np.ndarray[Any, Any], w: int, done: int, prefix: int) -> np.ndarray[Any, Any]:
     if done == 0:
         return keys
-    return keys[(keys >> keys.dtype.type(w - done)) == keys.dtype.type(prefix)]
+    top = keys >> keys.dtype.type(w - done)
+    picked: np.ndarray[Any, Any] = keys[top == keys.dtype.type(prefix)]
+    return picked
 
 
 def _hist(
@@ -212,7 +216,7 @@ def _tree(parts: list[Any], combine: Callable[[Any, Any], Any]) -> Any:
     """A pairwise tree of delayed combines (histograms merge near where they are made)."""
     while len(parts) > 1:
         parts = [
-            dask.delayed(combine)(parts[i], parts[i + 1]) if i + 1 < len(parts) else parts[i]
+            delayed(combine)(parts[i], parts[i + 1]) if i + 1 < len(parts) else parts[i]
             for i in range(0, len(parts), 2)
         ]
     return parts[0]
@@ -230,7 +234,7 @@ def _check(x: da.Array) -> da.Array:
 
 def quantile(
     x: Source,
-    q: Union[float, Sequence[float], npt.NDArray[Any]],
+    q: float | Sequence[float] | npt.NDArray[Any],
     *,
     method: str = "linear",
     skipna: bool = False,
@@ -271,9 +275,7 @@ def _order_statistics(
         return 0, 0, {}
     w = x.dtype.itemsize * 8
     D = _digits(x.dtype)
-    nans_, hist = dask.compute(_tree([dask.delayed(_hist)(b, 0, [0]) for b in blocks], _add_hists))[
-        0
-    ]
+    nans_, hist = compute(_tree([delayed(_hist)(b, 0, [0]) for b in blocks], _add_hists))[0]
     holder["nans"] = nans = int(nans_)
     n = int(hist.sum())
     wanted = sorted(set(ranks_of(n)))
@@ -298,10 +300,8 @@ def _order_statistics(
         prefixes = sorted({s[1] for s in state})
         if max(counts) <= gather_limit:
             break
-        _, hist = dask.compute(
-            _tree([dask.delayed(_hist)(b, done, prefixes) for b in blocks], _add_hists)
-        )[0]
-    parts = dask.compute(*[dask.delayed(_bucket)(b, done, prefixes) for b in blocks])
+        _, hist = compute(_tree([delayed(_hist)(b, done, prefixes) for b in blocks], _add_hists))[0]
+    parts = compute(*[delayed(_bucket)(b, done, prefixes) for b in blocks])
     out = {}
     for s in state:
         i = prefixes.index(s[1])
@@ -354,7 +354,7 @@ def _add_grads(a: Any, b: Any) -> Any:
 
 
 def fit_logistic_regression(
-    store: Union[FeatureStore, PathLike],
+    store: FeatureStore | PathLike,
     epochs: int = 10,
     lr: float = 0.5,
     l2: float = 0.0,
@@ -373,8 +373,8 @@ def fit_logistic_regression(
     b = 0.0
     losses = []
     for _ in range(epochs):
-        parts = [dask.delayed(_chunk_gradient)(xi, yi, w, b) for xi, yi in zip(xb, yb)]
-        gw, gb, loss, n = dask.compute(_tree(parts, _add_grads))[0]
+        parts = [delayed(_chunk_gradient)(xi, yi, w, b) for xi, yi in zip(xb, yb, strict=True)]
+        gw, gb, loss, n = compute(_tree(parts, _add_grads))[0]
         if n == 0:
             raise ValueError(f"{store}: the store is empty")
         losses.append(loss / n + l2 * (float(np.dot(w, w)) + b * b))
@@ -386,7 +386,7 @@ def fit_logistic_regression(
 # ----- command line: the data-parallel example -----------------------------------------
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """``python -m mmapkit.dask {fit,median,quantile} PATH ...``: train on, or
     take exact quantiles of, a store (or ``.npy`` file) on a dask cluster:
     ``--scheduler tcp://host:8786`` (workers must see PATH at the same
@@ -440,7 +440,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         else:
             with distributed.Client(args.scheduler):
                 out = run()
-    print(json.dumps(out))
+    print(json.dumps(out))  # noqa: T201 - the command's output
     return 0
 
 

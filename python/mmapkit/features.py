@@ -54,7 +54,8 @@ import json
 import os
 import resource
 from collections import deque
-from typing import Any, Iterator, Optional, Sequence, Union
+from collections.abc import Iterator, Sequence
+from typing import Any, Self
 
 import numpy as np
 import numpy.typing as npt
@@ -62,13 +63,14 @@ import numpy.typing as npt
 from . import _columns
 from ._native import (
     FormatError,
-    page_size as _page_size,
     remove_stale_temp_files,
     write_file_atomic,
 )
+from ._native import (
+    page_size as _page_size,
+)
+from ._types import PathLike
 from .store import ArrayStore
-
-PathLike = Union[str, "os.PathLike[str]"]
 
 __all__ = ["FeatureStore", "batch_order"]
 
@@ -107,7 +109,7 @@ def _plain_dtype(dtype: npt.DTypeLike, what: str) -> np.dtype[Any]:
 
 
 def batch_order(
-    n: int, batch_size: int, seed: Any = None, block_size: Optional[int] = None
+    n: int, batch_size: int, seed: Any = None, block_size: int | None = None
 ) -> npt.NDArray[np.uint64]:
     """The row order of one shuffled epoch over ``n`` rows: a seeded
     permutation of contiguous blocks of ``block_size`` rows (default
@@ -148,7 +150,7 @@ class FeatureStore:
         path: PathLike,
         mode: str = "r",
         *,
-        dim: Optional[int] = None,
+        dim: int | None = None,
         dtype: npt.DTypeLike = np.float32,
         label_dtype: npt.DTypeLike = np.float32,
     ) -> None:
@@ -164,8 +166,8 @@ class FeatureStore:
         self._mode = mode
         meta = self._read_meta()
         self._dim = int(meta["dim"])
-        self._dtype = np.dtype(meta["dtype"])
-        self._label_dtype = np.dtype(meta["label_dtype"])
+        self._dtype: np.dtype[Any] = np.dtype(meta["dtype"])
+        self._label_dtype: np.dtype[Any] = np.dtype(meta["label_dtype"])
         self._n = int(meta["rows"])
         am = "r+" if mode == "r+" else "r"
         self._features = ArrayStore.open(os.path.join(self._path, FEATURES), am)
@@ -197,7 +199,7 @@ class FeatureStore:
     def _meta_path(self) -> str:
         return os.path.join(self._path, META)
 
-    def _create(self, dim: Optional[int], dtype: npt.DTypeLike, label_dtype: npt.DTypeLike) -> None:
+    def _create(self, dim: int | None, dtype: npt.DTypeLike, label_dtype: npt.DTypeLike) -> None:
         if (
             dim is None
             or isinstance(dim, bool)
@@ -269,7 +271,8 @@ class FeatureStore:
             raise FormatError(f"{p}: not a FeatureStore's {META} (format is not {FORMAT!r})")
         if meta.get("version") != VERSION:
             raise FormatError(
-                f"{p}: FeatureStore format version {meta.get('version')!r} is not supported (this is {VERSION})"
+                f"{p}: FeatureStore format version {meta.get('version')!r} is not supported "
+                f"(this is {VERSION})"
             )
         try:
             dim, rows = meta["dim"], meta["rows"]
@@ -284,19 +287,22 @@ class FeatureStore:
         return meta
 
     def _check_arrays(self) -> None:
-        f, l = self._features, self._labels
+        f, lb = self._features, self._labels
         if f.row_shape != (self._dim,) or f.dtype != self._dtype:
             raise FormatError(
-                f"{f.path}: holds rows of {f.row_shape} {f.dtype}, but {META} says ({self._dim},) {self._dtype}"
+                f"{f.path}: holds rows of {f.row_shape} {f.dtype}, "
+                f"but {META} says ({self._dim},) {self._dtype}"
             )
-        if l.row_shape != () or l.dtype != self._label_dtype:
+        if lb.row_shape != () or lb.dtype != self._label_dtype:
             raise FormatError(
-                f"{l.path}: holds rows of {l.row_shape} {l.dtype}, but {META} says () {self._label_dtype}"
+                f"{lb.path}: holds rows of {lb.row_shape} {lb.dtype}, "
+                f"but {META} says () {self._label_dtype}"
             )
-        for a in (f, l):
+        for a in (f, lb):
             if len(a) < self._n:
                 raise FormatError(
-                    f"{a.path}: has {len(a)} rows, fewer than the {self._n} {META} commits (damaged?)"
+                    f"{a.path}: has {len(a)} rows, fewer than the {self._n} {META} commits "
+                    "(damaged?)"
                 )
 
     # ----- writing --------------------------------------------------------
@@ -325,11 +331,12 @@ class FeatureStore:
         y = y.reshape(-1) if y.ndim == 0 else y
         if y.ndim != 1 or y.shape[0] != X.shape[0]:
             raise ValueError(
-                f"{self._path}: labels must have shape ({X.shape[0]},) to match the vectors, got {np.shape(labels)}"
+                f"{self._path}: labels must have shape ({X.shape[0]},) to match the vectors, "
+                f"got {np.shape(labels)}"
             )
         if X.shape[0] == 0:
             return self._n
-        new = self._n + X.shape[0]
+        new = self._n + int(X.shape[0])
         try:
             self._features.extend(X)
             self._labels.extend(y)
@@ -341,7 +348,7 @@ class FeatureStore:
                 try:
                     if len(a) > self._n:
                         a._core.truncate(self._n)
-                except Exception:
+                except Exception:  # noqa: BLE001, S110 - the add's own error is the one to raise
                     pass  # the next writer cuts it back
             raise
         self._n = new
@@ -386,7 +393,7 @@ class FeatureStore:
         if self._closed:
             raise ValueError(f"{self._path}: the FeatureStore is closed")
 
-    def _bounds(self, start: int, end: Optional[int]) -> tuple[int, int]:
+    def _bounds(self, start: int, end: int | None) -> tuple[int, int]:
         n = self._n
         s, e = int(start), n if end is None else int(end)
         if s < 0:
@@ -399,7 +406,7 @@ class FeatureStore:
             )
         return s, e
 
-    def get(self, start: int = 0, end: Optional[int] = None) -> Batch:
+    def get(self, start: int = 0, end: int | None = None) -> Batch:
         """Rows ``[start, end)`` as zero-copy, read-only views ``(X, y)``
         (negative indices count from the end; out of range is ValueError)."""
         self._need_open()
@@ -456,7 +463,7 @@ class FeatureStore:
         drop_last: bool = False,
         prefetch: int = 2,
         *,
-        block_size: Optional[int] = None,
+        block_size: int | None = None,
     ) -> Iterator[Batch]:
         """One epoch of ``(X, y)`` batches over the rows committed when it starts.
 
@@ -497,7 +504,7 @@ class FeatureStore:
         drop_last: bool = False,
         prefetch: int = 2,
         *,
-        block_size: Optional[int] = None,
+        block_size: int | None = None,
     ) -> Iterator[tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], int]]:
         """:meth:`batches`' epoch as groups ``(X, y, batch_size)``: each
         holds consecutive batches of ``batch_size`` rows (the last may be
@@ -616,11 +623,11 @@ class FeatureStore:
 
     def quantile(
         self,
-        q: Union[float, Sequence[float], npt.NDArray[Any]],
+        q: float | Sequence[float] | npt.NDArray[Any],
         *,
         method: str = "linear",
         memory: int = 256 << 20,
-        threads: Optional[int] = None,
+        threads: int | None = None,
     ) -> Any:
         """Exact per-feature quantile(s), equal to ``np.quantile(X, q, axis=0,
         method=method)`` (``"linear"`` or ``"inverted_cdf"``; shape
@@ -643,7 +650,7 @@ class FeatureStore:
         return _columns.quantile(self.features, q, method, memory, threads)
 
     def median(
-        self, *, memory: int = 256 << 20, threads: Optional[int] = None
+        self, *, memory: int = 256 << 20, threads: int | None = None
     ) -> np.ndarray[Any, Any]:
         """Exact per-feature median, equal to ``np.median(X, axis=0)``
         (``memory`` as in :meth:`quantile`)."""
@@ -694,12 +701,12 @@ class FeatureStore:
             if a is not None:
                 try:
                     a.close()
-                except Exception as e:  # close both, report the first error
+                except Exception as e:  # noqa: BLE001 - close both, report the first error
                     err = err or e
         if err is not None:
             raise err
 
-    def __enter__(self) -> "FeatureStore":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -711,7 +718,10 @@ class FeatureStore:
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"rows={self._n}"
-        return f"<mmapkit.FeatureStore {self._path!r} mode={self._mode!r} dim={self._dim} dtype={self._dtype} {state}>"
+        return (
+            f"<mmapkit.FeatureStore {self._path!r} mode={self._mode!r} dim={self._dim} "
+            f"dtype={self._dtype} {state}>"
+        )
 
 
 def _thread_disk_reads() -> int:

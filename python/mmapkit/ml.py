@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any, Optional, TextIO
+from typing import Any, TextIO
 
 import numpy as np
 import numpy.typing as npt
@@ -54,9 +54,7 @@ def sigmoid(z: npt.NDArray[Any]) -> npt.NDArray[Any]:
 class _Progress:
     """A one-line progress bar on a terminal (stderr), or nothing."""
 
-    def __init__(
-        self, enabled: Optional[bool], total: int, stream: Optional[TextIO] = None
-    ) -> None:
+    def __init__(self, enabled: bool | None, total: int, stream: TextIO | None = None) -> None:
         stream = sys.stderr if stream is None else stream
         self.on = (stream.isatty() if enabled is None else enabled) and total > 0
         self.total, self.done, self.stream = total, 0, stream
@@ -151,7 +149,7 @@ class StreamingLogisticRegression:
         l2: float = 0.0,
         lr: float = 0.01,
         reduction: str = "sum",
-        progress: Optional[bool] = None,
+        progress: bool | None = None,
     ) -> None:
         if reduction not in ("sum", "mean"):
             raise ValueError(f"reduction must be 'sum' or 'mean', got {reduction!r}")
@@ -161,8 +159,8 @@ class StreamingLogisticRegression:
         self.lr = float(lr)
         self.reduction = reduction
         self.progress = progress
-        self._theta: Optional[npt.NDArray[np.float32]] = None
-        self._kernel: Optional[_Kernel] = None
+        self._theta: npt.NDArray[np.float32] | None = None
+        self._kernel: _Kernel | None = None
         self.n_steps_ = 0
 
     # ----- training -------------------------------------------------------
@@ -177,7 +175,7 @@ class StreamingLogisticRegression:
         self.n_steps_ = 0
 
     @property
-    def coef_(self) -> Optional[npt.NDArray[np.float32]]:
+    def coef_(self) -> npt.NDArray[np.float32] | None:
         """The weights ``w`` (a fresh ``float32`` array; None before fitting)."""
         return None if self._theta is None else self._theta[:-1] * np.float32(2)
 
@@ -204,25 +202,23 @@ class StreamingLogisticRegression:
             raise ValueError("set coef_ before intercept_")
         self._theta[-1] = np.float32(b) * np.float32(0.5)
 
-    def _kernel_for(self, lr: float) -> "_Kernel":
+    def _kernel_for(self, lr: float) -> _Kernel:
         k = self._kernel
         if k is None or k.lr != lr:
-            assert self._theta is not None
+            if self._theta is None:
+                raise RuntimeError("the model's parameters are not allocated yet")
             k = self._kernel = _Kernel(self._theta, lr, self.l2, self.reduction == "mean")
         return k
 
-    def _train(
-        self, groups: Any, lr: float, bar: Optional[_Progress] = None, label: str = ""
-    ) -> None:
+    def _train(self, groups: Any, lr: float, bar: _Progress | None = None, label: str = "") -> None:
         """One update per batch of each group ``(X, y, batch_size)``:
         consecutive batches of ``batch_size`` rows (the last may be
         short). Label-only work (``2y − 1``, the dtype) is done once per
         group; see :class:`_Kernel` for the step."""
         k = self._kernel_for(lr)
         step = k.step
-        for X, y, bs in groups:
-            if X.dtype != np.float32:
-                X = X.astype(np.float32)
+        for X_in, y, bs in groups:
+            X = X_in.astype(np.float32, copy=False)
             m = X.shape[0]
             y2 = np.multiply(y, 2, dtype=np.float32)
             y2 -= 1
@@ -244,8 +240,8 @@ class StreamingLogisticRegression:
         return X, y
 
     def partial_fit(
-        self, X: npt.ArrayLike, y: npt.ArrayLike, lr: Optional[float] = None
-    ) -> "StreamingLogisticRegression":
+        self, X: npt.ArrayLike, y: npt.ArrayLike, lr: float | None = None
+    ) -> StreamingLogisticRegression:
         """One update on the batch ``(X, y)`` (weights start at zero on the
         first call)."""
         Xa, ya = self._check_xy(X, y)
@@ -260,13 +256,13 @@ class StreamingLogisticRegression:
         store: Any,
         epochs: int = 1,
         batch_size: int = 64,
-        lr: Optional[float] = None,
+        lr: float | None = None,
         shuffle: bool = False,
         seed: Any = None,
         *,
         drop_last: bool = False,
         prefetch: int = 2,
-    ) -> "StreamingLogisticRegression":
+    ) -> StreamingLogisticRegression:
         """Train from zero weights for ``epochs`` passes over ``store`` (a
         :class:`~mmapkit.FeatureStore`, or anything with ``dim``,
         ``len()`` and its ``batches()``), one update per batch. With
@@ -286,7 +282,12 @@ class StreamingLogisticRegression:
         groups = getattr(store, "_batch_groups", None)
         try:
             for e in range(epochs):
-                kw = dict(shuffle=shuffle, seed=seeds[e], drop_last=drop_last, prefetch=prefetch)
+                kw = {
+                    "shuffle": shuffle,
+                    "seed": seeds[e],
+                    "drop_last": drop_last,
+                    "prefetch": prefetch,
+                }
                 if groups is not None:
                     it = groups(batch_size, **kw)
                 else:
@@ -313,7 +314,7 @@ class StreamingLogisticRegression:
     def decision_function(self, X: npt.ArrayLike) -> npt.NDArray[np.float32]:
         """``X·w + b`` (``float32``)."""
         w = self._need_fit()
-        return np.asarray(X, dtype=np.float32) @ w + self.intercept_  # type: ignore[no-any-return]
+        return np.asarray(X, dtype=np.float32) @ w + self.intercept_
 
     def predict_proba(self, X: npt.ArrayLike) -> npt.NDArray[np.float32]:
         """``[P(y=0), P(y=1)]`` per row, shape ``(m, 2)`` like scikit-learn."""
@@ -333,9 +334,7 @@ class StreamingLogisticRegression:
             )
         return data.batches(batch_size)
 
-    def score(
-        self, data: Any, y: Optional[npt.ArrayLike] = None, *, batch_size: int = 65536
-    ) -> float:
+    def score(self, data: Any, y: npt.ArrayLike | None = None, *, batch_size: int = 65536) -> float:
         """Accuracy on ``(X, y)`` or on a store (one streaming pass)."""
         self._need_fit()
         right = total = 0
@@ -344,9 +343,7 @@ class StreamingLogisticRegression:
             total += X.shape[0]
         return right / total if total else float("nan")
 
-    def loss(
-        self, data: Any, y: Optional[npt.ArrayLike] = None, *, batch_size: int = 65536
-    ) -> float:
+    def loss(self, data: Any, y: npt.ArrayLike | None = None, *, batch_size: int = 65536) -> float:
         """Mean log loss over a store (or ``(X, y)``) in one streaming pass,
         plus ``l2·(‖w‖² + b²)``: ``mean(log(1 + e^z) − y·z) + λ‖θ‖²``
         (computed stably, accumulated in ``float64``)."""

@@ -16,16 +16,17 @@ from __future__ import annotations
 import mmap as _mmap
 import multiprocessing
 import os
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any, Callable, Optional, TypeVar, Union
+from typing import Any, TypeVar
 
 import numpy as np
 
 from .shared_memory import SharedArray
 from .store import ArrayStore
 
-__all__ = ["map_chunks", "chunk_bounds", "BrokenProcessPool"]
+__all__ = ["BrokenProcessPool", "chunk_bounds", "map_chunks"]
 
 T = TypeVar("T")
 
@@ -85,7 +86,7 @@ def _open(src: tuple[Any, ...]) -> Any:
 
 
 def _init(src: tuple[Any, ...], func: Callable[..., Any]) -> None:
-    global _ARRAY, _FUNC
+    global _ARRAY, _FUNC  # noqa: PLW0603 - a pool worker's state, set once by its initializer
     _ARRAY = _open(src)
     _FUNC = func
 
@@ -97,11 +98,11 @@ def _run(bounds: tuple[int, int]) -> Any:
 
 def map_chunks(
     func: Callable[[np.ndarray[Any, Any]], T],
-    array: Union[ArrayStore, SharedArray, "np.memmap[Any, Any]", str, "os.PathLike[str]"],
-    processes: Optional[int] = None,
-    chunk_rows: Optional[int] = None,
+    array: ArrayStore | SharedArray | np.memmap[Any, Any] | str | os.PathLike[str],
+    processes: int | None = None,
+    chunk_rows: int | None = None,
     *,
-    start_method: Optional[str] = None,
+    start_method: str | None = None,
 ) -> list[T]:
     """``[func(array[a:b]) for (a, b) in chunks]``, computed by ``processes``
     worker processes (default: every core), in chunk order.
@@ -142,6 +143,6 @@ def map_chunks(
 
 
 def _init_clear() -> None:
-    global _ARRAY, _FUNC
+    global _ARRAY, _FUNC  # noqa: PLW0603 - see _init
     _ARRAY = None
     _FUNC = None

@@ -25,20 +25,19 @@ from __future__ import annotations
 
 import os
 from types import TracebackType
-from typing import Optional, Union
+from typing import Self
 
 from ._native import DivergedError, LogServer, ReplicationError, SnapshotRequiredError, log_follow
+from ._types import PathLike
 
 __all__ = [
-    "Server",
-    "serve",
-    "follow",
-    "ReplicationError",
-    "SnapshotRequiredError",
     "DivergedError",
+    "ReplicationError",
+    "Server",
+    "SnapshotRequiredError",
+    "follow",
+    "serve",
 ]
-
-_Path = Union[str, "os.PathLike[str]"]
 
 
 class Server:
@@ -60,14 +59,14 @@ class Server:
         """Stops the server (idempotent)."""
         self._native.close()
 
-    def __enter__(self) -> Server:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(
         self,
-        exc_type: Optional[type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> None:
         self.close()
 
@@ -76,18 +75,18 @@ class Server:
         return f"<mmapkit.replicate.Server {self.url} ({state})>"
 
 
-def serve(dir: _Path, bind: str = "127.0.0.1:0", token: Optional[str] = None) -> Server:
+def serve(dir: PathLike, bind: str = "127.0.0.1:0", token: str | None = None) -> Server:
     """Serves the log in ``dir`` on ``bind`` (``HOST:PORT``; port 0 picks a free one)."""
     return Server(LogServer(os.fspath(dir), bind, token))
 
 
 def follow(
     url: str,
-    dir: _Path,
+    dir: PathLike,
     *,
     once: bool = True,
-    sync: Union[str, float, None] = "batch",
-    token: Optional[str] = None,
+    sync: str | float | None = "batch",
+    token: str | None = None,
     reset: bool = False,
 ) -> dict[str, int]:
     """Copies the log served at ``url`` into ``dir`` (created if missing).

@@ -28,24 +28,23 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Optional, Union
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from ._facade import NpyFacade
 from ._native import MappedFile, SharedSegment, segment_path
+from ._types import PathLike
 from .store import _descr, _descr_dtype, _header_dtype, _split_dtype
 
-PathLike = Union[str, "os.PathLike[str]"]
-
-__all__ = ["SharedArray", "SHM_DIR"]
+__all__ = ["SHM_DIR", "SharedArray"]
 
 #: Where named segments are created unless ``dir=`` says otherwise.
-SHM_DIR = "/dev/shm"
+SHM_DIR = "/dev/shm"  # noqa: S108 - POSIX shared memory, not a temp file
 
 
-def _shape(shape: Union[int, tuple[int, ...], list[int]]) -> tuple[int, ...]:
+def _shape(shape: int | tuple[int, ...] | list[int]) -> tuple[int, ...]:
     return (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
 
 
@@ -66,19 +65,20 @@ class SharedArray(NpyFacade):
         expect = self._dtype.itemsize * math.prod(self._shape)
         if seg.nbytes < expect:
             raise ValueError(
-                f"{seg.path}: segment holds {seg.nbytes} bytes, {self._shape} of {self._dtype} needs {expect}"
+                f"{seg.path}: segment holds {seg.nbytes} bytes, "
+                f"{self._shape} of {self._dtype} needs {expect}"
             )
 
     @classmethod
     def create(
         cls,
         name: str,
-        shape: Union[int, tuple[int, ...], list[int]],
+        shape: int | tuple[int, ...] | list[int],
         dtype: npt.DTypeLike = np.float64,
         *,
-        dir: Optional[PathLike] = None,
+        dir: PathLike | None = None,
         unlink_on_close: bool = True,
-    ) -> "SharedArray":
+    ) -> SharedArray:
         """Create the zeroed segment ``name`` (``FileExistsError`` if it exists).
 
         ``dir`` defaults to ``/dev/shm``. With ``unlink_on_close`` the name
@@ -96,9 +96,9 @@ class SharedArray(NpyFacade):
         name: str,
         array: npt.ArrayLike,
         *,
-        dir: Optional[PathLike] = None,
+        dir: PathLike | None = None,
         unlink_on_close: bool = True,
-    ) -> "SharedArray":
+    ) -> SharedArray:
         """Create segment ``name`` holding a copy of ``array``."""
         a = np.asarray(array)
         out = cls.create(name, a.shape, a.dtype, dir=dir, unlink_on_close=unlink_on_close)
@@ -110,10 +110,10 @@ class SharedArray(NpyFacade):
         cls,
         name: PathLike,
         *,
-        dir: Optional[PathLike] = None,
+        dir: PathLike | None = None,
         readonly: bool = False,
         unlink_on_close: bool = True,
-    ) -> "SharedArray":
+    ) -> SharedArray:
         """Attach to segment ``name`` (or a path: anything with a ``/``, such
         as another ``.npy`` file). ``FileNotFoundError`` if it is gone."""
         n = os.fspath(name)
@@ -134,8 +134,8 @@ class SharedArray(NpyFacade):
 
     @classmethod
     def anonymous(
-        cls, shape: Union[int, tuple[int, ...], list[int]], dtype: npt.DTypeLike = np.float64
-    ) -> "SharedArray":
+        cls, shape: int | tuple[int, ...] | list[int], dtype: npt.DTypeLike = np.float64
+    ) -> SharedArray:
         """An unnamed zeroed segment (memfd), shared with children forked later."""
         dt, sub = _split_dtype(dtype, ())
         return cls(SharedSegment.anonymous(_descr(dt), dt.itemsize, list(_shape(shape) + sub)))
@@ -191,7 +191,10 @@ class SharedArray(NpyFacade):
         return int(self._core.nbytes)
 
     def __repr__(self) -> str:
-        return f"<mmapkit.SharedArray {self.path!r} shape={self._shape} dtype={self._dtype}{' closed' if self.closed else ''}>"
+        closed = " closed" if self.closed else ""
+        return (
+            f"<mmapkit.SharedArray {self.path!r} shape={self._shape} dtype={self._dtype}{closed}>"
+        )
 
 
 def _attach_path(path: str, readonly: bool) -> SharedArray:

@@ -74,20 +74,22 @@ from __future__ import annotations
 import builtins
 import os
 import warnings
-from typing import Any, Optional, Sequence, Union
+from collections.abc import Sequence
+from typing import Any, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
 
 from . import _columns, _native
+from ._types import PathLike
 
 __all__ = ["histogram", "max", "mean", "median", "min", "quantile", "std", "sum"]
 
-Source = Union[npt.ArrayLike, str, "os.PathLike[str]"]
+Source: TypeAlias = npt.ArrayLike | PathLike
 
 
 def _src(
-    a: Any, dtype: Any, offset: int, count: Optional[int], strategy: Optional[str] = None
+    a: Any, dtype: Any, offset: int, count: int | None, strategy: str | None = None
 ) -> tuple[Any, dict[str, Any]]:
     """The native source (array or path) and the path-only keyword arguments."""
     if isinstance(a, (str, os.PathLike)):
@@ -110,8 +112,8 @@ def _src(
 
 
 def _rows(
-    a: Any, dtype: Any, offset: int, count: Optional[int], skipna: bool, axis: Optional[int]
-) -> Optional[tuple[np.ndarray[Any, Any], tuple[int, ...]]]:
+    a: Any, dtype: Any, offset: int, count: int | None, skipna: bool, axis: int | None
+) -> tuple[np.ndarray[Any, Any], tuple[int, ...]] | None:
     """For ``axis=0``: the input as a 2-D array of rows (a mapping for a
     path) and the shape of one row; ``None`` to reduce the whole input
     (``axis=None``, or a 1-D input, whose ``axis=0`` is the whole)."""
@@ -148,13 +150,13 @@ def _float_type(dtype_name: str) -> type[np.floating[Any]]:
 def median(
     a: Source,
     *,
-    axis: Optional[int] = None,
+    axis: int | None = None,
     dtype: Any = None,
     offset: int = 0,
-    count: Optional[int] = None,
+    count: int | None = None,
     skipna: bool = False,
-    threads: Optional[int] = None,
-    strategy: Optional[str] = None,
+    threads: int | None = None,
+    strategy: str | None = None,
     memory: int = 256 << 20,
 ) -> Any:
     """Exact median, equal to ``np.median(a)`` (``np.nanmedian`` with
@@ -166,12 +168,12 @@ def median(
         return _columns.median(X, memory, threads).reshape(shape)
     src, kw = _src(a, dtype, offset, count, strategy)
     name, value = _native.stats_reduce(src, "median", skipna=skipna, threads=threads, **kw)
-    if value != value and _size(src, name, kw) == 0:
+    if value != value and _size(src) == 0:
         warnings.warn("Mean of empty slice.", RuntimeWarning, stacklevel=2)
     return _float_type(name)(value)
 
 
-def _size(src: Any, name: str, kw: dict[str, Any]) -> int:
+def _size(src: Any) -> int:
     if isinstance(src, np.ndarray):
         return int(src.size)
     return -1  # a path: emptiness is not worth a second open just for the warning
@@ -179,16 +181,16 @@ def _size(src: Any, name: str, kw: dict[str, Any]) -> int:
 
 def quantile(
     a: Source,
-    q: Union[float, Sequence[float], npt.NDArray[Any]],
+    q: float | Sequence[float] | npt.NDArray[Any],
     *,
     method: str = "linear",
-    axis: Optional[int] = None,
+    axis: int | None = None,
     dtype: Any = None,
     offset: int = 0,
-    count: Optional[int] = None,
+    count: int | None = None,
     skipna: bool = False,
-    threads: Optional[int] = None,
-    strategy: Optional[str] = None,
+    threads: int | None = None,
+    strategy: str | None = None,
     memory: int = 256 << 20,
 ) -> Any:
     """Exact quantile(s) ``q`` in [0, 1], equal to ``np.quantile(a, q, method=method)``.
@@ -231,13 +233,13 @@ def quantile(
 def histogram(
     a: Source,
     bins: int = 10,
-    range: Optional[tuple[float, float]] = None,
+    range: tuple[float, float] | None = None,
     *,
     dtype: Any = None,
     offset: int = 0,
-    count: Optional[int] = None,
-    threads: Optional[int] = None,
-    strategy: Optional[str] = None,
+    count: int | None = None,
+    threads: int | None = None,
+    strategy: str | None = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.floating[Any]]]:
     """``np.histogram(a, bins, range)`` with ``bins`` equal-width bins: (counts, edges).
 
@@ -260,11 +262,11 @@ def _extreme(
     a: Source,
     dtype: Any,
     offset: int,
-    count: Optional[int],
+    count: int | None,
     skipna: bool,
-    threads: Optional[int],
-    axis: Optional[int],
-    strategy: Optional[str],
+    threads: int | None,
+    axis: int | None,
+    strategy: str | None,
 ) -> Any:
     rows = _rows(a, dtype, offset, count, skipna, axis)
     if rows is not None:
@@ -281,30 +283,32 @@ def _extreme(
 def min(
     a: Source,
     *,
-    axis: Optional[int] = None,
+    axis: int | None = None,
     dtype: Any = None,
     offset: int = 0,
-    count: Optional[int] = None,
+    count: int | None = None,
     skipna: bool = False,
-    threads: Optional[int] = None,
-    strategy: Optional[str] = None,
+    threads: int | None = None,
+    strategy: str | None = None,
 ) -> Any:
-    """Smallest element, like ``np.min`` (``np.nanmin`` with ``skipna``); per column with ``axis=0``."""
+    """Smallest element, like ``np.min`` (``np.nanmin`` with ``skipna``); per
+    column with ``axis=0``."""
     return _extreme("min", a, dtype, offset, count, skipna, threads, axis, strategy)
 
 
 def max(
     a: Source,
     *,
-    axis: Optional[int] = None,
+    axis: int | None = None,
     dtype: Any = None,
     offset: int = 0,
-    count: Optional[int] = None,
+    count: int | None = None,
     skipna: bool = False,
-    threads: Optional[int] = None,
-    strategy: Optional[str] = None,
+    threads: int | None = None,
+    strategy: str | None = None,
 ) -> Any:
-    """Largest element, like ``np.max`` (``np.nanmax`` with ``skipna``); per column with ``axis=0``."""
+    """Largest element, like ``np.max`` (``np.nanmax`` with ``skipna``); per
+    column with ``axis=0``."""
     return _extreme("max", a, dtype, offset, count, skipna, threads, axis, strategy)
 
 
@@ -313,11 +317,11 @@ def sum(
     *,
     dtype: Any = None,
     offset: int = 0,
-    count: Optional[int] = None,
+    count: int | None = None,
     skipna: bool = False,
-    threads: Optional[int] = None,
-    strategy: Optional[str] = None,
-) -> Union[int, np.float64]:
+    threads: int | None = None,
+    strategy: str | None = None,
+) -> int | np.float64:
     """Sum: an exact Python ``int`` for integer input, a compensated ``float64`` for floats."""
     src, kw = _src(a, dtype, offset, count, strategy)
     _, value = _native.stats_reduce(src, "sum", skipna=skipna, threads=threads, **kw)
@@ -327,13 +331,13 @@ def sum(
 def mean(
     a: Source,
     *,
-    axis: Optional[int] = None,
+    axis: int | None = None,
     dtype: Any = None,
     offset: int = 0,
-    count: Optional[int] = None,
+    count: int | None = None,
     skipna: bool = False,
-    threads: Optional[int] = None,
-    strategy: Optional[str] = None,
+    threads: int | None = None,
+    strategy: str | None = None,
 ) -> Any:
     """Arithmetic mean as ``float64`` (exact-sum based; NaN with a warning
     when empty); per column with ``axis=0`` (merged per-chunk ``float64``
@@ -345,7 +349,7 @@ def mean(
         return _columns.mean(X).reshape(shape)
     src, kw = _src(a, dtype, offset, count, strategy)
     _, value = _native.stats_reduce(src, "mean", skipna=skipna, threads=threads, **kw)
-    if value != value and _size(src, "", kw) == 0:
+    if value != value and _size(src) == 0:
         warnings.warn("Mean of empty slice.", RuntimeWarning, stacklevel=2)
     return np.float64(value)
 
@@ -353,11 +357,11 @@ def mean(
 def std(
     a: Source,
     *,
-    axis: Optional[int] = None,
+    axis: int | None = None,
     ddof: int = 0,
     dtype: Any = None,
     offset: int = 0,
-    count: Optional[int] = None,
+    count: int | None = None,
 ) -> Any:
     """Standard deviation as ``float64``, like ``np.std(a, axis=axis,
     ddof=ddof)`` (one streaming pass of merged per-chunk moments; NaN,
@@ -374,7 +378,7 @@ def std(
     return out[()] if shape == () else out
 
 
-def _mapped(a: Any, dtype: Any, offset: int, count: Optional[int]) -> np.ndarray[Any, Any]:
+def _mapped(a: Any, dtype: Any, offset: int, count: int | None) -> np.ndarray[Any, Any]:
     """The input as a numpy array: a read-only mapping for a path (a raw
     file of ``dtype`` from ``offset``, or a ``.npy`` file), else the array."""
     if isinstance(a, (str, os.PathLike)):
@@ -389,10 +393,10 @@ def _mapped(a: Any, dtype: Any, offset: int, count: Optional[int]) -> np.ndarray
             )
         if offset or count is not None:
             raise TypeError("offset and count apply to raw files (with dtype), not to .npy files")
-        _native.npy_header(
-            p
-        )  # the core's checks and errors (FormatError naming the file), as without axis
-        return np.load(p, mmap_mode="r")
+        # The core's checks and errors (FormatError naming the file), as without axis.
+        _native.npy_header(p)
+        arr: np.ndarray[Any, Any] = np.load(p, mmap_mode="r")
+        return arr
     if dtype is not None or offset or count is not None:
         raise TypeError("dtype, offset and count apply to paths, not to arrays")
     return np.asarray(a)

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import ast
 import os
-from typing import Any, Optional, Sequence, Union
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -31,8 +32,7 @@ import numpy.typing as npt
 from ._facade import NpyFacade
 from ._native import ArrayStoreCore, FormatError, npy_header
 from ._native import sparse as _sparse
-
-PathLike = Union[str, "os.PathLike[str]"]
+from ._types import PathLike
 
 __all__ = ["ArrayStore", "sparse"]
 
@@ -79,7 +79,7 @@ def _descr_dtype(descr: str) -> np.dtype[Any]:
     return dt
 
 
-def _header_dtype(path: str, descr: Optional[str] = None) -> np.dtype[Any]:
+def _header_dtype(path: str, descr: str | None = None) -> np.dtype[Any]:
     """The dtype a ``.npy`` file's header declares (``descr``, or read from
     the file); FormatError (naming the file) unless it is plain data numpy
     understands."""
@@ -114,7 +114,7 @@ class ArrayStore(NpyFacade):
     opens the file again instead of receiving the data.
     """
 
-    __slots__ = ("_row_shape", "_mode", "_row_dtype")
+    __slots__ = ("_mode", "_row_dtype", "_row_shape")
     _core: ArrayStoreCore
 
     def __init__(self, core: ArrayStoreCore, dtype: np.dtype[Any], mode: str) -> None:
@@ -132,8 +132,8 @@ class ArrayStore(NpyFacade):
         *,
         capacity: int = 0,
         chunk_bytes: int = 1 << 20,
-        reserve: Optional[int] = None,
-    ) -> "ArrayStore":
+        reserve: int | None = None,
+    ) -> ArrayStore:
         """Create ``path`` as an empty store of rows of ``row_shape`` and ``dtype``.
 
         An existing file is replaced atomically (a complete new file appears
@@ -154,8 +154,8 @@ class ArrayStore(NpyFacade):
         mode: str = "r",
         *,
         chunk_bytes: int = 1 << 20,
-        reserve: Optional[int] = None,
-    ) -> "ArrayStore":
+        reserve: int | None = None,
+    ) -> ArrayStore:
         """Open an existing ``.npy`` file (``np.save`` files included).
 
         ``mode="r"``: read-only; sees the rows published when opened, and
@@ -173,7 +173,7 @@ class ArrayStore(NpyFacade):
             # left to the checked path below, so the errors are its own.
             try:
                 core = ArrayStoreCore.open(p, False, None, chunk_bytes, reserve)
-            except Exception:
+            except Exception:  # noqa: BLE001 - the checked path below raises its own error
                 core = None
             if core is not None:
                 try:
@@ -209,9 +209,8 @@ class ArrayStore(NpyFacade):
         a = np.asarray(rows, dtype=self._dtype)
         if a.shape[1:] != self._row_shape or a.ndim != len(self._row_shape) + 1:
             raise ValueError(
-                f"rows must have shape (n, {', '.join(map(str, self._row_shape))}), got {a.shape}".replace(
-                    ", )", ")"
-                )
+                f"rows must have shape (n, {', '.join(map(str, self._row_shape))}), "
+                f"got {a.shape}".replace(", )", ")")
             )
         return self._core.append(_as_bytes(a).data)
 
@@ -243,7 +242,7 @@ class ArrayStore(NpyFacade):
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return (len(self._core),) + self._row_shape
+        return (len(self._core), *self._row_shape)
 
     @property
     def row_shape(self) -> tuple[int, ...]:

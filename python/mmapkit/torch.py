@@ -40,17 +40,17 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Any, Iterator, Optional, Union
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import torch
 import torch.utils.data
 
+from ._types import PathLike
 from .features import FeatureStore, batch_order
 
 __all__ = ["FeatureBatchSampler", "FeatureDataset", "data_loader"]
-
-PathLike = Union[str, "os.PathLike[str]"]
 
 
 def _tensor(a: np.ndarray[Any, Any]) -> torch.Tensor:
@@ -71,14 +71,14 @@ class FeatureDataset(torch.utils.data.Dataset[tuple[torch.Tensor, torch.Tensor]]
     the dataset is made (``refresh()`` to see rows committed since).
     """
 
-    def __init__(self, store: Union[FeatureStore, PathLike], batch_size: int = 256) -> None:
+    def __init__(self, store: FeatureStore | PathLike, batch_size: int = 256) -> None:
         self.path = (
             store.path if isinstance(store, FeatureStore) else os.path.abspath(os.fspath(store))
         )
         self.batch_size = int(batch_size)
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
-        self._store: Optional[FeatureStore] = None
+        self._store: FeatureStore | None = None
         self._pid = 0
         self.rows = len(self.store)
 
@@ -96,7 +96,7 @@ class FeatureDataset(torch.utils.data.Dataset[tuple[torch.Tensor, torch.Tensor]]
         return self.rows
 
     def __len__(self) -> int:
-        return -(-self.rows // self.batch_size)
+        return (self.rows + self.batch_size - 1) // self.batch_size
 
     def __getitem__(self, key: Any) -> tuple[torch.Tensor, torch.Tensor]:
         s = self.store
@@ -136,11 +136,11 @@ class FeatureBatchSampler(torch.utils.data.Sampler[Any]):
     def __init__(
         self,
         dataset: FeatureDataset,
-        batch_size: Optional[int] = None,
+        batch_size: int | None = None,
         shuffle: bool = False,
-        seed: Optional[int] = None,
+        seed: int | None = None,
         drop_last: bool = False,
-        block_size: Optional[int] = None,
+        block_size: int | None = None,
     ) -> None:
         self.rows = dataset.rows
         self.batch_size = dataset.batch_size if batch_size is None else int(batch_size)
@@ -182,10 +182,10 @@ class FeatureBatchSampler(torch.utils.data.Sampler[Any]):
 
 
 def data_loader(
-    store: Union[FeatureStore, FeatureDataset, PathLike],
+    store: FeatureStore | FeatureDataset | PathLike,
     batch_size: int = 256,
     shuffle: bool = False,
-    seed: Optional[int] = None,
+    seed: int | None = None,
     drop_last: bool = False,
     **kwargs: Any,
 ) -> torch.utils.data.DataLoader[Any]:

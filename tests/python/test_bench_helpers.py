@@ -19,7 +19,7 @@ from bench.harness import (
 
 
 @pytest.mark.parametrize(
-    "t, text",
+    ("t", "text"),
     [
         (0, "0"),
         (123.4, "123"),
@@ -34,7 +34,7 @@ def test_fmt_seconds(t, text):
 
 
 @pytest.mark.parametrize(
-    "r, text",
+    ("r", "text"),
     [
         (0, "0.00"),
         (123.4, "123"),

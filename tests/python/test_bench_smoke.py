@@ -33,6 +33,7 @@ def run_bench(tmp_path: Path, suite: str, *args: str, env: dict | None = None) -
         text=True,
         timeout=600,
         env={**os.environ, **(env or {})},
+        check=False,
     )
     assert r.returncode == 0, r.stderr[-3000:]
     assert (tmp_path / f"{suite}.md").read_text().startswith(f"# `{suite}`")

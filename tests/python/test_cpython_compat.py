@@ -9,10 +9,14 @@ RUNNER = Path(__file__).with_name("run_cpython_test_mmap.py")
 
 def outcomes(which: str) -> tuple[int, dict[str, str]]:
     r = subprocess.run(
-        [sys.executable, str(RUNNER), which], capture_output=True, text=True, timeout=600
+        [sys.executable, str(RUNNER), which],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
     )
     lines = [ln.split() for ln in r.stdout.splitlines() if ln.startswith("test.")]
-    return r.returncode, {t: o for t, o in lines}
+    return r.returncode, dict(lines)
 
 
 def test_cpython_test_mmap_passes_with_mmapkit():

@@ -190,7 +190,7 @@ def test_modes_w_replaces_and_a_appends(tmp):
 
 
 def test_a_failed_add_commits_nothing_and_cuts_its_rows(tmp, monkeypatch):
-    fs, X, y = make(tmp / "fs", n=50)
+    fs, X, _y = make(tmp / "fs", n=50)
 
     def fail(*a):
         raise OSError(28, "No space left on device", str(tmp / "fs" / "meta.json"))
@@ -233,7 +233,7 @@ def test_readers_see_the_committed_count_and_a_writer_trims_the_rest(tmp, extra)
     # The reader opened before the trim follows (it maps the arrays again).
     assert r.refresh() == 102
     assert np.array_equal(r.features[:100], X) and np.array_equal(r.features[100:], np.ones((2, 8)))
-    assert r.labels.tolist() == y.tolist() + [1, 1]
+    assert r.labels.tolist() == [*y.tolist(), 1, 1]
     w.close()
 
 
@@ -305,7 +305,10 @@ def test_a_writer_removes_the_meta_temp_file_a_dead_writer_left(tmp):
     path = tmp / "fs"
     FeatureStore(path, "w", dim=2).close()
     dead = subprocess.run(
-        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     stale = path / f".meta.json.mmapkit-{int(dead.stdout)}-7.tmp"
     mine = path / f".meta.json.mmapkit-{os.getpid()}-7.tmp"  # a live process's: kept
@@ -351,7 +354,7 @@ def test_sigkill_mid_add_leaves_a_consistent_store(tmp):
 
 
 def test_pickles_by_path_as_a_reader(tmp):
-    fs, X, y = make(tmp / "fs", n=20000, d=16)
+    fs, X, _y = make(tmp / "fs", n=20000, d=16)
     blob = pickle.dumps(fs)
     assert len(blob) < 500  # 1.3 MB of data, not in the pickle
     other = pickle.loads(blob)
@@ -359,7 +362,10 @@ def test_pickles_by_path_as_a_reader(tmp):
     assert np.array_equal(other.features, X)
     fs.close()
     # In another process: maps the files itself.
-    code = "import pickle, sys, numpy as np; fs = pickle.loads(sys.stdin.buffer.read()); print(len(fs), float(fs.features.sum(dtype=np.float64)))"
+    code = (
+        "import pickle, sys, numpy as np; fs = pickle.loads(sys.stdin.buffer.read()); "
+        "print(len(fs), float(fs.features.sum(dtype=np.float64)))"
+    )
     out = subprocess.run(
         [sys.executable, "-c", code], input=blob, capture_output=True, check=True
     ).stdout.split()
@@ -382,7 +388,8 @@ def test_sequential_batches_are_views_covering_every_row_once(tmp):
 
 
 @pytest.mark.parametrize(
-    "n,bs,block", [(1000, 64, None), (1000, 64, 1), (997, 100, 33), (5, 64, None), (0, 8, None)]
+    ("n", "bs", "block"),
+    [(1000, 64, None), (1000, 64, 1), (997, 100, 33), (5, 64, None), (0, 8, None)],
 )
 def test_shuffled_batches_cover_every_row_exactly_once(tmp, n, bs, block):
     fs = ids_store(tmp / "fs", n)
@@ -621,7 +628,7 @@ def test_logistic_regression_matches_numpy_step_for_step(tmp, reduction):
     bounds = [np.arange(s, min(s + 50, 700)) for s in range(0, 700, 50)]
     ref = reference_fit(X, y, bounds, lr, l2, mean=reduction == "mean")
     m = StreamingLogisticRegression(l2=l2, lr=lr, reduction=reduction)
-    for idx, (w, b) in zip(bounds, ref):
+    for idx, (w, b) in zip(bounds, ref, strict=True):
         m.partial_fit(X[idx], y[idx])
         np.testing.assert_allclose(m.coef_, w, rtol=1e-4, atol=1e-6)
         assert float(m.intercept_) == pytest.approx(float(b), rel=1e-4, abs=1e-6)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import pickle
 
 import numpy as np
@@ -134,11 +135,13 @@ def test_quantile_nans_and_errors():
 @pytest.fixture(scope="module")
 def client():
     distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(
-        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
-    ) as c:
-        with distributed.Client(c) as cl:
-            yield cl
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as c,
+        distributed.Client(c) as cl,
+    ):
+        yield cl
 
 
 def _rss_anon_kib():
@@ -190,7 +193,7 @@ def test_exact_median_and_quantiles_on_the_cluster(tmp, client):
     assert np.array_equal(
         md.quantile(x, [0.01, 0.5, 0.99], gather_limit=1000), np.quantile(a, [0.01, 0.5, 0.99])
     )
-    fs, X, _ = store(tmp / "fs", 30000)
+    _fs, X, _ = store(tmp / "fs", 30000)
     assert md.median(tmp / "fs") == np.median(X)
 
 
@@ -211,10 +214,13 @@ def test_data_parallel_training_on_the_cluster(tmp, client):
     fs, X, y = store(tmp / "fs", 40000, d=8)
     w, b, losses = md.fit_logistic_regression(fs, epochs=8, lr=2.0, chunks=5000)
     assert losses[0] == pytest.approx(np.log(2))
-    assert all(l2 < l1 for l1, l2 in zip(losses, losses[1:]))
+    assert all(l2 < l1 for l1, l2 in itertools.pairwise(losses))
     with dask.config.set(scheduler="synchronous"):
         w1, b1, losses1 = md.fit_logistic_regression(fs, epochs=8, lr=2.0, chunks=5000)
-    np.testing.assert_allclose(w, w1, rtol=1e-6)  # the same computation, wherever it runs
+    # The same computation, wherever it runs.
+    np.testing.assert_allclose(w, w1, rtol=1e-6)
+    assert b1 == pytest.approx(b, rel=1e-6)
+    np.testing.assert_allclose(losses1, losses, rtol=1e-6)
     # The same full-batch rule written directly.
     wr, br = np.zeros(8, np.float32), 0.0
     for _ in range(8):
@@ -222,6 +228,7 @@ def test_data_parallel_training_on_the_cluster(tmp, client):
         wr = (wr - 2.0 * (X.T.astype(np.float64) @ (p - y)) / len(y)).astype(np.float32)
         br = br - 2.0 * float(np.sum(p - y)) / len(y)
     np.testing.assert_allclose(w, wr, rtol=1e-4, atol=1e-5)
+    assert b == pytest.approx(br, rel=1e-4, abs=1e-5)
     acc = float(np.mean(((X @ w + b) > 0) == (y > 0.5)))
     assert acc > 0.9
 
@@ -260,5 +267,5 @@ def test_command_line_example(tmp, capsys, client):
         ]
     )
     out = json.loads(capsys.readouterr().out)
-    w, b, losses = md.fit_logistic_regression(fs, 3, 0.5, 0.0, 1000)
+    w, _b, losses = md.fit_logistic_regression(fs, 3, 0.5, 0.0, 1000)
     assert out["losses"] == losses and np.allclose(out["coef"], w)

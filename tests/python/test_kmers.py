@@ -51,7 +51,7 @@ def write_fastq(path: Path, seqs: list[str], wrap: int = 60) -> Path:
     path.write_text(
         "".join(
             f"@r{i}\n" + _wrapped(s, wrap) + "+\n" + _wrapped(q, wrap)
-            for i, (s, q) in enumerate(zip(seqs, quality))
+            for i, (s, q) in enumerate(zip(seqs, quality, strict=True))
         )
     )
     return path
@@ -138,7 +138,7 @@ def test_empty_and_short_records(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "content, record, detail",
+    ("content", "record", "detail"),
     [
         (b">a\nACGT\n@b\n", None, None),  # '@' inside FASTA is just a bad base: fine
         (b"ACGT\n>a\nAC\n", 1, "expected '>' (FASTA) or '@' (FASTQ)"),
@@ -269,16 +269,17 @@ def test_record_writer_context_manager(tmp_path):
         w.write_many(0, b"abc\ndef\nghi\n")
     assert out.read_bytes() == b"#h\nabc\ndef\nghi\n"
     out.write_bytes(b"old\n")
-    with pytest.raises(RuntimeError):
-        with mmapkit.RecordWriter(out, 4) as w:
-            w.write(0, b"new\n")
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError), mmapkit.RecordWriter(out, 4) as w:
+        w.write(0, b"new\n")
+        raise RuntimeError("boom")
     assert out.read_bytes() == b"old\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t.txt"]
-    with pytest.raises(ValueError, match="2 record writes for 3 records"):
-        with mmapkit.RecordWriter(out, 4, 3) as w:
-            w.write(0, b"abc\n")
-            w.write(2, b"abc\n")
+    with (
+        pytest.raises(ValueError, match="2 record writes for 3 records"),
+        mmapkit.RecordWriter(out, 4, 3) as w,
+    ):
+        w.write(0, b"abc\n")
+        w.write(2, b"abc\n")
     with pytest.raises(ValueError, match="out of range"):
         mmapkit.RecordWriter(tmp_path / "x", 4, 1).write(5, b"abcd")
 
@@ -299,7 +300,11 @@ def test_record_writer_killed_before_finish(tmp_path, n):
     out = tmp_path / "out.txt"
     out.write_bytes(b"previous\n")
     r = subprocess.run(
-        [sys.executable, "-c", CRASH, str(out), n], capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", CRASH, str(out), n],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert r.returncode == -signal.SIGKILL and "written" in r.stdout, r.stderr
     assert out.read_bytes() == b"previous\n"
@@ -311,5 +316,7 @@ def test_record_writer_killed_before_finish(tmp_path, n):
         and names[0].endswith(".tmp")
     )
     out.unlink()
-    subprocess.run([sys.executable, "-c", CRASH, str(out), n], capture_output=True, timeout=120)
+    subprocess.run(
+        [sys.executable, "-c", CRASH, str(out), n], capture_output=True, timeout=120, check=False
+    )
     assert not out.exists()

@@ -3,7 +3,6 @@ a full file system, readers in threads and in other processes."""
 
 import errno
 import io
-import os
 import pickle
 import random
 import signal

@@ -43,9 +43,8 @@ def _sources(d: Path) -> dict[str, bytes]:
     # np.save leaves room for the row count to grow; older writers did not:
     # a minimal header (dict padded only to 64 bytes), which r+ re-lays out.
     dt = np.dtype([("x" * 48, "<i4")])
-    d_ = "{'descr': %r, 'fortran_order': False, 'shape': (2,), }" % (
-        np.lib.format.dtype_to_descr(dt),
-    )
+    descr = np.lib.format.dtype_to_descr(dt)
+    d_ = f"{{'descr': {descr!r}, 'fortran_order': False, 'shape': (2,), }}"
     total = -(-(10 + len(d_) + 1) // 64) * 64
     head = (
         b"\x93NUMPY\x01\x00"
@@ -123,7 +122,7 @@ def _check_open_rw(p: Path, counts) -> None:
     # Only an np.save header without room for a growing count may be
     # rewritten (atomically, once): same dtype and shape, and every byte
     # after the header as it was.
-    old_descr, old_fo, old_shape, old_off = _header_or_none(before, p)
+    old_descr, _old_fo, old_shape, old_off = _header_or_none(before, p)
     descr, _fo, shape, new_off = npy_header(os.fspath(p))
     assert new_off == off and new_off > old_off, "rewritten only to make room for the row count"
     assert (descr, shape[0]) == (old_descr, n) and list(shape) == list(old_shape)

@@ -78,9 +78,11 @@ def test_errors(tmp_path):
             rep.follow(server.url, tmp_path / "a")
         assert rep.follow(server.url, tmp_path / "a", token="t")["appended"] == 100
     log.purge_before(50)
-    with rep.serve(wal) as server:
-        with pytest.raises(rep.SnapshotRequiredError, match="snapshot required"):
-            rep.follow(server.url, tmp_path / "b")
+    with (
+        rep.serve(wal) as server,
+        pytest.raises(rep.SnapshotRequiredError, match="snapshot required"),
+    ):
+        rep.follow(server.url, tmp_path / "b")
     with pytest.raises(ValueError, match="not a URL"):
         rep.follow("nonsense", tmp_path / "c")
     assert issubclass(rep.SnapshotRequiredError, rep.ReplicationError)

@@ -1,5 +1,6 @@
 """mmapkit.SharedArray: named and anonymous shared-memory arrays."""
 
+import contextlib
 import multiprocessing
 import os
 import pickle
@@ -18,10 +19,8 @@ from mmapkit import SharedArray
 def name():
     n = f"mmapkit-test-{uuid.uuid4().hex[:12]}"
     yield n
-    try:
+    with contextlib.suppress(FileNotFoundError):
         os.unlink(f"/dev/shm/{n}")
-    except FileNotFoundError:
-        pass
 
 
 def test_create_attach_same_memory(name):
@@ -150,8 +149,11 @@ def test_copy_on_write_snapshots_stay_private(name):
     snap[:10] = 99
     assert (a.numpy() == 1).all()
     assert (SharedArray.attach(name, unlink_on_close=False).numpy() == 1).all()
-    code = f"import mmapkit; import sys; sys.exit(int(mmapkit.SharedArray.attach({name!r}).numpy()[:10].sum()))"
-    assert subprocess.run([sys.executable, "-c", code]).returncode == 10
+    code = (
+        "import mmapkit; import sys; "
+        f"sys.exit(int(mmapkit.SharedArray.attach({name!r}).numpy()[:10].sum()))"
+    )
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 10
 
 
 def test_anonymous_arrays_are_shared_with_forked_children():
@@ -268,7 +270,7 @@ def test_attach_refuses_a_bad_npy_file_and_keeps_it(tmp_path):
     head = b"\x93NUMPY\x01\x00" + (118).to_bytes(2, "little") + d.encode().ljust(117) + b"\n"
     p.write_bytes(head + bytes(8))
     before = p.read_bytes()
-    with pytest.raises(mmapkit.FormatError, match="bad.npy"):
+    with pytest.raises(mmapkit.FormatError, match=r"bad\.npy"):
         mmapkit.SharedArray.attach(p)
     import gc
 
@@ -285,7 +287,7 @@ def test_attach_refuses_a_too_short_structured_segment_and_keeps_it(tmp_path):
     head = b"\x93NUMPY\x01\x00" + (118).to_bytes(2, "little") + d.encode().ljust(117) + b"\n"
     p.write_bytes(head + bytes(16))  # one row of four
     before = p.read_bytes()
-    with pytest.raises(ValueError, match="short.npy"):
+    with pytest.raises(ValueError, match=r"short\.npy"):
         mmapkit.SharedArray.attach(p)
     import gc
 

@@ -58,7 +58,7 @@ def hist_same(a: np.ndarray, bins: int, range: tuple[float, float] | None = None
     """Same counts and edges as np.histogram, or the same refusal."""
     try:
         nc, ne = np.histogram(a, bins, range=range)
-    except ValueError as e:
+    except ValueError:
         with pytest.raises(ValueError):
             st.histogram(a, bins, range=range)
         return
@@ -203,7 +203,7 @@ def test_layouts_and_sources(tmp_path) -> None:
     with pytest.raises(FileNotFoundError) as ei:
         st.median(tmp_path / "missing.bin", dtype="int16")
     assert ei.value.filename == str(tmp_path / "missing.bin")
-    with pytest.raises(mmapkit.FormatError, match="a.bin"):
+    with pytest.raises(mmapkit.FormatError, match=r"a\.bin"):
         st.median(raw, dtype="float64", offset=4)  # 24004 bytes: not whole float64s
     with pytest.raises(mmapkit.FormatError, match="npy"):
         st.median(raw)
@@ -216,7 +216,7 @@ def test_object_with_array_interface() -> None:
         def __init__(self, a: np.ndarray) -> None:
             self.a = a
 
-        def __array__(self, dtype=None, copy=None):  # noqa: ANN001, ANN204
+        def __array__(self, dtype=None, copy=None):
             return self.a
 
     a = rand("int32", 999, seed=5)
@@ -306,7 +306,7 @@ def test_npy_header_is_honoured_even_with_a_dtype(tmp_path) -> None:
     assert st.median(raw, dtype=np.int16, offset=2, count=3) == 2.0
     short = tmp_path / "short.npy"
     short.write_bytes(p.read_bytes()[:-2])
-    with pytest.raises(mmapkit.FormatError, match="short.npy"):
+    with pytest.raises(mmapkit.FormatError, match=r"short\.npy"):
         st.median(short)
 
 
@@ -344,13 +344,13 @@ def test_read_and_mmap_strategies_agree(tmp_path, dtype: str, n: int) -> None:
     npy = tmp_path / "a.npy"
     np.save(npy, a)
     calls = [
-        lambda src, **kw: st.median(src, **kw),
+        st.median,
         lambda src, **kw: st.median(src, skipna=True, **kw),
         lambda src, **kw: st.quantile(src, QS, **kw),
         lambda src, **kw: st.quantile(src, [0.5, 0.1], method="inverted_cdf", skipna=True, **kw),
         lambda src, **kw: st.histogram(src, 9, (-100, 100), **kw),
         lambda src, **kw: (st.min(src, skipna=True, **kw), st.max(src, skipna=True, **kw)),
-        lambda src, **kw: st.sum(src, **kw),
+        st.sum,
         lambda src, **kw: st.mean(src, skipna=True, **kw),
     ]
     if dtype not in FLOATS:
@@ -371,7 +371,7 @@ def test_read_and_mmap_strategies_agree(tmp_path, dtype: str, n: int) -> None:
                             got = type(e)
                         if isinstance(want, tuple):
                             assert isinstance(got, tuple) and len(got) == len(want)
-                            for g, w in zip(got, want):
+                            for g, w in zip(got, want, strict=True):
                                 np.testing.assert_array_equal(g, w, strict=True)
                         else:
                             np.testing.assert_array_equal(got, want, strict=True)
@@ -399,7 +399,7 @@ def _same(got, want) -> None:
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
-@pytest.mark.parametrize("dtype", DTYPES + ["float16"])
+@pytest.mark.parametrize("dtype", [*DTYPES, "float16"])
 @pytest.mark.parametrize("memory", [256 << 20, 64])  # 64 bytes: radix selection over the rows
 def test_axis0_matches_numpy(tmp_path, dtype: str, memory: int) -> None:
     X = rand(dtype, 3 * 501, 7, special=True).reshape(501, 3)

@@ -29,7 +29,7 @@ def test_count_find_match_naive_for_every_strategy(tmp_path_factory, data, sub):
     want = naive_all(data, sub)
     for strategy in STRATEGIES:
         for threads in (1, 2):
-            kw = dict(strategy=strategy, threads=threads)
+            kw = {"strategy": strategy, "threads": threads}
             assert mmapkit.count(p, sub, **kw) == len(want) == data.count(sub)
             assert mmapkit.find_all(p, sub, **kw).tolist() == want
             assert mmapkit.find(p, sub, **kw) == data.find(sub)

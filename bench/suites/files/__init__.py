@@ -39,8 +39,9 @@ answer), ``helper`` (the compiled Rust helper, helper.rs).
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ...contenders import (
     ENV,

@@ -4,8 +4,8 @@ for the case-insensitive, word and Unicode regex classes)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -76,7 +76,7 @@ def _rows(rng: np.random.Generator, n: int, cols: slice, formats: tuple, last: b
     ends = np.cumsum(np.count_nonzero(flat, axis=1))
     blob = flat[flat != _PAD].tobytes()
     starts = np.concatenate(([0], ends[:-1]))
-    return [blob[s:e] for s, e in zip(starts.tolist(), ends.tolist())]
+    return [blob[s:e] for s, e in zip(starts.tolist(), ends.tolist(), strict=True)]
 
 
 def _write_csv(path: Path, seed: int, nbytes: int) -> dict[str, int]:
@@ -102,7 +102,7 @@ def _write_csv(path: Path, seed: int, nbytes: int) -> dict[str, int]:
         block_no = 0
         while written < nbytes:
             if block_no == 0:
-                pieces = [x for pair in zip(left, right) for x in pair]
+                pieces = [x for pair in zip(left, right, strict=True) for x in pair]
             else:
                 rng = np.random.default_rng([seed, 2, block_no])
                 n = 16384

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ...contenders import Table
 from ...harness import Dataset, Measured, Task, fsync_path

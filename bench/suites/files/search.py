@@ -4,8 +4,9 @@ tasks and, per contender, the command of each task."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ...contenders import Table
 from ...harness import Task
