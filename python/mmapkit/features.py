@@ -63,6 +63,8 @@ import numpy.typing as npt
 from . import _columns
 from ._native import (
     FormatError,
+    create_dir_durably,
+    remove_file_durably,
     remove_stale_temp_files,
     write_file_atomic,
 )
@@ -160,22 +162,32 @@ class FeatureStore:
         self._closed = True
         if mode == "a":
             mode = "r+" if os.path.exists(self._meta_path) else "w"
+        created = None
         if mode == "w":
-            self._create(dim, dtype, label_dtype)
+            # Kept open (and locked) from their creation on: see _create.
+            created = self._create(dim, dtype, label_dtype)
             mode = "r+"
         self._mode = mode
-        meta = self._read_meta()
+        try:
+            meta = self._read_meta()
+        except BaseException:
+            for a in created or ():
+                a.close()
+            raise
         self._dim = int(meta["dim"])
         self._dtype: np.dtype[Any] = np.dtype(meta["dtype"])
         self._label_dtype: np.dtype[Any] = np.dtype(meta["label_dtype"])
         self._n = int(meta["rows"])
-        am = "r+" if mode == "r+" else "r"
-        self._features = ArrayStore.open(os.path.join(self._path, FEATURES), am)
-        try:
-            self._labels = ArrayStore.open(os.path.join(self._path, LABELS), am)
-        except BaseException:
-            self._features.close()
-            raise
+        if created is not None:
+            self._features, self._labels = created
+        else:
+            am = "r+" if mode == "r+" else "r"
+            self._features = ArrayStore.open(os.path.join(self._path, FEATURES), am)
+            try:
+                self._labels = ArrayStore.open(os.path.join(self._path, LABELS), am)
+            except BaseException:
+                self._features.close()
+                raise
         self._closed = False
         try:
             # Which files the mappings are of (refresh notices a re-created store).
@@ -199,7 +211,18 @@ class FeatureStore:
     def _meta_path(self) -> str:
         return os.path.join(self._path, META)
 
-    def _create(self, dim: int | None, dtype: npt.DTypeLike, label_dtype: npt.DTypeLike) -> None:
+    def _create(
+        self, dim: int | None, dtype: npt.DTypeLike, label_dtype: npt.DTypeLike
+    ) -> tuple[ArrayStore, ArrayStore]:
+        """Replaces whatever store is at the path with an empty one; returns its
+        two arrays, open for writing.
+
+        A writer's lock is the features array's ``flock`` (a writer takes it
+        before the labels'). It is held without a gap from the check on: on the
+        old array until that is removed (an opener then finds none), then on
+        the new one (``ArrayStore.create`` locks it before it appears) until
+        this writer closes, so another writer can neither write to an array
+        being replaced nor pair a new array with an old one."""
         if (
             dim is None
             or isinstance(dim, bool)
@@ -213,26 +236,38 @@ class FeatureStore:
         ldt = _plain_dtype(label_dtype, "label_dtype")
         if os.path.exists(self._path) and not os.path.isdir(self._path):
             raise NotADirectoryError(20, "a FeatureStore is a directory", self._path)
-        os.makedirs(self._path, exist_ok=True)
-        _fsync_dir(os.path.dirname(self._path))
-        _refuse_if_written(os.path.join(self._path, FEATURES))
-        # No meta.json while the arrays are replaced: a crash in between
-        # leaves "not a FeatureStore", never a count the arrays do not hold.
+        create_dir_durably(self._path)
+        features = os.path.join(self._path, FEATURES)
+        old = _lock_writer(features)
         try:
-            os.unlink(self._meta_path)
-            _fsync_dir(self._path)
-        except FileNotFoundError:
-            pass
-        ArrayStore.create(os.path.join(self._path, FEATURES), dt, (int(dim),)).close()
-        ArrayStore.create(os.path.join(self._path, LABELS), ldt).close()
-        self._write_meta(
-            {
-                "dim": int(dim),
-                "dtype": np.lib.format.dtype_to_descr(dt),
-                "label_dtype": np.lib.format.dtype_to_descr(ldt),
-            },
-            0,
-        )
+            # No meta.json while the arrays are replaced: a crash in between
+            # leaves "not a FeatureStore", never a count the arrays do not hold.
+            remove_file_durably(self._meta_path)
+            # Removed while locked: ArrayStore.create would refuse to replace
+            # an array whose lock is held, even by this writer.
+            remove_file_durably(features)
+            f = ArrayStore.create(features, dt, (int(dim),))
+        finally:
+            if old is not None:
+                os.close(old)
+        try:
+            lb = ArrayStore.create(os.path.join(self._path, LABELS), ldt)
+            try:
+                self._write_meta(
+                    {
+                        "dim": int(dim),
+                        "dtype": np.lib.format.dtype_to_descr(dt),
+                        "label_dtype": np.lib.format.dtype_to_descr(ldt),
+                    },
+                    0,
+                )
+            except BaseException:
+                lb.close()
+                raise
+        except BaseException:
+            f.close()
+            raise
+        return f, lb
 
     def _write_meta(self, schema: dict[str, Any], rows: int) -> None:
         meta = {
@@ -745,33 +780,27 @@ def _check_batch_size(batch_size: int) -> None:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
 
 
-def _refuse_if_written(path: str) -> None:
-    """BlockingIOError if a writer (which holds the array's exclusive
-    ``flock``) has ``path`` open: "w" must not replace a store under it."""
+def _lock_writer(path: str) -> int | None:
+    """Takes the exclusive ``flock`` a writer holds on the array at ``path``
+    and returns the descriptor that holds it (None when there is no file);
+    BlockingIOError if a writer has it: "w" must not replace a store under it."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
-        return
+        return None
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise BlockingIOError(
-                errno.EWOULDBLOCK, "a writer has this FeatureStore open; cannot re-create it", path
-            ) from None
-        fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
         os.close(fd)
+        raise BlockingIOError(
+            errno.EWOULDBLOCK, "a writer has this FeatureStore open; cannot re-create it", path
+        ) from None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _inode(path: str) -> tuple[int, int]:
     st = os.stat(path)
     return st.st_dev, st.st_ino
-
-
-def _fsync_dir(d: str) -> None:
-    fd = os.open(d or ".", os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

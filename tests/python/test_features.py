@@ -189,6 +189,46 @@ def test_modes_w_replaces_and_a_appends(tmp):
     assert (len(fs), fs.dim) == (0, 4)
 
 
+def test_w_holds_the_writer_lock_while_it_replaces_both_arrays(tmp, monkeypatch):
+    """A second writer arriving at any step of "w" is refused: it never gets the
+    old features array (then replaced under it) nor the new features with the
+    old labels. A writer's lock is the features array's flock (taken before
+    labels); flocks belong to open file descriptions, so an opener in this
+    process races exactly like one in another process."""
+    make(tmp / "fs", n=10)[0].close()
+    seen = []
+
+    def second_writer(step):
+        try:
+            mmapkit.ArrayStore.open(tmp / "fs" / "features.npy", "r+").close()
+            seen.append((step, "opened"))
+        except (BlockingIOError, FileNotFoundError) as e:
+            seen.append((step, type(e).__name__))
+
+    create, write_meta = mmapkit.ArrayStore.create.__func__, FeatureStore._write_meta
+
+    def racing_create(cls, path, *a, **kw):
+        second_writer(f"before {os.path.basename(path)}")
+        return create(cls, path, *a, **kw)
+
+    def racing_write_meta(self, *a):
+        second_writer("before meta.json")
+        return write_meta(self, *a)
+
+    monkeypatch.setattr(mmapkit.ArrayStore, "create", classmethod(racing_create))
+    monkeypatch.setattr(FeatureStore, "_write_meta", racing_write_meta)
+    fs = FeatureStore(tmp / "fs", "w", dim=2)
+    second_writer("after")
+    assert seen == [
+        ("before features.npy", "FileNotFoundError"),  # the old one is gone, locked
+        ("before labels.npy", "BlockingIOError"),
+        ("before meta.json", "BlockingIOError"),
+        ("after", "BlockingIOError"),
+    ]
+    fs.close()
+    assert (len(FeatureStore(tmp / "fs", "r+")), FeatureStore(tmp / "fs").dim) == (0, 2)
+
+
 def test_a_failed_add_commits_nothing_and_cuts_its_rows(tmp, monkeypatch):
     fs, X, _y = make(tmp / "fs", n=50)
 
