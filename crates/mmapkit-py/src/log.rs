@@ -176,15 +176,16 @@ impl CommitLog {
         read_only: bool,
         repair: bool,
     ) -> PyResult<Self> {
-        let d = LogOptions::default();
-        let opts = LogOptions {
-            segment_size: segment_size.unwrap_or(d.segment_size),
-            first_index: first_index.unwrap_or(d.first_index),
-            sync: sync.map(parse_sync).transpose()?.unwrap_or(d.sync),
-            read_only,
-            repair,
-            ..d
-        };
+        let mut opts = LogOptions::default().read_only(read_only).repair(repair);
+        if let Some(s) = segment_size {
+            opts = opts.segment_size(s);
+        }
+        if let Some(i) = first_index {
+            opts = opts.first_index(i);
+        }
+        if let Some(s) = sync {
+            opts = opts.sync(parse_sync(s)?);
+        }
         let log = py.detach(|| Core::open(&path, opts)).py_err()?;
         let opts = log.options().clone();
         Ok(CommitLog { inner: RwLock::new(Some(Arc::new(log))), path, opts })

@@ -179,8 +179,11 @@ fn store<R>(slf: &Bound<'_, ArrayStoreCore>, f: impl FnOnce(&mut ArrayStore) -> 
 }
 
 fn options(chunk_bytes: u64, reserve: Option<usize>, capacity: u64) -> StoreOptions {
-    let d = StoreOptions::default();
-    StoreOptions { capacity_rows: capacity, chunk_bytes, reserve: reserve.unwrap_or(d.reserve) }
+    let o = StoreOptions::default().capacity_rows(capacity).chunk_bytes(chunk_bytes);
+    match reserve {
+        Some(r) => o.reserve(r),
+        None => o,
+    }
 }
 
 #[pymethods]

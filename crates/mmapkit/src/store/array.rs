@@ -59,17 +59,19 @@ use crate::map::{Map, MapOptions, Mode};
 use crate::{Error, Result};
 use durable::Durable;
 
-/// Options for [`ArrayStore::create`] and [`ArrayStore::open_with`].
-#[derive(Clone, Debug)]
-pub struct StoreOptions {
-    /// Rows of capacity to allocate at creation.
-    pub capacity_rows: u64,
-    /// Minimum bytes of capacity added when the store runs out (growth is
-    /// otherwise geometric, ×1.5).
-    pub chunk_bytes: u64,
-    /// Address space reserved for growth in place (views stay valid while
-    /// the data fits in it; it is extended in place when possible).
-    pub reserve: usize,
+crate::options! {
+    /// Options for [`ArrayStore::create`] and [`ArrayStore::open_with`].
+    #[derive(Clone, Debug)]
+    pub struct StoreOptions {
+        /// Rows of capacity to allocate at creation.
+        pub capacity_rows: u64,
+        /// Minimum bytes of capacity added when the store runs out (growth is
+        /// otherwise geometric, ×1.5).
+        pub chunk_bytes: u64,
+        /// Address space reserved for growth in place (views stay valid while
+        /// the data fits in it; it is extended in place when possible).
+        pub reserve: usize,
+    }
 }
 
 impl Default for StoreOptions {
