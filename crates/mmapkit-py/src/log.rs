@@ -298,7 +298,14 @@ impl CommitLog {
 
     /// Checks every entry's checksum and batch commit (segments in
     /// parallel on ``threads``: None or 0 one per core, 1 sequential);
-    /// returns counts, raises ``CorruptError`` naming the entry and segment.
+    /// returns counts (``segments``, ``entries``, ``bytes``) and
+    /// ``unreadable_tail``: ``None`` when the log ends cleanly, else a dict
+    /// (``first_index``, ``entries``, ``bytes``) of the bytes after the last
+    /// whole batch that do not read back: a torn write of a batch never
+    /// synced, or damage to the synced last batch (the two cannot be told
+    /// apart; a read-only open leaves them in place, a writable one moves
+    /// them to the quarantine directory). Raises ``CorruptError`` naming
+    /// the entry and segment for damage before the last batch.
     #[pyo3(signature = (*, threads = None))]
     fn verify<'py>(&self, py: Python<'py>, threads: Option<i64>) -> PyResult<Bound<'py, PyDict>> {
         let log = self.log()?;
@@ -308,6 +315,12 @@ impl CommitLog {
         d.set_item("segments", r.segments)?;
         d.set_item("entries", r.entries)?;
         d.set_item("bytes", r.bytes)?;
+        let tail = match r.unreadable_tail {
+            Some(t) => Some(dict!(py,
+                "first_index" => t.first_index, "entries" => t.entries, "bytes" => t.bytes)),
+            None => None,
+        };
+        d.set_item("unreadable_tail", tail)?;
         Ok(d)
     }
 

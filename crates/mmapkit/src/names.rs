@@ -101,7 +101,10 @@ macro_rules! options {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use crate::kmer::{Mode as KmerMode, OutFormat};
+    use crate::log::SyncMode;
     use crate::map::{Advice, Mode as MapMode};
     use crate::scan::Strategy;
     use crate::stats::Method;
@@ -133,6 +136,27 @@ mod tests {
         round_trip::<MapMode>(MapMode::NAMES, "map mode");
         round_trip::<Advice>(Advice::NAMES, "advice");
         round_trip::<Method>(Method::NAMES, "quantile method");
+        round_trip::<SyncMode>(SyncMode::NAMES, "sync mode");
+    }
+
+    /// A data-carrying value parses through the table's `else` parser and
+    /// displays in a form that parses back; the error lists its hint.
+    #[test]
+    fn sync_mode_intervals_and_no_aliases() {
+        assert_eq!(SyncMode::NAMES, ["never", "batch"]);
+        for (s, ms) in
+            [("interval:10ms", 10.0), ("interval:200us", 0.2), ("0.5s", 500.0), ("7", 7.0)]
+        {
+            let v: SyncMode = s.parse().unwrap();
+            assert_eq!(v, SyncMode::Interval(Duration::from_secs_f64(ms / 1e3)), "{s}");
+            assert_eq!(v.to_string().parse::<SyncMode>().unwrap(), v);
+        }
+        assert_eq!(SyncMode::Interval(Duration::from_millis(10)).to_string(), "interval:10ms");
+        // The undocumented aliases are gone; a negative interval is refused.
+        for bad in ["none", "always", "interval:-1ms", "interval:", "10 ms"] {
+            let e = bad.parse::<SyncMode>().unwrap_err().to_string();
+            assert!(e.ends_with("(expected never, batch or interval:<N>ms)"), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -2,7 +2,10 @@
 
 use super::*;
 
-/// When appended data is made durable.
+/// When appended data is made durable. Spelled (`FromStr`/`Display`, the
+/// CLI's `--sync` and Python's `sync=`) `never`, `batch` or
+/// `interval:<N>ms` (also `us` and `s` units, and the same without
+/// `interval:`; a bare number is milliseconds).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum SyncMode {
     /// Never sync explicitly (the OS writes back when it likes; segment

@@ -48,7 +48,7 @@ mod sys;
 
 pub use guard::GuardStats;
 pub use share::{AppendMap, SharedMap};
-pub use shmem::copy_from_view;
+pub use shmem::{copy_from_view, load_from_view, store_to_view};
 
 /// How many mappings the `SIGBUS` guard protects, can protect, and had to
 /// leave unprotected because its table was full (see [`Map::is_protected`]).
