@@ -279,8 +279,8 @@ pub fn grep_count(path: impl AsRef<Path>, grep: &GrepOptions, opts: &ScanOptions
 ///
 /// ```no_run
 /// use mmapkit::scan::{self, GrepOptions, PrintOptions, ScanOptions};
-/// let g = GrepOptions { patterns: vec!["ERR[0-9]+".into()], ..Default::default() };
-/// let p = PrintOptions { line_numbers: true, ..Default::default() };
+/// let g = GrepOptions::default().patterns(vec!["ERR[0-9]+".into()]);
+/// let p = PrintOptions::default().line_numbers(true);
 /// let n = scan::grep("app.log", &g, &p, &ScanOptions::default(), &mut std::io::stdout().lock())?;
 /// # Ok::<(), mmapkit::Error>(())
 /// ```
