@@ -38,7 +38,7 @@ def test_append_read_and_friends(tmp_path):
         log.truncate_after(2)
         assert list(log) == [b"a", b"bb"]
         assert log.append([b"new"], term=9) == 3
-        assert log.verify() == {"segments": 1, "entries": 3, "bytes": 6}
+        assert log.verify() == {"segments": 1, "entries": 3, "bytes": 6, "unreadable_tail": None}
         st_ = log.stat()
         assert (st_["first_index"], st_["last_index"], st_["entries"]) == (1, 3, 3)
         assert log.recovery["dropped_entries"] == 0
@@ -177,6 +177,31 @@ def test_torn_tail_is_dropped(tmp_path):
     with mmapkit.CommitLog(d, sync="never") as log:
         assert list(log) == [b"kept"]
         assert log.recovery["dropped_entries"] == 2
+
+
+def test_verify_reports_an_unreadable_last_batch(tmp_path):
+    # The core's VerifyReport.unreadable_tail: a read-only open leaves a
+    # last batch that does not read back in place, and verify says so
+    # (a torn write and damage after its sync look the same).
+    d = tmp_path / "wal"
+    with mmapkit.CommitLog(d, sync="never") as log:
+        log.append([b"kept"])
+        log.append([b"torn", b"too"])
+        assert log.verify()["unreadable_tail"] is None
+    seg = next(d.glob("*.seg"))
+    b = bytearray(seg.read_bytes())
+    pos = 32 + 32 + 32 + 32 + 32  # the second batch's commit record
+    b[pos : pos + 32] = bytes(32)
+    seg.write_bytes(bytes(b))
+    with mmapkit.CommitLog(d, read_only=True) as log:
+        r = log.verify()
+    assert (r["segments"], r["entries"], r["bytes"]) == (1, 1, 4)
+    tail = r["unreadable_tail"]
+    assert tail is not None and tail["first_index"] == 2 and tail["bytes"] > 0, r
+    assert set(tail) == {"first_index", "entries", "bytes"}
+    # A writable open moves the tail to the quarantine: a clean end again.
+    with mmapkit.CommitLog(d, sync="never") as log:
+        assert log.verify()["unreadable_tail"] is None
 
 
 @settings(max_examples=25, deadline=None)

@@ -529,3 +529,39 @@ def test_sparse_sizes_beyond_off_t_raise_like_os_truncate(tmp):
         if exc is OSError:
             assert got.value.errno == want.value.errno != 0
     assert p.stat().st_size == 0
+
+
+def test_python_buffers_arrive_whole_through_piecewise_copies(tmp):
+    # The binding never holds a Rust slice over a Python buffer (another
+    # thread may write a bytearray or numpy array meanwhile): appends copy
+    # straight into the new rows, gathers and atomic writes go through
+    # 1 MiB pieces. Inputs of several pieces, at odd offsets, arrive whole.
+    rng = np.random.default_rng(7)
+    rows = rng.integers(0, 256, size=(3001, 1000), dtype=np.uint8)  # ~3 MiB
+    raw = bytearray(b"xyz" + rows.tobytes())
+    s = mmapkit.ArrayStore.create(tmp / "big.npy", "u1", row_shape=(1000,))
+    assert s._core.append(memoryview(raw)[3:]) == 3001  # 3 bytes in: unaligned
+    assert (s.numpy() == rows).all()
+    with pytest.raises(ValueError, match="whole number"):
+        s._core.append(memoryview(raw)[3:1003 + 1])
+    assert len(s) == 3001
+
+    idx = rng.permutation(3001).astype(np.uint64)[:2500]
+    out = np.zeros((2500, 1000), np.uint8)
+    s._core.gather(idx.data, out.reshape(-1).data)
+    assert (out == rows[idx]).all()
+    # Every check before any copy: a bad last index leaves `out` untouched
+    # although the pieces before it would have been fine.
+    bad = idx.copy()
+    bad[-1] = 3001
+    out2 = np.zeros_like(out)
+    with pytest.raises(ValueError, match="out of range"):
+        s._core.gather(bad.data, out2.reshape(-1).data)
+    assert not out2.any()
+    with pytest.raises(ValueError, match="not 2500 rows"):
+        s._core.gather(idx.data, out2.reshape(-1)[:-1].data)
+    s.close()
+
+    p = tmp / "atomic.bin"
+    mmapkit._native.write_file_atomic(p, memoryview(raw)[1:])
+    assert p.read_bytes() == bytes(raw[1:])

@@ -53,12 +53,7 @@ pub struct ScanArgs {
 
 impl ScanArgs {
     pub fn options(&self) -> ScanOptions {
-        ScanOptions {
-            strategy: self.strategy,
-            threads: self.exec.threads,
-            chunk: self.chunk,
-            ..Default::default()
-        }
+        ScanOptions::default().strategy(self.strategy).threads(self.exec.threads).chunk(self.chunk)
     }
 }
 

@@ -181,22 +181,21 @@ impl GrepArgs {
                 io::stdout().is_terminal() && std::env::var_os("TERM").is_some_and(|t| t != "dumb")
             }
         };
-        PrintOptions {
-            report: self.report(),
-            with_filename: false,
-            line_numbers: self.line_number,
-            byte_offset: self.byte_offset,
-            only_matching: self.only_matching,
-            before: self.before.or(self.context),
-            after: self.after.or(self.context),
-            group_separator: if self.no_group_separator {
+        PrintOptions::default()
+            .report(self.report())
+            .with_filename(false)
+            .line_numbers(self.line_number)
+            .byte_offset(self.byte_offset)
+            .only_matching(self.only_matching)
+            .before(self.before.or(self.context))
+            .after(self.after.or(self.context))
+            .group_separator(if self.no_group_separator {
                 None
             } else {
                 Some(self.group_separator.as_deref().unwrap_or("--").as_bytes().to_vec())
-            },
-            color,
-            text: self.text,
-        }
+            })
+            .color(color)
+            .text(self.text)
     }
 }
 
@@ -218,15 +217,14 @@ pub fn grep(mut a: GrepArgs) -> anyhow::Result<u8> {
     if files.is_empty() {
         files.push(if a.recursive { "." } else { "-" }.into());
     }
-    let opts = GrepOptions {
-        patterns,
-        fixed: a.fixed,
-        ignore_case: a.ignore_case,
-        invert: a.invert,
-        word: a.word,
-        line: a.line,
-        max_count: a.max_count,
-    };
+    let opts = GrepOptions::default()
+        .patterns(patterns)
+        .fixed(a.fixed)
+        .ignore_case(a.ignore_case)
+        .invert(a.invert)
+        .word(a.word)
+        .line(a.line)
+        .max_count(a.max_count);
     let grep = match Grep::new(&opts) {
         Ok(g) => g,
         Err(e) => {

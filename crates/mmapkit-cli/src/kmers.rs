@@ -84,14 +84,13 @@ pub struct KmersArgs {
 pub fn kmers(a: KmersArgs) -> anyhow::Result<u8> {
     let format = a.format.unwrap_or_else(|| OutFormat::for_path(&a.output));
     let (progress, _bar) = Progress::start(format!("kmers {}", a.input.display()));
-    let opts = KmerOptions {
-        k: a.k,
-        counts: a.counts,
-        mode: a.mode,
-        threads: a.exec.threads,
-        sync: a.sync,
-        progress,
-    };
+    let opts = KmerOptions::default()
+        .k(a.k)
+        .counts(a.counts)
+        .mode(a.mode)
+        .threads(a.exec.threads)
+        .sync(a.sync)
+        .progress(progress);
     let t0 = std::time::Instant::now();
     let s = kmer::write(&a.input, &a.output, format, &opts)?;
     let secs = t0.elapsed().as_secs_f64();

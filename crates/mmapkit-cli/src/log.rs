@@ -186,7 +186,7 @@ fn parse_size(s: &str) -> Result<u64, String> {
 }
 
 fn open_ro(dir: &Path) -> mmapkit::Result<CommitLog> {
-    CommitLog::open(dir, LogOptions { read_only: true, ..Default::default() })
+    CommitLog::open(dir, LogOptions::default().read_only(true))
 }
 
 /// Opens the existing log in `dir` for writing (never creates one).
@@ -197,7 +197,7 @@ fn open_rw(dir: &Path, sync: SyncMode, repair: bool) -> mmapkit::Result<CommitLo
             "no log here (create it with `mmapkit log init`)",
         ));
     }
-    CommitLog::open(dir, LogOptions { sync, repair, ..Default::default() })
+    CommitLog::open(dir, LogOptions::default().sync(sync).repair(repair))
 }
 
 pub fn run(a: LogArgs) -> anyhow::Result<u8> {
@@ -205,7 +205,7 @@ pub fn run(a: LogArgs) -> anyhow::Result<u8> {
         LogCmd::Init { dir, segment_size, first_index } => {
             let log = CommitLog::open(
                 &dir,
-                LogOptions { segment_size, first_index, ..Default::default() },
+                LogOptions::default().segment_size(segment_size).first_index(first_index),
             )?;
             report_recovery(&log);
             Ok(EXIT_OK)

@@ -1,5 +1,6 @@
 //! `mmapkit`: the command-line face of the mmapkit core. Thin by design:
 //! parse the arguments, call the core, print.
+#![forbid(unsafe_code)]
 
 use std::io::{self, Write};
 use std::path::PathBuf;

@@ -76,24 +76,14 @@ pub struct ReplaceArgs {
     scan: ScanArgs,
 }
 
-/// Characters that make a regex more than a literal (those
-/// `regex::escape` escapes).
-fn is_plain_literal(p: &str) -> bool {
-    !p.is_empty() && !p.bytes().any(|b| b"\\.+*?()|[]{}^$#&-~\n".contains(&b))
-}
-
 pub fn replace(a: ReplaceArgs) -> anyhow::Result<u8> {
     let replacement = unescape(&a.replacement)?;
-    let (pattern, regex) = if a.fixed_strings {
-        (unescape(&a.pattern)?, false)
-    } else if is_plain_literal(&a.pattern) && !replacement.contains(&b'$') {
-        // Same matches as the regex (which cannot span lines either).
-        (a.pattern.as_bytes().to_vec(), false)
-    } else {
-        (a.pattern.as_bytes().to_vec(), true)
-    };
-    let ropts =
-        ReplaceOptions { regex, dry_run: a.dry_run, backup: a.backup.clone(), sync: a.sync };
+    let pattern =
+        if a.fixed_strings { unescape(&a.pattern)? } else { a.pattern.as_bytes().to_vec() };
+    let ropts = ReplaceOptions::for_pattern(&pattern, &replacement, a.fixed_strings)
+        .dry_run(a.dry_run)
+        .backup(a.backup.clone())
+        .sync(a.sync);
     let mut out = std::io::stdout().lock();
     let mut report = PerFile::new(a.scan.json, a.files.len());
     for path in &a.files {
@@ -181,23 +171,4 @@ fn keep(n: u64, files: &[PathBuf], scan_args: &ScanArgs) -> anyhow::Result<u8> {
         }
     }
     report.finish(&mut std::io::stdout().lock())
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn plain_literals() {
-        for (p, plain) in [
-            (",", true),
-            ("abc def", true),
-            ("é", true),
-            ("a.b", false),
-            ("a+", false),
-            (r"\d", false),
-            ("", false),
-            ("a\nb", false),
-        ] {
-            assert_eq!(super::is_plain_literal(p), plain, "{p:?}");
-        }
-    }
 }

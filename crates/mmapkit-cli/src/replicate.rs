@@ -107,17 +107,15 @@ pub struct FollowArgs {
 pub fn serve(a: ServeArgs) -> anyhow::Result<u8> {
     let srv = mmapkit_replicate::serve_dir(
         &a.dir,
-        ServeOptions {
-            bind: a.bind,
-            token: a.token,
-            max_page_bytes: a.max_page_bytes,
-            max_page_count: a.max_page_count,
-            max_concurrent_pages: a.max_concurrent_pages,
-            max_connections: a.max_connections,
-            header_timeout: Duration::from_secs(a.header_timeout),
-            idle_timeout: Duration::from_secs(a.idle_timeout),
-            ..Default::default()
-        },
+        ServeOptions::default()
+            .bind(a.bind)
+            .token(a.token)
+            .max_page_bytes(a.max_page_bytes)
+            .max_page_count(a.max_page_count)
+            .max_concurrent_pages(a.max_concurrent_pages)
+            .max_connections(a.max_connections)
+            .header_timeout(Duration::from_secs(a.header_timeout))
+            .idle_timeout(Duration::from_secs(a.idle_timeout)),
     )?;
     if srv.local_addr().ip().is_unspecified() {
         eprintln!(
@@ -138,14 +136,12 @@ pub fn follow(a: FollowArgs) -> anyhow::Result<u8> {
     let f = Follower::spawn(
         &a.url,
         &a.dir,
-        FollowOptions {
-            sync: a.sync,
-            token: a.token,
-            once: a.once,
-            max_in_flight: a.max_in_flight.max(1),
-            reset: a.reset,
-            ..Default::default()
-        },
+        FollowOptions::default()
+            .sync(a.sync)
+            .token(a.token)
+            .once(a.once)
+            .max_in_flight(a.max_in_flight.max(1))
+            .reset(a.reset),
     )?;
     let stop = f.stop_handle();
     let stopped = Arc::new(AtomicBool::new(false));

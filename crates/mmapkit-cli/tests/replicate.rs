@@ -14,7 +14,7 @@ fn mmapkit() -> Command {
 }
 
 fn open_ro(dir: &Path) -> Option<CommitLog> {
-    CommitLog::open(dir, LogOptions { read_only: true, ..Default::default() }).ok()
+    CommitLog::open(dir, LogOptions::default().read_only(true)).ok()
 }
 
 fn last_index(dir: &Path) -> u64 {
@@ -23,11 +23,9 @@ fn last_index(dir: &Path) -> u64 {
 
 /// A leader log of `n` entries of `size` bytes, terms rising every 1000.
 fn make_leader(dir: &Path, n: u64, size: usize) {
-    let log = CommitLog::open(
-        dir,
-        LogOptions { sync: SyncMode::Never, segment_size: 8 << 20, ..Default::default() },
-    )
-    .unwrap();
+    let log =
+        CommitLog::open(dir, LogOptions::default().sync(SyncMode::Never).segment_size(8 << 20))
+            .unwrap();
     let mut i = 1;
     while i <= n {
         let hi = (i + 500).min(n + 1);
@@ -269,14 +267,12 @@ fn sixty_four_followers_with_bounded_server_memory() {
             mmapkit_replicate::Follower::spawn(
                 &srv.url,
                 d.path(),
-                mmapkit_replicate::FollowOptions {
-                    sync: SyncMode::Never,
-                    page_bytes: 4 << 20,
-                    max_in_flight: 4 << 20,
-                    segment_size: 4 << 20,
-                    give_up_after: Some(Duration::from_secs(120)),
-                    ..Default::default()
-                },
+                mmapkit_replicate::FollowOptions::default()
+                    .sync(SyncMode::Never)
+                    .page_bytes(4 << 20)
+                    .max_in_flight(4 << 20)
+                    .segment_size(4 << 20)
+                    .give_up_after(Some(Duration::from_secs(120))),
             )
             .unwrap()
         })

@@ -275,7 +275,7 @@ struct Follower {
 // --------------------------------------------------------------- the checks
 
 fn open_ro(dir: &Path) -> Result<CommitLog, String> {
-    CommitLog::open(dir, LogOptions { read_only: true, ..Default::default() })
+    CommitLog::open(dir, LogOptions::default().read_only(true))
         .map_err(|e| format!("{}: cannot open: {e}", dir.display()))
 }
 
@@ -518,7 +518,7 @@ fn write(
 ) -> Counts {
     let mut rng = Rng((seed ^ 0x9e37_79b9_7f4a_7c15).max(1));
     let mut c = Counts::default();
-    let wopts = LogOptions { segment_size: 64 << 10, sync: SyncMode::Never, ..Default::default() };
+    let wopts = LogOptions::default().segment_size(64 << 10).sync(SyncMode::Never);
     let new_log = |m: &mut Model| -> CommitLog {
         let w = CommitLog::open(a, wopts.clone()).expect("create the writer's log");
         assert_eq!(w.last_index(), 0, "a new log");

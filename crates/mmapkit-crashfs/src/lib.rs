@@ -81,6 +81,7 @@
 //! `MMAPKIT_CRASH_LONG=1` runs them with longer workloads and more random
 //! survivors per crash point. Without FUSE (not root, no `/dev/fuse`) every
 //! test prints `SKIPPED: reason` and returns.
+#![forbid(unsafe_code)]
 
 mod fs;
 mod model;

@@ -150,7 +150,7 @@ fn negative_control_writer_without_sync_loses_the_finished_file() {
 const ROWS: u64 = 100;
 
 fn array_setup(b: &Path) {
-    let opts = StoreOptions { chunk_bytes: 4096, ..Default::default() };
+    let opts = StoreOptions::default().chunk_bytes(4096);
     let mut st = ArrayStore::create(b.join("a.npy"), "'<u8'", 8, &[], &opts).unwrap();
     let bytes: Vec<u8> = (0..5u64).flat_map(|i| i.to_le_bytes()).collect();
     st.append(&bytes).unwrap();

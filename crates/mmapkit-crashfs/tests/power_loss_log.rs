@@ -86,7 +86,7 @@ struct Stats {
 /// Checks the log in `dir` against what the workload was told; Err names the first violation.
 /// `lossy` (no sync): acknowledged entries may be lost, but only as a tail.
 fn check(dir: &Path, told: &Told, seg: u64, lossy: bool, st: &mut Stats) -> Result<(), String> {
-    let opts = LogOptions { segment_size: seg, ..Default::default() };
+    let opts = LogOptions::default().segment_size(seg);
     let log = CommitLog::open(dir, opts.clone()).map_err(|e| format!("open fails: {e}"))?;
     st.survivors += 1;
     st.torn_batches_dropped += u64::from(log.recovery().dropped_entries > 0);
@@ -361,7 +361,7 @@ fn log_recovery_of_a_torn_tail_survives_a_second_crash() {
         let (run, crashed) = crash_run(back.path(), &make1, CrashAt::Ops(p));
         for seed in 0..seeds * 2 {
             crashed.materialize(Mode::KeepRandom { seed: p * 7919 + seed }, back.path()).unwrap();
-            let ro = LogOptions { read_only: true, segment_size: seg, ..Default::default() };
+            let ro = LogOptions::default().read_only(true).segment_size(seg);
             if CommitLog::open(back.path().join("wal"), ro)
                 .is_ok_and(|l| l.recovery().dropped_bytes > 0)
             {

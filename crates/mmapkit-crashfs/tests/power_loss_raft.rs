@@ -41,7 +41,7 @@ fn rt() -> tokio::runtime::Runtime {
 }
 
 fn opts(durable: bool) -> StoreOptions {
-    StoreOptions { segment_size: SEGMENT, durable }
+    StoreOptions::default().segment_size(SEGMENT).durable(durable)
 }
 
 fn say(line: String) {

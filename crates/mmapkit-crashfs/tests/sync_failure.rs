@@ -36,7 +36,7 @@ fn a_retried_fsync_succeeds_but_the_data_is_gone() {
 }
 
 fn opts() -> LogOptions {
-    LogOptions { sync: SyncMode::Batch, segment_size: 1 << 20, ..Default::default() }
+    LogOptions::default().sync(SyncMode::Batch).segment_size(1 << 20)
 }
 
 /// The log stops at the first failed sync: the append that hit it fails,
@@ -182,7 +182,7 @@ fn names(m: &mmapkit_crashfs::Mount) -> Vec<String> {
 fn a_writer_whose_sync_fails_leaves_the_destination_as_it_was() {
     use mmapkit::writer::{RecordWriter, StreamWriter, WriterOptions};
     require_fuse!();
-    let opts = WriterOptions { sync: true, ..Default::default() };
+    let opts = WriterOptions::default().sync(true);
     for stream in [false, true] {
         let back = tempfile::tempdir().unwrap();
         let m = CrashFs::mount(back.path()).unwrap();
@@ -235,7 +235,7 @@ fn replace_reports_a_failed_sync_and_a_rewrite_leaves_the_original() {
         let m = CrashFs::mount(back.path()).unwrap();
         let p = durable_file(&m, "f.csv", &orig);
         m.fail_fsyncs(1);
-        let ro = ReplaceOptions { sync: true, ..Default::default() };
+        let ro = ReplaceOptions::default().sync(true);
         let e = replace(&p, pat, rep, &ro, &ScanOptions::new(strategy, 2)).unwrap_err();
         assert_eq!(m.failed_fsyncs(), 1, "no fsync failed?");
         assert_eq!(e.errno(), Some(libc::EIO), "{e}");

@@ -44,14 +44,12 @@ pub fn kmers(
     sync: bool,
 ) -> PyResult<Py<PyAny>> {
     let mode: Mode = mode.parse().py_err()?;
-    let opts = KmerOptions {
-        k,
-        counts,
-        mode,
-        threads: crate::exec::threads(threads)?,
-        sync,
-        ..Default::default()
-    };
+    let opts = KmerOptions::default()
+        .k(k)
+        .counts(counts)
+        .mode(mode)
+        .threads(crate::exec::threads(threads)?)
+        .sync(sync);
     match out {
         Some(out) => {
             let format: OutFormat = match format {
@@ -137,7 +135,7 @@ impl RecordWriter {
             (None, Some((dtype, row_shape))) => HeaderSpec::Npy { dtype, row_shape },
             (None, None) => HeaderSpec::None,
         };
-        let opts = WriterOptions { header, sync, grow_records: 0 };
+        let opts = WriterOptions::default().header(header).sync(sync).grow_records(0);
         let w =
             py.detach(|| mmapkit::writer::RecordWriter::create(&path, width, n, &opts)).py_err()?;
         Ok(RecordWriter { inner: RwLock::new(Some(w)), width, path })

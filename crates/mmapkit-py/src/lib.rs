@@ -4,7 +4,11 @@
 //! long, map core errors to Python exceptions (see `errors`). All logic
 //! lives in the `mmapkit` crate.
 #![deny(unsafe_op_in_unsafe_fn)]
+// `unsafe` only in `buffer` (and the buffer-protocol slots PyO3 declares
+// `unsafe fn`, which forward there).
+#![deny(unsafe_code)]
 
+#[allow(unsafe_code)]
 mod buffer;
 mod errors;
 mod exec;

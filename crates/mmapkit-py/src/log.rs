@@ -176,15 +176,16 @@ impl CommitLog {
         read_only: bool,
         repair: bool,
     ) -> PyResult<Self> {
-        let d = LogOptions::default();
-        let opts = LogOptions {
-            segment_size: segment_size.unwrap_or(d.segment_size),
-            first_index: first_index.unwrap_or(d.first_index),
-            sync: sync.map(parse_sync).transpose()?.unwrap_or(d.sync),
-            read_only,
-            repair,
-            ..d
-        };
+        let mut opts = LogOptions::default().read_only(read_only).repair(repair);
+        if let Some(s) = segment_size {
+            opts = opts.segment_size(s);
+        }
+        if let Some(i) = first_index {
+            opts = opts.first_index(i);
+        }
+        if let Some(s) = sync {
+            opts = opts.sync(parse_sync(s)?);
+        }
         let log = py.detach(|| Core::open(&path, opts)).py_err()?;
         let opts = log.options().clone();
         Ok(CommitLog { inner: RwLock::new(Some(Arc::new(log))), path, opts })
@@ -297,7 +298,14 @@ impl CommitLog {
 
     /// Checks every entry's checksum and batch commit (segments in
     /// parallel on ``threads``: None or 0 one per core, 1 sequential);
-    /// returns counts, raises ``CorruptError`` naming the entry and segment.
+    /// returns counts (``segments``, ``entries``, ``bytes``) and
+    /// ``unreadable_tail``: ``None`` when the log ends cleanly, else a dict
+    /// (``first_index``, ``entries``, ``bytes``) of the bytes after the last
+    /// whole batch that do not read back: a torn write of a batch never
+    /// synced, or damage to the synced last batch (the two cannot be told
+    /// apart; a read-only open leaves them in place, a writable one moves
+    /// them to the quarantine directory). Raises ``CorruptError`` naming
+    /// the entry and segment for damage before the last batch.
     #[pyo3(signature = (*, threads = None))]
     fn verify<'py>(&self, py: Python<'py>, threads: Option<i64>) -> PyResult<Bound<'py, PyDict>> {
         let log = self.log()?;
@@ -307,6 +315,12 @@ impl CommitLog {
         d.set_item("segments", r.segments)?;
         d.set_item("entries", r.entries)?;
         d.set_item("bytes", r.bytes)?;
+        let tail = match r.unreadable_tail {
+            Some(t) => Some(dict!(py,
+                "first_index" => t.first_index, "entries" => t.entries, "bytes" => t.bytes)),
+            None => None,
+        };
+        d.set_item("unreadable_tail", tail)?;
         Ok(d)
     }
 

@@ -57,7 +57,7 @@ impl LogServer {
     #[new]
     #[pyo3(signature = (path, bind = "127.0.0.1:0", token = None))]
     fn new(py: Python<'_>, path: PathBuf, bind: &str, token: Option<String>) -> PyResult<Self> {
-        let opts = ServeOptions { bind: bind.to_string(), token, ..Default::default() };
+        let opts = ServeOptions::default().bind(bind.to_string()).token(token);
         let srv = py.detach(|| mmapkit_replicate::serve_dir(&path, opts)).map_err(to_py)?;
         Ok(LogServer { url: srv.url().to_string(), inner: Mutex::new(Some(srv)) })
     }
@@ -98,7 +98,7 @@ pub fn log_follow<'py>(
         None => SyncMode::Batch,
         Some(s) => crate::log::parse_sync(s)?,
     };
-    let opts = FollowOptions { sync, token, once, reset, ..Default::default() };
+    let opts = FollowOptions::default().sync(sync).token(token).once(once).reset(reset);
     let f = py.detach(|| Follower::spawn(&url, &path, opts)).map_err(to_py)?;
     let stop = f.stop_handle();
     let mut interrupted = None;

@@ -12,12 +12,10 @@ use std::path::PathBuf;
 
 use mmapkit::store::npy::Header;
 use mmapkit::store::{self, ArrayStore, Segment, StoreOptions};
-use pyo3::buffer::PyBuffer;
-use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 
-use crate::buffer::{with_contiguous, Exported};
+use crate::buffer::{with_contiguous, with_u64s_and_out, Exported};
 use crate::errors::IntoPy;
 
 /// What a store and a segment share: a `.npy` array mapped in memory.
@@ -140,6 +138,7 @@ impl NpyBuffer {
 
     /// Exposes the array's bytes (read-only unless writable). The address
     /// never changes (a store grows in place), so views stay valid.
+    #[allow(unsafe_code)] // PyO3 requires the slot to be an `unsafe fn`.
     unsafe fn __getbuffer__(
         slf: Bound<'_, Self>,
         view: *mut ffi::Py_buffer,
@@ -156,6 +155,7 @@ impl NpyBuffer {
         }
     }
 
+    #[allow(unsafe_code)] // PyO3 requires the slot to be an `unsafe fn`.
     unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {
         self.data.release_buffer();
     }
@@ -178,9 +178,15 @@ fn store<R>(slf: &Bound<'_, ArrayStoreCore>, f: impl FnOnce(&mut ArrayStore) -> 
     slf.as_super().get().with_as(f)
 }
 
+/// Output bytes a `gather` copies per piece (see `buffer`).
+const GATHER_PIECE: usize = 1 << 20;
+
 fn options(chunk_bytes: u64, reserve: Option<usize>, capacity: u64) -> StoreOptions {
-    let d = StoreOptions::default();
-    StoreOptions { capacity_rows: capacity, chunk_bytes, reserve: reserve.unwrap_or(d.reserve) }
+    let o = StoreOptions::default().capacity_rows(capacity).chunk_bytes(chunk_bytes);
+    match reserve {
+        Some(r) => o.reserve(r),
+        None => o,
+    }
 }
 
 #[pymethods]
@@ -225,7 +231,18 @@ impl ArrayStoreCore {
     /// new row count. The rows are published (header rewritten) after they
     /// are written.
     fn append(slf: &Bound<'_, Self>, data: &Bound<'_, PyAny>) -> PyResult<u64> {
-        store(slf, |s| with_contiguous(slf.py(), data, |b| s.append(b)))??.py_err()
+        store(slf, |s| {
+            with_contiguous(slf.py(), data, |v| {
+                let n = s.whole_rows(v.len())?;
+                // Straight from the caller's buffer into the new rows.
+                s.append_with(n, |dst| {
+                    v.copy_to(dst);
+                    Ok::<_, std::convert::Infallible>(())
+                })
+                .map(|r| r.unwrap_or_else(|e| match e {}))
+            })
+        })??
+        .py_err()
     }
 
     /// Makes room for `rows` more rows (allocated on disk).
@@ -258,37 +275,24 @@ impl ArrayStoreCore {
         out: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
         let py = slf.py();
-        let idx = PyBuffer::<u64>::get(rows)?;
-        let dst = PyBuffer::<u8>::get(out)?;
-        if !idx.is_c_contiguous() || !dst.is_c_contiguous() {
-            return Err(PyValueError::new_err("gather: rows and out must be C-contiguous"));
-        }
-        if dst.readonly() {
-            return Err(PyValueError::new_err("gather: out must be writable"));
-        }
-        let (ip, n) = (idx.buf_ptr() as usize, idx.item_count());
-        let (op, len) = (dst.buf_ptr() as usize, dst.len_bytes());
         let r = store(slf, |s| {
-            py.detach(move || {
-                // SAFETY: both buffers are exported (held by `idx` and
-                // `dst`, which outlive this call) and C-contiguous; `idx`
-                // holds `n` u64 (PyBuffer::<u64> checked the format, numpy
-                // aligns its arrays) and `dst` is `len` writable bytes.
-                // Python cannot touch them while the GIL is released
-                // except through other threads, which is the caller's
-                // business, as for any buffer.
-                let (rows, out) = unsafe {
-                    (
-                        std::slice::from_raw_parts(ip as *const u64, n),
-                        std::slice::from_raw_parts_mut(op as *mut u8, len),
-                    )
-                };
-                s.gather_rows(rows, out)
+            with_u64s_and_out(py, rows, out, |rows, mut out| {
+                // All checks first: nothing is copied unless all is.
+                s.check_gather(rows, out.len())?;
+                let rb = s.row_bytes().max(1);
+                // In pieces of about 1 MiB gathered into memory we own,
+                // then stored into `out` atomically (see `buffer`).
+                let per = (GATHER_PIECE / rb).max(1);
+                let mut piece = Vec::new();
+                for (k, chunk) in rows.chunks(per).enumerate() {
+                    piece.resize(chunk.len() * rb, 0);
+                    s.gather_rows(chunk, &mut piece)?;
+                    out.write_at(k * per * rb, &piece);
+                }
+                Ok(())
             })
         })?;
-        drop(idx);
-        drop(dst);
-        r.py_err()
+        r?.py_err()
     }
 
     /// Gives unused capacity back to the file system.
@@ -456,10 +460,10 @@ pub fn remove_file_durably(py: Python<'_>, path: PathBuf) -> PyResult<bool> {
 /// Readers see the old file or the new one, never a mix.
 #[pyfunction]
 pub fn write_file_atomic(py: Python<'_>, path: PathBuf, data: &Bound<'_, PyAny>) -> PyResult<()> {
-    with_contiguous(py, data, |b| -> PyResult<()> {
+    with_contiguous(py, data, |v| -> PyResult<()> {
         use std::io::Write;
         let mut f = mmapkit::fs::AtomicFile::create(&path, &[]).py_err()?;
-        f.file_mut().write_all(b).map_err(|e| {
+        v.for_chunks(|b| f.file_mut().write_all(b)).map_err(|e| {
             // ENOSPC is DiskFullError, like the core's own writes.
             let args = (e.raw_os_error(), e.to_string(), f.temp_path().to_owned());
             match e.raw_os_error() {

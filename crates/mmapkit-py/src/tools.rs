@@ -98,14 +98,12 @@ fn grep_options(
 ) -> PyResult<mmapkit::scan::grep::GrepOptions> {
     let pattern = String::from_utf8(pattern_bytes(pattern)?)
         .map_err(|_| pyo3::exceptions::PyValueError::new_err("the pattern must be valid UTF-8"))?;
-    Ok(mmapkit::scan::grep::GrepOptions {
-        patterns: vec![pattern],
-        fixed,
-        ignore_case,
-        invert,
-        max_count,
-        ..Default::default()
-    })
+    Ok(mmapkit::scan::grep::GrepOptions::default()
+        .patterns(vec![pattern])
+        .fixed(fixed)
+        .ignore_case(ignore_case)
+        .invert(invert)
+        .max_count(max_count))
 }
 
 /// Lines matching the regex `pattern` (regex-crate syntax, like ``grep -E``;
@@ -161,7 +159,9 @@ pub fn grep_count(
 
 /// Replaces `pattern` with `replacement` in the file; returns the number of
 /// replacements. Literal bytes by default, a regex (per line, ``$1``
-/// captures) with ``regex=True``. Same-length literal replacements happen
+/// captures) with ``regex=True`` (a regex without metacharacters, replaced
+/// by text without ``$``, runs as the literal it is: the same matches).
+/// Same-length literal replacements happen
 /// in place; others are written to a temporary file that atomically
 /// replaces the original (a crash leaves the old or the new file).
 #[pyfunction]
@@ -182,7 +182,12 @@ pub fn replace(
 ) -> PyResult<u64> {
     let pattern = pattern_bytes(pattern)?;
     let replacement = pattern_bytes(replacement)?;
-    let ropts = mmapkit::scan::replace::ReplaceOptions { regex, dry_run, backup, sync };
+    // A regex that is a plain literal (and a replacement without `$`)
+    // runs as the literal: the core decides, as for the CLI.
+    let ropts = mmapkit::scan::replace::ReplaceOptions::for_pattern(&pattern, &replacement, !regex)
+        .dry_run(dry_run)
+        .backup(backup)
+        .sync(sync);
     let opts = scan_options(strategy, threads)?;
     let report = py
         .detach(|| mmapkit::scan::replace::replace(&path, &pattern, &replacement, &ropts, &opts))

@@ -22,6 +22,7 @@
 //! // openraft::Raft::new(1, config, network, log, sm).await
 //! # Ok::<(), mmapkit_raft::Error>(())
 //! ```
+#![forbid(unsafe_code)]
 
 pub mod kv;
 pub mod log_store;

@@ -69,15 +69,17 @@ pub const READ_PAGE_BYTES: usize = 4 << 20;
 /// Bytes of the log zeroed ahead of its end ([`CommitLog::set_zero_ahead`]).
 pub const ZERO_AHEAD: usize = 1 << 20;
 
-/// Options of [`LogStore::open`].
-#[derive(Clone, Debug)]
-pub struct StoreOptions {
-    /// Segment size of new log generations (default 64 MiB).
-    pub segment_size: u64,
-    /// Whether appends are made durable before openraft is told they
-    /// are (default `true`). `false` acknowledges once the entries are in
-    /// the page cache: only for measuring, never for a real cluster.
-    pub durable: bool,
+mmapkit::options! {
+    /// Options of [`LogStore::open`].
+    #[derive(Clone, Debug)]
+    pub struct StoreOptions {
+        /// Segment size of new log generations (default 64 MiB).
+        pub segment_size: u64,
+        /// Whether appends are made durable before openraft is told they
+        /// are (default `true`). `false` acknowledges once the entries are in
+        /// the page cache: only for measuring, never for a real cluster.
+        pub durable: bool,
+    }
 }
 
 impl Default for StoreOptions {
@@ -347,13 +349,11 @@ fn decode<E: DeserializeOwned>(log: &CommitLog, bytes: &[u8], index: u64) -> Res
 }
 
 fn open_log(dir: &Path, gen: u64, first: u64, opts: &StoreOptions) -> Result<CommitLog> {
-    let lo = LogOptions {
-        segment_size: opts.segment_size,
-        first_index: first,
+    let lo = LogOptions::default()
+        .segment_size(opts.segment_size)
+        .first_index(first)
         // Batch: the range is synced before `append` returns.
-        sync: if opts.durable { SyncMode::Batch } else { SyncMode::Never },
-        ..Default::default()
-    };
+        .sync(if opts.durable { SyncMode::Batch } else { SyncMode::Never });
     let path = log_dir(dir, gen);
     let log = CommitLog::open(&path, lo)?;
     if opts.durable {

@@ -153,35 +153,53 @@ pub enum StoreKind {
     Rocksdb,
 }
 
-impl std::str::FromStr for StoreKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "mmapkit" => Ok(StoreKind::Mmapkit),
-            "memory" => Ok(StoreKind::Memory),
-            "rocksdb" => Ok(StoreKind::Rocksdb),
-            _ => Err(format!("unknown store {s:?} (expected mmapkit, memory or rocksdb)")),
-        }
+mmapkit::named_enum!(StoreKind, "store", {
+    Mmapkit => "mmapkit",
+    Memory => "memory",
+    Rocksdb => "rocksdb",
+});
+
+mmapkit::options! {
+    /// How to start a node: [`NodeOptions::new`], then the setters.
+    #[derive(Clone, Debug)]
+    pub struct NodeOptions {
+        /// This node's raft id.
+        pub id: NodeId,
+        /// Directory of its log, vote and snapshots.
+        pub dir: PathBuf,
+        /// Address to serve on (default `127.0.0.1:0`: loopback, a free port).
+        pub bind: SocketAddr,
+        /// The log store (default mmapkit's commit log).
+        pub store: StoreKind,
+        /// Build a snapshot every this many applied entries.
+        pub snapshot_every: u64,
+        /// Entries kept in the log behind a snapshot (older ones are purged).
+        pub keep_behind_snapshot: u64,
+        /// Bearer token every request must carry (and peers send); required
+        /// to bind a non-loopback address. See [`check_token`].
+        pub token: Option<String>,
+        /// Largest value a client may write; a command (key, values, JSON)
+        /// may be this plus [`COMMAND_OVERHEAD`] bytes.
+        pub max_value_bytes: usize,
     }
 }
 
-/// How to start a node.
-#[derive(Clone, Debug)]
-pub struct NodeOptions {
-    pub id: NodeId,
-    pub dir: PathBuf,
-    pub bind: SocketAddr,
-    pub store: StoreKind,
-    /// Build a snapshot every this many applied entries.
-    pub snapshot_every: u64,
-    /// Entries kept in the log behind a snapshot (older ones are purged).
-    pub keep_behind_snapshot: u64,
-    /// Bearer token every request must carry (and peers send); required
-    /// to bind a non-loopback address. See [`check_token`].
-    pub token: Option<String>,
-    /// Largest value a client may write; a command (key, values, JSON)
-    /// may be this plus [`COMMAND_OVERHEAD`] bytes.
-    pub max_value_bytes: usize,
+impl NodeOptions {
+    /// Node `id` keeping its state in `dir`; the rest defaults: loopback,
+    /// the mmapkit store, a snapshot every 10 000 entries keeping 1 000
+    /// behind it, no token, [`DEFAULT_MAX_VALUE_BYTES`].
+    pub fn new(id: NodeId, dir: impl Into<PathBuf>) -> Self {
+        NodeOptions {
+            id,
+            dir: dir.into(),
+            bind: SocketAddr::from(([127, 0, 0, 1], 0)),
+            store: StoreKind::Mmapkit,
+            snapshot_every: 10_000,
+            keep_behind_snapshot: 1_000,
+            token: None,
+            max_value_bytes: DEFAULT_MAX_VALUE_BYTES,
+        }
+    }
 }
 
 /// Checks that `token` can be sent in an `Authorization` header as is:
@@ -1180,5 +1198,23 @@ impl KvClient {
         let res: Result<(), RaftError<NodeId, InitializeError<NodeId, BasicNode>>> =
             r.json().await.map_err(|e| e.to_string())?;
         res.map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The store names go through the core's `named_enum!`: one spelling
+    /// each, and the core's error (kind and text) for an unknown one.
+    #[test]
+    fn store_kinds_parse_through_named_enum() {
+        assert_eq!(StoreKind::NAMES, ["mmapkit", "memory", "rocksdb"]);
+        for n in StoreKind::NAMES {
+            assert_eq!(n.parse::<StoreKind>().unwrap().to_string(), *n);
+        }
+        let e = "rocks".parse::<StoreKind>().unwrap_err();
+        assert_eq!(e.kind(), mmapkit::ErrorKind::InvalidArgument);
+        assert_eq!(e.to_string(), "unknown store \"rocks\" (expected mmapkit, memory or rocksdb)");
     }
 }

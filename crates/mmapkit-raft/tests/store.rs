@@ -26,7 +26,7 @@ fn rt() -> tokio::runtime::Runtime {
 }
 
 fn small() -> StoreOptions {
-    StoreOptions { segment_size: 4096, ..Default::default() }
+    StoreOptions::default().segment_size(4096)
 }
 
 #[test]

@@ -15,7 +15,7 @@ impl StoreBuilder<KvConfig, LogStore<KvConfig>, KvStateMachine, tempfile::TempDi
         &self,
     ) -> Result<(tempfile::TempDir, LogStore<KvConfig>, KvStateMachine), StorageError<u64>> {
         let dir = tempfile::tempdir().expect("temp dir");
-        let opts = StoreOptions { segment_size: self.segment_size, ..Default::default() };
+        let opts = StoreOptions::default().segment_size(self.segment_size);
         let log = LogStore::open(dir.path().join("log"), opts).expect("open log store");
         let sm = KvStateMachine::open(dir.path().join("sm")).expect("open state machine");
         Ok((dir, log, sm))

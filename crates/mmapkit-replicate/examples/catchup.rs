@@ -28,8 +28,7 @@ use mmapkit::log::{CommitLog, LogOptions, SyncMode};
 use mmapkit_replicate::{follow, serve, FollowOptions, ServeOptions};
 
 fn build(dir: &Path, n: u64, size: usize) {
-    let log =
-        CommitLog::open(dir, LogOptions { sync: SyncMode::Never, ..Default::default() }).unwrap();
+    let log = CommitLog::open(dir, LogOptions::default().sync(SyncMode::Never)).unwrap();
     assert!(log.last_index() < log.first_index(), "{}: not empty", dir.display());
     let mut x = 0x2545_f491_4f6c_dd1du64;
     let mut i = 0;
@@ -57,7 +56,7 @@ fn build(dir: &Path, n: u64, size: usize) {
 /// Reading it whole indexes (and verifies) its segments once, untimed, as
 /// in a leader that has been serving for a while.
 fn open_leader(dir: &Path) -> (Arc<CommitLog>, u64, u64) {
-    let log = CommitLog::open(dir, LogOptions { read_only: true, ..Default::default() }).unwrap();
+    let log = CommitLog::open(dir, LogOptions::default().read_only(true)).unwrap();
     let (first, last) = (log.first_index(), log.last_index());
     let mut bytes = 0u64;
     let mut i = first;
@@ -74,7 +73,7 @@ fn open_leader(dir: &Path) -> (Arc<CommitLog>, u64, u64) {
 fn time_follow(leader: Arc<CommitLog>, work: &Path, page_count: Option<u64>, want: u64) -> f64 {
     let srv = serve(leader, ServeOptions::default()).unwrap();
     let d = tempfile::tempdir_in(work).unwrap();
-    let mut opts = FollowOptions { once: true, sync: SyncMode::Never, ..Default::default() };
+    let mut opts = FollowOptions::default().once(true).sync(SyncMode::Never);
     if let Some(c) = page_count {
         opts.page_count = c;
     }

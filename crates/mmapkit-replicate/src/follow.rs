@@ -70,37 +70,39 @@ use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 use crate::wire::Decoder;
 use crate::{ReplicateError, Result};
 
-/// Options of [`follow`] and [`Follower::spawn`].
-#[derive(Clone, Debug)]
-pub struct FollowOptions {
-    /// Durability of the follower's appends (default: each batch synced).
-    pub sync: SyncMode,
-    /// Bearer token for the leader.
-    pub token: Option<String>,
-    /// Catch up and return (default); else follow until stopped.
-    pub once: bool,
-    /// Payload bytes asked per page (default 16 MiB, the default server's
-    /// largest: fewer request round trips; the server may clamp).
-    pub page_bytes: usize,
-    /// Entries asked per page (default 16384; the server may clamp).
-    pub page_count: u64,
-    /// Bytes received but not yet appended, at most (default 64 MiB).
-    pub max_in_flight: usize,
-    /// Bytes per appended batch (default 1 MiB).
-    pub batch_bytes: usize,
-    /// Long-poll wait per request while caught up (default 10 s).
-    pub long_poll: Duration,
-    /// Longest pause between retries (default 2 s; it starts at 50 ms and doubles).
-    pub max_backoff: Duration,
-    /// Return the last error after this long without progress (default:
-    /// 30 s with `once`, never without).
-    pub give_up_after: Option<Duration>,
-    /// Segment size of a follower log that does not exist yet.
-    pub segment_size: u64,
-    /// Follow the served log even if this follower holds entries of
-    /// another log (or of no recorded log): they are discarded, and the
-    /// report's `truncated` says how many.
-    pub reset: bool,
+mmapkit::options! {
+    /// Options of [`follow`] and [`Follower::spawn`].
+    #[derive(Clone, Debug)]
+    pub struct FollowOptions {
+        /// Durability of the follower's appends (default: each batch synced).
+        pub sync: SyncMode,
+        /// Bearer token for the leader.
+        pub token: Option<String>,
+        /// Catch up and return (default); else follow until stopped.
+        pub once: bool,
+        /// Payload bytes asked per page (default 16 MiB, the default server's
+        /// largest: fewer request round trips; the server may clamp).
+        pub page_bytes: usize,
+        /// Entries asked per page (default 16384; the server may clamp).
+        pub page_count: u64,
+        /// Bytes received but not yet appended, at most (default 64 MiB).
+        pub max_in_flight: usize,
+        /// Bytes per appended batch (default 1 MiB).
+        pub batch_bytes: usize,
+        /// Long-poll wait per request while caught up (default 10 s).
+        pub long_poll: Duration,
+        /// Longest pause between retries (default 2 s; it starts at 50 ms and doubles).
+        pub max_backoff: Duration,
+        /// Return the last error after this long without progress (default:
+        /// 30 s with `once`, never without).
+        pub give_up_after: Option<Duration>,
+        /// Segment size of a follower log that does not exist yet.
+        pub segment_size: u64,
+        /// Follow the served log even if this follower holds entries of
+        /// another log (or of no recorded log): they are discarded, and the
+        /// report's `truncated` says how many.
+        pub reset: bool,
+    }
 }
 
 impl Default for FollowOptions {
@@ -306,7 +308,7 @@ impl Ctx {
         }
         let log = CommitLog::open(
             dir,
-            LogOptions { sync: opts.sync, segment_size: opts.segment_size, ..Default::default() },
+            LogOptions::default().sync(opts.sync).segment_size(opts.segment_size),
         )?;
         let followed = load_followed(dir)?;
         let http = reqwest::Client::builder()

@@ -8,7 +8,7 @@
 //! let server = serve_dir("wal", ServeOptions::default())?;
 //! println!("{}", server.url());
 //! // On a follower: catch up once.
-//! let report = follow(server.url(), "copy", FollowOptions { once: true, ..Default::default() })?;
+//! let report = follow(server.url(), "copy", FollowOptions::default().once(true))?;
 //! println!("{} entries copied", report.appended);
 //! # Ok::<(), mmapkit_replicate::ReplicateError>(())
 //! ```
@@ -86,6 +86,7 @@
 //! requests; with none waiting it does nothing. (Stores through another
 //! process's mapping raise no file events, so it polls.) On a writable
 //! log, appends wake the waiting requests directly.
+#![forbid(unsafe_code)]
 
 mod conn;
 pub mod error;

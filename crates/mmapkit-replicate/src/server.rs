@@ -19,45 +19,47 @@ use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use crate::{conn, wake, wire, ReplicateError, Result};
 
-/// Options of [`serve`].
-#[derive(Clone, Debug)]
-pub struct ServeOptions {
-    /// Address to listen on (default `127.0.0.1:0`: loopback, a free port).
-    pub bind: String,
-    /// Bearer token every request must carry; required to bind a
-    /// non-loopback address.
-    pub token: Option<String>,
-    /// Upper bound of a page's payload bytes (larger `max_bytes` requests
-    /// are clamped; default 16 MiB). A single entry larger than this is
-    /// still sent, alone.
-    pub max_page_bytes: usize,
-    /// Upper bound of a page's entry count (clamped; default 16384).
-    pub max_page_count: u64,
-    /// Page bodies produced at once (default 32); more requests wait up to
-    /// `busy_timeout` for a turn, then get 503.
-    pub max_concurrent_pages: usize,
-    /// How long a request waits for a turn (default 10 s).
-    pub busy_timeout: Duration,
-    /// Longest long poll (longer `wait_ms` are clamped; default 30 s).
-    pub max_wait: Duration,
-    /// A client that takes no body bytes for this long is cut off and its
-    /// page's turn freed (default 30 s): slow or stalled clients cannot
-    /// hold the page slots.
-    pub stall_timeout: Duration,
-    /// Connections open at once (default 512, well under the usual fd
-    /// limit of 1024). Past it a new connection is answered `503` with
-    /// `Connection: close` and closed at once, never queued.
-    pub max_connections: usize,
-    /// A request head (request line and headers) must arrive whole within
-    /// this of its first byte, and a new connection's first head within
-    /// this of the accept (default 10 s); else the connection is closed.
-    /// The token is checked only once the head is in, so this is what
-    /// bounds clients that send nothing, or a byte now and then.
-    pub header_timeout: Duration,
-    /// A kept-alive connection with no request in flight and nothing
-    /// received for this long is closed (default 30 s). Long polls and
-    /// bodies being sent are requests in flight.
-    pub idle_timeout: Duration,
+mmapkit::options! {
+    /// Options of [`serve`].
+    #[derive(Clone, Debug)]
+    pub struct ServeOptions {
+        /// Address to listen on (default `127.0.0.1:0`: loopback, a free port).
+        pub bind: String,
+        /// Bearer token every request must carry; required to bind a
+        /// non-loopback address.
+        pub token: Option<String>,
+        /// Upper bound of a page's payload bytes (larger `max_bytes` requests
+        /// are clamped; default 16 MiB). A single entry larger than this is
+        /// still sent, alone.
+        pub max_page_bytes: usize,
+        /// Upper bound of a page's entry count (clamped; default 16384).
+        pub max_page_count: u64,
+        /// Page bodies produced at once (default 32); more requests wait up to
+        /// `busy_timeout` for a turn, then get 503.
+        pub max_concurrent_pages: usize,
+        /// How long a request waits for a turn (default 10 s).
+        pub busy_timeout: Duration,
+        /// Longest long poll (longer `wait_ms` are clamped; default 30 s).
+        pub max_wait: Duration,
+        /// A client that takes no body bytes for this long is cut off and its
+        /// page's turn freed (default 30 s): slow or stalled clients cannot
+        /// hold the page slots.
+        pub stall_timeout: Duration,
+        /// Connections open at once (default 512, well under the usual fd
+        /// limit of 1024). Past it a new connection is answered `503` with
+        /// `Connection: close` and closed at once, never queued.
+        pub max_connections: usize,
+        /// A request head (request line and headers) must arrive whole within
+        /// this of its first byte, and a new connection's first head within
+        /// this of the accept (default 10 s); else the connection is closed.
+        /// The token is checked only once the head is in, so this is what
+        /// bounds clients that send nothing, or a byte now and then.
+        pub header_timeout: Duration,
+        /// A kept-alive connection with no request in flight and nothing
+        /// received for this long is closed (default 30 s). Long polls and
+        /// bodies being sent are requests in flight.
+        pub idle_timeout: Duration,
+    }
 }
 
 impl Default for ServeOptions {
@@ -195,7 +197,7 @@ impl ServerStop {
 /// it: while long polls wait, one thread refreshes it, every 5 to 100 ms)
 /// and serves it.
 pub fn serve_dir(dir: impl AsRef<Path>, opts: ServeOptions) -> Result<Server> {
-    let log = CommitLog::open(dir.as_ref(), LogOptions { read_only: true, ..Default::default() })?;
+    let log = CommitLog::open(dir.as_ref(), LogOptions::default().read_only(true))?;
     serve(Arc::new(log), opts)
 }
 

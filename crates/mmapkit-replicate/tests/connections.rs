@@ -89,11 +89,9 @@ fn idle_and_half_sent_connections_are_closed() {
     let (_a, log) = leader(10);
     let srv = serve(
         log.clone(),
-        ServeOptions {
-            header_timeout: Duration::from_secs(1),
-            idle_timeout: Duration::from_secs(2),
-            ..Default::default()
-        },
+        ServeOptions::default()
+            .header_timeout(Duration::from_secs(1))
+            .idle_timeout(Duration::from_secs(2)),
     )
     .unwrap();
     let at = srv.local_addr();
@@ -141,11 +139,9 @@ fn a_pause_between_requests_is_idle_time_not_header_time() {
     let (_a, log) = leader(10);
     let srv = serve(
         log,
-        ServeOptions {
-            header_timeout: Duration::from_secs(1),
-            idle_timeout: Duration::from_secs(30),
-            ..Default::default()
-        },
+        ServeOptions::default()
+            .header_timeout(Duration::from_secs(1))
+            .idle_timeout(Duration::from_secs(30)),
     )
     .unwrap();
     let mut s = connect(srv.local_addr());
@@ -164,11 +160,7 @@ fn connections_past_the_cap_get_503_at_once_and_followers_get_through() {
     let (a, log) = leader(500);
     let srv = serve(
         log.clone(),
-        ServeOptions {
-            max_connections: 8,
-            header_timeout: Duration::from_secs(120),
-            ..Default::default()
-        },
+        ServeOptions::default().max_connections(8).header_timeout(Duration::from_secs(120)),
     )
     .unwrap();
     let at = srv.local_addr();
@@ -196,11 +188,7 @@ fn connections_past_the_cap_get_503_at_once_and_followers_get_through() {
     // 503s) gets through.
     let srv = serve(
         log,
-        ServeOptions {
-            max_connections: 32,
-            header_timeout: Duration::from_secs(2),
-            ..Default::default()
-        },
+        ServeOptions::default().max_connections(32).header_timeout(Duration::from_secs(2)),
     )
     .unwrap();
     let flood: Vec<TcpStream> = (0..100).map(|_| connect(srv.local_addr())).collect();
@@ -213,12 +201,10 @@ fn connections_past_the_cap_get_503_at_once_and_followers_get_through() {
     let r = follow(
         srv.url(),
         b.path(),
-        FollowOptions {
-            once: true,
-            sync: mmapkit::log::SyncMode::Never,
-            give_up_after: Some(Duration::from_secs(60)),
-            ..Default::default()
-        },
+        FollowOptions::default()
+            .once(true)
+            .sync(mmapkit::log::SyncMode::Never)
+            .give_up_after(Some(Duration::from_secs(60))),
     )
     .unwrap();
     assert_eq!(r.last_index, 500);
@@ -295,14 +281,13 @@ fn long_polls_on_a_read_only_log_share_one_poller() {
 fn tokens_must_be_sendable_and_the_scheme_is_case_insensitive() {
     let (_a, log) = leader(10);
     for bad in ["a\nb", "a b", "tök", "tab\there", "\u{7f}"] {
-        let e = serve(log.clone(), ServeOptions { token: Some(bad.into()), ..Default::default() })
+        let e = serve(log.clone(), ServeOptions::default().token(Some(bad.into())))
             .err()
             .unwrap_or_else(|| panic!("token {bad:?} accepted"));
         assert!(matches!(e, ReplicateError::InvalidArgument(_)), "{e}");
         assert!(e.to_string().contains("visible ASCII"), "{e}");
     }
-    let srv =
-        serve(log, ServeOptions { token: Some("s3cret~!".into()), ..Default::default() }).unwrap();
+    let srv = serve(log, ServeOptions::default().token(Some("s3cret~!".into()))).unwrap();
     for (auth, want) in [
         ("Bearer s3cret~!", 200),
         ("bearer s3cret~!", 200),
@@ -323,26 +308,23 @@ fn a_server_on_all_interfaces_gives_a_connectable_url() {
     let (a, log) = leader(10);
     let srv = serve(
         log.clone(),
-        ServeOptions { bind: "0.0.0.0:0".into(), token: Some("t".into()), ..Default::default() },
+        ServeOptions::default().bind("0.0.0.0:0".into()).token(Some("t".into())),
     )
     .unwrap();
     assert!(srv.local_addr().ip().is_unspecified());
     let port = srv.local_addr().port();
     assert_eq!(srv.url(), format!("http://127.0.0.1:{port}"));
     let b = tempfile::tempdir().unwrap();
-    let once = FollowOptions {
-        once: true,
-        token: Some("t".into()),
-        give_up_after: Some(Duration::from_secs(20)),
-        ..Default::default()
-    };
+    let once = FollowOptions::default()
+        .once(true)
+        .token(Some("t".into()))
+        .give_up_after(Some(Duration::from_secs(20)));
     assert_eq!(follow(srv.url(), b.path(), once.clone()).unwrap().last_index, 10);
     assert_same(a.path(), b.path());
     // IPv6, where the machine has it.
-    if let Ok(srv6) = serve(
-        log,
-        ServeOptions { bind: "[::]:0".into(), token: Some("t".into()), ..Default::default() },
-    ) {
+    if let Ok(srv6) =
+        serve(log, ServeOptions::default().bind("[::]:0".into()).token(Some("t".into())))
+    {
         let port = srv6.local_addr().port();
         assert_eq!(srv6.url(), format!("http://[::1]:{port}"));
     }

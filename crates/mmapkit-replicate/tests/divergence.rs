@@ -19,27 +19,22 @@ use mmapkit_replicate::{
 };
 
 fn once() -> FollowOptions {
-    FollowOptions {
-        once: true,
-        sync: SyncMode::Never,
-        page_bytes: 256 << 10,
-        give_up_after: Some(Duration::from_secs(20)),
-        ..Default::default()
-    }
+    FollowOptions::default()
+        .once(true)
+        .sync(SyncMode::Never)
+        .page_bytes(256 << 10)
+        .give_up_after(Some(Duration::from_secs(20)))
 }
 
 fn reset() -> FollowOptions {
-    FollowOptions { reset: true, ..once() }
+    once().reset(true)
 }
 
 /// A writable log with small segments (roll-overs every few hundred
 /// entries), as the writing process would have it.
 fn writer(dir: &Path) -> CommitLog {
-    CommitLog::open(
-        dir,
-        LogOptions { sync: SyncMode::Never, segment_size: 64 << 10, ..Default::default() },
-    )
-    .unwrap()
+    CommitLog::open(dir, LogOptions::default().sync(SyncMode::Never).segment_size(64 << 10))
+        .unwrap()
 }
 
 fn small(i: u64, salt: u8) -> Vec<u8> {
@@ -201,11 +196,7 @@ fn unhealthy_answers_never_truncate() {
             r#"{{"log_id":"{id}","epoch":0,"completed":0,"cut_since":null,"first_index":1,"last_index":1000,"last_term":1,"last_crc":0}}"#
         );
         let (url, stop) = fake_leader(state, status);
-        let r = follow(
-            &url,
-            b.path(),
-            FollowOptions { give_up_after: Some(Duration::from_millis(600)), ..once() },
-        );
+        let r = follow(&url, b.path(), once().give_up_after(Some(Duration::from_millis(600))));
         stop.store(true, Ordering::Release);
         assert!(r.is_err(), "{status}: {r:?}");
         assert_same(a.path(), b.path());
@@ -242,7 +233,7 @@ fn a_log_written_while_served_is_followed_without_losses() {
     assert!(std::fs::read_dir(&a).unwrap().count() > 10, "no roll-overs?");
     // Live: appending while a follower follows.
     let c = base.path().join("live");
-    let f = Follower::spawn(srv.url(), &c, FollowOptions { once: false, ..once() }).unwrap();
+    let f = Follower::spawn(srv.url(), &c, once().once(false)).unwrap();
     for _ in 0..60 {
         append_small(&w, 50, 1, 0);
         std::thread::sleep(Duration::from_millis(5));
@@ -289,12 +280,7 @@ fn truncations_while_following_never_leave_a_difference() {
         let f = Follower::spawn(
             srv.url(),
             &b,
-            FollowOptions {
-                once: false,
-                page_bytes: 8 << 10,
-                long_poll: Duration::from_millis(200),
-                ..once()
-            },
+            once().once(false).page_bytes(8 << 10).long_poll(Duration::from_millis(200)),
         )
         .unwrap();
         let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
@@ -319,8 +305,7 @@ fn truncations_while_following_never_leave_a_difference() {
         loop {
             // Read-only views of live logs: a transient error is "not yet".
             let snap = |d: &Path| -> Option<Vec<(u64, u64, u32)>> {
-                let log = CommitLog::open(d, LogOptions { read_only: true, ..Default::default() })
-                    .ok()?;
+                let log = CommitLog::open(d, LogOptions::default().read_only(true)).ok()?;
                 if log.is_empty() {
                     return Some(Vec::new());
                 }
@@ -356,9 +341,7 @@ fn random_requests_against_a_changing_log_never_break_the_server() {
     let a = base.path().join("wal");
     let w = Arc::new(writer(&a));
     append_small(&w, 500, 1, 0);
-    let srv =
-        serve_dir(&a, ServeOptions { busy_timeout: Duration::from_secs(30), ..Default::default() })
-            .unwrap();
+    let srv = serve_dir(&a, ServeOptions::default().busy_timeout(Duration::from_secs(30))).unwrap();
     let at = srv.local_addr();
     let stop = Arc::new(AtomicBool::new(false));
     let (w2, st2) = (w.clone(), stop.clone());
@@ -567,9 +550,7 @@ fn a_truncation_racing_the_check_of_the_last_entry_is_no_divergence() {
             (503, "\"busy\"".into())
         }
     });
-    let e =
-        follow(&url, &b, FollowOptions { give_up_after: Some(Duration::from_secs(2)), ..once() })
-            .unwrap_err();
+    let e = follow(&url, &b, once().give_up_after(Some(Duration::from_secs(2)))).unwrap_err();
     assert!(!matches!(e, ReplicateError::Diverged { .. }), "{e}");
     assert_eq!(open_ro(&b).last_index(), 90, "{e}");
 }

@@ -14,13 +14,11 @@ use mmapkit_replicate::{
 };
 
 fn once() -> FollowOptions {
-    FollowOptions {
-        once: true,
-        sync: SyncMode::Never,
-        page_bytes: 256 << 10,
-        give_up_after: Some(Duration::from_secs(20)),
-        ..Default::default()
-    }
+    FollowOptions::default()
+        .once(true)
+        .sync(SyncMode::Never)
+        .page_bytes(256 << 10)
+        .give_up_after(Some(Duration::from_secs(20)))
 }
 
 /// A leader log (in `a`) holding entries `1..end` of term 1, served with
@@ -35,7 +33,7 @@ fn served_leader(end: u64) -> (tempfile::TempDir, tempfile::TempDir, Arc<CommitL
 
 /// A follower that keeps following (long polls) until stopped.
 fn following(url: &str, dir: &std::path::Path) -> Follower {
-    Follower::spawn(url, dir, FollowOptions { once: false, ..once() }).unwrap()
+    Follower::spawn(url, dir, once().once(false)).unwrap()
 }
 
 /// Waits until the log in `dir` reaches index `n`, failing after `limit`.
@@ -94,8 +92,7 @@ fn leader_restart_mid_follow_and_a_leader_that_changed_its_log() {
     leader.truncate_after(900).unwrap();
     fill(&leader, 901, 1201, 2, 5);
     std::thread::sleep(Duration::from_millis(300));
-    let srv = serve(leader.clone(), ServeOptions { bind: addr.to_string(), ..Default::default() })
-        .unwrap();
+    let srv = serve(leader.clone(), ServeOptions::default().bind(addr.to_string())).unwrap();
     wait_for(1200);
     f.stop_handle().stop();
     let r = f.join().unwrap();
@@ -109,12 +106,7 @@ fn leader_restart_mid_follow_and_a_leader_that_changed_its_log() {
 fn dropped_connections_are_retried_and_nothing_is_lost_or_duplicated() {
     let (a, b, _leader, srv) = served_leader(2001);
     let px = proxy(srv.local_addr(), Fault::Cut(400_000));
-    let r = follow(
-        &format!("http://{}", px.addr),
-        b.path(),
-        FollowOptions { page_bytes: 64 << 10, ..once() },
-    )
-    .unwrap();
+    let r = follow(&format!("http://{}", px.addr), b.path(), once().page_bytes(64 << 10)).unwrap();
     assert_eq!(r.appended, 2000);
     assert!(r.retries > 0, "the proxy cut nothing?");
     assert!(px.connections.load(std::sync::atomic::Ordering::Relaxed) > 3);
@@ -125,12 +117,8 @@ fn dropped_connections_are_retried_and_nothing_is_lost_or_duplicated() {
 fn damage_in_transit_is_refused_never_appended() {
     let (a, b, _leader, srv) = served_leader(2001);
     let px = proxy(srv.local_addr(), Fault::Flip);
-    let e = follow(
-        &format!("http://{}", px.addr),
-        b.path(),
-        FollowOptions { page_bytes: 64 << 10, ..once() },
-    )
-    .unwrap_err();
+    let e =
+        follow(&format!("http://{}", px.addr), b.path(), once().page_bytes(64 << 10)).unwrap_err();
     assert!(matches!(e, ReplicateError::Corrupt { .. }), "{e}");
     assert!(e.to_string().contains("arrived damaged"), "{e}");
     // What was appended is a verified prefix of the leader's log.
@@ -170,8 +158,7 @@ fn bad_requests_get_clear_http_errors() {
     leader.purge_before(700).unwrap();
     let first = leader.first_index();
     assert!(first > 2 && first <= 700, "{first}");
-    let srv =
-        serve(leader.clone(), ServeOptions { max_page_count: 100, ..Default::default() }).unwrap();
+    let srv = serve(leader.clone(), ServeOptions::default().max_page_count(100)).unwrap();
     let at = srv.local_addr();
     let (s, body) = http_get(at, "/v1/state", None);
     assert_eq!(s, 200);
@@ -232,22 +219,12 @@ fn tokens_are_required_and_checked() {
     let leader = Arc::new(open(a.path()));
     fill(&leader, 1, 11, 1, 0);
     // Not loopback without a token: refused.
-    let e = serve(leader.clone(), ServeOptions { bind: "0.0.0.0:0".into(), ..Default::default() })
-        .err()
-        .unwrap();
+    let e = serve(leader.clone(), ServeOptions::default().bind("0.0.0.0:0".into())).err().unwrap();
     assert!(e.to_string().contains("without a token"), "{e}");
-    assert!(serve(
-        leader.clone(),
-        ServeOptions { bind: "localhost:80".into(), ..Default::default() }
-    )
-    .is_err());
+    assert!(serve(leader.clone(), ServeOptions::default().bind("localhost:80".into())).is_err());
     let srv = serve(
         leader.clone(),
-        ServeOptions {
-            bind: "0.0.0.0:0".into(),
-            token: Some("s3cret".into()),
-            ..Default::default()
-        },
+        ServeOptions::default().bind("0.0.0.0:0".into()).token(Some("s3cret".into())),
     )
     .unwrap();
     let at: std::net::SocketAddr =
@@ -257,13 +234,11 @@ fn tokens_are_required_and_checked() {
     assert_eq!(http_get(at, "/v1/entries?from=1", Some("s3cret!")).0, 401);
     assert_eq!(http_get(at, "/v1/state", Some("s3cret")).0, 200);
     let url = format!("http://{at}");
-    let e = follow(&url, b.path(), FollowOptions { token: Some("wrong".into()), ..once() })
-        .unwrap_err();
+    let e = follow(&url, b.path(), once().token(Some("wrong".into()))).unwrap_err();
     assert!(matches!(e, ReplicateError::Unauthorized { .. }), "{e}");
     let e = follow(&url, b.path(), once()).unwrap_err();
     assert!(e.to_string().contains("401"), "{e}");
-    let r =
-        follow(&url, b.path(), FollowOptions { token: Some("s3cret".into()), ..once() }).unwrap();
+    let r = follow(&url, b.path(), once().token(Some("s3cret".into()))).unwrap();
     assert_eq!(r.appended, 10);
     // Malformed URLs are refused before anything is sent.
     for bad in ["not a url", "ftp://127.0.0.1:1", "https://127.0.0.1:1"] {
@@ -286,13 +261,11 @@ fn a_stalled_client_cannot_hold_the_page_slots() {
     }
     let srv = serve(
         leader.clone(),
-        ServeOptions {
-            max_concurrent_pages: 1,
-            max_page_bytes: 32 << 20,
-            busy_timeout: Duration::from_secs(20),
-            stall_timeout: Duration::from_millis(500),
-            ..Default::default()
-        },
+        ServeOptions::default()
+            .max_concurrent_pages(1)
+            .max_page_bytes(32 << 20)
+            .busy_timeout(Duration::from_secs(20))
+            .stall_timeout(Duration::from_millis(500)),
     )
     .unwrap();
     // Asks for 25 MiB and never reads a byte.

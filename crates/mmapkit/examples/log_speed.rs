@@ -20,7 +20,7 @@ fn main() -> mmapkit::Result<()> {
     runs.push(("sync per batch", SyncMode::Batch, 2_000));
     for (name, sync, count) in runs {
         let dir = tmp.join(name.replace(' ', "_"));
-        let log = CommitLog::open(&dir, LogOptions { sync, ..Default::default() })?;
+        let log = CommitLog::open(&dir, LogOptions::default().sync(sync))?;
         let t = Instant::now();
         for chunk in data[..count as usize].chunks(10) {
             let batch: Vec<(u64, &[u8])> = chunk.iter().map(|d| (1, d.as_slice())).collect();

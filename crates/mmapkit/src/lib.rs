@@ -33,6 +33,10 @@
 //! All unsafe code lives in [`map`]; everything else is built on its
 //! documented API.
 #![deny(unsafe_op_in_unsafe_fn)]
+// `unsafe` only in `map` (allowed there alone, below), every block with a
+// `// SAFETY:` comment (clippy's undocumented_unsafe_blocks, denied in the
+// workspace lints).
+#![deny(unsafe_code)]
 #![warn(missing_docs)]
 // The library never prints: warnings go through the `log` facade, so the
 // program embedding it decides where they go (see `log_warnings_to_stderr`).
@@ -46,8 +50,10 @@ pub mod fs;
 pub mod info;
 pub mod kmer;
 pub mod log;
+#[allow(unsafe_code)]
 pub mod map;
-mod names;
+#[doc(hidden)]
+pub mod names;
 pub mod scan;
 pub mod stats;
 pub mod store;

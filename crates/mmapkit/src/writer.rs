@@ -114,16 +114,18 @@ impl HeaderSpec {
     }
 }
 
-/// Options of [`RecordWriter::create`].
-#[derive(Clone, Debug, Default)]
-pub struct WriterOptions {
-    /// What precedes the records.
-    pub header: HeaderSpec,
-    /// `fsync` the data and the directory in `finish()`.
-    pub sync: bool,
-    /// Records to grow by at a time when the count is unknown (0: enough
-    /// for ~64 MiB).
-    pub grow_records: u64,
+crate::options! {
+    /// Options of [`RecordWriter::create`].
+    #[derive(Clone, Debug, Default)]
+    pub struct WriterOptions {
+        /// What precedes the records.
+        pub header: HeaderSpec,
+        /// `fsync` the data and the directory in `finish()`.
+        pub sync: bool,
+        /// Records to grow by at a time when the count is unknown (0: enough
+        /// for ~64 MiB).
+        pub grow_records: u64,
+    }
 }
 
 /// Where the bytes go.

@@ -48,7 +48,7 @@ const THIN: u64 = 5;
 type Entry = (u64, u64, Vec<u8>);
 
 fn opts(sync: SyncMode) -> LogOptions {
-    LogOptions { sync, ..common::opts(SEG) }
+    common::opts(SEG).sync(sync)
 }
 
 fn base() -> PathBuf {
@@ -313,7 +313,7 @@ fn run_case(
     let never = opts(SyncMode::Never);
 
     // Read-only verify first (the default open may cut a torn tail).
-    let ro = open_read(dmg.path(), LogOptions { read_only: true, ..never.clone() }, true);
+    let ro = open_read(dmg.path(), never.clone().read_only(true), true);
     let dflt = open_read(dmg.path(), never.clone(), false);
     let outcome = classify(c, &dflt)?;
     let ro_outcome = classify(c, &ro).map_err(|e| format!("read-only verify: {e}"))?;
@@ -344,7 +344,7 @@ fn run_case(
     let rep = copy_dir(c.shape.dir.path());
     let rseg = rep.path().join(c.seg_file.file_name().unwrap());
     std::fs::write(&rseg, &bytes).unwrap();
-    let ropts = LogOptions { repair: true, ..never.clone() };
+    let ropts = never.clone().repair(true);
     let repaired = CommitLog::open(rep.path(), ropts).and_then(|log| {
         let r = log.recovery().clone();
         let tail_used = log.stat()?.tail_used as usize;

@@ -31,7 +31,7 @@ fn payload(index: u64, term: u64) -> Vec<u8> {
 }
 
 fn opts() -> LogOptions {
-    LogOptions { segment_size: SEGMENT, sync: SyncMode::Batch, ..Default::default() }
+    LogOptions::default().segment_size(SEGMENT).sync(SyncMode::Batch)
 }
 
 /// Child: work on the log forever, printing what was acknowledged:

@@ -47,9 +47,7 @@ fn the_log_remembers_its_segment_size() {
     drop(CommitLog::open(dir.path(), opts(4096)).unwrap());
     // Reopened with the default options (64 MiB): roll-overs still make
     // 4 KiB segments.
-    let log =
-        CommitLog::open(dir.path(), LogOptions { sync: SyncMode::Never, ..Default::default() })
-            .unwrap();
+    let log = CommitLog::open(dir.path(), LogOptions::default().sync(SyncMode::Never)).unwrap();
     for i in 0..100u32 {
         log.append(&[(1, vec![i as u8; 100])]).unwrap();
     }
@@ -88,7 +86,7 @@ fn an_empty_duplicate_segment_left_by_the_old_bug_is_set_aside() {
 /// syncs every batch: `--sync batch` by default).
 fn three_hundred_batches(sync: SyncMode) -> (tempfile::TempDir, Vec<Vec<u8>>) {
     let dir = tempfile::tempdir().unwrap();
-    let log = CommitLog::open(dir.path(), LogOptions { sync, ..opts(1 << 20) }).unwrap();
+    let log = CommitLog::open(dir.path(), opts(1 << 20).sync(sync)).unwrap();
     let lines: Vec<Vec<u8>> = (1..=3000).map(|i| i.to_string().into_bytes()).collect();
     for chunk in lines.chunks(10) {
         let b: Vec<(u64, &[u8])> = chunk.iter().map(|l| (0, l.as_slice())).collect();
@@ -114,7 +112,7 @@ fn a_damaged_early_batch_is_corruption_not_a_torn_tail() {
     for at in [64usize, 500, 30000, 60000] {
         let (dir, lines, seg, b) = damaged_early_batch(SyncMode::Batch, at);
         for read_only in [false, true] {
-            match CommitLog::open(dir.path(), LogOptions { read_only, ..opts(1 << 20) }) {
+            match CommitLog::open(dir.path(), opts(1 << 20).read_only(read_only)) {
                 Err(Error::Corrupt { path, detail }) => {
                     assert_eq!(path, seg, "flip at {at}");
                     assert!(detail.contains("entry "), "flip at {at}: {detail}");

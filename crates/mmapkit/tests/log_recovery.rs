@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use mmapkit::log::{CommitLog, LogOptions};
+use mmapkit::log::CommitLog;
 use mmapkit::Error;
 
 mod common;
@@ -184,7 +184,7 @@ fn full_filesystem_fails_cleanly() {
     }
     let _u = Umount(mnt.path().to_owned());
     let dir = mnt.path().join("wal");
-    let o = LogOptions { segment_size: 128 << 10, ..opts(SEG) };
+    let o = opts(SEG).segment_size(128 << 10);
     let log = CommitLog::open(&dir, o.clone()).unwrap();
     let mut acked = 0u64;
     let err = loop {

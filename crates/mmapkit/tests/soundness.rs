@@ -44,7 +44,7 @@ fn entries_read_before_a_truncation_never_change() {
 #[test]
 fn truncating_back_to_the_end_of_a_sealed_segment_then_appending() {
     let d = tempfile::tempdir().unwrap();
-    let opts = LogOptions { segment_size: 4096, ..LogOptions::default() };
+    let opts = LogOptions::default().segment_size(4096);
     let log = CommitLog::open(d.path(), opts.clone()).unwrap();
     for i in 0..40u8 {
         log.append(&[(1, vec![i; 300])]).unwrap();

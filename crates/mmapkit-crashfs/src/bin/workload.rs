@@ -15,6 +15,7 @@
 //!   (row i holds i), flushing after each; `FLUSHED n` after each flush.
 //! `array-create PATH`: ArrayStore::create over an existing store, then
 //!   appends and flushes rows 0..3; `CREATED`, `FLUSHED 3`.
+#![forbid(unsafe_code)]
 
 use std::io::Write;
 use std::sync::Arc;
@@ -47,8 +48,7 @@ type R = Result<(), Box<dyn std::error::Error>>;
 
 fn log(a: &[String]) -> R {
     let dir = a[0].clone();
-    let opts =
-        LogOptions { sync: a[1].parse()?, segment_size: a[2].parse()?, ..Default::default() };
+    let opts = LogOptions::default().sync(a[1].parse()?).segment_size(a[2].parse()?);
     let (batches, batch_len, threads): (u64, u64, u64) =
         (a[3].parse()?, a[4].parse()?, a[5].parse()?);
     let extra = a[6].clone();
@@ -105,10 +105,8 @@ fn log(a: &[String]) -> R {
 
 fn writer(a: &[String]) -> R {
     let (path, n, width): (&str, u64, usize) = (&a[0], a[1].parse()?, a[2].parse()?);
-    let opts = mmapkit::writer::WriterOptions {
-        sync: a.get(3).map(String::as_str) != Some("nosync"),
-        ..Default::default()
-    };
+    let opts = mmapkit::writer::WriterOptions::default()
+        .sync(a.get(3).map(String::as_str) != Some("nosync"));
     let w = mmapkit::writer::RecordWriter::create(path, width, Some(n), &opts)?;
     for i in 0..n {
         w.write(i, &record(i, width))?;

@@ -576,6 +576,7 @@ impl MappedFile {
     /// Exposes the mapped bytes (writable unless read-only). The pointer
     /// stays valid across growth; closing and shrinking are refused while
     /// any buffer is exported.
+    #[allow(unsafe_code)] // PyO3 requires the slot to be an `unsafe fn`.
     unsafe fn __getbuffer__(
         slf: Bound<'_, Self>,
         view: *mut ffi::Py_buffer,
@@ -591,6 +592,7 @@ impl MappedFile {
         }
     }
 
+    #[allow(unsafe_code)] // PyO3 requires the slot to be an `unsafe fn`.
     unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {
         self.map.release_buffer();
     }

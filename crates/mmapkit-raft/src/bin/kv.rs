@@ -1,5 +1,6 @@
 //! `mmapkit-kv`: a replicated key-value service on openraft with mmapkit's
 //! log as its storage; also its cluster set-up and a load generator.
+#![forbid(unsafe_code)]
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -178,16 +179,15 @@ async fn run(cmd: Cmd) -> Result<i32, BoxError> {
     let patience = Duration::from_secs(30);
     match cmd {
         Cmd::Serve { id, dir, bind, store, snapshot_every, keep, token: tok, max_value_bytes } => {
-            let node = Node::start(NodeOptions {
-                id,
-                dir: dir.clone(),
-                bind,
-                store,
-                snapshot_every,
-                keep_behind_snapshot: keep,
-                token: token(tok),
-                max_value_bytes,
-            })
+            let node = Node::start(
+                NodeOptions::new(id, dir.clone())
+                    .bind(bind)
+                    .store(store)
+                    .snapshot_every(snapshot_every)
+                    .keep_behind_snapshot(keep)
+                    .token(token(tok))
+                    .max_value_bytes(max_value_bytes),
+            )
             .await
             .map_err(|e| format!("{}: {e}", dir.display()))?;
             println!("mmapkit-kv: node {id} listening on {}", node.addr);

@@ -11,15 +11,11 @@ use std::time::Duration;
 use mmapkit::log::{CommitLog, LogOptions, SyncMode};
 
 pub fn open(dir: &Path) -> CommitLog {
-    CommitLog::open(
-        dir,
-        LogOptions { sync: SyncMode::Never, segment_size: 1 << 20, ..Default::default() },
-    )
-    .unwrap()
+    CommitLog::open(dir, LogOptions::default().sync(SyncMode::Never).segment_size(1 << 20)).unwrap()
 }
 
 pub fn open_ro(dir: &Path) -> CommitLog {
-    CommitLog::open(dir, LogOptions { read_only: true, ..Default::default() }).unwrap()
+    CommitLog::open(dir, LogOptions::default().read_only(true)).unwrap()
 }
 
 /// Payload of entry `i` (sizes vary from 0 to ~40 KiB, so pages mix

@@ -88,7 +88,7 @@ pub enum Mode {
     Mmap,
 }
 
-crate::names::named_enum!(Mode, "mode", {
+crate::named_enum!(Mode, "mode", {
     Single => "single",
     Batch => "batch",
     Mmap => "mmap",
@@ -109,7 +109,7 @@ pub enum OutFormat {
     Raw,
 }
 
-crate::names::named_enum!(OutFormat, "format", {
+crate::named_enum!(OutFormat, "format", {
     Csv => "csv",
     Tsv => "tsv",
     Npy => "npy",
@@ -127,23 +127,25 @@ impl OutFormat {
     }
 }
 
-/// Options of [`write()`] and [`vectors()`].
-#[derive(Clone, Debug)]
-pub struct KmerOptions {
-    /// k-mer length, 1..=[`MAX_K`].
-    pub k: usize,
-    /// Raw counts instead of frequencies.
-    pub counts: bool,
-    /// single / batch / mmap.
-    pub mode: Mode,
-    /// Worker threads (see [`Threads`]; default: one per core); `single`
-    /// uses one.
-    pub threads: Threads,
-    /// fsync the output before renaming it into place.
-    pub sync: bool,
-    /// Input bytes consumed (the total is the file's size, unknown for
-    /// streams; gzip input counts compressed bytes).
-    pub progress: Progress,
+crate::options! {
+    /// Options of [`write()`] and [`vectors()`].
+    #[derive(Clone, Debug)]
+    pub struct KmerOptions {
+        /// k-mer length, 1..=[`MAX_K`].
+        pub k: usize,
+        /// Raw counts instead of frequencies.
+        pub counts: bool,
+        /// single / batch / mmap.
+        pub mode: Mode,
+        /// Worker threads (see [`Threads`]; default: one per core); `single`
+        /// uses one.
+        pub threads: Threads,
+        /// fsync the output before renaming it into place.
+        pub sync: bool,
+        /// Input bytes consumed (the total is the file's size, unknown for
+        /// streams; gzip input counts compressed bytes).
+        pub progress: Progress,
+    }
 }
 
 impl Default for KmerOptions {

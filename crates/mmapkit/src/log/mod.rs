@@ -12,7 +12,7 @@
 //!
 //! ```no_run
 //! use mmapkit::log::{CommitLog, LogOptions, SyncMode};
-//! let opts = LogOptions { segment_size: 64 << 20, sync: SyncMode::Batch, ..Default::default() };
+//! let opts = LogOptions::default().segment_size(64 << 20).sync(SyncMode::Batch);
 //! let log = CommitLog::open("wal", opts)?;
 //! let first = log.append(&[(1, b"set x=1".as_slice()), (1, b"set y=2")])?;
 //! for e in log.read(first, first + 2, None)?.iter() {

@@ -2,7 +2,10 @@
 
 use super::*;
 
-/// When appended data is made durable.
+/// When appended data is made durable. Spelled (`FromStr`/`Display`, the
+/// CLI's `--sync` and Python's `sync=`) `never`, `batch` or
+/// `interval:<N>ms` (also `us` and `s` units, and the same without
+/// `interval:`; a bare number is milliseconds).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum SyncMode {
     /// Never sync explicitly (the OS writes back when it likes; segment
@@ -17,17 +20,17 @@ pub enum SyncMode {
     Interval(Duration),
 }
 
-impl std::str::FromStr for SyncMode {
-    type Err = Error;
-    /// `never`, `batch`, `interval:10ms` (also `10ms`, `0.5s`, `interval:200us`).
-    fn from_str(s: &str) -> Result<Self> {
-        let t = s.trim();
-        match t {
-            "never" | "none" => return Ok(SyncMode::Never),
-            "batch" | "always" => return Ok(SyncMode::Batch),
-            _ => {}
-        }
-        let d = t.strip_prefix("interval:").unwrap_or(t);
+crate::named_enum!(SyncMode, "sync mode", else SyncMode::parse_interval, "interval:<N>ms", {
+    Never => "never",
+    Batch => "batch",
+}; SyncMode::Interval(d) => format_args!("interval:{}ms", d.as_secs_f64() * 1e3));
+
+impl SyncMode {
+    /// The `Interval` spellings: `interval:10ms`, `interval:200us`,
+    /// `interval:0.5s`, the same without `interval:`, or a bare number of
+    /// milliseconds.
+    fn parse_interval(s: &str) -> Option<SyncMode> {
+        let d = s.strip_prefix("interval:").unwrap_or(s);
         let (num, scale) = if let Some(n) = d.strip_suffix("ms") {
             (n, 1e-3)
         } else if let Some(n) = d.strip_suffix("us") {
@@ -37,60 +40,50 @@ impl std::str::FromStr for SyncMode {
         } else {
             (d, 1e-3)
         };
-        match num.trim().parse::<f64>() {
+        match num.parse::<f64>() {
             Ok(v) if v.is_finite() && v >= 0.0 => {
-                Ok(SyncMode::Interval(Duration::from_secs_f64(v * scale)))
+                Some(SyncMode::Interval(Duration::from_secs_f64(v * scale)))
             }
-            _ => Err(Error::InvalidArgument(format!(
-                "unknown sync mode {s:?} (expected never, batch or interval:<N>ms)"
-            ))),
+            _ => None,
         }
     }
 }
 
-impl std::fmt::Display for SyncMode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SyncMode::Never => f.write_str("never"),
-            SyncMode::Batch => f.write_str("batch"),
-            SyncMode::Interval(d) => write!(f, "interval:{}ms", d.as_secs_f64() * 1e3),
-        }
+crate::options! {
+    /// Options of [`CommitLog::open`].
+    #[derive(Clone, Debug)]
+    pub struct LogOptions {
+        /// Bytes per segment file of a **new** log (default 64 MiB, at least
+        /// 4 KiB, rounded up to a multiple of 4 KiB). It is recorded in the
+        /// segment headers: an existing log keeps the size it was created with
+        /// and ignores this ([`CommitLog::segment_size`] says which applies;
+        /// logs made before the size was recorded use their smallest segment's
+        /// size). Batches never span segments; a batch larger than this gets a
+        /// segment of its own.
+        pub segment_size: u64,
+        /// Index of the first entry of a **new** log (default 1); an existing
+        /// log keeps its own.
+        pub first_index: u64,
+        /// Durability of appends.
+        pub sync: SyncMode,
+        /// Check each entry's CRC on every read too (default: entries are
+        /// verified once per open log: the tail on open, a sealed segment when
+        /// first read; [`CommitLog::verify`] rechecks everything any time).
+        pub verify_reads: bool,
+        /// Open without writing anything (another process may be appending;
+        /// see [`CommitLog::refresh`]). No lock is taken and no recovery
+        /// repair is written.
+        pub read_only: bool,
+        /// Recover from a damaged (or truncated) tail segment by keeping the
+        /// valid prefix and cutting off everything from the damaged batch on;
+        /// the bytes cut are first copied to
+        /// `DIR/quarantine/<segment file>.<byte offset>.bad` (never deleted),
+        /// and [`Recovery`] reports what was dropped and where it went.
+        /// Default: refuse to open with [`Error::Corrupt`]. Damage in a sealed
+        /// (non-tail) segment is always [`Error::Corrupt`] (on read and
+        /// verify): repair does not drop whole segments.
+        pub repair: bool,
     }
-}
-
-/// Options of [`CommitLog::open`].
-#[derive(Clone, Debug)]
-pub struct LogOptions {
-    /// Bytes per segment file of a **new** log (default 64 MiB, at least
-    /// 4 KiB, rounded up to a multiple of 4 KiB). It is recorded in the
-    /// segment headers: an existing log keeps the size it was created with
-    /// and ignores this ([`CommitLog::segment_size`] says which applies;
-    /// logs made before the size was recorded use their smallest segment's
-    /// size). Batches never span segments; a batch larger than this gets a
-    /// segment of its own.
-    pub segment_size: u64,
-    /// Index of the first entry of a **new** log (default 1); an existing
-    /// log keeps its own.
-    pub first_index: u64,
-    /// Durability of appends.
-    pub sync: SyncMode,
-    /// Check each entry's CRC on every read too (default: entries are
-    /// verified once per open log: the tail on open, a sealed segment when
-    /// first read; [`CommitLog::verify`] rechecks everything any time).
-    pub verify_reads: bool,
-    /// Open without writing anything (another process may be appending;
-    /// see [`CommitLog::refresh`]). No lock is taken and no recovery
-    /// repair is written.
-    pub read_only: bool,
-    /// Recover from a damaged (or truncated) tail segment by keeping the
-    /// valid prefix and cutting off everything from the damaged batch on;
-    /// the bytes cut are first copied to
-    /// `DIR/quarantine/<segment file>.<byte offset>.bad` (never deleted),
-    /// and [`Recovery`] reports what was dropped and where it went.
-    /// Default: refuse to open with [`Error::Corrupt`]. Damage in a sealed
-    /// (non-tail) segment is always [`Error::Corrupt`] (on read and
-    /// verify): repair does not drop whole segments.
-    pub repair: bool,
 }
 
 impl Default for LogOptions {

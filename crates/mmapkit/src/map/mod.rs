@@ -48,7 +48,7 @@ mod sys;
 
 pub use guard::GuardStats;
 pub use share::{AppendMap, SharedMap};
-pub use shmem::copy_from_view;
+pub use shmem::{copy_from_view, load_from_view, store_to_view};
 
 /// How many mappings the `SIGBUS` guard protects, can protect, and had to
 /// leave unprotected because its table was full (see [`Map::is_protected`]).
@@ -82,7 +82,7 @@ pub enum Mode {
     CopyOnWrite,
 }
 
-crate::names::named_enum!(Mode, "map mode", {
+crate::named_enum!(Mode, "map mode", {
     Read => "read",
     ReadWrite => "write",
     CopyOnWrite => "copy",
@@ -132,7 +132,7 @@ impl Advice {
     }
 }
 
-crate::names::named_enum!(Advice, "advice", {
+crate::named_enum!(Advice, "advice", {
     Normal => "normal",
     Sequential => "sequential",
     Random => "random",
@@ -170,8 +170,12 @@ macro_rules! setters {
     )*};
 }
 
-/// Builder for [`Map`]s with every option.
+/// Builder for [`Map`]s with every option. Its fields are private and its
+/// setters take `&mut self` (like `std::fs::OpenOptions`: the builder is
+/// kept and reused for several maps), so adding an option never breaks
+/// callers.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct MapOptions {
     mode: Mode,
     offset: u64,

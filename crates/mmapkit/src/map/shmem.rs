@@ -143,6 +143,36 @@ pub unsafe fn copy_from_view(src: *const u8, len: usize) -> Vec<u8> {
     v
 }
 
+/// Copies `dst.len()` bytes of a raw view at `src` into `dst`, like
+/// [`copy_from_view`] but into the caller's buffer (a binding copies a
+/// large Python buffer piece by piece, or straight into its destination).
+///
+/// # Safety
+/// As [`copy_from_view`] for `[src, src + dst.len())`, which may not
+/// overlap `dst`.
+pub unsafe fn load_from_view(src: *const u8, dst: &mut [u8]) {
+    // SAFETY: `u8` and `MaybeUninit<u8>` have one layout, and `load` only
+    // writes initialised bytes; the rest is the caller's contract.
+    unsafe {
+        let d = &mut *(dst as *mut [u8] as *mut [MaybeUninit<u8>]);
+        load(src, d);
+    }
+}
+
+/// Copies `src` into a raw view at `dst` (a writable buffer a binding was
+/// handed, e.g. a numpy array), with atomic stores: other threads may read
+/// or write those bytes meanwhile.
+///
+/// # Safety
+/// `[dst, dst + src.len())` is mapped writable for the whole call, no
+/// reference covers it, and it is accessed concurrently in this process
+/// only atomically (or by foreign code, which Rust does not reason
+/// about). `src` may not overlap it.
+pub unsafe fn store_to_view(dst: *mut u8, src: &[u8]) {
+    // SAFETY: the caller's contract is `store`'s.
+    unsafe { store(dst, src) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,5 +205,13 @@ mod tests {
         }
         // SAFETY: `base` is readable and unwritten.
         assert_eq!(unsafe { copy_from_view(base.as_ptr().add(3), 10) }, &base[3..13]);
+        let mut got = [0u8; 21];
+        // SAFETY: as above; `got` is ours.
+        unsafe { load_from_view(base.as_ptr().add(5), &mut got) };
+        assert_eq!(got, base[5..26]);
+        let mut dst = vec![0u8; 40];
+        // SAFETY: in bounds of `dst`, no reference alive over it.
+        unsafe { store_to_view(dst.as_mut_ptr().add(3), &base[..21]) };
+        assert_eq!(&dst[3..24], &base[..21]);
     }
 }

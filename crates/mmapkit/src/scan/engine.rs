@@ -26,19 +26,21 @@ use crate::bytes;
 use crate::exec::{Progress, Threads};
 use crate::{Error, Result};
 
-/// Options shared by every whole-file operation.
-#[derive(Clone, Debug, Default)]
-pub struct ScanOptions {
-    /// I/O strategy.
-    pub strategy: Strategy,
-    /// Worker threads (see [`Threads`]; default: one per core).
-    pub threads: Threads,
-    /// Window size in bytes (0: the default, 1 MiB for read and 8 MiB for
-    /// mmap). Tiny values force every boundary case in tests.
-    pub chunk: usize,
-    /// Bytes processed (updated per window; the total is the file's size,
-    /// unknown for streams).
-    pub progress: Progress,
+crate::options! {
+    /// Options shared by every whole-file operation.
+    #[derive(Clone, Debug, Default)]
+    pub struct ScanOptions {
+        /// I/O strategy.
+        pub strategy: Strategy,
+        /// Worker threads (see [`Threads`]; default: one per core).
+        pub threads: Threads,
+        /// Window size in bytes (0: the default, 1 MiB for read and 8 MiB for
+        /// mmap). Tiny values force every boundary case in tests.
+        pub chunk: usize,
+        /// Bytes processed (updated per window; the total is the file's size,
+        /// unknown for streams).
+        pub progress: Progress,
+    }
 }
 
 impl ScanOptions {

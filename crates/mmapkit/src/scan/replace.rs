@@ -91,25 +91,48 @@ use commit::*;
 use in_place::*;
 use rewrite::*;
 
-/// How [`replace`] treats the pattern and the file.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ReplaceOptions {
-    /// The pattern is a regex (`regex` crate syntax, matched per line);
-    /// false: literal bytes.
-    pub regex: bool,
-    /// Count the replacements but write nothing.
-    pub dry_run: bool,
-    /// Keep the original content as `NAME` + this suffix (e.g. `.bak`).
-    pub backup: Option<String>,
-    /// In-place edits: wait until the changes are on disk (`msync` /
-    /// `fdatasync`) before returning. Rewrites are always durable.
-    ///
-    /// A failed sync is reported (an EIO `Error::Io`). For a rewrite the
-    /// original is then untouched (the temporary file is never renamed);
-    /// in place, the edits were made and readers see them, but the disk
-    /// may hold any mix of old and new pages (a later sync cannot write
-    /// pages the kernel dropped), and the error says so.
-    pub sync: bool,
+crate::options! {
+    /// How [`replace`] treats the pattern and the file.
+    #[derive(Clone, Debug, Default, PartialEq, Eq)]
+    pub struct ReplaceOptions {
+        /// The pattern is a regex (`regex` crate syntax, matched per line);
+        /// false: literal bytes.
+        pub regex: bool,
+        /// Count the replacements but write nothing.
+        pub dry_run: bool,
+        /// Keep the original content as `NAME` + this suffix (e.g. `.bak`).
+        pub backup: Option<String>,
+        /// In-place edits: wait until the changes are on disk (`msync` /
+        /// `fdatasync`) before returning. Rewrites are always durable.
+        ///
+        /// A failed sync is reported (an EIO `Error::Io`). For a rewrite the
+        /// original is then untouched (the temporary file is never renamed);
+        /// in place, the edits were made and readers see them, but the disk
+        /// may hold any mix of old and new pages (a later sync cannot write
+        /// pages the kernel dropped), and the error says so.
+        pub sync: bool,
+    }
+}
+
+impl ReplaceOptions {
+    /// Options matching `pattern` as the user spelled it: a literal with
+    /// `fixed` (`-F`, Python's `regex=False`), else a regex, except that a
+    /// regex without metacharacters replaced by text without `$` is matched
+    /// as the literal it is: the matches are the same (neither kind spans
+    /// lines), and a literal allows the in-place edit when the lengths
+    /// agree. The other options are the defaults (chain the setters).
+    pub fn for_pattern(pattern: &[u8], replacement: &[u8], fixed: bool) -> ReplaceOptions {
+        let literal = fixed || (is_plain_literal(pattern) && !replacement.contains(&b'$'));
+        ReplaceOptions::default().regex(!literal)
+    }
+}
+
+/// A non-empty UTF-8 pattern without any character that makes a regex
+/// more than a literal (those `regex::escape` escapes, and newlines).
+fn is_plain_literal(p: &[u8]) -> bool {
+    !p.is_empty()
+        && std::str::from_utf8(p).is_ok()
+        && !p.iter().any(|b| b"\\.+*?()|[]{}^$#&-~\n".contains(b))
 }
 
 /// What [`replace`] did.

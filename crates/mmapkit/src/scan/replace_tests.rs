@@ -487,3 +487,44 @@ proptest! {
         prop_assert_eq!(&out[prefix.len()..], &want[..]);
     }
 }
+
+/// The user's spelling decides regex or literal: `fixed` is always
+/// literal; a regex without metacharacters is matched as a literal unless
+/// the replacement refers to groups (`$`); anything else stays a regex.
+#[test]
+fn for_pattern_picks_literal_only_when_the_matches_are_the_same() {
+    let regex = |p: &[u8], r: &[u8], fixed| ReplaceOptions::for_pattern(p, r, fixed).regex;
+    assert!(!regex(b"a.b", b"x", true));
+    assert!(!regex(b"$1", b"$1", true));
+    assert!(!regex(b"abc", b"xyz", false));
+    assert!(!regex("é,".as_bytes(), b";", false));
+    assert!(regex(b"abc", b"$0", false), "the replacement expands $");
+    assert!(regex(b"abc", b"$$", false), "$$ is one $ in regex mode");
+    for meta in [&b"a.c"[..], b"a+", b"^a", b"a$", b"(a)", b"a|b", b"[a]", b"a\\d", b"a\nb", b""] {
+        assert!(regex(meta, b"x", false), "{:?}", String::from_utf8_lossy(meta));
+    }
+    // Not UTF-8: the regex refuses it, so the literal path must not accept it.
+    assert!(regex(b"\xff", b"x", false));
+    // Same result either way on a file where the difference would show.
+    let (_dir, path) = temp_file(b"abc\nxabcx\n");
+    let o = ReplaceOptions::for_pattern(b"abc", b"XYZ", false);
+    let r = replace(&path, b"abc", b"XYZ", &o, &ScanOptions::default()).unwrap();
+    assert_eq!((r.replacements, r.in_place), (2, true));
+    assert_eq!(fs::read(&path).unwrap(), b"XYZ\nxXYZx\n");
+}
+
+#[test]
+fn plain_literals() {
+    for (p, plain) in [
+        (",", true),
+        ("abc def", true),
+        ("é", true),
+        ("a.b", false),
+        ("a+", false),
+        (r"\d", false),
+        ("", false),
+        ("a\nb", false),
+    ] {
+        assert_eq!(is_plain_literal(p.as_bytes()), plain, "{p:?}");
+    }
+}

@@ -37,7 +37,7 @@ pub enum Strategy {
     Stream,
 }
 
-crate::names::named_enum!(Strategy, "strategy", {
+crate::named_enum!(Strategy, "strategy", {
     Auto => "auto",
     Mmap => "mmap",
     Read => "read",

@@ -102,7 +102,7 @@ pub enum Method {
     InvertedCdf,
 }
 
-crate::names::named_enum!(Method, "quantile method", {
+crate::named_enum!(Method, "quantile method", {
     Linear => "linear",
     InvertedCdf => "inverted_cdf",
 });

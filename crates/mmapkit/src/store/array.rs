@@ -59,17 +59,19 @@ use crate::map::{Map, MapOptions, Mode};
 use crate::{Error, Result};
 use durable::Durable;
 
-/// Options for [`ArrayStore::create`] and [`ArrayStore::open_with`].
-#[derive(Clone, Debug)]
-pub struct StoreOptions {
-    /// Rows of capacity to allocate at creation.
-    pub capacity_rows: u64,
-    /// Minimum bytes of capacity added when the store runs out (growth is
-    /// otherwise geometric, ×1.5).
-    pub chunk_bytes: u64,
-    /// Address space reserved for growth in place (views stay valid while
-    /// the data fits in it; it is extended in place when possible).
-    pub reserve: usize,
+crate::options! {
+    /// Options for [`ArrayStore::create`] and [`ArrayStore::open_with`].
+    #[derive(Clone, Debug)]
+    pub struct StoreOptions {
+        /// Rows of capacity to allocate at creation.
+        pub capacity_rows: u64,
+        /// Minimum bytes of capacity added when the store runs out (growth is
+        /// otherwise geometric, ×1.5).
+        pub chunk_bytes: u64,
+        /// Address space reserved for growth in place (views stay valid while
+        /// the data fits in it; it is extended in place when possible).
+        pub reserve: usize,
+    }
 }
 
 impl Default for StoreOptions {
@@ -590,28 +592,8 @@ impl ArrayStore {
     /// error (nothing is copied); a truncation of the file by someone else
     /// is [`Error::FileTruncated`].
     pub fn gather_rows(&self, rows: &[u64], out: &mut [u8]) -> Result<()> {
+        self.check_gather(rows, out.len())?;
         let rb = self.row_bytes;
-        if out.len() != rows.len().saturating_mul(rb) {
-            return Err(Error::invalid(
-                &self.path,
-                format!(
-                    "the output has {} bytes, not {} rows of {rb} bytes",
-                    out.len(),
-                    rows.len()
-                ),
-            ));
-        }
-        if let Some(&bad) = rows.iter().find(|&&r| r >= self.len()) {
-            return Err(Error::invalid(
-                &self.path,
-                format!("row {bad} is out of range: the store has {} rows", self.len()),
-            ));
-        }
-        if self.failure.get().is_some()
-            && rows.iter().any(|&r| r >= self.durable_rows.load(Ordering::Acquire))
-        {
-            self.check_failed()?;
-        }
         let data = &self.map;
         let off = self.data_off;
         data.read_with(|d| {
@@ -626,6 +608,31 @@ impl ArrayStore {
                 i = j;
             }
         })
+    }
+
+    /// The checks of [`gather_rows`](Self::gather_rows) for an output of
+    /// `out_len` bytes, for a caller that gathers in pieces and must fail
+    /// before copying any.
+    pub fn check_gather(&self, rows: &[u64], out_len: usize) -> Result<()> {
+        let rb = self.row_bytes;
+        if out_len != rows.len().saturating_mul(rb) {
+            return Err(Error::invalid(
+                &self.path,
+                format!("the output has {out_len} bytes, not {} rows of {rb} bytes", rows.len()),
+            ));
+        }
+        if let Some(&bad) = rows.iter().find(|&&r| r >= self.len()) {
+            return Err(Error::invalid(
+                &self.path,
+                format!("row {bad} is out of range: the store has {} rows", self.len()),
+            ));
+        }
+        if self.failure.get().is_some()
+            && rows.iter().any(|&r| r >= self.durable_rows.load(Ordering::Acquire))
+        {
+            self.check_failed()?;
+        }
+        Ok(())
     }
 
     /// Pointer to row 0, for bindings that hand out views (valid for
@@ -699,17 +706,7 @@ impl ArrayStore {
     /// row count.
     pub fn append(&mut self, bytes: &[u8]) -> Result<u64> {
         self.need_writer()?;
-        if !bytes.len().is_multiple_of(self.row_bytes) {
-            return Err(Error::invalid(
-                &self.path,
-                format!(
-                    "{} bytes are not a whole number of {}-byte rows",
-                    bytes.len(),
-                    self.row_bytes
-                ),
-            ));
-        }
-        let n = (bytes.len() / self.row_bytes) as u64;
+        let n = self.whole_rows(bytes.len())?;
         if n == 0 {
             return Ok(self.len());
         }
@@ -720,15 +717,32 @@ impl ArrayStore {
         Ok(self.len())
     }
 
+    /// The number of rows in `bytes` bytes, or an error unless it is a
+    /// whole number of them (what [`append`](Self::append) accepts; a
+    /// binding that fills rows through [`append_with`](Self::append_with)
+    /// checks its input with it).
+    pub fn whole_rows(&self, bytes: usize) -> Result<u64> {
+        if !bytes.is_multiple_of(self.row_bytes) {
+            return Err(Error::invalid(
+                &self.path,
+                format!("{bytes} bytes are not a whole number of {}-byte rows", self.row_bytes),
+            ));
+        }
+        Ok((bytes / self.row_bytes) as u64)
+    }
+
     /// Appends `n` rows written in place by `fill`, which gets the rows'
     /// bytes (zeroed or stale: unpublished capacity) to fill; they are
-    /// published only after it returns Ok.
+    /// published only after it returns Ok. No rows: `fill` is not called.
     pub fn append_with<E>(
         &mut self,
         n: u64,
         fill: impl FnOnce(&mut [u8]) -> std::result::Result<(), E>,
     ) -> Result<std::result::Result<u64, E>> {
         self.need_writer()?;
+        if n == 0 {
+            return Ok(Ok(self.len()));
+        }
         self.reserve_rows(n)?;
         let at = self.data_off + self.len() as usize * self.row_bytes;
         let len = n as usize * self.row_bytes;

@@ -9,17 +9,17 @@ use super::{CommitLog, LogOptions, SyncMode};
 
 /// Segments of `seg` bytes and no syncing (durability is tested apart).
 pub fn opts(seg: u64) -> LogOptions {
-    LogOptions { segment_size: seg, sync: SyncMode::Never, ..Default::default() }
+    LogOptions::default().segment_size(seg).sync(SyncMode::Never)
 }
 
 /// Segments of `seg` bytes, each append synced (`SyncMode::Batch`).
 pub fn synced(seg: u64) -> LogOptions {
-    LogOptions { sync: SyncMode::Batch, ..opts(seg) }
+    opts(seg).sync(SyncMode::Batch)
 }
 
 /// `o` with repair on.
 pub fn repairing(o: LogOptions) -> LogOptions {
-    LogOptions { repair: true, ..o }
+    o.repair(true)
 }
 
 /// Opens (creating) the log in `dir` with `o` and appends `n` one-entry

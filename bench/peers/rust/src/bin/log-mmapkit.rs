@@ -18,16 +18,11 @@ impl Driver for Mk {
     type Input = Vec<u8>;
 
     fn open(a: &Args, _create: bool) -> Result<Self, String> {
-        let opts = LogOptions {
-            segment_size: 64 << 20,
-            first_index: 1,
-            sync: if a.sync {
-                SyncMode::Batch
-            } else {
-                SyncMode::Never
-            },
-            ..Default::default()
-        };
+        let opts = LogOptions::default().segment_size(64 << 20).first_index(1).sync(if a.sync {
+            SyncMode::Batch
+        } else {
+            SyncMode::Never
+        });
         let log = CommitLog::open(&a.dir, opts).map_err(|e| e.to_string())?;
         if let Some(n) = std::env::var("MMAPKIT_ZERO_AHEAD").ok().and_then(|v| v.parse().ok()) {
             log.set_zero_ahead(n);
@@ -53,10 +48,7 @@ impl Driver for Mk {
     }
 
     fn read_range(&mut self, lo: u64, hi: u64, sink: &mut Sink) -> Result<(), String> {
-        let entries = self
-            .log
-            .read(lo + 1, hi + 1, None)
-            .map_err(|e| e.to_string())?;
+        let entries = self.log.read(lo + 1, hi + 1, None).map_err(|e| e.to_string())?;
         for e in entries.iter() {
             sink.push(e.data());
         }

@@ -59,26 +59,44 @@ pub use print::{GnuPrinter, JsonPrinter, PrintOptions, Report};
 pub use sink::{Collect, FileInfo, Forked, Formatted, Needs, Sink, SinkLine};
 pub use walk::walk;
 
-/// What selects a line (the subset of GNU grep's matching options that
-/// makes sense for one regex over files). How lines are shown is the
-/// printer's business ([`PrintOptions`]).
-#[derive(Clone, Debug, Default)]
-pub struct GrepOptions {
-    /// The patterns (`-e`), tried as alternatives. A pattern containing
-    /// newlines is one pattern per line, as in grep.
-    pub patterns: Vec<String>,
-    /// `-F`: the patterns are literal strings, not regexes.
-    pub fixed: bool,
-    /// `-i`: ignore (ASCII) case.
-    pub ignore_case: bool,
-    /// `-v`: select the lines that do **not** match.
-    pub invert: bool,
-    /// `-w`: only matches that are whole words count.
-    pub word: bool,
-    /// `-x`: only matches of the whole line count (wins over `word`).
-    pub line: bool,
-    /// `-m`: stop after this many selected lines (per file).
-    pub max_count: Option<u64>,
+crate::options! {
+    /// What selects a line (the subset of GNU grep's matching options that
+    /// makes sense for one regex over files). How lines are shown is the
+    /// printer's business ([`PrintOptions`]).
+    ///
+    /// Built from `default()` and one setter per field (every options struct
+    /// of the crate is built this way; see [`crate::options!`]):
+    ///
+    /// ```
+    /// use mmapkit::scan::grep::GrepOptions;
+    /// let o = GrepOptions::default().patterns(vec!["err".into()]).ignore_case(true);
+    /// assert!(o.ignore_case && !o.invert);
+    /// ```
+    ///
+    /// ```compile_fail,E0639
+    /// // Not as a struct literal outside the crate (`#[non_exhaustive]`:
+    /// // adding a field must not break callers).
+    /// use mmapkit::scan::grep::GrepOptions;
+    /// let o = GrepOptions { ignore_case: true, ..GrepOptions::default() };
+    /// ```
+    #[derive(Clone, Debug, Default)]
+    pub struct GrepOptions {
+        /// The patterns (`-e`), tried as alternatives. A pattern containing
+        /// newlines is one pattern per line, as in grep.
+        pub patterns: Vec<String>,
+        /// `-F`: the patterns are literal strings, not regexes.
+        pub fixed: bool,
+        /// `-i`: ignore (ASCII) case.
+        pub ignore_case: bool,
+        /// `-v`: select the lines that do **not** match.
+        pub invert: bool,
+        /// `-w`: only matches that are whole words count.
+        pub word: bool,
+        /// `-x`: only matches of the whole line count (wins over `word`).
+        pub line: bool,
+        /// `-m`: stop after this many selected lines (per file).
+        pub max_count: Option<u64>,
+    }
 }
 
 /// A compiled search: build once, run over any number of files.
@@ -261,8 +279,8 @@ pub fn grep_count(path: impl AsRef<Path>, grep: &GrepOptions, opts: &ScanOptions
 ///
 /// ```no_run
 /// use mmapkit::scan::{self, GrepOptions, PrintOptions, ScanOptions};
-/// let g = GrepOptions { patterns: vec!["ERR[0-9]+".into()], ..Default::default() };
-/// let p = PrintOptions { line_numbers: true, ..Default::default() };
+/// let g = GrepOptions::default().patterns(vec!["ERR[0-9]+".into()]);
+/// let p = PrintOptions::default().line_numbers(true);
 /// let n = scan::grep("app.log", &g, &p, &ScanOptions::default(), &mut std::io::stdout().lock())?;
 /// # Ok::<(), mmapkit::Error>(())
 /// ```

@@ -25,34 +25,36 @@ pub enum Report {
     Quiet,
 }
 
-/// How [`GnuPrinter`] shows what the search found (GNU grep's output
-/// options).
-#[derive(Clone, Debug)]
-pub struct PrintOptions {
-    /// Lines, counts, file names or nothing.
-    pub report: Report,
-    /// `-H` / `-h`: prefix output with the file name.
-    pub with_filename: bool,
-    /// `-n`: prefix lines with their 1-based number.
-    pub line_numbers: bool,
-    /// `-b`: prefix lines with the byte offset of the line (of the match,
-    /// with `only_matching`).
-    pub byte_offset: bool,
-    /// `-o`: print each non-empty match of a selected line instead of the
-    /// line (nothing for `-v`).
-    pub only_matching: bool,
-    /// `-B`: context lines before each selected line (`Some(0)` still
-    /// separates groups, as in GNU grep).
-    pub before: Option<usize>,
-    /// `-A`: context lines after each selected line.
-    pub after: Option<usize>,
-    /// Printed between context groups (`--`; `None`:
-    /// `--no-group-separator`).
-    pub group_separator: Option<Vec<u8>>,
-    /// GNU grep's default `GREP_COLORS` escapes.
-    pub color: bool,
-    /// `-a`: no binary-file detection.
-    pub text: bool,
+crate::options! {
+    /// How [`GnuPrinter`] shows what the search found (GNU grep's output
+    /// options).
+    #[derive(Clone, Debug)]
+    pub struct PrintOptions {
+        /// Lines, counts, file names or nothing.
+        pub report: Report,
+        /// `-H` / `-h`: prefix output with the file name.
+        pub with_filename: bool,
+        /// `-n`: prefix lines with their 1-based number.
+        pub line_numbers: bool,
+        /// `-b`: prefix lines with the byte offset of the line (of the match,
+        /// with `only_matching`).
+        pub byte_offset: bool,
+        /// `-o`: print each non-empty match of a selected line instead of the
+        /// line (nothing for `-v`).
+        pub only_matching: bool,
+        /// `-B`: context lines before each selected line (`Some(0)` still
+        /// separates groups, as in GNU grep).
+        pub before: Option<usize>,
+        /// `-A`: context lines after each selected line.
+        pub after: Option<usize>,
+        /// Printed between context groups (`--`; `None`:
+        /// `--no-group-separator`).
+        pub group_separator: Option<Vec<u8>>,
+        /// GNU grep's default `GREP_COLORS` escapes.
+        pub color: bool,
+        /// `-a`: no binary-file detection.
+        pub text: bool,
+    }
 }
 
 impl Default for PrintOptions {

@@ -491,24 +491,18 @@ fn claimed_lengths_are_capped_under_rlimit_as() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
-    cmd.args([
-        "--exact",
-        "store::array::tests::claimed_lengths_are_capped_under_rlimit_as",
-        "--nocapture",
-        "--test-threads=1",
-    ])
-    .env(RLIMIT_CHILD, dir.path());
-    // SAFETY: setrlimit is async-signal-safe; the closure allocates nothing.
-    unsafe {
-        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
-            let lim = libc::rlimit { rlim_cur: 256 << 20, rlim_max: 256 << 20 };
-            if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    // The limit through the shell's `ulimit -v` (KiB), then exec: no
+    // unsafe `pre_exec` (unsafe code lives in `map/` only).
+    let mut cmd = std::process::Command::new("sh");
+    cmd.args(["-c", "ulimit -v 262144 && exec \"$0\" \"$@\""])
+        .arg(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "store::array::tests::claimed_lengths_are_capped_under_rlimit_as",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(RLIMIT_CHILD, dir.path());
     let out = cmd.output().unwrap();
     let text =
         format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
