@@ -543,7 +543,7 @@ def test_python_buffers_arrive_whole_through_piecewise_copies(tmp):
     assert s._core.append(memoryview(raw)[3:]) == 3001  # 3 bytes in: unaligned
     assert (s.numpy() == rows).all()
     with pytest.raises(ValueError, match="whole number"):
-        s._core.append(memoryview(raw)[3:1003 + 1])
+        s._core.append(memoryview(raw)[3 : 1003 + 1])
     assert len(s) == 3001
 
     idx = rng.permutation(3001).astype(np.uint64)[:2500]
