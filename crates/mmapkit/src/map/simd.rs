@@ -38,9 +38,9 @@ pub(crate) fn window_count_with(
     assert!(!t.is_empty() && lo as usize + t.len() <= 1 << 16, "window_count: window out of range");
     #[cfg(target_arch = "x86_64")]
     match k {
-        // SAFETY: the CPU has the kernel's features (checked in the same arm).
         Kernel::Avx512 if has_avx512() => {
-            return Some(unsafe { window_count_avx512(raw, flip, lo, t) })
+            // SAFETY: the CPU has the kernel's features (checked in the arm's guard).
+            return Some(unsafe { window_count_avx512(raw, flip, lo, t) });
         }
         Kernel::Avx2 if std::arch::is_x86_feature_detected!("avx2") => {
             // SAFETY: the CPU has AVX2 (checked in the arm's guard).
