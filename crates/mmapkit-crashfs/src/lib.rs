@@ -81,6 +81,10 @@
 //! `MMAPKIT_CRASH_LONG=1` runs them with longer workloads and more random
 //! survivors per crash point. Without FUSE (not root, no `/dev/fuse`) every
 //! test prints `SKIPPED: reason` and returns.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "crashfs is dev-only: a FUSE test harness that writes its fixtures directly"
+)]
 
 mod fs;
 mod model;

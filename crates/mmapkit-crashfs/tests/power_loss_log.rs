@@ -1,6 +1,7 @@
 //! Power-loss matrix of the commit log: `sync=batch` keeps every
 //! acknowledged entry through any crash; `sync=never` (the negative
 //! control) must lose some.
+#![allow(clippy::disallowed_methods, reason = "integration tests write their fixtures directly")]
 
 mod common;
 
@@ -110,9 +111,11 @@ fn check(dir: &Path, told: &Told, seg: u64, lossy: bool, st: &mut Stats) -> Resu
         match got.get(&i) {
             None if lossy => lost = lost.or(Some(i)),
             None if told.trunc_pending.is_some_and(|x| i > x) || i < told.floor_pending => {}
-            None => return Err(format!(
+            None => {
+                return Err(format!(
                 "acknowledged entry {i} (t{t} s{s} k{k}) is missing (log holds {first}..={last})"
-            )),
+            ))
+            }
             Some((term, d)) if *d != entry(t, s, k) || *term != t + 1 => {
                 return Err(format!(
                     "acknowledged entry {i} (t{t} s{s} k{k}) holds something else: {:?}",

@@ -22,6 +22,7 @@
 //! // openraft::Raft::new(1, config, network, log, sm).await
 //! # Ok::<(), mmapkit_raft::Error>(())
 //! ```
+#![cfg_attr(test, allow(clippy::disallowed_methods, reason = "test fixtures are written directly"))]
 
 pub mod kv;
 pub mod log_store;

@@ -15,6 +15,10 @@
 //!   (row i holds i), flushing after each; `FLUSHED n` after each flush.
 //! `array-create PATH`: ArrayStore::create over an existing store, then
 //!   appends and flushes rows 0..3; `CREATED`, `FLUSHED 3`.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "crashfs is dev-only: a FUSE test harness that writes its fixtures directly"
+)]
 
 use std::io::Write;
 use std::sync::Arc;
