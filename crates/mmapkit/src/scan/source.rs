@@ -160,6 +160,15 @@ pub(crate) fn open_regular(path: &Path, why: &str) -> Result<File> {
     Ok(file)
 }
 
+/// The whole of the regular file `path` (an output read back).
+pub(crate) fn read_regular(path: &Path) -> Result<Vec<u8>> {
+    let mut b = Vec::new();
+    open_regular(path, "read whole")?
+        .read_to_end(&mut b)
+        .map_err(|e| Error::io(path, "read", e))?;
+    Ok(b)
+}
+
 /// Whether the file lives on procfs or sysfs.
 pub(crate) fn pseudo_fs(file: &File) -> bool {
     matches!(crate::map::fs_type(file), Some(PROC_SUPER_MAGIC | SYSFS_MAGIC))

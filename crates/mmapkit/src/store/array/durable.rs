@@ -53,7 +53,10 @@ fn boot_id() -> [u8; BOOT_LEN] {
     #[cfg(not(feature = "test-hooks"))]
     let hook = None;
     let id = hook
-        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok())
+        .or_else(|| {
+            let b = crate::fs::read_small(Path::new("/proc/sys/kernel/random/boot_id"), 64);
+            Some(String::from_utf8_lossy(&b.ok()??).into_owned())
+        })
         .unwrap_or_default();
     let mut b = [0u8; BOOT_LEN];
     let id = id.trim().as_bytes();
