@@ -1,12 +1,11 @@
 //! `mmapkit log init|append|read|stat|verify|truncate|purge|serve|follow DIR ...`: the
 //! commit log (`mmapkit::log`) from the shell.
 
-use std::io::{self, BufRead, BufWriter, Read, Write};
+use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
 use clap::{Args, Subcommand, ValueEnum};
-use mmapkit::log::{CommitLog, LogOptions, SyncMode};
+use mmapkit::log::{CommitLog, LogOptions, RecordFormat, RecordReader, SyncMode};
 
 use crate::common::{Progress, ThreadsArg, EXIT_NO_MATCH, EXIT_OK};
 
@@ -331,68 +330,41 @@ fn append(
     batch: usize,
     json: bool,
 ) -> anyhow::Result<u8> {
-    let stdin = io::stdin();
-    let mut input = io::BufReader::with_capacity(1 << 20, stdin.lock());
+    let format = if records { RecordFormat::LengthPrefixed } else { RecordFormat::Lines };
+    let mut input = RecordReader::open(Path::new("-"), format)?;
     let mut buf: Vec<(u64, Vec<u8>)> = Vec::with_capacity(batch);
     let (mut first, mut count) = (None, 0u64);
-    let mut offset = 0u64;
-    let flush = |buf: &mut Vec<(u64, Vec<u8>)>,
-                 first: &mut Option<u64>,
-                 count: &mut u64|
-     -> anyhow::Result<()> {
-        if !buf.is_empty() {
-            let f = log.append(buf)?;
-            first.get_or_insert(f);
-            *count += buf.len() as u64;
+    let failed = loop {
+        let (end, failed) = match input.next_record() {
+            Ok(Some(entry)) => {
+                buf.push((term, entry));
+                (false, None)
+            }
+            Ok(None) => (true, None),
+            Err(e) => (true, Some(e)),
+        };
+        // Whole batches only: the batch holding a bad record is not appended.
+        if buf.len() >= batch || (end && failed.is_none() && !buf.is_empty()) {
+            first.get_or_insert(log.append(&buf)?);
+            count += buf.len() as u64;
             buf.clear();
         }
-        Ok(())
+        if end {
+            break failed;
+        }
     };
-    loop {
-        let mut entry = Vec::new();
-        if records {
-            let mut len = [0u8; 4];
-            let got = read_full(&mut input, &mut len).context("reading stdin")?;
-            if got == 0 {
-                break;
-            }
-            let appended = match first {
-                Some(f) => format!(
+    if let Some(e) = failed {
+        let appended = match first {
+            Some(f) => {
+                format!(
                     "entries {f}..{} were appended, the batch holding it was not",
                     f + count - 1
-                ),
-                None => "nothing was appended".to_owned(),
-            };
-            if got < 4 {
-                anyhow::bail!(
-                    "stdin: input ends inside the length prefix of record {} (byte {offset}: {got} of 4 bytes); {appended}",
-                    count + buf.len() as u64 + 1
-                );
+                )
             }
-            let n = u32::from_le_bytes(len) as u64;
-            (&mut input).take(n).read_to_end(&mut entry).context("reading stdin")?;
-            if entry.len() as u64 != n {
-                anyhow::bail!(
-                    "stdin: record {} (byte {offset}) of {n} bytes is cut short after {} bytes; {appended}",
-                    count + buf.len() as u64 + 1,
-                    entry.len()
-                );
-            }
-            offset += 4 + n;
-        } else {
-            if input.read_until(b'\n', &mut entry).context("reading stdin")? == 0 {
-                break;
-            }
-            if entry.last() == Some(&b'\n') {
-                entry.pop();
-            }
-        }
-        buf.push((term, entry));
-        if buf.len() >= batch {
-            flush(&mut buf, &mut first, &mut count)?;
-        }
+            None => "nothing was appended".to_owned(),
+        };
+        anyhow::bail!("{e}; {appended}");
     }
-    flush(&mut buf, &mut first, &mut count)?;
     let first = first.unwrap_or(log.last_index() + 1);
     let last = first + count - 1;
     if json {
@@ -404,20 +376,6 @@ fn append(
         println!("{first} {last}");
     }
     Ok(EXIT_OK)
-}
-
-/// Reads until `buf` is full or the input ends; returns the bytes read.
-fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
-    let mut got = 0;
-    while got < buf.len() {
-        match r.read(&mut buf[got..]) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(got)
 }
 
 fn read(

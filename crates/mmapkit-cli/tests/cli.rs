@@ -1,4 +1,5 @@
 //! End-to-end tests of the `mmapkit` binary.
+#![allow(clippy::disallowed_methods, reason = "integration tests write their fixtures directly")]
 
 use std::fs;
 use std::io::Write;

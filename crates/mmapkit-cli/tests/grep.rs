@@ -1,6 +1,7 @@
 //! `mmapkit grep` against GNU grep (`LC_ALL=C grep -a -E`), byte for byte,
 //! over generated corpora, under several strategies, thread counts and
 //! window sizes.
+#![allow(clippy::disallowed_methods, reason = "integration tests write their fixtures directly")]
 
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -5,6 +5,7 @@
 //! option sets. Where GNU grep is intentionally not matched (the walk
 //! order of -r, the wording of the binary-file message on stderr), the
 //! documented behaviour is tested instead.
+#![allow(clippy::disallowed_methods, reason = "integration tests write their fixtures directly")]
 
 use std::fs;
 use std::path::Path;

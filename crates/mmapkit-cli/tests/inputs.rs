@@ -1,6 +1,7 @@
 //! Inputs that are not plain regular files (stdin, `-`, `/dev/stdin`,
 //! FIFOs, /proc and /sys files whose size reads as 0), escapes, and the
 //! order of output and error lines in one pipe.
+#![allow(clippy::disallowed_methods, reason = "integration tests write their fixtures directly")]
 
 use std::fs;
 use std::io::Write;

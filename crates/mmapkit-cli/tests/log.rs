@@ -1,4 +1,5 @@
 //! End-to-end tests of `mmapkit log ...`.
+#![allow(clippy::disallowed_methods, reason = "integration tests write their fixtures directly")]
 
 use std::path::{Path, PathBuf};
 use std::process::Output;

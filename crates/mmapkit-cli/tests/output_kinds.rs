@@ -8,6 +8,7 @@
 //! The read-only directory is a read-only bind mount (as root, chmod 555
 //! does not stop writes): EROFS. Skipped, with the reason printed, when the
 //! mount is not possible.
+#![allow(clippy::disallowed_methods, reason = "integration tests write their fixtures directly")]
 
 use std::collections::BTreeMap;
 use std::fs;

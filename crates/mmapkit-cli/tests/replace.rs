@@ -1,4 +1,5 @@
 //! End-to-end tests of `mmapkit replace`, `keep-lines` and `head --in-place`.
+#![allow(clippy::disallowed_methods, reason = "integration tests write their fixtures directly")]
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;

@@ -1,6 +1,7 @@
 //! `mmapkit log serve` / `mmapkit log follow` as processes: a follower
 //! SIGKILLed mid-catch-up resumes with nothing lost or duplicated, clean
 //! stops on signals, and the server's memory with 64 followers.
+#![allow(clippy::disallowed_methods, reason = "integration tests write their fixtures directly")]
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;

@@ -31,6 +31,7 @@
 //! (printed, with every fault, so a failure can be replayed; the processes'
 //! timing still varies), `MMAPKIT_FAULT_SECONDS` the length of the fault
 //! phase (default 60 s; the whole test takes about 65 s on 2 cores).
+#![allow(clippy::disallowed_methods, reason = "integration tests write their fixtures directly")]
 
 mod common;
 

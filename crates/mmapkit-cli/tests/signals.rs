@@ -4,6 +4,7 @@
 //! byte-identical to the original or the complete new content, and no
 //! temporary file left. × SIGKILL: a temp file may remain, and the next run
 //! against the same target removes it, but never a live process's.
+#![allow(clippy::disallowed_methods, reason = "integration tests write their fixtures directly")]
 
 use std::fs;
 use std::io::Write;

@@ -82,6 +82,10 @@
 //! survivors per crash point. Without FUSE (not root, no `/dev/fuse`) every
 //! test prints `SKIPPED: reason` and returns.
 #![forbid(unsafe_code)]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "crashfs is dev-only: a FUSE test harness that writes its fixtures directly"
+)]
 
 mod fs;
 mod model;

@@ -1,4 +1,5 @@
 //! The crash file system itself: what survives a simulated power loss.
+#![allow(clippy::disallowed_methods, reason = "integration tests write their fixtures directly")]
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;

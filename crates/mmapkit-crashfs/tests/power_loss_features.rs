@@ -6,6 +6,7 @@
 //! commit protocol lives in `python/mmapkit/features.py`); they run with
 //! the project's `.venv` (or `MMAPKIT_TEST_PYTHON`), and the matrix is
 //! skipped, saying why, where that cannot import mmapkit.
+#![allow(clippy::disallowed_methods, reason = "integration tests write their fixtures directly")]
 
 mod common;
 

@@ -1,5 +1,6 @@
 //! Power-loss matrices of the whole-file promises: RecordWriter
 //! `finish()` with sync, ArrayStore `flush`, `mmapkit replace --sync`.
+#![allow(clippy::disallowed_methods, reason = "integration tests write their fixtures directly")]
 
 mod common;
 

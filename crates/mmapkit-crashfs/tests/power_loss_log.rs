@@ -1,6 +1,7 @@
 //! Power-loss matrix of the commit log: `sync=batch` keeps every
 //! acknowledged entry through any crash; `sync=never` (the negative
 //! control) must lose some.
+#![allow(clippy::disallowed_methods, reason = "integration tests write their fixtures directly")]
 
 mod common;
 

@@ -8,6 +8,7 @@
 //! The workload is this test binary run again (`workload` below, under
 //! `MMAPKIT_RAFT_WORKLOAD`), so the crash file system's crate needs
 //! mmapkit-raft only as a dev-dependency.
+#![allow(clippy::disallowed_methods, reason = "integration tests write their fixtures directly")]
 
 mod common;
 

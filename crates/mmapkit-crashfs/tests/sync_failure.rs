@@ -2,6 +2,7 @@
 //! fsync fail with EIO and drops the writes it should have made durable,
 //! as a disk's writeback error does; a later fsync then succeeds without
 //! bringing them back ("fsyncgate").
+#![allow(clippy::disallowed_methods, reason = "integration tests write their fixtures directly")]
 
 use std::fs::{self, File};
 use std::io::Write;

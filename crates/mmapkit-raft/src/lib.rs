@@ -23,6 +23,7 @@
 //! # Ok::<(), mmapkit_raft::Error>(())
 //! ```
 #![forbid(unsafe_code)]
+#![cfg_attr(test, allow(clippy::disallowed_methods, reason = "test fixtures are written directly"))]
 
 pub mod kv;
 pub mod log_store;

@@ -385,7 +385,7 @@ fn remove_other_generations(dir: &Path, keep: u64) -> Result<()> {
         };
         if gen != keep {
             let p = ent.path();
-            std::fs::remove_dir_all(&p).map_err(|e| Error::Io(p, "remove", e))?;
+            mmapkit::fs::remove_dir_all(&p)?;
             removed = true;
         }
     }

@@ -42,13 +42,7 @@ pub(crate) struct Slot {
 impl Slot {
     /// Opens (creating) the slot file at `path`.
     pub(crate) fn open(path: &Path) -> Result<Slot> {
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .map_err(|e| Error::Io(path.to_owned(), "open", e))?;
+        let file = mmapkit::fs::open_in_place(path, mmapkit::fs::InPlace::Create)?;
         Ok(Slot { path: path.to_owned(), file })
     }
 

@@ -4,6 +4,7 @@
 //! logs and identical state. Also: large values and snapshots, the
 //! token, paged log listing, a leader without quorum, linearizable reads,
 //! compare-and-set, forwarding, and peers' source addresses.
+#![allow(clippy::disallowed_methods, reason = "integration tests write their fixtures directly")]
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};

@@ -1,6 +1,7 @@
 //! The log store's own promises beyond openraft's suite: what survives a
 //! reopen, crash leftovers, contiguity errors, the flush callback after a
 //! sync, and readers racing purges and truncations.
+#![allow(clippy::disallowed_methods, reason = "integration tests write their fixtures directly")]
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

@@ -1,5 +1,6 @@
 //! openraft's own conformance suite on mmapkit's log store and the KV
 //! state machine, each test in a fresh temp directory.
+#![allow(clippy::disallowed_methods, reason = "integration tests write their fixtures directly")]
 
 use mmapkit_raft::kv::{KvConfig, KvStateMachine};
 use mmapkit_raft::{LogStore, StoreOptions};

@@ -19,6 +19,7 @@
 //! JSON line: `{"entries", "bytes" (payload), "seconds"}`. `one-entry` is
 //! the follower asking one entry per request; `loopback` fetches
 //! `entries * (24 + bytes)` bytes as one body.
+#![allow(clippy::disallowed_methods, reason = "examples write their demo files directly")]
 
 use std::path::Path;
 use std::sync::Arc;

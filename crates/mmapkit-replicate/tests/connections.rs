@@ -2,6 +2,7 @@
 //! open connections, shutdown with connections open, long polls on a
 //! read-only log (one poller), token and URL checks. All tests together
 //! hold about 400 sockets at most (both ends), within `ulimit -n` 1024.
+#![allow(clippy::disallowed_methods, reason = "integration tests write their fixtures directly")]
 
 mod common;
 

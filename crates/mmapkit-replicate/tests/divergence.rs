@@ -2,6 +2,7 @@
 //! leader and never wipes itself: log identity, exact log matching through
 //! the truncation history, only positive evidence acted on, and a server
 //! whose view of a log another process writes never goes backwards.
+#![allow(clippy::disallowed_methods, reason = "integration tests write their fixtures directly")]
 
 mod common;
 

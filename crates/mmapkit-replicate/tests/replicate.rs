@@ -1,5 +1,6 @@
 //! Serve/follow end to end: catch-up, resume, log matching, faults,
 //! HTTP errors, tokens.
+#![allow(clippy::disallowed_methods, reason = "integration tests write their fixtures directly")]
 
 mod common;
 

@@ -1,5 +1,6 @@
 //! Measures copying a file's bytes out of a fresh map three ways
 //! (used to pick `Map::read_at`'s strategy): cargo run --release --example copy_strategies FILE
+#![allow(clippy::disallowed_methods, reason = "examples write their demo files directly")]
 use std::os::unix::fs::FileExt;
 use std::time::Instant;
 

@@ -1,5 +1,6 @@
 //! Does pre-populating page tables per window speed up a mapped scan?
 //! cargo run --release --example fault_cost FILE
+#![allow(clippy::disallowed_methods, reason = "examples write their demo files directly")]
 use std::time::Instant;
 
 use mmapkit::map::{Advice, Map, Mode};

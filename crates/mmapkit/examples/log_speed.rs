@@ -4,6 +4,7 @@
 //! batch. `cargo run --release --example log_speed [DIR]` (DIR: a
 //! directory on the disk to test; default a temporary one). `LOG_SPEED_REPS=5`
 //! repeats the no-sync run (the machine may be busy: take the best).
+#![allow(clippy::disallowed_methods, reason = "examples write their demo files directly")]
 
 use std::time::Instant;
 

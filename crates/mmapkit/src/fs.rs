@@ -1,4 +1,6 @@
-//! Atomic output: the one way mmapkit creates or replaces a file.
+//! Atomic output: the one way mmapkit creates or replaces a file (and the
+//! one module that opens files for writing in place, renames and removes
+//! them: `clippy.toml` forbids the `std::fs` calls everywhere else).
 //!
 //! Every writer (k-mer output, [`RecordWriter`](crate::writer::RecordWriter),
 //! [`StreamWriter`](crate::writer::StreamWriter), `ArrayStore::create`,
@@ -23,6 +25,11 @@
 //!   deletes them. A temp file of a process that no longer exists (killed
 //!   with SIGKILL, power loss) is removed by the next run that writes the
 //!   same target; a live process's temp files are never touched.
+
+#![allow(
+    clippy::disallowed_methods,
+    reason = "fs is the module that creates, replaces, renames and removes files"
+)]
 
 use std::ffi::OsStr;
 use std::fs::{self, File, Metadata, OpenOptions};
@@ -112,12 +119,20 @@ fn live() -> std::sync::MutexGuard<'static, Option<Vec<(u64, PathBuf)>>> {
 /// so a signal's cleanup either sees it or runs before it exists (and then
 /// no file is created).
 fn create_registered(path: &Path) -> io::Result<(File, u64)> {
+    register(path, || {
+        OpenOptions::new().read(true).write(true).create_new(true).mode(0o666).open(path)
+    })
+}
+
+/// Runs `make` (which creates `path`) and registers `path`, under the
+/// registry lock (see [`create_registered`]).
+fn register(path: &Path, make: impl FnOnce() -> io::Result<File>) -> io::Result<(File, u64)> {
     static ID: AtomicU64 = AtomicU64::new(0);
     let mut live = live();
     let Some(list) = live.as_mut() else {
         return Err(io::Error::from_raw_os_error(libc::EINTR));
     };
-    let file = OpenOptions::new().read(true).write(true).create_new(true).mode(0o666).open(path)?;
+    let file = make()?;
     let id = ID.fetch_add(1, Ordering::Relaxed);
     list.push((id, path.to_owned()));
     Ok((file, id))
@@ -185,6 +200,28 @@ impl TempFile {
                         return Err(Error::io(&dir, "create a temporary file in the directory", e));
                     }
                 }
+            }
+        }
+    }
+
+    /// A new name for the existing file `src` (a hard link) under a temp
+    /// name beside `target`, registered like any temp file: renamed over
+    /// `target` it replaces that atomically with `src`'s inode (a backup
+    /// that shares the original's blocks). A file system without hard links
+    /// gives the link's error (EPERM, EOPNOTSUPP, EMLINK, EXDEV) naming
+    /// `target`.
+    pub fn link_of(src: &Path, target: &Path) -> Result<TempFile> {
+        remove_stale_temp_files_of(target);
+        loop {
+            let path = temp_path(target);
+            let made = register(&path, || {
+                fs::hard_link(src, &path)?;
+                File::open(&path)
+            });
+            match made {
+                Ok((file, id)) => return Ok(TempFile { path, file, id, done: false }),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(Error::io(target, "link", e)),
             }
         }
     }
@@ -273,11 +310,7 @@ impl Drop for TempFile {
 /// [`Error::Corrupt`]. Opened `O_NONBLOCK` (a FIFO under the name does
 /// not block the open) and refused unless it is a regular file.
 pub fn read_small(path: &Path, max: u64) -> Result<Option<Vec<u8>>> {
-    let file = match OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)
-    {
+    let file = match crate::scan::source::open_nonblocking(path, 0) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(Error::io(path, "open", e)),
@@ -323,6 +356,62 @@ pub fn create_dir_durably(dir: &Path) -> Result<()> {
 /// Makes directory entry changes (create, rename, unlink) durable.
 pub fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir).and_then(|d| d.sync_all()).map_err(|e| Error::io(dir, "fsync (directory)", e))
+}
+
+// ----- files changed in place, renames and removals -------------------
+
+/// How [`open_in_place`] opens a file that is used where it is (mapped,
+/// edited, extended, locked) rather than replaced through a temp file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InPlace {
+    /// Read only.
+    Read,
+    /// Read and write an existing file.
+    Write,
+    /// Read and write, creating the file if it is missing (never truncating).
+    Create,
+    /// Read and write, created if missing and emptied if not.
+    Truncate,
+}
+
+/// Opens `path` for use in place (see [`InPlace`]); errors name the path.
+pub fn open_in_place(path: &Path, how: InPlace) -> Result<File> {
+    let write = how != InPlace::Read;
+    OpenOptions::new()
+        .read(true)
+        .write(write)
+        .create(matches!(how, InPlace::Create | InPlace::Truncate))
+        .truncate(how == InPlace::Truncate)
+        .custom_flags(libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| Error::io(path, "open", e))
+}
+
+/// `rename(2)` of `from` to `to` (an error names `to`); not cut by a
+/// termination signal. The caller syncs the directories it needs durable.
+pub fn rename(from: &Path, to: &Path) -> Result<()> {
+    let _g = critical_section();
+    fs::rename(from, to).map_err(|e| Error::io(to, "rename", e))
+}
+
+/// Removes the file `path`: `Ok(false)` when there was none.
+pub fn remove_file(path: &Path) -> Result<bool> {
+    match fs::remove_file(path) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(Error::io(path, "unlink", e)),
+    }
+}
+
+/// Removes the directory `path` and everything in it.
+pub fn remove_dir_all(path: &Path) -> Result<()> {
+    fs::remove_dir_all(path).map_err(|e| Error::io(path, "remove", e))
+}
+
+/// Creates the directory `path` (its parent must exist; an existing one is
+/// EEXIST). Not synced: see [`create_dir_durably`].
+pub fn create_dir(path: &Path) -> Result<()> {
+    fs::create_dir(path).map_err(|e| Error::io(path, "mkdir", e))
 }
 
 // ----- output targets ----------------------------------------------------

@@ -66,6 +66,43 @@ fn hard_link_replaces_only_the_name_written() {
     assert_eq!(fs::read(d.path().join("b")).unwrap(), b"old");
 }
 
+/// A backup's hard link is made under a registered temp name: a signal's
+/// cleanup removes it (it used to be an unregistered name left behind),
+/// and renamed into place it is the original's inode.
+#[test]
+fn link_of_is_a_registered_temp_file_of_the_same_inode() {
+    use std::os::unix::fs::MetadataExt;
+    let d = tempfile::tempdir().unwrap();
+    let (orig, bak) = (d.path().join("f"), d.path().join("f.bak"));
+    fs::write(&orig, b"data").unwrap();
+    fs::write(&bak, b"older backup").unwrap();
+    let t = TempFile::link_of(&orig, &bak).unwrap();
+    assert!(live_temp_files().contains(&t.path().to_path_buf()));
+    assert_eq!(temps_in(d.path()), [t.path().to_path_buf()]);
+    drop(t);
+    assert!(temps_in(d.path()).is_empty(), "removed on drop");
+    TempFile::link_of(&orig, &bak).unwrap().rename_to(&bak, true).unwrap();
+    assert_eq!(fs::metadata(&bak).unwrap().ino(), fs::metadata(&orig).unwrap().ino());
+    assert!(temps_in(d.path()).is_empty());
+    let e = TempFile::link_of(&d.path().join("missing"), &bak).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::ENOENT), "{e}");
+}
+
+#[test]
+fn in_place_opens_and_removals() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("f");
+    assert_eq!(open_in_place(&p, InPlace::Write).unwrap_err().raw_os_error(), Some(libc::ENOENT));
+    open_in_place(&p, InPlace::Create).unwrap().write_all(b"abc").unwrap();
+    open_in_place(&p, InPlace::Create).unwrap();
+    assert_eq!(fs::read(&p).unwrap(), b"abc", "Create keeps the content");
+    open_in_place(&p, InPlace::Truncate).unwrap();
+    assert_eq!(fs::read(&p).unwrap(), b"");
+    assert!(open_in_place(&p, InPlace::Read).unwrap().write_all(b"x").is_err());
+    assert!(remove_file(&p).unwrap());
+    assert!(!remove_file(&p).unwrap(), "a missing file is not an error");
+}
+
 #[test]
 fn fifo_directory_and_devices_are_refused_untouched() {
     let d = tempfile::tempdir().unwrap();

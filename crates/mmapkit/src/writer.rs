@@ -38,7 +38,7 @@
 //! (values padded to their field width), so a line of text is a
 //! fixed-width record too.
 
-use std::fs::{self, File};
+use std::fs::File;
 use std::io::{self, BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -414,7 +414,7 @@ impl RecordWriter {
             let path = self.path().map(Path::to_owned);
             self.finish()?;
             let path = path.expect("file writer has a path");
-            return fs::read(&path).map_err(|e| Error::io(&path, "read", e));
+            return crate::scan::source::read_regular(&path);
         }
         self.complete()?;
         let mut out = vec![0u8; self.map.len()];
@@ -612,7 +612,7 @@ impl StreamWriter {
             StreamDest::Memory(_) => unreachable!(),
         };
         self.finish()?;
-        fs::read(&path).map_err(|e| Error::io(&path, "read", e))
+        crate::scan::source::read_regular(&path)
     }
 }
 

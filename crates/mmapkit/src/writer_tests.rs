@@ -1,5 +1,6 @@
 use super::*;
 use proptest::prelude::*;
+use std::fs;
 
 fn dir() -> tempfile::TempDir {
     tempfile::tempdir().unwrap()

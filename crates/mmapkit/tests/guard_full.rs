@@ -2,6 +2,7 @@
 //! that state is observable (a counter, `is_protected`, a warning) instead
 //! of silent. Its own test binary: the table size is read from the
 //! environment once per process.
+#![allow(clippy::disallowed_methods, reason = "integration tests write their fixtures directly")]
 
 use mmapkit::map::{guard_stats, Map};
 

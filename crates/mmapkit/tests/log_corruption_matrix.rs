@@ -24,6 +24,7 @@
 //! the quarantine file, byte for byte.
 //!
 //! Run with `--nocapture` to see the counts per shape and outcome.
+#![allow(clippy::disallowed_methods, reason = "integration tests write their fixtures directly")]
 
 use std::collections::BTreeMap;
 use std::panic::AssertUnwindSafe;

@@ -6,6 +6,7 @@
 //! that was never appended, and that indexes are contiguous.
 //!
 //! `MMAPKIT_CRASH_ROUNDS` overrides the number of kills (default 120).
+#![allow(clippy::disallowed_methods, reason = "integration tests write their fixtures directly")]
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;

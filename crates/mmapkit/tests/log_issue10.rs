@@ -1,6 +1,7 @@
 //! Regressions of issue 10 in the commit log: acknowledged appends that
 //! made the log unopenable, the forgotten segment size, and corruption
 //! taken for a torn tail.
+#![allow(clippy::disallowed_methods, reason = "integration tests write their fixtures directly")]
 
 use mmapkit::log::{CommitLog, LogOptions, SyncMode};
 use mmapkit::Error;

@@ -1,6 +1,7 @@
 //! Recovery of the commit log from damaged files: the tail cut (zeroed or
 //! truncated) at every offset of the last batch, every byte of the last
 //! batch flipped, a flipped byte in sealed data, and a full file system.
+#![allow(clippy::disallowed_methods, reason = "integration tests write their fixtures directly")]
 
 use std::path::{Path, PathBuf};
 

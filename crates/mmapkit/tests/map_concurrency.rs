@@ -1,4 +1,5 @@
 //! Integration tests of the map's cross-thread and cross-process promises.
+#![allow(clippy::disallowed_methods, reason = "integration tests write their fixtures directly")]
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};

@@ -2,6 +2,7 @@
 //! log truncates them away and reuses the space (they are slices of the
 //! segment's mapping: a rewrite below the seal goes to a copy of the
 //! segment while they are alive).
+#![allow(clippy::disallowed_methods, reason = "integration tests write their fixtures directly")]
 
 use mmapkit::log::{CommitLog, LogOptions};
 

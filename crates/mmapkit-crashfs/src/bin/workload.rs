@@ -16,6 +16,10 @@
 //! `array-create PATH`: ArrayStore::create over an existing store, then
 //!   appends and flushes rows 0..3; `CREATED`, `FLUSHED 3`.
 #![forbid(unsafe_code)]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "crashfs is dev-only: a FUSE test harness that writes its fixtures directly"
+)]
 
 use std::io::Write;
 use std::sync::Arc;

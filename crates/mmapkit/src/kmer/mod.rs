@@ -67,8 +67,9 @@ use rayon::prelude::*;
 use crate::dtype::DType;
 use crate::exec::{Progress, Threads};
 use crate::fs::{AtomicFile, Target};
+use crate::map::{pread_full, read_full};
 use crate::map::{Advice, Map, Mode as MapMode};
-use crate::scan::source::{label, open_input, pread_full, Opened};
+use crate::scan::source::{label, open_input, Opened};
 use crate::writer::{HeaderSpec, LineFormat, RecordWriter, StreamWriter, WriterOptions};
 use crate::{Error, Result};
 use parse::{Block, Caps, Counting, Input, Reader};
@@ -481,16 +482,9 @@ fn open_source(path: &Path, progress: &Progress) -> Result<Source> {
         }
         Opened::Stream(r) => {
             let mut r = Counting { inner: r, counter: progress };
-            let mut head = Vec::with_capacity(2);
-            while head.len() < 2 {
-                let mut b = [0u8; 2];
-                match r.read(&mut b[..2 - head.len()]) {
-                    Ok(0) => break,
-                    Ok(k) => head.extend_from_slice(&b[..k]),
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(Error::io(name, "read", e)),
-                }
-            }
+            let mut head = [0u8; 2];
+            let got = read_full(&mut r, &mut head).map_err(|e| Error::io(name, "read", e))?;
+            let head = head[..got].to_vec();
             let gz = head == GZIP_MAGIC;
             Ok(Source::Stream { r: Box::new(std::io::Cursor::new(head).chain(r)), gz })
         }

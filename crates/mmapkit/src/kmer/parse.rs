@@ -292,27 +292,17 @@ impl<'a> Reader<'a> {
                 let want = buf.len().max(1 << 20);
                 let old = buf.len();
                 buf.resize(old + want, 0);
-                let mut got = 0;
-                while got < want {
-                    match r.read(&mut buf[old + got..]) {
-                        Ok(0) => {
-                            *eof = true;
-                            break;
-                        }
-                        Ok(k) => got += k,
-                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                        Err(e) => {
-                            let what = if e.kind() == std::io::ErrorKind::InvalidInput
-                                || e.kind() == std::io::ErrorKind::InvalidData
-                            {
-                                "decompress"
-                            } else {
-                                "read"
-                            };
-                            return Err(Error::io(self.path, what, e));
-                        }
-                    }
-                }
+                let got = crate::map::read_full(r, &mut buf[old..]).map_err(|e| {
+                    let what = if e.kind() == std::io::ErrorKind::InvalidInput
+                        || e.kind() == std::io::ErrorKind::InvalidData
+                    {
+                        "decompress"
+                    } else {
+                        "read"
+                    };
+                    Error::io(self.path, what, e)
+                })?;
+                *eof = got < want;
                 buf.truncate(old + got);
             },
         }

@@ -26,7 +26,7 @@
 //!   is completed by the next writable open.
 
 use std::fs::File;
-use std::io::{ErrorKind as IoKind, Read, Write};
+use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
@@ -106,12 +106,8 @@ impl Cuts {
 /// Reads the log's id (`None` when the file does not exist).
 pub(super) fn read_id(dir: &Path) -> Result<Option<Arc<str>>> {
     let p = dir.join(ID_FILE);
-    let mut s = String::new();
-    match File::open(&p).and_then(|f| f.take(256).read_to_string(&mut s)) {
-        Ok(_) => {}
-        Err(e) if e.kind() == IoKind::NotFound => return Ok(None),
-        Err(e) => return Err(Error::io(&p, "read", e)),
-    }
+    let Some(b) = crate::fs::read_small(&p, 256)? else { return Ok(None) };
+    let s = String::from_utf8_lossy(&b);
     let id = s.trim_end_matches('\n');
     if id.len() != 32 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(Error::Corrupt { path: p, detail: "the log id is not 32 hex digits".into() });
@@ -125,9 +121,16 @@ pub(super) fn ensure_id(dir: &Path) -> Result<Arc<str>> {
         return Ok(id);
     }
     let mut raw = [0u8; 16];
-    File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut raw))
-        .map_err(|e| Error::io(Path::new("/dev/urandom"), "read", e))?;
+    let urandom = Path::new("/dev/urandom");
+    let got = match crate::scan::source::open_input(urandom)? {
+        crate::scan::source::Opened::Stream(mut r) => crate::map::read_full(&mut r, &mut raw),
+        crate::scan::source::Opened::File { file, .. } => {
+            crate::map::pread_full(&file, &mut raw, 0)
+        }
+    };
+    if got.map_err(|e| Error::io(urandom, "read", e))? < raw.len() {
+        return Err(Error::io(urandom, "read", std::io::ErrorKind::UnexpectedEof.into()));
+    }
     let id: String = raw.iter().map(|b| format!("{b:02x}")).collect();
     let p = dir.join(ID_FILE);
     let mut tmp = crate::fs::TempFile::beside(&p)?;
@@ -220,17 +223,10 @@ impl CutsFile {
         Ok(f)
     }
 
-    #[allow(clippy::disallowed_methods)] // the log's own append-only file
     fn handle(&mut self) -> Result<&File> {
         if self.file.is_none() {
             let existed = self.path.exists();
-            let file = std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .open(&self.path)
-                .map_err(|e| Error::io(&self.path, "open", e))?;
+            let file = crate::fs::open_in_place(&self.path, crate::fs::InPlace::Create)?;
             if !existed {
                 file.sync_all().map_err(|e| Error::io(&self.path, "fsync", e))?;
                 crate::fs::sync_dir(crate::fs::parent(&self.path))?;

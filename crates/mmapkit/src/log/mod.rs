@@ -69,6 +69,7 @@ mod identity;
 mod open;
 mod options;
 mod read;
+mod records;
 mod segment;
 #[cfg(test)]
 mod tests;
@@ -82,6 +83,7 @@ pub use options::{
     LogOptions, LogStat, Recovery, SegmentInfo, SyncMode, UnreadableTail, VerifyReport,
 };
 pub use read::{Entries, Entry, LogEntry};
+pub use records::{RecordFormat, RecordReader};
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;

@@ -74,7 +74,7 @@ pub(super) fn quarantine_file(dir: &Path, p: &Path) -> Result<()> {
     let q = quarantine_dir(dir);
     crate::fs::create_dir_durably(&q)?;
     let to = q.join(p.file_name().unwrap_or_default());
-    std::fs::rename(p, &to).map_err(|e| Error::io(p, "rename", e))?;
+    crate::fs::rename(p, &to)?;
     sync_dir(&q)?;
     sync_dir(dir)
 }
@@ -107,7 +107,7 @@ pub(super) fn load(dir: &Path, opts: &LogOptions, reuse: &[Seg]) -> Result<Loade
             inos.push(((first, gen), ent.ino()));
         } else if writable && name.ends_with(".seg.tmp") {
             // A segment whose creation a crash interrupted.
-            let _ = std::fs::remove_file(ent.path());
+            let _ = crate::fs::remove_file(&ent.path());
         }
     }
     found.sort();
@@ -208,14 +208,8 @@ pub(super) fn load(dir: &Path, opts: &LogOptions, reuse: &[Seg]) -> Result<Loade
             )));
         }
         let p = tail.path();
-        std::fs::OpenOptions::new()
-            .write(true)
-            .open(&p)
-            .and_then(|f| {
-                f.set_len(want)?;
-                f.sync_all()
-            })
-            .map_err(|e| Error::io(&p, "extend", e))?;
+        let f = crate::fs::open_in_place(&p, crate::fs::InPlace::Write)?;
+        f.set_len(want).and_then(|()| f.sync_all()).map_err(|e| Error::io(&p, "extend", e))?;
         tail = Arc::new(SegFile::open(p, tail.first, tail.gen(), true)?);
         segs.last_mut().expect("one segment").file = tail.clone();
         extended = want - have;
@@ -317,7 +311,7 @@ fn create_new(dir: &Path, opts: &LogOptions) -> Result<()> {
     let parent = crate::fs::parent(dir);
     crate::fs::create_dir_durably(parent)?;
     let tmp = crate::fs::temp_path(dir);
-    std::fs::create_dir(&tmp).map_err(|e| Error::io(&tmp, "mkdir", e))?;
+    crate::fs::create_dir(&tmp)?;
     let built = (|| {
         let size = new_seg_size(opts);
         SegFile::create(&tmp, opts.first_index, 1, size, size)?;
@@ -327,16 +321,16 @@ fn create_new(dir: &Path, opts: &LogOptions) -> Result<()> {
     let placed = built.and_then(|()| {
         // rename(2) replaces an empty directory atomically; a non-empty
         // one (another process made the log meanwhile) is kept.
-        match std::fs::rename(&tmp, dir) {
+        match crate::fs::rename(&tmp, dir) {
             Ok(()) => sync_dir(parent),
             Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTEMPTY) | Some(libc::EEXIST)) => {
                 Ok(())
             }
-            Err(e) => Err(Error::io(dir, "rename", e)),
+            Err(e) => Err(e),
         }
     });
     if tmp.exists() {
-        let _ = std::fs::remove_dir_all(&tmp);
+        let _ = crate::fs::remove_dir_all(&tmp);
     }
     placed?;
     crate::fs::create_dir_durably(dir)
@@ -365,12 +359,7 @@ impl CommitLog {
         let registered = if writable { Some(WriterReg::register(&dir)?) } else { None };
         let lock_file = if writable {
             let p = dir.join("LOCK");
-            let f = std::fs::OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .open(&p)
-                .map_err(|e| Error::io(&p, "open", e))?;
+            let f = crate::fs::open_in_place(&p, crate::fs::InPlace::Create)?;
             // std's flock (stable since 1.89). A lock
             // released a moment ago can still be held by a child process
             // forked (by any thread) before it was closed, until that child

@@ -1,7 +1,6 @@
 //! Segment files: naming, creation (temp file + fallocate + rename), the
 //! generation bump by rename, and directory fsync.
 
-use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
@@ -116,7 +115,7 @@ impl SegFile {
     pub fn copy_for_rewrite(&self) -> Result<SegFile> {
         let path = self.path();
         let tmp = crate::fs::TempFile::beside(&path)?;
-        let mut src = File::open(&path).map_err(|e| Error::io(&path, "open", e))?;
+        let mut src = crate::scan::source::open_regular(&path, "a log segment")?;
         // copy_file_range under the hood: an in-kernel copy (a reflink
         // where the file system can).
         std::io::copy(&mut src, &mut tmp.file()).map_err(|e| Error::io(tmp.path(), "copy", e))?;
@@ -145,7 +144,7 @@ impl SegFile {
     pub fn bump_gen(&self, dir: &Path, gen: u32) -> Result<()> {
         let mut p = self.path.lock().unwrap_or_else(|e| e.into_inner());
         let new = dir.join(seg_name(self.first, gen));
-        std::fs::rename(&*p, &new).map_err(|e| Error::io(&p, "rename", e))?;
+        crate::fs::rename(&p, &new)?;
         sync_dir(dir)?;
         *p = new;
         self.gen.store(gen, Ordering::Release);

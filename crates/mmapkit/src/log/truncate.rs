@@ -78,7 +78,7 @@ impl CommitLog {
                 v
             };
             let p = victim.path();
-            std::fs::remove_file(&p).map_err(|e| Error::io(&p, "unlink", e))?;
+            crate::fs::remove_file(&p)?;
             sync_dir(&self.dir)?;
         }
         // Inside the (possibly new) tail.
@@ -257,7 +257,7 @@ impl CommitLog {
                 s.segs.remove(0).file
             };
             let p = victim.path();
-            std::fs::remove_file(&p).map_err(|e| Error::io(&p, "unlink", e))?;
+            crate::fs::remove_file(&p)?;
             sync_dir(&self.dir)?;
         }
         Ok(())

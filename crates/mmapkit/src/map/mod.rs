@@ -56,10 +56,9 @@ pub fn guard_stats() -> GuardStats {
     guard::stats()
 }
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::mem::MaybeUninit;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -67,7 +66,9 @@ use std::sync::{Mutex, OnceLock};
 use libc::c_int;
 
 pub use sys::page_size;
-pub(crate) use sys::{fadvise_sequential, fs_type, start_writeback, strerror};
+pub(crate) use sys::{
+    fadvise_sequential, fs_type, pread_full, read_full, retry_eintr, start_writeback, strerror,
+};
 
 use crate::{Error, Result};
 
@@ -271,13 +272,14 @@ impl MapOptions {
     pub fn open(&self, path: impl AsRef<Path>) -> Result<Map> {
         let path = path.as_ref();
         let writable = self.mode == Mode::ReadWrite;
-        let file = OpenOptions::new()
-            .read(true)
-            .write(writable)
-            .create(writable && self.create)
-            .truncate(writable && self.truncate)
-            .open(path)
-            .map_err(|e| Error::io(path, "open", e))?;
+        use crate::fs::InPlace;
+        let how = match (writable, self.create, self.truncate) {
+            (false, ..) => InPlace::Read,
+            (true, true, true) => InPlace::Truncate,
+            (true, true, false) => InPlace::Create,
+            (true, false, _) => InPlace::Write,
+        };
+        let file = crate::fs::open_in_place(path, how)?;
         let meta = file.metadata().map_err(|e| Error::io(path, "stat", e))?;
         if meta.is_dir() {
             return Err(Error::io(path, "map", std::io::Error::from_raw_os_error(libc::EISDIR)));
@@ -711,7 +713,7 @@ impl Map {
         self.readable()?;
         if buf.len() >= PREAD_MIN && self.is_shared() && !self.anonymous {
             self.check()?;
-            let n = sys::pread_full(&self.file, buf, self.offset + offset as u64)
+            let n = sys::pread_full_uninit(&self.file, buf, self.offset + offset as u64)
                 .map_err(|e| self.err("pread", e))?;
             if n < buf.len() {
                 return Err(Error::FileTruncated { path: self.path.clone() });
@@ -1304,18 +1306,7 @@ pub(crate) fn process_exists(pid: i32) -> bool {
 pub fn drop_cache(path: impl AsRef<Path>) -> Result<()> {
     let path = path.as_ref();
     // O_NONBLOCK: opening a FIFO must not hang waiting for a writer.
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|e| Error::io(path, "open", e))?;
-    let meta = file.metadata().map_err(|e| Error::io(path, "stat", e))?;
-    if meta.is_dir() {
-        return Err(Error::io(path, "evict", std::io::Error::from_raw_os_error(libc::EISDIR)));
-    }
-    if !meta.is_file() {
-        return Err(Error::not_a_file(path, "not a regular file"));
-    }
+    let file = crate::scan::source::open_regular(path, "only a file's pages are cached")?;
     file.sync_all().map_err(|e| Error::io(path, "fsync", e))?;
     sys::fadvise_dontneed(&file).map_err(|e| Error::io(path, "posix_fadvise", e))
 }

@@ -362,34 +362,68 @@ pub fn start_writeback(file: &File, offset: u64, len: u64) -> io::Result<()> {
     }
 }
 
-/// `pread` until `buf` is full or end of file; returns the bytes read.
-pub(super) fn pread_full(
+/// Runs `f` again while it fails with EINTR: the one retry loop for
+/// interrupted system calls.
+pub(crate) fn retry_eintr<T>(mut f: impl FnMut() -> io::Result<T>) -> io::Result<T> {
+    loop {
+        match f() {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            r => return r,
+        }
+    }
+}
+
+/// The one read-until-full loop: calls `step(done)` (which reads into the
+/// buffer from `done` on and returns how many bytes it got, 0 at the end)
+/// until `len` bytes are in or the input ends; EINTR is retried. Returns
+/// the bytes read.
+fn fill(len: usize, mut step: impl FnMut(usize) -> io::Result<usize>) -> io::Result<usize> {
+    let mut done = 0;
+    while done < len {
+        match retry_eintr(|| step(done))? {
+            0 => break,
+            n => done += n,
+        }
+    }
+    Ok(done)
+}
+
+/// `read` until `buf` is full or the input ends; returns the bytes read.
+pub(crate) fn read_full(r: &mut (impl io::Read + ?Sized), buf: &mut [u8]) -> io::Result<usize> {
+    fill(buf.len(), |done| r.read(&mut buf[done..]))
+}
+
+/// `pread` from `off` until `buf` is full or the file ends; returns the
+/// bytes read.
+pub(crate) fn pread_full(file: &File, buf: &mut [u8], off: u64) -> io::Result<usize> {
+    use std::os::unix::fs::FileExt;
+    fill(buf.len(), |done| file.read_at(&mut buf[done..], off + done as u64))
+}
+
+/// [`pread_full`] into uninitialised memory (no zeroing first).
+pub(super) fn pread_full_uninit(
     file: &File,
     buf: &mut [std::mem::MaybeUninit<u8>],
-    mut off: u64,
+    off: u64,
 ) -> io::Result<usize> {
-    let mut done = 0;
-    while done < buf.len() {
+    fill(buf.len(), |done| {
         let rest = &mut buf[done..];
         // SAFETY: `rest` is valid for writes of `rest.len()` bytes; pread
         // only writes initialised bytes into it.
         let n = unsafe {
-            libc::pread(file.as_raw_fd(), rest.as_mut_ptr().cast(), rest.len(), off as libc::off_t)
+            libc::pread(
+                file.as_raw_fd(),
+                rest.as_mut_ptr().cast(),
+                rest.len(),
+                (off + done as u64) as libc::off_t,
+            )
         };
         if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(n as usize)
         }
-        if n == 0 {
-            break;
-        }
-        done += n as usize;
-        off += n as u64;
-    }
-    Ok(done)
+    })
 }
 
 /// The file system type of `file` (`statfs` f_type), None when unknown.

@@ -534,13 +534,7 @@ pub(crate) fn stream_chunk(opts: &ScanOptions) -> usize {
 
 /// One `read`, retried on EINTR; errors name `label`.
 pub(crate) fn read_some(r: &mut dyn std::io::Read, buf: &mut [u8], label: &Path) -> Result<usize> {
-    loop {
-        match r.read(buf) {
-            Ok(g) => return Ok(g),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(Error::io(label, "read", e)),
-        }
-    }
+    crate::map::retry_eintr(|| r.read(buf)).map_err(|e| Error::io(label, "read", e))
 }
 
 /// Calls `on_match` with the offset of each leftmost non-overlapping

@@ -64,7 +64,7 @@
 //! leftmost-first like Perl and ripgrep. Regex mode always rewrites (even
 //! when lengths happen to match), since match lengths vary.
 
-use std::fs::{self, File, Metadata, OpenOptions};
+use std::fs::{self, File, Metadata};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::ops::ControlFlow;
 use std::os::unix::fs::{FileExt, MetadataExt};
@@ -204,13 +204,7 @@ pub fn replace(
     let writable = if ropts.dry_run {
         None
     } else {
-        Some(
-            OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open(path)
-                .map_err(|e| Error::io(path, "open", e))?,
-        )
+        Some(crate::fs::open_in_place(path, crate::fs::InPlace::Write)?)
     };
     if writable.is_some() {
         // Temp files of an earlier run that was killed (SIGKILL, power loss).
@@ -252,7 +246,7 @@ pub fn replace(
 pub fn keep_lines(path: impl AsRef<Path>, n: u64, opts: &ScanOptions) -> Result<KeepReport> {
     let path = path.as_ref();
     regular_file(path, "keep-lines")?;
-    let file = OpenOptions::new().write(true).open(path).map_err(|e| Error::io(path, "open", e))?;
+    let file = crate::fs::open_in_place(path, crate::fs::InPlace::Write)?;
     let meta = file.metadata().map_err(|e| Error::io(path, "stat", e))?;
     if !meta.is_file() {
         return Err(Error::not_a_file(path, "not a regular file"));
@@ -314,7 +308,7 @@ fn regular_file(path: &Path, op: &'static str) -> Result<Metadata> {
     // Sizes on procfs/sysfs are not contents (0 for /proc/meminfo): editing
     // would silently find nothing.
     if meta.len() == 0 || meta.len() == crate::map::page_size() as u64 {
-        let f = File::open(path).map_err(|e| Error::io(path, "open", e))?;
+        let f = super::source::open_nonblocking(path, 0).map_err(|e| Error::io(path, "open", e))?;
         if super::source::pseudo_fs(&f) {
             return Err(Error::not_a_file(
                 path,

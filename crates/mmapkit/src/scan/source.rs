@@ -16,10 +16,10 @@ use std::cell::RefCell;
 use std::fs::File;
 use std::io::Read;
 use std::os::fd::AsFd;
-use std::os::unix::fs::{FileExt, FileTypeExt};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use crate::map::{Advice, Map, Mode};
+use crate::map::{pread_full, Advice, Map, Mode};
 use crate::{Error, Result};
 
 /// How a file's bytes are brought in.
@@ -111,6 +111,7 @@ pub(crate) fn open_input(path: &Path) -> Result<Opened> {
             .map_err(|e| Error::io(label(path), "dup", e))?;
         return Ok(Opened::Stream(Box::new(File::from(fd))));
     }
+    #[allow(clippy::disallowed_methods, reason = "open_input is the one place inputs are opened")]
     let file = File::open(path).map_err(|e| Error::io(path, "open", e))?;
     let meta = file.metadata().map_err(|e| Error::io(path, "stat", e))?;
     let ft = meta.file_type();
@@ -128,6 +129,44 @@ pub(crate) fn open_input(path: &Path) -> Result<Opened> {
         return Err(Error::not_a_file(path, "not a regular file, pipe or character device"));
     }
     Ok(Opened::File { file, len: meta.len() })
+}
+
+/// Opens `path` read-only for a reader that then fstats what it got
+/// (headers, records, metadata files): `O_NONBLOCK`, so a FIFO planted
+/// under the name does not block the open, plus `extra` flags
+/// (`O_NOFOLLOW`). The raw error is returned for callers that treat a
+/// missing file as an answer.
+pub(crate) fn open_nonblocking(path: &Path, extra: libc::c_int) -> std::io::Result<File> {
+    #[allow(clippy::disallowed_methods, reason = "scan::source owns opening inputs")]
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC | extra)
+        .open(path)
+}
+
+/// Opens `path`, which must be a regular file (`why` says why, in the
+/// refusal): a directory is EISDIR, a FIFO, device or socket is refused
+/// unread. Everything after reads, fstats and maps through the one
+/// descriptor, so a name replaced meanwhile cannot mix two files.
+pub(crate) fn open_regular(path: &Path, why: &str) -> Result<File> {
+    let file = open_nonblocking(path, 0).map_err(|e| Error::io(path, "open", e))?;
+    let meta = file.metadata().map_err(|e| Error::io(path, "stat", e))?;
+    if meta.is_dir() {
+        return Err(Error::io(path, "open", std::io::Error::from_raw_os_error(libc::EISDIR)));
+    }
+    if !meta.file_type().is_file() {
+        return Err(Error::not_a_file(path, format!("not a regular file ({why})")));
+    }
+    Ok(file)
+}
+
+/// The whole of the regular file `path` (an output read back).
+pub(crate) fn read_regular(path: &Path) -> Result<Vec<u8>> {
+    let mut b = Vec::new();
+    open_regular(path, "read whole")?
+        .read_to_end(&mut b)
+        .map_err(|e| Error::io(path, "read", e))?;
+    Ok(b)
 }
 
 /// Whether the file lives on procfs or sysfs.
@@ -220,20 +259,4 @@ impl Source {
             }),
         }
     }
-}
-
-pub(crate) fn pread_full(file: &File, buf: &mut [u8], mut off: u64) -> std::io::Result<usize> {
-    let mut done = 0;
-    while done < buf.len() {
-        match file.read_at(&mut buf[done..], off) {
-            Ok(0) => break,
-            Ok(n) => {
-                done += n;
-                off += n as u64;
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(done)
 }

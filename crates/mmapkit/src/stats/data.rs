@@ -1,7 +1,6 @@
 //! Typed views of bytes and of mapped files, and dispatch over the dtype.
 
 use std::fs::File;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use super::source::{Streamed, BLOCK_BYTES};
@@ -114,15 +113,8 @@ impl<'a> Data<'a> {
 /// the file is the one already open, never the name again).
 fn is_npy(file: &File, path: &Path) -> Result<bool> {
     let mut magic = [0u8; 6];
-    let mut got = 0;
-    while got < magic.len() {
-        match file.read_at(&mut magic[got..], got as u64) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(Error::io(path, "read", e)),
-        }
-    }
+    let got =
+        crate::map::pread_full(file, &mut magic, 0).map_err(|e| Error::io(path, "read", e))?;
     Ok(&magic[..got] == b"\x93NUMPY")
 }
 
@@ -172,20 +164,8 @@ impl MappedArray {
         // One open; the magic, the header, the length and the mapping all
         // come through this descriptor, so a name replaced meanwhile (an
         // `ArrayStore::create` renames over it) cannot pair one file's
-        // header with another's data. O_NONBLOCK: opening a FIFO must not
-        // wait for a writer (it is refused below, unread).
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
-            .open(path)
-            .map_err(|e| Error::io(path, "open", e))?;
-        let meta = file.metadata().map_err(|e| Error::io(path, "stat", e))?;
-        if meta.is_dir() {
-            return Err(Error::io(path, "open", std::io::Error::from_raw_os_error(libc::EISDIR)));
-        }
-        if !meta.file_type().is_file() {
-            return Err(Error::not_a_file(path, "not a regular file (array files are mapped)"));
-        }
+        // header with another's data; a FIFO is refused unread.
+        let file = crate::scan::source::open_regular(path, "array files are mapped")?;
         let npy = dtype.is_none() || is_npy(&file, path)?;
         let (dtype, offset, count) = if !npy {
             (dtype.expect("raw files have a dtype"), offset, count)

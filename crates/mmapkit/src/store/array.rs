@@ -45,7 +45,7 @@
 //! trimming ([`ArrayStore::close`]) only removes unpublished capacity, a
 //! writer never takes pages away from a reader.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
 use std::ops::Range;
 use std::os::unix::fs::FileExt;
@@ -134,16 +134,7 @@ pub(crate) fn read_header(file: &File, path: &Path) -> Result<(Header, usize)> {
 }
 
 fn read_full(file: &File, buf: &mut [u8], path: &Path) -> Result<usize> {
-    let mut done = 0;
-    while done < buf.len() {
-        match file.read_at(&mut buf[done..], done as u64) {
-            Ok(0) => break,
-            Ok(n) => done += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(Error::io(path, "read", e)),
-        }
-    }
-    Ok(done)
+    crate::map::pread_full(file, buf, 0).map_err(|e| Error::io(path, "read", e))
 }
 
 /// Reads the header twice until two reads agree, so a read racing with a
@@ -187,22 +178,7 @@ fn trusted_rows(
 /// offset of the data.
 /// A FIFO or device is refused unread (and its open does not block).
 pub fn read_header_of(path: &Path) -> Result<(Header, usize)> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| Error::io(path, "open", e))?;
-    let meta = file.metadata().map_err(|e| Error::io(path, "stat", e))?;
-    if meta.is_dir() {
-        return Err(Error::io(path, "open", std::io::Error::from_raw_os_error(libc::EISDIR)));
-    }
-    if !meta.file_type().is_file() {
-        return Err(Error::not_a_file(
-            path,
-            "not a regular file (a .npy header is read from a file)",
-        ));
-    }
+    let file = crate::scan::source::open_regular(path, "a .npy header is read from a file")?;
     read_header_stable(&file, path)
 }
 
@@ -360,7 +336,7 @@ impl ArrayStore {
         if let crate::fs::Target::File { existing: Some(_), real } =
             crate::fs::output_target(path, &[])?
         {
-            if let Ok(old) = File::open(&real) {
+            if let Ok(old) = crate::scan::source::open_nonblocking(&real, 0) {
                 lock_writer(&old, path)?;
             }
         }
@@ -408,11 +384,8 @@ impl ArrayStore {
         opts: &StoreOptions,
     ) -> Result<ArrayStore> {
         let path = path.as_ref();
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(writable)
-            .open(path)
-            .map_err(|e| Error::io(path, "open", e))?;
+        let how = if writable { crate::fs::InPlace::Write } else { crate::fs::InPlace::Read };
+        let mut file = crate::fs::open_in_place(path, how)?;
         if file.metadata().map_err(|e| Error::io(path, "stat", e))?.is_dir() {
             return Err(Error::io(path, "open", std::io::Error::from_raw_os_error(libc::EISDIR)));
         }

@@ -26,7 +26,6 @@ pub mod shared;
 pub use array::{ArrayStore, StoreOptions};
 pub use shared::Segment;
 
-use std::fs::OpenOptions;
 use std::path::Path;
 
 use crate::{Error, Result};
@@ -43,12 +42,7 @@ pub fn sparse(path: impl AsRef<Path>, size: u64) -> Result<()> {
         // take (before creating anything).
         return Err(Error::io(path, "ftruncate", std::io::Error::from_raw_os_error(libc::EFBIG)));
     }
-    let file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .map_err(|e| Error::io(path, "open", e))?;
+    let file = crate::fs::open_in_place(path, crate::fs::InPlace::Create)?;
     let have = file.metadata().map_err(|e| Error::io(path, "stat", e))?.len();
     if have > size {
         return Err(Error::invalid(

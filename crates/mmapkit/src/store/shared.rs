@@ -26,7 +26,6 @@
 //! for the segment is an [`Error::DiskFull`] from [`Segment::create`] and
 //! never a `SIGBUS` later.
 
-use std::fs::OpenOptions;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -141,11 +140,8 @@ impl Segment {
         unlink_on_close: bool,
     ) -> Result<Segment> {
         let path = path.as_ref();
-        let file = OpenOptions::new()
-            .read(true)
-            .write(writable)
-            .open(path)
-            .map_err(|e| Error::io(path, "open", e))?;
+        let how = if writable { crate::fs::InPlace::Write } else { crate::fs::InPlace::Read };
+        let file = crate::fs::open_in_place(path, how)?;
         lock_shared(&file).map_err(|e| Error::io(path, "flock", e))?;
         let meta = file.metadata().map_err(|e| Error::io(path, "stat", e))?;
         if meta.is_dir() {
@@ -293,9 +289,7 @@ impl Segment {
     pub fn unlink(&self) -> Result<()> {
         let Some(id) = self.id else { return Ok(()) };
         match std::fs::metadata(&self.path) {
-            Ok(m) if ident(&m) == id => {
-                std::fs::remove_file(&self.path).map_err(|e| Error::io(&self.path, "unlink", e))
-            }
+            Ok(m) if ident(&m) == id => crate::fs::remove_file(&self.path).map(drop),
             Ok(_) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(Error::io(&self.path, "stat", e)),

@@ -689,13 +689,8 @@ impl Grep {
             if filled == buf.len() {
                 buf.resize(2 * buf.len(), 0); // one line longer than the buffer
             }
-            let got = loop {
-                match input.read(&mut buf[filled..]) {
-                    Ok(k) => break k,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(Error::io(label(path), "read", e)),
-                }
-            };
+            let got = crate::map::retry_eintr(|| input.read(&mut buf[filled..]))
+                .map_err(|e| Error::io(label(path), "read", e))?;
             let old = filled;
             filled += got;
             let eof = got == 0;

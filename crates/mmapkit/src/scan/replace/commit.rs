@@ -52,12 +52,11 @@ pub(super) fn backup_path(real: &Path, sfx: &str) -> PathBuf {
 /// replacing an older backup); copies where links are not supported.
 pub(super) fn link_backup(real: &Path, sfx: &str) -> Result<()> {
     let backup = backup_path(real, sfx);
-    let tmp = crate::fs::temp_path(&backup);
-    match fs::hard_link(real, &tmp) {
-        Ok(()) => fs::rename(&tmp, &backup).map_err(|e| {
-            let _ = fs::remove_file(&tmp);
-            Error::io(&backup, "rename", e)
-        }),
+    // Linked under a registered temp name (a signal's cleanup removes it),
+    // then renamed over the old backup (synced with the commit's rename:
+    // same directory).
+    match TempFile::link_of(real, &backup) {
+        Ok(tmp) => tmp.rename_to(&backup, false),
         Err(e)
             if matches!(
                 e.raw_os_error(),
@@ -66,7 +65,7 @@ pub(super) fn link_backup(real: &Path, sfx: &str) -> Result<()> {
         {
             copy_backup(real, sfx)
         }
-        Err(e) => Err(Error::io(&backup, "link", e)),
+        Err(e) => Err(e),
     }
 }
 
@@ -75,7 +74,7 @@ pub(super) fn link_backup(real: &Path, sfx: &str) -> Result<()> {
 pub(super) fn copy_backup(real: &Path, sfx: &str) -> Result<()> {
     let backup = backup_path(real, sfx);
     let mut tmp = TempFile::beside(&backup)?;
-    let mut src = File::open(real).map_err(|e| Error::io(real, "open", e))?;
+    let mut src = crate::scan::source::open_regular(real, "a backup copies a file")?;
     io::copy(&mut src, tmp.file_mut()).map_err(|e| Error::io(&backup, "backup", e))?;
     tmp.rename_to(&backup, true)
 }

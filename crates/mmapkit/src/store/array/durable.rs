@@ -53,7 +53,10 @@ fn boot_id() -> [u8; BOOT_LEN] {
     #[cfg(not(feature = "test-hooks"))]
     let hook = None;
     let id = hook
-        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok())
+        .or_else(|| {
+            let b = crate::fs::read_small(Path::new("/proc/sys/kernel/random/boot_id"), 64);
+            Some(String::from_utf8_lossy(&b.ok()??).into_owned())
+        })
         .unwrap_or_default();
     let mut b = [0u8; BOOT_LEN];
     let id = id.trim().as_bytes();
@@ -100,15 +103,7 @@ pub(super) fn fingerprint(
 /// `pread` of exactly `buf.len()` bytes; a short file reads as zeros
 /// past its end (the fingerprint then just does not match).
 fn read_exact_at(file: &File, path: &Path, buf: &mut [u8], at: u64) -> Result<()> {
-    let mut done = 0;
-    while done < buf.len() {
-        match file.read_at(&mut buf[done..], at + done as u64) {
-            Ok(0) => break,
-            Ok(n) => done += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(Error::io(path, "read", e)),
-        }
-    }
+    let done = crate::map::pread_full(file, buf, at).map_err(|e| Error::io(path, "read", e))?;
     buf[done..].fill(0);
     Ok(())
 }
@@ -137,7 +132,6 @@ pub(super) struct Record {
 /// does not check out is [`Error::Corrupt`]: it is only ever written
 /// whole (one sector), so damage is not a crash's doing.
 pub(super) fn read(rec: &Path) -> Result<Option<Record>> {
-    use std::os::unix::fs::OpenOptionsExt;
     let not_regular = || Error::Corrupt {
         path: rec.to_owned(),
         detail: "the durable-rows record is not a regular file".into(),
@@ -146,11 +140,7 @@ pub(super) fn read(rec: &Path) -> Result<Option<Record>> {
     // swapped between the check and the read. O_NONBLOCK: a FIFO planted
     // under the name must not block the open; O_NOFOLLOW: nor a symlink
     // lead elsewhere.
-    let file = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(rec)
-    {
+    let file = match crate::scan::source::open_nonblocking(rec, libc::O_NOFOLLOW) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(not_regular()),
@@ -162,15 +152,7 @@ pub(super) fn read(rec: &Path) -> Result<Option<Record>> {
     // One byte more than a record: enough to tell a longer file, whatever
     // length it has, without reading (or allocating) the rest.
     let mut b = vec![0u8; LEN + 1];
-    let mut n = 0;
-    while n < b.len() {
-        match file.read_at(&mut b[n..], n as u64) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(Error::io(rec, "read", e)),
-        }
-    }
+    let n = crate::map::pread_full(&file, &mut b, 0).map_err(|e| Error::io(rec, "read", e))?;
     b.truncate(n);
     let crc_ok = b.len() == LEN && crc32c::crc32c(&b[..LEN - 4]).to_le_bytes() == b[LEN - 4..];
     if !crc_ok || &b[..16] != MAGIC {
@@ -229,11 +211,7 @@ impl Durable {
 
     /// Removes the record (the store was closed with everything durable).
     pub(super) fn remove(self) -> Result<()> {
-        match std::fs::remove_file(&self.path) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(Error::io(&self.path, "unlink", e)),
-        }
+        crate::fs::remove_file(&self.path)?;
         crate::fs::sync_dir(self.path.parent().unwrap_or(Path::new(".")))
     }
 }
