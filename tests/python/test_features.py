@@ -551,15 +551,12 @@ def test_prefetch_thread_only_once_pages_come_from_disk(tmp, monkeypatch, shuffl
 
 def test_fit_on_a_cold_store_equals_the_warm_fit(tmp):
     fs, _, _ = make(tmp / "fs", n=3000, d=8)
-    warm = StreamingLogisticRegression(l2=0.01).fit(
-        fs, epochs=2, batch_size=32, shuffle=True, seed=5
-    )
+    kw = {"l2": 0.01, "epochs": 2, "batch_size": 32, "random_state": 5}
+    warm = StreamingLogisticRegression(**kw).fit(fs)
     fs.close()
     for name in ("features.npy", "labels.npy"):
         mmapkit.drop_cache(str(tmp / "fs" / name))
-    cold = StreamingLogisticRegression(l2=0.01).fit(
-        FeatureStore(tmp / "fs"), epochs=2, batch_size=32, shuffle=True, seed=5
-    )
+    cold = StreamingLogisticRegression(**kw).fit(FeatureStore(tmp / "fs"))
     assert np.array_equal(warm.coef_, cold.coef_) and warm.intercept_ == cold.intercept_
 
 
@@ -667,9 +664,12 @@ def test_logistic_regression_matches_numpy_step_for_step(tmp, reduction):
     # partial_fit: one step per batch.
     bounds = [np.arange(s, min(s + 50, 700)) for s in range(0, 700, 50)]
     ref = reference_fit(X, y, bounds, lr, l2, mean=reduction == "mean")
-    m = StreamingLogisticRegression(l2=l2, lr=lr, reduction=reduction)
+    # The article's rule: raw features, a constant rate, every epoch.
+    raw = {"l2": l2, "lr": lr, "reduction": reduction, "standardize": False}
+    raw |= {"schedule": "constant", "tol": None}
+    m = StreamingLogisticRegression(**raw)
     for idx, (w, b) in zip(bounds, ref, strict=True):
-        m.partial_fit(X[idx], y[idx])
+        m.partial_fit(X[idx], y[idx], classes=[0, 1])
         np.testing.assert_allclose(m.coef_, w, rtol=1e-4, atol=1e-6)
         assert float(m.intercept_) == pytest.approx(float(b), rel=1e-4, abs=1e-6)
     assert m.coef_.dtype == np.float32 and m.n_steps_ == len(bounds)
@@ -679,14 +679,11 @@ def test_logistic_regression_matches_numpy_step_for_step(tmp, reduction):
     order = [batch_order(700, 64, s).astype(np.int64) for s in seeds]
     batches = [o[i : i + 64] for o in order for i in range(0, 700, 64)]
     ref = reference_fit(X, y, batches, lr, l2, mean=reduction == "mean")
-    m = StreamingLogisticRegression(l2=l2, lr=lr, reduction=reduction).fit(
-        fs, epochs=2, batch_size=64, shuffle=True, seed=3
-    )
+    kw = {**raw, "epochs": 2, "batch_size": 64, "random_state": 3}
+    m = StreamingLogisticRegression(**kw).fit(fs)
     np.testing.assert_allclose(m.coef_, ref[-1][0], rtol=1e-4, atol=1e-5)
     assert m.n_steps_ == len(batches)
-    again = StreamingLogisticRegression(l2=l2, lr=lr, reduction=reduction).fit(
-        fs, epochs=2, batch_size=64, shuffle=True, seed=3
-    )
+    again = StreamingLogisticRegression(**kw).fit(fs)
     assert (
         np.array_equal(again.coef_, m.coef_) and again.intercept_ == m.intercept_
     )  # deterministic
@@ -700,17 +697,15 @@ def test_logistic_regression_learns_a_separable_problem(tmp):
     y = (X @ w_true > 0).astype(np.float32)
     fs = FeatureStore(tmp / "fs", "w", dim=d)
     fs.add(X, y)
-    m = StreamingLogisticRegression(lr=0.1, reduction="mean")
-    m.fit(fs, epochs=1, batch_size=64)
+    m = StreamingLogisticRegression(lr=0.1, epochs=1, shuffle=False, standardize=False)
+    m.fit(fs)
     loss1 = m.loss(fs)
-    m2 = StreamingLogisticRegression(lr=0.1, reduction="mean").fit(
-        fs, epochs=3, batch_size=64, shuffle=True, seed=0
-    )
+    m2 = StreamingLogisticRegression(lr=0.1, epochs=3, tol=None).fit(fs)
     assert m2.loss(fs) < loss1 < np.log(2)
     assert m2.score(fs) > 0.97 and m2.score(X, y) == m2.score(fs)
     p = m2.predict_proba(X[:10])
     assert p.shape == (10, 2) and np.allclose(p.sum(axis=1), 1)
-    assert np.array_equal(m2.predict(X[:10]), (p[:, 1] > 0.5).astype(np.int64))
+    assert np.array_equal(m2.predict(X[:10]), (p[:, 1] > 0.5).astype(np.float32))
     assert m2.loss(X, y) == pytest.approx(m2.loss(fs))
 
     sklearn = pytest.importorskip("sklearn.linear_model")
@@ -724,11 +719,11 @@ def test_logistic_regression_errors_and_stable_sigmoid():
     with pytest.raises(ValueError, match="not fitted"):
         m.predict(np.zeros((1, 2)))
     with pytest.raises(ValueError, match="reduction"):
-        StreamingLogisticRegression(reduction="max")
+        StreamingLogisticRegression(reduction="max").fit(np.eye(2), [0, 1])
     with pytest.raises(ValueError, match=r"y must have shape \(3,\)"):
-        m.partial_fit(np.zeros((3, 2)), np.zeros(2))
-    m.partial_fit(np.zeros((3, 2)), np.zeros(3))
-    with pytest.raises(ValueError, match="3 features, the model 2"):
+        m.partial_fit(np.zeros((3, 2)), np.zeros(2), classes=[0, 1])
+    m.partial_fit(np.zeros((3, 2)), np.zeros(3), classes=[0, 1])
+    with pytest.raises(ValueError, match="X has 3 features, but StreamingLogisticRegression"):
         m.partial_fit(np.zeros((3, 3)), np.zeros(3))
     z = np.array([-1000, -20, 0, 20, 1000], np.float32)
     with np.errstate(over="raise", invalid="raise", divide="raise"):  # underflow to 0 is fine
@@ -739,8 +734,8 @@ def test_logistic_regression_errors_and_stable_sigmoid():
 
 def test_progress_bar_on_request(tmp, capsys):
     fs, _, _ = make(tmp / "fs", n=300)
-    StreamingLogisticRegression(progress=True).fit(fs, epochs=2, batch_size=100)
+    StreamingLogisticRegression(progress=True, epochs=2, tol=None, batch_size=100).fit(fs)
     err = capsys.readouterr().err
     assert "epoch 2/2" in err and "100.0%" in err and "rows/s" in err
-    StreamingLogisticRegression().fit(fs, epochs=1, batch_size=100)  # not a terminal: silent
+    StreamingLogisticRegression(epochs=1).fit(fs)  # not a terminal: silent
     assert capsys.readouterr().err == ""
