@@ -621,6 +621,27 @@ pub fn remove_file_durably(path: &Path) -> Result<bool> {
     }
 }
 
+/// Takes an exclusive `flock` on `file` (opened from `path`) if no other
+/// open file description holds one: `Ok(true)` when taken, `Ok(false)` when
+/// someone else holds it. A lock released a moment ago can still be held by
+/// a child process forked (by any thread of ours) before the release, until
+/// that child execs and its close-on-exec copy goes away: so "held" is
+/// retried for up to half a second before it is believed. The one place
+/// the log and the array stores take their writer locks.
+pub fn try_lock_exclusive(file: &File, path: &Path) -> Result<bool> {
+    for tries in 0.. {
+        match file.try_lock() {
+            Ok(()) => return Ok(true),
+            Err(std::fs::TryLockError::WouldBlock) if tries < 50 => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(std::fs::TryLockError::WouldBlock) => return Ok(false),
+            Err(std::fs::TryLockError::Error(e)) => return Err(Error::io(path, "flock", e)),
+        }
+    }
+    unreachable!("the loop returns")
+}
+
 #[cfg(test)]
 #[path = "fs_tests.rs"]
 mod tests;

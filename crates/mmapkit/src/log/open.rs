@@ -360,28 +360,13 @@ impl CommitLog {
         let lock_file = if writable {
             let p = dir.join("LOCK");
             let f = crate::fs::open_in_place(&p, crate::fs::InPlace::Create)?;
-            // std's flock (stable since 1.89). A lock
-            // released a moment ago can still be held by a child process
-            // forked (by any thread) before it was closed, until that child
-            // execs: retry briefly before calling it another writer.
-            let mut tries = 0;
-            loop {
-                let locked = f.try_lock();
-                match locked {
-                    Ok(()) => break Some(f),
-                    Err(std::fs::TryLockError::WouldBlock) if tries < 50 => {
-                        tries += 1;
-                        std::thread::sleep(std::time::Duration::from_millis(10));
-                    }
-                    Err(std::fs::TryLockError::WouldBlock) => {
-                        return Err(Error::invalid(
-                            &dir,
-                            "the log is open for writing by another process (open it read-only)",
-                        ))
-                    }
-                    Err(std::fs::TryLockError::Error(e)) => return Err(Error::io(&p, "flock", e)),
-                }
+            if !crate::fs::try_lock_exclusive(&f, &p)? {
+                return Err(Error::invalid(
+                    &dir,
+                    "the log is open for writing by another process (open it read-only)",
+                ));
             }
+            Some(f)
         } else {
             None
         };

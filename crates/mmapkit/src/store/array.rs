@@ -244,18 +244,15 @@ fn row_bytes_of(path: &Path, item_size: usize, row_shape: &[u64]) -> Result<usiz
     }
 }
 
-// std's flock is stable since 1.89; the workspace MSRV still says 1.85
-// (to be bumped when merging), hence the allow.
 fn lock_writer(file: &File, path: &Path) -> Result<()> {
-    match file.try_lock() {
-        Ok(()) => Ok(()),
-        Err(std::fs::TryLockError::WouldBlock) => Err(Error::io(
-            path,
-            "lock (another process has the store open for writing)",
-            std::io::Error::from_raw_os_error(libc::EWOULDBLOCK),
-        )),
-        Err(std::fs::TryLockError::Error(e)) => Err(Error::io(path, "flock", e)),
+    if crate::fs::try_lock_exclusive(file, path)? {
+        return Ok(());
     }
+    Err(Error::io(
+        path,
+        "lock (another process has the store open for writing)",
+        std::io::Error::from_raw_os_error(libc::EWOULDBLOCK),
+    ))
 }
 
 /// Writes `header` (and `copy_from` data, if any) to a new temporary file
