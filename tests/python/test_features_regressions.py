@@ -159,6 +159,24 @@ def test_close_with_live_views_releases_the_lock_for_other_processes(tmp):
         child.wait()
 
 
+def _try_writer(path: str) -> str:
+    try:
+        FeatureStore(path, "r+").close()
+    except BlockingIOError as e:
+        return str(e)
+    return "opened"
+
+
+def test_a_forked_child_is_told_another_process_has_it(tmp):
+    # The child inherits the parent's lock and bookkeeping, not the ownership.
+    import multiprocessing
+
+    make(tmp / "t")
+    with FeatureStore(tmp / "t", "r+"), multiprocessing.get_context("fork").Pool(1) as pool:
+        msg = pool.apply(_try_writer, (str(tmp / "t"),))
+    assert "another process" in msg and "this process" not in msg, msg
+
+
 # ----- defect 8: the loader after a refresh --------------------------------------
 
 

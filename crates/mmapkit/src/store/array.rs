@@ -266,17 +266,18 @@ fn row_bytes_of(path: &Path, item_size: usize, row_shape: &[u64]) -> Result<usiz
     }
 }
 
-/// (device, inode) of each array this process holds the writer lock of: a
-/// second open in the same process conflicts with that `flock` too, and the
-/// refusal must say who holds it.
-static HELD_HERE: Mutex<Vec<(u64, u64)>> = Mutex::new(Vec::new());
+/// (device, inode, pid) of each array this process holds the writer lock of:
+/// a second open in the same process conflicts with that `flock` too, and
+/// the refusal must say who holds it (the pid: a forked child inherits the
+/// set, not the ownership).
+static HELD_HERE: Mutex<Vec<(u64, u64, u32)>> = Mutex::new(Vec::new());
 
-fn file_id(file: &File) -> Option<(u64, u64)> {
+fn file_id(file: &File) -> Option<(u64, u64, u32)> {
     use std::os::unix::fs::MetadataExt;
-    file.metadata().ok().map(|m| (m.dev(), m.ino()))
+    file.metadata().ok().map(|m| (m.dev(), m.ino(), std::process::id()))
 }
 
-fn held_here() -> std::sync::MutexGuard<'static, Vec<(u64, u64)>> {
+fn held_here() -> std::sync::MutexGuard<'static, Vec<(u64, u64, u32)>> {
     HELD_HERE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
