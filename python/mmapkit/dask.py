@@ -445,4 +445,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    # Run as ``python -m mmapkit.dask`` this file is ``__main__``, whose
+    # functions cloudpickle would ship by value (with ``_cache_lock``, which
+    # cannot be pickled): run the importable module's main instead, so
+    # tasks name ``mmapkit.dask`` functions that workers import.
+    from mmapkit.dask import main as _main
+
+    raise SystemExit(_main())

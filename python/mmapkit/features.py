@@ -726,8 +726,9 @@ class FeatureStore:
         return self._closed
 
     def close(self) -> None:
-        """Close both arrays (a writer trims and flushes them); views taken
-        before keep their memory until they are gone."""
+        """Close both arrays (a writer trims and flushes them, and lets its
+        lock go at once: the store can be opened for writing again); views
+        taken before keep their memory, readable, until they are gone."""
         if self._closed:
             return
         self._closed = True

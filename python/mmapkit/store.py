@@ -235,7 +235,10 @@ class ArrayStore(NpyFacade):
         self._core.trim()
 
     def close(self) -> None:
-        """Trim, flush and close. Views keep the memory until they are gone."""
+        """Trim, flush and close; a writer's lock goes at once. Views keep the
+        memory until they are gone (a reader's are copy-on-write mappings:
+        written through, say, a torch tensor, they change private pages,
+        never the file)."""
         super().close()
 
     # ----- properties -----------------------------------------------------

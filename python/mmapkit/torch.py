@@ -17,9 +17,12 @@ batches**, and :class:`FeatureBatchSampler` yields one key per batch, so a
 store's path: worker processes (fork or spawn) open the store themselves,
 their pickles carry no data, and nothing in them grows with epochs (no
 per-row Python objects to be touched by copy-on-read). Sequential batches
-are ``torch.from_numpy`` of the mapped rows (no copy; the memory is the
-read-only mapping: copy before writing to them in place); shuffled batches
-are gathered into fresh arrays by the Rust core (GIL released).
+are ``torch.from_numpy`` of the mapped rows (no copy); readers map the
+store copy-on-write, so writing to such a batch in place (``X -= mu``)
+changes this process's private copy of those pages, never the file (a
+page written so also keeps showing what it held then, should the store
+grow into it and be refreshed). Shuffled batches are gathered into fresh
+arrays by the Rust core (GIL released).
 
 Workers or not: with ``num_workers=0`` a sequential batch reaches the
 training loop without any copy; a worker process must hand each batch to
@@ -57,7 +60,8 @@ def _tensor(a: np.ndarray[Any, Any]) -> torch.Tensor:
     if a.flags.writeable:
         return torch.from_numpy(a)
     with warnings.catch_warnings():
-        # The mapping is read-only; torch warns that it cannot enforce that.
+        # numpy's view is read-only, torch's cannot be: the reader's mapping is
+        # copy-on-write, so a write to the tensor lands on private pages.
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
         return torch.from_numpy(a)
 
@@ -68,7 +72,9 @@ class FeatureDataset(torch.utils.data.Dataset[tuple[torch.Tensor, torch.Tensor]]
     ``store``: a store or its path (opened read-only in each process that
     uses the dataset). ``batch_size`` is the default for ``int`` keys and
     ``len()`` (number of sequential batches). The row count is fixed when
-    the dataset is made (``refresh()`` to see rows committed since).
+    the dataset is made (``refresh()`` to see rows committed since; a
+    :class:`FeatureBatchSampler` reads it at the start of each epoch, and a
+    worker whose store is behind a key refreshes it).
     """
 
     def __init__(self, store: FeatureStore | PathLike, batch_size: int = 256) -> None:
@@ -98,8 +104,15 @@ class FeatureDataset(torch.utils.data.Dataset[tuple[torch.Tensor, torch.Tensor]]
     def __len__(self) -> int:
         return (self.rows + self.batch_size - 1) // self.batch_size
 
-    def __getitem__(self, key: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    def _cover(self, stop: int) -> FeatureStore:
+        """The store, refreshed if it holds fewer than ``stop`` rows (a
+        worker's copy opened before the main process refreshed)."""
         s = self.store
+        if stop > len(s):
+            self.rows = max(self.rows, s.refresh())
+        return s
+
+    def __getitem__(self, key: Any) -> tuple[torch.Tensor, torch.Tensor]:
         if isinstance(key, (int, np.integer)):
             i = int(key)
             if not 0 <= i < len(self):
@@ -108,10 +121,15 @@ class FeatureDataset(torch.utils.data.Dataset[tuple[torch.Tensor, torch.Tensor]]
         if isinstance(key, slice):
             if key.step not in (None, 1):
                 raise ValueError("slices of a FeatureDataset must have step 1")
+            if isinstance(key.stop, (int, np.integer)) and key.stop >= 0:
+                self._cover(int(key.stop))
             start, stop, _ = key.indices(self.rows)
-            X, y = s.get(start, max(start, stop))
+            X, y = self.store.get(start, max(start, stop))
         else:
-            X, y = s.take(key)
+            idx = np.asarray(key)
+            if idx.size and np.issubdtype(idx.dtype, np.integer):
+                self._cover(int(idx.max()) + 1)
+            X, y = self.store.take(key)
         return _tensor(X), _tensor(y)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -131,6 +149,8 @@ class FeatureBatchSampler(torch.utils.data.Sampler[Any]):
     ``np.random.SeedSequence(seed).spawn`` of the epoch (:meth:`set_epoch`;
     each ``iter()`` without it moves to the next epoch), equal to
     ``FeatureStore.batches(batch_size, shuffle=True, seed=...)``'s order.
+    Each epoch covers the dataset's rows as they are when it starts (after
+    ``dataset.refresh()``, the rows committed since too).
     """
 
     def __init__(
@@ -142,7 +162,7 @@ class FeatureBatchSampler(torch.utils.data.Sampler[Any]):
         drop_last: bool = False,
         block_size: int | None = None,
     ) -> None:
-        self.rows = dataset.rows
+        self.dataset = dataset
         self.batch_size = dataset.batch_size if batch_size is None else int(batch_size)
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
@@ -152,6 +172,11 @@ class FeatureBatchSampler(torch.utils.data.Sampler[Any]):
         self.block_size = block_size
         self.epoch = 0
         self._explicit = False
+
+    @property
+    def rows(self) -> int:
+        """The dataset's row count now (read again at each epoch)."""
+        return self.dataset.rows
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = int(epoch)
@@ -168,15 +193,13 @@ class FeatureBatchSampler(torch.utils.data.Sampler[Any]):
         if not self._explicit:
             self.epoch += 1
         self._explicit = False
-        bs, stop = (
-            self.batch_size,
-            (self.rows // self.batch_size) * self.batch_size if self.drop_last else self.rows,
-        )
+        rows, bs = self.rows, self.batch_size
+        stop = (rows // bs) * bs if self.drop_last else rows
         if not self.shuffle:
             for s in range(0, stop, bs):
                 yield slice(s, min(s + bs, stop))
             return
-        order = batch_order(self.rows, bs, self.epoch_seed(epoch), self.block_size).view(np.int64)
+        order = batch_order(rows, bs, self.epoch_seed(epoch), self.block_size).view(np.int64)
         for s in range(0, stop, bs):
             yield order[s : min(s + bs, stop)]
 

@@ -389,7 +389,9 @@ impl MapOptions {
             Mode::Read => libc::PROT_READ,
             Mode::ReadWrite | Mode::CopyOnWrite => libc::PROT_READ | libc::PROT_WRITE,
         });
-        let flags = if shared { libc::MAP_SHARED } else { libc::MAP_PRIVATE };
+        // A private map is charged for the pages it writes, not up front: a
+        // copy-on-write map of a file larger than free memory must work.
+        let flags = if shared { libc::MAP_SHARED } else { libc::MAP_PRIVATE | libc::MAP_NORESERVE };
         let aligned = self.offset & !(page as u64 - 1);
         let delta = (self.offset - aligned) as usize;
         let need = sys::round_up(delta + len);

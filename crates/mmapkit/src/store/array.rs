@@ -51,7 +51,7 @@ use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 use super::npy::Header;
 use crate::dtype::TypeStr;
@@ -244,15 +244,33 @@ fn row_bytes_of(path: &Path, item_size: usize, row_shape: &[u64]) -> Result<usiz
     }
 }
 
+/// (device, inode, pid) of each array this process holds the writer lock of:
+/// a second open in the same process conflicts with that `flock` too, and
+/// the refusal must say who holds it (the pid: a forked child inherits the
+/// set, not the ownership).
+static HELD_HERE: Mutex<Vec<(u64, u64, u32)>> = Mutex::new(Vec::new());
+
+fn file_id(file: &File) -> Option<(u64, u64, u32)> {
+    use std::os::unix::fs::MetadataExt;
+    file.metadata().ok().map(|m| (m.dev(), m.ino(), std::process::id()))
+}
+
+fn held_here() -> std::sync::MutexGuard<'static, Vec<(u64, u64, u32)>> {
+    HELD_HERE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn lock_writer(file: &File, path: &Path) -> Result<()> {
-    if crate::fs::try_lock_exclusive(file, path)? {
+    // Held by this process: say so at once (no retry can help).
+    let here = file_id(file).is_some_and(|id| held_here().contains(&id));
+    if !here && crate::fs::try_lock_exclusive(file, path)? {
         return Ok(());
     }
-    Err(Error::io(
-        path,
-        "lock (another process has the store open for writing)",
-        std::io::Error::from_raw_os_error(libc::EWOULDBLOCK),
-    ))
+    let who = if here {
+        "lock (this process already has the store open for writing: close that first)"
+    } else {
+        "lock (another process has the store open for writing)"
+    };
+    Err(Error::io(path, who, std::io::Error::from_raw_os_error(libc::EWOULDBLOCK)))
 }
 
 /// Writes `header` (and `copy_from` data, if any) to a new temporary file
@@ -477,11 +495,17 @@ impl ArrayStore {
         read_len: Option<usize>,
     ) -> Result<ArrayStore> {
         let mut mo = MapOptions::new();
+        // Readers map copy-on-write: the buffers they lend are read-only,
+        // but a consumer that writes anyway (torch tensors of a batch have
+        // no read-only flag) changes private pages instead of faulting.
         match read_len {
-            Some(len) => mo.mode(Mode::Read).len(len).reserve(opts.reserve.max(len)),
+            Some(len) => mo.mode(Mode::CopyOnWrite).len(len).reserve(opts.reserve.max(len)),
             None => mo.mode(Mode::ReadWrite).reserve(opts.reserve),
         };
         let map = mo.map(file, path)?;
+        if read_len.is_none() {
+            held_here().extend(file_id(map.file()));
+        }
         let rows = header.shape[0];
         Ok(ArrayStore {
             map,
@@ -863,23 +887,34 @@ impl ArrayStore {
     /// handle is read-only (its data stays mapped for existing views).
     /// Readers and a forked child's inherited copy of a writer: nothing
     /// to do. After a failed flush: [`Error::Failed`], nothing written.
+    ///
+    /// The writer lock goes with it, even while views keep the data mapped,
+    /// so the store can be opened for writing again at once.
     pub fn release(&mut self) -> Result<()> {
-        if self.writable && self.owner == std::process::id() && self.failure.get().is_some() {
+        if !(self.writable && self.owner == std::process::id()) {
+            self.writable = false;
+            return Ok(());
+        }
+        let r = if self.failure.get().is_some() {
             // No trim, no flush, and the durable-rows record stays: it is
             // what a later boot may trust.
-            self.writable = false;
             self.durable = None;
-            return self.check_failed();
-        }
-        if self.writable && self.owner == std::process::id() {
-            self.trim()?;
-            self.flush()?;
-            if let Some(d) = self.durable.take() {
-                d.remove()?;
-            }
+            self.check_failed()
+        } else {
+            self.trim().and_then(|()| self.flush()).and_then(|()| match self.durable.take() {
+                Some(d) => d.remove(),
+                None => Ok(()),
+            })
+        };
+        if r.is_err() && self.failure.get().is_none() {
+            return r; // still the writer: the caller may retry
         }
         self.writable = false;
-        Ok(())
+        if let Some(id) = file_id(self.map.file()) {
+            held_here().retain(|h| *h != id);
+        }
+        self.map.file().unlock().map_err(|e| Error::io(&self.path, "unlock", e))?;
+        r
     }
 
     /// [`release`](Self::release)s and closes.

@@ -53,11 +53,45 @@ fn create_append_reopen() {
 fn one_writer_at_a_time() {
     let (_d, p) = tmp();
     let _w = ArrayStore::create(&p, "'<i4'", 4, &[], &StoreOptions::default()).unwrap();
+    // The holder is this process: the refusal says so, not "another process".
     let e = ArrayStore::open(&p, true, None).unwrap_err();
-    assert!(e.to_string().contains("another process has the store open for writing"), "{e}");
+    assert!(e.to_string().contains("this process already has the store open for writing"), "{e}");
     let e = ArrayStore::create(&p, "'<i4'", 4, &[], &StoreOptions::default()).unwrap_err();
     assert!(e.to_string().contains("open for writing"), "{e}");
     ArrayStore::open(&p, false, None).unwrap();
+}
+
+#[test]
+fn release_gives_the_writer_lock_back_while_the_data_stays_mapped() {
+    let (_d, p) = tmp();
+    let mut w = ArrayStore::create(&p, "'<f8'", 8, &[], &StoreOptions::default()).unwrap();
+    w.append(&rows_f64(&[1., 2.])).unwrap();
+    w.release().unwrap();
+    // `w` still maps its rows (a binding keeps it for live views) ...
+    assert_eq!(w.data(), &rows_f64(&[1., 2.])[..]);
+    // ... but no longer holds the lock: a new writer opens at once.
+    let mut w2 = ArrayStore::open(&p, true, None).unwrap();
+    w2.append(&rows_f64(&[3.])).unwrap();
+    assert_eq!(w.data(), &rows_f64(&[1., 2.])[..]);
+    drop(w);
+    // Dropping the released handle does not take w2's registration away.
+    let e = ArrayStore::open(&p, true, None).unwrap_err();
+    assert!(e.to_string().contains("this process already has"), "{e}");
+    w2.close().unwrap();
+    ArrayStore::open(&p, true, None).unwrap();
+}
+
+#[test]
+fn readers_map_copy_on_write() {
+    let (_d, p) = tmp();
+    let mut w = ArrayStore::create(&p, "'<u8'", 8, &[], &StoreOptions::default()).unwrap();
+    w.append(&[7u8; 8]).unwrap();
+    let mut r = ArrayStore::open(&p, false, None).unwrap();
+    assert_eq!(r.map().mode(), Mode::CopyOnWrite);
+    assert!(!r.is_writable(), "the store itself stays read-only");
+    w.append(&[9u8; 8]).unwrap();
+    assert_eq!(r.refresh().unwrap(), 2);
+    assert_eq!(r.data(), &[[7u8; 8], [9u8; 8]].concat()[..], "growth still shows the file");
 }
 
 #[test]
