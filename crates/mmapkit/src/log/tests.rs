@@ -377,7 +377,7 @@ fn a_segment_longer_than_its_header_says_is_corrupt() {
         let f = std::fs::OpenOptions::new().write(true).open(&seg).unwrap();
         f.set_len(f.metadata().unwrap().len() + 4096).unwrap();
         let o = LogOptions { repair, ..opts(4096) };
-        let e = CommitLog::open(dir.path(), o).err().expect("a longer segment opened");
+        let Err(e) = CommitLog::open(dir.path(), o) else { panic!("a longer segment opened") };
         assert_eq!((e.kind(), e.path()), (crate::ErrorKind::Corrupt, Some(seg.as_path())));
         let ro = LogOptions { read_only: true, ..opts(4096) };
         assert_eq!(
