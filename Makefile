@@ -8,7 +8,7 @@ export PATH := $(abspath $(VENV))/tools/bin:$(abspath $(VENV))/bin:$(HOME)/.carg
 
 TSAN_TARGET ?= x86_64-unknown-linux-gnu
 
-.PHONY: tsan run test bench bench-tools bench-peers bench-rocksdb setup develop cli dist rust-test jepsen lint py-test stubtest clean
+.PHONY: fuzz tsan run test bench bench-tools bench-peers bench-rocksdb setup develop cli dist rust-test jepsen lint py-test stubtest clean
 
 # Every suite, every peer and the baseline at small sizes, warm cache: ~5 minutes on 2
 # cores after set-up; reports in bench/results/quick/ (git-ignored), one-screen summary
@@ -125,6 +125,24 @@ jepsen:
 tsan:
 	RUSTFLAGS="-Zsanitizer=thread" TSAN_OPTIONS="halt_on_error=1" \
 		cargo +nightly test -Zbuild-std --target $(TSAN_TARGET) -p mmapkit --lib map::
+
+# Not part of `make test`: every fuzz target (crates/mmapkit-fuzz holds the
+# harnesses, fuzz/ the cargo-fuzz targets) for FUZZ_SECONDS each, one after
+# another, starting from the committed corpus fuzz/corpus/TARGET; what they
+# add goes to fuzz/corpus-run/ and crashes to fuzz/artifacts/ (both
+# git-ignored). Needs nightly and cargo-fuzz (`cargo install cargo-fuzz
+# --locked`). `cargo test` replays fuzz/corpus on stable.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS := log_recovery npy_header replicate raft_decode fasta grep
+fuzz:
+	cd fuzz && cargo +nightly fuzz build -O --debug-assertions
+	cd fuzz && for t in $(FUZZ_TARGETS); do \
+		mkdir -p corpus-run/$$t artifacts/$$t && \
+		./target/x86_64-unknown-linux-gnu/release/$$t corpus-run/$$t corpus/$$t \
+			-max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -timeout=20 \
+			-rss_limit_mb=2048 -max_len=4096 -artifact_prefix=artifacts/$$t/ \
+			|| exit 1; \
+	done
 
 lint:
 	cargo clippy --workspace --all-targets --quiet -- -D warnings

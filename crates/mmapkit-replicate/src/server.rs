@@ -658,6 +658,20 @@ fn parse_query(q: Option<&str>) -> std::result::Result<PageQuery, String> {
     Ok(p)
 }
 
+/// For the fuzz harness (`crates/mmapkit-fuzz`) only: what the handlers
+/// make of a raw query string: `/v1/entries`'s parameters (from,
+/// max_count, max_bytes, prev_term, prev_crc, wait_ms) and `/v1/state`'s
+/// `since`.
+#[doc(hidden)]
+#[allow(clippy::type_complexity)]
+pub fn fuzz_parse_queries(
+    q: Option<&str>,
+) -> (std::result::Result<[Option<u64>; 6], String>, std::result::Result<Option<u64>, String>) {
+    let page = parse_query(q)
+        .map(|p| [p.from, p.max_count, p.max_bytes, p.prev_term, p.prev_crc, p.wait_ms]);
+    (page, parse_since(q))
+}
+
 /// A payload borrowed from the mapping, kept mapped by the read's entries.
 struct Payload(Arc<Entries>, usize);
 

@@ -55,6 +55,8 @@
 //! leaves no output (the temporary file is removed).
 
 mod parse;
+#[doc(hidden)]
+pub use parse::records_for_fuzzing;
 
 use std::fs::File;
 use std::io::{BufReader, Read};

@@ -309,6 +309,31 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// For the fuzz harness (`crates/mmapkit-fuzz`) only: the sequence region
+/// of every record of `data`, read as a mapped file or (`stream`) as a
+/// stream, in blocks of at most `records` records and `bytes` bytes.
+#[doc(hidden)]
+pub fn records_for_fuzzing(
+    data: &[u8],
+    stream: bool,
+    records: usize,
+    bytes: usize,
+) -> Result<Vec<Vec<u8>>> {
+    let input = if stream {
+        Input::Stream { r: Box::new(data), buf: Vec::new(), eof: false, base: 0 }
+    } else {
+        Input::Mapped { data, pos: 0 }
+    };
+    let path = Path::new("fuzz");
+    let mut reader = Reader::new(input, path, Progress::none());
+    let mut out = Vec::new();
+    while let Some(b) = reader.next_block(Caps { records, bytes })? {
+        assert_eq!(b.first, out.len() as u64, "block numbering");
+        out.extend(b.seqs.iter().map(|r| b.data[r.clone()].to_vec()));
+    }
+    Ok(out)
+}
+
 /// Counts the bytes read from the file (progress for streamed input).
 pub(crate) struct Counting<R> {
     pub inner: R,

@@ -63,6 +63,14 @@ impl CommitLog {
             let s = self.read_state();
             (s.segs.last().expect("one segment").file.clone(), s.last + 1, s.tail_end)
         };
+        // The index after the batch must exist (found by the raft_decode
+        // fuzz target: a log started near u64::MAX overflowed here).
+        if first.checked_add(entries.len() as u64).is_none() {
+            return Err(Error::invalid(
+                &self.dir,
+                format!("{} entries from index {first} run past the largest index", entries.len()),
+            ));
+        }
         if let Some((want, _)) = given {
             if want != first {
                 return Err(Error::invalid(

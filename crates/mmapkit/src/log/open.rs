@@ -176,6 +176,9 @@ pub(super) fn load(dir: &Path, opts: &LogOptions, reuse: &[Seg]) -> Result<Loade
                 }
                 _ => {
                     let f = SegFile::open(path, first, gen, writable)?;
+                    if let Some(e) = f.long() {
+                        return Err(e);
+                    }
                     if let (Some(want), Some(_)) = (f.short(), next) {
                         return Err(f.corrupt(format!(
                             "the file is {} bytes, its header says {want}: it was truncated",
@@ -201,6 +204,11 @@ pub(super) fn load(dir: &Path, opts: &LogOptions, reuse: &[Seg]) -> Result<Loade
     let mut extended = 0u64;
     if let Some(want) = tail.short() {
         let have = tail.map.len() as u64;
+        // Found by the log_recovery fuzz target: a longer file made the
+        // length restored below underflow (`want - have`).
+        if let Some(e) = tail.long() {
+            return Err(e);
+        }
         if !(opts.repair && writable) || have < HEADER_LEN as u64 {
             return Err(tail.corrupt(format!(
                 "the file is {have} bytes, its header says {want}: it was truncated \

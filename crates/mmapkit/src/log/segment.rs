@@ -157,9 +157,21 @@ impl SegFile {
     }
 
     /// `Some(recorded length)` when the file is not as long as its header
-    /// says (segments are preallocated whole: it was truncated).
+    /// says (segments are preallocated whole: it was truncated, or, when
+    /// longer, written past its end by something else; see [`SegFile::long`]).
     pub fn short(&self) -> Option<u64> {
         self.header.file_len.filter(|&l| l != self.map.len() as u64)
+    }
+
+    /// The error for a file longer than its header records: nothing of the
+    /// log's goes there, so no repair can tell what it is.
+    pub fn long(&self) -> Option<Error> {
+        let (have, want) = (self.map.len() as u64, self.header.file_len?);
+        (have > want).then(|| {
+            self.corrupt(format!(
+                "the file is {have} bytes, longer than the {want} its header records"
+            ))
+        })
     }
 
     pub fn corrupt(&self, detail: String) -> Error {

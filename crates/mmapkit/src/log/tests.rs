@@ -365,6 +365,42 @@ fn flipped_byte_in_unsynced_tail_middle_is_a_torn_tail() {
     assert_eq!(q, bytes[HEADER_LEN + 64..HEADER_LEN + 3 * 64]);
 }
 
+/// Found by the raft_decode fuzz target: appending to a log that starts
+/// near the largest index overflowed the last index (debug: a panic).
+#[test]
+fn an_append_past_the_largest_index_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = CommitLog::open(dir.path(), LogOptions { first_index: u64::MAX - 1, ..opts(4096) })
+        .unwrap();
+    let e = log.append(&[(1, b"a"), (1, b"b")]).unwrap_err();
+    assert_eq!(e.kind(), crate::ErrorKind::InvalidArgument);
+    assert_eq!(log.append(&[(1, b"a")]).unwrap(), u64::MAX - 1);
+    assert!(log.append(&[(1, b"b")]).is_err());
+    assert_eq!(log.last_index(), u64::MAX - 1);
+}
+
+/// Found by the log_recovery fuzz target: a tail segment longer than its
+/// header records made a repairing open underflow (debug: a panic) while
+/// restoring the recorded length; a longer segment anywhere is corruption.
+#[test]
+fn a_segment_longer_than_its_header_says_is_corrupt() {
+    for (n, repair) in [(1, true), (1, false), (100, true)] {
+        let dir = tempfile::tempdir().unwrap();
+        drop(open_filled(dir.path(), opts(4096), n, |i| (1, vec![i as u8; 40])));
+        let seg = segments(dir.path()).remove(0);
+        let f = std::fs::OpenOptions::new().write(true).open(&seg).unwrap();
+        f.set_len(f.metadata().unwrap().len() + 4096).unwrap();
+        let o = LogOptions { repair, ..opts(4096) };
+        let Err(e) = CommitLog::open(dir.path(), o) else { panic!("a longer segment opened") };
+        assert_eq!((e.kind(), e.path()), (crate::ErrorKind::Corrupt, Some(seg.as_path())));
+        let ro = LogOptions { read_only: true, ..opts(4096) };
+        assert_eq!(
+            CommitLog::open(dir.path(), ro).err().unwrap().kind(),
+            crate::ErrorKind::Corrupt
+        );
+    }
+}
+
 #[test]
 fn flipped_byte_in_sealed_segment_is_reported_by_read_and_verify() {
     let dir = tempfile::tempdir().unwrap();

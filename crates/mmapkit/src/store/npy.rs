@@ -144,7 +144,16 @@ impl Header {
     /// change (row counts below 10^8, and all but one in 10^8 updates
     /// beyond) the update is one aligned 8-byte store. Returns the bytes
     /// and the field's byte range.
+    ///
+    /// A 0-d header has no first dimension to grow and is refused (its
+    /// field would make the shape `(   0)`, an integer, not a tuple).
     pub fn encode_growable(&self, total: usize) -> Result<(Vec<u8>, std::ops::Range<usize>)> {
+        if self.shape.is_empty() {
+            return Err(Error::InvalidArgument(format!(
+                "a 0-d npy header ({}) has no rows to grow",
+                self.descr
+            )));
+        }
         let pre = if total.saturating_sub(10) <= u16::MAX as usize { 10 } else { 12 };
         let (dict, field) = self.growable_dict(pre);
         latin1_only(&dict)?;
@@ -411,6 +420,17 @@ mod tests {
         assert_eq!(Header::new("<U10", vec![1]).item_size(), Some(40));
         assert_eq!(Header::new("|S3", vec![1]).item_size(), Some(3));
         assert_eq!(Header::new("<M8[ns]", vec![1]).item_size(), None);
+    }
+
+    /// Found by the `npy_header` fuzz target: a 0-d header was encoded
+    /// growable as `'shape': (      0)`, which no reader takes for a tuple.
+    #[test]
+    fn a_0d_header_is_not_encoded_growable() {
+        let h = Header::new("<f4", vec![]);
+        let e = h.encode_growable(h.growable_len()).unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::InvalidArgument);
+        let (back, _) = Header::decode(&h.encode().unwrap(), p()).unwrap();
+        assert_eq!(back, h);
     }
 
     #[test]

@@ -217,9 +217,10 @@ impl Grep {
 
     /// Searches with the finder `which` ([`FINDER_PREFILTER`] or
     /// [`FINDER_DFA`]) on every file, instead of timing both on large
-    /// ones (for the equivalence tests).
-    #[cfg(test)]
-    pub(crate) fn force_finder(&mut self, which: usize) {
+    /// ones (for the equivalence tests and the fuzz harness,
+    /// `crates/mmapkit-fuzz`, whose inputs are too small to time: 0 or 1).
+    #[doc(hidden)]
+    pub fn force_finder(&mut self, which: usize) {
         self.forced = Some(which);
         self.finder.store(which, std::sync::atomic::Ordering::Relaxed);
     }

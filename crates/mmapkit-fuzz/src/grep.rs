@@ -1,0 +1,123 @@
+//! grep against a naive reference: each line on its own through the
+//! `regex` crate, for the pattern(s), the options (-F -i -v -w -x -m,
+//! --only-matching) and a scan set-up (strategy, threads, window, finder)
+//! all taken from the input.
+
+use mmapkit::scan::grep::{Collect, Grep, GrepOptions};
+use mmapkit::scan::{ScanOptions, Strategy};
+use regex::bytes::{Regex, RegexBuilder};
+
+use crate::Input;
+
+/// The regex the reference matches each line with (GNU grep's meaning of
+/// -x and -w, the patterns split at newlines as alternatives).
+fn line_regex(g: &GrepOptions) -> Option<Regex> {
+    let parts: Vec<String> = g
+        .patterns
+        .iter()
+        .flat_map(|p| p.split('\n'))
+        .map(|p| if g.fixed { regex::escape(p) } else { p.to_owned() })
+        .map(|p| format!("(?:{p})"))
+        .collect();
+    let joined = parts.join("|");
+    let p = if g.line {
+        format!("^(?:{joined})$")
+    } else if g.word {
+        format!("(?:^|[^0-9A-Za-z_])((?:{joined}))(?:[^0-9A-Za-z_]|$)")
+    } else {
+        joined
+    };
+    RegexBuilder::new(&p).unicode(false).case_insensitive(g.ignore_case).build().ok()
+}
+
+/// Selected lines (number, offset, bytes) and, per selected line, its
+/// non-empty match spans as (number, offset, bytes) records.
+type Records = Vec<(u64, u64, Vec<u8>)>;
+
+fn reference(data: &[u8], g: &GrepOptions, re: &Regex) -> (Records, Records) {
+    let word = g.word && !g.line;
+    let mut lines: Vec<&[u8]> = data.split(|&b| b == b'\n').collect();
+    if data.is_empty() || data.ends_with(b"\n") {
+        lines.pop();
+    }
+    let cap = g.max_count.unwrap_or(u64::MAX);
+    let (mut sel, mut spans) = (Vec::new(), Vec::new());
+    let mut off = 0u64;
+    for (i, line) in lines.iter().enumerate() {
+        let no = i as u64 + 1;
+        if (sel.len() as u64) < cap && re.is_match(line) != g.invert {
+            sel.push((no, off, line.to_vec()));
+            if !g.invert {
+                let mut v = Vec::new();
+                if word {
+                    let mut pos = 0;
+                    while pos <= line.len() {
+                        let Some(c) = re.captures_at(line, pos) else { break };
+                        let m = c.get(1).expect("group 1");
+                        v.push((m.start(), m.end()));
+                        pos = if m.end() > pos { m.end() } else { pos + 1 };
+                    }
+                } else {
+                    v.extend(re.find_iter(line).map(|m| (m.start(), m.end())));
+                }
+                for (s, e) in v.into_iter().filter(|(s, e)| e > s) {
+                    spans.push((no, off + s as u64, line[s..e].to_vec()));
+                }
+            }
+        }
+        off += line.len() as u64 + 1;
+    }
+    (sel, spans)
+}
+
+pub fn grep(data: &[u8]) {
+    let mut b = Input::new(data);
+    let flags = b.u8();
+    let max = b.u8();
+    let setup = b.u8();
+    let Ok(pattern) = std::str::from_utf8(b.until(0)) else { return };
+    // Keep compile time bounded: short patterns, no large repetition counts.
+    if pattern.len() > 64 || pattern.as_bytes().windows(3).any(|w| w.iter().all(u8::is_ascii_digit))
+    {
+        return;
+    }
+    let hay = b.rest();
+    let g = GrepOptions {
+        patterns: vec![pattern.to_owned()],
+        fixed: flags & 1 != 0,
+        ignore_case: flags & 2 != 0,
+        invert: flags & 4 != 0,
+        word: flags & 8 != 0,
+        line: flags & 16 != 0,
+        max_count: (flags & 32 != 0).then_some(max as u64 % 8),
+    };
+    let only_matching = flags & 64 != 0;
+    let Ok(mut grep) = Grep::new(&g) else { return };
+    let re = line_regex(&g).expect("the reference builds what grep built");
+    grep.force_finder((flags >> 7) as usize);
+    let opts = ScanOptions {
+        strategy: [Strategy::Mmap, Strategy::Read, Strategy::Stream][setup as usize % 3],
+        threads: (1 + (setup as usize / 3) % 3).into(),
+        chunk: [1, 2, 3, 7, 64, 0][(setup as usize / 9) % 6],
+        progress: Default::default(),
+    };
+    let (want, want_spans) = reference(hay, &g, &re);
+    let dir = crate::scratch();
+    let path = dir.path().join("hay");
+    std::fs::write(&path, hay).expect("write");
+
+    let mut sink = Collect::new(false, None);
+    let n = grep.search(&path, &opts, &mut sink).expect("search");
+    assert_eq!(sink.found, want, "selected lines ({opts:?})");
+    assert_eq!(n, want.len() as u64);
+    let n = grep.count(&path, &opts).expect("count");
+    assert_eq!(n, want.len() as u64, "count ({opts:?})");
+    let mut reader: &[u8] = hay;
+    let n = grep.count_reader(&mut reader, &path, &opts).expect("count_reader");
+    assert_eq!(n, want.len() as u64, "count_reader ({opts:?})");
+    if only_matching && !g.invert {
+        let mut sink = Collect::new(true, None);
+        grep.search(&path, &opts, &mut sink).expect("search");
+        assert_eq!(sink.found, want_spans, "matches ({opts:?})");
+    }
+}
