@@ -82,25 +82,22 @@ pub fn grep(data: &[u8]) {
         return;
     }
     let hay = b.rest();
-    let g = GrepOptions {
-        patterns: vec![pattern.to_owned()],
-        fixed: flags & 1 != 0,
-        ignore_case: flags & 2 != 0,
-        invert: flags & 4 != 0,
-        word: flags & 8 != 0,
-        line: flags & 16 != 0,
-        max_count: (flags & 32 != 0).then_some(max as u64 % 8),
-    };
+    let g = GrepOptions::default()
+        .patterns(vec![pattern.to_owned()])
+        .fixed(flags & 1 != 0)
+        .ignore_case(flags & 2 != 0)
+        .invert(flags & 4 != 0)
+        .word(flags & 8 != 0)
+        .line(flags & 16 != 0)
+        .max_count((flags & 32 != 0).then_some(max as u64 % 8));
     let only_matching = flags & 64 != 0;
     let Ok(mut grep) = Grep::new(&g) else { return };
     let re = line_regex(&g).expect("the reference builds what grep built");
     grep.force_finder((flags >> 7) as usize);
-    let opts = ScanOptions {
-        strategy: [Strategy::Mmap, Strategy::Read, Strategy::Stream][setup as usize % 3],
-        threads: (1 + (setup as usize / 3) % 3).into(),
-        chunk: [1, 2, 3, 7, 64, 0][(setup as usize / 9) % 6],
-        progress: Default::default(),
-    };
+    let opts = ScanOptions::default()
+        .strategy([Strategy::Mmap, Strategy::Read, Strategy::Stream][setup as usize % 3])
+        .threads((1 + (setup as usize / 3) % 3).into())
+        .chunk([1, 2, 3, 7, 64, 0][(setup as usize / 9) % 6]);
     let (want, want_spans) = reference(hay, &g, &re);
     let dir = crate::scratch();
     let path = dir.path().join("hay");

@@ -3,6 +3,11 @@
 //! the input is bad). `fuzz/` (cargo-fuzz, nightly) drives them for
 //! coverage-guided runs (`make fuzz`); `tests/corpus.rs` replays the
 //! committed corpus `fuzz/corpus/<target>/` through them on stable.
+#![forbid(unsafe_code)]
+#![allow(
+    clippy::disallowed_methods,
+    reason = "dev-only: the harness writes the damaged files it feeds the code under test directly"
+)]
 
 mod fasta;
 mod grep;

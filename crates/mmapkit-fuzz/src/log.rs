@@ -22,12 +22,8 @@ fn all(log: &CommitLog) -> mmapkit::Result<Entries> {
 }
 
 fn build(dir: &Path, b: &mut Input<'_>, sync: SyncMode) {
-    let opts = LogOptions {
-        segment_size: 4096,
-        first_index: 1 + (b.u8() % 4) as u64,
-        sync,
-        ..Default::default()
-    };
+    let opts =
+        LogOptions::default().segment_size(4096).first_index(1 + (b.u8() % 4) as u64).sync(sync);
     let log = CommitLog::open(dir, opts).expect("create");
     for _ in 0..b.u8() % 12 {
         let op = b.u8();
@@ -97,7 +93,7 @@ pub fn log_recovery(data: &[u8]) {
     damage(&dir, &mut b);
 
     // Read-only: open, verify, read everything.
-    let ro_opts = LogOptions { read_only: true, ..Default::default() };
+    let ro_opts = LogOptions::default().read_only(true);
     let ro = CommitLog::open(&dir, ro_opts.clone());
     let mut clean: Option<Entries> = None;
     let mut torn: Option<u64> = None;
@@ -122,7 +118,7 @@ pub fn log_recovery(data: &[u8]) {
     let ro = ro.map(drop);
 
     // Writable: recovery.
-    let rw_opts = LogOptions { repair, sync: SyncMode::Never, ..Default::default() };
+    let rw_opts = LogOptions::default().repair(repair).sync(SyncMode::Never);
     let rw = CommitLog::open(&dir, rw_opts);
     match (&ro, &rw) {
         (Ok(_), Err(e)) => panic!("opens read-only but not writable: {e}"),

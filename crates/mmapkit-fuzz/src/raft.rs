@@ -71,12 +71,7 @@ pub fn raft_decode(data: &[u8]) {
         (Some(p), false) => p.index.saturating_add(2),
         _ => 1 + b.u8() as u64 % 4,
     };
-    let opts = LogOptions {
-        segment_size: 4096,
-        first_index: start,
-        sync: SyncMode::Never,
-        ..Default::default()
-    };
+    let opts = LogOptions::default().segment_size(4096).first_index(start).sync(SyncMode::Never);
     if let Ok(log) = CommitLog::open(dir.join(format!("log.{gen}")), opts) {
         let mut term = 1;
         for k in 0..b.u8() % 8 {
@@ -114,7 +109,7 @@ pub fn raft_decode(data: &[u8]) {
         }
     }
 
-    let opts = StoreOptions { segment_size: 4096, durable: false };
+    let opts = StoreOptions::default().segment_size(4096).durable(false);
     let Ok(mut store) = LogStore::<KvConfig>::open(dir, opts) else { return };
     let rt = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
     rt.block_on(async {

@@ -2,6 +2,8 @@
 //! `cargo fuzz cmin`; inputs that once crashed included) through every
 //! harness on stable, so `cargo test` keeps what the fuzzer found fixed.
 
+#![allow(clippy::disallowed_methods, reason = "integration tests read their fixtures directly")]
+
 use std::path::PathBuf;
 
 fn corpus(target: &str) -> Vec<PathBuf> {
