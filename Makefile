@@ -135,6 +135,7 @@ tsan:
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS := log_recovery npy_header replicate raft_decode fasta grep
 fuzz:
+	@command -v cargo-fuzz >/dev/null || cargo install --locked --quiet cargo-fuzz
 	cd fuzz && cargo +nightly fuzz build -O --debug-assertions
 	cd fuzz && for t in $(FUZZ_TARGETS); do \
 		mkdir -p corpus-run/$$t artifacts/$$t && \
