@@ -35,6 +35,9 @@ use crate::{Error, Result};
 const MAGIC: &[u8; 16] = b"MMAPKIT-DURABLE\x01";
 const BOOT_LEN: usize = 40;
 const LEN: usize = 16 + 8 + 4 + BOOT_LEN + 4;
+/// Reads of a record that does not check out before it is called damaged
+/// (a concurrent in-place update settles within one of them).
+const RACE_RETRIES: usize = 20;
 
 /// The record's path for the store file `path` (symlinks resolved: the
 /// record belongs to the file, wherever it is opened from).
@@ -150,12 +153,27 @@ pub(super) fn read(rec: &Path) -> Result<Option<Record>> {
         return Err(not_regular());
     }
     // One byte more than a record: enough to tell a longer file, whatever
-    // length it has, without reading (or allocating) the rest.
+    // length it has, without reading (or allocating) the rest. A writer
+    // rewrites the record in place (`Durable::update`), and a buffered read
+    // racing that write can see half of each: a record that does not check
+    // out is read again a few times before it is called damaged.
     let mut b = vec![0u8; LEN + 1];
-    let n = crate::map::pread_full(&file, &mut b, 0).map_err(|e| Error::io(rec, "read", e))?;
-    b.truncate(n);
-    let crc_ok = b.len() == LEN && crc32c::crc32c(&b[..LEN - 4]).to_le_bytes() == b[LEN - 4..];
-    if !crc_ok || &b[..16] != MAGIC {
+    let mut ok = false;
+    for attempt in 0..RACE_RETRIES {
+        if attempt > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        b.resize(LEN + 1, 0);
+        let n = crate::map::pread_full(&file, &mut b, 0).map_err(|e| Error::io(rec, "read", e))?;
+        b.truncate(n);
+        ok = b.len() == LEN
+            && crc32c::crc32c(&b[..LEN - 4]).to_le_bytes() == b[LEN - 4..]
+            && &b[..16] == MAGIC;
+        if ok {
+            break;
+        }
+    }
+    if !ok {
         return Err(Error::Corrupt {
             path: rec.to_owned(),
             detail:
