@@ -487,3 +487,32 @@ fn outputs_in_a_read_only_directory_fail_cleanly() {
     }
     eprintln!("read-only directory: {} cells (read-only bind mount, EROFS)", cases.len());
 }
+
+/// Issue 27, defect 5: `-o /dev/stdout >> f` appends to f as the shell
+/// asked (the old code replaced f by rename: its earlier content was lost);
+/// `>` still gives just the output, and appending to the input is refused.
+#[test]
+fn dev_stdout_appended_by_the_shell_appends() {
+    let want = reference_kmers("csv", "mmap");
+    let d = tempdir();
+    let d = d.path();
+    fs::write(d.join("in.fa"), FASTA).unwrap();
+    let sh = |mode: &str, redirect: &str| {
+        let script =
+            format!("\"$0\" kmers in.fa -o /dev/stdout --format csv --mode {mode} {redirect}");
+        Command::new("sh").current_dir(d).args(["-c", &script, &bin()]).output().unwrap()
+    };
+    for mode in ["mmap", "single"] {
+        fs::write(d.join("log.csv"), b"earlier line\n").unwrap();
+        let out = sh(mode, ">> log.csv");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(fs::read(d.join("log.csv")).unwrap(), [&b"earlier line\n"[..], &want].concat());
+    }
+    fs::write(d.join("log.csv"), b"earlier line\n").unwrap();
+    let out = sh("mmap", "> log.csv");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(fs::read(d.join("log.csv")).unwrap(), want);
+    let out = sh("mmap", ">> in.fa");
+    assert_eq!(out.status.code(), Some(2), "appending to the input must be refused");
+    assert_eq!(fs::read(d.join("in.fa")).unwrap(), FASTA);
+}

@@ -13,8 +13,9 @@
 //!   file, which is replaced while the link stays a link; a dangling link
 //!   creates its target. Directories, FIFOs, devices and sockets are refused
 //!   with an error naming the path, except `-` and a path that is the
-//!   process's standard output (`/dev/stdout` on a pipe or terminal), which
-//!   mean "stream to stdout" for writers that can. An output that is the
+//!   process's standard output (`/dev/stdout` on a pipe or terminal, or on
+//!   a file the shell opened for appending: `>>`), which mean "stream to
+//!   stdout" for writers that can. An output that is the
 //!   same file as an input (same device and inode, also through links and
 //!   hard links) is refused before anything is written.
 //! * **Owner and mode** of a replaced file are copied to the temp file.
@@ -454,6 +455,11 @@ fn stdout_meta() -> Option<Metadata> {
     File::from(fd).metadata().ok()
 }
 
+/// Whether standard output is the regular file `m`, opened for appending.
+fn stdout_appends_to(m: &Metadata) -> bool {
+    stdout_meta().is_some_and(|s| same_file(&s, m)) && crate::map::is_append(io::stdout().as_fd())
+}
+
 fn stdin_meta() -> Option<Metadata> {
     let fd = io::stdin().as_fd().try_clone_to_owned().ok()?;
     File::from(fd).metadata().ok()
@@ -482,7 +488,8 @@ fn kind_name(m: &Metadata) -> &'static str {
 /// Decides where output to `path` goes, before anything is written:
 ///
 /// * `-`, or a path that is the same pipe/terminal/device as standard
-///   output: [`Target::Stdout`];
+///   output, or the same regular file when standard output appends to it
+///   (`>>`): [`Target::Stdout`];
 /// * a regular file or a new name (through any symlinks):
 ///   [`Target::File`] with the real path;
 /// * a directory: EISDIR naming the path; a FIFO, device or socket: an
@@ -496,6 +503,10 @@ pub fn output_target(path: &Path, inputs: &[&Path]) -> Result<Target> {
         Ok(m) if m.is_dir() => {
             return Err(Error::io(path, "write", io::Error::from_raw_os_error(libc::EISDIR)))
         }
+        // `-o /dev/stdout >> f`: the shell opened f for appending, so write
+        // through standard output as asked; replacing f would drop its
+        // content. (`>` truncated it already: replacing it gives the same.)
+        Ok(m) if m.is_file() && stdout_appends_to(&m) => Target::Stdout,
         Ok(m) if m.is_file() => {
             let real = resolve_links(path)?;
             // The real path must be the file stat saw (not a magic link
@@ -524,7 +535,11 @@ pub fn output_target(path: &Path, inputs: &[&Path]) -> Result<Target> {
         }
         Err(e) => return Err(Error::io(path, "stat", e)),
     };
-    if let Target::File { existing: Some(out), .. } = &target {
+    let out = match &target {
+        Target::File { existing, .. } => existing.clone(),
+        Target::Stdout => stdout_meta(),
+    };
+    if let Some(out) = &out {
         for input in inputs {
             // `-` is standard input: what it is redirected from counts
             // (`kmers - -o s.fa < s.fa` would replace its own input).

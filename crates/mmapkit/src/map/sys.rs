@@ -426,6 +426,14 @@ pub(super) fn pread_full_uninit(
     })
 }
 
+/// Whether `fd` was opened with `O_APPEND` (a shell's `>>`); false when
+/// it cannot be asked.
+pub fn is_append(fd: std::os::fd::BorrowedFd<'_>) -> bool {
+    // SAFETY: F_GETFL reads the descriptor's status flags and touches no memory.
+    let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
+    flags >= 0 && flags & libc::O_APPEND != 0
+}
+
 /// The file system type of `file` (`statfs` f_type), None when unknown.
 pub fn fs_type(file: &File) -> Option<i64> {
     let mut st = std::mem::MaybeUninit::<libc::statfs>::zeroed();
