@@ -1216,6 +1216,35 @@ impl Map {
         }
     }
 
+    /// Pins every page of the mapping in memory (`mlock`): all are read in
+    /// now and stay resident, whatever the memory pressure, until
+    /// [`unlock`](Self::unlock) or the map is dropped. Needs
+    /// `RLIMIT_MEMLOCK` room (or `CAP_IPC_LOCK`); a truncated file is an
+    /// error here.
+    pub fn lock(&self) -> Result<()> {
+        self.lock_pages(true)
+    }
+
+    /// Undoes [`lock`](Self::lock).
+    pub fn unlock(&self) -> Result<()> {
+        self.lock_pages(false)
+    }
+
+    fn lock_pages(&self, lock: bool) -> Result<()> {
+        let (addr, n) = self.page_range(0, self.len())?;
+        if n == 0 {
+            return Ok(());
+        }
+        // SAFETY: the range is mapped.
+        match unsafe { sys::mlock(addr, n, lock) } {
+            Ok(()) => self.check(),
+            Err(e) if lock && e.raw_os_error() == Some(libc::EFAULT) => {
+                Err(Error::FileTruncated { path: self.path.clone() })
+            }
+            Err(e) => Err(self.err(if lock { "mlock" } else { "munlock" }, e)),
+        }
+    }
+
     /// Writes dirty pages of `[offset, offset+len)` back to the file,
     /// waiting for the I/O when `sync` (`msync(MS_SYNC)` vs `MS_ASYNC`).
     pub fn flush_range(&self, offset: usize, len: usize, sync: bool) -> Result<()> {

@@ -206,6 +206,22 @@ pub(super) unsafe fn madvise(addr: *mut u8, len: usize, advice: c_int) -> io::Re
     check(unsafe { libc::madvise(addr.cast(), len, advice) })
 }
 
+/// `mlock` (`lock`) or `munlock` of `[addr, addr+len)`.
+///
+/// # Safety
+/// `[addr, addr+len)` must be mapped and owned by the caller.
+pub(super) unsafe fn mlock(addr: *mut u8, len: usize, lock: bool) -> io::Result<()> {
+    // SAFETY: guaranteed by the caller; locking faults pages in and pins
+    // them, it never changes their contents.
+    check(unsafe {
+        if lock {
+            libc::mlock(addr.cast(), len)
+        } else {
+            libc::munlock(addr.cast(), len)
+        }
+    })
+}
+
 /// # Safety
 /// `[addr, addr+len)` must be mapped and owned by the caller.
 pub(super) unsafe fn msync(addr: *mut u8, len: usize, sync: bool) -> io::Result<()> {

@@ -203,9 +203,22 @@ fn residency_counts_pages() {
     let (_d, path) = file_with(&pattern(16 * page_size()));
     let m = Map::open(&path, Mode::Read).unwrap();
     m.populate(false).unwrap();
+    // Locked, so memory pressure cannot evict a page before mincore looks
+    // (populated pages alone may be gone again on a loaded machine).
+    m.lock().unwrap();
     let r = m.residency().unwrap();
     assert_eq!(r.mapped_bytes, 16 * page_size() as u64);
     assert_eq!(r.resident_bytes, r.mapped_bytes);
+    m.unlock().unwrap();
+}
+
+#[test]
+fn lock_of_a_truncated_file_is_an_error_not_a_crash() {
+    let (_d, path) = file_with(&pattern(16 * page_size()));
+    let m = Map::open(&path, Mode::Read).unwrap();
+    std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(0).unwrap();
+    let err = m.lock().unwrap_err();
+    assert!(err.to_string().contains("f.bin"), "{err}");
 }
 
 #[test]
