@@ -17,11 +17,13 @@ Tasks (every contender's answer is checked on every run):
                the disk's sequential read of the same file (``readinto`` loop), the
                numpy loop on ``np.memmap`` and mmapkit sequential; ``rss_anon`` = the
                process's own memory (RssAnon, sampled every 50 ms) at its peak
-3. ``loader``  one pass of a PyTorch ``DataLoader`` (batch 256) over the store's rows
-               with 0, 1 and 2 workers: ``mmapkit.torch.FeatureDataset`` (one item per
-               batch, ``batch_size=None``) vs a plain ``np.memmap`` map-style
-               ``Dataset`` (one item per row, the default sampler and collate)
-               -> (rows, sum of the labels)
+3. ``loader``  one pass over the store's first rows in batches of 256 ``(X, y)`` tensors,
+               sequential and shuffled: ``mmapkit.torch.data_loader`` vs the peers a
+               competent user writes: a batch-aware ``np.memmap`` ``Dataset`` driven by
+               slices / a ``BatchSampler`` (sorted fancy-index gathers), and in-RAM
+               tensors (slices / ``torch.randperm`` gathers); with 2 workers; the per-row
+               ``Dataset`` only as an extra row for scale -> (rows, sum of the labels),
+               rows/s and GB/s, and each peer's ratio to mmapkit in the notes
 4. ``median``  exact median of an int16 array (10 GB, ``--quick`` 64 MiB) on a
                2-worker ``distributed.LocalCluster(processes=True)``:
                ``mmapkit.dask.median`` vs ``dask.array.percentile(x, 50)``
@@ -494,21 +496,60 @@ def ooc_mmapkit(d: Path) -> Measured:
 
 # --------------------------------------------------------------------------- 3. loader
 
+LOADER_SEED = 0
+#: Loader contenders: name -> (order, mmapkit counterpart for the ratio).
+SEQ, SHUF = "sequential", "shuffled"
+MK_SEQ, MK_SHUF = "mmapkit.torch sequential", "mmapkit.torch shuffled"
+MEMMAP_SEQ, MEMMAP_SHUF = "np.memmap batch Dataset sequential", "np.memmap batch Dataset shuffled"
+RAM_SEQ, RAM_SHUF = "in-RAM tensor slices", "in-RAM tensor randperm"
+PER_ROW = "per-row np.memmap Dataset (extra, not a peer)"
 
-def _loader_pass(loader: Any) -> Measured:
-    """One timed pass over `loader` -> (rows, sum of the labels), rows/s."""
+
+def _loader_pass(make: Callable[[], Any], row_bytes: int) -> Measured:
+    """One timed pass over the iterable `make()` returns (made inside the timing: a
+    sampler's permutation is part of the epoch) -> (rows, sum of the labels), rows/s
+    and GB/s (rows x bytes per row, features and label)."""
     rows, total = 0, 0.0
     t0 = time.perf_counter()
-    for X, y in loader:
+    for X, y in make():
         rows += X.shape[0]
         total += float(y.double().sum())
     secs = time.perf_counter() - t0
-    return Measured((rows, round(total, 3)), {"rows_per_s": rows / secs}, seconds=secs)
+    return Measured(
+        (rows, round(total, 3)),
+        {"rows_per_s": rows / secs, "gb_per_s": rows * row_bytes / secs / 1e9},
+        seconds=secs,
+    )
+
+
+def _row_bytes(d: Path) -> int:
+    return int(_params(d)["dim"]) * 4 + 4
+
+
+class MemmapBatches:
+    """The strongest simple peer: a batch-aware map-style Dataset over
+    `np.load(mmap_mode="c")` (copy-on-write, so its views make writable tensors with no
+    copy); a key is a slice (sequential: views) or a list of rows from a `BatchSampler`
+    (shuffled: one sorted fancy-index gather). Module-level so workers can pickle it."""
+
+    def __init__(self, store_dir: str) -> None:
+        self.X = np.load(os.path.join(store_dir, "features.npy"), mmap_mode="c")
+        self.y = np.load(os.path.join(store_dir, "labels.npy"), mmap_mode="c")
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def __getitem__(self, key: Any) -> Any:
+        import torch
+
+        if not isinstance(key, slice):
+            key = np.sort(np.asarray(key))
+        return torch.from_numpy(self.X[key]), torch.from_numpy(self.y[key])
 
 
 class MemmapRows:
-    """What users write: a map-style Dataset of single rows of an np.memmap (default
-    sampler + collate batch them). Module-level so spawn workers can pickle it."""
+    """The per-row Dataset (an extra row, not a peer): single rows of an np.memmap,
+    batched by the default sampler and collate. Module-level so workers can pickle it."""
 
     def __init__(self, store_dir: str, rows: int) -> None:
         self.dir, self.rows = store_dir, rows
@@ -541,63 +582,177 @@ def _loader(key: str, make: Callable[[dict[str, Any]], Any], workers: int) -> An
 
 
 def _drop_loaders(_ds: Dataset) -> None:
-    for k in [k for k in _STATE if k.startswith("loader:")]:
+    for k in [k for k in _STATE if k.startswith(("loader:", "ram:"))]:
         del _STATE[k]  # the iterator's __del__ stops persistent workers
     import gc
 
     gc.collect()
 
 
-def _loader_mmapkit(workers: int) -> Callable[[Path], Any]:
+def _slices(rows: int) -> list[slice]:
+    return [slice(s, min(s + LOADER_BATCH, rows)) for s in range(0, rows, LOADER_BATCH)]
+
+
+def _loader_mmapkit(shuffle: bool, workers: int) -> Callable[[Path], Any]:
     def run(d: Path) -> Any:
         torch = _torch()
-        from mmapkit.torch import FeatureDataset
+        from mmapkit.torch import FeatureBatchSampler, FeatureDataset
+
+        def make(extra: dict[str, Any]) -> Any:
+            ds = FeatureDataset(d / "store", batch_size=LOADER_BATCH)
+            ds.rows = _params(d)["loader_rows"]  # the prefix every loader reads
+            sampler = FeatureBatchSampler(ds, LOADER_BATCH, shuffle=shuffle, seed=LOADER_SEED)
+            return torch.utils.data.DataLoader(
+                ds, sampler=sampler, batch_size=None, num_workers=workers, **extra
+            )
+
+        loader = _loader(f"mmapkit{shuffle}{workers}:{d}", make, workers)
+        return _loader_pass(lambda: loader, _row_bytes(d))
+
+    return run
+
+
+def _loader_memmap(shuffle: bool, workers: int) -> Callable[[Path], Any]:
+    def run(d: Path) -> Any:
+        torch = _torch()
+        tud = torch.utils.data
 
         def make(extra: dict[str, Any]) -> Any:
             rows = _params(d)["loader_rows"]
-            ds = FeatureDataset(d / "store", batch_size=LOADER_BATCH)
-            keys = [slice(s, min(s + LOADER_BATCH, rows)) for s in range(0, rows, LOADER_BATCH)]
-            return torch.utils.data.DataLoader(
-                ds, sampler=keys, batch_size=None, num_workers=workers, **extra
+            sampler: Any = (
+                tud.BatchSampler(
+                    tud.RandomSampler(
+                        range(rows), generator=torch.Generator().manual_seed(LOADER_SEED)
+                    ),
+                    LOADER_BATCH,
+                    drop_last=False,
+                )
+                if shuffle
+                else _slices(rows)
+            )
+            return tud.DataLoader(
+                MemmapBatches(str(d / "store")),
+                sampler=sampler,
+                batch_size=None,
+                num_workers=workers,
+                **extra,
             )
 
-        return _loader_pass(_loader(f"mmapkit{workers}:{d}", make, workers))
+        loader = _loader(f"memmap{shuffle}{workers}:{d}", make, workers)
+        return _loader_pass(lambda: loader, _row_bytes(d))
 
     return run
 
 
-def _loader_memmap(workers: int) -> Callable[[Path], Any]:
+def _loader_ram(shuffle: bool) -> Callable[[Path], Any]:
     def run(d: Path) -> Any:
         torch = _torch()
 
-        def make(extra: dict[str, Any]) -> Any:
-            ds = MemmapRows(str(d / "store"), _params(d)["loader_rows"])
-            return torch.utils.data.DataLoader(
-                ds, batch_size=LOADER_BATCH, num_workers=workers, **extra
-            )
+        def load() -> Any:
+            rows = _params(d)["loader_rows"]
+            X, y = _npy_memmaps(d)
+            return torch.from_numpy(np.array(X[:rows])), torch.from_numpy(np.array(y[:rows]))
 
-        return _loader_pass(_loader(f"memmap{workers}:{d}", make, workers))
+        X, y = _cached(f"ram:{d}", load)
+        n, bs = len(y), LOADER_BATCH
+
+        def batches() -> Any:
+            if not shuffle:
+                return ((X[s : s + bs], y[s : s + bs]) for s in range(0, n, bs))
+            perm = torch.randperm(n, generator=torch.Generator().manual_seed(LOADER_SEED))
+            return ((X.index_select(0, i), y.index_select(0, i)) for i in perm.split(bs))
+
+        return _loader_pass(batches, _row_bytes(d))
 
     return run
 
 
-for _w in (0, 1, 2):
-    contender(
-        f"np.memmap Dataset, {_w} workers",
-        "loader",
-        note=f"`DataLoader(MemmapRows(path), batch_size={LOADER_BATCH}, "
-        f"num_workers={_w})`: one `__getitem__` per row "
-        "(`torch.tensor(X[i]), torch.tensor(y[i])` of an `np.memmap`), the default "
-        "sampler and collate.",
-    )(_loader_memmap(_w))
-    contender(
-        f"mmapkit.torch, {_w} workers",
-        "loader",
-        available=_need("FeatureStore"),
-        note=f"`DataLoader(FeatureDataset(path), sampler=<slices of {LOADER_BATCH} rows>, "
-        f"batch_size=None, num_workers={_w})` (what `mmapkit.torch.data_loader` "
-        "builds): one item per batch, `torch.from_numpy` of the mapped rows.",
-    )(_loader_mmapkit(_w))
+def _loader_rows(d: Path) -> Any:
+    torch = _torch()
+
+    def make(extra: dict[str, Any]) -> Any:
+        ds = MemmapRows(str(d / "store"), _params(d)["loader_rows"])
+        return torch.utils.data.DataLoader(ds, batch_size=LOADER_BATCH)
+
+    loader = _loader(f"rows:{d}", make, 0)
+    return _loader_pass(lambda: loader, _row_bytes(d))
+
+
+_SEQ_KEYS = f"a sampler of slices of {LOADER_BATCH} rows"
+contender(
+    MK_SEQ,
+    "loader",
+    available=_need("FeatureStore"),
+    note="`mmapkit.torch.data_loader(path, 256)`: `DataLoader(FeatureDataset(path), "
+    f"sampler=FeatureBatchSampler(...), batch_size=None)`, {_SEQ_KEYS}: "
+    "`torch.from_numpy` of the mapped rows, no copy.",
+)(_loader_mmapkit(False, 0))
+contender(
+    MK_SHUF,
+    "loader",
+    available=_need("FeatureStore"),
+    note=f"`data_loader(path, 256, shuffle=True, seed={LOADER_SEED})`: rows in "
+    "`batch_order` (a seeded permutation of blocks of 32 rows), each batch gathered by "
+    "the Rust core (GIL released).",
+)(_loader_mmapkit(True, 0))
+contender(
+    MEMMAP_SEQ,
+    "loader",
+    note="the peer a competent user writes: `MemmapBatches`, a map-style Dataset over "
+    '`np.load(..., mmap_mode="c")` whose `__getitem__` takes a whole batch\'s key, '
+    f"`DataLoader(ds, sampler=<{_SEQ_KEYS}>, batch_size=None)`: "
+    "`torch.from_numpy` of the memmap's views, no copy.",
+)(_loader_memmap(False, 0))
+contender(
+    MEMMAP_SHUF,
+    "loader",
+    note="the same Dataset driven by `BatchSampler(RandomSampler(range(n), "
+    f"generator=seed {LOADER_SEED}), 256)`: each batch's row list sorted and gathered "
+    "with one numpy fancy index (a full row permutation: more random than mmapkit's "
+    "blocks, and more scattered reads).",
+)(_loader_memmap(True, 0))
+contender(
+    RAM_SEQ,
+    "loader",
+    note="the rows loaded into RAM first (untimed: `torch.from_numpy(np.array(X[:n]))`), "
+    "then `X[s:s+256]` slices in a loop: the in-memory limit.",
+)(_loader_ram(False))
+contender(
+    RAM_SHUF,
+    "loader",
+    note="the same tensors, `perm = torch.randperm(n)` (timed) and "
+    "`X.index_select(0, i), y.index_select(0, i)` for `i in perm.split(256)` (10-20× "
+    "faster than `X[i]`): in-memory shuffling (a full row permutation).",
+)(_loader_ram(True))
+contender(
+    f"{MK_SEQ}, 2 workers",
+    "loader",
+    available=_need("FeatureStore"),
+    note=f"`{MK_SEQ}` with `num_workers=2` (forked, persistent): each "
+    "batch crosses to the main process through a new shared-memory segment.",
+)(_loader_mmapkit(False, 2))
+contender(
+    f"{MEMMAP_SEQ}, 2 workers",
+    "loader",
+    note=f"`{MEMMAP_SEQ}` with `num_workers=2` (forked, persistent).",
+)(_loader_memmap(False, 2))
+contender(
+    PER_ROW,
+    "loader",
+    note=f"shown only for scale, not a peer: `DataLoader(MemmapRows(path), batch_size="
+    f"{LOADER_BATCH})`, one `__getitem__` per row (`torch.tensor(X[i]), torch.tensor(y[i])` "
+    "of an `np.memmap`), the default sampler and collate.",
+)(_loader_rows)
+
+#: (contender, its mmapkit counterpart): the ratios the report's notes give.
+LOADER_PEERS = (
+    (MEMMAP_SEQ, MK_SEQ),
+    (RAM_SEQ, MK_SEQ),
+    (MEMMAP_SHUF, MK_SHUF),
+    (RAM_SHUF, MK_SHUF),
+    (f"{MEMMAP_SEQ}, 2 workers", f"{MK_SEQ}, 2 workers"),
+    (PER_ROW, MK_SEQ),
+)
 
 
 # --------------------------------------------------------------------------- 4. median
@@ -691,6 +846,45 @@ def _rate(doc: dict[str, Any], size: str, task: str, contender: str) -> float | 
     return s["rows"] / r["median"]
 
 
+def _loader_notes(doc: dict[str, Any]) -> list[str]:
+    """Per loader size: each contender's rows/s and GB/s, and each peer's ratio to the
+    mmapkit loader of the same order (> 1: the peer is faster)."""
+    out = []
+    for s in doc["sizes"]:
+        rows = s.get("params", {}).get("loader_rows") or PARAMS.get(s["label"], {}).get(
+            "loader_rows"
+        )
+        if not rows:
+            continue
+        rate = {
+            r["contender"]: rows / r["median"]
+            for r in doc["results"]
+            if (r["size"], r["task"], r["cache"]) == (s["label"], "loader", "warm")
+            and r["status"] == "ok"
+            and r.get("median")
+        }
+        if not rate:
+            continue
+        row_bytes = s.get("dim", 64) * 4 + 4
+        parts = [
+            f"`{c}` {_human_rate(x)} rows/s = {x * row_bytes / 1e9:.2f} GB/s"
+            for c, x in rate.items()
+        ]
+        ratios = [
+            f"`{peer}` {rate[peer] / rate[mk]:.2f}× `{mk}`"
+            for peer, mk in LOADER_PEERS
+            if peer in rate and mk in rate
+        ]
+        out.append(
+            f"loader at {s['label']} ({rows:,} rows of {row_bytes} bytes), median pass: "
+            + ", ".join(parts)
+            + ". Peer / mmapkit rates (same order): "
+            + (", ".join(ratios) or "–")
+            + "."
+        )
+    return out
+
+
 def _human_rate(x: float | None) -> str:
     if x is None:
         return "–"
@@ -718,6 +912,7 @@ class FeaturesSuite(Suite):
     )
     metrics = {
         "rows_per_s": {"title": "rows/s", "unit": ""},
+        "gb_per_s": {"title": "GB/s (rows x bytes per row / time)", "unit": ""},
         "rows_per_cpu_s": {"title": "rows per CPU-second", "unit": ""},
         "cpu_s_per_m_rows": {"title": "CPU-seconds per 1 M rows", "unit": ""},
         "accuracy": {"title": "held-out accuracy", "unit": ""},
@@ -768,14 +963,16 @@ class FeaturesSuite(Suite):
             throughput=False,
             teardown=_drop_loaders,
             repeats=capped(3, labelled("d64")),
-            baseline="np.memmap Dataset, 0 workers",
-            reference="np.memmap Dataset, 0 workers",
+            baseline=MEMMAP_SEQ,
+            reference=MEMMAP_SEQ,
             note="one pass over the first 262 144 rows of the d = 64 store (32 768 at q64), "
-            "batches of 256 rows as `(X, y)` tensors (answer: rows and the sum of the labels); "
-            "workers are forked (Linux default) and persistent: started by the untimed "
-            "warm-up pass, so the timed passes are the steady-state throughput without "
-            "worker start-up. GB/s is not shown (a prefix of the store is read): see "
-            "`rows/s`.",
+            "batches of 256 rows as `(X, y)` tensors (answer: rows and the sum of the labels), "
+            "sequential and shuffled; the peers are what a competent user writes (a "
+            "batch-aware `np.memmap` Dataset, in-RAM tensors), the per-row Dataset is shown "
+            "only for scale. Workers are forked (Linux default) and persistent: started by the "
+            "untimed warm-up pass, so the timed passes are the steady-state throughput. GB/s "
+            "(metric `gb_per_s`) = rows x 260 bytes / time; the harness's GB/s column is not "
+            "shown (a prefix of the store is read).",
         ),
         Task(
             "median",
@@ -941,6 +1138,7 @@ class FeaturesSuite(Suite):
                     f"rows/s at {s['label']} ({s['rows']:,} x {s['dim']} float32), "
                     f"median epoch: " + ", ".join(parts) + "."
                 )
+        notes.extend(_loader_notes(doc))
         return goals
 
     notes = (

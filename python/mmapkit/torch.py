@@ -27,9 +27,8 @@ arrays by the Rust core (GIL released).
 Workers or not: with ``num_workers=0`` a sequential batch reaches the
 training loop without any copy; a worker process must hand each batch to
 the main process, and PyTorch copies it into a new shared-memory segment
-to do so (measured in the ``features`` benchmark, 256 × 64 float32
-batches on 2 cores: 7.1 M rows/s with 0 workers, 0.1–0.2 M with 1–2;
-a plain ``np.memmap`` Dataset with per-row collation: 0.04–0.05 M). Use
+to do so (the ``features`` benchmark's ``loader`` task measures both,
+next to a batch-aware ``np.memmap`` Dataset and in-RAM tensors). Use
 workers when the per-batch work *in the dataset* (decoding, augmenting)
 is what limits, and ``num_workers=0`` for batches read straight from
 the store.
