@@ -46,8 +46,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
-import torch
-import torch.utils.data
+
+try:
+    import torch
+    import torch.utils.data
+except ImportError as e:
+    raise ImportError(
+        f"mmapkit.torch needs PyTorch ({e}): pip install 'mmapkit[torch]'", name=e.name
+    ) from e
 
 from ._types import PathLike
 from .features import FeatureStore, batch_order
