@@ -80,10 +80,14 @@ PARAMS: dict[str, dict[str, Any]] = {
     "d64": {"rows": 1_000_000, "dim": 64, "text_rows": 100_000, "loader_rows": 262_144},
     "d1000": {"rows": 1_000_000, "dim": 1000, "text_rows": 10_000, "loader_rows": 0},
     "ooc": {"rows": 30_000_000, "dim": 250, "text_rows": 0, "loader_rows": 0},
+    # The gpu part (issue 26): 16 M x 64 float32 (4.3 GB), batch 65,536; --quick 1 M.
+    "gpu": {"rows": 1 << 24, "dim": 64, "text_rows": 0, "loader_rows": 0, "batch": 65536},
+    "qgpu": {"rows": 1 << 20, "dim": 64, "text_rows": 0, "loader_rows": 0, "batch": 8192},
     "dask": {"int16": 10 * 10**9},
 }
 TRAIN_SIZES = ("q64", "q128", "d64", "d1000")
 LOADER_SIZES = ("q64", "d64")
+GPU_SIZES = ("qgpu", "gpu")
 
 CONTENDERS = Registry()
 contender = CONTENDERS.add
@@ -444,8 +448,8 @@ def train_mmapkit(d: Path) -> Measured:
     "train",
     available=_need("FeatureStore"),
     note="the same with `shuffle=True, seed=0`: a seeded permutation of blocks of 8 rows, "
-    "gathered in Rust (GIL released) per group of ~1 MiB; by a prefetch thread once a "
-    "group's rows come from storage.",
+    "gathered in Rust (GIL released) per group of ~1 MiB by a prefetch thread, so the "
+    "copy overlaps the training loop.",
 )
 @_one_blas_thread
 def train_mmapkit_shuffled(d: Path) -> Measured:
@@ -755,6 +759,272 @@ LOADER_PEERS = (
 )
 
 
+# --------------------------------------------------------------------------- 5. gpu
+
+GPU_LR = 0.5  # mean-reduced logistic regression: a few hundred large-batch steps learn
+GPU_DEVICE = "cuda"  # (a dry run of the code on a machine without one sets "cpu")
+
+
+def _cuda() -> Any:
+    torch = _torch()
+    if not torch.cuda.is_available():
+        raise Unavailable(GPU_SKIP)
+    return torch
+
+
+GPU_SKIP = "no CUDA device (torch.cuda.is_available() is false): the gpu part is skipped"
+
+
+def _gpu_train(d: Path, make: Callable[[], Any], row_order: str) -> Measured:
+    """One epoch of mean-reduced logistic regression on the GPU over the batches
+    `make()` yields (host tensors are sent with `.to(device, non_blocking=True)`; a
+    loader's device tensors are used as they come); timed from `make()` to the last
+    update's completion (`torch.cuda.synchronize`). Answer: (rows, learned)."""
+    torch = _cuda()
+    p = _params(d)
+    dev = torch.device(GPU_DEVICE)
+    w = torch.zeros(p["dim"], device=dev)
+    b = torch.zeros((), device=dev)
+    rows = 0
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for Xb, yb in make():
+        X = Xb.to(dev, non_blocking=True)
+        r = torch.sigmoid(X @ w + b) - yb.to(dev, non_blocking=True)
+        w -= (GPU_LR / len(r)) * (r @ X)
+        b -= GPU_LR * r.mean()
+        rows += len(r)
+    torch.cuda.synchronize()
+    secs = time.perf_counter() - t0
+    acc = _accuracy(w.cpu().numpy(), float(b), p["dim"])
+    nbytes = rows * (p["dim"] * 4 + 4)
+    metrics = {"rows_per_s": rows / secs, "gb_per_s": nbytes / secs / 1e9, "accuracy": acc}
+    _gpu_partial(d, row_order, metrics)
+    return Measured((rows, bool(acc > MIN_ACCURACY)), metrics, seconds=secs)
+
+
+def _gpu_partial(d: Path, name: str, metrics: dict[str, float]) -> None:
+    """Each gpu run as it ends, on stderr and (with $MMAPKIT_BENCH_PARTIAL) appended to
+    that JSON-lines file: a run cut short by a time limit keeps what it measured."""
+    from ..harness import log
+
+    log(f"    gpu run: {name}: " + ", ".join(f"{k} {v:.4g}" for k, v in metrics.items()))
+    out = os.environ.get("MMAPKIT_BENCH_PARTIAL")
+    if out:
+        with open(out, "a") as f:
+            f.write(json.dumps({"size": d.name, "contender": name, **metrics}) + "\n")
+
+
+def _gpu_store(d: Path) -> Any:
+    from mmapkit import FeatureStore
+
+    return _cached(f"gpustore:{d}", lambda: FeatureStore(d / "store"))
+
+
+def _gpu_contender(name: str, note: str) -> Callable[[Callable[[Path], Any]], Any]:
+    """A gpu task contender: `fn(d)` returns the callable that makes its epoch's batches."""
+
+    def register(fn: Callable[[Path], Any]) -> Any:
+        def run(d: Path) -> Measured:
+            _cuda()
+            return _gpu_train(d, fn(d), name)
+
+        run.__name__ = fn.__name__
+        return contender(name, "gpu", note=note)(run)
+
+    return register
+
+
+@_gpu_contender(
+    "FeatureStore.batches sequential",
+    "`for X, y in fs.batches(B)`: zero-copy views, `torch.from_numpy(X).to('cuda', "
+    "non_blocking=True)` (pageable memory: a synchronous copy).",
+)
+def gpu_batches_seq(d: Path) -> Any:
+    torch = _torch()
+    fs, bs = _gpu_store(d), _params(d)["batch"]
+    return lambda: (
+        (torch.from_numpy(X), torch.from_numpy(y)) for X, y in _writable(fs.batches(bs))
+    )
+
+
+@_gpu_contender(
+    "FeatureStore.batches shuffled",
+    "`fs.batches(B, shuffle=True, seed=0)`: each group gathered by the Rust core "
+    "(prefetch thread), then copied like the sequential row.",
+)
+def gpu_batches_shuf(d: Path) -> Any:
+    torch = _torch()
+    fs, bs = _gpu_store(d), _params(d)["batch"]
+    return lambda: (
+        (torch.from_numpy(X), torch.from_numpy(y))
+        for X, y in _writable(fs.batches(bs, shuffle=True, seed=0))
+    )
+
+
+def _writable(batches: Any) -> Any:
+    """Batches with writable numpy flags (the mapping is copy-on-write; torch warns
+    about read-only arrays otherwise)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        yield from batches
+
+
+@_gpu_contender(
+    "data_loader(pin_memory=True)",
+    "`mmapkit.torch.data_loader(path, B, pin_memory=True)` (0 workers: torch's pin-memory "
+    "thread copies each batch into pinned memory), then `.to('cuda', non_blocking=True)`.",
+)
+def gpu_data_loader(d: Path) -> Any:
+    from mmapkit.torch import data_loader
+
+    loader = data_loader(d / "store", _params(d)["batch"], pin_memory=True)
+    return lambda: loader
+
+
+@_gpu_contender(
+    'np.load(mmap_mode="r") slices',
+    '`X = np.load(features.npy, mmap_mode="r")`, `torch.from_numpy(X[s:s+B])` '
+    "(through `np.asarray`: a read-only view) `.to('cuda')` per batch.",
+)
+def gpu_npy_slices(d: Path) -> Any:
+    torch = _torch()
+    X, y = _npy_memmaps(d)
+    bs, n = _params(d)["batch"], _params(d)["rows"]
+    return lambda: _writable(
+        (torch.from_numpy(X[s : s + bs]), torch.from_numpy(y[s : s + bs])) for s in range(0, n, bs)
+    )
+
+
+def _gpu_ram(d: Path) -> Any:
+    torch = _torch()
+
+    def load() -> Any:
+        X, y = _npy_memmaps(d)
+        return torch.from_numpy(np.array(X)), torch.from_numpy(np.array(y))
+
+    return _cached(f"gpuram:{d}", load)
+
+
+@_gpu_contender(
+    "in-RAM tensor randperm",
+    "the whole set in RAM first (untimed), `perm = torch.randperm(n)`, "
+    "`X.index_select(0, i)` for `i in perm.split(B)` (torch's gather) then "
+    "`.to('cuda', non_blocking=True)`.",
+)
+def gpu_ram_randperm(d: Path) -> Any:
+    torch = _torch()
+    X, y = _gpu_ram(d)
+    bs = _params(d)["batch"]
+
+    def batches() -> Any:
+        perm = torch.randperm(len(y), generator=torch.Generator().manual_seed(0))
+        return ((X.index_select(0, i), y.index_select(0, i)) for i in perm.split(bs))
+
+    return batches
+
+
+@_gpu_contender(
+    "mmapkit device_loader sequential",
+    "`mmapkit.torch.device_loader(path, B)`: a ring of pinned staging buffers filled by "
+    "the Rust gather (all cores, GIL released) in a background thread, copies issued on "
+    "a CUDA stream, so gather, copy and compute overlap.",
+)
+def gpu_device_seq(d: Path) -> Any:
+    from mmapkit.torch import device_loader
+
+    loader = _cached(
+        f"gpudev0:{d}", lambda: device_loader(d / "store", _params(d)["batch"], device=GPU_DEVICE)
+    )
+    return lambda: loader
+
+
+@_gpu_contender(
+    "mmapkit device_loader shuffled",
+    "`device_loader(path, B, shuffle=True, seed=0)`: the same with `batch_order`'s "
+    "block-shuffled rows.",
+)
+def gpu_device_shuf(d: Path) -> Any:
+    from mmapkit.torch import device_loader
+
+    loader = _cached(
+        f"gpudev1:{d}",
+        lambda: device_loader(
+            d / "store", _params(d)["batch"], shuffle=True, seed=0, device=GPU_DEVICE
+        ),
+    )
+    return lambda: loader
+
+
+@contender(
+    "limit: pinned host-to-device copy",
+    "gpu",
+    note="not a loader: the same bytes (features and labels) copied batch by batch from "
+    "one pinned host buffer into one GPU buffer (`copy_(non_blocking=True)`), no model: "
+    "the bus's rate.",
+)
+def gpu_limit_h2d(d: Path) -> Measured:
+    torch = _cuda()
+    p = _params(d)
+    bs, n = p["batch"], p["rows"]
+    X, y = _gpu_ram(d)
+    Xp, yp = X[:bs].pin_memory(), y[:bs].pin_memory()
+    Xd, yd = torch.empty_like(Xp, device=GPU_DEVICE), torch.empty_like(yp, device=GPU_DEVICE)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for s in range(0, n, bs):
+        m = min(bs, n - s)
+        Xd[:m].copy_(Xp[:m], non_blocking=True)
+        yd[:m].copy_(yp[:m], non_blocking=True)
+    torch.cuda.synchronize()
+    secs = time.perf_counter() - t0
+    metrics = {"rows_per_s": n / secs, "gb_per_s": n * (p["dim"] * 4 + 4) / secs / 1e9}
+    _gpu_partial(d, "limit: pinned host-to-device copy", metrics)
+    return Measured((n, True), metrics, seconds=secs)
+
+
+@_gpu_contender(
+    "limit: all on the GPU, randperm",
+    "not a loader: the whole set copied to the GPU first (untimed), then `randperm` "
+    "gathers on the GPU feeding the same model: the compute-side limit.",
+)
+def gpu_limit_resident(d: Path) -> Any:
+    torch = _torch()
+    X, y = _cached(f"gpures:{d}", lambda: tuple(t.to(GPU_DEVICE) for t in _gpu_ram(d)))
+    bs = _params(d)["batch"]
+
+    def batches() -> Any:
+        perm = torch.randperm(len(y), device=GPU_DEVICE)
+        return ((X.index_select(0, i), y.index_select(0, i)) for i in perm.split(bs))
+
+    return batches
+
+
+def _drop_gpu(_ds: Dataset) -> None:
+    for k in [k for k in _STATE if k.startswith(("gpu",))]:
+        del _STATE[k]
+    import gc
+
+    gc.collect()
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    except ImportError:
+        pass
+
+
+def _has_cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
 # --------------------------------------------------------------------------- 4. median
 
 
@@ -975,6 +1245,22 @@ class FeaturesSuite(Suite):
             "shown (a prefix of the store is read).",
         ),
         Task(
+            "gpu",
+            "one epoch into a GPU model, batch 65,536",
+            caches=("warm",),
+            sizes=GPU_SIZES,
+            teardown=_drop_gpu,
+            repeats=capped(3, labelled("gpu")),
+            baseline='np.load(mmap_mode="r") slices',
+            reference='np.load(mmap_mode="r") slices',
+            note="16 M x 64 float32 (4.3 GB; --quick: 1 M rows, batch 8192), warm, on a CUDA "
+            "host (skipped with one line without one): each loader feeds one epoch of "
+            "mean-reduced logistic regression trained on the GPU (lr 0.5), timed to the last "
+            "update's completion; answer (rows, learned). The two `limit:` rows are not "
+            "loaders: the pinned host-to-device copy rate and the whole set already on the "
+            "GPU. GB/s column: feature bytes / time; metric `gb_per_s`: features and labels.",
+        ),
+        Task(
             "median",
             "exact median of the int16 array on a 2-worker cluster",
             caches=("warm",),
@@ -996,7 +1282,14 @@ class FeaturesSuite(Suite):
     contenders = CONTENDERS.contenders()
 
     def sizes(self, quick: bool) -> list[Size]:
-        labels = ("q64", "q128", "qdask") if quick else ("d64", "d1000", "dask", "ooc")
+        labels: tuple[str, ...] = (
+            ("q64", "q128", "qdask", "qgpu") if quick else ("d64", "d1000", "dask", "ooc", "gpu")
+        )
+        if not _has_cuda():
+            from ..harness import log
+
+            log(f"features: gpu part: {GPU_SKIP}")
+            labels = tuple(lb for lb in labels if lb not in GPU_SIZES)
         return [Size(lb, self._nbytes(PARAMS[lb])) for lb in labels]
 
     @staticmethod

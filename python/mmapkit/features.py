@@ -480,6 +480,21 @@ class FeatureStore:
         self._labels._core.gather(u.data, y.view(np.uint8).data)
         return X, y
 
+    def _take_into(
+        self,
+        rows: npt.NDArray[np.uint64],
+        X: np.ndarray[Any, Any],
+        y: np.ndarray[Any, Any],
+        threads: int | None = None,
+    ) -> None:
+        """Rows ``rows`` gathered into the C-contiguous arrays ``X``
+        (``len(rows) × dim``) and ``y`` (reused staging memory: the device
+        loader's), by the Rust core with the GIL released, on up to
+        ``threads`` workers (default one per core) when large enough."""
+        self._need_open()
+        self._features._core.gather(rows.data, X.reshape(-1).view(np.uint8).data, threads=threads)
+        self._labels._core.gather(rows.data, y.view(np.uint8).data, threads=threads)
+
     def num_batches(self, batch_size: int, drop_last: bool = False) -> int:
         """How many batches :meth:`batches` yields per epoch now."""
         _check_batch_size(batch_size)

@@ -72,3 +72,46 @@ def test_every_loader_contender_reads_the_same_rows(tmp_path):
             assert m.value[0] == rows
     finally:
         fsuite._drop_loaders(None)
+
+
+def test_gpu_part_runs_its_code_on_the_cpu(tmp_path, monkeypatch):
+    # The gpu part runs once on a rented GPU host: its code is dry-run here on the CPU
+    # (device "cpu", CUDA calls stubbed) so that a typo cannot cost that run.
+    torch = pytest.importorskip("torch")
+    import mmapkit
+
+    rows, dim = 3000, 8
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((rows, dim)).astype(np.float32)
+    with mmapkit.FeatureStore(tmp_path / "store", "w", dim=dim) as fs:
+        fs.add(X, (X @ fsuite._true_weights(dim) > 0).astype(np.float32))
+    params = {"rows": rows, "dim": dim, "loader_rows": 0, "batch": 512}
+    (tmp_path / "ok.json").write_text(json.dumps({"params": params}))
+    monkeypatch.setattr(fsuite, "GPU_DEVICE", "cpu")
+    monkeypatch.setattr(fsuite, "_has_cuda", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self, *a: self)
+    monkeypatch.setattr(torch.utils.data.DataLoader, "__init__", _no_pin(torch))
+    gpu = {c.name: c for c in fsuite.CONTENDERS.contenders() if "gpu" in c.impls}
+    assert len(gpu) == 9
+    try:
+        for name, c in gpu.items():
+            m = c.impls["gpu"](tmp_path)
+            assert m.value == (rows, True), name
+            assert m.metrics["gb_per_s"] > 0, name
+    finally:
+        fsuite._drop_gpu(None)
+    task = next(t for t in fsuite.FeaturesSuite.tasks if t.name == "gpu")
+    assert task.reference in gpu and task.sizes == fsuite.GPU_SIZES
+    assert [s.label for s in fsuite.FeaturesSuite().sizes(quick=False)][-1] == "gpu"
+
+
+def _no_pin(torch):
+    init = torch.utils.data.DataLoader.__init__
+
+    def unpinned(self, *a, **kw):
+        kw["pin_memory"] = False  # no CUDA to pin for
+        init(self, *a, **kw)
+
+    return unpinned
