@@ -29,6 +29,13 @@ Tasks (every contender's answer is checked on every run):
                ``mmapkit.dask.median`` vs ``dask.array.percentile(x, 50)``
                (approximate; its ``error`` is shown) on the same dask array
                (``mmapkit.dask.to_dask_array``: tasks carry the path and bounds)
+5. ``gpu``     (CUDA hosts only; one skip line elsewhere) one epoch of logistic regression
+               trained on the GPU, 16 M x 64 float32 (4.3 GB), batch 65,536, fed by
+               ``FeatureStore.batches`` (sequential, shuffled), ``data_loader(pin_memory=
+               True)``, ``np.load(mmap_mode="r")`` slices, an in-RAM tensor with
+               ``randperm`` gathers and ``mmapkit.torch.device_loader`` (sequential,
+               shuffled); limits in the same run: the pinned host-to-device copy and the
+               whole set already on the GPU (``bench/gpu_run.sh`` runs it into ``$OUT``)
 """
 
 from __future__ import annotations
