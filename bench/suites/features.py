@@ -17,16 +17,25 @@ Tasks (every contender's answer is checked on every run):
                the disk's sequential read of the same file (``readinto`` loop), the
                numpy loop on ``np.memmap`` and mmapkit sequential; ``rss_anon`` = the
                process's own memory (RssAnon, sampled every 50 ms) at its peak
-3. ``loader``  one pass of a PyTorch ``DataLoader`` (batch 256) over the store's rows
-               with 0, 1 and 2 workers: ``mmapkit.torch.FeatureDataset`` (one item per
-               batch, ``batch_size=None``) vs a plain ``np.memmap`` map-style
-               ``Dataset`` (one item per row, the default sampler and collate)
-               -> (rows, sum of the labels)
+3. ``loader``  one pass over the store's first rows in batches of 256 ``(X, y)`` tensors,
+               sequential and shuffled: ``mmapkit.torch.data_loader`` vs the peers a
+               competent user writes: a batch-aware ``np.memmap`` ``Dataset`` driven by
+               slices / a ``BatchSampler`` (sorted fancy-index gathers), and in-RAM
+               tensors (slices / ``torch.randperm`` gathers); with 2 workers; the per-row
+               ``Dataset`` only as an extra row for scale -> (rows, sum of the labels),
+               rows/s and GB/s, and each peer's ratio to mmapkit in the notes
 4. ``median``  exact median of an int16 array (10 GB, ``--quick`` 64 MiB) on a
                2-worker ``distributed.LocalCluster(processes=True)``:
                ``mmapkit.dask.median`` vs ``dask.array.percentile(x, 50)``
                (approximate; its ``error`` is shown) on the same dask array
                (``mmapkit.dask.to_dask_array``: tasks carry the path and bounds)
+5. ``gpu``     (CUDA hosts only; one skip line elsewhere) one epoch of logistic regression
+               trained on the GPU, 16 M x 64 float32 (4.3 GB), batch 65,536, fed by
+               ``FeatureStore.batches`` (sequential, shuffled), ``data_loader(pin_memory=
+               True)``, ``np.load(mmap_mode="r")`` slices, an in-RAM tensor with
+               ``randperm`` gathers and ``mmapkit.torch.device_loader`` (sequential,
+               shuffled); limits in the same run: the pinned host-to-device copy and the
+               whole set already on the GPU (``bench/gpu_run.sh`` runs it into ``$OUT``)
 """
 
 from __future__ import annotations
@@ -78,10 +87,14 @@ PARAMS: dict[str, dict[str, Any]] = {
     "d64": {"rows": 1_000_000, "dim": 64, "text_rows": 100_000, "loader_rows": 262_144},
     "d1000": {"rows": 1_000_000, "dim": 1000, "text_rows": 10_000, "loader_rows": 0},
     "ooc": {"rows": 30_000_000, "dim": 250, "text_rows": 0, "loader_rows": 0},
+    # The gpu part (issue 26): 16 M x 64 float32 (4.3 GB), batch 65,536; --quick 1 M.
+    "gpu": {"rows": 1 << 24, "dim": 64, "text_rows": 0, "loader_rows": 0, "batch": 65536},
+    "qgpu": {"rows": 1 << 20, "dim": 64, "text_rows": 0, "loader_rows": 0, "batch": 8192},
     "dask": {"int16": 10 * 10**9},
 }
 TRAIN_SIZES = ("q64", "q128", "d64", "d1000")
 LOADER_SIZES = ("q64", "d64")
+GPU_SIZES = ("qgpu", "gpu")
 
 CONTENDERS = Registry()
 contender = CONTENDERS.add
@@ -442,8 +455,8 @@ def train_mmapkit(d: Path) -> Measured:
     "train",
     available=_need("FeatureStore"),
     note="the same with `shuffle=True, seed=0`: a seeded permutation of blocks of 8 rows, "
-    "gathered in Rust (GIL released) per group of ~1 MiB; by a prefetch thread once a "
-    "group's rows come from storage.",
+    "gathered in Rust (GIL released) per group of ~1 MiB by a prefetch thread, so the "
+    "copy overlaps the training loop.",
 )
 @_one_blas_thread
 def train_mmapkit_shuffled(d: Path) -> Measured:
@@ -494,21 +507,60 @@ def ooc_mmapkit(d: Path) -> Measured:
 
 # --------------------------------------------------------------------------- 3. loader
 
+LOADER_SEED = 0
+#: Loader contenders: name -> (order, mmapkit counterpart for the ratio).
+SEQ, SHUF = "sequential", "shuffled"
+MK_SEQ, MK_SHUF = "mmapkit.torch sequential", "mmapkit.torch shuffled"
+MEMMAP_SEQ, MEMMAP_SHUF = "np.memmap batch Dataset sequential", "np.memmap batch Dataset shuffled"
+RAM_SEQ, RAM_SHUF = "in-RAM tensor slices", "in-RAM tensor randperm"
+PER_ROW = "per-row np.memmap Dataset (extra, not a peer)"
 
-def _loader_pass(loader: Any) -> Measured:
-    """One timed pass over `loader` -> (rows, sum of the labels), rows/s."""
+
+def _loader_pass(make: Callable[[], Any], row_bytes: int) -> Measured:
+    """One timed pass over the iterable `make()` returns (made inside the timing: a
+    sampler's permutation is part of the epoch) -> (rows, sum of the labels), rows/s
+    and GB/s (rows x bytes per row, features and label)."""
     rows, total = 0, 0.0
     t0 = time.perf_counter()
-    for X, y in loader:
+    for X, y in make():
         rows += X.shape[0]
         total += float(y.double().sum())
     secs = time.perf_counter() - t0
-    return Measured((rows, round(total, 3)), {"rows_per_s": rows / secs}, seconds=secs)
+    return Measured(
+        (rows, round(total, 3)),
+        {"rows_per_s": rows / secs, "gb_per_s": rows * row_bytes / secs / 1e9},
+        seconds=secs,
+    )
+
+
+def _row_bytes(d: Path) -> int:
+    return int(_params(d)["dim"]) * 4 + 4
+
+
+class MemmapBatches:
+    """The strongest simple peer: a batch-aware map-style Dataset over
+    `np.load(mmap_mode="c")` (copy-on-write, so its views make writable tensors with no
+    copy); a key is a slice (sequential: views) or a list of rows from a `BatchSampler`
+    (shuffled: one sorted fancy-index gather). Module-level so workers can pickle it."""
+
+    def __init__(self, store_dir: str) -> None:
+        self.X = np.load(os.path.join(store_dir, "features.npy"), mmap_mode="c")
+        self.y = np.load(os.path.join(store_dir, "labels.npy"), mmap_mode="c")
+
+    def __len__(self) -> int:
+        return len(self.y)
+
+    def __getitem__(self, key: Any) -> Any:
+        import torch
+
+        if not isinstance(key, slice):
+            key = np.sort(np.asarray(key))
+        return torch.from_numpy(self.X[key]), torch.from_numpy(self.y[key])
 
 
 class MemmapRows:
-    """What users write: a map-style Dataset of single rows of an np.memmap (default
-    sampler + collate batch them). Module-level so spawn workers can pickle it."""
+    """The per-row Dataset (an extra row, not a peer): single rows of an np.memmap,
+    batched by the default sampler and collate. Module-level so workers can pickle it."""
 
     def __init__(self, store_dir: str, rows: int) -> None:
         self.dir, self.rows = store_dir, rows
@@ -541,63 +593,443 @@ def _loader(key: str, make: Callable[[dict[str, Any]], Any], workers: int) -> An
 
 
 def _drop_loaders(_ds: Dataset) -> None:
-    for k in [k for k in _STATE if k.startswith("loader:")]:
+    for k in [k for k in _STATE if k.startswith(("loader:", "ram:"))]:
         del _STATE[k]  # the iterator's __del__ stops persistent workers
     import gc
 
     gc.collect()
 
 
-def _loader_mmapkit(workers: int) -> Callable[[Path], Any]:
+def _slices(rows: int) -> list[slice]:
+    return [slice(s, min(s + LOADER_BATCH, rows)) for s in range(0, rows, LOADER_BATCH)]
+
+
+def _loader_mmapkit(shuffle: bool, workers: int) -> Callable[[Path], Any]:
     def run(d: Path) -> Any:
         torch = _torch()
-        from mmapkit.torch import FeatureDataset
+        from mmapkit.torch import FeatureBatchSampler, FeatureDataset
+
+        def make(extra: dict[str, Any]) -> Any:
+            ds = FeatureDataset(d / "store", batch_size=LOADER_BATCH)
+            ds.rows = _params(d)["loader_rows"]  # the prefix every loader reads
+            sampler = FeatureBatchSampler(ds, LOADER_BATCH, shuffle=shuffle, seed=LOADER_SEED)
+            return torch.utils.data.DataLoader(
+                ds, sampler=sampler, batch_size=None, num_workers=workers, **extra
+            )
+
+        loader = _loader(f"mmapkit{shuffle}{workers}:{d}", make, workers)
+        return _loader_pass(lambda: loader, _row_bytes(d))
+
+    return run
+
+
+def _loader_memmap(shuffle: bool, workers: int) -> Callable[[Path], Any]:
+    def run(d: Path) -> Any:
+        torch = _torch()
+        tud = torch.utils.data
 
         def make(extra: dict[str, Any]) -> Any:
             rows = _params(d)["loader_rows"]
-            ds = FeatureDataset(d / "store", batch_size=LOADER_BATCH)
-            keys = [slice(s, min(s + LOADER_BATCH, rows)) for s in range(0, rows, LOADER_BATCH)]
-            return torch.utils.data.DataLoader(
-                ds, sampler=keys, batch_size=None, num_workers=workers, **extra
+            sampler: Any = (
+                tud.BatchSampler(
+                    tud.RandomSampler(
+                        range(rows), generator=torch.Generator().manual_seed(LOADER_SEED)
+                    ),
+                    LOADER_BATCH,
+                    drop_last=False,
+                )
+                if shuffle
+                else _slices(rows)
+            )
+            return tud.DataLoader(
+                MemmapBatches(str(d / "store")),
+                sampler=sampler,
+                batch_size=None,
+                num_workers=workers,
+                **extra,
             )
 
-        return _loader_pass(_loader(f"mmapkit{workers}:{d}", make, workers))
+        loader = _loader(f"memmap{shuffle}{workers}:{d}", make, workers)
+        return _loader_pass(lambda: loader, _row_bytes(d))
 
     return run
 
 
-def _loader_memmap(workers: int) -> Callable[[Path], Any]:
+def _loader_ram(shuffle: bool) -> Callable[[Path], Any]:
     def run(d: Path) -> Any:
         torch = _torch()
 
-        def make(extra: dict[str, Any]) -> Any:
-            ds = MemmapRows(str(d / "store"), _params(d)["loader_rows"])
-            return torch.utils.data.DataLoader(
-                ds, batch_size=LOADER_BATCH, num_workers=workers, **extra
-            )
+        def load() -> Any:
+            rows = _params(d)["loader_rows"]
+            X, y = _npy_memmaps(d)
+            return torch.from_numpy(np.array(X[:rows])), torch.from_numpy(np.array(y[:rows]))
 
-        return _loader_pass(_loader(f"memmap{workers}:{d}", make, workers))
+        X, y = _cached(f"ram:{d}", load)
+        n, bs = len(y), LOADER_BATCH
+
+        def batches() -> Any:
+            if not shuffle:
+                return ((X[s : s + bs], y[s : s + bs]) for s in range(0, n, bs))
+            perm = torch.randperm(n, generator=torch.Generator().manual_seed(LOADER_SEED))
+            return ((X.index_select(0, i), y.index_select(0, i)) for i in perm.split(bs))
+
+        return _loader_pass(batches, _row_bytes(d))
 
     return run
 
 
-for _w in (0, 1, 2):
-    contender(
-        f"np.memmap Dataset, {_w} workers",
-        "loader",
-        note=f"`DataLoader(MemmapRows(path), batch_size={LOADER_BATCH}, "
-        f"num_workers={_w})`: one `__getitem__` per row "
-        "(`torch.tensor(X[i]), torch.tensor(y[i])` of an `np.memmap`), the default "
-        "sampler and collate.",
-    )(_loader_memmap(_w))
-    contender(
-        f"mmapkit.torch, {_w} workers",
-        "loader",
-        available=_need("FeatureStore"),
-        note=f"`DataLoader(FeatureDataset(path), sampler=<slices of {LOADER_BATCH} rows>, "
-        f"batch_size=None, num_workers={_w})` (what `mmapkit.torch.data_loader` "
-        "builds): one item per batch, `torch.from_numpy` of the mapped rows.",
-    )(_loader_mmapkit(_w))
+def _loader_rows(d: Path) -> Any:
+    torch = _torch()
+
+    def make(extra: dict[str, Any]) -> Any:
+        ds = MemmapRows(str(d / "store"), _params(d)["loader_rows"])
+        return torch.utils.data.DataLoader(ds, batch_size=LOADER_BATCH)
+
+    loader = _loader(f"rows:{d}", make, 0)
+    return _loader_pass(lambda: loader, _row_bytes(d))
+
+
+_SEQ_KEYS = f"a sampler of slices of {LOADER_BATCH} rows"
+contender(
+    MK_SEQ,
+    "loader",
+    available=_need("FeatureStore"),
+    note="`mmapkit.torch.data_loader(path, 256)`: `DataLoader(FeatureDataset(path), "
+    f"sampler=FeatureBatchSampler(...), batch_size=None)`, {_SEQ_KEYS}: "
+    "`torch.from_numpy` of the mapped rows, no copy.",
+)(_loader_mmapkit(False, 0))
+contender(
+    MK_SHUF,
+    "loader",
+    available=_need("FeatureStore"),
+    note=f"`data_loader(path, 256, shuffle=True, seed={LOADER_SEED})`: rows in "
+    "`batch_order` (a seeded permutation of blocks of 32 rows), each batch gathered by "
+    "the Rust core (GIL released).",
+)(_loader_mmapkit(True, 0))
+contender(
+    MEMMAP_SEQ,
+    "loader",
+    note="the peer a competent user writes: `MemmapBatches`, a map-style Dataset over "
+    '`np.load(..., mmap_mode="c")` whose `__getitem__` takes a whole batch\'s key, '
+    f"`DataLoader(ds, sampler=<{_SEQ_KEYS}>, batch_size=None)`: "
+    "`torch.from_numpy` of the memmap's views, no copy.",
+)(_loader_memmap(False, 0))
+contender(
+    MEMMAP_SHUF,
+    "loader",
+    note="the same Dataset driven by `BatchSampler(RandomSampler(range(n), "
+    f"generator=seed {LOADER_SEED}), 256)`: each batch's row list sorted and gathered "
+    "with one numpy fancy index (a full row permutation: more random than mmapkit's "
+    "blocks, and more scattered reads).",
+)(_loader_memmap(True, 0))
+contender(
+    RAM_SEQ,
+    "loader",
+    note="the rows loaded into RAM first (untimed: `torch.from_numpy(np.array(X[:n]))`), "
+    "then `X[s:s+256]` slices in a loop: the in-memory limit.",
+)(_loader_ram(False))
+contender(
+    RAM_SHUF,
+    "loader",
+    note="the same tensors, `perm = torch.randperm(n)` (timed) and "
+    "`X.index_select(0, i), y.index_select(0, i)` for `i in perm.split(256)` (10-20× "
+    "faster than `X[i]`): in-memory shuffling (a full row permutation).",
+)(_loader_ram(True))
+contender(
+    f"{MK_SEQ}, 2 workers",
+    "loader",
+    available=_need("FeatureStore"),
+    note=f"`{MK_SEQ}` with `num_workers=2` (forked, persistent): each "
+    "batch crosses to the main process through a new shared-memory segment.",
+)(_loader_mmapkit(False, 2))
+contender(
+    f"{MEMMAP_SEQ}, 2 workers",
+    "loader",
+    note=f"`{MEMMAP_SEQ}` with `num_workers=2` (forked, persistent).",
+)(_loader_memmap(False, 2))
+contender(
+    PER_ROW,
+    "loader",
+    note=f"shown only for scale, not a peer: `DataLoader(MemmapRows(path), batch_size="
+    f"{LOADER_BATCH})`, one `__getitem__` per row (`torch.tensor(X[i]), torch.tensor(y[i])` "
+    "of an `np.memmap`), the default sampler and collate.",
+)(_loader_rows)
+
+#: (contender, its mmapkit counterpart): the ratios the report's notes give.
+LOADER_PEERS = (
+    (MEMMAP_SEQ, MK_SEQ),
+    (RAM_SEQ, MK_SEQ),
+    (MEMMAP_SHUF, MK_SHUF),
+    (RAM_SHUF, MK_SHUF),
+    (f"{MEMMAP_SEQ}, 2 workers", f"{MK_SEQ}, 2 workers"),
+    (PER_ROW, MK_SEQ),
+)
+
+
+# --------------------------------------------------------------------------- 5. gpu
+
+GPU_LR = 0.5  # mean-reduced logistic regression: a few hundred large-batch steps learn
+GPU_DEVICE = "cuda"  # (a dry run of the code on a machine without one sets "cpu")
+
+
+def _cuda() -> Any:
+    torch = _torch()
+    if not torch.cuda.is_available():
+        raise Unavailable(GPU_SKIP)
+    return torch
+
+
+GPU_SKIP = "no CUDA device (torch.cuda.is_available() is false): the gpu part is skipped"
+
+
+def _gpu_train(d: Path, make: Callable[[], Any], row_order: str) -> Measured:
+    """One epoch of mean-reduced logistic regression on the GPU over the batches
+    `make()` yields (host tensors are sent with `.to(device, non_blocking=True)`; a
+    loader's device tensors are used as they come); timed from `make()` to the last
+    update's completion (`torch.cuda.synchronize`). Answer: (rows, learned)."""
+    torch = _cuda()
+    p = _params(d)
+    dev = torch.device(GPU_DEVICE)
+    w = torch.zeros(p["dim"], device=dev)
+    b = torch.zeros((), device=dev)
+    rows = 0
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for Xb, yb in make():
+        X = Xb.to(dev, non_blocking=True)
+        r = torch.sigmoid(X @ w + b) - yb.to(dev, non_blocking=True)
+        w -= (GPU_LR / len(r)) * (r @ X)
+        b -= GPU_LR * r.mean()
+        rows += len(r)
+    torch.cuda.synchronize()
+    secs = time.perf_counter() - t0
+    acc = _accuracy(w.cpu().numpy(), float(b), p["dim"])
+    nbytes = rows * (p["dim"] * 4 + 4)
+    metrics = {"rows_per_s": rows / secs, "gb_per_s": nbytes / secs / 1e9, "accuracy": acc}
+    _gpu_partial(d, row_order, metrics)
+    return Measured((rows, bool(acc > MIN_ACCURACY)), metrics, seconds=secs)
+
+
+def _gpu_partial(d: Path, name: str, metrics: dict[str, float]) -> None:
+    """Each gpu run as it ends, on stderr and (with $MMAPKIT_BENCH_PARTIAL) appended to
+    that JSON-lines file: a run cut short by a time limit keeps what it measured."""
+    from ..harness import log
+
+    log(f"    gpu run: {name}: " + ", ".join(f"{k} {v:.4g}" for k, v in metrics.items()))
+    out = os.environ.get("MMAPKIT_BENCH_PARTIAL")
+    if out:
+        with open(out, "a") as f:
+            f.write(json.dumps({"size": d.name, "contender": name, **metrics}) + "\n")
+
+
+def _gpu_store(d: Path) -> Any:
+    from mmapkit import FeatureStore
+
+    return _cached(f"gpustore:{d}", lambda: FeatureStore(d / "store"))
+
+
+def _gpu_contender(name: str, note: str) -> Callable[[Callable[[Path], Any]], Any]:
+    """A gpu task contender: `fn(d)` returns the callable that makes its epoch's batches."""
+
+    def register(fn: Callable[[Path], Any]) -> Any:
+        def run(d: Path) -> Measured:
+            _cuda()
+            return _gpu_train(d, fn(d), name)
+
+        run.__name__ = fn.__name__
+        return contender(name, "gpu", note=note)(run)
+
+    return register
+
+
+@_gpu_contender(
+    "FeatureStore.batches sequential",
+    "`for X, y in fs.batches(B)`: zero-copy views, `torch.from_numpy(X).to('cuda', "
+    "non_blocking=True)` (pageable memory: a synchronous copy).",
+)
+def gpu_batches_seq(d: Path) -> Any:
+    torch = _torch()
+    fs, bs = _gpu_store(d), _params(d)["batch"]
+    return lambda: (
+        (torch.from_numpy(X), torch.from_numpy(y)) for X, y in _writable(fs.batches(bs))
+    )
+
+
+@_gpu_contender(
+    "FeatureStore.batches shuffled",
+    "`fs.batches(B, shuffle=True, seed=0)`: each group gathered by the Rust core "
+    "(prefetch thread), then copied like the sequential row.",
+)
+def gpu_batches_shuf(d: Path) -> Any:
+    torch = _torch()
+    fs, bs = _gpu_store(d), _params(d)["batch"]
+    return lambda: (
+        (torch.from_numpy(X), torch.from_numpy(y))
+        for X, y in _writable(fs.batches(bs, shuffle=True, seed=0))
+    )
+
+
+def _writable(batches: Any) -> Any:
+    """Batches with writable numpy flags (the mapping is copy-on-write; torch warns
+    about read-only arrays otherwise)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        yield from batches
+
+
+@_gpu_contender(
+    "data_loader(pin_memory=True)",
+    "`mmapkit.torch.data_loader(path, B, pin_memory=True)` (0 workers: torch's pin-memory "
+    "thread copies each batch into pinned memory), then `.to('cuda', non_blocking=True)`.",
+)
+def gpu_data_loader(d: Path) -> Any:
+    from mmapkit.torch import data_loader
+
+    loader = data_loader(d / "store", _params(d)["batch"], pin_memory=True)
+    return lambda: loader
+
+
+@_gpu_contender(
+    'np.load(mmap_mode="r") slices',
+    '`X = np.load(features.npy, mmap_mode="r")`, `torch.from_numpy(X[s:s+B])` '
+    "(through `np.asarray`: a read-only view) `.to('cuda')` per batch.",
+)
+def gpu_npy_slices(d: Path) -> Any:
+    torch = _torch()
+    X, y = _npy_memmaps(d)
+    bs, n = _params(d)["batch"], _params(d)["rows"]
+    return lambda: _writable(
+        (torch.from_numpy(X[s : s + bs]), torch.from_numpy(y[s : s + bs])) for s in range(0, n, bs)
+    )
+
+
+def _gpu_ram(d: Path) -> Any:
+    torch = _torch()
+
+    def load() -> Any:
+        X, y = _npy_memmaps(d)
+        return torch.from_numpy(np.array(X)), torch.from_numpy(np.array(y))
+
+    return _cached(f"gpuram:{d}", load)
+
+
+@_gpu_contender(
+    "in-RAM tensor randperm",
+    "the whole set in RAM first (untimed), `perm = torch.randperm(n)`, "
+    "`X.index_select(0, i)` for `i in perm.split(B)` (torch's gather) then "
+    "`.to('cuda', non_blocking=True)`.",
+)
+def gpu_ram_randperm(d: Path) -> Any:
+    torch = _torch()
+    X, y = _gpu_ram(d)
+    bs = _params(d)["batch"]
+
+    def batches() -> Any:
+        perm = torch.randperm(len(y), generator=torch.Generator().manual_seed(0))
+        return ((X.index_select(0, i), y.index_select(0, i)) for i in perm.split(bs))
+
+    return batches
+
+
+@_gpu_contender(
+    "mmapkit device_loader sequential",
+    "`mmapkit.torch.device_loader(path, B)`: a ring of pinned staging buffers filled by "
+    "the Rust gather (all cores, GIL released) in a background thread, copies issued on "
+    "a CUDA stream, so gather, copy and compute overlap.",
+)
+def gpu_device_seq(d: Path) -> Any:
+    from mmapkit.torch import device_loader
+
+    loader = _cached(
+        f"gpudev0:{d}", lambda: device_loader(d / "store", _params(d)["batch"], device=GPU_DEVICE)
+    )
+    return lambda: loader
+
+
+@_gpu_contender(
+    "mmapkit device_loader shuffled",
+    "`device_loader(path, B, shuffle=True, seed=0)`: the same with `batch_order`'s "
+    "block-shuffled rows.",
+)
+def gpu_device_shuf(d: Path) -> Any:
+    from mmapkit.torch import device_loader
+
+    loader = _cached(
+        f"gpudev1:{d}",
+        lambda: device_loader(
+            d / "store", _params(d)["batch"], shuffle=True, seed=0, device=GPU_DEVICE
+        ),
+    )
+    return lambda: loader
+
+
+@contender(
+    "limit: pinned host-to-device copy",
+    "gpu",
+    note="not a loader: the same bytes (features and labels) copied batch by batch from "
+    "one pinned host buffer into one GPU buffer (`copy_(non_blocking=True)`), no model: "
+    "the bus's rate.",
+)
+def gpu_limit_h2d(d: Path) -> Measured:
+    torch = _cuda()
+    p = _params(d)
+    bs, n = p["batch"], p["rows"]
+    X, y = _gpu_ram(d)
+    Xp, yp = X[:bs].pin_memory(), y[:bs].pin_memory()
+    Xd, yd = torch.empty_like(Xp, device=GPU_DEVICE), torch.empty_like(yp, device=GPU_DEVICE)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for s in range(0, n, bs):
+        m = min(bs, n - s)
+        Xd[:m].copy_(Xp[:m], non_blocking=True)
+        yd[:m].copy_(yp[:m], non_blocking=True)
+    torch.cuda.synchronize()
+    secs = time.perf_counter() - t0
+    metrics = {"rows_per_s": n / secs, "gb_per_s": n * (p["dim"] * 4 + 4) / secs / 1e9}
+    _gpu_partial(d, "limit: pinned host-to-device copy", metrics)
+    return Measured((n, True), metrics, seconds=secs)
+
+
+@_gpu_contender(
+    "limit: all on the GPU, randperm",
+    "not a loader: the whole set copied to the GPU first (untimed), then `randperm` "
+    "gathers on the GPU feeding the same model: the compute-side limit.",
+)
+def gpu_limit_resident(d: Path) -> Any:
+    torch = _torch()
+    X, y = _cached(f"gpures:{d}", lambda: tuple(t.to(GPU_DEVICE) for t in _gpu_ram(d)))
+    bs = _params(d)["batch"]
+
+    def batches() -> Any:
+        perm = torch.randperm(len(y), device=GPU_DEVICE)
+        return ((X.index_select(0, i), y.index_select(0, i)) for i in perm.split(bs))
+
+    return batches
+
+
+def _drop_gpu(_ds: Dataset) -> None:
+    for k in [k for k in _STATE if k.startswith(("gpu",))]:
+        del _STATE[k]
+    import gc
+
+    gc.collect()
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+    except ImportError:
+        pass
+
+
+def _has_cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
 
 
 # --------------------------------------------------------------------------- 4. median
@@ -691,6 +1123,45 @@ def _rate(doc: dict[str, Any], size: str, task: str, contender: str) -> float | 
     return s["rows"] / r["median"]
 
 
+def _loader_notes(doc: dict[str, Any]) -> list[str]:
+    """Per loader size: each contender's rows/s and GB/s, and each peer's ratio to the
+    mmapkit loader of the same order (> 1: the peer is faster)."""
+    out = []
+    for s in doc["sizes"]:
+        rows = s.get("params", {}).get("loader_rows") or PARAMS.get(s["label"], {}).get(
+            "loader_rows"
+        )
+        if not rows:
+            continue
+        rate = {
+            r["contender"]: rows / r["median"]
+            for r in doc["results"]
+            if (r["size"], r["task"], r["cache"]) == (s["label"], "loader", "warm")
+            and r["status"] == "ok"
+            and r.get("median")
+        }
+        if not rate:
+            continue
+        row_bytes = s.get("dim", 64) * 4 + 4
+        parts = [
+            f"`{c}` {_human_rate(x)} rows/s = {x * row_bytes / 1e9:.2f} GB/s"
+            for c, x in rate.items()
+        ]
+        ratios = [
+            f"`{peer}` {rate[peer] / rate[mk]:.2f}× `{mk}`"
+            for peer, mk in LOADER_PEERS
+            if peer in rate and mk in rate
+        ]
+        out.append(
+            f"loader at {s['label']} ({rows:,} rows of {row_bytes} bytes), median pass: "
+            + ", ".join(parts)
+            + ". Peer / mmapkit rates (same order): "
+            + (", ".join(ratios) or "–")
+            + "."
+        )
+    return out
+
+
 def _human_rate(x: float | None) -> str:
     if x is None:
         return "–"
@@ -718,6 +1189,7 @@ class FeaturesSuite(Suite):
     )
     metrics = {
         "rows_per_s": {"title": "rows/s", "unit": ""},
+        "gb_per_s": {"title": "GB/s (rows x bytes per row / time)", "unit": ""},
         "rows_per_cpu_s": {"title": "rows per CPU-second", "unit": ""},
         "cpu_s_per_m_rows": {"title": "CPU-seconds per 1 M rows", "unit": ""},
         "accuracy": {"title": "held-out accuracy", "unit": ""},
@@ -768,14 +1240,32 @@ class FeaturesSuite(Suite):
             throughput=False,
             teardown=_drop_loaders,
             repeats=capped(3, labelled("d64")),
-            baseline="np.memmap Dataset, 0 workers",
-            reference="np.memmap Dataset, 0 workers",
+            baseline=MEMMAP_SEQ,
+            reference=MEMMAP_SEQ,
             note="one pass over the first 262 144 rows of the d = 64 store (32 768 at q64), "
-            "batches of 256 rows as `(X, y)` tensors (answer: rows and the sum of the labels); "
-            "workers are forked (Linux default) and persistent: started by the untimed "
-            "warm-up pass, so the timed passes are the steady-state throughput without "
-            "worker start-up. GB/s is not shown (a prefix of the store is read): see "
-            "`rows/s`.",
+            "batches of 256 rows as `(X, y)` tensors (answer: rows and the sum of the labels), "
+            "sequential and shuffled; the peers are what a competent user writes (a "
+            "batch-aware `np.memmap` Dataset, in-RAM tensors), the per-row Dataset is shown "
+            "only for scale. Workers are forked (Linux default) and persistent: started by the "
+            "untimed warm-up pass, so the timed passes are the steady-state throughput. GB/s "
+            "(metric `gb_per_s`) = rows x 260 bytes / time; the harness's GB/s column is not "
+            "shown (a prefix of the store is read).",
+        ),
+        Task(
+            "gpu",
+            "one epoch into a GPU model, batch 65,536",
+            caches=("warm",),
+            sizes=GPU_SIZES,
+            teardown=_drop_gpu,
+            repeats=capped(3, labelled("gpu")),
+            baseline='np.load(mmap_mode="r") slices',
+            reference='np.load(mmap_mode="r") slices',
+            note="16 M x 64 float32 (4.3 GB; --quick: 1 M rows, batch 8192), warm, on a CUDA "
+            "host (skipped with one line without one): each loader feeds one epoch of "
+            "mean-reduced logistic regression trained on the GPU (lr 0.5), timed to the last "
+            "update's completion; answer (rows, learned). The two `limit:` rows are not "
+            "loaders: the pinned host-to-device copy rate and the whole set already on the "
+            "GPU. GB/s column: feature bytes / time; metric `gb_per_s`: features and labels.",
         ),
         Task(
             "median",
@@ -799,7 +1289,14 @@ class FeaturesSuite(Suite):
     contenders = CONTENDERS.contenders()
 
     def sizes(self, quick: bool) -> list[Size]:
-        labels = ("q64", "q128", "qdask") if quick else ("d64", "d1000", "dask", "ooc")
+        labels: tuple[str, ...] = (
+            ("q64", "q128", "qdask", "qgpu") if quick else ("d64", "d1000", "dask", "ooc", "gpu")
+        )
+        if not _has_cuda():
+            from ..harness import log
+
+            log(f"features: gpu part: {GPU_SKIP}")
+            labels = tuple(lb for lb in labels if lb not in GPU_SIZES)
         return [Size(lb, self._nbytes(PARAMS[lb])) for lb in labels]
 
     @staticmethod
@@ -941,6 +1438,7 @@ class FeaturesSuite(Suite):
                     f"rows/s at {s['label']} ({s['rows']:,} x {s['dim']} float32), "
                     f"median epoch: " + ", ".join(parts) + "."
                 )
+        notes.extend(_loader_notes(doc))
         return goals
 
     notes = (

@@ -34,12 +34,18 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
 
-import dask
-import dask.array as da
 import numpy as np
 import numpy.typing as npt
-from dask.base import compute, tokenize
-from dask.delayed import delayed
+
+try:
+    import dask
+    import dask.array as da
+    from dask.base import compute, tokenize
+    from dask.delayed import delayed
+except ImportError as e:
+    raise ImportError(
+        f"mmapkit.dask needs dask ({e}): pip install 'mmapkit[dask]'", name=e.name
+    ) from e
 
 from ._native import FormatError
 from ._radix import QuantilePlan, from_key, median_of, to_keys
@@ -424,7 +430,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         with dask.config.set(scheduler="synchronous"):
             out = run()
     else:
-        import distributed
+        try:
+            import distributed
+        except ImportError as e:
+            raise ImportError(
+                f"a dask cluster needs distributed ({e}): pip install 'mmapkit[dask]'",
+                name=e.name,
+            ) from e
 
         if args.scheduler == "local":
             with (

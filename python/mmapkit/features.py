@@ -480,6 +480,21 @@ class FeatureStore:
         self._labels._core.gather(u.data, y.view(np.uint8).data)
         return X, y
 
+    def _take_into(
+        self,
+        rows: npt.NDArray[np.uint64],
+        X: np.ndarray[Any, Any],
+        y: np.ndarray[Any, Any],
+        threads: int | None = None,
+    ) -> None:
+        """Rows ``rows`` gathered into the C-contiguous arrays ``X``
+        (``len(rows) × dim``) and ``y`` (reused staging memory: the device
+        loader's), by the Rust core with the GIL released, on up to
+        ``threads`` workers (default one per core) when large enough."""
+        self._need_open()
+        self._features._core.gather(rows.data, X.reshape(-1).view(np.uint8).data, threads=threads)
+        self._labels._core.gather(rows.data, y.view(np.uint8).data, threads=threads)
+
     def num_batches(self, batch_size: int, drop_last: bool = False) -> int:
         """How many batches :meth:`batches` yields per epoch now."""
         _check_batch_size(batch_size)
@@ -520,7 +535,9 @@ class FeatureStore:
         while the pages are in the page cache the groups are prepared in
         the caller's thread, where they cost less. ``prefetch=0`` does it
         all in the caller's thread (sequential views are then not touched
-        ahead).
+        ahead). Shuffled groups are gathered by the background thread from
+        the first one whenever ``prefetch`` > 0 (the copy overlaps the
+        caller's work).
         """
         bs = batch_size
         return (
@@ -561,8 +578,12 @@ class FeatureStore:
                 return ((X[lo:hi], y[lo:hi], batch_size) for lo, hi in bounds)
             return self._prefetched(bounds, lambda b: self._touched(X, y, b, batch_size), prefetch)
         order = batch_order(n, batch_size, seed, block_size).view(np.int64)
+        # A gather is a copy with the GIL released: worth a thread from the start.
         return self._prefetched(
-            bounds, lambda b: (*self.take(order[b[0] : b[1]]), batch_size), prefetch
+            bounds,
+            lambda b: (*self.take(order[b[0] : b[1]]), batch_size),
+            prefetch,
+            always=True,
         )
 
     def _touched(
@@ -578,23 +599,30 @@ class FeatureStore:
         return X[lo:hi], y[lo:hi], batch_size
 
     def _prefetched(
-        self, bounds: Sequence[tuple[int, int]], make: Any, prefetch: int
+        self,
+        bounds: Sequence[tuple[int, int]],
+        make: Any,
+        prefetch: int,
+        *,
+        always: bool = False,
     ) -> Iterator[Any]:
-        """``make(b)`` for each group, in order. While the groups' pages
-        are in the page cache they are made in the caller's thread: a
-        prefetch thread would only add hand-offs (measured at d = 64,
-        batch 64: about 1 µs CPU and 2-3 µs wall per batch). From the
-        first group whose making read from storage (major page faults or
-        block reads of this thread), a background thread makes up to
-        ``prefetch`` groups ahead of the one being consumed, so I/O
-        overlaps compute. Without per-thread counts (not Linux) the thread
-        is always used."""
+        """``make(b)`` for each group, in order. With ``always`` (groups
+        that are gathered: a copy that runs with the GIL released and
+        overlaps the caller's compute) a background thread makes up to
+        ``prefetch`` groups ahead from the start. Otherwise (views), while
+        the groups' pages are in the page cache they are made in the
+        caller's thread: a prefetch thread would only add hand-offs
+        (measured at d = 64, batch 64: about 1 µs CPU and 2-3 µs wall per
+        batch). From the first group whose making read from storage (major
+        page faults or block reads of this thread), the background thread
+        is used, so I/O overlaps compute. Without per-thread counts (not
+        Linux) the thread is always used."""
         it = iter(bounds)
         if prefetch == 0:
             for b in it:
                 yield make(b)
             return
-        if _disk_reads is not None:
+        if _disk_reads is not None and not always:
             for b in it:
                 before = _disk_reads()
                 group = make(b)

@@ -27,12 +27,16 @@ arrays by the Rust core (GIL released).
 Workers or not: with ``num_workers=0`` a sequential batch reaches the
 training loop without any copy; a worker process must hand each batch to
 the main process, and PyTorch copies it into a new shared-memory segment
-to do so (measured in the ``features`` benchmark, 256 × 64 float32
-batches on 2 cores: 7.1 M rows/s with 0 workers, 0.1–0.2 M with 1–2;
-a plain ``np.memmap`` Dataset with per-row collation: 0.04–0.05 M). Use
+to do so (the ``features`` benchmark's ``loader`` task measures both,
+next to a batch-aware ``np.memmap`` Dataset and in-RAM tensors). Use
 workers when the per-batch work *in the dataset* (decoding, augmenting)
 is what limits, and ``num_workers=0`` for batches read straight from
 the store.
+
+To feed a GPU, :func:`device_loader` gathers batches into reused pinned
+staging buffers with several Rust threads and copies them asynchronously
+on a CUDA stream, so gathering, copying and the model's compute overlap
+(the same batches and order as :func:`data_loader`).
 
 Keys: a ``slice`` (rows ``start:stop``, zero-copy), an integer array or list
 (those rows, gathered), or an ``int`` ``i`` (sequential batch ``i`` of
@@ -41,29 +45,46 @@ Keys: a ``slice`` (rows ``start:stop``, zero-copy), an integer array or list
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import os
 import warnings
+from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
-import torch
-import torch.utils.data
+
+try:
+    import torch
+    import torch.utils.data
+except ImportError as e:
+    raise ImportError(
+        f"mmapkit.torch needs PyTorch ({e}): pip install 'mmapkit[torch]'", name=e.name
+    ) from e
 
 from ._types import PathLike
 from .features import FeatureStore, batch_order
 
-__all__ = ["FeatureBatchSampler", "FeatureDataset", "data_loader"]
+__all__ = ["DeviceLoader", "FeatureBatchSampler", "FeatureDataset", "data_loader", "device_loader"]
+
+
+#: Whether torch's warning about read-only arrays is spent: torch gives it
+#: once per process (TORCH_WARN_ONCE), so only the first read-only batch
+#: needs the warnings filter (6 µs a call, a third of a batch's cost).
+_warned = [False]
 
 
 def _tensor(a: np.ndarray[Any, Any]) -> torch.Tensor:
-    if a.flags.writeable:
+    if a.flags.writeable or _warned[0]:
         return torch.from_numpy(a)
     with warnings.catch_warnings():
         # numpy's view is read-only, torch's cannot be: the reader's mapping is
         # copy-on-write, so a write to the tensor lands on private pages.
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-        return torch.from_numpy(a)
+        t = torch.from_numpy(a)
+    _warned[0] = True
+    return t
 
 
 class FeatureDataset(torch.utils.data.Dataset[tuple[torch.Tensor, torch.Tensor]]):
@@ -220,3 +241,198 @@ def data_loader(
     ds = store if isinstance(store, FeatureDataset) else FeatureDataset(store, batch_size)
     sampler = FeatureBatchSampler(ds, batch_size, shuffle=shuffle, seed=seed, drop_last=drop_last)
     return torch.utils.data.DataLoader(ds, sampler=sampler, batch_size=None, **kwargs)
+
+
+class _Staging:
+    """One reusable host buffer of the device loader's ring: ``batch_size``
+    rows and labels (pinned when the target is a GPU, so its copies run
+    asynchronously at the bus's rate), and the event of its last copy."""
+
+    def __init__(self, store: FeatureStore, batch_size: int, pin: bool) -> None:
+        X = torch.from_numpy(np.empty((batch_size, store.dim), dtype=store.dtype))
+        y = torch.from_numpy(np.empty(batch_size, dtype=store.label_dtype))
+        self.X, self.y = (X.pin_memory(), y.pin_memory()) if pin else (X, y)
+        self.Xn, self.yn = self.X.numpy(), self.y.numpy()
+        self.copied: Any = None  # torch.cuda.Event of the last copy out (None: none in flight)
+
+    def wait(self) -> None:
+        """Returns once the last copy out of this buffer has finished."""
+        if self.copied is not None:
+            self.copied.synchronize()
+            self.copied = None
+
+
+class DeviceLoader:
+    """Batches of a :class:`~mmapkit.FeatureStore` delivered to ``device``;
+    see :func:`device_loader`. Each ``iter()`` is one epoch (the keys of a
+    :class:`FeatureBatchSampler`, so epochs, seeds and :meth:`refresh` work
+    as in :func:`data_loader`)."""
+
+    def __init__(
+        self,
+        store: FeatureStore | FeatureDataset | PathLike,
+        batch_size: int,
+        shuffle: bool = False,
+        seed: int | None = None,
+        drop_last: bool = False,
+        device: str | torch.device | None = None,
+        *,
+        prefetch: int = 2,
+        threads: int | None = None,
+        block_size: int | None = None,
+    ) -> None:
+        if prefetch < 1:
+            raise ValueError(f"prefetch must be at least 1, got {prefetch}")
+        self.dataset = (
+            store if isinstance(store, FeatureDataset) else FeatureDataset(store, batch_size)
+        )
+        self.sampler = FeatureBatchSampler(
+            self.dataset, batch_size, shuffle, seed, drop_last, block_size
+        )
+        if device is None:
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.device = torch.device(device)
+        self.prefetch = int(prefetch)
+        self.threads = threads
+        self._ring: list[_Staging] = []
+        self._stream: Any = None
+
+    @property
+    def batch_size(self) -> int:
+        return self.sampler.batch_size
+
+    def set_epoch(self, epoch: int) -> None:
+        """The epoch whose order the next ``iter()`` yields (as ``DataLoader``'s sampler)."""
+        self.sampler.set_epoch(epoch)
+
+    def refresh(self) -> int:
+        """See rows committed since (from the next epoch on); returns the row count."""
+        return self.dataset.refresh()
+
+    def __len__(self) -> int:
+        return len(self.sampler)
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        return self._epoch(iter(self.sampler))
+
+    def _setup(self, store: FeatureStore) -> None:
+        if self._ring:
+            return
+        cuda = self.device.type == "cuda"
+        # One buffer being filled, one being copied, and the rest queued.
+        self._ring = [_Staging(store, self.batch_size, pin=cuda) for _ in range(self.prefetch + 1)]
+        self._stream = torch.cuda.Stream(self.device) if cuda else None  # type: ignore[no-untyped-call]
+
+    def _prepare(
+        self, k: int, key: Any, store: FeatureStore
+    ) -> tuple[torch.Tensor, torch.Tensor, Any]:
+        """Batch ``k`` (rows ``key``): gathered into staging buffer ``k`` mod
+        the ring by the Rust core (several threads, GIL released), then an
+        asynchronous copy to the device issued on the loader's stream (a
+        plain copy on the CPU). Runs in the loader's thread."""
+        slot = self._ring[k % len(self._ring)]
+        slot.wait()  # never overwrite a buffer whose copy out is in flight
+        if isinstance(key, slice):
+            rows = np.arange(key.start, key.stop, dtype=np.uint64)
+        else:
+            rows = np.ascontiguousarray(key, dtype=np.int64).view(np.uint64)
+        n = len(rows)
+        store._take_into(rows, slot.Xn[:n], slot.yn[:n], self.threads)
+        stream = self._stream
+        with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+            X = torch.empty((n, store.dim), dtype=slot.X.dtype, device=self.device)
+            y = torch.empty(n, dtype=slot.y.dtype, device=self.device)
+            X.copy_(slot.X[:n], non_blocking=True)
+            y.copy_(slot.y[:n], non_blocking=True)
+            if stream is not None:
+                slot.copied = torch.cuda.Event()  # type: ignore[no-untyped-call]
+                slot.copied.record(stream)
+        return X, y, slot.copied
+
+    def _epoch(self, keys: Iterator[Any]) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        ds = self.dataset
+        pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mmapkit-device")
+        pending: deque[concurrent.futures.Future[Any]] = deque()
+        try:
+            k = 0
+
+            def submit(key: Any) -> None:
+                nonlocal k
+                if isinstance(key, slice):
+                    stop = int(key.stop)
+                else:
+                    stop = int(np.max(key)) + 1 if len(key) else 0
+                store = ds._cover(stop)  # refreshed if behind the sampler's rows
+                self._setup(store)
+                pending.append(pool.submit(self._prepare, k, key, store))
+                k += 1
+
+            for key in keys:
+                submit(key)
+                if len(pending) > self.prefetch:
+                    yield self._ready(pending.popleft())
+            while pending:
+                yield self._ready(pending.popleft())
+        finally:
+            for f in pending:
+                f.cancel()
+            pool.shutdown(wait=True)
+
+    def _ready(self, fut: concurrent.futures.Future[Any]) -> tuple[torch.Tensor, torch.Tensor]:
+        X, y, copied = fut.result()
+        if copied is not None:
+            # The caller's stream waits for the copy (the host does not), and
+            # the caching allocator keeps X and y until that stream used them.
+            current = torch.cuda.current_stream(self.device)
+            current.wait_event(copied)
+            X.record_stream(current)
+            y.record_stream(current)
+        return X, y
+
+
+def device_loader(
+    store: FeatureStore | FeatureDataset | PathLike,
+    batch_size: int,
+    shuffle: bool = False,
+    seed: int | None = None,
+    drop_last: bool = False,
+    device: str | torch.device | None = None,
+    *,
+    prefetch: int = 2,
+    threads: int | None = None,
+    block_size: int | None = None,
+) -> DeviceLoader:
+    """Batches ``(X, y)`` of ``store`` as tensors on ``device`` (default
+    ``"cuda"`` when available, else ``"cpu"``), for feeding a GPU at the
+    bus's rate rather than one host thread's.
+
+    A ring of ``prefetch + 1`` reusable host staging buffers (pinned with
+    ``pin_memory()`` when the device is a GPU): a background thread gathers
+    each batch's rows into the next buffer with the Rust core (several
+    threads, GIL released: shuffled gathers too) and issues its copy to the
+    device asynchronously (``copy_(non_blocking=True)`` on a dedicated
+    ``torch.cuda.Stream``, with an event so a buffer is refilled only after
+    its copy finished; the caller's stream waits for that event before using
+    the batch). So gathering batch k + 1, copying batch k and the caller's
+    compute on batch k - 1 overlap; up to ``prefetch`` batches are prepared
+    ahead. On a CPU device the same code runs with plain copies (each batch
+    is a fresh tensor; the staging buffers are never handed out).
+
+    The batches and their order are those of :func:`data_loader` with the
+    same arguments (:class:`FeatureBatchSampler`: epoch ``e`` of a shuffled
+    loader uses ``FeatureStore.batches(batch_size, shuffle=True,
+    seed=np.random.SeedSequence(seed, spawn_key=(e,)))``'s order); the
+    loader's ``set_epoch``, ``refresh`` and ``len`` behave as there.
+    ``threads``: gather workers (default one per core).
+    """
+    return DeviceLoader(
+        store,
+        batch_size,
+        shuffle,
+        seed,
+        drop_last,
+        device,
+        prefetch=prefetch,
+        threads=threads,
+        block_size=block_size,
+    )

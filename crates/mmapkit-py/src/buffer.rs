@@ -276,14 +276,18 @@ pub(crate) struct ViewMut<'a> {
 // SAFETY: as for View: the bytes stay exported for 'a and are only
 // written atomically.
 unsafe impl Send for ViewMut<'_> {}
+// SAFETY: every write through a shared ViewMut is an atomic store, so
+// threads writing it at once (a parallel gather's parts) race only in
+// which value a byte ends with, which is defined.
+unsafe impl Sync for ViewMut<'_> {}
 
 impl ViewMut<'_> {
     pub fn len(&self) -> usize {
         self.len
     }
 
-    /// Writes `src` at `offset`.
-    pub fn write_at(&mut self, offset: usize, src: &[u8]) {
+    /// Writes `src` at `offset` (from any thread: see `Sync` above).
+    pub fn write_at(&self, offset: usize, src: &[u8]) {
         assert!(offset <= self.len && src.len() <= self.len - offset, "write_at out of range");
         // SAFETY: in bounds of a writable buffer exported for 'a; `src` is
         // memory we own (never a reference over a Python buffer).

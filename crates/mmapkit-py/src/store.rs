@@ -178,9 +178,6 @@ fn store<R>(slf: &Bound<'_, ArrayStoreCore>, f: impl FnOnce(&mut ArrayStore) -> 
     slf.as_super().get().with_as(f)
 }
 
-/// Output bytes a `gather` copies per piece (see `buffer`).
-const GATHER_PIECE: usize = 1 << 20;
-
 fn options(chunk_bytes: u64, reserve: Option<usize>, capacity: u64) -> StoreOptions {
     let o = StoreOptions::default().capacity_rows(capacity).chunk_bytes(chunk_bytes);
     match reserve {
@@ -268,28 +265,21 @@ impl ArrayStoreCore {
 
     /// Copies rows `rows` (a C-contiguous uint64 buffer) into `out` (a
     /// writable C-contiguous buffer of `len(rows)` rows), with the GIL
-    /// released.
+    /// released, on up to `threads` workers (default: one per core) when
+    /// the gather is large enough to split.
+    #[pyo3(signature = (rows, out, threads = None))]
     fn gather(
         slf: &Bound<'_, Self>,
         rows: &Bound<'_, PyAny>,
         out: &Bound<'_, PyAny>,
+        threads: Option<i64>,
     ) -> PyResult<()> {
         let py = slf.py();
+        let threads = crate::exec::threads(threads)?;
         let r = store(slf, |s| {
-            with_u64s_and_out(py, rows, out, |rows, mut out| {
-                // All checks first: nothing is copied unless all is.
-                s.check_gather(rows, out.len())?;
-                let rb = s.row_bytes().max(1);
-                // In pieces of about 1 MiB gathered into memory we own,
-                // then stored into `out` atomically (see `buffer`).
-                let per = (GATHER_PIECE / rb).max(1);
-                let mut piece = Vec::new();
-                for (k, chunk) in rows.chunks(per).enumerate() {
-                    piece.resize(chunk.len() * rb, 0);
-                    s.gather_rows(chunk, &mut piece)?;
-                    out.write_at(k * per * rb, &piece);
-                }
-                Ok(())
+            with_u64s_and_out(py, rows, out, |rows, out| {
+                // Straight from the mapping into `out`, with atomic stores (see `buffer`).
+                s.gather_rows_with(rows, out.len(), threads, |at, src| out.write_at(at, src))
             })
         })?;
         r?.py_err()

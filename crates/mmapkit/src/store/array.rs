@@ -53,8 +53,11 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
+use rayon::prelude::*;
+
 use super::npy::Header;
 use crate::dtype::TypeStr;
+use crate::exec::Threads;
 use crate::map::{Map, MapOptions, Mode};
 use crate::{Error, Result};
 use durable::Durable;
@@ -108,6 +111,28 @@ pub struct ArrayStore {
     durable_rows: AtomicU64,
     /// What failed, once a flush's sync did (fail-stop; module docs).
     failure: OnceLock<String>,
+}
+
+/// Output bytes below which a gather is not split between threads: a
+/// part smaller than this costs more to hand off than to copy.
+pub const GATHER_PART: usize = 1 << 20;
+/// Bytes a gather collects before handing them on (fits the L2 cache).
+const GATHER_PIECE: usize = 256 << 10;
+/// Runs of at least this many bytes skip the piece (see `gather_rows_with`).
+pub const GATHER_DIRECT: usize = 64 << 10;
+
+/// Calls `f(i, j)` for each maximal run `rows[i..j]` of consecutive
+/// indices (one `memcpy` each for a gather).
+fn for_runs(rows: &[u64], mut f: impl FnMut(usize, usize)) {
+    let mut i = 0;
+    while i < rows.len() {
+        let mut j = i + 1;
+        while j < rows.len() && rows[j] == rows[j - 1] + 1 {
+            j += 1;
+        }
+        f(i, j);
+        i = j;
+    }
 }
 
 fn format_err(path: &Path, detail: String) -> Error {
@@ -588,20 +613,77 @@ impl ArrayStore {
     pub fn gather_rows(&self, rows: &[u64], out: &mut [u8]) -> Result<()> {
         self.check_gather(rows, out.len())?;
         let rb = self.row_bytes;
-        let data = &self.map;
         let off = self.data_off;
-        data.read_with(|d| {
-            let mut i = 0;
-            while i < rows.len() {
-                let mut j = i + 1;
-                while j < rows.len() && rows[j] == rows[j - 1] + 1 {
-                    j += 1;
-                }
+        self.map.read_with(|d| {
+            for_runs(rows, |i, j| {
                 let from = off + rows[i] as usize * rb;
                 out[i * rb..j * rb].copy_from_slice(&d[from..from + (j - i) * rb]);
-                i = j;
-            }
+            })
         })
+    }
+
+    /// [`gather_rows`](Self::gather_rows) for an output this crate may not
+    /// hold a `&mut [u8]` over (a binding's buffer, pinned staging memory):
+    /// the output is handed to `sink(offset, bytes)` piece by piece, the
+    /// bytes to put at `offset` of an output of `out_len` bytes. Short runs
+    /// of consecutive rows are collected with `memcpy` into a cache-sized
+    /// piece first (a sink that stores atomically word by word is slow on
+    /// scattered sources); runs of at least [`GATHER_DIRECT`] bytes go
+    /// straight from the mapping. A gather of at least 2 × [`GATHER_PART`]
+    /// bytes is split into parts of equal row counts run on up to `threads`
+    /// workers (so `sink` runs concurrently, for disjoint ranges). All
+    /// checks come first: nothing reaches `sink` unless the whole gather is
+    /// valid.
+    pub fn gather_rows_with(
+        &self,
+        rows: &[u64],
+        out_len: usize,
+        threads: Threads,
+        sink: impl Fn(usize, &[u8]) + Sync,
+    ) -> Result<()> {
+        self.check_gather(rows, out_len)?;
+        let rb = self.row_bytes;
+        let off = self.data_off;
+        // (`Threads::get` may read cgroup files: tens of µs, so not for small gathers.)
+        let parts =
+            if out_len < 2 * GATHER_PART { 1 } else { threads.get().min(out_len / GATHER_PART) };
+        self.map.read_with(|d| {
+            let copy = |first: usize, rows: &[u64]| {
+                let mut piece = Vec::with_capacity(GATHER_PIECE.min(rows.len() * rb));
+                let mut at = 0;
+                for_runs(rows, |i, j| {
+                    let from = off + rows[i] as usize * rb;
+                    let src = &d[from..from + (j - i) * rb];
+                    if src.len() >= GATHER_DIRECT {
+                        if !piece.is_empty() {
+                            sink(at, &piece);
+                            piece.clear();
+                        }
+                        sink((first + i) * rb, src);
+                        return;
+                    }
+                    if piece.is_empty() {
+                        at = (first + i) * rb;
+                    }
+                    piece.extend_from_slice(src);
+                    if piece.len() >= GATHER_PIECE {
+                        sink(at, &piece);
+                        piece.clear();
+                    }
+                });
+                if !piece.is_empty() {
+                    sink(at, &piece);
+                }
+            };
+            if parts == 1 {
+                copy(0, rows);
+                return Ok(());
+            }
+            let per = rows.len().div_ceil(parts);
+            threads.install(|| {
+                rows.par_chunks(per).enumerate().for_each(|(k, c)| copy(k * per, c));
+            })
+        })?
     }
 
     /// The checks of [`gather_rows`](Self::gather_rows) for an output of

@@ -458,6 +458,43 @@ fn gather_rows_copies_runs_and_checks_bounds() {
     assert!(e.to_string().contains("not 1 rows of 16 bytes"), "{e}");
 }
 
+/// The sink form splits large gathers between threads: every thread count
+/// gives the bytes of `gather_rows`, each output byte written exactly once,
+/// and a bad row or length reaches the sink with nothing.
+#[test]
+fn gather_rows_with_splits_between_threads_like_gather_rows() {
+    use std::sync::Mutex;
+    let (_d, p) = tmp();
+    let mut s = ArrayStore::create(&p, "'<f8'", 8, &[4], &StoreOptions::default()).unwrap();
+    let n = 3 * GATHER_PART / 32 + 77; // rows of 32 bytes: a few parts' worth
+    let vals: Vec<f64> = (0..n * 4).map(|v| v as f64).collect();
+    s.append(&rows_f64(&vals)).unwrap();
+    let r = ArrayStore::open(&p, false, None).unwrap();
+    // Blocks of 5 consecutive rows in a scrambled order (repeats included:
+    // collected in pieces), then long runs (handed on straight from the map).
+    let scrambled: Vec<u64> =
+        (0..n as u64).map(|i| ((i / 5) * 7919 % (n as u64 / 5)) * 5 + i % 5).collect();
+    let long: Vec<u64> = (0..n as u64).map(|i| (i + n as u64 / 2) % n as u64).collect();
+    for idx in [scrambled, long] {
+        let mut want = vec![0u8; idx.len() * 32];
+        r.gather_rows(&idx, &mut want).unwrap();
+        for t in [1, 2, 3, 8] {
+            let out = Mutex::new(vec![0u8; want.len()]);
+            let written = Mutex::new(0usize);
+            r.gather_rows_with(&idx, want.len(), Threads::from(t), |at, src| {
+                out.lock().unwrap()[at..at + src.len()].copy_from_slice(src);
+                *written.lock().unwrap() += src.len();
+            })
+            .unwrap();
+            assert_eq!(out.into_inner().unwrap(), want, "threads {t}");
+            assert_eq!(written.into_inner().unwrap(), want.len(), "threads {t}");
+        }
+    }
+    let never = |_: usize, _: &[u8]| panic!("nothing may be copied");
+    assert!(r.gather_rows_with(&[0, n as u64], 64, Threads::from(2), never).is_err());
+    assert!(r.gather_rows_with(&[0, 1], 63, Threads::from(2), never).is_err());
+}
+
 #[test]
 fn truncate_rows_cuts_the_count_and_reuses_the_rows() {
     let (_d, p) = tmp();

@@ -1,0 +1,132 @@
+"""mmapkit.torch.device_loader: the device-feeding path (a ring of reused staging
+buffers filled by the Rust gather, copies issued asynchronously) yields exactly the
+batches of data_loader / FeatureStore.batches, in the same order, epoch after epoch.
+Run here on the CPU device: the same code path as on a GPU, minus pinning and streams."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from mmapkit import FeatureStore  # noqa: E402
+from mmapkit.torch import data_loader, device_loader  # noqa: E402
+
+
+def make_store(path, n, d=5, seed=0):
+    rng = np.random.default_rng(seed)
+    with FeatureStore(path, "w", dim=d, label_dtype=np.int64) as fs:
+        fs.add(rng.standard_normal((n, d)).astype(np.float32), np.arange(n))
+    return path
+
+
+def pairs(loader):
+    return [(X.numpy().copy(), y.numpy().copy()) for X, y in loader]
+
+
+def same(got, want):
+    assert len(got) == len(want)
+    for (gX, gy), (wX, wy) in zip(got, want, strict=True):
+        assert gX.shape == np.asarray(wX).shape
+        np.testing.assert_array_equal(gX, np.asarray(wX))
+        np.testing.assert_array_equal(gy, np.asarray(wy))
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+@pytest.mark.parametrize("drop_last", [False, True])
+@pytest.mark.parametrize(("n", "bs"), [(1003, 64), (1000, 100), (5, 64), (0, 8)])
+def test_same_batches_and_order_as_data_loader(tmp, shuffle, drop_last, n, bs):
+    p = make_store(tmp / "fs", n)
+    dl = device_loader(p, bs, shuffle=shuffle, seed=7, drop_last=drop_last, device="cpu")
+    ref = data_loader(p, bs, shuffle=shuffle, seed=7, drop_last=drop_last)
+    assert len(dl) == len(ref)
+    for _ in range(3):  # epochs move on together (each iter() is the next epoch)
+        got = pairs(dl)
+        same(got, pairs(ref))
+        assert all(X.flags.writeable for X, _ in got)
+    if n and not drop_last and n % bs:
+        assert len(got[-1][1]) == n % bs  # the last, partial batch
+
+
+def test_shuffled_epochs_follow_feature_store_batches(tmp):
+    p = make_store(tmp / "fs", 2000, d=3)
+    dl = device_loader(p, 128, shuffle=True, seed=11, device="cpu")
+    with FeatureStore(p) as fs:
+        for epoch in (0, 1, 5):
+            dl.set_epoch(epoch)
+            seed = np.random.SeedSequence(11, spawn_key=(epoch,))
+            same(pairs(dl), list(fs.batches(128, shuffle=True, seed=seed)))
+        every = np.concatenate([y for _, y in pairs(dl)])
+        assert sorted(every.tolist()) == list(range(2000))  # each row once per epoch
+
+
+def test_batches_are_not_the_reused_staging_buffers(tmp):
+    # Kept batches must not change while later ones are gathered into the ring.
+    p = make_store(tmp / "fs", 3000, d=4)
+    kept = list(device_loader(p, 100, shuffle=True, seed=3, device="cpu", prefetch=1))
+    with FeatureStore(p) as fs:
+        want = list(fs.batches(100, shuffle=True, seed=np.random.SeedSequence(3, spawn_key=(0,))))
+    same([(X.numpy(), y.numpy()) for X, y in kept], want)
+    assert len({X.data_ptr() for X, _ in kept}) == len(kept)
+
+
+def test_large_batches_gathered_by_several_threads(tmp):
+    # 10,000 rows x 64 float32 = 2.5 MiB a batch: the core splits each gather.
+    p = make_store(tmp / "fs", 25_000, d=64)
+    for shuffle in (False, True):
+        ref = pairs(data_loader(p, 10_000, shuffle=shuffle, seed=1))
+        for threads in (None, 1, 3):
+            dl = device_loader(p, 10_000, shuffle=shuffle, seed=1, device="cpu", threads=threads)
+            same(pairs(dl), ref)
+
+
+def test_refresh_semantics_match_data_loader(tmp):
+    p = make_store(tmp / "fs", 300)
+    dl = device_loader(p, 64, device="cpu")
+    ref = data_loader(p, 64)
+    with FeatureStore(p, "r+") as w:
+        w.add(np.ones((50, 5)), np.arange(300, 350))
+    # Rows committed after the loader was made: not seen until refresh().
+    got = np.concatenate([y for _, y in pairs(dl)])
+    assert got.tolist() == list(range(300))
+    assert got.tolist() == np.concatenate([y for _, y in pairs(ref)]).tolist()
+    assert dl.refresh() == 350 and ref.dataset.refresh() == 350
+    assert len(dl) == len(ref) == 6
+    same(pairs(dl), pairs(ref))
+
+
+def test_abandoned_epoch_then_a_full_one(tmp):
+    p = make_store(tmp / "fs", 1000)
+    dl = device_loader(p, 50, shuffle=True, seed=2, device="cpu")
+    it = iter(dl)
+    next(it)
+    next(it)
+    it.close()  # stops the background thread; nothing left in flight
+    dl.set_epoch(0)
+    ref = data_loader(p, 50, shuffle=True, seed=2)
+    ref.sampler.set_epoch(0)
+    same(pairs(dl), pairs(ref))
+
+
+def test_arguments(tmp):
+    p = make_store(tmp / "fs", 10)
+    with pytest.raises(ValueError, match="prefetch"):
+        device_loader(p, 4, device="cpu", prefetch=0)
+    with pytest.raises(ValueError, match="batch_size"):
+        device_loader(p, 0, device="cpu")
+    dl = device_loader(p, 4)
+    want = "cuda" if torch.cuda.is_available() else "cpu"
+    assert dl.device.type == want and dl.batch_size == 4
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_cuda_batches_equal_the_cpu_path(tmp):
+    p = make_store(tmp / "fs", 5000, d=16)
+    for shuffle in (False, True):
+        ref = pairs(device_loader(p, 512, shuffle=shuffle, seed=4, device="cpu"))
+        got = [
+            (X.cpu().numpy(), y.cpu().numpy())
+            for X, y in device_loader(p, 512, shuffle=shuffle, seed=4, device="cuda")
+        ]
+        same(got, ref)
