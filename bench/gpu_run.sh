@@ -28,12 +28,12 @@ export MMAPKIT_BENCH_PARTIAL="$OUT/gpu-runs.jsonl"
 } > "$OUT/env.txt" 2>&1
 
 # The device loader's tests, its CUDA test included (about 20 s).
-timeout 90 "$PY" -m pytest -q -p no:cacheprovider tests/python/test_device_loader.py \
+timeout 60 "$PY" -m pytest -q -p no:cacheprovider tests/python/test_device_loader.py \
     > "$OUT/tests.log" 2>&1
 echo "tests rc=$?" >> "$OUT/tests.log"
 
 # A smoke run at --quick size (1 M rows): a broken part shows here in seconds.
-timeout 90 "$PY" -m bench features --quick --tasks gpu --sizes qgpu --repeat 3 \
+timeout 75 "$PY" -m bench features --quick --tasks gpu --sizes qgpu --repeat 3 \
     --cache warm --data-dir "$DATA" --results-dir "$OUT/quick" > "$OUT/quick.log" 2>&1
 echo "quick rc=$?" >> "$OUT/quick.log"
 
