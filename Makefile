@@ -8,15 +8,15 @@ export PATH := $(abspath $(VENV))/tools/bin:$(abspath $(VENV))/bin:$(HOME)/.carg
 
 TSAN_TARGET ?= x86_64-unknown-linux-gnu
 
-.PHONY: fuzz tsan run test bench bench-tools bench-peers bench-rocksdb setup develop cli dist rust-test jepsen lint py-test stubtest clean
+.PHONY: fuzz tsan run test bench bench-tools bench-peers bench-rocksdb bench-etcd setup develop cli dist rust-test jepsen lint py-test stubtest clean
 
 # Every suite, every peer and the baseline at small sizes, warm cache: ~5 minutes on 2
 # cores after set-up; reports in bench/results/quick/ (git-ignored), one-screen summary
 # at the end. `make bench`: the full sizes, into bench/results/ and the README.
-run: develop cli bench-tools bench-peers bench-rocksdb
+run: develop cli bench-tools bench-peers bench-rocksdb bench-etcd
 	$(VPY) -m bench all --quick
 
-bench: develop cli bench-tools bench-peers bench-rocksdb
+bench: develop cli bench-tools bench-peers bench-rocksdb bench-etcd
 	$(VPY) -m bench all
 
 test: develop rust-test jepsen lint py-test stubtest
@@ -85,8 +85,8 @@ bench-peers:
 	cargo build --release --quiet -p mmapkit-replicate --example catchup
 	@if command -v go >/dev/null; then \
 		cd $(PEERS_GO) && go build -mod=readonly -buildvcs=false -o bin/ ./cmd/... \
-		|| echo "warning: the Go drivers did not build; the log suite shows them as n/a"; \
-	else echo "warning: no go toolchain: the log suite shows tidwall/wal and etcd/wal as n/a"; fi
+		|| echo "warning: the Go drivers did not build; the log and replication suites show them as n/a"; \
+	else echo "warning: no go toolchain: the log suite shows tidwall/wal and etcd/wal, the replication suite etcd, as n/a"; fi
 
 # The replication suite's RocksDB peer: mmapkit-kv with the RocksDB log store (the
 # rocksdb crate linked against Debian's librocksdb; bindgen needs libclang), in its own
@@ -98,6 +98,15 @@ bench-rocksdb:
 	@ROCKSDB_LIB_DIR=/usr/lib/x86_64-linux-gnu CARGO_TARGET_DIR=$(abspath target/bench-raft) \
 		cargo build --release --quiet -p mmapkit-raft --features rocksdb --bin mmapkit-kv \
 		|| echo "warning: the RocksDB store did not build; the replication suite shows it as n/a"
+
+# The replication suite's etcd peer: Debian's etcd-server (3.4.23 on bookworm) and
+# etcdctl, installed when missing and we are root (its Go load generator, kv-etcd, is
+# built by bench-peers); without it the suite shows etcd as n/a.
+bench-etcd:
+	@if [ ! -x /usr/bin/etcd ]; then \
+		if [ "$$(id -u)" = 0 ]; then apt-get install -y -qq etcd-server etcd-client >/dev/null \
+			|| echo "warning: could not install etcd-server/etcd-client"; \
+		else echo "warning: no /usr/bin/etcd (apt-get install etcd-server as root): the replication suite shows etcd as n/a"; fi; fi
 
 # --- checks ---------------------------------------------------------------
 # The power-loss suite (crates/mmapkit-crashfs, FUSE; skipped with the reason

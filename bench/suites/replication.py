@@ -25,7 +25,13 @@ Contenders (the log store under the same openraft, network, state machine and KV
 entries are flushed, shared by every batch waiting: group commit), ``rocksdb`` (a log
 store on the `rocksdb` crate linked against Debian's librocksdb, each append one
 WriteBatch with sync=true: equal durability; ``make bench-rocksdb``) and ``memory``
-(a BTreeMap, no durability: the upper bound). The catch-up part of the issue's suite
+(a BTreeMap, no durability: the upper bound). The KV service batches the writes that
+arrive while proposals are in flight into one raft entry (crates/mmapkit-raft/src/batch.rs).
+
+Peer system: ``etcd`` (Debian's etcd-server 3.4.23, ``make bench-etcd``), three members on
+loopback with its default durability (WAL fdatasync per commit), the same writes, keys,
+values and clients through etcd's Go client (bench/peers/go/cmd/kv-etcd, which prints
+the same JSON as `mmapkit-kv load`). The catch-up part of the issue's suite
 is the ``catchup`` task above.
 """
 
@@ -55,6 +61,10 @@ from ..harness import (
 KV = REPO_DIR / "target" / "release" / "mmapkit-kv"
 CATCHUP = REPO_DIR / "target" / "release" / "examples" / "catchup"
 KV_ROCKS = REPO_DIR / "target" / "bench-raft" / "release" / "mmapkit-kv"
+# The etcd peer: Debian's etcd-server (`make bench-etcd`) driven by its own Go client
+# (bench/peers/go/cmd/kv-etcd, `make bench-peers`).
+ETCD = Path("/usr/bin/etcd")
+ETCD_LOAD = REPO_DIR / "bench" / "peers" / "go" / "bin" / "kv-etcd"
 CLIENTS = (1, 16, 256)
 # writes per run: (full, quick)
 WRITES = {1: (1_000, 200), 16: (10_000, 1_000), 256: (20_000, 2_000)}
@@ -124,18 +134,98 @@ class _Cluster:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
+class _EtcdCluster:
+    """Three etcd members on loopback in fresh directories under `root`, default
+    durability (the WAL fdatasynced before a proposal is acknowledged)."""
+
+    def __init__(self, root: Path) -> None:
+        shutil.rmtree(root, ignore_errors=True)
+        root.mkdir(parents=True)
+        self.root = root
+        ports = [(_free_port(), _free_port()) for _ in range(3)]
+        self.addrs = [f"http://127.0.0.1:{c}" for c, _ in ports]
+        initial = ",".join(f"n{i}=http://127.0.0.1:{p}" for i, (_, p) in enumerate(ports, 1))
+        self.procs: list[subprocess.Popen] = []
+        try:
+            for i, (c, p) in enumerate(ports, 1):
+                self.procs.append(
+                    subprocess.Popen(
+                        [
+                            str(ETCD),
+                            "--name",
+                            f"n{i}",
+                            "--data-dir",
+                            str(root / f"n{i}"),
+                            "--listen-client-urls",
+                            f"http://127.0.0.1:{c}",
+                            "--advertise-client-urls",
+                            f"http://127.0.0.1:{c}",
+                            "--listen-peer-urls",
+                            f"http://127.0.0.1:{p}",
+                            "--initial-advertise-peer-urls",
+                            f"http://127.0.0.1:{p}",
+                            "--initial-cluster",
+                            initial,
+                            "--initial-cluster-state",
+                            "new",
+                            "--initial-cluster-token",
+                            root.name,
+                            "--logger",
+                            "zap",
+                            "--log-level",
+                            "error",
+                        ],
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                    )
+                )
+            # waits for a leader (the driver does), then a few writes: connections up
+            self.load(1, 20)
+        except BaseException:
+            self.close()
+            raise
+
+    def load(self, clients: int, writes: int) -> dict[str, Any]:
+        out, _err, _rc = run_command(
+            [
+                str(ETCD_LOAD),
+                "--endpoints",
+                ",".join(self.addrs),
+                "--clients",
+                str(clients),
+                "--writes",
+                str(writes),
+                "--value-size",
+                str(VALUE),
+            ]
+        )
+        return json.loads(out.decode().strip().splitlines()[-1])
+
+    def close(self) -> None:
+        for p in self.procs:
+            p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
 class ReplicationSuite(Suite):
     name = "replication"
     title = (
         "follower catch-up over HTTP; 3-node openraft KV: mmapkit's log store vs RocksDB "
-        "and in-memory"
+        "and in-memory, and etcd"
     )
     description = (
         "Writes through a 3-node replicated key-value service on openraft 0.9.25 "
         "(crates/mmapkit-raft, processes on loopback, HTTP between nodes), the same "
         "service on three log stores: mmapkit's commit log, a RocksDB log store at equal "
         "durability (WriteBatch with sync=true per append) and an in-memory store (no "
-        "durability: the upper bound). Each client waits for its write to be committed "
+        "durability: the upper bound), and a 3-node etcd 3.4 cluster at its default "
+        "durability driven by its own Go client. Each client waits for its write to be committed "
         "and applied before sending the next. Time: the load generator's, from the first "
         "write sent to the last answer; `writes/s`, `p50 ms`, `p99 ms` per run. Catch-up: "
         "a follower the whole log behind copies it from a leader over HTTP on loopback, "
@@ -240,6 +330,7 @@ class ReplicationSuite(Suite):
                 "durability: the upper bound (openraft-memstore itself is "
                 "fixed to its own type config and cannot carry this KV)",
             ),
+            self._etcd(),
             self._catchup(
                 "one-entry",
                 "the same follower asking one entry per request "
@@ -380,8 +471,46 @@ class ReplicationSuite(Suite):
             commands["catchup"] = "catchup run follower LEADER WORK"
         return Contender(name, make, note=note, commands=commands)
 
+    def _etcd(self) -> Contender:
+        suite = self
+
+        def make() -> dict[str, Callable[[Path], Any]]:
+            def task(clients: int) -> Callable[[Path], Any]:
+                def run(path: Path) -> Measured:
+                    for exe, hint in ((ETCD, "make bench-etcd"), (ETCD_LOAD, "make bench-peers")):
+                        if not exe.is_file():
+                            raise Unavailable(f"{exe} not installed ({hint})")
+                    suite._runs += 1
+                    writes = WRITES[clients][1 if suite._quick else 0]
+                    cluster = _EtcdCluster(path.parent / "runs" / f"etcd-{suite._runs}")
+                    try:
+                        r = cluster.load(clients, writes)
+                    finally:
+                        cluster.close()
+                    metrics = {k: round(r[k], 3) for k in ("writes_per_s", "p50_ms", "p99_ms")}
+                    return Measured(r["writes"], metrics, seconds=r["seconds"])
+
+                return run
+
+            return {f"clients-{c}": task(c) for c in CLIENTS}
+
+        return Contender(
+            "etcd",
+            make,
+            note="etcd 3.4.23 (Debian's etcd-server; `make bench-etcd`), three members on "
+            "loopback with the default durability (the WAL fdatasynced before a proposal "
+            "is acknowledged; etcd batches the proposals that arrive meanwhile), driven "
+            "by go.etcd.io/etcd/client/v3 (bench/peers/go/cmd/kv-etcd: the same writes, "
+            "keys, values and clients as `mmapkit-kv load`, to the leader)",
+            commands={f"clients-{c}": f"kv-etcd --clients {c}" for c in CLIENTS},
+        )
+
     def versions(self) -> dict[str, str]:
-        return {"openraft": "0.9.25", "rocksdb crate": "0.20 (librocksdb 7.8.3)"}
+        v = {"openraft": "0.9.25", "rocksdb crate": "0.20 (librocksdb 7.8.3)"}
+        if ETCD.is_file():
+            out, _err, _rc = run_command([str(ETCD), "--version"])
+            v["etcd"] = out.decode().split()[2] if out else "?"
+        return v
 
     def targets(self, doc: dict[str, Any]) -> list[dict[str, Any]]:
         out = []
@@ -413,6 +542,19 @@ class ReplicationSuite(Suite):
                         "name_versus": True,
                     }
                 )
+        for c, ratio in ((1, 1.0), (16, 1.5), (256, 1.5)):
+            out.append(
+                {
+                    "label": f"{c} client{'s' if c > 1 else ''}: ≥ {ratio}× etcd's writes/s",
+                    "task": f"clients-{c}",
+                    "contender": "mmapkit",
+                    "size": "3 nodes",
+                    "cache": "warm",
+                    "versus": "etcd",
+                    "min_speedup": ratio,
+                    "name_versus": True,
+                }
+            )
         for c in (16, 256):
             out.append(
                 {

@@ -83,6 +83,10 @@ pub fn raft_decode(data: &[u8]) {
                 let payload = match op >> 2 & 3 {
                     0 => EntryPayload::Blank,
                     1 => EntryPayload::Normal(Request::Delete { key: text(&mut b) }),
+                    2 => EntryPayload::Normal(Request::Batch(vec![
+                        Request::Set { key: text(&mut b), value: text(&mut b) },
+                        Request::Delete { key: text(&mut b) },
+                    ])),
                     _ => EntryPayload::Normal(Request::Set {
                         key: text(&mut b),
                         value: text(&mut b),

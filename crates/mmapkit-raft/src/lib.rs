@@ -25,6 +25,7 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(test, allow(clippy::disallowed_methods, reason = "test fixtures are written directly"))]
 
+mod batch;
 pub mod kv;
 pub mod log_store;
 pub mod mem;

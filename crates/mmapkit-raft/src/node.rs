@@ -47,6 +47,11 @@
 //!   meanwhile, or the forwarded request was sent and its answer lost; it
 //!   may or may not take effect.
 //!
+//! Writes that arrive while proposals are in flight are batched into the
+//! next one (one raft entry, see [`crate::batch`]); each is answered
+//! with its own command's result, under the batch entry's log id.
+//! `{"Batch":[...]}` from a client gets `400`.
+//!
 //! A client timeout or a connection lost after sending is likewise of
 //! unknown outcome. Nodes mark forwarded requests with the header
 //! `x-mmapkit-forwarded` and never forward those again (clients should
@@ -93,6 +98,7 @@ use openraft::{BasicNode, Config, LogId, Raft, RaftMetrics, SnapshotPolicy};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::batch::{Lost, Proposer};
 use crate::kv::{KvConfig, KvStateMachine, NodeId, Request, Response};
 use crate::{LogStore, StoreOptions};
 
@@ -234,6 +240,8 @@ struct App {
     /// To the leader when forwarding (the token and local address set).
     http: reqwest::Client,
     max_value_bytes: usize,
+    /// Batches the writes into proposals ([`crate::batch`]).
+    proposer: Proposer,
 }
 
 /// A running node.
@@ -311,7 +319,18 @@ impl Node {
                 return Err("this build has no RocksDB store (build with --features rocksdb)".into())
             }
         };
+        let proposer = {
+            let raft = raft.clone();
+            Proposer::spawn(
+                move |req| {
+                    let raft = raft.clone();
+                    async move { raft.client_write(req).await }
+                },
+                crate::batch::LIMITS,
+            )
+        };
         let app = App {
+            proposer,
             raft: raft.clone(),
             sm,
             log,
@@ -504,27 +523,49 @@ async fn write(State(app): State<App>, headers: HeaderMap, body: Body) -> HttpRe
             return text(StatusCode::SERVICE_UNAVAILABLE, why);
         }
     }
-    match tokio::time::timeout(REQUEST_TIMEOUT, app.raft.client_write(req)).await {
-        Err(_) => text(
-            StatusCode::GATEWAY_TIMEOUT,
-            format!(
-                "outcome unknown: no quorum: the write was proposed by node {} but not committed within {:?}",
-                app.id, REQUEST_TIMEOUT
-            ),
-        ),
-        // The entry may have been proposed before the node stopped.
-        Ok(Err(RaftError::Fatal(f))) => {
-            text(StatusCode::GATEWAY_TIMEOUT, format!("outcome unknown: node {} is stopping: {f}", app.id))
+    if matches!(req, Request::Batch(_)) {
+        return text(
+            StatusCode::BAD_REQUEST,
+            "bad request body: one command per request (nodes batch concurrent writes themselves)"
+                .into(),
+        );
+    }
+    // Queued for the next proposal; answered with this command's own result.
+    let r = match tokio::time::timeout(REQUEST_TIMEOUT, app.proposer.write(req, bytes.len())).await {
+        Err(_) => {
+            return text(
+                StatusCode::GATEWAY_TIMEOUT,
+                format!(
+                    "outcome unknown: no quorum: the write was proposed by node {} but not committed within {:?}",
+                    app.id, REQUEST_TIMEOUT
+                ),
+            )
         }
-        Ok(Err(e)) if !forwarded => {
+        Ok(Err(Lost)) => {
+            return text(
+                StatusCode::GATEWAY_TIMEOUT,
+                format!("outcome unknown: node {} is stopping: {Lost}", app.id),
+            )
+        }
+        Ok(Ok(r)) => r,
+    };
+    match r {
+        // The entry may have been proposed before the node stopped.
+        Err(RaftError::Fatal(f)) => text(
+            StatusCode::GATEWAY_TIMEOUT,
+            format!("outcome unknown: node {} is stopping: {f}", app.id),
+        ),
+        Err(e) if !forwarded => {
             // Leadership moved between the check and the write.
             match e.forward_to_leader().and_then(|f| Some((f.leader_id?, f.leader_node.clone()?))) {
                 Some((l, node)) if l != app.id => forward_write(&app, l, &node.addr, bytes).await,
                 _ => write_refused(&app, e),
             }
         }
-        Ok(Err(e)) => write_refused(&app, e),
-        Ok(r) => Json(r).into_response(),
+        Err(e) => write_refused(&app, e),
+        Ok(r) => {
+            Json(Ok::<_, RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>>(r)).into_response()
+        }
     }
 }
 
