@@ -405,7 +405,7 @@ def table() -> str:
     for sec, vals in RESULTS.items():
         lines.append(sec)
         for k, v in vals.items():
-            lines.append(f"  {k:<58} {v:>10.3f}" if isinstance(v, float) else f"  {k:<58} {v}")
+            lines.append(f"  {k:<66} {v:>10.3f}" if isinstance(v, float) else f"  {k:<66} {v}")
     return "\n".join(lines)
 
 
