@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The `features` suite's gpu part (issue 26 §2) on a CUDA host, in about 5 minutes:
+# The `features` suite's gpu part (issue 26 §2) on a CUDA host, in under 5 minutes:
 # an environment record, the device-loader tests on CUDA, the part at --quick size
-# (a smoke run), then at full size (16 M x 64 float32, 4.3 GB, batch 65,536).
+# (a smoke run), then at full size (16 M x 64 float32, 4.3 GB, batch 65,536), then
+# the device path's stage-by-stage profile (bench/gpu_profile.py) into "$OUT/profile".
 # Everything goes to "$OUT" as it is produced (logs, each run's numbers as JSON
 # lines, the reports), so a run cut short keeps what it measured.
 #
@@ -41,4 +42,16 @@ echo "quick rc=$?" >> "$OUT/quick.log"
 timeout 240 "$PY" -m bench features --tasks gpu --sizes gpu --repeat 3 \
     --cache warm --data-dir "$DATA" --results-dir "$OUT/full" > "$OUT/full.log" 2>&1
 echo "full rc=$?" >> "$OUT/full.log"
+
+# Each stage of the device path alone (gather by threads, pinned or not, numpy,
+# host-to-device copies, loader epochs by prefetch/threads/workers, per-batch
+# overhead, first touch): one JSON and one log. On the full size's store (made above;
+# its own otherwise).
+mkdir -p "$OUT/profile"
+STORE=()
+G="$DATA/features-gpu-s13/store"  # the suite's data dir for size gpu (DATA_SEED 13)
+[ -f "$G/meta.json" ] && STORE=(--store "$G")
+timeout 100 "$PY" bench/gpu_profile.py --out "$OUT/profile" --data "$DATA/profile" "${STORE[@]}" \
+    > "$OUT/profile/profile.log" 2>&1
+echo "profile rc=$?" >> "$OUT/profile/profile.log"
 date -u >> "$OUT/env.txt"

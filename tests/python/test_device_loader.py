@@ -11,7 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from mmapkit import FeatureStore  # noqa: E402
-from mmapkit.torch import data_loader, device_loader  # noqa: E402
+from mmapkit.torch import _Direct, _runs, data_loader, device_loader  # noqa: E402
 
 
 def make_store(path, n, d=5, seed=0):
@@ -81,6 +81,46 @@ def test_large_batches_gathered_by_several_threads(tmp):
             same(pairs(dl), ref)
 
 
+@pytest.mark.parametrize(("prefetch", "workers"), [(1, 1), (1, 3), (2, 2), (4, 3)])
+def test_several_workers_keep_batches_order_and_kept_batches(tmp, prefetch, workers):
+    # Several batches prepared at once, each in its own ring slot: the order is the
+    # keys' and a kept batch is never a slot later batches are gathered into.
+    p = make_store(tmp / "fs", 4000, d=6)
+    for shuffle in (False, True):
+        dl = device_loader(
+            p, 128, shuffle=shuffle, seed=5, device="cpu", prefetch=prefetch, workers=workers
+        )
+        kept = list(dl)
+        same([(X.numpy(), y.numpy()) for X, y in kept], pairs(data_loader(p, 128, shuffle, 5)))
+        assert len({X.data_ptr() for X, _ in kept}) == len(kept)
+
+
+def test_runs_of_consecutive_rows():
+    rows = np.array([5, 6, 7, 0, 9, 10, 3], dtype=np.uint64)
+    assert _runs(rows) == [(0, 3, 5), (3, 4, 0), (4, 6, 9), (6, 7, 3)]
+    assert _runs(np.arange(4, 9, dtype=np.uint64)) == [(0, 5, 4)]
+    assert _runs(np.array([], dtype=np.uint64)) == []
+
+
+@pytest.mark.parametrize("direct", [True, None])
+@pytest.mark.parametrize("block", [None, 3, 1000])
+def test_direct_copies_from_the_mapping_on_the_cpu(tmp, direct, block):
+    # The direct path's copies (one per run of consecutive rows, straight from the
+    # files' read-only mapping), run here unpinned: the same batches as the ring's.
+    p = make_store(tmp / "fs", 5000, d=64)
+    for shuffle in (False, True):
+        kw = {"shuffle": shuffle, "seed": 9, "block_size": block}
+        dl = device_loader(p, 1024, device="cpu", direct=direct, **kw)
+        dl._direct = _Direct(dl.dataset.store, 5000, pin=False)
+        kept = list(dl)
+        same(
+            [(X.numpy(), y.numpy()) for X, y in kept],
+            pairs(device_loader(p, 1024, device="cpu", direct=False, **kw)),
+        )
+        assert len({X.data_ptr() for X, _ in kept}) == len(kept)
+        dl._direct.close()
+
+
 def test_refresh_semantics_match_data_loader(tmp):
     p = make_store(tmp / "fs", 300)
     dl = device_loader(p, 64, device="cpu")
@@ -115,6 +155,8 @@ def test_arguments(tmp):
         device_loader(p, 4, device="cpu", prefetch=0)
     with pytest.raises(ValueError, match="batch_size"):
         device_loader(p, 0, device="cpu")
+    with pytest.raises(ValueError, match="workers"):
+        device_loader(p, 4, device="cpu", workers=0)
     dl = device_loader(p, 4)
     want = "cuda" if torch.cuda.is_available() else "cpu"
     assert dl.device.type == want and dl.batch_size == 4
@@ -130,3 +172,31 @@ def test_cuda_batches_equal_the_cpu_path(tmp):
             for X, y in device_loader(p, 512, shuffle=shuffle, seed=4, device="cuda")
         ]
         same(got, ref)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("direct", [False, None, True])
+def test_cuda_direct_copies_equal_the_cpu_path(tmp, direct):
+    # Straight from the registered mapping (True: every batch; None: batches of
+    # long runs) or through the staging ring (False): the same batches.
+    p = make_store(tmp / "fs", 40_000, d=64)
+    for shuffle, block in ((False, None), (True, None), (True, 3), (True, 4096)):
+        kw = {"shuffle": shuffle, "seed": 4, "block_size": block}
+        ref = pairs(device_loader(p, 8192, device="cpu", **kw))
+        dl = device_loader(p, 8192, device="cuda", direct=direct, **kw)
+        kept = list(dl)
+        same([(X.cpu().numpy(), y.cpu().numpy()) for X, y in kept], ref)
+        assert (dl._direct is not None) == (direct is not False)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_cuda_direct_registers_again_after_refresh(tmp):
+    p = make_store(tmp / "fs", 3000, d=8)
+    dl = device_loader(p, 256, device="cuda", direct=True)
+    assert np.concatenate([y.cpu().numpy() for _, y in dl]).tolist() == list(range(3000))
+    with FeatureStore(p, "r+") as w:
+        w.add(np.ones((500, 8)), np.arange(3000, 3500))
+    assert dl.refresh() == 3500
+    got = [(X.cpu().numpy(), y.cpu().numpy()) for X, y in dl]
+    assert dl._direct is not None and dl._direct.rows == 3500
+    same(got, pairs(data_loader(p, 256)))
