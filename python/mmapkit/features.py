@@ -2,7 +2,7 @@
 
 A feature store is a directory::
 
-    features.npy   n × d feature vectors (float32 by default, any float dtype)
+    features.npy   n × d feature vectors (float32 by default; float16 or float64)
     labels.npy     n labels (float32 by default)
     meta.json      schema, committed row count, format version
 
@@ -155,8 +155,10 @@ class FeatureStore:
     ``mode``: ``"r"`` (default) read-only; ``"r+"`` the one writer of an
     existing store; ``"w"`` create (replacing any store there; needs
     ``dim``); ``"a"`` ``"r+"`` if the store exists, else ``"w"``.
-    ``dtype`` (a float dtype, default float32) and ``label_dtype`` (any
-    numeric dtype, default float32) apply when creating.
+    ``dtype`` (``float16``, ``float32``, the default, or ``float64``: the
+    types the statistics take; long double is refused) and ``label_dtype``
+    (bool, an integer type or one of those, default float32) apply when
+    creating.
     """
 
     def __init__(
