@@ -1,13 +1,14 @@
 """Exact statistics over arrays larger than memory.
 
 :func:`median`, :func:`quantile`, :func:`histogram`, :func:`min`,
-:func:`max`, :func:`sum`, :func:`mean` and :func:`std` take
+:func:`max`, :func:`sum`, :func:`mean`, :func:`var` and :func:`std` take
 
 * a numpy array (``np.memmap`` included) or anything with ``__array__``
-  (e.g. an :class:`mmapkit.ArrayStore`): read in place when it is C- or
+  (e.g. an :class:`mmapkit.ArrayStore`): read where it is, in 8 MiB
+  copies (another thread may write it meanwhile), when it is C- or
   Fortran-contiguous; any other layout is **copied** first with
   ``np.ascontiguousarray`` (slice a memmap along its first axis to stay
-  zero-copy);
+  in place);
 * or a path: a raw binary file read as ``dtype`` from byte ``offset``
   (``count`` elements, default: to the end of the file), or, without
   ``dtype``, a ``.npy`` file (dtype, offset and shape from its header).

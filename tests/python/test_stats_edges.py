@@ -76,6 +76,22 @@ def test_nonfinite_mean_var_std_sum(specials: list[float], where: str) -> None:
             assert np.isnan(got) == np.isnan(want) and np.isinf(got) == np.isinf(want)
 
 
+@pytest.mark.parametrize("specials", [[(0, np.inf)], [(0, -np.inf)], [(0, np.inf), (-1, -np.inf)]])
+def test_whole_array_mean_sum_std_with_inf_across_core_chunks(
+    specials: list[tuple[int, float]],
+) -> None:
+    """axis=None: the core's chunked, threaded sums keep numpy's signs."""
+    a = np.ones(9_000_000)
+    for i, v in specials:
+        a[i] = v
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for threads in (1, 2):
+            np.testing.assert_array_equal(st.mean(a, threads=threads), np.mean(a))
+            np.testing.assert_array_equal(st.sum(a, threads=threads), np.sum(a))
+        assert np.isnan(st.std(a)) and np.isnan(st.var(a))
+
+
 def test_feature_store_mean_std_with_inf(tmp: Path) -> None:
     X = np.ones((50, 2), np.float32)
     X[0, 0] = np.inf
@@ -329,3 +345,40 @@ def test_stats_match_numpy_on_every_path(
                 _same(st.quantile(data, qq, axis=0, method=method, memory=memory), want0)
                 want = _np_quantile(flat, qq, None, method)
                 _same(st.quantile(flat, qq, method=method, memory=memory), want)
+
+
+# ----- arrays written by another thread meanwhile ---------------------------------
+
+
+def test_stats_of_an_array_another_thread_writes() -> None:
+    """The binding copies the array in blocks (atomic copies, never a slice
+    over it: writes racing the GIL-free read are defined): every result is
+    within what the array held, and a selection whose passes disagree says
+    so (it panicked on an index out of bounds). A smoke test: the data
+    race itself is not observable."""
+    import threading
+
+    a = np.ones(4 << 20)
+    stop = threading.Event()
+
+    def writer() -> None:
+        v = 1.0
+        while not stop.is_set():
+            v = 3.0 - v  # 1.0 and 2.0 in turn
+            a[:] = v
+
+    t = threading.Thread(target=writer)
+    t.start()
+    try:
+        for _ in range(20):
+            assert 1.0 <= st.mean(a) <= 2.0
+            assert st.max(a) <= 2.0
+            try:
+                m = st.median(a)
+            except ValueError as e:
+                assert "changed while being read" in str(e)
+            else:
+                assert 1.0 <= m <= 2.0
+    finally:
+        stop.set()
+        t.join()
