@@ -18,15 +18,22 @@ from typing import Any, TypeAlias
 import numpy as np
 import numpy.typing as npt
 
-from ._radix import QuantilePlan, from_key, median_of, to_keys
+from ._radix import CORE_DTYPES, QuantilePlan, from_key, median_of, to_keys
 
 Q: TypeAlias = float | Sequence[float] | npt.NDArray[Any]
 
 
+#: Bytes of rows per chunk of the one-pass statistics (tests make it small
+#: to cross chunk boundaries with small arrays).
+CHUNK_BYTES = 64 << 20
+
+
 def row_chunks(
-    X: np.ndarray[Any, Any], chunk_bytes: int = 64 << 20
+    X: np.ndarray[Any, Any], chunk_bytes: int | None = None
 ) -> Iterator[np.ndarray[Any, Any]]:
-    """``X`` in chunks of whole rows of about ``chunk_bytes``."""
+    """``X`` in chunks of whole rows of about ``chunk_bytes`` (default :data:`CHUNK_BYTES`)."""
+    if chunk_bytes is None:
+        chunk_bytes = CHUNK_BYTES
     rows = max(1, chunk_bytes // max(1, X.shape[1] * X.dtype.itemsize))
     for s in range(0, X.shape[0], rows):
         yield X[s : s + rows]
@@ -36,14 +43,21 @@ def merge_moments(
     n: int, mean: npt.NDArray[np.float64], m2: npt.NDArray[np.float64], c: np.ndarray[Any, Any]
 ) -> tuple[int, npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """Count, mean and M2 per column after adding the rows ``c`` (Chan et
-    al.'s merge of the chunk's own float64 moments)."""
+    al.'s merge of the chunk's own float64 moments). A non-finite mean
+    (a column holding ±inf or NaN) is kept as numpy's sum would: inf
+    stays inf, inf and -inf give NaN; M2 is then NaN (numpy's variance)."""
     c64 = c.astype(np.float64)
     k = c64.shape[0]
-    cm = c64.mean(axis=0)
-    cm2 = ((c64 - cm) ** 2).sum(axis=0)
-    delta = cm - mean
-    tot = n + k
-    return tot, mean + delta * (k / tot), m2 + cm2 + delta**2 * (n * k / tot)
+    with np.errstate(invalid="ignore"):
+        cm = c64.mean(axis=0)
+        cm2 = ((c64 - cm) ** 2).sum(axis=0)
+        delta = cm - mean
+        tot = n + k
+        finite = np.isfinite(mean) & np.isfinite(cm)
+        # The merge's delta would turn inf into NaN; mean + cm has numpy's signs.
+        new_mean = np.where(finite, mean + delta * (k / tot), mean + cm)
+        new_m2 = np.where(finite, m2 + cm2 + delta**2 * (n * k / tot), np.nan)
+    return tot, new_mean, new_m2
 
 
 def moments(
@@ -64,12 +78,26 @@ def mean(X: np.ndarray[Any, Any]) -> npt.NDArray[np.float64]:
     return m if n else np.full(X.shape[1], np.nan)
 
 
-def std(X: np.ndarray[Any, Any], ddof: int = 0) -> npt.NDArray[np.float64]:
-    """Per-column standard deviation (``float64``; NaN when ``n - ddof <= 0``)."""
+def total(X: np.ndarray[Any, Any]) -> npt.NDArray[np.float64]:
+    """Per-column sum in ``float64`` (chunk sums added up; ±inf as numpy's)."""
+    acc = np.zeros(X.shape[1])
+    with np.errstate(invalid="ignore"):
+        for c in row_chunks(X):
+            acc = acc + c.sum(axis=0, dtype=np.float64)
+    return acc
+
+
+def var(X: np.ndarray[Any, Any], ddof: int = 0) -> npt.NDArray[np.float64]:
+    """Per-column variance (``float64``; NaN when ``n - ddof <= 0``)."""
     n, _, m2 = moments(X)
     if n - ddof <= 0:
         return np.full(X.shape[1], np.nan)
-    return np.sqrt(m2 / (n - ddof))
+    return m2 / (n - ddof)
+
+
+def std(X: np.ndarray[Any, Any], ddof: int = 0) -> npt.NDArray[np.float64]:
+    """Per-column standard deviation (``float64``; NaN when ``n - ddof <= 0``)."""
+    return np.sqrt(var(X, ddof))
 
 
 def extreme(X: np.ndarray[Any, Any], fn: Callable[..., Any]) -> np.ndarray[Any, Any]:
@@ -105,8 +133,11 @@ def describe(X: np.ndarray[Any, Any], ddof: int = 0) -> dict[str, Any]:
     }
 
 
-def _native_float(dt: np.dtype[Any]) -> bool:
-    return dt in (np.dtype(np.float32), np.dtype(np.float64))
+def _native(dt: np.dtype[Any]) -> bool:
+    """Whether the Rust core selects in columns of ``dt`` (else numpy does:
+    float16, where numpy's answer is exact; for integers numpy's would wrap
+    around where the core's is exact, and both paths must agree)."""
+    return dt in CORE_DTYPES
 
 
 def quantile(
@@ -134,7 +165,7 @@ def quantile(
             ],
             axis=-1,
         )
-    native = _native_float(dt)
+    native = _native(dt)
     return np.stack(
         [
             stats.quantile(col, q, method=method, threads=threads)
@@ -166,7 +197,7 @@ def median(
             ],
             dtype=ft,
         )
-    native = _native_float(dt)
+    native = _native(dt)
     return np.array(
         [
             stats.median(col, threads=threads) if native else np.median(col)

@@ -18,7 +18,51 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["QuantilePlan", "from_key", "median_of", "to_keys"]
+__all__ = [
+    "CORE_DTYPES",
+    "DTYPES",
+    "QuantilePlan",
+    "check_dtype",
+    "dtype_problem",
+    "from_key",
+    "median_of",
+    "to_keys",
+]
+
+#: The element types the Rust core computes on (``mmapkit::dtype::DType``).
+CORE_DTYPES = frozenset(
+    np.dtype(t) for t in ("i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f4", "f8")
+)
+#: Every element type mmapkit's statistics take (:mod:`mmapkit.stats`,
+#: :class:`mmapkit.FeatureStore`, :mod:`mmapkit.dask`): the core's and
+#: ``float16``, which has keys here and numpy's arithmetic in Python.
+DTYPES = CORE_DTYPES | {np.dtype(np.float16)}
+_SUPPORTED_TEXT = "int8..int64, uint8..uint64, float16, float32 and float64"
+
+
+def dtype_problem(dtype: Any) -> str | None:
+    """Why mmapkit's statistics cannot take ``dtype`` (any byte order), or
+    ``None`` when they can: the one message FeatureStore, the stats and
+    dask give."""
+    dt = np.dtype(dtype)
+    if dt.newbyteorder("=") in DTYPES:
+        return None
+    why = ""
+    if dt.kind == "c":
+        why = " (complex: statistics here are of real numbers; take .real and .imag)"
+    elif dt.kind == "f":
+        why = f" ({dt.itemsize * 8}-bit np.longdouble)"
+    return f"unsupported dtype {dt}{why}: mmapkit statistics take {_SUPPORTED_TEXT}"
+
+
+def check_dtype(dtype: Any) -> np.dtype[Any]:
+    """``dtype`` in native byte order; ``TypeError`` (:func:`dtype_problem`)
+    for one the statistics do not take."""
+    problem = dtype_problem(dtype)
+    if problem is not None:
+        raise TypeError(problem)
+    native: np.dtype[Any] = np.dtype(dtype).newbyteorder("=")
+    return native
 
 
 def _utype(dt: np.dtype[Any]) -> np.dtype[Any]:
@@ -146,10 +190,12 @@ def median_of(dt: np.dtype[Any], n: int, lo: Any, hi: Any) -> Any:
     """``np.median`` from the elements of ranks ``(n-1)//2`` and ``n//2``:
     the middle one for odd ``n``, else their mean, like numpy's mean of
     one or two elements (``float64`` for integers, the element type for
-    floats)."""
+    floats, float16 added in float32 as numpy does)."""
     ft = dt.type if dt.kind == "f" else np.float64
     if n % 2:
         return ft(lo)
     if dt.kind == "f":
-        return ft((ft(lo) + ft(hi)) / ft(2))
+        # numpy's mean accumulates float16 in float32, then rounds back.
+        at = np.float32 if dt.itemsize == 2 else ft
+        return ft((at(lo) + at(hi)) / at(2))
     return np.float64((float(lo) + float(hi)) / 2)

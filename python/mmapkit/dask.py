@@ -48,7 +48,7 @@ except ImportError as e:
     ) from e
 
 from ._native import FormatError
-from ._radix import QuantilePlan, from_key, median_of, to_keys
+from ._radix import QuantilePlan, check_dtype, from_key, median_of, to_keys
 from ._types import PathLike
 from .features import FeatureStore
 from .store import ArrayStore
@@ -160,8 +160,6 @@ def _as_dask(x: Source, what: str = "features") -> da.Array:
 
 # ----- exact quantiles ------------------------------------------------------------
 
-_SUPPORTED = {np.dtype(t) for t in ("i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f4", "f8")}
-
 
 def _keys(block: np.ndarray[Any, Any]) -> tuple[np.ndarray[Any, Any], int]:
     """Keys of the non-NaN elements (flat), and the NaN count."""
@@ -229,13 +227,11 @@ def _tree(parts: list[Any], combine: Callable[[Any, Any], Any]) -> Any:
 
 
 def _check(x: da.Array) -> da.Array:
-    """``x`` in native byte order; TypeError for a dtype without keys here."""
-    dt = x.dtype
-    if dt.newbyteorder("=") not in _SUPPORTED:
-        raise TypeError(
-            f"unsupported dtype {dt}: expected one of int8..int64, uint8..uint64, float32, float64"
-        )
-    return x if dt.isnative else x.astype(dt.newbyteorder("="))
+    """``x`` in native byte order; TypeError for a dtype the statistics do
+    not take (the same ones as :class:`mmapkit.FeatureStore` and
+    :mod:`mmapkit.stats`)."""
+    dt = check_dtype(x.dtype)
+    return x if x.dtype.isnative else x.astype(dt)
 
 
 def quantile(

@@ -2,7 +2,7 @@
 
 A feature store is a directory::
 
-    features.npy   n × d feature vectors (float32 by default, any float dtype)
+    features.npy   n × d feature vectors (float32 by default; float16 or float64)
     labels.npy     n labels (float32 by default)
     meta.json      schema, committed row count, format version
 
@@ -71,6 +71,7 @@ from ._native import (
 from ._native import (
     page_size as _page_size,
 )
+from ._radix import dtype_problem
 from ._types import PathLike
 from .store import ArrayStore
 
@@ -97,6 +98,7 @@ def _float_dtype(dtype: npt.DTypeLike, what: str) -> np.dtype[Any]:
         raise ValueError(f"{what}: {e}") from None
     if dt.kind != "f":
         raise ValueError(f"{what} must be a floating-point dtype, got {dt}")
+    _stats_dtype(dt, what)
     return dt.newbyteorder("=") if not dt.isnative else dt
 
 
@@ -107,7 +109,17 @@ def _plain_dtype(dtype: npt.DTypeLike, what: str) -> np.dtype[Any]:
         raise ValueError(f"{what}: {e}") from None
     if dt.kind not in "biuf" or dt.shape:
         raise ValueError(f"{what} must be a numeric scalar dtype, got {dt}")
+    if dt.kind != "b":
+        _stats_dtype(dt, what)
     return dt
+
+
+def _stats_dtype(dt: np.dtype[Any], what: str) -> None:
+    """Refuses, when the store is created or opened, a dtype the statistics
+    (the store's own, ``mmapkit.stats``, ``mmapkit.dask``) cannot take."""
+    problem = dtype_problem(dt)
+    if problem is not None:
+        raise ValueError(f"{what}: {problem}")
 
 
 def batch_order(
@@ -143,8 +155,10 @@ class FeatureStore:
     ``mode``: ``"r"`` (default) read-only; ``"r+"`` the one writer of an
     existing store; ``"w"`` create (replacing any store there; needs
     ``dim``); ``"a"`` ``"r+"`` if the store exists, else ``"w"``.
-    ``dtype`` (a float dtype, default float32) and ``label_dtype`` (any
-    numeric dtype, default float32) apply when creating.
+    ``dtype`` (``float16``, ``float32``, the default, or ``float64``: the
+    types the statistics take; long double is refused) and ``label_dtype``
+    (bool, an integer type or one of those, default float32) apply when
+    creating.
     """
 
     def __init__(
@@ -465,14 +479,12 @@ class FeatureStore:
     def take(self, rows: npt.ArrayLike) -> Batch:
         """Rows ``rows`` (any order, repeats allowed) gathered into fresh
         arrays ``(X, y)`` by the Rust core with the GIL released (runs of
-        consecutive rows are one copy each)."""
+        consecutive rows are one copy each). Indexed as numpy's
+        ``X[rows]`` (flattened): integers, negative ones from the end, or a
+        boolean mask of one entry per row; anything else (e.g. ``1.7``) or
+        a row out of range is an ``IndexError``."""
         self._need_open()
-        idx = np.ascontiguousarray(rows, dtype=np.int64).reshape(-1)
-        if idx.size and (idx.min() < 0 or idx.max() >= self._n):
-            bad = idx[(idx < 0) | (idx >= self._n)][0]
-            raise ValueError(
-                f"{self._path}: row {bad} is out of range for a store of {self._n} rows"
-            )
+        idx = _row_indices(rows, self._n, self._path)
         u = idx.view(np.uint64)
         X = np.empty((idx.size, self._dim), dtype=self._dtype)
         y = np.empty(idx.size, dtype=self._label_dtype)
@@ -786,6 +798,27 @@ class FeatureStore:
             f"<mmapkit.FeatureStore {self._path!r} mode={self._mode!r} dim={self._dim} "
             f"dtype={self._dtype} {state}>"
         )
+
+
+def _row_indices(rows: npt.ArrayLike, n: int, path: str) -> npt.NDArray[np.int64]:
+    """``rows`` as flat non-negative int64 row numbers, by numpy's rules
+    for ``X[rows]`` on ``n`` rows."""
+    idx = np.asarray(rows)
+    if idx.dtype == np.bool_:
+        if idx.shape != (n,):
+            raise IndexError(
+                f"{path}: a boolean mask of shape {idx.shape} does not match the {n} rows"
+            )
+        return np.flatnonzero(idx).astype(np.int64)
+    if idx.size == 0:
+        return np.empty(0, dtype=np.int64)
+    if idx.dtype.kind not in "iu":
+        raise IndexError(f"{path}: row indices must be integers or a boolean mask, got {idx.dtype}")
+    bad = (idx < -n) | (idx >= n)
+    if bad.any():
+        raise IndexError(f"{path}: row {idx[bad].flat[0]} is out of range for a store of {n} rows")
+    out = idx.astype(np.int64).reshape(-1)
+    return np.where(out < 0, out + n, out)
 
 
 def _thread_disk_reads() -> int:

@@ -1,13 +1,14 @@
 """Exact statistics over arrays larger than memory.
 
 :func:`median`, :func:`quantile`, :func:`histogram`, :func:`min`,
-:func:`max`, :func:`sum`, :func:`mean` and :func:`std` take
+:func:`max`, :func:`sum`, :func:`mean`, :func:`var` and :func:`std` take
 
 * a numpy array (``np.memmap`` included) or anything with ``__array__``
-  (e.g. an :class:`mmapkit.ArrayStore`): read in place when it is C- or
+  (e.g. an :class:`mmapkit.ArrayStore`): read where it is, in 8 MiB
+  copies (another thread may write it meanwhile), when it is C- or
   Fortran-contiguous; any other layout is **copied** first with
   ``np.ascontiguousarray`` (slice a memmap along its first axis to stay
-  zero-copy);
+  in place);
 * or a path: a raw binary file read as ``dtype`` from byte ``offset``
   (``count`` elements, default: to the end of the file), or, without
   ``dtype``, a ``.npy`` file (dtype, offset and shape from its header).
@@ -22,8 +23,12 @@ function takes it: ``None`` or ``0``, the default, one per core; ``1``
 sequential; ``n`` workers; the result never depends on it), and needs memory
 independent of the array's size: one counting pass for 8/16-bit integers,
 two radix-selection passes for 32/64-bit integers and floats. Supported
-dtypes: ``int8`` ... ``int64``, ``uint8`` ... ``uint64``, ``float32``,
-``float64`` (native byte order).
+dtypes: ``int8`` ... ``int64``, ``uint8`` ... ``uint64``, ``float16``,
+``float32``, ``float64`` (other byte orders are converted); anything else
+(complex, ``np.longdouble``, bool, objects) is a ``TypeError`` naming the
+dtype: nothing is dropped or rounded silently. ``float16`` is computed in
+Python over row chunks (numpy's arithmetic, the same memory bounds; not
+for :func:`histogram`).
 
 Results agree with numpy:
 
@@ -41,19 +46,23 @@ Results agree with numpy:
 * NaN: with ``skipna=False`` (default) any NaN makes the median, quantile,
   min and max NaN, like numpy; ``skipna=True`` ignores NaNs like
   ``np.nanmedian``/``np.nanquantile``/``np.nanmin``/``np.nansum``. ±inf are
-  ordinary values.
+  ordinary values: a sum or mean with +inf is inf, with +inf and -inf NaN,
+  and a variance with either NaN, as in numpy, whatever the chunking.
 * :func:`sum` of integers is **exact** (a Python ``int``; numpy's
   ``int64`` accumulator wraps around); of floats it is a compensated sum in
   ``float64``, accurate to about one unit in the last place whatever the
   length, so it can differ from numpy's pairwise sum in the last bits.
-  :func:`mean` is that sum divided by the count (``float64``).
+  :func:`mean` is that sum divided by the count (``float64``, also for
+  ``float16``/``float32`` data, where numpy's mean keeps the input's type).
+  :func:`var`/:func:`std` equal ``np.var``/``np.std`` of the data as
+  ``float64``.
 * Empty input: :func:`median` and :func:`mean` return NaN with a
   ``RuntimeWarning`` (as numpy); :func:`min`, :func:`max` and
   :func:`quantile` raise ``ValueError`` (numpy raises ``ValueError`` /
   ``IndexError``).
 
 Per column: :func:`median`, :func:`quantile`, :func:`min`, :func:`max`,
-:func:`mean` and :func:`std` take ``axis=0`` for an array (or ``.npy``
+:func:`mean`, :func:`var` and :func:`std` take ``axis=0`` for an array (or ``.npy``
 file) of rows, ``(n, d)`` or ``(n, ...)``, and give one value per column,
 equal to numpy's ``axis=0`` results (``mean``/``std`` in ``float64``, NaN
 columns give NaN: ``skipna`` is for ``axis=None`` only). It reads the rows
@@ -71,6 +80,7 @@ array([4, 8])
 
 from __future__ import annotations
 
+import ast
 import builtins
 import os
 import warnings
@@ -81,9 +91,10 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _columns, _native
+from ._radix import CORE_DTYPES, check_dtype
 from ._types import PathLike
 
-__all__ = ["histogram", "max", "mean", "median", "min", "quantile", "std", "sum"]
+__all__ = ["histogram", "max", "mean", "median", "min", "quantile", "std", "sum", "var"]
 
 Source: TypeAlias = npt.ArrayLike | PathLike
 
@@ -95,11 +106,12 @@ def _src(
     if isinstance(a, (str, os.PathLike)):
         kw: dict[str, Any] = {"offset": offset, "count": count, "strategy": strategy}
         if dtype is not None:
-            kw["dtype"] = np.dtype(dtype).str
+            kw["dtype"] = _core_dtype(check_dtype(dtype)).str
         return os.fspath(a), kw
     if dtype is not None or offset or count is not None or strategy is not None:
         raise TypeError("dtype, offset, count and strategy apply to paths, not to arrays")
     arr = np.asarray(a)
+    _core_dtype(check_dtype(arr.dtype))
     if arr.flags.c_contiguous:
         pass
     elif arr.flags.f_contiguous:
@@ -109,6 +121,38 @@ def _src(
     if not arr.dtype.isnative:
         arr = arr.astype(arr.dtype.newbyteorder("="))
     return arr, {}
+
+
+def _core_dtype(dt: np.dtype[Any]) -> np.dtype[Any]:
+    """``dt`` when the Rust core computes on it, else a ``TypeError``."""
+    if dt not in CORE_DTYPES:
+        raise TypeError(
+            f"unsupported dtype {dt}: histogram takes the integer types, float32 and float64"
+        )
+    return dt
+
+
+def _python_path(
+    a: Any, dtype: Any, offset: int, count: int | None, skipna: bool
+) -> np.ndarray[Any, Any] | None:
+    """For ``axis=None`` over a dtype the Rust core does not know
+    (``float16``): the whole input as one column, NaNs dropped with
+    ``skipna`` (in memory), for :mod:`mmapkit._columns`; else ``None``.
+    ``TypeError`` for a dtype the statistics do not take."""
+    if isinstance(a, (str, os.PathLike)):
+        if dtype is None:
+            descr = ast.literal_eval(_native.npy_header(os.fspath(a))[0])
+            dt = np.lib.format.descr_to_dtype(descr)
+        else:
+            dt = np.dtype(dtype)
+    else:
+        dt = np.asarray(a).dtype
+    if check_dtype(dt) in CORE_DTYPES:
+        return None
+    col = _mapped(a, dtype, offset, count).reshape(-1, 1)
+    if skipna:
+        col = col[~np.isnan(col[:, 0])]
+    return col
 
 
 def _rows(
@@ -124,6 +168,7 @@ def _rows(
     if isinstance(a, (str, os.PathLike)) and dtype is not None:
         return None  # a raw file is one-dimensional
     X = _mapped(a, dtype, offset, count)
+    check_dtype(X.dtype)
     if X.ndim <= 1:
         return None
     if skipna:
@@ -166,6 +211,10 @@ def median(
         X, shape = rows
         _empty_warning(X)
         return _columns.median(X, memory, threads).reshape(shape)
+    col = _python_path(a, dtype, offset, count, skipna)
+    if col is not None:
+        _empty_warning(col)
+        return _columns.median(col, memory, threads)[0]
     src, kw = _src(a, dtype, offset, count, strategy)
     name, value = _native.stats_reduce(src, "median", skipna=skipna, threads=threads, **kw)
     if value != value and _size(src) == 0:
@@ -211,6 +260,12 @@ def quantile(
         _need_rows(X, "quantiles")
         out = _columns.quantile(X, q, method, memory, threads)
         return out.reshape(np.shape(q) + shape)
+    col = _python_path(a, dtype, offset, count, skipna)
+    if col is not None:
+        if col.shape[0] == 0:
+            raise ValueError("cannot take a quantile of an empty array")
+        out = np.asarray(_columns.quantile(col, q, method, memory, threads)).reshape(np.shape(q))
+        return out[()] if out.ndim == 0 else out
     src, kw = _src(a, dtype, offset, count, strategy)
     qa = np.asarray(q, dtype=np.float64)
     # numpy interpolates float32 data in float32 only for a Python scalar q
@@ -273,6 +328,11 @@ def _extreme(
         X, shape = rows
         _need_rows(X, "minimum" if which == "min" else "maximum")
         return _columns.extreme(X, np.min if which == "min" else np.max).reshape(shape)
+    col = _python_path(a, dtype, offset, count, skipna)
+    if col is not None:
+        if col.shape[0] == 0:
+            raise ValueError(f"zero-size array: no {'minimum' if which == 'min' else 'maximum'}")
+        return _columns.extreme(col, np.min if which == "min" else np.max)[0]
     src, kw = _src(a, dtype, offset, count, strategy)
     name, value = _native.stats_reduce(src, which, skipna=skipna, threads=threads, **kw)
     if isinstance(value, float) and value != value:
@@ -323,6 +383,9 @@ def sum(
     strategy: str | None = None,
 ) -> int | np.float64:
     """Sum: an exact Python ``int`` for integer input, a compensated ``float64`` for floats."""
+    col = _python_path(a, dtype, offset, count, skipna)
+    if col is not None:
+        return np.float64(_columns.total(col)[0])
     src, kw = _src(a, dtype, offset, count, strategy)
     _, value = _native.stats_reduce(src, "sum", skipna=skipna, threads=threads, **kw)
     return value if isinstance(value, builtins.int) else np.float64(value)
@@ -347,11 +410,46 @@ def mean(
         X, shape = rows
         _empty_warning(X)
         return _columns.mean(X).reshape(shape)
+    col = _python_path(a, dtype, offset, count, skipna)
+    if col is not None:
+        _empty_warning(col)
+        return np.float64(_columns.mean(col)[0])
     src, kw = _src(a, dtype, offset, count, strategy)
     _, value = _native.stats_reduce(src, "mean", skipna=skipna, threads=threads, **kw)
     if value != value and _size(src) == 0:
         warnings.warn("Mean of empty slice.", RuntimeWarning, stacklevel=2)
     return np.float64(value)
+
+
+def _spread(
+    fn: Any, a: Any, axis: int | None, ddof: int, dtype: Any, offset: int, count: int | None
+) -> Any:
+    rows = _rows(a, dtype, offset, count, False, axis)
+    if rows is None:
+        X = _mapped(a, dtype, offset, count).reshape(-1, 1)  # the whole input as one column
+        check_dtype(X.dtype)
+        shape: tuple[int, ...] = ()
+    else:
+        X, shape = rows
+    if X.shape[0] - ddof <= 0:
+        warnings.warn("Degrees of freedom <= 0 for slice", RuntimeWarning, stacklevel=3)
+    out = fn(X, ddof).reshape(shape)
+    return out[()] if shape == () else out
+
+
+def var(
+    a: Source,
+    *,
+    axis: int | None = None,
+    ddof: int = 0,
+    dtype: Any = None,
+    offset: int = 0,
+    count: int | None = None,
+) -> Any:
+    """Variance as ``float64``, like ``np.var(a, axis=axis, ddof=ddof)``
+    (one streaming pass of merged per-chunk moments; NaN, with a warning,
+    when ``n - ddof <= 0``)."""
+    return _spread(_columns.var, a, axis, ddof, dtype, offset, count)
 
 
 def std(
@@ -366,16 +464,7 @@ def std(
     """Standard deviation as ``float64``, like ``np.std(a, axis=axis,
     ddof=ddof)`` (one streaming pass of merged per-chunk moments; NaN,
     with a warning, when ``n - ddof <= 0``)."""
-    rows = _rows(a, dtype, offset, count, False, axis)
-    if rows is None:
-        X = _mapped(a, dtype, offset, count).reshape(-1, 1)  # the whole input as one column
-        shape: tuple[int, ...] = ()
-    else:
-        X, shape = rows
-    if X.shape[0] - ddof <= 0:
-        warnings.warn("Degrees of freedom <= 0 for slice", RuntimeWarning, stacklevel=2)
-    out = _columns.std(X, ddof).reshape(shape)
-    return out[()] if shape == () else out
+    return _spread(_columns.std, a, axis, ddof, dtype, offset, count)
 
 
 def _mapped(a: Any, dtype: Any, offset: int, count: int | None) -> np.ndarray[Any, Any]:

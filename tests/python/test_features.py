@@ -76,7 +76,7 @@ def test_round_trip_layout_and_zero_copy_views(tmp):
     )
     with pytest.raises(ValueError, match="out of range"):
         r.get(10, 501)
-    with pytest.raises(ValueError, match="row 500 is out of range"):
+    with pytest.raises(IndexError, match="row 500 is out of range"):
         r.take([1, 500])
     r.close()
     with pytest.raises(ValueError, match="closed"):

@@ -194,10 +194,21 @@ impl View<'_> {
     /// Copies the bytes into `dst`, which must be as long.
     pub fn copy_to(self, dst: &mut [u8]) {
         assert_eq!(dst.len(), self.len, "copy_to: lengths differ");
-        // SAFETY: as in `to_vec`; `dst` is a `&mut` we were given, so it is
-        // not a Python buffer this View reads (those are never made into
-        // references here).
-        unsafe { mmapkit::map::load_from_view(self.ptr, dst) }
+        self.copy_range_to(0, dst);
+    }
+
+    /// Copies the `dst.len()` bytes from offset `at` into `dst` (a block
+    /// of `mmapkit::stats::Input::copied`).
+    pub fn copy_range_to(self, at: usize, dst: &mut [u8]) {
+        assert!(
+            at.checked_add(dst.len()).is_some_and(|end| end <= self.len),
+            "copy_range_to: past the end"
+        );
+        // SAFETY: `[at, at + dst.len())` is within the View (asserted),
+        // readable for 'a, read atomically; `dst` is a `&mut` we were
+        // given, so not a Python buffer this View reads (those are never
+        // made into references here).
+        unsafe { mmapkit::map::load_from_view(self.ptr.add(at), dst) }
     }
 
     /// Feeds the bytes to `f` in copies of up to 1 MiB, in order.
@@ -206,8 +217,7 @@ impl View<'_> {
         let mut at = 0;
         while at < self.len {
             let n = PIECE.min(self.len - at);
-            // SAFETY: `at + n <= len`, readable for 'a; `piece` is ours.
-            unsafe { mmapkit::map::load_from_view(self.ptr.add(at), &mut piece[..n]) };
+            self.copy_range_to(at, &mut piece[..n]);
             f(&piece[..n])?;
             at += n;
         }

@@ -1,15 +1,17 @@
 //! `mmapkit.stats` natives: exact statistics over a contiguous numpy array
-//! (borrowed zero-copy) or a file by path (mapped, or read with large
-//! `pread`s when not in the page cache: `strategy`). Each returns the source's
-//! dtype name with the result so `mmapkit/stats.py` can build numpy-typed
-//! results; the work runs with the GIL released.
+//! (copied out 8 MiB block by block through `buffer.rs`, never viewed as a
+//! slice: another Python thread may write it while the GIL is released) or
+//! a file by path (mapped, or read with large `pread`s when not in the
+//! page cache: `strategy`). Each returns the source's dtype name with the
+//! result so `mmapkit/stats.py` can build numpy-typed results; the work
+//! runs with the GIL released.
 
 use std::path::PathBuf;
 
 use mmapkit::scan::Strategy;
-use mmapkit::stats::{ArrayFile, DType, Data, Input, Method, Sum, Value};
+use mmapkit::stats::{ArrayFile, DType, Input, Method, Sum, Value};
 use mmapkit::with_dtype;
-use numpy::{IntoPyArray, PyArray1, PyReadonlyArrayDyn, PyUntypedArray, PyUntypedArrayMethods};
+use numpy::{IntoPyArray, PyArray1, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::IntoPyObjectExt;
@@ -38,20 +40,29 @@ fn run<R: Send>(
                 "dtype, offset, count and strategy apply to paths, not to arrays",
             ));
         }
-        for dt in DType::ALL {
-            with_dtype!(dt, |T| if let Ok(a) = arr.extract::<PyReadonlyArrayDyn<'_, T>>() {
-                let s = a.as_slice().map_err(|_| {
-                    PyValueError::new_err("array is not contiguous (mmapkit.stats copies such arrays; call it through mmapkit.stats)")
-                })?;
-                let r =
-                    py.detach(|| threads.install(|| f(Input::from(Data::from(s))))?).py_err()?;
-                return Ok((dt.name(), r));
-            })
+        let descr = arr.dtype();
+        let Some(dt) = DType::ALL
+            .into_iter()
+            .find(|&dt| with_dtype!(dt, |T| descr.is_equiv_to(&numpy::dtype::<T>(py))))
+        else {
+            return Err(PyTypeError::new_err(format!(
+                "unsupported dtype {descr}: mmapkit.stats handles int8..int64, uint8..uint64, float32 and float64 in native byte order"
+            )));
+        };
+        if !arr.is_c_contiguous() {
+            return Err(PyValueError::new_err(
+                "array is not contiguous (mmapkit.stats copies such arrays; call it through mmapkit.stats)",
+            ));
         }
-        let d = arr.dtype().to_string();
-        return Err(PyTypeError::new_err(format!(
-            "unsupported dtype {d}: mmapkit.stats handles int8..int64, uint8..uint64, float32 and float64 in native byte order"
-        )));
+        let len = arr.len();
+        // The same bytes as flat uint8 (a view), read by buffer.rs's atomic copies.
+        let bytes = arr.call_method1("reshape", (-1,))?.call_method1("view", ("u1",))?;
+        let r = crate::buffer::with_contiguous(py, &bytes, |view| {
+            let read = |at: usize, dst: &mut [u8]| view.copy_range_to(at, dst);
+            threads.install(|| f(Input::copied(dt, len, &read)))?
+        })?
+        .py_err()?;
+        return Ok((dt.name(), r));
     }
     let path: PathBuf = src.extract().map_err(|_| {
         PyTypeError::new_err("expected a numpy array, an object with __array__, or a path")

@@ -179,6 +179,20 @@ thread_local! {
     static BUF: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
 }
 
+/// Runs `f` on this thread's reused read buffer, `n` bytes long and 8-byte
+/// aligned (statistics view what is read into it as typed elements).
+/// `f` must not call it again (the buffer is borrowed).
+pub(crate) fn with_read_buffer<R>(n: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
+    BUF.with(|cell| {
+        let mut words = cell.borrow_mut();
+        if words.len() * 8 < n {
+            words.resize(n.div_ceil(8), 0);
+        }
+        let buf: &mut [u8] = bytemuck::cast_slice_mut(&mut words[..]);
+        f(&mut buf[..n])
+    })
+}
+
 impl Input {
     /// Opens `path` for a scan with `strategy` (streams are streamed whatever it says).
     pub(crate) fn open(path: &Path, strategy: Strategy) -> Result<Input> {
@@ -239,23 +253,16 @@ impl Source {
         debug_assert!(start <= end && end <= self.len());
         match self {
             Source::Mapped(m) => m.read_with(|d| f(&d[start as usize..end as usize])),
-            Source::Read { file, path, .. } => BUF.with(|cell| {
-                let mut words = cell.borrow_mut();
-                let n = (end - start) as usize;
-                if words.len() * 8 < n {
-                    words.resize(n.div_ceil(8), 0);
-                }
-                let buf: &mut [u8] = bytemuck::cast_slice_mut(&mut words[..]);
-                let got = pread_full(file, &mut buf[..n], start)
-                    .map_err(|e| Error::io(path, "read", e))?;
-                if got < n {
+            Source::Read { file, path, .. } => with_read_buffer((end - start) as usize, |buf| {
+                let got = pread_full(file, buf, start).map_err(|e| Error::io(path, "read", e))?;
+                if got < buf.len() {
                     // Not mapped: say so (FileTruncated is about mappings).
                     return Err(Error::Truncated {
                         path: path.clone(),
                         during: "being read; stopped there",
                     });
                 }
-                Ok(f(&buf[..n]))
+                Ok(f(buf))
             }),
         }
     }

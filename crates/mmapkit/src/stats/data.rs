@@ -3,7 +3,7 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use super::source::{Streamed, BLOCK_BYTES};
+use super::source::{Reader, Streamed, BLOCK_BYTES};
 use super::{Histogram, Method, Sum, Value};
 use crate::dtype::{DType, Native};
 use crate::map::{Advice, Map, MapOptions, Mode};
@@ -346,13 +346,31 @@ pub struct FileData<'a> {
     dtype: DType,
 }
 
-/// What a statistic reads: elements in memory, or a file read in blocks.
+/// Elements a caller copies out on request (see [`Input::copied`]).
+#[derive(Clone, Copy)]
+pub struct CopiedData<'a> {
+    read: &'a (dyn Fn(usize, &mut [u8]) + Sync),
+    len: usize,
+    dtype: DType,
+}
+
+impl std::fmt::Debug for CopiedData<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CopiedData {{ len: {}, dtype: {} }}", self.len, self.dtype)
+    }
+}
+
+/// What a statistic reads: elements in memory, a file read in blocks, or
+/// blocks a caller copies out.
 #[derive(Clone, Copy, Debug)]
 pub enum Input<'a> {
     /// A typed slice (an array in memory, or a mapped file).
     Memory(Data<'a>),
     /// A file read with large sequential `pread`s.
     File(FileData<'a>),
+    /// Memory another thread may write, copied out by the caller (see
+    /// [`Input::copied`]).
+    Copied(CopiedData<'a>),
 }
 
 /// Runs a generic expression on the elements of an [`Input`], bound to
@@ -366,16 +384,39 @@ macro_rules! on_input {
                 let $s = &streamed;
                 $body
             }),
+            Input::Copied(c) => with_dtype!(c.dtype, |T| {
+                let reader = Reader(c.read);
+                let streamed = Streamed::<T, Reader<'_>>::new(&reader, 0, c.len, BLOCK_BYTES);
+                let $s = &streamed;
+                $body
+            }),
         }
     };
 }
 
-impl Input<'_> {
+impl<'a> Input<'a> {
+    /// `len` elements of `dtype` that the caller copies out on request:
+    /// `read(byte_offset, dst)` fills `dst` (whole elements, up to
+    /// [`BLOCK_BYTES`], 8-byte aligned, a worker's reused buffer) with the
+    /// bytes from `byte_offset`. For memory that another thread may write
+    /// meanwhile (a Python buffer), which must never be read through a
+    /// slice: the reader copies atomically, and a racing write gives some
+    /// value, never undefined behaviour. Results equal [`Input::Memory`]'s
+    /// over the same bytes (the same chunks, merged in the same order).
+    pub fn copied(
+        dtype: DType,
+        len: usize,
+        read: &'a (dyn Fn(usize, &mut [u8]) + Sync),
+    ) -> Input<'a> {
+        Input::Copied(CopiedData { read, len, dtype })
+    }
+
     /// The element type.
     pub fn dtype(&self) -> DType {
         match self {
             Input::Memory(d) => d.dtype(),
             Input::File(f) => f.dtype,
+            Input::Copied(c) => c.dtype,
         }
     }
 
@@ -384,6 +425,7 @@ impl Input<'_> {
         match self {
             Input::Memory(d) => d.len(),
             Input::File(f) => f.len,
+            Input::Copied(c) => c.len,
         }
     }
 

@@ -61,7 +61,7 @@ mod source;
 mod tests;
 
 pub use crate::dtype::DType;
-pub use data::{ArrayFile, Data, FileData, Input, MappedArray};
+pub use data::{ArrayFile, CopiedData, Data, FileData, Input, MappedArray};
 pub use element::{Element, Sum};
 pub use hist::{histogram, Histogram};
 

@@ -10,7 +10,7 @@
 
 use super::source::Elements;
 use super::Element;
-use crate::Result;
+use crate::{Error, Result};
 
 /// Elements per parallel task.
 pub(crate) const CHUNK: usize = 1 << 20;
@@ -199,11 +199,23 @@ impl Cumulative {
     }
 
     /// Bucket of the `rank`-th key: (bucket, rank within it, its count).
-    fn locate(&self, rank: u64) -> (u64, u64, u64) {
+    /// [`changed`] past the last key: a pass counted fewer keys than an
+    /// earlier one (memory written meanwhile).
+    fn locate(&self, rank: u64) -> Result<(u64, u64, u64)> {
         let b = self.0.partition_point(|&end| end <= rank);
+        let end = *self.0.get(b).ok_or_else(changed)?;
         let start = if b == 0 { 0 } else { self.0[b - 1] };
-        (b as u64, rank - start, self.0[b] - start)
+        Ok((b as u64, rank - start, end - start))
     }
+}
+
+/// The error when a later pass over the data disagrees with an earlier
+/// one: another thread or process wrote the elements meanwhile (defined,
+/// since such memory is only read by copies, but no exact answer exists).
+fn changed() -> Error {
+    Error::InvalidArgument(
+        "the data changed while being read (written meanwhile by another thread or process)".into(),
+    )
 }
 
 fn unique_prefixes(targets: &[Target]) -> Vec<u64> {
@@ -237,10 +249,10 @@ pub(crate) fn select_keys_limit<T: Element, S: Elements<T> + ?Sized>(
         .iter()
         .enumerate()
         .map(|(out, &r)| {
-            let (prefix, rank, count) = cum.locate(r);
-            Target { out, prefix, fixed: bits, rank, count }
+            let (prefix, rank, count) = cum.locate(r)?;
+            Ok(Target { out, prefix, fixed: bits, rank, count })
         })
-        .collect();
+        .collect::<Result<_>>()?;
     while !pending.is_empty() {
         let fixed = pending[0].fixed;
         if fixed == T::BITS {
@@ -258,7 +270,7 @@ pub(crate) fn select_keys_limit<T: Element, S: Elements<T> + ?Sized>(
             buckets.iter_mut().for_each(|b| b.sort_unstable());
             for t in small {
                 let i = prefixes.binary_search(&t.prefix).expect("prefix collected");
-                out[t.out] = buckets[i][t.rank as usize];
+                out[t.out] = *buckets[i].get(t.rank as usize).ok_or_else(changed)?;
             }
         }
         if !big.is_empty() {
@@ -269,7 +281,7 @@ pub(crate) fn select_keys_limit<T: Element, S: Elements<T> + ?Sized>(
             let cums: Vec<Cumulative> = hists.chunks_exact(bins).map(Cumulative::new).collect();
             for t in big {
                 let i = prefixes.binary_search(&t.prefix).expect("prefix histogrammed");
-                let (b, rank, count) = cums[i].locate(t.rank);
+                let (b, rank, count) = cums[i].locate(t.rank)?;
                 pending.push(Target {
                     out: t.out,
                     prefix: (t.prefix << width) | b,
@@ -414,7 +426,7 @@ pub(crate) fn select_keys_window_with<T: Element, S: Elements<T> + ?Sized>(
         return Ok(None);
     }
     let cum = Cumulative::new(&table);
-    Ok(Some(ranks.iter().map(|&r| lo + cum.locate(r - below).0).collect()))
+    ranks.iter().map(|&r| Ok(lo + cum.locate(r - below)?.0)).collect::<Result<_>>().map(Some)
 }
 
 /// Counts each key `k` of `chunk` with `lo <= k < lo + t.len()` in

@@ -1,5 +1,7 @@
-//! Where a statistic's elements come from: a slice in memory (a numpy array
-//! or a mapped file) or a file read with large sequential `pread`s.
+//! Where a statistic's elements come from: a slice in memory (a mapped
+//! file, a Rust slice), a file read with large sequential `pread`s, or
+//! memory another thread may write (a binding's numpy array), copied out
+//! block by block by the caller's reader and never viewed as a slice.
 //!
 //! Every kernel is written once against [`Elements`]: it folds the data's
 //! [`CHUNK`]-element chunks (numbered from the start of the data, so both
@@ -14,7 +16,7 @@ use rayon::prelude::*;
 
 use super::select::CHUNK;
 use super::Element;
-use crate::scan::source::Source;
+use crate::scan::source::{with_read_buffer, Source};
 use crate::Result;
 
 /// Bytes a streaming worker reads per `pread` (rounded to whole chunks):
@@ -65,13 +67,40 @@ impl<T: Element> Elements<T> for [T] {
     }
 }
 
-/// Elements of a file (a raw file from a byte offset, or a `.npy` file's
-/// data) read with `pread` in [`BLOCK_BYTES`] blocks, each worker into its
-/// own reused buffer (the scan tools' read source). Workers take blocks in
-/// file order from a shared counter, so the disk sees one sequential
-/// stream with a request in flight per worker.
-pub(crate) struct Streamed<'a, T> {
-    source: &'a Source,
+/// Where [`Streamed`] gets its blocks: `f` runs on the bytes `[from, to)`
+/// (8-byte aligned, whole elements), read or copied into the worker's buffer.
+pub(crate) trait Blocks: Sync {
+    /// `f` must not call `with_window` itself (the buffer is per thread).
+    fn with_window<R>(&self, from: u64, to: u64, f: impl FnOnce(&[u8]) -> R) -> Result<R>;
+}
+
+impl Blocks for Source {
+    fn with_window<R>(&self, from: u64, to: u64, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
+        Source::with_window(self, from, to, f)
+    }
+}
+
+/// A caller's reader: `read(byte_offset, dst)` fills `dst` with a copy of
+/// the bytes there (see [`Input::copied`](super::Input::copied)).
+pub(crate) struct Reader<'a>(pub(crate) &'a (dyn Fn(usize, &mut [u8]) + Sync));
+
+impl Blocks for Reader<'_> {
+    fn with_window<R>(&self, from: u64, to: u64, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
+        Ok(with_read_buffer((to - from) as usize, |buf| {
+            (self.0)(from as usize, buf);
+            f(buf)
+        }))
+    }
+}
+
+/// Elements read in [`BLOCK_BYTES`] blocks, each worker into its own
+/// reused buffer: a file (a raw file from a byte offset, or a `.npy`
+/// file's data) read with `pread` (the scan tools' read source), or a
+/// [`Reader`]'s copies. Workers take blocks in order from a shared
+/// counter, so a disk sees one sequential stream with a request in flight
+/// per worker.
+pub(crate) struct Streamed<'a, T, S: ?Sized = Source> {
+    source: &'a S,
     /// File offset of element 0.
     offset: u64,
     len: usize,
@@ -80,8 +109,8 @@ pub(crate) struct Streamed<'a, T> {
     _t: PhantomData<T>,
 }
 
-impl<'a, T: Element> Streamed<'a, T> {
-    pub(crate) fn new(source: &'a Source, offset: u64, len: usize, block_bytes: usize) -> Self {
+impl<'a, T: Element, S: Blocks + ?Sized> Streamed<'a, T, S> {
+    pub(crate) fn new(source: &'a S, offset: u64, len: usize, block_bytes: usize) -> Self {
         let chunks = (block_bytes / (CHUNK * std::mem::size_of::<T>())).max(1);
         Streamed { source, offset, len, block: chunks * CHUNK, _t: PhantomData }
     }
@@ -89,12 +118,12 @@ impl<'a, T: Element> Streamed<'a, T> {
     /// Like [`Streamed::new`] with blocks of `block` elements, which need
     /// not be whole chunks (tests: tiny blocks force every boundary).
     #[cfg(test)]
-    pub(crate) fn with_block(source: &'a Source, offset: u64, len: usize, block: usize) -> Self {
+    pub(crate) fn with_block(source: &'a S, offset: u64, len: usize, block: usize) -> Self {
         Streamed { source, offset, len, block: block.max(1), _t: PhantomData }
     }
 }
 
-impl<T: Element> Elements<T> for Streamed<'_, T> {
+impl<T: Element, S: Blocks + ?Sized> Elements<T> for Streamed<'_, T, S> {
     fn count(&self) -> usize {
         self.len
     }

@@ -330,7 +330,7 @@ fn results_do_not_depend_on_the_thread_count() {
 
 // ---------------------------------------------------------------- the pread source
 
-use super::source::{Elements, Streamed};
+use super::source::{Elements, Reader, Streamed};
 use crate::scan::source::Source;
 
 /// Every statistic of `src`, as text (exact values, `{:?}` of floats).
@@ -396,6 +396,49 @@ fn check_streamed<T: Element>(v: &[T], blocks: &[usize]) {
             }
         }
     }
+    // A caller's reader (the binding's copies of a Python buffer) likewise.
+    let bytes: &[u8] = bytemuck::cast_slice(v);
+    let read = |at: usize, dst: &mut [u8]| dst.copy_from_slice(&bytes[at..at + dst.len()]);
+    let reader = Reader(&read);
+    for &block in blocks {
+        let whole = block % CHUNK == 0;
+        let want = Threads::ONE.install(|| all_of(v, whole)).unwrap();
+        for t in [1, 3] {
+            let got = Threads::from(t)
+                .install(|| {
+                    all_of(
+                        &Streamed::<T, Reader<'_>>::with_block(&reader, 0, v.len(), block),
+                        whole,
+                    )
+                })
+                .unwrap();
+            assert_eq!(got, want, "reader, block {block}, {t} threads");
+        }
+    }
+}
+
+/// [`Input::copied`] gives [`Input::Memory`]'s results through the public API.
+#[test]
+fn copied_input_equals_memory() {
+    let v: Vec<f64> = (0..100_000).map(|i| ((i * 7919) % 1000) as f64 - 499.5).collect();
+    let bytes: &[u8] = bytemuck::cast_slice(&v);
+    let read = |at: usize, dst: &mut [u8]| dst.copy_from_slice(&bytes[at..at + dst.len()]);
+    let mem = Input::from(Data::from(&v[..]));
+    let copied = Input::copied(DType::F64, v.len(), &read);
+    assert_eq!(copied.len(), v.len());
+    assert_eq!(copied.dtype(), DType::F64);
+    let q = [0.0, 0.3, 0.5, 1.0];
+    assert_eq!(copied.median(false).unwrap(), mem.median(false).unwrap());
+    assert_eq!(copied.mean(false).unwrap(), mem.mean(false).unwrap());
+    assert_eq!(
+        format!("{:?}", copied.sum(false).unwrap()),
+        format!("{:?}", mem.sum(false).unwrap())
+    );
+    assert_eq!(
+        copied.quantiles(&q, Method::Linear, false, false).unwrap(),
+        mem.quantiles(&q, Method::Linear, false, false).unwrap()
+    );
+    assert_eq!(copied.max(false).unwrap(), mem.max(false).unwrap());
 }
 
 macro_rules! streamed_props {
