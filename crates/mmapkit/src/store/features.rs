@@ -415,6 +415,22 @@ impl Commit {
     }
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Tests: called by `create` before it makes each file.
+    static STEP: std::cell::RefCell<Option<Box<dyn Fn(&str)>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// `create` is about to make the file `name` (a test hook).
+fn step(_name: &str) {
+    #[cfg(test)]
+    STEP.with(|s| {
+        if let Some(f) = &*s.borrow() {
+            f(_name)
+        }
+    });
+}
+
 /// A fill for [`Commit::add_with`] that copies `src`.
 fn copy_from(src: &[u8]) -> impl FnOnce(&mut [u8]) -> std::result::Result<(), Infallible> + '_ {
     move |dst| {
@@ -471,10 +487,12 @@ impl FeatureStore {
         crate::fs::remove_file_durably(&fpath)?;
         let opts = array_options();
         let d = |t: &str| format!("'{t}'");
+        step(FEATURES);
         let features =
             ArrayStore::create(&fpath, &d(&schema.dtype), schema.item_size, &[schema.dim], &opts);
         drop(old);
         let features = features?;
+        step(LABELS);
         let labels = ArrayStore::create(
             &lpath,
             &d(&schema.label_dtype),
@@ -482,6 +500,7 @@ impl FeatureStore {
             &[],
             &opts,
         )?;
+        step(META);
         write_meta(dir, schema, 0)?;
         let ids = [id_of(&features)?, id_of(&labels)?];
         Ok(FeatureStore {

@@ -269,3 +269,54 @@ proptest! {
         check_against_model(&batches, every);
     }
 }
+
+/// A second writer arriving at any step of `create` is refused: it never
+/// gets the old features array (then replaced under it) nor the new
+/// features with the old labels.
+#[test]
+fn create_holds_the_writer_lock_while_it_replaces_both_arrays() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("fs");
+    let mut w = FeatureStore::create(&p, &schema(2)).unwrap();
+    let (x, y) = rows(0, 10, 2);
+    w.add(&x, &y).unwrap();
+    w.close().unwrap();
+    let seen = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    let fpath = p.join(FEATURES);
+    let second_writer = {
+        let seen = seen.clone();
+        move |step: &str| {
+            let got = match ArrayStore::open_with(&fpath, true, None, &array_options()) {
+                Ok(a) => {
+                    a.close().unwrap();
+                    "opened".to_owned()
+                }
+                Err(e) => match e.errno() {
+                    Some(libc::ENOENT) => "ENOENT".to_owned(),
+                    Some(libc::EWOULDBLOCK) => "EWOULDBLOCK".to_owned(),
+                    _ => e.to_string(),
+                },
+            };
+            seen.borrow_mut().push(format!("{step}: {got}"));
+        }
+    };
+    let hook = second_writer.clone();
+    STEP.with(|s| {
+        *s.borrow_mut() = Some(Box::new(move |name: &str| hook(&format!("before {name}"))))
+    });
+    let w = FeatureStore::create(&p, &schema(3)).unwrap();
+    STEP.with(|s| *s.borrow_mut() = None);
+    second_writer("after");
+    assert_eq!(
+        *seen.borrow(),
+        [
+            "before features.npy: ENOENT", // the old one is gone, locked
+            "before labels.npy: EWOULDBLOCK",
+            "before meta.json: EWOULDBLOCK",
+            "after: EWOULDBLOCK",
+        ]
+    );
+    w.close().unwrap();
+    let r = FeatureStore::open(&p, true).unwrap();
+    assert_eq!((r.len(), r.schema().dim()), (0, 3));
+}
