@@ -417,10 +417,13 @@ impl Commit {
     }
 }
 
+/// Tests: what `create` calls before it makes each file.
+#[cfg(test)]
+type StepHook = Option<Box<dyn Fn(&str)>>;
+
 #[cfg(test)]
 thread_local! {
-    /// Tests: called by `create` before it makes each file.
-    static STEP: std::cell::RefCell<Option<Box<dyn Fn(&str)>>> = const { std::cell::RefCell::new(None) };
+    static STEP: std::cell::RefCell<StepHook> = const { std::cell::RefCell::new(None) };
 }
 
 /// `create` is about to make the file `name` (a test hook).
