@@ -19,15 +19,16 @@ the only count readers trust::
     for X, y in fs.batches(256, shuffle=True, seed=1):
         ...
 
-Commit protocol of :meth:`FeatureStore.add`: the rows are appended to both
-arrays and flushed (data, then header, to disk), then ``meta.json`` is
-replaced atomically (a temp file beside it, fsync, rename, directory fsync)
-with the new count. Readers see exactly the committed count, so rows of an
-add that has not returned are invisible; a crash mid-add loses at most that
-batch, and the next writer cuts both arrays back to the committed count
-(``ArrayStore`` truncation in the core), so the two files never disagree
-after a reopen. ``np.load("features.npy",
-mmap_mode="r")`` works at any moment but may show uncommitted rows.
+The store and its commit are the Rust core's (``mmapkit::store::features``;
+this class is a facade over it): :meth:`FeatureStore.add` appends the rows
+to both arrays, syncs each array once, then replaces ``meta.json``
+atomically (a temp file beside it, fsync, rename, directory fsync) with the
+new count: four syncs. Readers see exactly the committed count, so rows of
+an add that has not returned are invisible; a crash or power loss mid-add
+loses at most that batch, and the next writer cuts both arrays back to the
+committed count, so the two files never disagree after a reopen.
+``np.load("features.npy", mmap_mode="r")`` works at any moment but may show
+uncommitted rows.
 
 One writer at a time (each array holds an exclusive ``flock``; a second
 writer gets ``BlockingIOError``); readers take no lock and follow the writer
@@ -48,9 +49,6 @@ min, max in one pass), :meth:`~FeatureStore.quantile` and
 from __future__ import annotations
 
 import concurrent.futures
-import errno
-import fcntl
-import json
 import os
 import resource
 from collections import deque
@@ -61,27 +59,17 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _columns
-from ._native import (
-    FormatError,
-    create_dir_durably,
-    remove_file_durably,
-    remove_stale_temp_files,
-    write_file_atomic,
-)
+from ._native import FeatureStoreCore, FormatError
 from ._native import (
     page_size as _page_size,
 )
 from ._radix import dtype_problem
 from ._types import PathLike
-from .store import ArrayStore
+from .store import ArrayStore, _as_bytes
 
 __all__ = ["FeatureStore", "batch_order"]
 
-FORMAT = "mmapkit.FeatureStore"
-VERSION = 1
 META = "meta.json"
-FEATURES = "features.npy"
-LABELS = "labels.npy"
 
 Batch = tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]
 
@@ -176,45 +164,24 @@ class FeatureStore:
         self._closed = True
         if mode == "a":
             mode = "r+" if os.path.exists(self._meta_path) else "w"
-        created = None
         if mode == "w":
-            # Kept open (and locked) from their creation on: see _create.
-            created = self._create(dim, dtype, label_dtype)
+            dt, ldt = self._check_schema(dim, dtype, label_dtype)
+            self._tx = FeatureStoreCore.create(self._path, int(dim), dt.str, ldt.str)  # type: ignore[arg-type]
             mode = "r+"
-        self._mode = mode
-        try:
-            meta = self._read_meta()
-        except BaseException:
-            for a in created or ():
-                a.close()
-            raise
-        self._dim = int(meta["dim"])
-        self._dtype: np.dtype[Any] = np.dtype(meta["dtype"])
-        self._label_dtype: np.dtype[Any] = np.dtype(meta["label_dtype"])
-        self._n = int(meta["rows"])
-        if created is not None:
-            self._features, self._labels = created
         else:
-            am = "r+" if mode == "r+" else "r"
-            self._features = ArrayStore.open(os.path.join(self._path, FEATURES), am)
-            try:
-                self._labels = ArrayStore.open(os.path.join(self._path, LABELS), am)
-            except BaseException:
-                self._features.close()
-                raise
+            self._tx = FeatureStoreCore.open(self._path, mode == "r+")
+        self._mode = mode
         self._closed = False
         try:
-            # Which files the mappings are of (refresh notices a re-created store).
-            self._inodes = {a.path: _inode(a.path) for a in (self._features, self._labels)}
-            self._check_arrays()
-            if mode == "r+":
-                # A writer that died mid-add may have left rows past the
-                # committed count in either array: cut them off.
-                for a in (self._features, self._labels):
-                    if len(a) > self._n:
-                        a._core.truncate(self._n)
-                # ... and the temp file of a meta.json replace it did not finish.
-                remove_stale_temp_files(self._meta_path)
+            meta = self._meta_path
+            try:
+                self._dtype: np.dtype[Any] = _float_dtype(self._tx.dtype, "dtype")
+                self._label_dtype: np.dtype[Any] = _plain_dtype(self._tx.label_dtype, "label_dtype")
+            except (ValueError, TypeError) as e:
+                raise FormatError(f"{meta}: bad schema ({type(e).__name__}: {e})") from None
+            self._dim = int(self._tx.dim)
+            self._n = len(self._tx)
+            self._wrap_arrays()
         except BaseException:
             self.close()
             raise
@@ -225,18 +192,10 @@ class FeatureStore:
     def _meta_path(self) -> str:
         return os.path.join(self._path, META)
 
-    def _create(
+    def _check_schema(
         self, dim: int | None, dtype: npt.DTypeLike, label_dtype: npt.DTypeLike
-    ) -> tuple[ArrayStore, ArrayStore]:
-        """Replaces whatever store is at the path with an empty one; returns its
-        two arrays, open for writing.
-
-        A writer's lock is the features array's ``flock`` (a writer takes it
-        before the labels'). It is held without a gap from the check on: on the
-        old array until that is removed (an opener then finds none), then on
-        the new one (``ArrayStore.create`` locks it before it appears) until
-        this writer closes, so another writer can neither write to an array
-        being replaced nor pair a new array with an old one."""
+    ) -> tuple[np.dtype[Any], np.dtype[Any]]:
+        """The dtypes of a store to create, after checking ``dim``."""
         if (
             dim is None
             or isinstance(dim, bool)
@@ -246,113 +205,14 @@ class FeatureStore:
             raise ValueError(
                 f"{self._path}: creating a FeatureStore needs dim, a positive integer (got {dim!r})"
             )
-        dt = _float_dtype(dtype, "dtype")
-        ldt = _plain_dtype(label_dtype, "label_dtype")
-        if os.path.exists(self._path) and not os.path.isdir(self._path):
-            raise NotADirectoryError(20, "a FeatureStore is a directory", self._path)
-        create_dir_durably(self._path)
-        features = os.path.join(self._path, FEATURES)
-        old = _lock_writer(features)
-        try:
-            # No meta.json while the arrays are replaced: a crash in between
-            # leaves "not a FeatureStore", never a count the arrays do not hold.
-            remove_file_durably(self._meta_path)
-            # Removed while locked: ArrayStore.create would refuse to replace
-            # an array whose lock is held, even by this writer.
-            remove_file_durably(features)
-            f = ArrayStore.create(features, dt, (int(dim),))
-        finally:
-            if old is not None:
-                os.close(old)
-        try:
-            lb = ArrayStore.create(os.path.join(self._path, LABELS), ldt)
-            try:
-                self._write_meta(
-                    {
-                        "dim": int(dim),
-                        "dtype": np.lib.format.dtype_to_descr(dt),
-                        "label_dtype": np.lib.format.dtype_to_descr(ldt),
-                    },
-                    0,
-                )
-            except BaseException:
-                lb.close()
-                raise
-        except BaseException:
-            f.close()
-            raise
-        return f, lb
+        return _float_dtype(dtype, "dtype"), _plain_dtype(label_dtype, "label_dtype")
 
-    def _write_meta(self, schema: dict[str, Any], rows: int) -> None:
-        meta = {
-            "format": FORMAT,
-            "version": VERSION,
-            **schema,
-            "rows": int(rows),
-            "features": FEATURES,
-            "labels": LABELS,
-        }
-        write_file_atomic(self._meta_path, (json.dumps(meta, indent=1) + "\n").encode())
-
-    def _schema(self) -> dict[str, Any]:
-        return {
-            "dim": self._dim,
-            "dtype": np.lib.format.dtype_to_descr(self._dtype),
-            "label_dtype": np.lib.format.dtype_to_descr(self._label_dtype),
-        }
-
-    def _read_meta(self) -> dict[str, Any]:
-        p = self._meta_path
-        if not os.path.isdir(self._path):
-            if os.path.exists(self._path):
-                raise NotADirectoryError(
-                    20, "not a FeatureStore (a FeatureStore is a directory)", self._path
-                )
-            raise FileNotFoundError(2, "no such FeatureStore", self._path)
-        try:
-            with open(p, "rb") as f:
-                meta = json.loads(f.read())
-        except FileNotFoundError:
-            raise FileNotFoundError(2, f"not a FeatureStore (no {META})", p) from None
-        except (ValueError, UnicodeDecodeError) as e:
-            raise FormatError(f"{p}: not valid JSON ({e})") from None
-        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-            raise FormatError(f"{p}: not a FeatureStore's {META} (format is not {FORMAT!r})")
-        if meta.get("version") != VERSION:
-            raise FormatError(
-                f"{p}: FeatureStore format version {meta.get('version')!r} is not supported "
-                f"(this is {VERSION})"
-            )
-        try:
-            dim, rows = meta["dim"], meta["rows"]
-            if not (isinstance(dim, int) and dim >= 1 and isinstance(rows, int) and rows >= 0):
-                raise ValueError("dim must be a positive integer and rows a non-negative integer")
-            meta["dtype"] = _float_dtype(np.lib.format.descr_to_dtype(meta["dtype"]), "dtype")
-            meta["label_dtype"] = _plain_dtype(
-                np.lib.format.descr_to_dtype(meta["label_dtype"]), "label_dtype"
-            )
-        except (KeyError, ValueError, TypeError) as e:
-            raise FormatError(f"{p}: bad schema ({type(e).__name__}: {e})") from None
-        return meta
-
-    def _check_arrays(self) -> None:
-        f, lb = self._features, self._labels
-        if f.row_shape != (self._dim,) or f.dtype != self._dtype:
-            raise FormatError(
-                f"{f.path}: holds rows of {f.row_shape} {f.dtype}, "
-                f"but {META} says ({self._dim},) {self._dtype}"
-            )
-        if lb.row_shape != () or lb.dtype != self._label_dtype:
-            raise FormatError(
-                f"{lb.path}: holds rows of {lb.row_shape} {lb.dtype}, "
-                f"but {META} says () {self._label_dtype}"
-            )
-        for a in (f, lb):
-            if len(a) < self._n:
-                raise FormatError(
-                    f"{a.path}: has {len(a)} rows, fewer than the {self._n} {META} commits "
-                    "(damaged?)"
-                )
+    def _wrap_arrays(self) -> None:
+        """The core's two arrays as ``ArrayStore`` objects (their views are
+        numpy's; ``take`` gathers through them)."""
+        am = "r+" if self._mode == "r+" else "r"
+        self._features = ArrayStore(self._tx.features, self._dtype, am)
+        self._labels = ArrayStore(self._tx.labels, self._label_dtype, am)
 
     # ----- writing --------------------------------------------------------
 
@@ -385,23 +245,10 @@ class FeatureStore:
             )
         if X.shape[0] == 0:
             return self._n
-        new = self._n + int(X.shape[0])
-        try:
-            self._features.extend(X)
-            self._labels.extend(y)
-            self._features.flush()
-            self._labels.flush()
-            self._write_meta(self._schema(), new)
-        except BaseException:
-            for a in (self._features, self._labels):
-                try:
-                    if len(a) > self._n:
-                        a._core.truncate(self._n)
-                except Exception:  # noqa: BLE001, S110 - the add's own error is the one to raise
-                    pass  # the next writer cuts it back
-            raise
-        self._n = new
-        return new
+        # The core appends, syncs and commits (GIL released); on an error
+        # it cuts the partial rows off again.
+        self._n = self._tx.add(_as_bytes(X).data, _as_bytes(y).data)
+        return self._n
 
     # ----- reading --------------------------------------------------------
 
@@ -411,31 +258,15 @@ class FeatureStore:
         self._need_open()
         if self._mode == "r+":
             return self._n
-        meta = self._read_meta()
-        if (int(meta["dim"]), meta["dtype"], meta["label_dtype"]) != (
-            self._dim,
-            self._dtype,
-            self._label_dtype,
+        self._n = self._tx.refresh()
+        if (
+            self._tx.features is not self._features._core
+            or self._tx.labels is not self._labels._core
         ):
-            raise FormatError(
-                f"{self._meta_path}: the schema changed (was the store re-created?); open it again"
-            )
-        for name in ("_features", "_labels"):
-            a: ArrayStore = getattr(self, name)
-            try:
-                if _inode(a.path) != self._inodes[a.path]:
-                    raise FormatError(
-                        f"{a.path}: replaced"
-                    )  # re-created ("w"): not our mapping's file
-                a.refresh()
-            except FormatError:
-                # The file was replaced, or a writer cut off rows a dead
-                # writer had left uncommitted (the count went down): map
-                # the file again. Old views keep the old mapping.
-                setattr(self, name, ArrayStore.open(a.path, "r"))
-                self._inodes[a.path] = _inode(a.path)
-        self._n = int(meta["rows"])
-        self._check_arrays()
+            # An array was replaced, or a writer cut off rows a dead writer
+            # had left: the core mapped it again (old views keep the old
+            # mapping).
+            self._wrap_arrays()
         return self._n
 
     def _need_open(self) -> None:
@@ -772,15 +603,7 @@ class FeatureStore:
         if self._closed:
             return
         self._closed = True
-        err = None
-        for a in (getattr(self, "_features", None), getattr(self, "_labels", None)):
-            if a is not None:
-                try:
-                    a.close()
-                except Exception as e:  # noqa: BLE001 - close both, report the first error
-                    err = err or e
-        if err is not None:
-            raise err
+        self._tx.close()
 
     def __enter__(self) -> Self:
         return self
@@ -840,29 +663,3 @@ def _check_batch_size(batch_size: int) -> None:
         or batch_size < 1
     ):
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-
-
-def _lock_writer(path: str) -> int | None:
-    """Takes the exclusive ``flock`` a writer holds on the array at ``path``
-    and returns the descriptor that holds it (None when there is no file);
-    BlockingIOError if a writer has it: "w" must not replace a store under it."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise BlockingIOError(
-            errno.EWOULDBLOCK, "a writer has this FeatureStore open; cannot re-create it", path
-        ) from None
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
-def _inode(path: str) -> tuple[int, int]:
-    st = os.stat(path)
-    return st.st_dev, st.st_ino

@@ -265,15 +265,38 @@ pub(crate) fn with_contiguous<R: Send>(
     data: &Bound<'_, PyAny>,
     f: impl FnOnce(View<'_>) -> R + Send,
 ) -> PyResult<R> {
-    let buf = PyBuffer::<u8>::get(data)?;
-    if !buf.is_c_contiguous() {
-        return Err(PyValueError::new_err("the data must be C-contiguous"));
-    }
+    let buf = contiguous(data)?;
     let view = View { ptr: buf.buf_ptr() as *const u8, len: buf.len_bytes(), _buf: PhantomData };
     // `buf` (the export) outlives the call.
     let r = py.detach(move || f(view));
     drop(buf);
     Ok(r)
+}
+
+/// [`with_contiguous`] over two buffers at once (a feature store's rows
+/// and labels, committed together).
+pub(crate) fn with_contiguous_pair<R: Send>(
+    py: Python<'_>,
+    a: &Bound<'_, PyAny>,
+    b: &Bound<'_, PyAny>,
+    f: impl FnOnce(View<'_>, View<'_>) -> R + Send,
+) -> PyResult<R> {
+    let (ba, bb) = (contiguous(a)?, contiguous(b)?);
+    let va = View { ptr: ba.buf_ptr() as *const u8, len: ba.len_bytes(), _buf: PhantomData };
+    let vb = View { ptr: bb.buf_ptr() as *const u8, len: bb.len_bytes(), _buf: PhantomData };
+    // Both exports outlive the call.
+    let r = py.detach(move || f(va, vb));
+    drop((ba, bb));
+    Ok(r)
+}
+
+/// The export of a C-contiguous byte buffer.
+fn contiguous(data: &Bound<'_, PyAny>) -> PyResult<PyBuffer<u8>> {
+    let buf = PyBuffer::<u8>::get(data)?;
+    if !buf.is_c_contiguous() {
+        return Err(PyValueError::new_err("the data must be C-contiguous"));
+    }
+    Ok(buf)
 }
 
 /// A writable Python buffer, written only with atomic stores.

@@ -102,7 +102,7 @@ impl NpyBuffer {
 impl NpyBuffer {
     /// Finishes (a store trims and flushes) and unmaps; unmapping waits
     /// for live views.
-    fn close(&self, py: Python<'_>) -> PyResult<()> {
+    pub(crate) fn close(&self, py: Python<'_>) -> PyResult<()> {
         self.data.close(|d| py.detach(|| d.finish()).py_err())
     }
 
@@ -166,7 +166,7 @@ impl NpyBuffer {
 pub struct ArrayStoreCore {}
 
 impl ArrayStoreCore {
-    fn wrap(py: Python<'_>, store: ArrayStore, path: PathBuf) -> PyResult<Py<Self>> {
+    pub(crate) fn wrap(py: Python<'_>, store: ArrayStore, path: PathBuf) -> PyResult<Py<Self>> {
         let path = std::path::absolute(&path).unwrap_or(path);
         let base = NpyBuffer::new(store, path, "the ArrayStore is closed");
         Py::new(py, PyClassInitializer::from(base).add_subclass(ArrayStoreCore {}))
@@ -174,7 +174,10 @@ impl ArrayStoreCore {
 }
 
 /// The store of `slf`, for `f`.
-fn store<R>(slf: &Bound<'_, ArrayStoreCore>, f: impl FnOnce(&mut ArrayStore) -> R) -> PyResult<R> {
+pub(crate) fn store<R>(
+    slf: &Bound<'_, ArrayStoreCore>,
+    f: impl FnOnce(&mut ArrayStore) -> R,
+) -> PyResult<R> {
     slf.as_super().get().with_as(f)
 }
 

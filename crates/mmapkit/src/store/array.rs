@@ -74,12 +74,23 @@ crate::options! {
         /// Address space reserved for growth in place (views stay valid while
         /// the data fits in it; it is extended in place when possible).
         pub reserve: usize,
+        /// Keep the durable-rows record (see `durable`; default true). Off
+        /// for a caller whose own commit record says how many rows are
+        /// durable (a feature store's `meta.json`): a writer then syncs
+        /// with [`ArrayStore::sync`] alone and removes a record another
+        /// writer left, and readers trust the header.
+        pub durable_record: bool,
     }
 }
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        StoreOptions { capacity_rows: 0, chunk_bytes: 1 << 20, reserve: 64 << 30 }
+        StoreOptions {
+            capacity_rows: 0,
+            chunk_bytes: 1 << 20,
+            reserve: 64 << 30,
+            durable_record: true,
+        }
     }
 }
 
@@ -111,6 +122,8 @@ pub struct ArrayStore {
     durable_rows: AtomicU64,
     /// What failed, once a flush's sync did (fail-stop; module docs).
     failure: OnceLock<String>,
+    /// [`StoreOptions::durable_record`].
+    use_record: bool,
 }
 
 /// Output bytes below which a gather is not split between threads: a
@@ -184,8 +197,12 @@ fn trusted_rows(
     header: &Header,
     data_off: usize,
     row_bytes: usize,
+    use_record: bool,
 ) -> Result<u64> {
     let rows = header.shape[0];
+    if !use_record {
+        return Ok(rows);
+    }
     match durable::read(&durable::path_of(path))? {
         Some(r)
             if !r.this_boot
@@ -285,15 +302,30 @@ fn held_here() -> std::sync::MutexGuard<'static, Vec<(u64, u64, u32)>> {
 }
 
 fn lock_writer(file: &File, path: &Path) -> Result<()> {
+    lock_writer_for(file, path, false)
+}
+
+/// Takes the writer lock of the array `file` (opened from `path`); the
+/// refusal says whether this process or another holds it, and with
+/// `recreate` that the store it belongs to cannot be re-created.
+pub(crate) fn lock_writer_for(file: &File, path: &Path, recreate: bool) -> Result<()> {
     // Held by this process: say so at once (no retry can help).
     let here = file_id(file).is_some_and(|id| held_here().contains(&id));
     if !here && crate::fs::try_lock_exclusive(file, path)? {
         return Ok(());
     }
-    let who = if here {
-        "lock (this process already has the store open for writing: close that first)"
-    } else {
-        "lock (another process has the store open for writing)"
+    let who = match (here, recreate) {
+        (true, false) => {
+            "lock (this process already has the store open for writing: close that first)"
+        }
+        (false, false) => "lock (another process has the store open for writing)",
+        (true, true) => {
+            "lock (this process already has the store open for writing: close that first; \
+             cannot re-create it)"
+        }
+        (false, true) => {
+            "lock (another process has the store open for writing; cannot re-create it)"
+        }
     };
     Err(Error::io(path, who, std::io::Error::from_raw_os_error(libc::EWOULDBLOCK)))
 }
@@ -447,7 +479,8 @@ impl ArrayStore {
         let row_bytes = row_bytes_of(path, item_size, &header.shape[1..])
             .map_err(|e| format_err(path, e.message()))?;
         if !writable {
-            header.shape[0] = trusted_rows(&file, path, &header, data_off, row_bytes)?;
+            header.shape[0] =
+                trusted_rows(&file, path, &header, data_off, row_bytes, opts.durable_record)?;
         }
         let rows = header.shape[0];
         let file_len = file.metadata().map_err(|e| Error::io(path, "stat", e))?.len();
@@ -548,6 +581,7 @@ impl ArrayStore {
             durable_rows: AtomicU64::new(rows),
             durable: None,
             failure: OnceLock::new(),
+            use_record: opts.durable_record,
         })
     }
 
@@ -919,6 +953,23 @@ impl ArrayStore {
         Ok(())
     }
 
+    /// Makes everything published so far durable, for a caller that keeps
+    /// its own commit record ([`StoreOptions::durable_record`] off): one
+    /// `msync(MS_SYNC)` over the header and the rows, in any order, since
+    /// the caller commits only after it returns. With the record kept,
+    /// this is [`flush`](Self::flush). Fail-stop as `flush`.
+    pub fn sync(&self) -> Result<()> {
+        if self.durable.is_some() || !self.writable {
+            return self.flush();
+        }
+        self.check_failed()?;
+        let rows = self.len();
+        let end = self.data_off + rows as usize * self.row_bytes;
+        self.map.flush_range(0, end, true).map_err(|e| self.fail("sync (msync)", e))?;
+        self.durable_rows.store(rows, Ordering::Release);
+        Ok(())
+    }
+
     fn fingerprint(&self, rows: u64) -> Result<u32> {
         durable::fingerprint(
             self.map.file(),
@@ -936,6 +987,12 @@ impl ArrayStore {
     /// boot left are made durable; then the record is (re)created.
     fn start_durable(&mut self, existing: bool) -> Result<()> {
         let rec = durable::path_of(&self.path);
+        if !self.use_record {
+            // Left by a writer that kept one: it would hold readers that
+            // consult it to its count.
+            crate::fs::remove_file_durably(&rec)?;
+            return Ok(());
+        }
         if existing {
             if let Some(r) = durable::read(&rec)? {
                 if !r.this_boot
@@ -1023,7 +1080,14 @@ impl ArrayStore {
                 "the header changed shape or dtype (was the file replaced?); open it again".into(),
             ));
         }
-        let rows = trusted_rows(self.map.file(), &self.path, &header, off, self.row_bytes)?;
+        let rows = trusted_rows(
+            self.map.file(),
+            &self.path,
+            &header,
+            off,
+            self.row_bytes,
+            self.use_record,
+        )?;
         if rows < self.len() {
             return Err(format_err(
                 &self.path,

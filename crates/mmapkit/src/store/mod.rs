@@ -1,5 +1,6 @@
 //! Array files: the `.npy` format ([`npy`]), growable `.npy` array stores
-//! ([`array::ArrayStore`]), shared-memory arrays ([`shared::Segment`]) and
+//! ([`array::ArrayStore`]), feature stores (two of them committed together:
+//! [`features::FeatureStore`]), shared-memory arrays ([`shared::Segment`]) and
 //! sparse files ([`sparse`]).
 //!
 //! Every file here is a real `.npy` file, so numpy reads it directly
@@ -20,10 +21,12 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 pub mod array;
+pub mod features;
 pub mod npy;
 pub mod shared;
 
 pub use array::{ArrayStore, StoreOptions};
+pub use features::FeatureStore;
 pub use shared::Segment;
 
 use std::path::Path;
