@@ -108,7 +108,7 @@ impl WalkOptions {
     }
 
     fn dir_wanted(&self, name: &OsStr) -> bool {
-        !self.exclude_dirs.iter().any(|g| fnmatch(g, name.as_bytes()))
+        !self.exclude_dirs.iter().any(|g| fnmatch(trim_slashes(g), name.as_bytes()))
     }
 }
 
