@@ -218,7 +218,7 @@ fn unreadable_entries_are_reported_and_exit_2() {
     fs::write(d.join("d/unread"), "foo\n").unwrap();
     symlink("nowhere", d.join("d/dangling")).unwrap();
     for p in ["d/locked", "d/unread"] {
-        fs::set_permissions(d.join(p), fs::Permissions::from_mode(0)).unwrap();
+        fs::set_permissions(d.join(p), fs::Permissions::from_mode(0o000)).unwrap();
     }
     // `nobody` must reach the tree (the target directory above it is 0755).
     fs::set_permissions(d, fs::Permissions::from_mode(0o755)).unwrap();
