@@ -460,6 +460,7 @@ impl Shared {
         state: &(dyn Fn() -> S + Sync),
         visit: &(dyn Fn(&mut S, Visit<'_>) -> ControlFlow<()> + Sync),
     ) {
+        let _unblock = Unblock(self);
         let mut s = state();
         let mut found = Vec::new();
         loop {
@@ -495,6 +496,23 @@ impl Shared {
             if added || q.busy == 0 || flow.is_break() {
                 self.ready.notify_all();
             }
+        }
+    }
+}
+
+/// Stops the walk when its thread panics: the others would otherwise
+/// wait for the item it never finishes (the panic goes on to the caller
+/// through the thread scope).
+struct Unblock<'a>(&'a Shared);
+
+impl Drop for Unblock<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.stop.store(true, Ordering::Relaxed);
+            // Under the lock: a thread between its check and its wait
+            // cannot miss the wake-up.
+            let _queue = self.0.queue.lock().unwrap_or_else(|e| e.into_inner());
+            self.0.ready.notify_all();
         }
     }
 }
