@@ -21,7 +21,10 @@ baseline), its modern peer (ripgrep, sd) and the `mmapkit` CLI, all in one run:
 7. ``replace_grow``   "," -> ", ": sed -i, sd -F, mmapkit replace -F; peak RSS
 8. ``keep_first``     keep the first line: sed -i 1q, the article's read-everything-
                       then-rewrite (Rust), mmapkit keep-lines 1
-9. ``bandwidth``      the machine's limit in the same run: every core summing its share
+9. ``tree_*``        ``grep -r`` with -l, -c, -n over /usr/include and the Python
+                      standard library, and -l over a tree of tiny files: grep -r,
+                      rg -uuu, mmapkit grep -r (all cores and -j 1); see trees.py
+10. ``bandwidth``     the machine's limit in the same run: every core summing its share
                       of the mapped file (Rust); the report shows each row's GB/s as a
                       share of it
 
@@ -67,7 +70,7 @@ from ...harness import (
     tool_version,
     usable_cores,
 )
-from . import rewrite, search
+from . import rewrite, search, trees
 from .data import ensure_csv
 from .helper import helper, rss_wrapper
 from .search import FILE, FIND_FIELD, FIND_LINE, NEEDLE
@@ -178,6 +181,7 @@ class FilesSuite(Suite):
         return (
             *search.tasks(few, big, three),
             *rewrite.tasks(few, big, self._restore, self._cleanup, rewritten),
+            *trees.tasks("small"),
             search.bandwidth(usable_cores()),
         )
 
@@ -186,10 +190,14 @@ class FilesSuite(Suite):
     def _fill(self, arg: str, path: Path) -> str:
         if arg == FILE:
             return str(path)
+        if (tree := trees.fill(arg, path)) is not None:
+            return tree
         return self._about(path, "find_needle") if arg == NEEDLE else arg
 
     def _contenders(self) -> tuple[Contender, ...]:
         tables = {**search.tables(usable_cores()), **rewrite.tables()}
+        tables["grep"] = {**tables["grep"], **trees.table(["-r"])}
+        tables["rg"] = {**tables["rg"], **trees.table(["-uuu"])}
 
         def cli(
             name: str,
@@ -222,6 +230,7 @@ class FilesSuite(Suite):
             table: Table = {
                 **search.mmapkit_table(opts),
                 **rewrite.mmapkit_table(opts, sync, lambda p: self._about(p, "commas")),
+                **trees.table(["grep", "-r", *opts]),
             }
             table = {k: v for k, v in table.items() if only is None or k in only}
             return command_contender(
@@ -339,6 +348,7 @@ class FilesSuite(Suite):
                     "regex_literal",
                     "regex_class",
                     *(c[0] for c in search.CLASSES),
+                    *(c[0] for c in trees.CASES),
                 ),
             ),
             *variants,
@@ -383,9 +393,27 @@ class FilesSuite(Suite):
         return v
 
     def targets(self, doc: dict[str, Any]) -> list[dict[str, Any]]:
+        tree_goals = [
+            {
+                "label": f"{title}: mmapkit {label}",
+                "task": task,
+                "contender": "mmapkit",
+                "versus": versus,
+                "min_speedup": speedup,
+                "size": "small",
+                "cache": cache,
+            }
+            for task, title, _f, _p, tree in trees.CASES
+            for cache in ("warm", "cold")
+            for label, versus, speedup in (
+                (("≤ 1.1× -j 1's time", "mmapkit -t1", 1 / 1.1),)
+                if tree == "tiny"
+                else (("≤ 1.0× rg's time", "rg", 1.0), ("≤ 0.7× GNU grep's time", "grep", 1 / 0.7))
+            )
+        ]
         large = next((s for s in doc["sizes"] if s["label"] == "large"), None)
         if large is None:
-            return []
+            return tree_goals
         at = (
             ""
             if large["nbytes"] >= (4 << 30)
@@ -488,6 +516,7 @@ class FilesSuite(Suite):
             ),
             goal("keep the first line: mmapkit ≥ 2× sed -i 1q", "keep_first", "mmapkit", "sed", 2),
             *per_class,
+            *tree_goals,
         ]
 
     notes = (
@@ -516,6 +545,15 @@ class FilesSuite(Suite):
         "(their slow contenders take tens of seconds per run there), with a plain read of "
         "the data as the warm-up; the eight other regex classes run warm only, 3 times on "
         "the large size; all other cells use the default number of runs.",
+        "Trees (`tree_*`, issue 25): `grep -r` over /usr/include, the Python standard "
+        "library (`sysconfig`'s stdlib directory: with its site-packages and `__pycache__`) "
+        "and a generated tree of 5,000 tiny files; ripgrep as `rg -uuu` (no ignore "
+        "rules, hidden and binary files searched: the files `grep -r` searches; "
+        "`rg -uuu --files` lists as many files as `find -type f`). They run at the small "
+        "size only (the CSV is not used); the trees' pages are dropped with the rest for "
+        "cold runs. Goals: mmapkit ≤ 1.0× rg's time and ≤ 0.7× GNU grep's on each real "
+        "tree, ≤ 1.1× mmapkit -j 1's on the tiny files. `bench/trees_run.sh` runs this "
+        "part alone.",
         "Run time on a 2-core VM: `--quick` (16 MiB, warm cache only) ~1 min, full (4 GiB) "
         "~55 min (estimated: the eight regex classes add ~13 min), most of it in `sed -i` "
         "and `sd` on the large file and in restoring (copy "

@@ -3,10 +3,17 @@
 
 use std::ffi::OsString;
 use std::io::{self, BufWriter, IsTerminal, Write};
+use std::ops::ControlFlow;
+use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 use clap::{ArgAction, Args, ValueEnum};
-use mmapkit::scan::{walk, GnuPrinter, Grep, GrepOptions, JsonPrinter, PrintOptions, Report, Sink};
+use mmapkit::scan::{
+    walk, Devices, GnuPrinter, Grep, GrepOptions, JsonPrinter, NameFilter, PrintOptions, Report,
+    Sink, Visit, WalkOptions,
+};
 
 use crate::common::{
     error_to_stderr, exit_status, Progress, ScanArgs, EXIT_ERROR, EXIT_NO_MATCH, EXIT_OK,
@@ -32,9 +39,22 @@ A match never spans lines; -o and --color show leftmost-first matches
 Binary files: a file with a NUL byte in its first 32 KiB (or a selected
 line holding one) prints no lines; 'FILE: binary file matches' goes to
 standard error instead, as with GNU grep. -a prints them as text.
--r walks directories depth first, each directory in name order (GNU grep
-uses directory order); symlinks on the command line are followed, those
-met in the walk are skipped, like grep -r. Without FILE, -r searches '.'.
+-r searches the files under directories, on every core: each file is
+searched whole on the thread that found it (files of 4 MiB and more are
+split across cores) and its output printed whole, files in the order
+they are done; --sort=path prints them in name order (one walking
+thread), -j 1 in GNU grep's order (depth first, directory order). As with
+GNU grep: -r follows symlinks given as FILE and skips those met in the
+walk, -R follows all (a directory loop is skipped with a warning);
+devices, FIFOs and sockets met in the walk are skipped (-D read reads
+them, -D skip skips them as FILE too); --include/--exclude GLOB
+(repeatable: the last one matching a file's base name decides; if none
+matches, the file is skipped when the first one given is --include)
+and --exclude-dir GLOB filter the walk and FILE names; a directory or
+file that cannot be read is reported and makes the exit status 2. -d
+read (the default without -r) reports a directory FILE as an error, -d
+skip skips it, -d recurse is -r. Without FILE, -r searches '.', naming
+files without './'; 'd//' is named 'd/' (files 'd/x').
 FILE '-' (or no FILE without -r) reads standard input as a stream.
 
 With --json, each selected line (each match with -o) is a JSON object on
@@ -113,9 +133,6 @@ pub struct GrepArgs {
     /// Print binary files' lines as text.
     #[arg(short = 'a', long = "text")]
     text: bool,
-    /// Search the files under directories (see below).
-    #[arg(short = 'r', long)]
-    recursive: bool,
     /// Prefix each line with the file name (default with several files).
     #[arg(short = 'H', long = "with-filename", overrides_with = "no_filename")]
     with_filename: bool,
@@ -152,13 +169,105 @@ pub struct GrepArgs {
     #[arg(value_name = "[PATTERN] FILE")]
     args: Vec<OsString>,
     #[command(flatten)]
+    walk: WalkArgs,
+    #[command(flatten)]
     scan: ScanArgs,
     /// Print help (-h means --no-filename, as in grep).
     #[arg(long, action = ArgAction::Help)]
     help: Option<bool>,
 }
 
+/// `-d ACTION`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum DirAction {
+    Read,
+    Skip,
+    Recurse,
+}
+
+/// `--sort KEY`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum SortKey {
+    /// As the files are done (GNU grep's order with -j 1).
+    None,
+    /// By path, depth first, on one walking thread.
+    Path,
+}
+
+/// The directory-walk options (`-r`, `-R`, `-d`, `-D`, `--include`,
+/// `--exclude`, `--exclude-dir`, `--sort`); the last of -r, -R and -d wins.
+#[derive(Args, Debug)]
+struct WalkArgs {
+    /// Search the files under directories (see below).
+    #[arg(short = 'r', long, overrides_with_all = ["deref", "directories"])]
+    recursive: bool,
+    /// Like -r, following every symbolic link.
+    #[arg(short = 'R', long = "dereference-recursive", overrides_with_all = ["recursive", "directories"])]
+    deref: bool,
+    /// What to do with a directory FILE: read (an error), skip, recurse.
+    #[arg(short = 'd', long, value_name = "ACTION", overrides_with_all = ["recursive", "deref"])]
+    directories: Option<DirAction>,
+    /// What to do with devices, FIFOs and sockets: read or skip.
+    #[arg(short = 'D', long, value_name = "ACTION")]
+    devices: Option<Devices>,
+    /// Search only files whose base name matches GLOB.
+    #[arg(long, value_name = "GLOB", value_parser = in_order())]
+    include: Vec<(usize, OsString)>,
+    /// Skip files whose base name matches GLOB.
+    #[arg(long, value_name = "GLOB", value_parser = in_order())]
+    exclude: Vec<(usize, OsString)>,
+    /// Skip directories whose base name matches GLOB.
+    #[arg(long = "exclude-dir", value_name = "GLOB")]
+    exclude_dir: Vec<OsString>,
+    /// Output order of the files found by -r: none (as done) or path.
+    #[arg(long, value_name = "KEY")]
+    sort: Option<SortKey>,
+}
+
+/// --include and --exclude values with their place on the command line
+/// (clap parses values in order; the later matching filter wins, so their
+/// relative order matters and clap keeps it only per option).
+fn in_order() -> impl clap::builder::TypedValueParser<Value = (usize, OsString)> {
+    use clap::builder::TypedValueParser;
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    clap::builder::OsStringValueParser::new().map(|s| (NEXT.fetch_add(1, Ordering::Relaxed), s))
+}
+
+impl WalkArgs {
+    fn recurse(&self) -> bool {
+        self.recursive || self.deref || self.directories == Some(DirAction::Recurse)
+    }
+
+    fn options(&self, bare_dot: bool) -> WalkOptions {
+        let mut filters: Vec<(usize, NameFilter)> = self
+            .include
+            .iter()
+            .map(|(i, g)| (*i, NameFilter::Include(g.clone().into_vec())))
+            .chain(
+                self.exclude.iter().map(|(i, g)| (*i, NameFilter::Exclude(g.clone().into_vec()))),
+            )
+            .collect();
+        filters.sort_by_key(|f| f.0);
+        WalkOptions::default()
+            .follow_links(self.deref)
+            .name_filters(filters.into_iter().map(|f| f.1).collect())
+            .exclude_dirs(self.exclude_dir.iter().map(|g| g.clone().into_vec()).collect())
+            .devices(self.devices)
+            .sort(self.sort == Some(SortKey::Path))
+            .bare_dot(bare_dot)
+    }
+}
+
 impl GrepArgs {
+    /// A printer of these options writing to `out`.
+    fn printer<W: Write>(&self, out: W, with_filename: bool) -> Printer<W> {
+        if self.scan.json {
+            Printer::Json(JsonPrinter::new(out, self.report(), self.only_matching))
+        } else {
+            Printer::Gnu(GnuPrinter::new(out, self.print_options().with_filename(with_filename)))
+        }
+    }
+
     fn report(&self) -> Report {
         if self.quiet {
             Report::Quiet
@@ -212,11 +321,13 @@ pub fn grep(mut a: GrepArgs) -> anyhow::Result<u8> {
         std::mem::take(&mut a.patterns)
     };
     let mut files: Vec<OsString> = args.collect();
+    let recurse = a.walk.recurse();
     // `grep -r PATTERN` searches '.', naming files without the './'.
-    let bare_dot = files.is_empty() && a.recursive;
+    let bare_dot = files.is_empty() && recurse;
     if files.is_empty() {
-        files.push(if a.recursive { "." } else { "-" }.into());
+        files.push(if recurse { "." } else { "-" }.into());
     }
+    let walk_opts = a.walk.options(bare_dot);
     let opts = GrepOptions::default()
         .patterns(patterns)
         .fixed(a.fixed)
@@ -235,34 +346,22 @@ pub fn grep(mut a: GrepArgs) -> anyhow::Result<u8> {
     if opts.max_count == Some(0) {
         return Ok(EXIT_NO_MATCH); // like grep: stop before reading anything
     }
-    let out =
-        Output { inner: BufWriter::with_capacity(256 << 10, io::stdout().lock()), error: None };
-    let mut printer = if a.scan.json {
-        Printer::Json(JsonPrinter::new(out, a.report(), a.only_matching))
-    } else {
-        Printer::Gnu(GnuPrinter::new(out, a.print_options()))
-    };
+    let out = Output { inner: BufWriter::with_capacity(256 << 10, io::stdout()), error: None };
+    let mut printer = a.printer(out, false);
     let named =
         |found_in_dir: bool| !a.no_filename && (a.with_filename || files.len() > 1 || found_in_dir);
     let mut run = Run { failed: false, any: false, quiet: a.quiet, no_messages: a.no_messages };
     for file in &files {
         let path = Path::new(file);
-        if a.recursive && file != "-" && path.is_dir() {
+        let operand = file != "-";
+        if operand && walk_opts.skips_operand(path) {
+            continue;
+        }
+        if operand && path.is_dir() && recurse {
             printer.set_with_filename(named(true));
-            let mut stop = None;
-            walk(path, &mut |found| {
-                if stop.is_some() || (run.quiet && run.any) {
-                    return;
-                }
-                let found = found.map(|p| match p.strip_prefix("./") {
-                    Ok(rest) if bare_dot => rest.to_path_buf(),
-                    _ => p,
-                });
-                stop = run.file(&grep, found, &a.scan, &mut printer).err();
-            });
-            if let Some(e) = stop {
-                return Err(e);
-            }
+            run.tree(&grep, path, &walk_opts, &a, &mut printer, named(true))?;
+        } else if operand && a.walk.directories == Some(DirAction::Skip) && path.is_dir() {
+            continue;
         } else {
             printer.set_with_filename(named(false));
             run.file(&grep, Ok(path.to_path_buf()), &a.scan, &mut printer)?;
@@ -292,20 +391,86 @@ impl Run {
         grep: &Grep,
         path: mmapkit::Result<PathBuf>,
         scan_args: &ScanArgs,
-        printer: &mut Printer,
+        printer: &mut Printer<Out>,
     ) -> anyhow::Result<()> {
-        let result = path.and_then(|path| {
+        let result = path.map(|path| {
             let mut scan = scan_args.options();
             let _bar = (path != Path::new("-")).then(|| Progress::attach(&mut scan, &path, "grep"));
-            let n = grep.search(&path, &scan, printer.sink())?;
-            if printer.binary_matched() {
-                error_to_stderr(
-                    &mut printer.out().inner,
-                    format_args!("{}: binary file matches", path.display()),
-                );
-            }
-            Ok(n)
+            let n = grep.search(&path, &scan, printer.sink());
+            (path, n)
         });
+        match result {
+            Ok((path, n)) => self.done(&path, n, printer),
+            Err(e) => self.done(Path::new(""), Err(e), printer),
+        }
+    }
+
+    /// The directory `root` (-r): files found are searched on the walking
+    /// threads, each into its own printer, then joined whole to `printer`.
+    fn tree(
+        &mut self,
+        grep: &Grep,
+        root: &Path,
+        walk_opts: &WalkOptions,
+        a: &GrepArgs,
+        printer: &mut Printer<Out>,
+        with_filename: bool,
+    ) -> anyhow::Result<()> {
+        let scan = a.scan.options();
+        let threads = scan.threads;
+        let shared = Mutex::new((&mut *self, &mut *printer, None::<anyhow::Error>));
+        let search = |file: &mut Printer<Vec<u8>>, found: Visit<'_>| -> ControlFlow<()> {
+            let searched = match found {
+                Visit::File(path) => Some((path, grep.search(path, &scan, file.sink()))),
+                _ => None,
+            };
+            let mut guard = shared.lock().unwrap_or_else(|e| e.into_inner());
+            let (run, printer, stop) = &mut *guard;
+            let done = match (found, searched) {
+                (_, Some((path, n))) => match printer.join_file(file) {
+                    Ok(()) => run.done(path, n, printer),
+                    Err(e) => run.done(path, Err(e), printer),
+                },
+                (Visit::Error(e), _) => run.done(Path::new(""), Err(e), printer),
+                (Visit::Loop(path), _) => {
+                    if !run.no_messages {
+                        let msg =
+                            format_args!("{}: warning: recursive directory loop", path.display());
+                        error_to_stderr(&mut printer.out().inner, msg);
+                    }
+                    Ok(())
+                }
+                (Visit::File(_), None) => Ok(()),
+            };
+            if let Err(e) = done {
+                *stop = Some(e);
+                return ControlFlow::Break(());
+            }
+            if run.quiet && run.any {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        };
+        walk(root, walk_opts, threads, &|| a.printer(Vec::new(), with_filename), &search);
+        let (_, _, stop) = shared.into_inner().unwrap_or_else(|e| e.into_inner());
+        stop.map_or(Ok(()), Err)
+    }
+
+    /// What searching `path` came to, its output already given to
+    /// `printer`: the binary-file note, or the error.
+    fn done(
+        &mut self,
+        path: &Path,
+        result: mmapkit::Result<u64>,
+        printer: &mut Printer<Out>,
+    ) -> anyhow::Result<()> {
+        if result.is_ok() && printer.binary_matched() {
+            error_to_stderr(
+                &mut printer.out().inner,
+                format_args!("{}: binary file matches", path.display()),
+            );
+        }
         match result {
             Ok(n) => self.any |= n > 0,
             Err(e) => {
@@ -323,15 +488,27 @@ impl Run {
     }
 }
 
-type Out = Output<BufWriter<io::StdoutLock<'static>>>;
+/// Stdout, buffered (not locked: walking threads join their files' output).
+type Out = Output<BufWriter<io::Stdout>>;
 
 /// The printer the options asked for.
-enum Printer {
-    Gnu(GnuPrinter<Out>),
-    Json(JsonPrinter<Out>),
+enum Printer<W: Write> {
+    Gnu(GnuPrinter<W>),
+    Json(JsonPrinter<W>),
 }
 
-impl Printer {
+impl Printer<Out> {
+    /// Writes what `file` printed for the file it just searched.
+    fn join_file(&mut self, file: &mut Printer<Vec<u8>>) -> mmapkit::Result<()> {
+        match (self, file) {
+            (Printer::Gnu(p), Printer::Gnu(f)) => p.join_file(f),
+            (Printer::Json(p), Printer::Json(f)) => p.join_file(f),
+            _ => Ok(()), // both come from one GrepArgs::printer
+        }
+    }
+}
+
+impl<W: Write> Printer<W> {
     fn sink(&mut self) -> &mut dyn Sink {
         match self {
             Printer::Gnu(p) => p,
@@ -339,7 +516,7 @@ impl Printer {
         }
     }
 
-    fn out(&mut self) -> &mut Out {
+    fn out(&mut self) -> &mut W {
         match self {
             Printer::Gnu(p) => p.get_mut(),
             Printer::Json(p) => p.get_mut(),

@@ -100,8 +100,12 @@ impl From<usize> for Threads {
     }
 }
 
+/// The available cores, asked once: `available_parallelism` reads the
+/// cgroup files and the affinity mask each time (a dozen system calls),
+/// which `grep -r` would otherwise pay for every file it opens.
 fn cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+    static CORES: OnceLock<usize> = OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
 }
 
 impl FromStr for Threads {

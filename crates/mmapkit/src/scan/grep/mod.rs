@@ -6,7 +6,8 @@
 //! context breaks, and per-file begin and end to a [`Sink`]. It never
 //! formats anything. Printers are sinks: [`GnuPrinter`] prints GNU grep's
 //! text output, [`JsonPrinter`] JSON lines, and [`Collect`] gathers lines
-//! for bindings. [`walk`] lists the files `grep -r` searches. On several
+//! for bindings. [`walk`] visits the files `grep -r` searches, on several
+//! threads, each file searched whole on the thread that found it. On several
 //! threads the printers fork ([`Sink::fork`]): each range's lines are
 //! formatted on its search thread and the bytes joined in file order.
 //!
@@ -57,7 +58,7 @@ use crate::{Error, Result};
 pub(crate) use pattern::whole_haystack_assertions;
 pub use print::{GnuPrinter, JsonPrinter, PrintOptions, Report};
 pub use sink::{Collect, FileInfo, Forked, Formatted, Needs, Sink, SinkLine};
-pub use walk::walk;
+pub use walk::{walk, walk_files, Devices, NameFilter, Visit, WalkOptions};
 
 crate::options! {
     /// What selects a line (the subset of GNU grep's matching options that

@@ -161,6 +161,29 @@ impl<W: Write> GnuPrinter<W> {
         self.opts.with_filename = on;
     }
 
+    /// Writes what `file` printed for the one file it just searched (a
+    /// printer with the same options, on a walking thread), whole, as if
+    /// this printer had searched that file: a group separator first when
+    /// context groups were printed before. `file` is left ready for its
+    /// next file; [`GnuPrinter::binary_matched`] then tells about this one.
+    pub fn join_file(&mut self, file: &mut GnuPrinter<Vec<u8>>) -> Result<()> {
+        file.flush_buf()?;
+        let bytes = std::mem::take(&mut file.out);
+        let context = self.opts.before.is_some() || self.opts.after.is_some();
+        if !bytes.is_empty() && self.printed_group && context {
+            self.separator();
+        }
+        self.printed_group |= file.printed_group;
+        self.binary_matched = file.binary_matched;
+        file.printed_group = false;
+        file.binary_matched = false;
+        write_part(&mut self.out, &mut self.buf, &mut self.spare, bytes)?;
+        if let Some(spare) = self.spare.pop() {
+            file.out = spare; // its memory again, for the next file
+        }
+        Ok(())
+    }
+
     fn color(&mut self, code: &[u8], text: &[u8]) {
         if self.opts.color {
             self.buf.extend_from_slice(code);
@@ -398,6 +421,17 @@ impl<W: Write> JsonPrinter<W> {
     /// The writer.
     pub fn get_mut(&mut self) -> &mut W {
         &mut self.out
+    }
+
+    /// [`GnuPrinter::join_file`] for JSON lines.
+    pub fn join_file(&mut self, file: &mut JsonPrinter<Vec<u8>>) -> Result<()> {
+        file.flush_buf()?;
+        let bytes = std::mem::take(&mut file.out);
+        write_part(&mut self.out, &mut self.buf, &mut self.spare, bytes)?;
+        if let Some(spare) = self.spare.pop() {
+            file.out = spare;
+        }
+        Ok(())
     }
 
     fn record(&mut self, line: u64, offset: u64, text: &[u8]) {

@@ -21,8 +21,9 @@
 //! its search thread; their bytes are joined to the sink in file order
 //! while the next batch is searched. Otherwise each range's lines are
 //! recorded and replayed to the sink in file order. Line numbers come
-//! from a parallel newline count per range and prefix sums. One thread, streams and context (which needs the lines around a
-//! match) report straight from the window, with no copy.
+//! from a parallel newline count per range and prefix sums. One thread,
+//! files under [`PARALLEL_MIN`], streams and context (which needs the
+//! lines around a match) report straight from the window, with no copy.
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -54,6 +55,11 @@ const BATCH_PER_THREAD: usize = 4;
 const STREAM_CHUNK: usize = 1 << 20;
 /// A NUL byte this close to the start makes a file binary.
 const BINARY_PEEK: usize = 32 << 10;
+/// Files shorter than this are searched on the calling thread, whatever
+/// the thread count: splitting them costs more (threads started, ranges
+/// joined) than it saves, and `grep -r` searches thousands of them, each
+/// on the walking thread that found it.
+const PARALLEL_MIN: u64 = 4 << 20;
 /// Files at least this long choose their line finder by timing both on a
 /// sample (smaller ones take the prefilter, as `regex` would).
 const CHOOSE_MIN: u64 = 4 << 20;
@@ -103,7 +109,11 @@ impl Grep {
         self.choose_finder(&job)?;
         let selected = if !needs.lines && cap == u64::MAX {
             self.count_all(&job)?
-        } else if job.threads <= 1 || needs.before.is_some() || needs.after.is_some() {
+        } else if job.threads <= 1
+            || len < PARALLEL_MIN
+            || needs.before.is_some()
+            || needs.after.is_some()
+        {
             self.run_sequential(&job, &needs, cap, sink)?
         } else {
             self.run_parallel(&job, &needs, cap, sink)?

@@ -566,8 +566,10 @@ fn walks_in_name_order_skipping_symlinks() {
     }
     std::os::unix::fs::symlink(d.join("a"), d.join("link")).unwrap();
     std::os::unix::fs::symlink(d.join("b"), d.join("dlink")).unwrap();
-    let mut got = Vec::new();
-    super::walk(d, &mut |p| got.push(p.unwrap().strip_prefix(d).unwrap().to_path_buf()));
+    let got: Vec<_> = super::walk_files(d, &super::WalkOptions::default())
+        .into_iter()
+        .map(|p| p.unwrap().strip_prefix(d).unwrap().to_path_buf())
+        .collect();
     let want: Vec<std::path::PathBuf> = ["a", "b/c/x", "b/y", "z"].iter().map(Into::into).collect();
     assert_eq!(got, want);
 }
