@@ -6,7 +6,9 @@ use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
 use clap::{ArgAction, Args, ValueEnum};
-use mmapkit::scan::{walk, GnuPrinter, Grep, GrepOptions, JsonPrinter, PrintOptions, Report, Sink};
+use mmapkit::scan::{
+    walk, BinaryFiles, GnuPrinter, Grep, GrepOptions, JsonPrinter, PrintOptions, Report, Sink,
+};
 
 use crate::common::{
     error_to_stderr, exit_status, Progress, ScanArgs, EXIT_ERROR, EXIT_NO_MATCH, EXIT_OK,
@@ -107,10 +109,10 @@ pub struct GrepArgs {
     /// Patterns are literal strings, not regexes.
     #[arg(short = 'F', long = "fixed-strings")]
     fixed: bool,
-    /// Accepted for compatibility: patterns are always extended regexes.
+    /// Patterns are extended regexes (the default here; see below).
     #[arg(short = 'E', long = "extended-regexp")]
     extended: bool,
-    /// Print binary files' lines as text.
+    /// Binary files are text (--binary-files=text).
     #[arg(short = 'a', long = "text")]
     text: bool,
     /// Search the files under directories (see below).
@@ -123,13 +125,13 @@ pub struct GrepArgs {
     #[arg(short = 'h', long = "no-filename", overrides_with = "with_filename")]
     no_filename: bool,
     /// Print NUM lines of context after each selected line.
-    #[arg(short = 'A', long = "after-context", value_name = "NUM")]
+    #[arg(short = 'A', long = "after-context", value_name = "NUM", value_parser = context_len)]
     after: Option<usize>,
     /// Print NUM lines of context before each selected line.
-    #[arg(short = 'B', long = "before-context", value_name = "NUM")]
+    #[arg(short = 'B', long = "before-context", value_name = "NUM", value_parser = context_len)]
     before: Option<usize>,
-    /// Print NUM lines of context around each selected line.
-    #[arg(short = 'C', long = "context", value_name = "NUM")]
+    /// Print NUM lines of context around each selected line (-NUM too).
+    #[arg(short = 'C', long = "context", value_name = "NUM", value_parser = context_len)]
     context: Option<usize>,
     /// Printed between groups of context lines (default '--').
     #[arg(long = "group-separator", value_name = "SEP", overrides_with = "no_group_separator")]
@@ -142,12 +144,15 @@ pub struct GrepArgs {
     #[arg(long, visible_alias = "colour", value_name = "WHEN", num_args = 0..=1, require_equals = true,
           default_value = "never", default_missing_value = "auto")]
     color: ColorWhen,
-    /// Stop after N selected lines per file.
-    #[arg(short = 'm', long = "max-count", value_name = "N")]
-    max_count: Option<u64>,
+    /// Stop after N selected lines per file (a negative N: no limit).
+    #[arg(short = 'm', long = "max-count", value_name = "N", allow_hyphen_values = true,
+          value_parser = max_count)]
+    max_count: Option<MaxCount>,
     /// A pattern (repeatable: lines matching any are selected).
     #[arg(short = 'e', long = "regexp", value_name = "PATTERN", allow_hyphen_values = true)]
-    patterns: Vec<String>,
+    patterns: Vec<OsString>,
+    #[command(flatten)]
+    gnu: GnuArgs,
     /// PATTERN (unless given with -e), then the files ('-' or none: stdin).
     #[arg(value_name = "[PATTERN] FILE")]
     args: Vec<OsString>,
@@ -156,6 +161,134 @@ pub struct GrepArgs {
     /// Print help (-h means --no-filename, as in grep).
     #[arg(long, action = ArgAction::Help)]
     help: Option<bool>,
+}
+
+/// GNU grep's matcher, pattern-file, binary-file and output options.
+#[derive(Args, Debug)]
+struct GnuArgs {
+    /// Patterns are POSIX basic regexes (GNU grep's default dialect,
+    /// translated; no back-references).
+    #[arg(short = 'G', long = "basic-regexp")]
+    basic: bool,
+    /// Patterns are Perl-compatible regexes (not available in this build).
+    #[arg(short = 'P', long = "perl-regexp")]
+    perl: bool,
+    /// Read patterns from FILE, one per line ('-': standard input; an
+    /// empty FILE has no pattern, so matches nothing).
+    #[arg(short = 'f', long = "file", value_name = "FILE")]
+    pattern_files: Vec<OsString>,
+    /// The same as -i.
+    #[arg(short = 'y')]
+    ignore_case_y: bool,
+    /// binary (the default: GNU grep's rules, see below), text (as -a) or
+    /// without-match (as -I).
+    #[arg(long = "binary-files", value_name = "TYPE", value_parser = binary_files)]
+    binary_files: Option<BinaryFiles>,
+    /// Binary files have no match (--binary-files=without-match).
+    #[arg(short = 'I')]
+    without_match: bool,
+    /// Accepted for compatibility (no effect on POSIX systems).
+    #[arg(short = 'U', long = "binary")]
+    binary: bool,
+    /// Lines end in NUL bytes, in the input and the output.
+    #[arg(short = 'z', long = "null-data")]
+    null_data: bool,
+    /// A NUL byte after each file name (instead of ':' or a newline).
+    #[arg(short = 'Z', long = "null")]
+    null: bool,
+    /// A tab after the prefixes, numbers padded, so lines align.
+    #[arg(short = 'T', long = "initial-tab")]
+    initial_tab: bool,
+    /// Flush the output after each line.
+    #[arg(long = "line-buffered")]
+    line_buffered: bool,
+    /// Name standard input LABEL in the output.
+    #[arg(long, value_name = "LABEL")]
+    label: Option<OsString>,
+}
+
+/// `-m N`: GNU grep takes any integer; a negative one is no limit, and
+/// one past the range is capped.
+#[derive(Clone, Copy, Debug)]
+struct MaxCount(Option<u64>);
+
+fn max_count(s: &str) -> Result<MaxCount, String> {
+    let t = s.trim_start();
+    let (neg, digits) = match t.as_bytes().first() {
+        Some(b'-') => (true, &t[1..]),
+        Some(b'+') => (false, &t[1..]),
+        _ => (false, t),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err("invalid max count".into());
+    }
+    Ok(MaxCount(if neg { None } else { Some(digits.parse().unwrap_or(i64::MAX as u64)) }))
+}
+
+/// `-A`/`-B`/`-C`/`-NUM`: a non-negative integer, capped (like GNU grep).
+fn context_len(s: &str) -> Result<usize, String> {
+    let t = s.trim_start();
+    let digits = t.strip_prefix('+').unwrap_or(t);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("{s}: invalid context length argument"));
+    }
+    Ok(digits.parse().unwrap_or(i64::MAX as usize))
+}
+
+fn binary_files(s: &str) -> Result<BinaryFiles, String> {
+    s.parse().map_err(|_| "unknown binary-files type".to_string())
+}
+
+/// GNU grep's `-NUM` (context NUM): rewritten to `--context=NUM` before
+/// clap sees the arguments of `grep` (not after `--`, nor as the value of
+/// an option that takes one).
+pub fn gnu_args(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
+    let mut out: Vec<OsString> = Vec::new();
+    let mut in_grep = false;
+    let mut value_next = false;
+    for a in args {
+        let b = a.as_encoded_bytes();
+        if !in_grep {
+            in_grep = out.len() == 1 && b == b"grep";
+            out.push(a);
+            continue;
+        }
+        if value_next {
+            value_next = false;
+        } else if b == b"--" {
+            in_grep = false; // the rest is operands
+        } else if b.len() > 1 && b[0] == b'-' && b[1..].iter().all(u8::is_ascii_digit) {
+            out.push(OsString::from(format!("--context={}", String::from_utf8_lossy(&b[1..]))));
+            continue;
+        } else if b.starts_with(b"-") && !b.starts_with(b"--") {
+            // a bundle whose first letter taking a value is its last
+            let takes = |c: &u8| b"efmABCdDj".contains(c);
+            value_next = b[1..].iter().position(takes) == Some(b.len() - 2);
+        } else if b.starts_with(b"--") && !b.contains(&b'=') {
+            value_next = matches!(
+                b,
+                b"--regexp"
+                    | b"--file"
+                    | b"--max-count"
+                    | b"--after-context"
+                    | b"--before-context"
+                    | b"--context"
+                    | b"--label"
+                    | b"--group-separator"
+                    | b"--binary-files"
+                    | b"--threads"
+                    | b"--strategy"
+                    | b"--chunk"
+                    | b"--directories"
+                    | b"--devices"
+                    | b"--include"
+                    | b"--exclude"
+                    | b"--exclude-dir"
+            );
+        }
+        out.push(a);
+    }
+    out
 }
 
 impl GrepArgs {
@@ -195,36 +328,86 @@ impl GrepArgs {
                 Some(self.group_separator.as_deref().unwrap_or("--").as_bytes().to_vec())
             })
             .color(color)
-            .text(self.text)
+            .initial_tab(self.gnu.initial_tab)
+            .null_after_name(self.gnu.null)
+            .null_data(self.gnu.null_data)
+            .label(self.gnu.label.as_ref().map(|l| l.as_encoded_bytes().to_vec()))
+            .line_buffered(self.gnu.line_buffered)
+    }
+
+    /// `-a`, `-I`, `--binary-files` (the last given wins in GNU grep; here
+    /// -a, then -I, then --binary-files). JSON output has no binary rule
+    /// unless asked: its text is escaped.
+    fn binary_files(&self) -> BinaryFiles {
+        if self.text {
+            BinaryFiles::Text
+        } else if self.gnu.without_match {
+            BinaryFiles::WithoutMatch
+        } else {
+            self.gnu.binary_files.unwrap_or(if self.scan.json {
+                BinaryFiles::Text
+            } else {
+                BinaryFiles::Binary
+            })
+        }
     }
 }
 
 pub fn grep(mut a: GrepArgs) -> anyhow::Result<u8> {
+    let matchers = [a.extended, a.fixed, a.gnu.basic, a.gnu.perl];
+    if matchers.iter().filter(|&&m| m).count() > 1 {
+        error_to_stderr(&mut io::stdout(), "conflicting matchers specified");
+        return Ok(EXIT_ERROR);
+    }
+    if a.gnu.perl {
+        error_to_stderr(&mut io::stdout(), "-P (Perl-compatible regexes) is not supported");
+        return Ok(EXIT_ERROR);
+    }
     let mut args = std::mem::take(&mut a.args).into_iter();
-    let patterns = if a.patterns.is_empty() {
+    // Patterns are bytes: a pattern need not be UTF-8 (`grep $'caf\xe9'`).
+    let mut patterns: Vec<Vec<u8>> =
+        std::mem::take(&mut a.patterns).into_iter().map(OsString::into_encoded_bytes).collect();
+    for f in &a.gnu.pattern_files {
+        match mmapkit::scan::read_input(Path::new(f)) {
+            Ok(mut text) => {
+                // One pattern per line; the last newline ends the last one.
+                if text.last() == Some(&b'\n') {
+                    text.pop();
+                    patterns.push(text);
+                } else if !text.is_empty() {
+                    patterns.push(text);
+                }
+            }
+            Err(e) => {
+                error_to_stderr(&mut io::stdout(), e);
+                return Ok(EXIT_ERROR);
+            }
+        }
+    }
+    if patterns.is_empty() && a.gnu.pattern_files.is_empty() {
         match args.next() {
-            Some(p) => vec![p
-                .into_string()
-                .map_err(|_| anyhow::anyhow!("the pattern is not valid UTF-8"))?],
+            Some(p) => patterns.push(p.into_encoded_bytes()),
             None => anyhow::bail!("grep needs a PATTERN (or -e PATTERN)"),
         }
-    } else {
-        std::mem::take(&mut a.patterns)
-    };
+    }
     let mut files: Vec<OsString> = args.collect();
     // `grep -r PATTERN` searches '.', naming files without the './'.
     let bare_dot = files.is_empty() && a.recursive;
     if files.is_empty() {
         files.push(if a.recursive { "." } else { "-" }.into());
     }
+    let max_count = a.max_count.and_then(|m| m.0);
     let opts = GrepOptions::default()
         .patterns(patterns)
         .fixed(a.fixed)
-        .ignore_case(a.ignore_case)
+        .basic(a.gnu.basic)
+        .ignore_case(a.ignore_case || a.gnu.ignore_case_y)
         .invert(a.invert)
         .word(a.word)
         .line(a.line)
-        .max_count(a.max_count);
+        .max_count(max_count)
+        .binary_files(a.binary_files())
+        .null_data(a.gnu.null_data);
     let grep = match Grep::new(&opts) {
         Ok(g) => g,
         Err(e) => {
@@ -232,11 +415,15 @@ pub fn grep(mut a: GrepArgs) -> anyhow::Result<u8> {
             return Ok(EXIT_ERROR);
         }
     };
-    if opts.max_count == Some(0) {
-        return Ok(EXIT_NO_MATCH); // like grep: stop before reading anything
+    if opts.max_count == Some(0) && !a.files_without_match {
+        // like grep: stop before reading anything (-L still lists the files)
+        return Ok(EXIT_NO_MATCH);
     }
-    let out =
-        Output { inner: BufWriter::with_capacity(256 << 10, io::stdout().lock()), error: None };
+    let out = Output {
+        inner: BufWriter::with_capacity(256 << 10, io::stdout().lock()),
+        error: None,
+        line_buffered: a.gnu.line_buffered,
+    };
     let mut printer = if a.scan.json {
         Printer::Json(JsonPrinter::new(out, a.report(), a.only_matching))
     } else {
@@ -298,11 +485,13 @@ impl Run {
             let mut scan = scan_args.options();
             let _bar = (path != Path::new("-")).then(|| Progress::attach(&mut scan, &path, "grep"));
             let n = grep.search(&path, &scan, printer.sink())?;
-            if printer.binary_matched() {
-                error_to_stderr(
-                    &mut printer.out().inner,
-                    format_args!("{}: binary file matches", path.display()),
-                );
+            if let Some(name) = printer.binary_matched() {
+                // The name as bytes: a file name need not be UTF-8.
+                let mut msg = b"mmapkit: ".to_vec();
+                msg.extend_from_slice(&name);
+                msg.extend_from_slice(b": binary file matches\n");
+                let _ = printer.out().inner.flush();
+                let _ = io::stderr().write_all(&msg);
             }
             Ok(n)
         });
@@ -352,8 +541,13 @@ impl Printer {
         }
     }
 
-    fn binary_matched(&self) -> bool {
-        matches!(self, Printer::Gnu(p) if p.binary_matched())
+    /// The name of the last file searched when it was binary and had a
+    /// selected line.
+    fn binary_matched(&self) -> Option<Vec<u8>> {
+        match self {
+            Printer::Gnu(p) if p.binary_matched() => Some(p.name().to_vec()),
+            _ => None,
+        }
     }
 }
 
@@ -362,6 +556,8 @@ impl Printer {
 struct Output<W: Write> {
     inner: W,
     error: Option<io::Error>,
+    /// `--line-buffered`: flush each write (the printer writes each line).
+    line_buffered: bool,
 }
 
 impl<W: Write> Output<W> {
@@ -374,7 +570,11 @@ impl<W: Write> Output<W> {
 
 impl<W: Write> Write for Output<W> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.inner.write(buf).map_err(|e| self.fail(e))
+        let n = self.inner.write(buf).map_err(|e| self.fail(e))?;
+        if self.line_buffered {
+            self.inner.flush().map_err(|e| self.fail(e))?;
+        }
+        Ok(n)
     }
 
     fn flush(&mut self) -> io::Result<()> {

@@ -21,6 +21,7 @@
 //! # Ok::<(), mmapkit::Error>(())
 //! ```
 
+mod byte_regex;
 mod engine;
 pub mod grep;
 mod local;
@@ -33,8 +34,8 @@ pub(crate) mod tests;
 pub use crate::bytes;
 pub use engine::{count, count_lines, count_stream, find, find_all, rfind, ScanOptions};
 pub use grep::{
-    grep, grep_count, grep_lines, walk, Collect, FileInfo, Forked, Formatted, GnuPrinter, Grep,
-    GrepOptions, JsonPrinter, Needs, PrintOptions, Report, Sink, SinkLine,
+    grep, grep_count, grep_lines, walk, BinaryFiles, Collect, FileInfo, Forked, Formatted,
+    GnuPrinter, Grep, GrepOptions, JsonPrinter, Needs, PrintOptions, Report, Sink, SinkLine,
 };
 pub use replace::{keep_lines, replace, KeepReport, ReplaceOptions, ReplaceReport};
-pub use source::{Strategy, AUTO_MMAP_MIN};
+pub use source::{read_input, Strategy, AUTO_MMAP_MIN};
