@@ -3,6 +3,7 @@
 
 use std::ffi::OsString;
 use std::io::{self, BufWriter, IsTerminal, Write};
+use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 
 use clap::{ArgAction, Args, ValueEnum};
@@ -257,13 +258,30 @@ pub fn gnu_args(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
             value_next = false;
         } else if b == b"--" {
             in_grep = false; // the rest is operands
-        } else if b.len() > 1 && b[0] == b'-' && b[1..].iter().all(u8::is_ascii_digit) {
-            out.push(OsString::from(format!("--context={}", String::from_utf8_lossy(&b[1..]))));
-            continue;
-        } else if b.starts_with(b"-") && !b.starts_with(b"--") {
-            // a bundle whose first letter taking a value is its last
+        } else if b.len() > 1 && b[0] == b'-' && b[1] != b'-' {
+            // A bundle: its digits (before any letter that takes a value,
+            // which takes the rest) are -NUM; the next argument is a value
+            // when the first letter taking one is the bundle's last.
             let takes = |c: &u8| b"efmABCdDj".contains(c);
-            value_next = b[1..].iter().position(takes) == Some(b.len() - 2);
+            let end = b[1..].iter().position(takes).map_or(b.len(), |i| i + 1);
+            let digits: Vec<u8> = b[1..end].iter().copied().filter(u8::is_ascii_digit).collect();
+            value_next = end == b.len() - 1;
+            if !digits.is_empty() {
+                // (-NUM first: a letter left last may take the next argument)
+                out.push(OsString::from(format!("--context={}", String::from_utf8_lossy(&digits))));
+                let mut rest = b"-".to_vec();
+                rest.extend(
+                    b[1..]
+                        .iter()
+                        .enumerate()
+                        .filter(|&(i, c)| i + 1 >= end || !c.is_ascii_digit())
+                        .map(|(_, c)| *c),
+                );
+                if rest.len() > 1 {
+                    out.push(OsString::from_vec(rest));
+                }
+                continue;
+            }
         } else if b.starts_with(b"--") && !b.contains(&b'=') {
             value_next = matches!(
                 b,
