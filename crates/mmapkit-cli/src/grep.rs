@@ -114,7 +114,7 @@ pub struct GrepArgs {
     #[arg(short = 'E', long = "extended-regexp")]
     extended: bool,
     /// Binary files are text (--binary-files=text).
-    #[arg(short = 'a', long = "text")]
+    #[arg(short = 'a', long = "text", overrides_with_all = ["without_match", "binary_files"])]
     text: bool,
     /// Search the files under directories (see below).
     #[arg(short = 'r', long)]
@@ -183,10 +183,11 @@ struct GnuArgs {
     ignore_case_y: bool,
     /// binary (the default: GNU grep's rules, see below), text (as -a) or
     /// without-match (as -I).
-    #[arg(long = "binary-files", value_name = "TYPE", value_parser = binary_files)]
+    #[arg(long = "binary-files", value_name = "TYPE", value_parser = binary_files,
+          overrides_with_all = ["text", "without_match"])]
     binary_files: Option<BinaryFiles>,
     /// Binary files have no match (--binary-files=without-match).
-    #[arg(short = 'I')]
+    #[arg(short = 'I', overrides_with_all = ["text", "binary_files"])]
     without_match: bool,
     /// Accepted for compatibility (no effect on POSIX systems).
     #[arg(short = 'U', long = "binary")]
@@ -353,9 +354,9 @@ impl GrepArgs {
             .line_buffered(self.gnu.line_buffered)
     }
 
-    /// `-a`, `-I`, `--binary-files` (the last given wins in GNU grep; here
-    /// -a, then -I, then --binary-files). JSON output has no binary rule
-    /// unless asked: its text is escaped.
+    /// `-a`, `-I`, `--binary-files` (the last given wins, as in GNU grep:
+    /// clap keeps only it). JSON output has no binary rule unless asked:
+    /// its text is escaped.
     fn binary_files(&self) -> BinaryFiles {
         if self.text {
             BinaryFiles::Text
