@@ -26,15 +26,27 @@ parallel inside, in line-aligned ranges (on one thread per file with
 context); output stays in file order.
 
 Patterns use the Rust regex crate's syntax, close to grep -E and ripgrep:
--E is implied. One byte rule, GNU grep's under LC_ALL=C: '.', \\w, \\b and
-[[:alpha:]]-style classes are ASCII, -i folds ASCII letters only, a
-non-ASCII literal matches its UTF-8 bytes ((?u) turns Unicode classes on).
-A match never spans lines; -o and --color show leftmost-first matches
-(for 'a|ab', 'a' where GNU grep shows 'ab').
+-E is implied (GNU grep's default is -G, basic regexes: give -G for them;
+-F for literals; two of -E, -F, -G are \"conflicting matchers\"). Patterns
+are bytes (they need not be UTF-8). One byte rule, GNU grep's under
+LC_ALL=C, shared with 'mmapkit replace': '.', \\w, \\b and [[:alpha:]]-style
+classes are ASCII, -i folds ASCII letters only, a non-ASCII literal matches
+its bytes ((?u) turns Unicode classes on). A match never spans lines; -o
+and --color show leftmost-first matches (for 'a|ab', 'a' where GNU grep
+shows 'ab'). -f FILE reads one pattern per line (an empty FILE matches
+nothing); -NUM is -C NUM; -y is -i.
 
-Binary files: a file with a NUL byte in its first 32 KiB (or a selected
-line holding one) prints no lines; 'FILE: binary file matches' goes to
-standard error instead, as with GNU grep. -a prints them as text.
+Binary files, as GNU grep 3.8 decides: the file is read in 96 KiB buffers
+and is binary from the buffer holding its first NUL byte on (a file with
+holes, from the start). From there a NUL byte ends lines, and no selected
+line is printed: the search stops at the first and 'FILE: binary file
+matches' goes to standard error (stdin is '(standard input)'). Lines of
+earlier buffers print as usual; -c, -l, -L and -q count the NUL-ended
+lines. -a (--binary-files=text) treats NUL as data, -I
+(--binary-files=without-match) counts a binary file as not matching; the
+last of these given wins. -U is accepted (no effect). -z: lines end in NUL
+on input and output (no binary rule); -Z: a NUL after file names.
+-T aligns output with a tab (numbers padded as GNU grep pads them).
 -r walks directories depth first, each directory in name order (GNU grep
 uses directory order); symlinks on the command line are followed, those
 met in the walk are skipped, like grep -r. Without FILE, -r searches '.'.
@@ -56,6 +68,12 @@ Examples:
   mmapkit grep -F -m 10 'a.b[1]' data.txt    a literal, first 10 lines
   mmapkit grep -rlw 'TODO' src               files with the word TODO
   mmapkit grep -C 2 --color=auto panic log   two lines around each match
+  mmapkit grep -2 -n -f words.txt notes.txt  patterns from a file, -NUM context
+  mmapkit grep -G 'a\\(b\\|c\\)\\{2\\}' f        a basic regex, as GNU grep's default
+  mmapkit grep -c '' /usr/bin/sed            NUL-ended lines of a binary file
+  find . -print0 | mmapkit grep -z '[.]rs$'  NUL-separated records
+  mmapkit grep -lZ TODO a b | xargs -0 ls    NUL after each file name
+  tail -f log | mmapkit grep --line-buffered --label=log -H ERR -
   zcat big.gz | mmapkit grep 'needle' -      a stream, sequentially
   mmapkit grep --json -e foo -e bar f | jq .line";
 

@@ -18,6 +18,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
 mod common;
+#[allow(dead_code, reason = "shared with grep_gnu.rs; assert_same is not used here")]
 mod gnu_grep;
 
 /// Deterministic pseudo-random numbers.

@@ -24,17 +24,21 @@
 //!   ripgrep); several patterns are alternatives, and a pattern containing
 //!   a newline is several patterns, as in grep. `^` and `$` match at line
 //!   starts and ends.
-//! * **One byte rule (GNU grep under `LC_ALL=C`):** patterns match bytes,
+//! * **One byte rule (GNU grep under `LC_ALL=C`, `scan/byte_regex.rs`,
+//!   shared with `replace`):** patterns are bytes and match bytes,
 //!   not characters: `.` is any byte but `\n`, `\w`, `\d`, `\s`, `\b` and
 //!   `[[:alpha:]]`-style classes are ASCII, and `-i` folds ASCII letters
 //!   only. A non-ASCII literal (`é`) matches its UTF-8 bytes. `(?u)`
 //!   turns Unicode classes on inside a pattern.
 //! * `max_count` stops after that many selected lines.
-//! * Binary files: when a sink asks ([`Needs::binary`]), a file whose first
-//!   32 KiB hold a NUL byte is reported as binary in [`FileInfo`];
-//!   [`GnuPrinter`] then prints no lines for it, only noting that it
-//!   matched (as GNU grep does), and also stops at a selected line holding
-//!   a NUL byte further on.
+//! * Binary files ([`GrepOptions::binary_files`], [`BinaryFiles`]): with
+//!   GNU grep 3.8's rules, a file is binary from the 96 KiB buffer holding
+//!   its first NUL byte on (a file with holes from the start); there NUL
+//!   ends lines too (such files, and `-z` ones, are searched front to
+//!   back), and the sink is told ([`Sink::binary`]): [`GnuPrinter`] prints
+//!   none of the selected lines from there, stopping at the first and
+//!   noting that the file matched. `-w` (`word`) asserts the bytes around
+//!   a match, so word matches may be adjacent.
 //!
 //! Results are the same for every strategy, thread count and window size.
 
