@@ -160,7 +160,7 @@ pub(crate) fn open_regular(path: &Path, why: &str) -> Result<File> {
     Ok(file)
 }
 
-/// The whole of an input as [`open_input`] opens it (`-`: standard
+/// The whole of an input, opened as the tools open theirs (`-`: standard
 /// input; pipes and FIFOs read to their end), e.g. `grep -f FILE`.
 pub fn read_input(path: &Path) -> Result<Vec<u8>> {
     let mut b = Vec::new();
