@@ -168,7 +168,7 @@ def replace(
     pattern: _Pattern,
     replacement: _Pattern,
     *,
-    regex: bool = False,
+    fixed: bool = False,
     dry_run: bool = False,
     backup: str | None = None,
     sync: bool = False,

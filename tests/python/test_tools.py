@@ -100,12 +100,12 @@ def test_replace_and_keep_lines_from_python(tmp_path, strategy):
     p.write_bytes(data)
     assert mmapkit.replace(p, b",", b";", dry_run=True, strategy=strategy) == 4000
     assert p.read_bytes() == data
-    assert mmapkit.replace(p, ",", ";", strategy=strategy) == 4000  # same length: in place
+    assert mmapkit.replace(p, ",", ";", fixed=True, strategy=strategy) == 4000  # in place
     assert p.read_bytes() == data.replace(b",", b";")
-    assert mmapkit.replace(p, ";", ", ", backup=".orig", strategy=strategy) == 4000  # rewrite
+    assert mmapkit.replace(p, ";", ", ", fixed=True, backup=".orig", strategy=strategy) == 4000
     assert p.read_bytes() == data.replace(b",", b", ")
     assert (tmp_path / "d.csv.orig").read_bytes() == data.replace(b",", b";")
-    assert mmapkit.replace(p, rb"(\d), (\d)", rb"$2|$1", regex=True, strategy=strategy) == 1000
+    assert mmapkit.replace(p, rb"(\d), (\d)", rb"$2|$1", strategy=strategy) == 1000
     assert p.read_bytes().startswith(b"a, b, c\n2|1, 3\n")
     assert mmapkit.keep_lines(p, 1) == len(b"a, b, c\n")
     assert p.read_bytes() == b"a, b, c\n"
@@ -119,9 +119,9 @@ def test_replace_rejects_unknown_capture_groups(tmp_path):
     p.write_bytes(b"foo bar\n")
     for rep in (b"$2", b"${2}", b"${name}", b"$1a"):
         with pytest.raises(ValueError, match="invalid reference"):
-            mmapkit.replace(p, rb"(foo)", rep, regex=True)
+            mmapkit.replace(p, rb"(foo)", rep)
         assert p.read_bytes() == b"foo bar\n"
-    assert mmapkit.replace(p, rb"(foo)", rb"<$1|${0}>", regex=True) == 1
+    assert mmapkit.replace(p, rb"(foo)", rb"<$1|${0}>") == 1
     assert p.read_bytes() == b"<foo|foo> bar\n"
 
 
@@ -168,3 +168,17 @@ def test_threads_mean_the_same_everywhere(tmp_path):
             with pytest.raises(ValueError, match="threads"):
                 call(bad)
     log.close()
+
+
+def test_replace_is_a_regex_by_default_like_grep_and_the_cli(tmp_path):
+    # One meaning per flag across front ends (issue 25, defect 6): a regex
+    # unless fixed=True, matched as bytes like grep (defect 5).
+    p = tmp_path / "u"
+    p.write_bytes(b"Re\xaderve e\xff x\n")
+    assert mmapkit.replace(p, b"e.", b"E", dry_run=True) == 4
+    assert len(mmapkit.grep(p, b"e.", only_matching=True)) == 4
+    assert mmapkit.replace(p, b"e.", b"E", fixed=True, dry_run=True) == 0
+    q = tmp_path / "k"
+    q.write_bytes("K\u00f6the the\n".encode())
+    assert mmapkit.replace(q, rb"\bthe\b", b"X") == 2
+    assert q.read_bytes() == "K\u00f6X X\n".encode()

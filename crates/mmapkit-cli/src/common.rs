@@ -200,8 +200,11 @@ impl PerFile {
 /// `\r`, `\\`, `\0` and `\xHH` escapes are understood (a literal
 /// newline is hard to type). Any other escape (`\q`, `\xZZ`, a trailing
 /// `\`) is an error naming it, rather than a silent literal.
-pub fn unescape(s: &str) -> anyhow::Result<Vec<u8>> {
-    let b = s.as_bytes();
+pub fn unescape(arg: impl AsRef<std::ffi::OsStr>) -> anyhow::Result<Vec<u8>> {
+    // Bytes: the argument need not be UTF-8.
+    let b = arg.as_ref().as_encoded_bytes();
+    let lossy = String::from_utf8_lossy(b);
+    let s: &str = &lossy;
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
@@ -221,7 +224,7 @@ pub fn unescape(s: &str) -> anyhow::Result<Vec<u8>> {
                 match hex.filter(|h| h.bytes().all(|c| c.is_ascii_hexdigit())) {
                     Some(h) => (u8::from_str_radix(h, 16)?, 4),
                     None => {
-                        let shown: String = s[i..].chars().take(4).collect();
+                        let shown = String::from_utf8_lossy(&b[i..(i + 4).min(b.len())]);
                         anyhow::bail!(
                             "invalid escape '{shown}' in '{s}': \\x needs two hex digits (\\x41)"
                         )
@@ -230,7 +233,7 @@ pub fn unescape(s: &str) -> anyhow::Result<Vec<u8>> {
             }
             None => anyhow::bail!("trailing backslash in '{s}' (write \\\\ for a backslash)"),
             Some(_) => {
-                let shown: String = s[i..].chars().take(2).collect();
+                let shown = String::from_utf8_lossy(&b[i..(i + 2).min(b.len())]);
                 anyhow::bail!(
                     "unknown escape '{shown}' in '{s}' (supported: \\n \\t \\r \\0 \\\\ \\xHH)"
                 )

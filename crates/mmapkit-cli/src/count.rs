@@ -1,5 +1,6 @@
 //! `mmapkit count` and `mmapkit find`.
 
+use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -33,7 +34,7 @@ pub struct CountArgs {
     lines: bool,
     /// PATTERN (the byte string to count; omitted with --lines), then the files.
     #[arg(required = true, value_name = "[PATTERN] FILE")]
-    args: Vec<String>,
+    args: Vec<OsString>,
     #[command(flatten)]
     scan: ScanArgs,
 }
@@ -54,7 +55,12 @@ pub fn count(a: CountArgs) -> anyhow::Result<u8> {
         let _bar = Progress::attach(&mut opts, path, "count");
         // `-`, pipes, FIFOs and /proc files are streamed by the core.
         match mmapkit::scan::count(path, &needle, &opts) {
-            Ok(n) => report.ok(&mut out, path, n, serde_json::json!({"path": path, "count": n}))?,
+            Ok(n) => report.ok(
+                &mut out,
+                path,
+                n,
+                serde_json::json!({"path": path.to_string_lossy(), "count": n}),
+            )?,
             Err(e) => report.err(&mut out, e),
         }
     }
@@ -76,7 +82,7 @@ Examples:
 pub struct FindArgs {
     /// The byte string to look for.
     #[arg(value_name = "PATTERN")]
-    pattern: String,
+    pattern: OsString,
     /// The file to search.
     #[arg(value_name = "FILE")]
     file: PathBuf,
@@ -113,7 +119,10 @@ pub fn find(a: FindArgs) -> anyhow::Result<u8> {
     };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     if a.scan.json {
-        serde_json::to_writer(&mut out, &serde_json::json!({"path": a.file, "offsets": offsets}))?;
+        serde_json::to_writer(
+            &mut out,
+            &serde_json::json!({"path": a.file.to_string_lossy(), "offsets": offsets}),
+        )?;
         writeln!(out)?;
     } else {
         for o in &offsets {

@@ -11,8 +11,8 @@ use std::sync::Mutex;
 
 use clap::{ArgAction, Args, ValueEnum};
 use mmapkit::scan::{
-    walk, Devices, GnuPrinter, Grep, GrepOptions, JsonPrinter, NameFilter, PrintOptions, Report,
-    Sink, Visit, WalkOptions,
+    walk, BinaryFiles, Devices, GnuPrinter, Grep, GrepOptions, JsonPrinter, NameFilter,
+    PrintOptions, Report, Sink, Visit, WalkOptions,
 };
 
 use crate::common::{
@@ -30,15 +30,27 @@ parallel inside, in line-aligned ranges (on one thread per file with
 context); output stays in file order.
 
 Patterns use the Rust regex crate's syntax, close to grep -E and ripgrep:
--E is implied. One byte rule, GNU grep's under LC_ALL=C: '.', \\w, \\b and
-[[:alpha:]]-style classes are ASCII, -i folds ASCII letters only, a
-non-ASCII literal matches its UTF-8 bytes ((?u) turns Unicode classes on).
-A match never spans lines; -o and --color show leftmost-first matches
-(for 'a|ab', 'a' where GNU grep shows 'ab').
+-E is implied (GNU grep's default is -G, basic regexes: give -G for them;
+-F for literals; two of -E, -F, -G are \"conflicting matchers\"). Patterns
+are bytes (they need not be UTF-8). One byte rule, GNU grep's under
+LC_ALL=C, shared with 'mmapkit replace': '.', \\w, \\b and [[:alpha:]]-style
+classes are ASCII, -i folds ASCII letters only, a non-ASCII literal matches
+its bytes ((?u) turns Unicode classes on). A match never spans lines; -o
+and --color show leftmost-first matches (for 'a|ab', 'a' where GNU grep
+shows 'ab'). -f FILE reads one pattern per line (an empty FILE matches
+nothing); -NUM is -C NUM; -y is -i.
 
-Binary files: a file with a NUL byte in its first 32 KiB (or a selected
-line holding one) prints no lines; 'FILE: binary file matches' goes to
-standard error instead, as with GNU grep. -a prints them as text.
+Binary files, as GNU grep 3.8 decides: the file is read in 96 KiB buffers
+and is binary from the buffer holding its first NUL byte on (a file with
+holes, from the start). From there a NUL byte ends lines, and no selected
+line is printed: the search stops at the first and 'FILE: binary file
+matches' goes to standard error (stdin is '(standard input)'). Lines of
+earlier buffers print as usual; -c, -l, -L and -q count the NUL-ended
+lines. -a (--binary-files=text) treats NUL as data, -I
+(--binary-files=without-match) counts a binary file as not matching; the
+last of these given wins. -U is accepted (no effect). -z: lines end in NUL
+on input and output (no binary rule); -Z: a NUL after file names.
+-T aligns output with a tab (numbers padded as GNU grep pads them).
 -r searches the files under directories, on every core: each file is
 searched whole on the thread that found it (files of 4 MiB and more are
 split across cores) and its output printed whole, files in the order
@@ -73,6 +85,12 @@ Examples:
   mmapkit grep -F -m 10 'a.b[1]' data.txt    a literal, first 10 lines
   mmapkit grep -rlw 'TODO' src               files with the word TODO
   mmapkit grep -C 2 --color=auto panic log   two lines around each match
+  mmapkit grep -2 -n -f words.txt notes.txt  patterns from a file, -NUM context
+  mmapkit grep -G 'a\\(b\\|c\\)\\{2\\}' f        a basic regex, as GNU grep's default
+  mmapkit grep -c '' /usr/bin/sed            NUL-ended lines of a binary file
+  find . -print0 | mmapkit grep -z '[.]rs$'  NUL-separated records
+  mmapkit grep -lZ TODO a b | xargs -0 ls    NUL after each file name
+  tail -f log | mmapkit grep --line-buffered --label=log -H ERR -
   zcat big.gz | mmapkit grep 'needle' -      a stream, sequentially
   mmapkit grep --json -e foo -e bar f | jq .line";
 
@@ -127,11 +145,11 @@ pub struct GrepArgs {
     /// Patterns are literal strings, not regexes.
     #[arg(short = 'F', long = "fixed-strings")]
     fixed: bool,
-    /// Accepted for compatibility: patterns are always extended regexes.
+    /// Patterns are extended regexes (the default here; see below).
     #[arg(short = 'E', long = "extended-regexp")]
     extended: bool,
-    /// Print binary files' lines as text.
-    #[arg(short = 'a', long = "text")]
+    /// Binary files are text (--binary-files=text).
+    #[arg(short = 'a', long = "text", overrides_with_all = ["without_match", "binary_files"])]
     text: bool,
     /// Prefix each line with the file name (default with several files).
     #[arg(short = 'H', long = "with-filename", overrides_with = "no_filename")]
@@ -140,13 +158,13 @@ pub struct GrepArgs {
     #[arg(short = 'h', long = "no-filename", overrides_with = "with_filename")]
     no_filename: bool,
     /// Print NUM lines of context after each selected line.
-    #[arg(short = 'A', long = "after-context", value_name = "NUM")]
+    #[arg(short = 'A', long = "after-context", value_name = "NUM", value_parser = context_len)]
     after: Option<usize>,
     /// Print NUM lines of context before each selected line.
-    #[arg(short = 'B', long = "before-context", value_name = "NUM")]
+    #[arg(short = 'B', long = "before-context", value_name = "NUM", value_parser = context_len)]
     before: Option<usize>,
-    /// Print NUM lines of context around each selected line.
-    #[arg(short = 'C', long = "context", value_name = "NUM")]
+    /// Print NUM lines of context around each selected line (-NUM too).
+    #[arg(short = 'C', long = "context", value_name = "NUM", value_parser = context_len)]
     context: Option<usize>,
     /// Printed between groups of context lines (default '--').
     #[arg(long = "group-separator", value_name = "SEP", overrides_with = "no_group_separator")]
@@ -159,12 +177,15 @@ pub struct GrepArgs {
     #[arg(long, visible_alias = "colour", value_name = "WHEN", num_args = 0..=1, require_equals = true,
           default_value = "never", default_missing_value = "auto")]
     color: ColorWhen,
-    /// Stop after N selected lines per file.
-    #[arg(short = 'm', long = "max-count", value_name = "N")]
-    max_count: Option<u64>,
+    /// Stop after N selected lines per file (a negative N: no limit).
+    #[arg(short = 'm', long = "max-count", value_name = "N", allow_hyphen_values = true,
+          value_parser = max_count)]
+    max_count: Option<MaxCount>,
     /// A pattern (repeatable: lines matching any are selected).
     #[arg(short = 'e', long = "regexp", value_name = "PATTERN", allow_hyphen_values = true)]
-    patterns: Vec<String>,
+    patterns: Vec<OsString>,
+    #[command(flatten)]
+    gnu: GnuArgs,
     /// PATTERN (unless given with -e), then the files ('-' or none: stdin).
     #[arg(value_name = "[PATTERN] FILE")]
     args: Vec<OsString>,
@@ -258,6 +279,152 @@ impl WalkArgs {
     }
 }
 
+/// GNU grep's matcher, pattern-file, binary-file and output options.
+#[derive(Args, Debug)]
+struct GnuArgs {
+    /// Patterns are POSIX basic regexes (GNU grep's default dialect,
+    /// translated; no back-references).
+    #[arg(short = 'G', long = "basic-regexp")]
+    basic: bool,
+    /// Patterns are Perl-compatible regexes (not available in this build).
+    #[arg(short = 'P', long = "perl-regexp")]
+    perl: bool,
+    /// Read patterns from FILE, one per line ('-': standard input; an
+    /// empty FILE has no pattern, so matches nothing).
+    #[arg(short = 'f', long = "file", value_name = "FILE")]
+    pattern_files: Vec<OsString>,
+    /// The same as -i.
+    #[arg(short = 'y')]
+    ignore_case_y: bool,
+    /// binary (the default: GNU grep's rules, see below), text (as -a) or
+    /// without-match (as -I).
+    #[arg(long = "binary-files", value_name = "TYPE", value_parser = binary_files,
+          overrides_with_all = ["text", "without_match"])]
+    binary_files: Option<BinaryFiles>,
+    /// Binary files have no match (--binary-files=without-match).
+    #[arg(short = 'I', overrides_with_all = ["text", "binary_files"])]
+    without_match: bool,
+    /// Accepted for compatibility (no effect on POSIX systems).
+    #[arg(short = 'U', long = "binary")]
+    binary: bool,
+    /// Lines end in NUL bytes, in the input and the output.
+    #[arg(short = 'z', long = "null-data")]
+    null_data: bool,
+    /// A NUL byte after each file name (instead of ':' or a newline).
+    #[arg(short = 'Z', long = "null")]
+    null: bool,
+    /// A tab after the prefixes, numbers padded, so lines align.
+    #[arg(short = 'T', long = "initial-tab")]
+    initial_tab: bool,
+    /// Flush the output after each line.
+    #[arg(long = "line-buffered")]
+    line_buffered: bool,
+    /// Name standard input LABEL in the output.
+    #[arg(long, value_name = "LABEL")]
+    label: Option<OsString>,
+}
+
+/// `-m N`: GNU grep takes any integer; a negative one is no limit, and
+/// one past the range is capped.
+#[derive(Clone, Copy, Debug)]
+struct MaxCount(Option<u64>);
+
+fn max_count(s: &str) -> Result<MaxCount, String> {
+    let t = s.trim_start();
+    let (neg, digits) = match t.as_bytes().first() {
+        Some(b'-') => (true, &t[1..]),
+        Some(b'+') => (false, &t[1..]),
+        _ => (false, t),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err("invalid max count".into());
+    }
+    Ok(MaxCount(if neg { None } else { Some(digits.parse().unwrap_or(i64::MAX as u64)) }))
+}
+
+/// `-A`/`-B`/`-C`/`-NUM`: a non-negative integer, capped (like GNU grep).
+fn context_len(s: &str) -> Result<usize, String> {
+    let t = s.trim_start();
+    let digits = t.strip_prefix('+').unwrap_or(t);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("{s}: invalid context length argument"));
+    }
+    Ok(digits.parse().unwrap_or(i64::MAX as usize))
+}
+
+fn binary_files(s: &str) -> Result<BinaryFiles, String> {
+    s.parse().map_err(|_| "unknown binary-files type".to_string())
+}
+
+/// GNU grep's `-NUM` (context NUM): rewritten to `--context=NUM` before
+/// clap sees the arguments of `grep` (not after `--`, nor as the value of
+/// an option that takes one).
+pub fn gnu_args(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
+    let mut out: Vec<OsString> = Vec::new();
+    let mut in_grep = false;
+    let mut value_next = false;
+    for a in args {
+        let b = a.as_encoded_bytes();
+        if !in_grep {
+            in_grep = out.len() == 1 && b == b"grep";
+            out.push(a);
+            continue;
+        }
+        if value_next {
+            value_next = false;
+        } else if b == b"--" {
+            in_grep = false; // the rest is operands
+        } else if b.len() > 1 && b[0] == b'-' && b[1] != b'-' {
+            // A bundle: its digits (before any letter that takes a value,
+            // which takes the rest) are -NUM; the next argument is a value
+            // when the first letter taking one is the bundle's last.
+            let takes = |c: &u8| b"efmABCdDj".contains(c);
+            let end = b[1..].iter().position(takes).map_or(b.len(), |i| i + 1);
+            let digits: Vec<u8> = b[1..end].iter().copied().filter(u8::is_ascii_digit).collect();
+            value_next = end == b.len() - 1;
+            if !digits.is_empty() {
+                // (-NUM first: a letter left last may take the next argument)
+                out.push(OsString::from(format!("--context={}", String::from_utf8_lossy(&digits))));
+                let mut rest = b"-".to_vec();
+                rest.extend(
+                    b[1..]
+                        .iter()
+                        .enumerate()
+                        .filter(|&(i, c)| i + 1 >= end || !c.is_ascii_digit())
+                        .map(|(_, c)| *c),
+                );
+                if rest.len() > 1 {
+                    out.push(OsString::from_vec(rest));
+                }
+                continue;
+            }
+        } else if b.starts_with(b"--") && !b.contains(&b'=') {
+            value_next = matches!(
+                b,
+                b"--regexp"
+                    | b"--file"
+                    | b"--max-count"
+                    | b"--after-context"
+                    | b"--before-context"
+                    | b"--context"
+                    | b"--label"
+                    | b"--group-separator"
+                    | b"--binary-files"
+                    | b"--threads"
+                    | b"--strategy"
+                    | b"--chunk"
+                    | b"--directories"
+                    | b"--devices"
+                    | b"--include"
+                    | b"--exclude"
+                    | b"--exclude-dir"
+            );
+        }
+        out.push(a);
+    }
+    out
+}
+
 impl GrepArgs {
     /// A printer of these options writing to `out`.
     fn printer<W: Write>(&self, out: W, with_filename: bool) -> Printer<W> {
@@ -304,22 +471,68 @@ impl GrepArgs {
                 Some(self.group_separator.as_deref().unwrap_or("--").as_bytes().to_vec())
             })
             .color(color)
-            .text(self.text)
+            .initial_tab(self.gnu.initial_tab)
+            .null_after_name(self.gnu.null)
+            .null_data(self.gnu.null_data)
+            .label(self.gnu.label.as_ref().map(|l| l.as_encoded_bytes().to_vec()))
+            .line_buffered(self.gnu.line_buffered)
+    }
+
+    /// `-a`, `-I`, `--binary-files` (the last given wins, as in GNU grep:
+    /// clap keeps only it). JSON output has no binary rule unless asked:
+    /// its text is escaped.
+    fn binary_files(&self) -> BinaryFiles {
+        if self.text {
+            BinaryFiles::Text
+        } else if self.gnu.without_match {
+            BinaryFiles::WithoutMatch
+        } else {
+            self.gnu.binary_files.unwrap_or(if self.scan.json {
+                BinaryFiles::Text
+            } else {
+                BinaryFiles::Binary
+            })
+        }
     }
 }
 
 pub fn grep(mut a: GrepArgs) -> anyhow::Result<u8> {
+    let matchers = [a.extended, a.fixed, a.gnu.basic, a.gnu.perl];
+    if matchers.iter().filter(|&&m| m).count() > 1 {
+        error_to_stderr(&mut io::stdout(), "conflicting matchers specified");
+        return Ok(EXIT_ERROR);
+    }
+    if a.gnu.perl {
+        error_to_stderr(&mut io::stdout(), "-P (Perl-compatible regexes) is not supported");
+        return Ok(EXIT_ERROR);
+    }
     let mut args = std::mem::take(&mut a.args).into_iter();
-    let patterns = if a.patterns.is_empty() {
+    // Patterns are bytes: a pattern need not be UTF-8 (`grep $'caf\xe9'`).
+    let mut patterns: Vec<Vec<u8>> =
+        std::mem::take(&mut a.patterns).into_iter().map(OsString::into_encoded_bytes).collect();
+    for f in &a.gnu.pattern_files {
+        match mmapkit::scan::read_input(Path::new(f)) {
+            Ok(mut text) => {
+                // One pattern per line; the last newline ends the last one.
+                if text.last() == Some(&b'\n') {
+                    text.pop();
+                    patterns.push(text);
+                } else if !text.is_empty() {
+                    patterns.push(text);
+                }
+            }
+            Err(e) => {
+                error_to_stderr(&mut io::stdout(), e);
+                return Ok(EXIT_ERROR);
+            }
+        }
+    }
+    if patterns.is_empty() && a.gnu.pattern_files.is_empty() {
         match args.next() {
-            Some(p) => vec![p
-                .into_string()
-                .map_err(|_| anyhow::anyhow!("the pattern is not valid UTF-8"))?],
+            Some(p) => patterns.push(p.into_encoded_bytes()),
             None => anyhow::bail!("grep needs a PATTERN (or -e PATTERN)"),
         }
-    } else {
-        std::mem::take(&mut a.patterns)
-    };
+    }
     let mut files: Vec<OsString> = args.collect();
     let recurse = a.walk.recurse();
     // `grep -r PATTERN` searches '.', naming files without the './'.
@@ -328,14 +541,18 @@ pub fn grep(mut a: GrepArgs) -> anyhow::Result<u8> {
         files.push(if recurse { "." } else { "-" }.into());
     }
     let walk_opts = a.walk.options(bare_dot);
+    let max_count = a.max_count.and_then(|m| m.0);
     let opts = GrepOptions::default()
         .patterns(patterns)
         .fixed(a.fixed)
-        .ignore_case(a.ignore_case)
+        .basic(a.gnu.basic)
+        .ignore_case(a.ignore_case || a.gnu.ignore_case_y)
         .invert(a.invert)
         .word(a.word)
         .line(a.line)
-        .max_count(a.max_count);
+        .max_count(max_count)
+        .binary_files(a.binary_files())
+        .null_data(a.gnu.null_data);
     let grep = match Grep::new(&opts) {
         Ok(g) => g,
         Err(e) => {
@@ -343,10 +560,15 @@ pub fn grep(mut a: GrepArgs) -> anyhow::Result<u8> {
             return Ok(EXIT_ERROR);
         }
     };
-    if opts.max_count == Some(0) {
-        return Ok(EXIT_NO_MATCH); // like grep: stop before reading anything
+    if opts.max_count == Some(0) && !a.files_without_match {
+        // like grep: stop before reading anything (-L still lists the files)
+        return Ok(EXIT_NO_MATCH);
     }
-    let out = Output { inner: BufWriter::with_capacity(256 << 10, io::stdout()), error: None };
+    let out = Output {
+        inner: BufWriter::with_capacity(256 << 10, io::stdout()),
+        error: None,
+        line_buffered: a.gnu.line_buffered,
+    };
     let mut printer = a.printer(out, false);
     let named =
         |found_in_dir: bool| !a.no_filename && (a.with_filename || files.len() > 1 || found_in_dir);
@@ -400,8 +622,11 @@ impl Run {
             (path, n)
         });
         match result {
-            Ok((path, n)) => self.done(&path, n, printer),
-            Err(e) => self.done(Path::new(""), Err(e), printer),
+            Ok((_, n)) => {
+                let name = printer.name();
+                self.done(&name, n, printer)
+            }
+            Err(e) => self.done(b"", Err(e), printer),
         }
     }
 
@@ -427,11 +652,14 @@ impl Run {
             let mut guard = shared.lock().unwrap_or_else(|e| e.into_inner());
             let (run, printer, stop) = &mut *guard;
             let done = match (found, searched) {
-                (_, Some((path, n))) => match printer.join_file(file) {
-                    Ok(()) => run.done(path, n, printer),
-                    Err(e) => run.done(path, Err(e), printer),
-                },
-                (Visit::Error(e), _) => run.done(Path::new(""), Err(e), printer),
+                (_, Some((_, n))) => {
+                    let name = file.name();
+                    match printer.join_file(file) {
+                        Ok(()) => run.done(&name, n, printer),
+                        Err(e) => run.done(&name, Err(e), printer),
+                    }
+                }
+                (Visit::Error(e), _) => run.done(b"", Err(e), printer),
                 (Visit::Loop(path), _) => {
                     if !run.no_messages {
                         let msg =
@@ -461,15 +689,17 @@ impl Run {
     /// `printer`: the binary-file note, or the error.
     fn done(
         &mut self,
-        path: &Path,
+        name: &[u8],
         result: mmapkit::Result<u64>,
         printer: &mut Printer<Out>,
     ) -> anyhow::Result<()> {
         if result.is_ok() && printer.binary_matched() {
-            error_to_stderr(
-                &mut printer.out().inner,
-                format_args!("{}: binary file matches", path.display()),
-            );
+            // The name as bytes: a file name need not be UTF-8.
+            let mut msg = b"mmapkit: ".to_vec();
+            msg.extend_from_slice(name);
+            msg.extend_from_slice(b": binary file matches\n");
+            let _ = printer.out().inner.flush();
+            let _ = io::stderr().write_all(&msg);
         }
         match result {
             Ok(n) => self.any |= n > 0,
@@ -529,8 +759,17 @@ impl<W: Write> Printer<W> {
         }
     }
 
+    /// The last file searched was binary and had a selected line.
     fn binary_matched(&self) -> bool {
         matches!(self, Printer::Gnu(p) if p.binary_matched())
+    }
+
+    /// The name printed for the last file begun (bytes; none for JSON).
+    fn name(&self) -> Vec<u8> {
+        match self {
+            Printer::Gnu(p) => p.name().to_vec(),
+            Printer::Json(_) => Vec::new(),
+        }
     }
 }
 
@@ -539,6 +778,8 @@ impl<W: Write> Printer<W> {
 struct Output<W: Write> {
     inner: W,
     error: Option<io::Error>,
+    /// `--line-buffered`: flush each write (the printer writes each line).
+    line_buffered: bool,
 }
 
 impl<W: Write> Output<W> {
@@ -551,7 +792,11 @@ impl<W: Write> Output<W> {
 
 impl<W: Write> Write for Output<W> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.inner.write(buf).map_err(|e| self.fail(e))
+        let n = self.inner.write(buf).map_err(|e| self.fail(e))?;
+        if self.line_buffered {
+            self.inner.flush().map_err(|e| self.fail(e))?;
+        }
+        Ok(n)
     }
 
     fn flush(&mut self) -> io::Result<()> {

@@ -145,7 +145,7 @@ enum Command {
 const EXIT_PATH_FAILED: u8 = 2;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(grep::gnu_args(std::env::args_os()));
     mmapkit::log_warnings_to_stderr();
     common::clean_up_on_signals();
     let result = match cli.command {

@@ -1,5 +1,6 @@
 //! `mmapkit replace`, `mmapkit keep-lines` and `mmapkit head --in-place`.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::Args;
@@ -9,7 +10,9 @@ use crate::common::{error_to_stderr, unescape, PerFile, Progress, ScanArgs, EXIT
 
 pub const REPLACE_HELP: &str = "\
 PATTERN is a regex (Rust regex syntax, like grep -E) matched line by line as
-in sed 's/PATTERN/REPLACEMENT/g': a match never spans lines, ^ and $ match
+in LC_ALL=C sed 's/PATTERN/REPLACEMENT/g', under grep's byte rule ('.' is one
+byte, \\w, \\b and classes are ASCII; (?u) turns Unicode on; see grep
+--help): a match never spans lines, ^ and $ match
 at line start and end, and REPLACEMENT may use $1, ${name} and $$. With -F
 PATTERN is a literal byte string. Escapes \\n \\t \\r \\0 \\\\ \\xHH are understood
 in REPLACEMENT, and in PATTERN with -F (regexes have their own). Matches are
@@ -63,12 +66,12 @@ pub struct ReplaceArgs {
     /// always are).
     #[arg(long)]
     sync: bool,
-    /// What to look for (a regex unless -F).
+    /// What to look for (a regex unless -F; bytes, need not be UTF-8).
     #[arg(value_name = "PATTERN")]
-    pattern: String,
+    pattern: OsString,
     /// What to put instead.
     #[arg(value_name = "REPLACEMENT")]
-    replacement: String,
+    replacement: OsString,
     /// Files to edit.
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
@@ -79,7 +82,7 @@ pub struct ReplaceArgs {
 pub fn replace(a: ReplaceArgs) -> anyhow::Result<u8> {
     let replacement = unescape(&a.replacement)?;
     let pattern =
-        if a.fixed_strings { unescape(&a.pattern)? } else { a.pattern.as_bytes().to_vec() };
+        if a.fixed_strings { unescape(&a.pattern)? } else { a.pattern.as_encoded_bytes().to_vec() };
     let ropts = ReplaceOptions::for_pattern(&pattern, &replacement, a.fixed_strings)
         .dry_run(a.dry_run)
         .backup(a.backup.clone())
@@ -92,7 +95,7 @@ pub fn replace(a: ReplaceArgs) -> anyhow::Result<u8> {
         match scan::replace(path, &pattern, &replacement, &ropts, &opts) {
             Ok(r) => {
                 let json = serde_json::json!({
-                    "path": path,
+                    "path": path.to_string_lossy(),
                     "replacements": r.replacements,
                     "in_place": r.in_place,
                     "bytes_written": r.bytes_written,

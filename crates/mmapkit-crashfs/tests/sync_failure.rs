@@ -236,7 +236,7 @@ fn replace_reports_a_failed_sync_and_a_rewrite_leaves_the_original() {
         let m = CrashFs::mount(back.path()).unwrap();
         let p = durable_file(&m, "f.csv", &orig);
         m.fail_fsyncs(1);
-        let ro = ReplaceOptions::default().sync(true);
+        let ro = ReplaceOptions::default().fixed(true).sync(true);
         let e = replace(&p, pat, rep, &ro, &ScanOptions::new(strategy, 2)).unwrap_err();
         assert_eq!(m.failed_fsyncs(), 1, "no fsync failed?");
         assert_eq!(e.errno(), Some(libc::EIO), "{e}");

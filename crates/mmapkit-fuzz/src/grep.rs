@@ -15,15 +15,16 @@ fn line_regex(g: &GrepOptions) -> Option<Regex> {
     let parts: Vec<String> = g
         .patterns
         .iter()
-        .flat_map(|p| p.split('\n'))
-        .map(|p| if g.fixed { regex::escape(p) } else { p.to_owned() })
+        .flat_map(|p| p.split(|&b| b == b'\n'))
+        .map(|p| String::from_utf8_lossy(p).into_owned())
+        .map(|p| if g.fixed { regex::escape(&p) } else { p })
         .map(|p| format!("(?:{p})"))
         .collect();
     let joined = parts.join("|");
     let p = if g.line {
         format!("^(?:{joined})$")
     } else if g.word {
-        format!("(?:^|[^0-9A-Za-z_])((?:{joined}))(?:[^0-9A-Za-z_]|$)")
+        format!(r"\b{{start-half}}(?:{joined})\b{{end-half}}")
     } else {
         joined
     };
@@ -35,7 +36,6 @@ fn line_regex(g: &GrepOptions) -> Option<Regex> {
 type Records = Vec<(u64, u64, Vec<u8>)>;
 
 fn reference(data: &[u8], g: &GrepOptions, re: &Regex) -> (Records, Records) {
-    let word = g.word && !g.line;
     let mut lines: Vec<&[u8]> = data.split(|&b| b == b'\n').collect();
     if data.is_empty() || data.ends_with(b"\n") {
         lines.pop();
@@ -48,18 +48,8 @@ fn reference(data: &[u8], g: &GrepOptions, re: &Regex) -> (Records, Records) {
         if (sel.len() as u64) < cap && re.is_match(line) != g.invert {
             sel.push((no, off, line.to_vec()));
             if !g.invert {
-                let mut v = Vec::new();
-                if word {
-                    let mut pos = 0;
-                    while pos <= line.len() {
-                        let Some(c) = re.captures_at(line, pos) else { break };
-                        let m = c.get(1).expect("group 1");
-                        v.push((m.start(), m.end()));
-                        pos = if m.end() > pos { m.end() } else { pos + 1 };
-                    }
-                } else {
-                    v.extend(re.find_iter(line).map(|m| (m.start(), m.end())));
-                }
+                let v: Vec<(usize, usize)> =
+                    re.find_iter(line).map(|m| (m.start(), m.end())).collect();
                 for (s, e) in v.into_iter().filter(|(s, e)| e > s) {
                     spans.push((no, off + s as u64, line[s..e].to_vec()));
                 }
@@ -83,7 +73,7 @@ pub fn grep(data: &[u8]) {
     }
     let hay = b.rest();
     let g = GrepOptions::default()
-        .patterns(vec![pattern.to_owned()])
+        .patterns(vec![pattern.as_bytes().to_vec()])
         .fixed(flags & 1 != 0)
         .ignore_case(flags & 2 != 0)
         .invert(flags & 4 != 0)

@@ -96,10 +96,9 @@ fn grep_options(
     fixed: bool,
     max_count: Option<u64>,
 ) -> PyResult<mmapkit::scan::grep::GrepOptions> {
-    let pattern = String::from_utf8(pattern_bytes(pattern)?)
-        .map_err(|_| pyo3::exceptions::PyValueError::new_err("the pattern must be valid UTF-8"))?;
+    // Bytes: a pattern need not be UTF-8 (the byte rule, as the CLI's).
     Ok(mmapkit::scan::grep::GrepOptions::default()
-        .patterns(vec![pattern])
+        .patterns(vec![pattern_bytes(pattern)?])
         .fixed(fixed)
         .ignore_case(ignore_case)
         .invert(invert)
@@ -158,14 +157,15 @@ pub fn grep_count(
 }
 
 /// Replaces `pattern` with `replacement` in the file; returns the number of
-/// replacements. Literal bytes by default, a regex (per line, ``$1``
-/// captures) with ``regex=True`` (a regex without metacharacters, replaced
-/// by text without ``$``, runs as the literal it is: the same matches).
+/// replacements. A regex by default, as for ``grep`` and the CLI (per line,
+/// ``$1`` captures, matched as bytes like ``LC_ALL=C sed``), literal bytes
+/// with ``fixed=True`` (a regex without metacharacters, replaced by text
+/// without ``$``, runs as the literal it is: the same matches).
 /// Same-length literal replacements happen
 /// in place; others are written to a temporary file that atomically
 /// replaces the original (a crash leaves the old or the new file).
 #[pyfunction]
-#[pyo3(signature = (path, pattern, replacement, *, regex = false, dry_run = false, backup = None,
+#[pyo3(signature = (path, pattern, replacement, *, fixed = false, dry_run = false, backup = None,
                     sync = false, strategy = "auto", threads = None))]
 #[allow(clippy::too_many_arguments)]
 pub fn replace(
@@ -173,7 +173,7 @@ pub fn replace(
     path: PathBuf,
     pattern: &Bound<'_, PyAny>,
     replacement: &Bound<'_, PyAny>,
-    regex: bool,
+    fixed: bool,
     dry_run: bool,
     backup: Option<String>,
     sync: bool,
@@ -184,7 +184,7 @@ pub fn replace(
     let replacement = pattern_bytes(replacement)?;
     // A regex that is a plain literal (and a replacement without `$`)
     // runs as the literal: the core decides, as for the CLI.
-    let ropts = mmapkit::scan::replace::ReplaceOptions::for_pattern(&pattern, &replacement, !regex)
+    let ropts = mmapkit::scan::replace::ReplaceOptions::for_pattern(&pattern, &replacement, fixed)
         .dry_run(dry_run)
         .backup(backup)
         .sync(sync);

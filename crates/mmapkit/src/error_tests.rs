@@ -32,9 +32,14 @@ fn directory_is_a_directory() {
     let d = tempfile::tempdir().unwrap();
     let e = Map::open(d.path(), Mode::Read).unwrap_err();
     assert_eq!(fields(&e), (ErrorKind::IsADirectory, Some(d.path()), Some(libc::EISDIR)));
-    let e =
-        scan::replace(d.path(), b"a", b"b", &ReplaceOptions::default(), &ScanOptions::default())
-            .unwrap_err();
+    let e = scan::replace(
+        d.path(),
+        b"a",
+        b"b",
+        &ReplaceOptions::default().fixed(true),
+        &ScanOptions::default(),
+    )
+    .unwrap_err();
     assert_eq!(fields(&e), (ErrorKind::IsADirectory, Some(d.path()), Some(libc::EISDIR)));
 }
 
@@ -59,7 +64,7 @@ fn bad_pattern_is_an_invalid_argument_about_no_file() {
     std::fs::write(&p, b"abc").unwrap();
     let e = scan::count(&p, b"", &ScanOptions::default()).unwrap_err();
     assert_eq!(fields(&e), (ErrorKind::InvalidArgument, None, None));
-    let regex = ReplaceOptions { regex: true, ..Default::default() };
+    let regex = ReplaceOptions::default();
     let e = scan::replace(&p, b"(", b"x", &regex, &ScanOptions::default()).unwrap_err();
     assert_eq!(fields(&e), (ErrorKind::InvalidArgument, None, None));
     // Out of range for this file: an invalid argument that names it.

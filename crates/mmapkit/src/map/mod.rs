@@ -67,8 +67,8 @@ use libc::c_int;
 
 pub use sys::page_size;
 pub(crate) use sys::{
-    fadvise_sequential, fs_type, is_append, pread_full, read_full, retry_eintr, start_writeback,
-    strerror,
+    fadvise_sequential, fs_type, is_append, pread_full, read_full, retry_eintr, seek_hole,
+    start_writeback, strerror,
 };
 
 use crate::{Error, Result};

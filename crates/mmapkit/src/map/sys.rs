@@ -348,6 +348,17 @@ pub(crate) fn fadvise_sequential(file: &File) {
     let _ = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_SEQUENTIAL) };
 }
 
+/// The offset of the first hole at or after `from` (`lseek(SEEK_HOLE)`;
+/// the file's size when it has none; `None` where the file system cannot
+/// tell).
+pub(crate) fn seek_hole(file: &File, from: u64) -> Option<u64> {
+    let from = libc::off_t::try_from(from).ok()?;
+    // SAFETY: plain syscall on a valid descriptor; it touches no memory.
+    // The descriptor's offset moves, but every read through it is a pread.
+    let r = unsafe { libc::lseek(file.as_raw_fd(), from, libc::SEEK_HOLE) };
+    u64::try_from(r).ok()
+}
+
 /// `posix_fadvise(DONTNEED)` over the whole file.
 pub(super) fn fadvise_dontneed(file: &File) -> io::Result<()> {
     // SAFETY: plain syscall on a valid descriptor.

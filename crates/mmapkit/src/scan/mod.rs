@@ -21,6 +21,7 @@
 //! # Ok::<(), mmapkit::Error>(())
 //! ```
 
+mod byte_regex;
 mod engine;
 pub mod grep;
 mod local;
@@ -33,9 +34,9 @@ pub(crate) mod tests;
 pub use crate::bytes;
 pub use engine::{count, count_lines, count_stream, find, find_all, rfind, ScanOptions};
 pub use grep::{
-    grep, grep_count, grep_lines, walk, walk_files, Collect, Devices, FileInfo, Forked, Formatted,
-    GnuPrinter, Grep, GrepOptions, JsonPrinter, NameFilter, Needs, PrintOptions, Report, Sink,
-    SinkLine, Visit, WalkOptions,
+    grep, grep_count, grep_lines, walk, walk_files, BinaryFiles, Collect, Devices, FileInfo,
+    Forked, Formatted, GnuPrinter, Grep, GrepOptions, JsonPrinter, NameFilter, Needs, PrintOptions,
+    Report, Sink, SinkLine, Visit, WalkOptions,
 };
 pub use replace::{keep_lines, replace, KeepReport, ReplaceOptions, ReplaceReport};
-pub use source::{Strategy, AUTO_MMAP_MIN};
+pub use source::{read_input, Strategy, AUTO_MMAP_MIN};

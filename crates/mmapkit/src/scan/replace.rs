@@ -57,7 +57,9 @@
 //!
 //! # Regex mode
 //!
-//! Like `sed 's/RE/REPL/g'`: matches are found per line (the line without
+//! Like `LC_ALL=C sed 's/RE/REPL/g'`: the pattern matches bytes, under the
+//! same byte rule as grep (see [`crate::scan`]: `.` is one byte, `\b` and
+//! classes are ASCII, `(?u)` opts into Unicode). Matches are found per line (the line without
 //! its `\n`; a `\r` before it is an ordinary byte) and never span lines;
 //! `^`/`$` match at line start/end. The replacement may use `$1`,
 //! `${name}` and `$$` ([`regex::bytes::Captures::expand`]). Matches are
@@ -74,7 +76,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 
 use memchr::memmem::Finder;
-use regex::bytes::{Regex, RegexBuilder};
+use regex::bytes::Regex;
 
 use super::engine::{Job, ScanOptions};
 use super::grep::whole_haystack_assertions;
@@ -95,9 +97,12 @@ crate::options! {
     /// How [`replace`] treats the pattern and the file.
     #[derive(Clone, Debug, Default, PartialEq, Eq)]
     pub struct ReplaceOptions {
-        /// The pattern is a regex (`regex` crate syntax, matched per line);
-        /// false: literal bytes.
-        pub regex: bool,
+        /// The pattern is literal bytes (`-F`, as [`GrepOptions::fixed`]);
+        /// false (the default, as for grep and sed): a regex (`regex` crate
+        /// syntax under the byte rule of [`crate::scan`], matched per line).
+        ///
+        /// [`GrepOptions::fixed`]: crate::scan::GrepOptions::fixed
+        pub fixed: bool,
         /// Count the replacements but write nothing.
         pub dry_run: bool,
         /// Keep the original content as `NAME` + this suffix (e.g. `.bak`).
@@ -116,14 +121,14 @@ crate::options! {
 
 impl ReplaceOptions {
     /// Options matching `pattern` as the user spelled it: a literal with
-    /// `fixed` (`-F`, Python's `regex=False`), else a regex, except that a
+    /// `fixed` (`-F`, Python's `fixed=True`), else a regex, except that a
     /// regex without metacharacters replaced by text without `$` is matched
     /// as the literal it is: the matches are the same (neither kind spans
     /// lines), and a literal allows the in-place edit when the lengths
     /// agree. The other options are the defaults (chain the setters).
     pub fn for_pattern(pattern: &[u8], replacement: &[u8], fixed: bool) -> ReplaceOptions {
         let literal = fixed || (is_plain_literal(pattern) && !replacement.contains(&b'$'));
-        ReplaceOptions::default().regex(!literal)
+        ReplaceOptions::default().fixed(literal)
     }
 }
 
@@ -182,7 +187,7 @@ pub fn replace(
     if pattern.is_empty() {
         return Err(Error::InvalidArgument("the pattern is empty".into()));
     }
-    let regex = if ropts.regex { Some(compile(pattern)?) } else { None };
+    let regex = if ropts.fixed { None } else { Some(compile(pattern)?) };
     if let Some(re) = &regex {
         check_group_refs(re, replacement)?;
     }
@@ -319,11 +324,9 @@ fn regular_file(path: &Path, op: &'static str) -> Result<Metadata> {
     Ok(meta)
 }
 
+/// The per-line regex, under the byte rule grep uses (`byte_regex`).
 fn compile(pattern: &[u8]) -> Result<Regex> {
-    let p = std::str::from_utf8(pattern).map_err(|_| {
-        Error::InvalidArgument("invalid regex: the pattern is not valid UTF-8".into())
-    })?;
-    RegexBuilder::new(p).build().map_err(|e| Error::InvalidArgument(format!("invalid regex: {e}")))
+    super::byte_regex::build(&super::byte_regex::source(pattern, false), false, false)
 }
 
 /// Rejects references to groups the regex does not have (`$2` with one

@@ -49,7 +49,7 @@ fn check_all(
     let in_place = !regex && pat.len() == rep.len();
     for opts in configs() {
         fs::write(&path, data).unwrap();
-        let ro = ReplaceOptions { regex, ..Default::default() };
+        let ro = ReplaceOptions { fixed: !regex, ..Default::default() };
         let r = replace(&path, pat, rep, &ro, &opts).unwrap();
         let got = fs::read(&path).unwrap();
         prop_assert_eq!(
@@ -66,7 +66,7 @@ fn check_all(
     // A dry run counts the same and writes nothing.
     fs::write(&path, data).unwrap();
     let t = old_mtime(&path);
-    let ro = ReplaceOptions { regex, dry_run: true, ..Default::default() };
+    let ro = ReplaceOptions { fixed: !regex, dry_run: true, ..Default::default() };
     for opts in configs().into_iter().step_by(3) {
         let r = replace(&path, pat, rep, &ro, &opts).unwrap();
         prop_assert_eq!(r.replacements, expect.1);
@@ -129,7 +129,7 @@ proptest! {
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("d");
             fs::write(&path, &data).unwrap();
-            let ro = ReplaceOptions { regex: true, ..Default::default() };
+            let ro = ReplaceOptions::default();
             let r = replace(&path, RES[which].as_bytes(), rep, &ro, &ScanOptions::default());
             prop_assert!(matches!(r, Err(Error::InvalidArgument(_))), "{:?}", r);
             prop_assert_eq!(fs::read(&path).unwrap(), data);
@@ -143,7 +143,7 @@ proptest! {
 /// the report and the file's bytes after.
 fn regex_replace_once(content: &[u8], pat: &[u8], rep: &[u8]) -> (ReplaceReport, Vec<u8>) {
     let (_dir, path) = temp_file(content);
-    let ro = ReplaceOptions { regex: true, ..Default::default() };
+    let ro = ReplaceOptions::default();
     let r = replace(&path, pat, rep, &ro, &ScanOptions::default()).unwrap();
     (r, fs::read(&path).unwrap())
 }
@@ -169,8 +169,8 @@ fn bad_arguments_and_files() {
     let path = dir.path().join("f");
     fs::write(&path, "abc").unwrap();
     let o = ScanOptions::default();
-    let lit = ReplaceOptions::default();
-    let re = ReplaceOptions { regex: true, ..Default::default() };
+    let lit = ReplaceOptions::default().fixed(true);
+    let re = ReplaceOptions::default();
     assert!(matches!(replace(&path, b"", b"x", &lit, &o), Err(Error::InvalidArgument(_))));
     assert!(matches!(replace(&path, b"", b"x", &re, &o), Err(Error::InvalidArgument(_))));
     match replace(&path, b"a(", b"x", &re, &o) {
@@ -191,7 +191,7 @@ fn bad_arguments_and_files() {
     assert!(e.to_string().contains("No such file"), "{e}");
     let e = replace("/dev/null", b"a", b"b", &lit, &o).unwrap_err();
     assert!(e.to_string().contains("not a regular file"), "{e}");
-    let bad = ReplaceOptions { backup: Some("/x".into()), ..Default::default() };
+    let bad = ReplaceOptions { fixed: true, backup: Some("/x".into()), ..Default::default() };
     assert!(matches!(replace(&path, b"a", b"b", &bad, &o), Err(Error::InvalidArgument(_))));
     assert_eq!(fs::read(&path).unwrap(), b"abc");
 }
@@ -212,7 +212,7 @@ fn empty_file_and_no_match_are_untouched() {
             fs::write(&path, content).unwrap();
             let t = old_mtime(&path);
             let ro = ReplaceOptions {
-                regex,
+                fixed: !regex,
                 backup: Some(".bak".into()),
                 sync: true,
                 ..Default::default()
@@ -234,8 +234,12 @@ fn backups_keep_the_original() {
         for strategy in STRATEGIES {
             fs::write(&bak, "an older backup").unwrap();
             fs::write(&path, "a,b\nc,d\n").unwrap();
-            let ro =
-                ReplaceOptions { backup: Some(".orig".into()), sync: true, ..Default::default() };
+            let ro = ReplaceOptions {
+                fixed: true,
+                backup: Some(".orig".into()),
+                sync: true,
+                ..Default::default()
+            };
             let r = replace(&path, b",", rep, &ro, &ScanOptions::new(strategy, 2)).unwrap();
             assert_eq!((r.replacements, r.in_place), (2, in_place));
             assert_eq!(fs::read(&bak).unwrap(), b"a,b\nc,d\n");
@@ -254,8 +258,14 @@ fn rewrite_keeps_mode_and_follows_links() {
     fs::write(&path, "a-b-c").unwrap();
     fs::set_permissions(&path, fs::Permissions::from_mode(0o640)).unwrap();
     std::os::unix::fs::symlink("real", &link).unwrap();
-    let r =
-        replace(&link, b"-", b"--", &ReplaceOptions::default(), &ScanOptions::default()).unwrap();
+    let r = replace(
+        &link,
+        b"-",
+        b"--",
+        &ReplaceOptions::default().fixed(true),
+        &ScanOptions::default(),
+    )
+    .unwrap();
     assert_eq!(r, ReplaceReport { replacements: 2, in_place: false, bytes_written: 7 });
     assert_eq!(fs::read(&path).unwrap(), b"a--b--c");
     assert!(fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
@@ -277,7 +287,7 @@ fn in_place_keeps_the_inode_and_hard_links() {
             &path,
             b",",
             b"\t",
-            &ReplaceOptions { sync: true, ..Default::default() },
+            &ReplaceOptions { fixed: true, sync: true, ..Default::default() },
             &ScanOptions::new(strategy, 1),
         )
         .unwrap();
@@ -301,7 +311,7 @@ fn default_windows_on_a_few_mib() {
                 &path,
                 pat,
                 rep,
-                &ReplaceOptions::default(),
+                &ReplaceOptions::default().fixed(true),
                 &ScanOptions::new(strategy, 3),
             )
             .unwrap();
@@ -311,7 +321,7 @@ fn default_windows_on_a_few_mib() {
         }
     }
     fs::write(&path, &data).unwrap();
-    let ro = ReplaceOptions { regex: true, ..Default::default() };
+    let ro = ReplaceOptions::default();
     let r = replace(&path, br"(\d+),", b"<$1>", &ro, &ScanOptions::new(Strategy::Mmap, 3)).unwrap();
     let (want, n) = naive_regex(&data, &Regex::new(r"(\d+),").unwrap(), b"<$1>");
     assert_eq!(r.replacements, n);
@@ -376,7 +386,7 @@ fn unknown_capture_groups_are_rejected_before_touching_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("g");
     fs::write(&path, "foo bar\n").unwrap();
-    let ro = ReplaceOptions { regex: true, ..Default::default() };
+    let ro = ReplaceOptions::default();
     let o = ScanOptions::default();
     for (pat, rep, names) in [
         (&br"(foo)"[..], &b"$2"[..], "$2"),
@@ -414,7 +424,7 @@ fn truncation_during_in_place_edit_stops_all_writes() {
     let data: Vec<u8> = line.iter().copied().cycle().take(LEN).collect();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("h2");
-    let ro = ReplaceOptions::default();
+    let ro = ReplaceOptions::default().fixed(true);
     for strategy in [Strategy::Read, Strategy::Mmap] {
         for threads in [1, 3] {
             let mut caught = 0;
@@ -452,7 +462,10 @@ fn truncation_during_in_place_edit_stops_all_writes() {
 #[test]
 fn proc_files_are_refused_not_silently_unmatched() {
     let o = ScanOptions::default();
-    for ro in [ReplaceOptions::default(), ReplaceOptions { dry_run: true, ..Default::default() }] {
+    for ro in [
+        ReplaceOptions::default().fixed(true),
+        ReplaceOptions { fixed: true, dry_run: true, ..Default::default() },
+    ] {
         match replace("/proc/meminfo", b"MemTotal", b"MemTotaX", &ro, &o) {
             Err(e) => assert_eq!(
                 (e.kind(), e.path()),
@@ -493,7 +506,7 @@ proptest! {
 /// the replacement refers to groups (`$`); anything else stays a regex.
 #[test]
 fn for_pattern_picks_literal_only_when_the_matches_are_the_same() {
-    let regex = |p: &[u8], r: &[u8], fixed| ReplaceOptions::for_pattern(p, r, fixed).regex;
+    let regex = |p: &[u8], r: &[u8], fixed| !ReplaceOptions::for_pattern(p, r, fixed).fixed;
     assert!(!regex(b"a.b", b"x", true));
     assert!(!regex(b"$1", b"$1", true));
     assert!(!regex(b"abc", b"xyz", false));

@@ -160,6 +160,18 @@ pub(crate) fn open_regular(path: &Path, why: &str) -> Result<File> {
     Ok(file)
 }
 
+/// The whole of an input, opened as the tools open theirs (`-`: standard
+/// input; pipes and FIFOs read to their end), e.g. `grep -f FILE`.
+pub fn read_input(path: &Path) -> Result<Vec<u8>> {
+    let mut b = Vec::new();
+    let mut r: Box<dyn Read> = match open_input(path)? {
+        Opened::File { file, .. } => Box::new(file),
+        Opened::Stream(s) => s,
+    };
+    r.read_to_end(&mut b).map_err(|e| Error::io(label(path), "read", e))?;
+    Ok(b)
+}
+
 /// The whole of the regular file `path` (an output read back).
 pub(crate) fn read_regular(path: &Path) -> Result<Vec<u8>> {
     let mut b = Vec::new();

@@ -25,17 +25,21 @@
 //!   ripgrep); several patterns are alternatives, and a pattern containing
 //!   a newline is several patterns, as in grep. `^` and `$` match at line
 //!   starts and ends.
-//! * **One byte rule (GNU grep under `LC_ALL=C`):** patterns match bytes,
+//! * **One byte rule (GNU grep under `LC_ALL=C`, `scan/byte_regex.rs`,
+//!   shared with `replace`):** patterns are bytes and match bytes,
 //!   not characters: `.` is any byte but `\n`, `\w`, `\d`, `\s`, `\b` and
 //!   `[[:alpha:]]`-style classes are ASCII, and `-i` folds ASCII letters
 //!   only. A non-ASCII literal (`é`) matches its UTF-8 bytes. `(?u)`
 //!   turns Unicode classes on inside a pattern.
 //! * `max_count` stops after that many selected lines.
-//! * Binary files: when a sink asks ([`Needs::binary`]), a file whose first
-//!   32 KiB hold a NUL byte is reported as binary in [`FileInfo`];
-//!   [`GnuPrinter`] then prints no lines for it, only noting that it
-//!   matched (as GNU grep does), and also stops at a selected line holding
-//!   a NUL byte further on.
+//! * Binary files ([`GrepOptions::binary_files`], [`BinaryFiles`]): with
+//!   GNU grep 3.8's rules, a file is binary from the 96 KiB buffer holding
+//!   its first NUL byte on (a file with holes from the start); there NUL
+//!   ends lines too (such files, and `-z` ones, are searched front to
+//!   back), and the sink is told ([`Sink::binary`]): [`GnuPrinter`] prints
+//!   none of the selected lines from there, stopping at the first and
+//!   noting that the file matched. `-w` (`word`) asserts the bytes around
+//!   a match, so word matches may be adjacent.
 //!
 //! Results are the same for every strategy, thread count and window size.
 
@@ -48,10 +52,10 @@ mod walk;
 use std::path::Path;
 use std::sync::atomic::AtomicUsize;
 
-use regex::bytes::{Regex, RegexBuilder};
+use regex::bytes::Regex;
 use regex_automata::meta;
-use regex_automata::util::syntax;
 
+use super::byte_regex;
 use super::engine::ScanOptions;
 use crate::{Error, Result};
 
@@ -82,11 +86,15 @@ crate::options! {
     /// ```
     #[derive(Clone, Debug, Default)]
     pub struct GrepOptions {
-        /// The patterns (`-e`), tried as alternatives. A pattern containing
-        /// newlines is one pattern per line, as in grep.
-        pub patterns: Vec<String>,
+        /// The patterns (`-e`), tried as alternatives: bytes, so a pattern
+        /// need not be UTF-8 (see [`crate::scan`]'s byte rule). A pattern
+        /// containing newlines is one pattern per line, as in grep.
+        pub patterns: Vec<Vec<u8>>,
         /// `-F`: the patterns are literal strings, not regexes.
         pub fixed: bool,
+        /// `-G`: the patterns are POSIX basic regexes (GNU grep's dialect),
+        /// translated to the extended syntax (no back-references).
+        pub basic: bool,
         /// `-i`: ignore (ASCII) case.
         pub ignore_case: bool,
         /// `-v`: select the lines that do **not** match.
@@ -97,17 +105,45 @@ crate::options! {
         pub line: bool,
         /// `-m`: stop after this many selected lines (per file).
         pub max_count: Option<u64>,
+        /// Binary files (`--binary-files`): [`BinaryFiles::Text`] (the
+        /// default here: every line is data) or GNU grep's rules.
+        pub binary_files: BinaryFiles,
+        /// `-z`: lines end in NUL bytes, not newlines.
+        pub null_data: bool,
     }
 }
+
+/// What to do with a binary file (GNU grep's `--binary-files=TYPE`). A
+/// file is binary, as GNU grep 3.8 decides, from the 96 KiB read buffer
+/// holding its first NUL byte on (the line carried into that buffer
+/// included; a file with holes from the start). From there NUL bytes end
+/// lines too, and a printer shows none of the selected lines (GNU grep:
+/// "binary file matches").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BinaryFiles {
+    /// GNU grep's default: detect, NUL ends lines, lines not printed.
+    Binary,
+    /// `-a`: no detection, a NUL byte is data.
+    #[default]
+    Text,
+    /// `-I`: a binary file has no match (from the point it is found
+    /// binary; lines printed before stay).
+    WithoutMatch,
+}
+
+crate::named_enum!(BinaryFiles, "binary-files type", {
+    Binary => "binary",
+    Text => "text",
+    WithoutMatch => "without-match",
+});
 
 /// A compiled search: build once, run over any number of files.
 #[derive(Debug)]
 pub struct Grep {
     opts: GrepOptions,
     re: Regex,
-    /// `-w`: the match proper is capture group 1 of `re` (the regex
-    /// consumes the non-word bytes around it).
-    word: bool,
+    /// The line end: `\n`, or NUL with `null_data`.
+    eol: u8,
     /// Unique per compiled regex: keys the per-thread clones.
     id: u64,
     /// The pattern uses assertions about the whole haystack (`\A`, `\z`,
@@ -138,31 +174,28 @@ pub(crate) const FINDER_PREFILTER: usize = 0;
 /// [`Grep::finders`]: the lazy DFA alone.
 pub(crate) const FINDER_DFA: usize = 1;
 
-/// A byte that is not part of a word; never `\n`, so a word match stays
-/// inside its line even when the whole window is searched.
-const NOT_WORD: &str = "[^0-9A-Za-z_\\n]";
-
 impl Grep {
     /// Compiles the options' patterns; an invalid regex is
     /// [`Error::InvalidArgument`] with the regex error's text.
     pub fn new(opts: &GrepOptions) -> Result<Grep> {
-        if opts.patterns.is_empty() {
-            return Err(Error::InvalidArgument("grep: no pattern given".into()));
-        }
-        let parts: Vec<String> = opts
+        let mut parts: Vec<String> = opts
             .patterns
             .iter()
-            .flat_map(|p| p.split('\n'))
-            .map(|p| if opts.fixed { regex::escape(p) } else { p.to_owned() })
+            .flat_map(|p| p.split(|&b| b == b'\n'))
+            .map(|p| byte_regex::source(p, opts.fixed))
             .collect();
-        let build = |p: &str| {
-            RegexBuilder::new(p)
-                .multi_line(true)
-                .unicode(false)
-                .case_insensitive(opts.ignore_case)
-                .build()
-                .map_err(|e| Error::InvalidArgument(format!("invalid regex: {e}")))
-        };
+        if opts.basic && !opts.fixed {
+            for p in &mut parts {
+                *p = pattern::basic_to_extended(p)
+                    .map_err(|e| Error::InvalidArgument(format!("invalid regex: {e}")))?;
+            }
+        }
+        if parts.is_empty() {
+            // No pattern at all (`grep -f /dev/null`): nothing matches.
+            parts.push("[a&&b]".into());
+        }
+        let eol = if opts.null_data { 0 } else { b'\n' };
+        let build = |p: &str| byte_regex::build_eol(p, true, opts.ignore_case, eol);
         let joined = if parts.len() == 1 {
             build(&parts[0])?;
             parts[0].clone()
@@ -174,14 +207,15 @@ impl Grep {
             }
             parts.iter().map(|p| format!("(?:{p})")).collect::<Vec<_>>().join("|")
         };
-        let word = opts.word && !opts.line;
         let pattern = if opts.line {
             format!("^(?:{joined})$")
-        } else if word {
-            // Like ripgrep: the bytes around the match are consumed, so a
-            // leftmost-first search still finds a word match when a
-            // shorter or longer alternative at the same start is not one.
-            format!("(?:^|{NOT_WORD})((?:{joined}))(?:{NOT_WORD}|$)")
+        } else if opts.word {
+            // GNU grep's rule: no word byte right before or after the match.
+            // Asserted, not consumed, so word matches may be adjacent (`.`
+            // in "a ... b" three times); a leftmost-first search still
+            // finds a word match when a shorter or longer alternative at
+            // the same start is not one.
+            format!(r"\b{{start-half}}(?:{joined})\b{{end-half}}")
         } else {
             joined
         };
@@ -189,24 +223,21 @@ impl Grep {
         // The finders: `re`'s syntax and match semantics (a bytes regex:
         // empty matches may split UTF-8).
         let finder = |prefilter: bool| {
-            let syntax = syntax::Config::new()
-                .multi_line(true)
-                .unicode(false)
-                .utf8(false)
-                .case_insensitive(opts.ignore_case);
             meta::Builder::new()
-                .syntax(syntax)
+                .syntax(byte_regex::syntax(opts.ignore_case).line_terminator(eol))
                 .configure(meta::Config::new().utf8_empty(false).auto_prefilter(prefilter))
                 .build(&pattern)
                 .map_err(|e| Error::InvalidArgument(format!("invalid regex: {e}")))
         };
         let finders = [finder(true)?, finder(false)?];
         let per_line = !opts.fixed && parts.iter().any(|p| whole_haystack_assertions(p));
-        let line_bounded = opts.fixed || parts.iter().all(|p| pattern::cannot_match_newline(p));
+        // (With -z any pattern may match a newline, and is then checked.)
+        let line_bounded = !opts.null_data
+            && (opts.fixed || parts.iter().all(|p| pattern::cannot_match_newline(p)));
         Ok(Grep {
             opts: opts.clone(),
             re,
-            word,
+            eol,
             id: super::local::next_id(),
             per_line,
             line_bounded,
@@ -247,25 +278,10 @@ impl Grep {
         self.search_reader(input, name, opts, &mut sink::Counter)
     }
 
-    /// The matches inside one line (group 1 with `-w`), empty ones included.
+    /// The matches inside one line, empty ones included.
     pub(crate) fn spans(&self, re: &Regex, line: &[u8], out: &mut Vec<(usize, usize)>) {
         out.clear();
-        if !self.word {
-            out.extend(re.find_iter(line).map(|m| (m.start(), m.end())));
-            return;
-        }
-        let mut pos = 0;
-        let mut locs = re.capture_locations();
-        while pos <= line.len() {
-            if re.captures_read_at(&mut locs, line, pos).is_none() {
-                break;
-            }
-            let Some((s, e)) = locs.get(1) else { break };
-            out.push((s, e));
-            // The byte after a word match is not a word byte: it may be the
-            // one before the next.
-            pos = if e > pos { e } else { pos + 1 };
-        }
+        out.extend(re.find_iter(line).map(|m| (m.start(), m.end())));
     }
 }
 

@@ -52,8 +52,18 @@ crate::options! {
         pub group_separator: Option<Vec<u8>>,
         /// GNU grep's default `GREP_COLORS` escapes.
         pub color: bool,
-        /// `-a`: no binary-file detection.
-        pub text: bool,
+        /// `-T`: a tab after the prefix (and offsets and line numbers
+        /// padded, as GNU grep aligns them).
+        pub initial_tab: bool,
+        /// `-Z`: a NUL byte after file names instead of `:` (or a newline
+        /// with `-l`/`-L`).
+        pub null_after_name: bool,
+        /// `-z`: output lines end in NUL, as the input's do.
+        pub null_data: bool,
+        /// `--label`: the name shown for standard input (`-`).
+        pub label: Option<Vec<u8>>,
+        /// `--line-buffered`: each line is written out at once.
+        pub line_buffered: bool,
     }
 }
 
@@ -69,7 +79,11 @@ impl Default for PrintOptions {
             after: None,
             group_separator: Some(b"--".to_vec()),
             color: false,
-            text: false,
+            initial_tab: false,
+            null_after_name: false,
+            null_data: false,
+            label: None,
+            line_buffered: false,
         }
     }
 }
@@ -87,7 +101,6 @@ impl PrintOptions {
                 self.report,
                 Report::FilesWithMatches | Report::FilesWithoutMatch | Report::Quiet
             ),
-            binary: lines && !self.text,
         }
     }
 }
@@ -113,6 +126,9 @@ pub struct GnuPrinter<W: Write> {
     name: Vec<u8>,
     binary: bool,
     binary_matched: bool,
+    /// `-T`: the width line numbers and offsets are padded to (GNU grep's
+    /// `offset_width`, from the file's size).
+    width: usize,
     /// A group was printed (in any file): the next one is separated.
     printed_group: bool,
     /// No line of the current file printed yet.
@@ -131,15 +147,16 @@ impl<W: Write> GnuPrinter<W> {
         GnuPrinter {
             out,
             needs: opts.needs(),
-            opts,
             buf: Vec::new(),
             name: Vec::new(),
             binary: false,
             binary_matched: false,
+            width: 0,
             printed_group: false,
             file_start: true,
-            flush_at: 64 << 10,
+            flush_at: if opts.line_buffered { 0 } else { 64 << 10 },
             spare: Vec::new(),
+            opts,
         }
     }
 
@@ -153,6 +170,12 @@ impl<W: Write> GnuPrinter<W> {
     /// The writer.
     pub fn get_mut(&mut self) -> &mut W {
         &mut self.out
+    }
+
+    /// The name printed for the last file begun (as bytes: a file name
+    /// need not be UTF-8; `(standard input)` or `--label` for `-`).
+    pub fn name(&self) -> &[u8] {
+        &self.name
     }
 
     /// Turns the file-name prefix on or off for the next files (`grep -r`
@@ -198,21 +221,55 @@ impl<W: Write> GnuPrinter<W> {
         self.color(SEP, &[sep]);
     }
 
-    /// `[name sep][line sep][offset sep]`
-    fn prefix(&mut self, line: u64, offset: u64, sep: u8) {
+    /// `[name sep][line sep][offset sep][tab]` (`len`: of what follows;
+    /// GNU grep writes `-T`'s tab only before something).
+    fn prefix(&mut self, line: u64, offset: u64, sep: u8, len: usize) {
         if self.opts.with_filename {
-            let name = std::mem::take(&mut self.name);
-            self.color(FILE, &name);
-            self.name = name;
-            self.sep(sep);
+            self.file_name();
+            if self.opts.null_after_name {
+                self.buf.push(0);
+            } else {
+                self.sep(sep);
+            }
         }
         if self.opts.line_numbers {
-            self.color(NUMBER, decimal(line).as_bytes());
+            self.number(line);
             self.sep(sep);
         }
         if self.opts.byte_offset {
-            self.color(NUMBER, decimal(offset).as_bytes());
+            self.number(offset);
             self.sep(sep);
+        }
+        if self.opts.initial_tab
+            && (self.opts.with_filename || self.opts.line_numbers || self.opts.byte_offset)
+            && len != 0
+        {
+            self.buf.push(b'\t');
+        }
+    }
+
+    fn file_name(&mut self) {
+        let name = std::mem::take(&mut self.name);
+        self.color(FILE, &name);
+        self.name = name;
+    }
+
+    /// A line number or offset, padded with `-T`.
+    fn number(&mut self, n: u64) {
+        let d = decimal(n);
+        let pad = self.width.saturating_sub(d.as_bytes().len());
+        let mut text = Vec::with_capacity(pad + 20);
+        text.resize(pad, b' ');
+        text.extend_from_slice(d.as_bytes());
+        self.color(NUMBER, &text);
+    }
+
+    /// The end of an output line (NUL with `-z`).
+    fn eol(&self) -> u8 {
+        if self.opts.null_data {
+            0
+        } else {
+            b'\n'
         }
     }
 
@@ -241,16 +298,17 @@ impl<W: Write> GnuPrinter<W> {
         if !self.opts.only_matching {
             return self.line(l, sep);
         }
+        let eol = self.eol();
         for &(s, e) in l.spans.iter().filter(|(s, e)| e > s) {
-            self.prefix(l.line, l.offset + s as u64, sep);
+            self.prefix(l.line, l.offset + s as u64, sep, e - s);
             self.color(MATCH, &l.bytes[s..e]);
-            self.buf.push(b'\n');
+            self.buf.push(eol);
         }
     }
 
     /// A whole line, its non-empty matches colored.
     fn line(&mut self, l: &SinkLine<'_>, sep: u8) {
-        self.prefix(l.line, l.offset, sep);
+        self.prefix(l.line, l.offset, sep, l.bytes.len());
         let mut at = 0;
         if self.opts.color {
             for &(s, e) in l.spans.iter().filter(|(s, e)| e > s) {
@@ -260,7 +318,7 @@ impl<W: Write> GnuPrinter<W> {
             }
         }
         self.buf.extend_from_slice(&l.bytes[at..]);
-        self.buf.push(b'\n');
+        self.buf.push(self.eol());
     }
 
     fn flush_buf(&mut self) -> Result<()> {
@@ -278,15 +336,31 @@ impl<W: Write> Sink for GnuPrinter<W> {
     }
 
     fn begin(&mut self, file: &FileInfo<'_>) -> Result<()> {
-        self.name = label(file.path).as_os_str().as_bytes().to_vec();
-        self.binary = file.binary;
+        self.name = match &self.opts.label {
+            Some(l) if file.path.as_os_str() == "-" => l.clone(),
+            _ => label(file.path).as_os_str().as_bytes().to_vec(),
+        };
+        if self.opts.initial_tab {
+            // GNU grep: the digits of the size (plus one with -n), or of
+            // the largest offset when the size is unknown.
+            let n = file.size.map_or(i64::MAX as u64, |s| {
+                s.saturating_add(u64::from(self.opts.line_numbers)).min(i64::MAX as u64)
+            });
+            self.width = decimal(n).as_bytes().len();
+        }
+        self.binary = false;
         self.binary_matched = false;
         self.file_start = true;
         Ok(())
     }
 
+    fn binary(&mut self) -> Result<()> {
+        self.binary = true;
+        Ok(())
+    }
+
     fn matched(&mut self, l: &SinkLine<'_>) -> Result<ControlFlow<()>> {
-        if self.binary || (!self.opts.text && memchr::memchr(0, l.bytes).is_some()) {
+        if self.binary {
             self.binary_matched = true;
             self.printed_group = true; // GNU grep counts its message as output
             self.flush_buf()?;
@@ -301,11 +375,11 @@ impl<W: Write> Sink for GnuPrinter<W> {
     }
 
     fn context(&mut self, l: &SinkLine<'_>) -> Result<ControlFlow<()>> {
-        if self.binary {
-            return Ok(ControlFlow::Continue(()));
-        }
         self.group_start();
         self.report_line(l, b'-');
+        if self.buf.len() >= self.flush_at {
+            self.flush_buf()?;
+        }
         Ok(ControlFlow::Continue(()))
     }
 
@@ -321,20 +395,20 @@ impl<W: Write> Sink for GnuPrinter<W> {
             Report::Lines | Report::Quiet => {}
             Report::Count => {
                 if self.opts.with_filename {
-                    let name = std::mem::take(&mut self.name);
-                    self.color(FILE, &name);
-                    self.name = name;
-                    self.sep(b':');
+                    self.file_name();
+                    if self.opts.null_after_name {
+                        self.buf.push(0);
+                    } else {
+                        self.sep(b':');
+                    }
                 }
                 self.buf.extend_from_slice(decimal(selected).as_bytes());
                 self.buf.push(b'\n');
             }
             Report::FilesWithMatches | Report::FilesWithoutMatch => {
                 if (selected > 0) == (self.opts.report == Report::FilesWithMatches) {
-                    let name = std::mem::take(&mut self.name);
-                    self.color(FILE, &name);
-                    self.name = name;
-                    self.buf.push(b'\n');
+                    self.file_name();
+                    self.buf.push(if self.opts.null_after_name { 0 } else { b'\n' });
                 }
             }
         }
@@ -359,6 +433,7 @@ impl<W: Write> Sink for GnuPrinter<W> {
             name: self.name.clone(),
             binary: false,
             binary_matched: false,
+            width: self.width,
             printed_group: false,
             file_start: false, // no group separators without context
             flush_at: usize::MAX,

@@ -40,7 +40,7 @@ use regex::bytes::Regex;
 use regex_automata::{meta, Input};
 
 use super::sink::{FileInfo, Forked, Needs, Sink, SinkLine};
-use super::{Grep, FINDER_DFA, FINDER_PREFILTER};
+use super::{BinaryFiles, Grep, FINDER_DFA, FINDER_PREFILTER};
 use crate::scan::engine::{Job, Scan, ScanOptions};
 use crate::scan::local;
 use crate::scan::source::label;
@@ -53,13 +53,15 @@ const RANGE_MAX: u64 = 2 << 20;
 const BATCH_PER_THREAD: usize = 4;
 /// Read size when streaming (stdin) with the default window.
 const STREAM_CHUNK: usize = 1 << 20;
-/// A NUL byte this close to the start makes a file binary.
-const BINARY_PEEK: usize = 32 << 10;
 /// Files shorter than this are searched on the calling thread, whatever
 /// the thread count: splitting them costs more (threads started, ranges
 /// joined) than it saves, and `grep -r` searches thousands of them, each
 /// on the walking thread that found it.
 const PARALLEL_MIN: u64 = 4 << 20;
+/// GNU grep 3.8's read buffer (`INITIAL_BUFSIZE`): it looks for NUL
+/// bytes one buffer at a time, so whether a line before the first NUL is
+/// printed depends on the buffer holding it.
+const GNU_BUFFER: usize = 96 << 10;
 /// Files at least this long choose their line finder by timing both on a
 /// sample (smaller ones take the prefilter, as `regex` would).
 const CHOOSE_MIN: u64 = 4 << 20;
@@ -94,18 +96,28 @@ impl Grep {
         let needs = sink.needs();
         let cap = self.cap(&needs);
         if cap == 0 {
-            return Ok(0); // like grep -m 0: not even opened
+            // -m 0: nothing is read, but the file is opened (an error is
+            // one) and has its (empty) report, as `grep -L -m 0` lists it.
+            drop(Scan::open(path, opts)?);
+            sink.begin(&FileInfo { path, size: None })?;
+            sink.finish(0)?;
+            return Ok(0);
         }
         let job = match Scan::open(path, opts)? {
             Scan::Job(job) => job,
-            Scan::Stream(mut r) => return self.run_stream(&mut r, path, opts, sink),
+            Scan::Stream(mut r) => return self.run_stream(&mut r, path, None, opts, sink, false),
         };
         let len = job.src.len();
-        let binary = needs.binary
-            && needs.lines
+        // Binary files (as GNU grep decides: a NUL byte, or a hole) and
+        // -z are searched front to back, in GNU grep's buffers.
+        let hole = self.detects_binary()
             && len > 0
-            && job.src.with_window(0, len.min(BINARY_PEEK as u64), |w| memchr(0, w).is_some())?;
-        sink.begin(&FileInfo { path, binary })?;
+            && crate::map::seek_hole(job.src.file(), 0).is_some_and(|h| h < len);
+        if self.opts.null_data || hole || (self.detects_binary() && self.has_nul(&job)?) {
+            let mut r = JobReader { job: &job, pos: 0 };
+            return self.run_stream(&mut r, path, Some(len), opts, sink, hole);
+        }
+        sink.begin(&FileInfo { path, size: Some(len) })?;
         self.choose_finder(&job)?;
         let selected = if !needs.lines && cap == u64::MAX {
             self.count_all(&job)?
@@ -135,7 +147,7 @@ impl Grep {
         if self.cap(&sink.needs()) == 0 {
             return Ok(0);
         }
-        self.run_stream(input, name, opts, sink)
+        self.run_stream(input, name, None, opts, sink, false)
     }
 
     fn cap(&self, needs: &Needs) -> u64 {
@@ -145,6 +157,23 @@ impl Grep {
         } else {
             cap
         }
+    }
+
+    /// The file holds a NUL byte (searched in parallel, window by window).
+    fn has_nul(&self, job: &Job<'_>) -> Result<bool> {
+        let found = AtomicBool::new(false);
+        job.par_map(&job.ranges(), |&(s, e)| {
+            let mut pos = s;
+            while pos < e && !found.load(Ordering::Relaxed) {
+                let end = (pos + job.window).min(e);
+                if job.src.with_window(pos, end, |w| memchr(0, w).is_some())? {
+                    found.store(true, Ordering::Relaxed);
+                }
+                pos = end;
+            }
+            Ok(())
+        })?;
+        Ok(found.into_inner())
     }
 
     /// This thread's own clone of the regex (a clone has its own cache
@@ -239,11 +268,11 @@ impl Grep {
                 else {
                     break;
                 };
-                if e == n && w[n - 1] == b'\n' {
+                if e == n && w[n - 1] == self.eol {
                     break;
                 }
-                let ls = memrchr(b'\n', &w[pos..e]).map_or(pos, |i| pos + i + 1);
-                let le = memchr(b'\n', &w[e..]).map_or(n, |i| e + i);
+                let ls = memrchr(self.eol, &w[pos..e]).map_or(pos, |i| pos + i + 1);
+                let le = memchr(self.eol, &w[e..]).map_or(n, |i| e + i);
                 f(ls, le)?;
                 pos = le + 1;
             }
@@ -251,7 +280,7 @@ impl Grep {
         }
         while pos < n {
             if per_line {
-                let le = memchr(b'\n', &w[pos..]).map_or(n, |i| pos + i);
+                let le = memchr(self.eol, &w[pos..]).map_or(n, |i| pos + i);
                 if re.is_match(&w[pos..le]) {
                     f(pos, le)?;
                 }
@@ -260,11 +289,11 @@ impl Grep {
             }
             let Some(m) = re.find_at(w, pos) else { break };
             let s = m.start();
-            if s == n && w[n - 1] == b'\n' {
+            if s == n && w[n - 1] == self.eol {
                 break; // an empty match after the last newline: no line there
             }
-            let le = memchr(b'\n', &w[s..]).map_or(n, |i| s + i);
-            let ls = memrchr(b'\n', &w[pos..s]).map_or(pos, |i| pos + i + 1);
+            let le = memchr(self.eol, &w[s..]).map_or(n, |i| s + i);
+            let ls = memrchr(self.eol, &w[pos..s]).map_or(pos, |i| pos + i + 1);
             let hit = m.end() <= le || {
                 spill += m.end() - le;
                 per_line = spill > n;
@@ -290,11 +319,11 @@ impl Grep {
         }
         let mut prev = 0;
         self.matching_lines(re, w, |ls, le| {
-            each_line(w, prev, ls, &mut f)?;
+            each_line(w, self.eol, prev, ls, &mut f)?;
             prev = le + 1;
             ControlFlow::Continue(())
         })?;
-        each_line(w, prev, w.len(), &mut f)
+        each_line(w, self.eol, prev, w.len(), &mut f)
     }
 
     /// Processes one window of whole lines starting at file offset `off`.
@@ -324,7 +353,7 @@ impl Grep {
                 m += 1;
                 ControlFlow::Continue(())
             });
-            st.selected += lines_in(w) - m;
+            st.selected += lines_in(w, self.eol) - m;
             ControlFlow::Continue(())
         } else {
             let (sel, cap) = (&mut st.selected, st.cap);
@@ -453,8 +482,11 @@ impl Grep {
         sink: &mut dyn Sink,
     ) -> ControlFlow<()> {
         self.after_context(re, off, w, next, ls, st, sink)?;
+        if st.binary {
+            return ControlFlow::Continue(());
+        }
         let Some(c) = &mut st.ctx else { return ControlFlow::Continue(()) };
-        let starts = last_lines(w, *next, ls, c.before);
+        let starts = last_lines(w, self.eol, *next, ls, c.before);
         // Lines kept from earlier windows, when none of this one is reported yet.
         let reach_back = *next == 0 && starts.first().copied().unwrap_or(ls) == 0;
         let k = if reach_back { c.ring.len().min(c.before - starts.len()) } else { 0 };
@@ -472,7 +504,7 @@ impl Grep {
             self.emit_line(re, *line, *offset, bytes, false, st, sink)?;
         }
         for s in starts {
-            let le = memchr(b'\n', &w[s..ls]).map_or(ls, |i| s + i);
+            let le = memchr(self.eol, &w[s..ls]).map_or(ls, |i| s + i);
             self.emit(re, off, w, s, le, false, st, sink)?;
         }
         *next = ls;
@@ -493,7 +525,7 @@ impl Grep {
         sink: &mut dyn Sink,
     ) -> ControlFlow<()> {
         while *next < limit && st.ctx.as_ref().is_some_and(|c| c.after_left > 0) {
-            let le = memchr(b'\n', &w[*next..limit]).map_or(limit, |i| *next + i);
+            let le = memchr(self.eol, &w[*next..limit]).map_or(limit, |i| *next + i);
             if let Some(c) = &mut st.ctx {
                 c.after_left -= 1;
             }
@@ -510,8 +542,8 @@ impl Grep {
         if c.before == 0 {
             return;
         }
-        for s in last_lines(w, next, w.len(), c.before) {
-            let le = memchr(b'\n', &w[s..]).map_or(w.len(), |i| s + i);
+        for s in last_lines(w, self.eol, next, w.len(), c.before) {
+            let le = memchr(self.eol, &w[s..]).map_or(w.len(), |i| s + i);
             let line = st.cursor.as_mut().map_or(0, |cur| cur.line_at(w, off, s));
             c.ring.push_back((line, off + s as u64, w[s..le].to_vec()));
             if c.ring.len() > c.before {
@@ -535,7 +567,7 @@ impl Grep {
                     ControlFlow::Continue(())
                 });
                 if invert {
-                    lines += lines_in(w);
+                    lines += lines_in(w, self.eol);
                 }
                 Ok(ControlFlow::Continue(()))
             })?;
@@ -554,7 +586,7 @@ impl Grep {
         sink: &mut dyn Sink,
     ) -> Result<u64> {
         let re = self.local_re();
-        let mut st = State::new(cap, needs, 0);
+        let mut st = State::new(cap, needs, 0, self.eol);
         job.for_each_lines(0, job.src.len(), |off, w| {
             let flow = self.window(&re, off, w, &mut st, sink);
             st.err.take().map_or(Ok(flow), Err)
@@ -605,7 +637,7 @@ impl Grep {
             let work: Vec<_> = work.into_iter().map(|w| (w, forks.next())).collect();
             let done = job.par_map(&work, |(((s, e), line), fork)| {
                 let (s, e) = (*s, *e);
-                let mut st = State::new(cap, needs, *line);
+                let mut st = State::new(cap, needs, *line, self.eol);
                 if let Some(c) = &mut st.cursor {
                     c.pos = s;
                 }
@@ -677,53 +709,111 @@ impl Grep {
         Ok(total)
     }
 
-    /// A stream: read chunks, search up to the last newline, carry the rest.
+    /// A stream (or a file read front to back): read chunks, search up to
+    /// the last line end, carry the rest.
+    ///
+    /// With binary detection ([`BinaryFiles::Binary`], `WithoutMatch`),
+    /// the input is read in GNU grep's buffers (96 KiB, at offsets that
+    /// are multiples of it, plus the partial line carried over), each
+    /// checked for a NUL byte (`binary_at_start`: a file with holes is
+    /// binary from its first buffer, as GNU grep decides with
+    /// `SEEK_HOLE`). From the buffer holding the first NUL on (the line
+    /// carried into it included), NUL bytes end lines (GNU grep's
+    /// `zap_nuls`) and the sink is told ([`Sink::binary`]); with
+    /// `WithoutMatch` the file counts as not matching at that point.
     fn run_stream(
         &self,
         input: &mut dyn Read,
         path: &Path,
+        size: Option<u64>,
         opts: &ScanOptions,
         sink: &mut dyn Sink,
+        binary_at_start: bool,
     ) -> Result<u64> {
         let needs = sink.needs();
         let cap = self.cap(&needs);
+        let detect = self.detects_binary();
         let chunk = if opts.chunk == 0 { STREAM_CHUNK } else { opts.chunk };
         let re = self.local_re();
-        let mut st = State::new(cap, &needs, 0);
-        let mut buf = vec![0u8; chunk];
+        let mut st = State::new(cap, &needs, 0, self.eol);
+        let mut buf = vec![0u8; if detect { GNU_BUFFER } else { chunk }];
         let mut filled = 0; // bytes of `buf` holding data
         let mut off = 0u64; // file offset of buf[0]
-        let mut begun = false;
-        let peek = needs.binary && needs.lines;
+        let mut binary = false;
+        sink.begin(&FileInfo { path, size })?;
         loop {
-            if filled == buf.len() {
+            if !detect && filled == buf.len() {
                 buf.resize(2 * buf.len(), 0); // one line longer than the buffer
             }
-            let got = crate::map::retry_eintr(|| input.read(&mut buf[filled..]))
-                .map_err(|e| Error::io(label(path), "read", e))?;
             let old = filled;
-            filled += got;
-            let eof = got == 0;
-            let mut from = old; // bytes before it hold no newline
-            if !begun {
-                if peek && !eof && filled < BINARY_PEEK {
-                    continue;
+            // One read, or with detection reads (of at most `chunk`) up to
+            // the next buffer boundary.
+            let until =
+                (off + filled as u64) / GNU_BUFFER as u64 * GNU_BUFFER as u64 + GNU_BUFFER as u64;
+            let mut eof = false;
+            loop {
+                let room = if detect {
+                    ((until - off) as usize - filled).min(chunk)
+                } else {
+                    buf.len() - filled
+                };
+                if buf.len() < filled + room {
+                    buf.resize(filled + room, 0);
                 }
+                let got = crate::map::retry_eintr(|| input.read(&mut buf[filled..filled + room]))
+                    .map_err(|e| Error::io(label(path), "read", e))?;
+                filled += got;
+                if got == 0 {
+                    eof = true;
+                    break;
+                }
+                if !detect || off + filled as u64 == until {
+                    break;
+                }
+            }
+            let mut from = old; // bytes before it hold no line end
+            let first = off == 0 && old == 0;
+            if detect
+                && !binary
+                && (memchr(0, &buf[old..filled]).is_some() || (binary_at_start && first))
+            {
+                binary = true;
+                if self.opts.binary_files == BinaryFiles::WithoutMatch {
+                    sink.finish(0)?;
+                    return Ok(0);
+                }
+                sink.binary()?;
+                st.binary = true;
                 from = 0;
-                let binary = peek && memchr(0, &buf[..filled.min(BINARY_PEEK)]).is_some();
-                sink.begin(&FileInfo { path, binary })?;
-                begun = true;
+            }
+            if binary {
+                zap_nuls(&mut buf[from..filled], self.eol);
             }
             let cut = if eof {
                 filled
             } else {
-                match memrchr(b'\n', &buf[from..filled]) {
+                match memrchr(self.eol, &buf[from..filled]) {
                     Some(i) => from + i + 1,
                     None => continue, // no complete line yet: read more
                 }
             };
             if cut > 0 {
-                let flow = self.window(&re, off, &buf[..cut], &mut st, sink);
+                let w = &buf[..cut];
+                if binary && st.ctx.as_ref().is_some_and(|c| c.after_left > 0) {
+                    // GNU grep prints the trailing context owed into a
+                    // binary buffer only when the buffer selects nothing.
+                    let mut any = false;
+                    let _ = self.selected_lines(&re, w, |_, _| {
+                        any = true;
+                        ControlFlow::Break(())
+                    });
+                    if any {
+                        if let Some(c) = &mut st.ctx {
+                            c.after_left = 0;
+                        }
+                    }
+                }
+                let flow = self.window(&re, off, w, &mut st, sink);
                 if let Some(e) = st.err.take() {
                     return Err(e);
                 }
@@ -741,6 +831,45 @@ impl Grep {
         }
         sink.finish(st.selected)?;
         Ok(st.selected)
+    }
+
+    /// Binary files are detected (and NUL bytes end their lines): not
+    /// with `--binary-files=text`, nor with `-z`, where NUL ends every
+    /// line anyway.
+    fn detects_binary(&self) -> bool {
+        self.opts.binary_files != BinaryFiles::Text && !self.opts.null_data
+    }
+}
+
+/// GNU grep's `zap_nuls`: NUL bytes become line ends.
+fn zap_nuls(w: &mut [u8], eol: u8) {
+    let mut at = 0;
+    while let Some(i) = memchr(0, &w[at..]) {
+        w[at + i] = eol;
+        at += i + 1;
+    }
+}
+
+/// Reads a file front to back through its [`Job`] source (mapped or
+/// `pread`), for the searches that read it as a stream.
+struct JobReader<'j, 'a> {
+    job: &'j Job<'a>,
+    pos: u64,
+}
+
+impl Read for JobReader<'_, '_> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        let end = (self.pos + out.len() as u64).min(self.job.src.len());
+        if end <= self.pos {
+            return Ok(0);
+        }
+        let n = (end - self.pos) as usize;
+        self.job
+            .src
+            .with_window(self.pos, end, |w| out[..n].copy_from_slice(w))
+            .map_err(std::io::Error::other)?;
+        self.pos = end;
+        Ok(n)
     }
 }
 
@@ -832,12 +961,12 @@ impl Sink for Recorder {
 
 /// Starts of the last `k` lines in `[from, to)` of `w` (`to` a line start
 /// or `w.len()`), in order.
-fn last_lines(w: &[u8], from: usize, to: usize, k: usize) -> Vec<usize> {
+fn last_lines(w: &[u8], eol: u8, from: usize, to: usize, k: usize) -> Vec<usize> {
     let mut starts = Vec::new();
     let mut p = to;
     while starts.len() < k && p > from {
-        let end = if w[p - 1] == b'\n' { p - 1 } else { p };
-        let s = memrchr(b'\n', &w[from..end]).map_or(from, |i| from + i + 1);
+        let end = if w[p - 1] == eol { p - 1 } else { p };
+        let s = memrchr(eol, &w[from..end]).map_or(from, |i| from + i + 1);
         starts.push(s);
         p = s;
     }
@@ -849,13 +978,14 @@ fn last_lines(w: &[u8], from: usize, to: usize, k: usize) -> Vec<usize> {
 /// start; `to` a line start or `w.len()`).
 fn each_line(
     w: &[u8],
+    eol: u8,
     from: usize,
     to: usize,
     f: &mut impl FnMut(usize, usize) -> ControlFlow<()>,
 ) -> ControlFlow<()> {
     let mut p = from;
     while p < to {
-        let le = memchr(b'\n', &w[p..to]).map_or(to, |i| p + i);
+        let le = memchr(eol, &w[p..to]).map_or(to, |i| p + i);
         f(p, le)?;
         p = le + 1;
     }
@@ -863,8 +993,8 @@ fn each_line(
 }
 
 /// Lines in a window of whole lines (the last may lack its newline).
-fn lines_in(w: &[u8]) -> u64 {
-    bytecount::count(w, b'\n') as u64 + u64::from(w.last().is_some_and(|&b| b != b'\n'))
+fn lines_in(w: &[u8], eol: u8) -> u64 {
+    bytecount::count(w, eol) as u64 + u64::from(w.last().is_some_and(|&b| b != eol))
 }
 
 /// Newlines in `[s, e)` of the file.
@@ -884,13 +1014,14 @@ fn newlines(job: &Job<'_>, s: u64, e: u64) -> Result<u64> {
 struct Cursor {
     line: u64,
     pos: u64,
+    eol: u8,
 }
 
 impl Cursor {
     /// The number of the line starting at `w[ls]` (`w` starts at `off`).
     fn line_at(&mut self, w: &[u8], off: u64, ls: usize) -> u64 {
         let from = (self.pos - off) as usize;
-        self.line += bytecount::count(&w[from..ls], b'\n') as u64;
+        self.line += bytecount::count(&w[from..ls], self.eol) as u64;
         self.pos = off + ls as u64;
         self.line
     }
@@ -898,7 +1029,7 @@ impl Cursor {
     /// Moves to the end of the window.
     fn finish(&mut self, w: &[u8], off: u64) {
         let from = (self.pos - off) as usize;
-        self.line += bytecount::count(&w[from..], b'\n') as u64;
+        self.line += bytecount::count(&w[from..], self.eol) as u64;
         self.pos = off + w.len() as u64;
     }
 }
@@ -915,6 +1046,9 @@ struct State {
     err: Option<Error>,
     stopped: bool,
     ctx: Option<Context>,
+    /// In a binary file's part where NUL ends lines: selected lines get
+    /// no leading context (GNU grep prints nothing for them).
+    binary: bool,
 }
 
 /// Context lines: what is owed after the last selected line, and the
@@ -931,17 +1065,21 @@ struct Context {
 
 impl State {
     /// `line`: the number of the first line (0: the file's first line).
-    fn new(cap: u64, needs: &Needs, line: u64) -> State {
+    fn new(cap: u64, needs: &Needs, line: u64, eol: u8) -> State {
         let context = needs.lines && (needs.before.is_some() || needs.after.is_some());
         State {
             needs: *needs,
             cap,
             selected: 0,
-            cursor: (needs.lines && needs.line_numbers)
-                .then_some(Cursor { line: line.max(1), pos: 0 }),
+            cursor: (needs.lines && needs.line_numbers).then_some(Cursor {
+                line: line.max(1),
+                pos: 0,
+                eol,
+            }),
             spans: Vec::new(),
             err: None,
             stopped: false,
+            binary: false,
             ctx: context.then(|| Context {
                 before: needs.before.unwrap_or(0),
                 after: needs.after.unwrap_or(0),

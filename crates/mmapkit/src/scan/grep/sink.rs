@@ -23,8 +23,6 @@ pub struct Needs {
     pub after: Option<usize>,
     /// Stop at the first selected line (`-l`, `-L`, `-q`).
     pub first_only: bool,
-    /// Tell whether the file looks binary (see [`FileInfo::binary`]).
-    pub binary: bool,
 }
 
 /// The file being searched, given to [`Sink::begin`].
@@ -32,8 +30,8 @@ pub struct Needs {
 pub struct FileInfo<'a> {
     /// The path as given (`-` for standard input).
     pub path: &'a Path,
-    /// A NUL byte in the first 32 KiB (only worked out when asked).
-    pub binary: bool,
+    /// Its size, when it has one (not a stream).
+    pub size: Option<u64>,
 }
 
 /// One reported line.
@@ -60,6 +58,14 @@ pub trait Sink {
     fn needs(&self) -> Needs;
     /// The file is open; nothing was reported yet.
     fn begin(&mut self, _file: &FileInfo<'_>) -> Result<()> {
+        Ok(())
+    }
+    /// The file is binary from here on (see [`super::BinaryFiles`]): the
+    /// lines reported after this call come from the part where NUL bytes
+    /// end lines. GNU grep prints none of its selected lines (a printer
+    /// stops at the first one and says that the binary file matches) but
+    /// still the trailing context owed to an earlier line.
+    fn binary(&mut self) -> Result<()> {
         Ok(())
     }
     /// A selected line.
@@ -116,6 +122,9 @@ impl<S: Sink + ?Sized> Sink for &mut S {
     }
     fn begin(&mut self, file: &FileInfo<'_>) -> Result<()> {
         (**self).begin(file)
+    }
+    fn binary(&mut self) -> Result<()> {
+        (**self).binary()
     }
     fn matched(&mut self, line: &SinkLine<'_>) -> Result<ControlFlow<()>> {
         (**self).matched(line)

@@ -11,8 +11,8 @@ use regex::bytes::RegexBuilder;
 
 use super::pattern::cannot_match_newline;
 use super::{
-    grep, grep_count, grep_lines, whole_haystack_assertions, Collect, GnuPrinter, Grep,
-    GrepOptions, JsonPrinter, PrintOptions, Report, Sink, SinkLine,
+    grep, grep_count, grep_lines, whole_haystack_assertions, BinaryFiles, Collect, GnuPrinter,
+    Grep, GrepOptions, JsonPrinter, PrintOptions, Report, Sink, SinkLine,
 };
 use super::{FINDER_DFA, FINDER_PREFILTER};
 use crate::test_util::{scan_matrix, ALL_STRATEGIES};
@@ -42,7 +42,8 @@ fn line_regex(g: &GrepOptions) -> regex::bytes::Regex {
     let parts: Vec<String> = g
         .patterns
         .iter()
-        .flat_map(|p| p.split('\n'))
+        .flat_map(|p| p.split(|&b| b == b'\n'))
+        .map(|p| std::str::from_utf8(p).unwrap())
         .map(|p| if g.fixed { regex::escape(p) } else { p.to_owned() })
         .map(|p| format!("(?:{p})"))
         .collect();
@@ -50,7 +51,9 @@ fn line_regex(g: &GrepOptions) -> regex::bytes::Regex {
     let p = if g.line {
         format!("^(?:{joined})$")
     } else if g.word {
-        format!("(?:^|[^0-9A-Za-z_])((?:{joined}))(?:[^0-9A-Za-z_]|$)")
+        // GNU grep's rule: no word byte right before or after the match
+        // (so word matches may be adjacent).
+        format!(r"\b{{start-half}}(?:{joined})\b{{end-half}}")
     } else {
         joined
     };
@@ -60,21 +63,8 @@ fn line_regex(g: &GrepOptions) -> regex::bytes::Regex {
 /// The obvious implementation: one line at a time, then context.
 fn reference(data: &[u8], g: &GrepOptions, p: &PrintOptions, label: &[u8]) -> Expected {
     let re = line_regex(g);
-    let word = g.word && !g.line;
     let spans = |line: &[u8]| -> Vec<(usize, usize)> {
-        if word {
-            let mut v = Vec::new();
-            let mut pos = 0;
-            while pos <= line.len() {
-                let Some(c) = re.captures_at(line, pos) else { break };
-                let m = c.get(1).unwrap();
-                v.push((m.start(), m.end()));
-                pos = if m.end() > pos { m.end() } else { pos + 1 };
-            }
-            v
-        } else {
-            re.find_iter(line).map(|m| (m.start(), m.end())).collect()
-        }
+        re.find_iter(line).map(|m| (m.start(), m.end())).collect()
     };
     let mut lines: Vec<&[u8]> = data.split(|&b| b == b'\n').collect();
     if data.is_empty() || data.ends_with(b"\n") {
@@ -315,7 +305,8 @@ proptest! {
         context in prop_oneof![3 => Just((None, None)), 1 => (proptest::option::of(0usize..3), proptest::option::of(0usize..3))],
         max_count in prop_oneof![3 => Just(None), 1 => (0u64..4).prop_map(Some)],
     ) {
-        let g = GrepOptions { patterns, fixed, ignore_case, invert, word: whole.0, line: whole.1, max_count };
+        let patterns = patterns.into_iter().map(String::into_bytes).collect();
+        let g = GrepOptions { patterns, fixed, ignore_case, invert, word: whole.0, line: whole.1, max_count, ..Default::default() };
         let p = PrintOptions {
             line_numbers: numbers,
             byte_offset: offsets,
@@ -323,7 +314,6 @@ proptest! {
             with_filename,
             before: context.0,
             after: context.1,
-            text: true,
             ..Default::default()
         };
         check(&data, &g, &p);
@@ -332,8 +322,7 @@ proptest! {
 
 #[test]
 fn edge_cases() {
-    let numbered =
-        PrintOptions { line_numbers: true, byte_offset: true, text: true, ..Default::default() };
+    let numbered = PrintOptions { line_numbers: true, byte_offset: true, ..Default::default() };
     for data in [&b""[..], b"\n", b"\n\n", b"a", b"a\n", b"\na", b"ab\r\nb\r\n", b"xyz"] {
         for p in ["", "^", "$", "a", "^$", "\\s", "b\\r$", "x*"] {
             let g = GrepOptions { patterns: vec![p.into()], ..Default::default() };
@@ -370,8 +359,7 @@ fn context_groups_across_windows() {
         (Some(3), Some(3)),
         (Some(8), Some(8)),
     ] {
-        let p =
-            PrintOptions { line_numbers: true, before, after, text: true, ..Default::default() };
+        let p = PrintOptions { line_numbers: true, before, after, ..Default::default() };
         check(&data, &g, &p);
         check(&data, &GrepOptions { max_count: Some(3), ..g.clone() }, &p);
         check(&data, &GrepOptions { invert: true, max_count: Some(40), ..g.clone() }, &p);
@@ -509,10 +497,15 @@ fn reports_counts_and_file_names() {
     assert_eq!(run(&g, Report::Quiet), "");
 }
 
+/// GNU grep 3.8's rules: binary from the 96 KiB buffer holding the first
+/// NUL on, where NUL ends lines and selected lines are not printed.
 #[test]
 fn binary_files_report_no_lines() {
     let (_dir, path) = write(b"a\0b\nab\n");
-    let g = Grep::new(&GrepOptions { patterns: vec!["a".into()], ..Default::default() }).unwrap();
+    let opts = GrepOptions { patterns: vec!["a".into()], ..Default::default() };
+    let binary = GrepOptions { binary_files: BinaryFiles::Binary, ..opts.clone() };
+    let g = Grep::new(&binary).unwrap();
+    let text = Grep::new(&opts).unwrap();
     for opts in combos() {
         let mut out = Vec::new();
         let mut printer = GnuPrinter::new(&mut out, PrintOptions::default());
@@ -523,12 +516,14 @@ fn binary_files_report_no_lines() {
         );
         assert!(printer.binary_matched());
         assert!(out.is_empty());
-        let (out, n) =
-            printed(&g, &path, &PrintOptions { text: true, ..Default::default() }, &opts, None);
+        let (out, n) = printed(&text, &path, &PrintOptions::default(), &opts, None);
         assert_eq!((out, n), (b"a\0b\nab\n".to_vec(), 2));
+        // NUL ends lines: "a", "b", "ab".
+        let b = Grep::new(&GrepOptions { patterns: vec!["^b$".into()], ..binary.clone() }).unwrap();
+        assert_eq!(b.count(&path, &opts).unwrap(), 1, "{opts:?}");
     }
-    // A NUL past the first 32 KiB: lines up to the selected line holding it.
-    let mut data = b"ab\n".repeat(20_000);
+    // A NUL in the second buffer: the lines that end before it printed.
+    let mut data = b"ab\n".repeat(40_000);
     data.extend_from_slice(b"a\0\nab\n");
     let (_dir, path) = write(&data);
     for opts in [
@@ -538,9 +533,10 @@ fn binary_files_report_no_lines() {
     ] {
         let mut out = Vec::new();
         let mut printer = GnuPrinter::new(&mut out, PrintOptions::default());
-        assert_eq!(g.search(&path, &opts, &mut printer).unwrap(), 20_001, "{opts:?}");
+        assert_eq!(g.search(&path, &opts, &mut printer).unwrap(), 32_769, "{opts:?}");
         assert!(printer.binary_matched());
-        assert!(out == b"ab\n".repeat(20_000), "{opts:?}");
+        assert!(out == b"ab\n".repeat(32_768), "{opts:?}");
+        assert_eq!(g.count(&path, &opts).unwrap(), 40_002, "{opts:?}");
     }
 }
 
@@ -575,7 +571,7 @@ fn walks_in_name_order_skipping_symlinks() {
 }
 
 #[test]
-fn invalid_regex_and_missing_pattern() {
+fn invalid_regex_and_no_pattern() {
     let err =
         Grep::new(&GrepOptions { patterns: vec!["a(".into()], ..Default::default() }).unwrap_err();
     assert!(
@@ -587,7 +583,12 @@ fn invalid_regex_and_missing_pattern() {
         Grep::new(&GrepOptions { patterns: vec!["a)".into(), "(b".into()], ..Default::default() })
             .unwrap_err();
     assert!(matches!(err, Error::InvalidArgument(_)));
-    assert!(Grep::new(&GrepOptions::default()).is_err());
+    // No pattern at all (`grep -f /dev/null`) matches nothing, as in GNU grep.
+    let (_dir, path) = write(b"a\n\nb\n");
+    let none = Grep::new(&GrepOptions::default()).unwrap();
+    assert_eq!(none.count(&path, &ScanOptions::default()).unwrap(), 0);
+    let all = Grep::new(&GrepOptions { invert: true, ..Default::default() }).unwrap();
+    assert_eq!(all.count(&path, &ScanOptions::default()).unwrap(), 3);
     // -F escapes metacharacters.
     assert!(Grep::new(&GrepOptions {
         patterns: vec!["a(".into()],

@@ -2,7 +2,7 @@
 //! parallel, written in file order into a temp file beside the original.
 
 use super::*;
-use crate::scan::local;
+use crate::scan::{byte_regex, local};
 
 pub(super) enum Edit<'a> {
     Literal { needle: Box<Needle>, repl: &'a [u8] },
@@ -33,12 +33,7 @@ impl<'a> RegexEdit<'a> {
         let window = if whole_haystack_assertions(p) {
             None
         } else {
-            Some(
-                RegexBuilder::new(p)
-                    .multi_line(true)
-                    .build()
-                    .map_err(|e| Error::InvalidArgument(format!("invalid regex: {e}")))?,
-            )
+            Some(byte_regex::build(p, true, false)?)
         };
         Ok(RegexEdit { line, window, repl, expand: repl.contains(&b'$'), id: local::next_id() })
     }
@@ -51,10 +46,7 @@ impl<'a> RegexEdit<'a> {
         // internals, and the count bumped for every match (`Captures`) would
         // bounce between cores.
         let fresh = |re: &Regex, multi_line: bool| {
-            RegexBuilder::new(re.as_str())
-                .multi_line(multi_line)
-                .build()
-                .unwrap_or_else(|_| re.clone())
+            byte_regex::build(re.as_str(), multi_line, false).unwrap_or_else(|_| re.clone())
         };
         local::per_thread(self.id, || {
             (fresh(&self.line, false), self.window.as_ref().map(|w| fresh(w, true)))

@@ -1,0 +1,178 @@
+//! `mmapkit grep` against GNU grep 3.8 (`LC_ALL=C`) on real files found on
+//! every machine: C headers (`/usr/include`), the Python standard library,
+//! `/usr/share/common-licenses`, and executables from `/usr/bin` (for the
+//! binary-file rules), with random option sets × patterns drawn from those
+//! files (seeded: the same cases every run; `MMAPKIT_CORPORA_CASES` sets
+//! how many). Stdout and exit status must be identical.
+//!
+//! Deliberate differences, so not drawn: `-P` (not built), `-w` with `-x`
+//! (GNU grep 3.8 takes the newline into such a match), patterns beyond
+//! the syntax both share (mmapkit's default syntax is the regex crate's,
+//! close to `grep -E`: patterns here are literals, words and simple
+//! classes, compared with `-E`, or `-G` / `-F` on both), and the wording
+//! of messages on stderr ("mmapkit:" for "grep:").
+#![allow(clippy::disallowed_methods, reason = "integration tests read their corpora directly")]
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+mod common;
+#[allow(dead_code, reason = "shared with grep_gnu.rs; assert_same is not used here")]
+mod gnu_grep;
+
+/// Deterministic pseudo-random numbers.
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self, n: usize) -> usize {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        ((self.0 >> 33) % n as u64) as usize
+    }
+}
+
+/// Up to `n` regular files under `dir` whose names end in `ext` (any with
+/// ""), in name order, each at most `max` bytes.
+fn files(dir: &str, ext: &str, n: usize, max: u64) -> Vec<PathBuf> {
+    let Ok(rd) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut v: Vec<PathBuf> = rd
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().ends_with(ext))
+        .filter(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.len() <= max && m.len() > 0)
+        })
+        .collect();
+    v.sort();
+    let step = (v.len() / n).max(1);
+    v.into_iter().step_by(step).take(n).collect()
+}
+
+fn run(cmd: &mut Command) -> Output {
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).output().unwrap()
+}
+
+/// A pattern drawn from a file: a word of one of its lines, sometimes
+/// turned into a small regex.
+fn pattern(r: &mut Lcg, data: &[u8]) -> String {
+    let words: Vec<&[u8]> = data
+        .split(|b| !b.is_ascii_alphanumeric() && *b != b'_')
+        .filter(|w| (2..20).contains(&w.len()))
+        .take(5000)
+        .collect();
+    let w = if words.is_empty() {
+        "the".to_string()
+    } else {
+        String::from_utf8_lossy(words[r.next(words.len())]).into_owned()
+    };
+    match r.next(8) {
+        0 => format!("^{w}"),
+        1 => format!("{w}$"),
+        2 => format!("{}[a-z_]+", &w[..w.len().min(3)]),
+        3 => format!("{w}|{}", &w[..1]),
+        4 => "[0-9]{2,}".to_string(),
+        5 => format!("{}.", &w[..w.len() - 1]),
+        _ => w,
+    }
+}
+
+#[test]
+fn real_files_match_gnu_grep() {
+    if !gnu_grep::available() {
+        return;
+    }
+    let py = std::fs::read_dir("/usr/lib")
+        .map(|rd| {
+            let mut v: Vec<PathBuf> = rd
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("python3."))
+                })
+                .collect();
+            v.sort();
+            v
+        })
+        .unwrap_or_default();
+    let mut corpus: Vec<PathBuf> = files("/usr/include", ".h", 40, 1 << 20);
+    if let Some(p) = py.last() {
+        corpus.extend(files(&p.to_string_lossy(), ".py", 40, 1 << 20));
+    }
+    corpus.extend(files("/usr/share/common-licenses", "", 10, 1 << 20));
+    let binaries = files("/usr/bin", "", 12, 400 << 10);
+    corpus.extend(binaries);
+    assert!(corpus.len() > 20, "too few corpus files: {corpus:?}");
+    let data: Vec<Vec<u8>> = corpus.iter().map(|p| std::fs::read(p).unwrap()).collect();
+    let flags: &[&[&str]] = &[
+        &["-n"],
+        &["-b"],
+        &["-c"],
+        &["-o"],
+        &["-l"],
+        &["-L"],
+        &["-v"],
+        &["-i"],
+        &["-w"],
+        &["-x"],
+        &["-H"],
+        &["-h"],
+        &["-A", "2"],
+        &["-B", "1"],
+        &["-C", "1"],
+        &["-2"],
+        &["-m", "3"],
+        &["-a"],
+        &["-I"],
+        &["--binary-files=text"],
+        &["-z"],
+        &["-Z"],
+        &["-T"],
+        &["-y"],
+        &["--color=always"],
+        &["-q"],
+        &["-s"],
+        &["-U"],
+        &["--label=x"],
+    ];
+    let syntaxes: &[&str] = &["-E", "-E", "-E", "-F", "-G"];
+    let cases: usize =
+        std::env::var("MMAPKIT_CORPORA_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(2000);
+    let mut r =
+        Lcg(std::env::var("MMAPKIT_CORPORA_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(25));
+    let mut failures = Vec::new();
+    for case in 0..cases {
+        let k = r.next(corpus.len());
+        let mut args: Vec<OsString> = Vec::new();
+        for _ in 0..r.next(4) {
+            args.extend(flags[r.next(flags.len())].iter().map(OsString::from));
+        }
+        if args.iter().any(|a| a == "-w") && args.iter().any(|a| a == "-x") {
+            continue; // see the module docs
+        }
+        let syntax = syntaxes[r.next(syntaxes.len())];
+        let mut pat = pattern(&mut r, &data[k]);
+        if syntax == "-G" {
+            pat =
+                pat.replace('|', "\\|").replace('+', "\\+").replace('{', "\\{").replace('}', "\\}");
+        }
+        args.push(syntax.into());
+        args.extend(["-e".into(), OsString::from(&pat)]);
+        args.push(corpus[k].clone().into());
+        if r.next(3) == 0 {
+            args.push(corpus[r.next(corpus.len())].clone().into());
+        }
+        let got = run(common::mmapkit().arg("grep").args(&args));
+        let want =
+            run(Command::new("grep").env("LC_ALL", "C").env_remove("GREP_COLORS").args(&args));
+        if got.stdout != want.stdout || got.status.code() != want.status.code() {
+            failures.push(format!(
+                "case {case}: grep {args:?}: mmapkit {:?} {} bytes, grep {:?} {} bytes; first difference at {}",
+                got.status.code(),
+                got.stdout.len(),
+                want.status.code(),
+                want.stdout.len(),
+                got.stdout.iter().zip(&want.stdout).position(|(a, b)| a != b).unwrap_or(got.stdout.len().min(want.stdout.len()))
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{} mismatches:\n{}", failures.len(), failures.join("\n"));
+}
