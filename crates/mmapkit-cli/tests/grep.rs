@@ -289,7 +289,7 @@ fn closed_pipe_ends_quietly() {
     let dir = tempdir();
     let p = dir.path().join("big.txt");
     fs::write(&p, "match me\n".repeat(400_000)).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mmapkit"))
+    let mut child = common::mmapkit()
         .args(["grep", "-j", "2", "match"])
         .arg(&p)
         .stdout(Stdio::piped())

@@ -5,14 +5,16 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use mmapkit::log::{CommitLog, LogOptions, SyncMode};
 
-fn mmapkit() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_mmapkit"))
-}
+mod common;
+// Signals at their defaults in the children: run in the background (`make
+// test &`), this test process ignores SIGINT, and a child inheriting that
+// ignores the SIGINT these tests send (the "did not exit within 10s").
+use common::mmapkit;
 
 fn open_ro(dir: &Path) -> Option<CommitLog> {
     CommitLog::open(dir, LogOptions::default().read_only(true)).ok()
