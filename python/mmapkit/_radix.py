@@ -55,12 +55,19 @@ def dtype_problem(dtype: Any) -> str | None:
     return f"unsupported dtype {dt}{why}: mmapkit statistics take {_SUPPORTED_TEXT}"
 
 
-def check_dtype(dtype: Any) -> np.dtype[Any]:
-    """``dtype`` in native byte order; ``TypeError`` (:func:`dtype_problem`)
-    for one the statistics do not take."""
+class UnsupportedDtypeError(TypeError, ValueError):
+    """A dtype the statistics do not take: a ``TypeError``, as numpy gives
+    for a dtype an operation cannot handle, and a ``ValueError``, as mmapkit
+    gives for any other file it cannot read (its message names the file)."""
+
+
+def check_dtype(dtype: Any, where: str | None = None) -> np.dtype[Any]:
+    """``dtype`` in native byte order; :class:`UnsupportedDtypeError`
+    (:func:`dtype_problem`, after ``where``: the file) for one the
+    statistics do not take."""
     problem = dtype_problem(dtype)
     if problem is not None:
-        raise TypeError(problem)
+        raise UnsupportedDtypeError(problem if where is None else f"{where}: {problem}")
     native: np.dtype[Any] = np.dtype(dtype).newbyteorder("=")
     return native
 

@@ -139,15 +139,20 @@ def _python_path(
     (``float16``): the whole input as one column, NaNs dropped with
     ``skipna`` (in memory), for :mod:`mmapkit._columns`; else ``None``.
     ``TypeError`` for a dtype the statistics do not take."""
+    where = None
     if isinstance(a, (str, os.PathLike)):
+        where = os.fspath(a)
         if dtype is None:
-            descr = ast.literal_eval(_native.npy_header(os.fspath(a))[0])
-            dt = np.lib.format.descr_to_dtype(descr)
+            try:
+                descr = ast.literal_eval(_native.npy_header(where)[0])
+                dt = np.lib.format.descr_to_dtype(descr)
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                return None  # a damaged header: the core's error names the file
         else:
             dt = np.dtype(dtype)
     else:
         dt = np.asarray(a).dtype
-    if check_dtype(dt) in CORE_DTYPES:
+    if check_dtype(dt, where) in CORE_DTYPES:
         return None
     col = _mapped(a, dtype, offset, count).reshape(-1, 1)
     if skipna:
