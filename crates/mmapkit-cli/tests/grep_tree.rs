@@ -14,33 +14,12 @@
 use std::fs;
 use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 mod common;
 mod gnu_grep;
 use common::tempdir;
-
-fn run(cmd: &mut Command, dir: &Path) -> Output {
-    cmd.current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .output()
-        .expect("cannot run the command")
-}
-
-fn mmapkit(args: &[&str], dir: &Path) -> Output {
-    run(common::mmapkit().arg("grep").args(args), dir)
-}
-
-fn gnu(args: &[&str], dir: &Path) -> Output {
-    // -F and -E conflict in GNU grep; without -F, -E is our syntax's kin.
-    let syntax: &[&str] = if args.contains(&"-F") { &[] } else { &["-E"] };
-    run(
-        Command::new("grep").env("LC_ALL", "C").env_remove("GREP_COLORS").args(syntax).args(args),
-        dir,
-    )
-}
+use gnu_grep::{gnu, mmapkit, run};
 
 fn sorted(o: &Output) -> Vec<Vec<u8>> {
     let mut v: Vec<Vec<u8>> = o.stdout.split(|&b| b == b'\n').map(<[u8]>::to_vec).collect();

@@ -1,6 +1,7 @@
 //! What the grep tests share to compare `mmapkit grep` with GNU grep.
 
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
 
 /// GNU grep is on the PATH (else the comparisons are skipped, saying so).
 pub fn available() -> bool {
@@ -40,4 +41,32 @@ pub fn assert_same(what: &str, got: &Output, want: &Output) {
         "exit status of {what}: {}",
         show(&got.stderr)
     );
+}
+
+/// Runs `cmd` in `dir` with stdin empty, capturing its output.
+#[allow(dead_code)] // not every grep test file uses each helper
+pub fn run(cmd: &mut Command, dir: &Path) -> Output {
+    cmd.current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .expect("cannot run the command")
+}
+
+/// `mmapkit grep ARGS` run in `dir`.
+#[allow(dead_code)]
+pub fn mmapkit(args: &[&str], dir: &Path) -> Output {
+    run(super::common::mmapkit().arg("grep").args(args), dir)
+}
+
+/// GNU grep (`LC_ALL=C`, `-E` unless `-F`) with ARGS, run in `dir`.
+#[allow(dead_code)]
+pub fn gnu(args: &[&str], dir: &Path) -> Output {
+    // -F and -E conflict in GNU grep; without -F, -E is our syntax's kin.
+    let syntax: &[&str] = if args.contains(&"-F") { &[] } else { &["-E"] };
+    run(
+        Command::new("grep").env("LC_ALL", "C").env_remove("GREP_COLORS").args(syntax).args(args),
+        dir,
+    )
 }
