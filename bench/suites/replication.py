@@ -83,6 +83,20 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _stop(procs: list[subprocess.Popen], root: Path) -> None:
+    """SIGTERM every member of a cluster, SIGKILL one that has not exited
+    within 10 s, then remove its directory."""
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+    shutil.rmtree(root, ignore_errors=True)
+
+
 class _Cluster:
     """Three nodes of one store kind in fresh directories under `root`."""
 
@@ -123,15 +137,7 @@ class _Cluster:
             raise
 
     def close(self) -> None:
-        for p in self.procs:
-            p.terminate()
-        for p in self.procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-        shutil.rmtree(self.root, ignore_errors=True)
+        _stop(self.procs, self.root)
 
 
 class _EtcdCluster:
@@ -202,15 +208,7 @@ class _EtcdCluster:
         return json.loads(out.decode().strip().splitlines()[-1])
 
     def close(self) -> None:
-        for p in self.procs:
-            p.terminate()
-        for p in self.procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-        shutil.rmtree(self.root, ignore_errors=True)
+        _stop(self.procs, self.root)
 
 
 class ReplicationSuite(Suite):
