@@ -442,6 +442,7 @@ def test_equal_seeds_give_equal_orders_and_prefetch_does_not_change_them(
     tmp, monkeypatch, group_bytes
 ):
     monkeypatch.setattr(mmapkit.features, "GROUP_BYTES", group_bytes)
+    monkeypatch.setattr(mmapkit.features, "GATHER_GROUP_BYTES", group_bytes)
     fs = ids_store(tmp / "fs", 3200)
     seq = list(fs.batches(128, prefetch=3))
     assert np.array_equal(np.concatenate([y for _, y in seq]), np.arange(3200))
@@ -498,6 +499,7 @@ def _reopened_cold(fs):
 @pytest.mark.parametrize("shuffle", [False, True])
 def test_prefetch_thread_only_once_pages_come_from_disk(tmp, monkeypatch, shuffle):
     monkeypatch.setattr(mmapkit.features, "GROUP_BYTES", 4096)  # many groups
+    monkeypatch.setattr(mmapkit.features, "GATHER_GROUP_BYTES", 4096)
     fs = ids_store(tmp / "fs", 100_000)  # 3.2 MB: more than the kernel reads ahead
     # Copies: a view left alive would keep the pages mapped, and mapped
     # pages stay in the page cache.

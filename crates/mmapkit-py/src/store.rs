@@ -12,6 +12,9 @@ use std::path::PathBuf;
 
 use mmapkit::store::npy::Header;
 use mmapkit::store::{self, ArrayStore, Segment, StoreOptions};
+use numpy::{IntoPyArray, PyArray1};
+use pyo3::buffer::PyBuffer;
+use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 
@@ -286,6 +289,38 @@ impl ArrayStoreCore {
             })
         })?;
         r?.py_err()
+    }
+
+    /// Rows `rows` (a C-contiguous uint64 buffer) gathered into a new
+    /// array, with the GIL released, on up to `threads` workers (default:
+    /// one per core) when the gather is large enough to split: `uint64`
+    /// words holding `len(rows)` × `row_bytes` bytes (the last word padded;
+    /// the caller views them as bytes). The memory is this call's own until
+    /// it returns, so rows are copied with plain `memcpy`s, not the atomic
+    /// stores `gather` needs for a caller's buffer.
+    #[pyo3(signature = (rows, threads = None))]
+    fn take<'py>(
+        slf: &Bound<'py, Self>,
+        rows: &Bound<'py, PyAny>,
+        threads: Option<i64>,
+    ) -> PyResult<Bound<'py, PyArray1<u64>>> {
+        let py = slf.py();
+        let threads = crate::exec::threads(threads)?;
+        let rows = PyBuffer::<u64>::get(rows)?;
+        if !rows.is_c_contiguous() {
+            return Err(PyValueError::new_err("rows must be C-contiguous"));
+        }
+        let rows = rows.to_vec(py)?;
+        let words = store(slf, |s| {
+            py.detach(|| {
+                let bytes = rows.len().saturating_mul(s.row_bytes());
+                let mut words = vec![0u64; bytes.div_ceil(8)];
+                let out = &mut bytemuck::cast_slice_mut::<u64, u8>(&mut words)[..bytes];
+                s.gather_rows_on(&rows, out, threads).map(|()| words)
+            })
+        })?
+        .py_err()?;
+        Ok(words.into_pyarray(py))
     }
 
     /// Gives unused capacity back to the file system.

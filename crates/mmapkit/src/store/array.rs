@@ -134,6 +134,16 @@ const GATHER_PIECE: usize = 256 << 10;
 /// Runs of at least this many bytes skip the piece (see `gather_rows_with`).
 pub const GATHER_DIRECT: usize = 64 << 10;
 
+/// How many parts a gather of `out_len` bytes is split into on `threads`.
+fn gather_parts(out_len: usize, threads: Threads) -> usize {
+    // (`Threads::get` may read cgroup files: tens of µs, so not for small gathers.)
+    if out_len < 2 * GATHER_PART {
+        1
+    } else {
+        threads.get().min(out_len / GATHER_PART)
+    }
+}
+
 /// Calls `f(i, j)` for each maximal run `rows[i..j]` of consecutive
 /// indices (one `memcpy` each for a gather).
 fn for_runs(rows: &[u64], mut f: impl FnMut(usize, usize)) {
@@ -645,15 +655,37 @@ impl ArrayStore {
     /// error (nothing is copied); a truncation of the file by someone else
     /// is [`Error::FileTruncated`].
     pub fn gather_rows(&self, rows: &[u64], out: &mut [u8]) -> Result<()> {
+        self.gather_rows_on(rows, out, Threads::ONE)
+    }
+
+    /// [`gather_rows`](Self::gather_rows) on up to `threads` workers: a
+    /// gather of at least 2 × [`GATHER_PART`] bytes is split into parts of
+    /// equal row counts, each copied into its own slice of `out` (plain
+    /// `memcpy`s: the fast path, for an output this crate holds
+    /// exclusively, such as a fresh allocation a binding then hands out).
+    pub fn gather_rows_on(&self, rows: &[u64], out: &mut [u8], threads: Threads) -> Result<()> {
         self.check_gather(rows, out.len())?;
         let rb = self.row_bytes;
         let off = self.data_off;
+        let parts = gather_parts(out.len(), threads);
         self.map.read_with(|d| {
-            for_runs(rows, |i, j| {
-                let from = off + rows[i] as usize * rb;
-                out[i * rb..j * rb].copy_from_slice(&d[from..from + (j - i) * rb]);
+            let copy = |rows: &[u64], out: &mut [u8]| {
+                for_runs(rows, |i, j| {
+                    let from = off + rows[i] as usize * rb;
+                    out[i * rb..j * rb].copy_from_slice(&d[from..from + (j - i) * rb]);
+                })
+            };
+            if parts == 1 {
+                copy(rows, out);
+                return Ok(());
+            }
+            let per = rows.len().div_ceil(parts);
+            threads.install(|| {
+                rows.par_chunks(per)
+                    .zip(out.par_chunks_mut(per * rb))
+                    .for_each(|(r, o)| copy(r, o));
             })
-        })
+        })?
     }
 
     /// [`gather_rows`](Self::gather_rows) for an output this crate may not
@@ -678,9 +710,7 @@ impl ArrayStore {
         self.check_gather(rows, out_len)?;
         let rb = self.row_bytes;
         let off = self.data_off;
-        // (`Threads::get` may read cgroup files: tens of µs, so not for small gathers.)
-        let parts =
-            if out_len < 2 * GATHER_PART { 1 } else { threads.get().min(out_len / GATHER_PART) };
+        let parts = gather_parts(out_len, threads);
         self.map.read_with(|d| {
             let copy = |first: usize, rows: &[u64]| {
                 let mut piece = Vec::with_capacity(GATHER_PIECE.min(rows.len() * rb));

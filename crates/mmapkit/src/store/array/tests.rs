@@ -458,11 +458,11 @@ fn gather_rows_copies_runs_and_checks_bounds() {
     assert!(e.to_string().contains("not 1 rows of 16 bytes"), "{e}");
 }
 
-/// The sink form splits large gathers between threads: every thread count
-/// gives the bytes of `gather_rows`, each output byte written exactly once,
-/// and a bad row or length reaches the sink with nothing.
+/// Both forms split large gathers between threads: every thread count
+/// gives the rows' bytes (a naive reference), the sink form writes each
+/// output byte exactly once, and a bad row or length copies nothing.
 #[test]
-fn gather_rows_with_splits_between_threads_like_gather_rows() {
+fn gather_rows_with_and_on_split_between_threads_like_gather_rows() {
     use std::sync::Mutex;
     let (_d, p) = tmp();
     let mut s = ArrayStore::create(&p, "'<f8'", 8, &[4], &StoreOptions::default()).unwrap();
@@ -476,9 +476,15 @@ fn gather_rows_with_splits_between_threads_like_gather_rows() {
         (0..n as u64).map(|i| ((i / 5) * 7919 % (n as u64 / 5)) * 5 + i % 5).collect();
     let long: Vec<u64> = (0..n as u64).map(|i| (i + n as u64 / 2) % n as u64).collect();
     for idx in [scrambled, long] {
-        let mut want = vec![0u8; idx.len() * 32];
-        r.gather_rows(&idx, &mut want).unwrap();
+        let want: Vec<u8> =
+            idx.iter().flat_map(|&i| rows_f64(&vals[i as usize * 4..][..4])).collect();
+        let mut one = vec![0u8; want.len()];
+        r.gather_rows(&idx, &mut one).unwrap();
+        assert_eq!(one, want);
         for t in [1, 2, 3, 8] {
+            let mut on = vec![0u8; want.len()];
+            r.gather_rows_on(&idx, &mut on, Threads::from(t)).unwrap();
+            assert_eq!(on, want, "threads {t}");
             let out = Mutex::new(vec![0u8; want.len()]);
             let written = Mutex::new(0usize);
             r.gather_rows_with(&idx, want.len(), Threads::from(t), |at, src| {
@@ -493,6 +499,9 @@ fn gather_rows_with_splits_between_threads_like_gather_rows() {
     let never = |_: usize, _: &[u8]| panic!("nothing may be copied");
     assert!(r.gather_rows_with(&[0, n as u64], 64, Threads::from(2), never).is_err());
     assert!(r.gather_rows_with(&[0, 1], 63, Threads::from(2), never).is_err());
+    let mut out = vec![7u8; 64];
+    assert!(r.gather_rows_on(&[0, n as u64], &mut out, Threads::from(2)).is_err());
+    assert_eq!(out, vec![7u8; 64]);
 }
 
 #[test]
