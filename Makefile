@@ -35,26 +35,33 @@ setup: $(VENV)/.deps
 # Builds the extension in release mode and installs the package editable into .venv
 # (the .so lands in python/mmapkit/, ignored by git), with the core's test hooks
 # (the FeatureStore power-loss matrix sets MMAPKIT_TEST_BOOT_ID); wheels have none.
-develop: setup
+# Then links .venv/bin/mmapkit to cargo's CLI (where `pip install .` puts the wheel's
+# copy), so the README's `mmapkit ...` lines and `python -m mmapkit` run the current build.
+CARGO_TARGET := $(abspath $(or $(CARGO_TARGET_DIR),target))
+develop: setup cli
 	$(VENV)/bin/maturin develop --release --quiet --features test-hooks --extras test,bench,torch,dask
+	ln -sfn $(CARGO_TARGET)/release/mmapkit $(VENV)/bin/mmapkit
 
 cli:
 	cargo build --release -p mmapkit-cli --quiet
 
-# The abi3 wheel (target/wheels/): the Python package with the `mmapkit` CLI as a
-# script, which pip puts on PATH, as ruff and uv ship theirs. maturin adds the wheel
-# data directory `<module-name>.data/` beside pyproject.toml when it exists (its
-# `scripts/` go to the venv's bin/); it holds the binary only during this build
-# (git-ignored), so `maturin develop` and `pip install .` never pick up a stale copy.
-# Then checks that the crates package (mmapkit-cli's dependency on mmapkit resolved
-# against the packaged mmapkit, not crates.io).
-WHEEL_DATA := mmapkit._native.data
-dist: setup cli
-	rm -rf $(WHEEL_DATA) target/wheels/mmapkit-*.whl
-	mkdir -p $(WHEEL_DATA)/scripts
-	cp target/release/mmapkit $(WHEEL_DATA)/scripts/
-	$(VENV)/bin/maturin build --release --quiet -i $(VPY) --out target/wheels; \
-		status=$$?; rm -rf $(WHEEL_DATA); exit $$status
+# The sdist and the abi3 wheel (target/wheels/), built as `pip install .` builds them:
+# through the project's PEP 517 backend (build_backend/mmapkit_build.py: maturin's, plus
+# the `mmapkit` CLI as a wheel script, which pip puts on PATH, as ruff and uv ship theirs;
+# the sdist carries the CLI crate), in a venv holding only what building needs (maturin
+# and PyPA's `build`), not the development one. The cargo target dir is the checkout's,
+# so only what changed is rebuilt. Then checks that the crates package (mmapkit-cli's
+# dependency on mmapkit resolved against the packaged mmapkit, not crates.io).
+DIST_VENV := target/dist-venv
+$(DIST_VENV)/.deps: pyproject.toml
+	$(PYTHON) -m venv $(DIST_VENV)
+	$(DIST_VENV)/bin/python -m pip install --quiet --disable-pip-version-check "maturin>=1.9,<2" "build>=1.2"
+	touch $@
+
+dist: $(DIST_VENV)/.deps
+	rm -f target/wheels/mmapkit-*.whl target/wheels/mmapkit-*.tar.gz
+	PATH="$(abspath $(DIST_VENV))/bin:$$PATH" VIRTUAL_ENV="$(abspath $(DIST_VENV))" \
+		$(DIST_VENV)/bin/python -m build --no-isolation --sdist --wheel --outdir target/wheels .
 	cargo package --quiet -p mmapkit -p mmapkit-replicate -p mmapkit-cli --no-verify --allow-dirty
 
 # The command-line peers of the `files` benchmark (ripgrep, sd), built from crates.io
