@@ -6,6 +6,12 @@ roles (``:class:``, ``:func:``), no Google/NumPy sections, so there is no napole
 (it would misread a property's ``Rows so far: ...`` as a type); the CLI reference is
 the built CLI's ``--help``, run at build time (``_ext/mmapkit_docs.py``); the crates'
 rustdoc is copied in under ``rust/``.
+
+Sphinx rather than MkDocs: the docstrings are already reST with Sphinx roles, which
+mkdocstrings would show as literal text; autodoc imports the compiled ``_native``
+module and documents what it really exports (mkdocstrings reads source, here only a
+stub); ``-W -n`` turns every unresolved reference into a build failure; and the
+search index and a custom directive (the CLI's help) need no extra plugin stack.
 """
 
 from __future__ import annotations
