@@ -117,8 +117,11 @@ class Browser:
             self._replies[-1] = {}  # the browser went away
             self._cond.notify_all()
 
-    def call(self, method: str, session: bool = False, **params: Any) -> dict[str, Any]:
-        """Sends one command and waits for its reply; returns its result."""
+    def call(
+        self, method: str, session: bool = False, tolerate: bool = False, **params: Any
+    ) -> dict[str, Any]:
+        """Sends one command and waits for its reply; returns its result (with
+        ``tolerate``, an error reply gives ``{}``: a page being replaced may refuse)."""
         self._next_id += 1
         n = self._next_id
         msg: dict[str, Any] = {"id": n, "method": method, "params": params}
@@ -131,6 +134,8 @@ class Browser:
             )
         assert ok and n in self._replies, f"no reply to {method} (browser gone or stuck)"
         reply = self._replies.pop(n)
+        if tolerate and "error" in reply:
+            return {}
         assert "error" not in reply, (method, reply["error"])
         return reply["result"]
 
@@ -143,22 +148,26 @@ class Browser:
             except queue.Empty:
                 return out
 
-    def evaluate(self, expression: str) -> Any:
-        """The value of a JavaScript expression in the page (a promise's, once settled)."""
+    def evaluate(self, expression: str, tolerate: bool = False) -> Any:
+        """The value of a JavaScript expression in the page (a promise's, once settled).
+        With ``tolerate``, None where it could not run (the page is being replaced)."""
         r = self.call(
             "Runtime.evaluate",
             session=True,
+            tolerate=tolerate,
             expression=expression,
             returnByValue=True,
             awaitPromise=True,
         )
+        if tolerate and ("exceptionDetails" in r or "result" not in r):
+            return None
         assert "exceptionDetails" not in r, (expression, r["exceptionDetails"])
         return r["result"].get("value")
 
     def wait_for(self, expression: str) -> Any:
         """Polls a JavaScript condition until it is truthy (fails after DEADLINE_S)."""
         deadline = time.monotonic() + DEADLINE_S
-        while not (value := self.evaluate(expression)):
+        while not (value := self.evaluate(expression, tolerate=True)):
             assert time.monotonic() < deadline, f"never true: {expression}"
             time.sleep(0.05)
         return value
@@ -168,8 +177,8 @@ class Browser:
         self.events()
         self.call("Page.navigate", session=True, url=url)
         self.wait_for(f"location.href === {json.dumps(url)} && document.readyState === 'complete'")
-        # One frame and one task later: what the page's load handlers logged has arrived.
-        self.evaluate("new Promise(r => requestAnimationFrame(() => setTimeout(r, 0)))")
+        # One task later: what the page's load handlers logged has arrived.
+        self.evaluate("new Promise(r => setTimeout(r, 0))")
         return [e for e in map(console_error, self.events()) if e]
 
     def screenshot(self, path: Path) -> None:
