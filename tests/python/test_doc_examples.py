@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import doctest
 import importlib
+import linecache
 import os
 import re
 import subprocess
@@ -80,6 +81,8 @@ def test_page_examples_run(page, tmp_path):
             where = f"{page}, block {n + 1} ({lang})"
             assert lang in RUN or lang in NOT_CODE, f"{where}: an example in no runnable language"
             if lang == "python":
+                # Registered so that a failure's traceback shows the example's lines.
+                linecache.cache[where] = (len(body), None, body.splitlines(True), where)
                 exec(compile(body, where, "exec"), namespace)
             elif lang == "console":
                 for cmd, expected in console_steps(body):
