@@ -8,7 +8,7 @@ export PATH := $(abspath $(VENV))/tools/bin:$(abspath $(VENV))/bin:$(HOME)/.carg
 
 TSAN_TARGET ?= x86_64-unknown-linux-gnu
 
-.PHONY: fuzz tsan run test bench bench-tools bench-peers bench-rocksdb bench-etcd setup develop cli dist rust-test jepsen lint py-test stubtest clean
+.PHONY: docs chromium fuzz tsan run test bench bench-tools bench-peers bench-rocksdb bench-etcd setup develop cli dist rust-test jepsen lint py-test stubtest clean
 
 # Every suite, every peer and the baseline at small sizes, warm cache: ~5 minutes on 2
 # cores after set-up; reports in bench/results/quick/ (git-ignored), one-screen summary
@@ -19,7 +19,7 @@ run: develop cli bench-tools bench-peers bench-rocksdb bench-etcd
 bench: develop cli bench-tools bench-peers bench-rocksdb bench-etcd
 	$(VPY) -m bench all
 
-test: develop rust-test jepsen lint py-test stubtest
+test: develop rust-test jepsen lint docs py-test stubtest
 
 # --- set-up ---------------------------------------------------------------
 $(VPY):
@@ -39,7 +39,7 @@ setup: $(VENV)/.deps
 # copy), so the README's `mmapkit ...` lines and `python -m mmapkit` run the current build.
 CARGO_TARGET := $(abspath $(or $(CARGO_TARGET_DIR),target))
 develop: setup cli
-	$(VENV)/bin/maturin develop --release --quiet --features test-hooks --extras test,bench,torch,dask
+	$(VENV)/bin/maturin develop --release --quiet --features test-hooks --extras test,bench,torch,dask,docs
 	ln -sfn $(CARGO_TARGET)/release/mmapkit $(VENV)/bin/mmapkit
 
 cli:
@@ -115,6 +115,26 @@ bench-etcd:
 			|| echo "warning: could not install etcd-server/etcd-client"; \
 		else echo "warning: no /usr/bin/etcd (apt-get install etcd-server as root): the replication suite shows etcd as n/a"; fi; fi
 
+# The documentation site (build/docs/html/index.html): Sphinx over docs/ (MyST pages,
+# autodoc of the installed package, the built CLI's --help), with the crates' rustdoc
+# copied in under rust/. Both fail on any warning: a missing doc comment or a broken
+# intra-doc link in the crates, a broken reference or a bad docstring in the site.
+# Every example in it runs in `make test` (tests/python/test_doc_examples.py), and
+# tests/python/test_docs.py builds it again and checks it in headless Chromium.
+DOCS_OUT := build/docs/html
+docs: develop cli
+	RUSTDOCFLAGS="-D warnings -D missing-docs -D rustdoc::broken-intra-doc-links" \
+		cargo doc --no-deps --quiet -p mmapkit -p mmapkit-replicate -p mmapkit-raft
+	$(VPY) -m sphinx -W --keep-going -n -q -b html docs $(DOCS_OUT)
+
+# The docs test's browser: Debian's chromium, installed when missing and we are root
+# (without it tests/python/test_docs.py skips its browser checks, saying why).
+chromium:
+	@if ! command -v chromium >/dev/null; then \
+		if [ "$$(id -u)" = 0 ]; then apt-get install -y -qq chromium >/dev/null \
+			|| echo "warning: could not install chromium: the docs' browser check is skipped"; \
+		else echo "warning: no chromium (apt-get install chromium as root): the docs' browser check is skipped"; fi; fi
+
 # --- checks ---------------------------------------------------------------
 # The power-loss suite (crates/mmapkit-crashfs, FUSE; skipped with the reason
 # printed where FUSE is unavailable) needs the CLI for its `replace` matrix.
@@ -168,7 +188,7 @@ lint:
 	$(VPY) -m ruff format --check --quiet
 	$(VPY) -m mypy
 
-py-test: cli bench-peers dist
+py-test: cli bench-peers dist chromium
 	$(VPY) -m pytest -q tests/python
 
 stubtest:

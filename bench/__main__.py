@@ -181,6 +181,9 @@ def merge_docs(path: Path, doc: dict, suite) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Runs the suites named on the command line (``python -m bench --help``); returns the exit
+    status.
+    """
     args = _parser().parse_args(argv)
     if args.results_dir is None:
         args.results_dir = QUICK_RESULTS_DIR if args.quick else RESULTS_DIR

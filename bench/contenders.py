@@ -50,6 +50,10 @@ def need_tool(name: str) -> str:
 
 
 def tool_available(name: str, hint: str = TOOLS_HINT) -> Callable[[], str | None]:
+    """An ``available()`` check for a contender that runs the command-line tool ``name``: None when
+    it is on PATH, else why not (with ``hint``).
+    """
+
     def check() -> str | None:
         return None if tool(name) else f"{name} not installed ({hint})"
 
@@ -65,6 +69,7 @@ def mmapkit_bin() -> Path:
 
 
 def mmapkit_cli_available() -> str | None:
+    """None when the release build of the ``mmapkit`` CLI exists, else how to build it."""
     exe = mmapkit_bin()
     if not exe.is_file():
         return (
@@ -177,6 +182,10 @@ class Registry:
         note: str = "",
         available: Callable[[], str | None] | None = None,
     ) -> Callable[[Callable], Callable]:
+        """A decorator registering its function as contender ``name``'s implementation of ``task``
+        (a given ``note`` or ``available`` replaces the earlier one).
+        """
+
         def register(fn: Callable[[Path], Any]) -> Callable[[Path], Any]:
             spec = self._specs.setdefault(name, {"impls": {}, "note": "", "available": None})
             spec["impls"][task] = fn
@@ -187,6 +196,7 @@ class Registry:
         return register
 
     def contenders(self) -> tuple[Contender, ...]:
+        """The registered contenders, in registration order."""
         return tuple(
             Contender(
                 name, dict(s["impls"]), available=s["available"] or (lambda: None), note=s["note"]

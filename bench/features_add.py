@@ -113,6 +113,9 @@ print(json.dumps({"seconds": t}))
 
 
 def run_one(kind: str, pythonpath: str | None, d: str, rows: int, dim: int, batch: int) -> float:
+    """Adds ``rows`` rows of ``dim`` features in batches of ``batch`` with contender ``kind`` in a
+    fresh process; returns the seconds it took.
+    """
     path = os.path.join(d, f"{kind}-{batch}")
     shutil.rmtree(path, ignore_errors=True)
     env = dict(os.environ)
@@ -127,6 +130,7 @@ def run_one(kind: str, pythonpath: str | None, d: str, rows: int, dim: int, batc
 
 
 def measure(a: argparse.Namespace, d: str, contenders: list[tuple[str, str, str | None]]) -> list:
+    """Runs every contender at every batch size in ``a.batch``; returns one result per run."""
     results = []
     for batch in a.batch:
         todo = [c for c in contenders if c[1] != "save_whole" or batch == a.batch[0]]
@@ -151,6 +155,9 @@ def measure(a: argparse.Namespace, d: str, contenders: list[tuple[str, str, str 
 
 
 def main() -> None:
+    """Parses the command line, measures every contender and prints the results (and writes them to
+    ``--json``).
+    """
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--dim", type=int, default=64)

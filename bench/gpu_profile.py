@@ -55,15 +55,18 @@ RESULTS: dict[str, Any] = {}
 
 
 def log(msg: str) -> None:
+    """Prints ``msg`` with the seconds since the start."""
     print(f"[{time.perf_counter() - T0:6.1f} s] {msg}", flush=True)
 
 
 def sync() -> None:
+    """Waits for the GPU's queued work (nothing without CUDA)."""
     if CUDA:
         torch.cuda.synchronize()
 
 
 def put(section: str, name: str, value: Any) -> None:
+    """Records one result under ``section`` and logs it."""
     RESULTS.setdefault(section, {})[name] = value
     shown = f"{value:.3f}" if isinstance(value, float) else value
     log(f"{section}: {name} = {shown}")
@@ -113,6 +116,9 @@ def best(fn: Any, repeat: int) -> float:
 
 
 def buffers(fs: FeatureStore, batch: int, pinned: bool) -> tuple[Any, Any]:
+    """Zeroed numpy views of (pinned, with ``pinned``) torch buffers for one batch of features and
+    labels.
+    """
     X = torch.from_numpy(np.zeros((batch, fs.dim), dtype=fs.dtype))
     y = torch.from_numpy(np.zeros(batch, dtype=fs.label_dtype))
     if pinned:  # (zeroed first: no first-touch faults in the timings)
@@ -142,6 +148,9 @@ def gather_stage(fs: FeatureStore, keys: dict[str, list[Any]], nb: int, rb: int)
 def numpy_refs(
     fs: FeatureStore, keys: dict[str, list[Any]], nb: int, rb: int, Xn: Any, yn: Any
 ) -> None:
+    """(c): numpy's own copies of the same batches into the same buffers, the memory's reference
+    speed.
+    """
     sec = "c numpy reference"
     X, y = fs.features, fs.labels
     seq = keys["sequential"][:nb]
@@ -401,6 +410,7 @@ def fault_stage(path: Path, fs_rows: int, rb: int) -> None:
 
 
 def table() -> str:
+    """The summary of every recorded result, one section per stage."""
     lines = ["", "== gpu_profile summary (GB/s unless named) =="]
     for sec, vals in RESULTS.items():
         lines.append(sec)
@@ -410,6 +420,7 @@ def table() -> str:
 
 
 def main() -> int:
+    """Parses the command line, runs every stage and writes the results to ``--out``."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--rows", type=int, default=1 << 24)

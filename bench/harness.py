@@ -65,11 +65,14 @@ class Unavailable(Exception):
 
 @dataclass(frozen=True)
 class Size:
+    """One data size of a suite: its label and its size in bytes."""
+
     label: str  # "small", "large", ...
     nbytes: int
 
     @property
     def human(self) -> str:
+        """The size for people (``4 GiB``, ``200,000 bytes``)."""
         return human_bytes(self.nbytes)
 
 
@@ -149,9 +152,13 @@ class Task:
     sizes: tuple[str, ...] | None = None
 
     def warmup_for(self, size: Size) -> str:
+        """The warm-up policy at ``size`` (``warmup`` may depend on the size)."""
         return self.warmup(size) if callable(self.warmup) else self.warmup
 
     def repeats_for(self, size: Size, default: int) -> int:
+        """Timed runs at ``size``: the task's own count when it sets one, else ``default`` (at least
+        1).
+        """
         return max(1, self.repeats(size, default)) if self.repeats else default
 
 
@@ -169,6 +176,7 @@ class Contender:
     commands: dict[str, str] = field(default_factory=dict)  # task -> what runs (for the report)
 
     def resolve(self) -> dict[str, Callable[[Path], Any]]:
+        """The task → callable mapping, built once from its factory when ``impls`` is one."""
         if callable(self.impls):
             self.impls = self.impls()
         return self.impls
@@ -199,9 +207,11 @@ class Suite:
     headline: dict[str, Any] | None = None
 
     def sizes(self, quick: bool) -> list[Size]:
+        """The sizes to run: small ones with ``quick`` (``make run``), else the full ones."""
         raise NotImplementedError
 
     def prepare(self, size: Size, data_dir: Path, log: Callable[[str], None]) -> Dataset:
+        """Creates (or reuses) the data of ``size`` under ``data_dir``; returns what tasks need."""
         raise NotImplementedError
 
     def versions(self) -> dict[str, str]:
@@ -210,12 +220,15 @@ class Suite:
 
     @property
     def reference_name(self) -> str:
+        """The contender whose answers all others' must equal (default: the baseline)."""
         return self.reference or self.baseline
 
     def task_baseline(self, task: Task) -> str:
+        """The plain-I/O baseline of ``task`` (the suite's unless the task names its own)."""
         return task.baseline or self.baseline
 
     def task_reference(self, task: Task) -> str:
+        """The contender whose answer ``task``'s other contenders must match."""
         return task.reference or task.baseline or self.reference_name
 
     def targets(self, doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -229,6 +242,7 @@ class Suite:
 
 
 def human_bytes(n: int) -> str:
+    """``n`` bytes for people: whole GiB or MiB when exact, decimal GB when large, else bytes."""
     for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20)):
         if n >= div and n % div == 0:
             return f"{n // div} {unit}"
@@ -272,11 +286,13 @@ def file_digest(path: Path) -> tuple[int, str]:
 
 
 def short(value: Any, limit: int = 120) -> str:
+    """``repr(value)`` cut to ``limit`` characters (for error messages)."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def log(msg: str) -> None:
+    """Prints ``msg`` on stderr at once (progress, never the results)."""
     print(msg, file=sys.stderr, flush=True)
 
 
@@ -486,6 +502,7 @@ def generated_file(
 
 
 def fsync_path(path: Path) -> None:
+    """Syncs the file at ``path`` to disk."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -533,6 +550,7 @@ class CacheDropper:
 
     @property
     def description(self) -> str:
+        """How cold runs are made cold, for the report."""
         if self.method == "drop_caches":
             return "`sync` + `echo 3 > /proc/sys/vm/drop_caches` before every cold run (root)"
         return (
@@ -546,6 +564,7 @@ class CacheDropper:
             f.write("3\n")
 
     def drop(self, files: Iterable[Path]) -> None:
+        """Evicts ``files`` (or, as root, the whole page cache) before a cold run."""
         if self.method == "drop_caches":
             try:
                 self._drop_all()
@@ -572,6 +591,7 @@ def prime(files: Iterable[Path]) -> int:
 
 
 def machine_info(data_dir: Path) -> dict[str, Any]:
+    """The machine, software and file system the run is on, for the report."""
     info: dict[str, Any] = {}
     cpu = platform.processor() or platform.machine()
     try:
@@ -655,6 +675,7 @@ class Cell:
     metrics: dict[str, list[float]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
+        """The cell as it is written to the suite's JSON."""
         d: dict[str, Any] = {
             "size": self.size,
             "task": self.task,
@@ -677,6 +698,8 @@ class Cell:
 
 @dataclass
 class RunOptions:
+    """What one ``python -m bench`` run measures: sizes, tasks, contenders, repeats, caches."""
+
     quick: bool = False
     repeat: int | None = None
     sizes: list[str] | None = None
@@ -688,6 +711,7 @@ class RunOptions:
 
     @property
     def default_repeats(self) -> int:
+        """Timed runs per cell: ``--repeat``, else 3 quick or 5 full."""
         return self.repeat or (3 if self.quick else 5)
 
 
@@ -1040,8 +1064,10 @@ def _fmt(x: float, digits: int, zero: str) -> str:
 
 
 def fmt_seconds(t: float) -> str:
+    """Seconds with 3 significant digits, for the tables."""
     return _fmt(t, 3, "0")
 
 
 def fmt_ratio(r: float) -> str:
+    """A ratio with 2 decimals, for the tables."""
     return _fmt(r, 2, "0.00")

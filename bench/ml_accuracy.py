@@ -38,6 +38,7 @@ def binary_datasets() -> Iterator[tuple[str, np.ndarray, np.ndarray]]:
 
 
 def split(X: np.ndarray, y: np.ndarray) -> list[Any]:
+    """A stratified 75/25 train/test split with a fixed seed."""
     from sklearn.model_selection import train_test_split
 
     return train_test_split(X, y, test_size=0.25, stratify=y, random_state=0)  # type: ignore[no-any-return]
@@ -75,6 +76,9 @@ def table() -> tuple[str, bool]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Trains both estimators on each dataset and prints (or writes) the accuracy table; returns the
+    exit status.
+    """
     p = argparse.ArgumentParser(prog="python -m bench.ml_accuracy", description=__doc__)
     p.add_argument("--out", type=Path, help="also write the table (markdown) here")
     args = p.parse_args(argv)

@@ -77,6 +77,7 @@ def _repeats_text(doc: dict[str, Any], task: str, size: str) -> int:
 
 
 def text_tables(doc: dict[str, Any]) -> str:
+    """The suite's results as plain-text tables (the terminal's report)."""
     if doc.get("layout") == "rows":
         return _text_rows(doc)
     idx = _index(doc)
@@ -629,6 +630,7 @@ def update_readme(
 
 
 def markdown(doc: dict[str, Any], suite_name: str) -> str:
+    """The suite's full report as Markdown (``bench/results/SUITE.md``)."""
     idx = _index(doc)
     names = [c["name"] for c in doc["contenders"]]
     m = doc["machine"]
@@ -912,6 +914,7 @@ def _chart_rows(doc: dict[str, Any], path: Path) -> None:
 
 
 def chart(doc: dict[str, Any], path: Path) -> None:
+    """Draws the suite's chart to ``path`` (PNG)."""
     if doc.get("layout") == "rows":
         _chart_rows(doc, path)
         return
@@ -996,6 +999,9 @@ def chart(doc: dict[str, Any], path: Path) -> None:
 
 
 def write_all(doc: dict[str, Any], suite_name: str, results_dir: Path) -> list[Path]:
+    """Writes the suite's JSON, Markdown report and chart into ``results_dir``; returns the paths
+    written.
+    """
     results_dir.mkdir(parents=True, exist_ok=True)
     written = []
     jpath = results_dir / f"{suite_name}.json"
@@ -1006,6 +1012,9 @@ def write_all(doc: dict[str, Any], suite_name: str, results_dir: Path) -> list[P
 
 
 def render(doc: dict[str, Any], suite_name: str, results_dir: Path) -> list[Path]:
+    """Re-renders the Markdown report and chart from a suite's JSON (``--render``); returns the
+    paths written.
+    """
     results_dir.mkdir(parents=True, exist_ok=True)
     mpath = results_dir / f"{suite_name}.md"
     mpath.write_text(markdown(doc, suite_name))

@@ -24,10 +24,12 @@ SUITES: dict[str, str] = {
 
 
 def names() -> list[str]:
+    """The suites' names, in the order ``all`` runs them."""
     return list(SUITES)
 
 
 def load(name: str) -> Suite:
+    """A new instance of the suite called ``name`` (``SystemExit`` naming the known ones)."""
     try:
         target = SUITES[name]
     except KeyError:

@@ -158,6 +158,7 @@ def _npy_offset(path: Path) -> int:
 
 @contender("np.loadtxt", "open_sum", note="`np.loadtxt(csv).sum()` on the same numbers as text.")
 def sum_loadtxt(d: Path) -> float:
+    """Sums the table read with ``np.loadtxt`` from its text copy."""
     return float(np.loadtxt(_table_files(d)[1]).sum())
 
 
@@ -167,6 +168,7 @@ def sum_loadtxt(d: Path) -> float:
     note="`np.fromfile(npy, float64, offset=header).sum()`: reads into a new array.",
 )
 def sum_fromfile(d: Path) -> float:
+    """Sums the table read with ``np.fromfile``."""
     npy = _table_files(d)[0]
     return float(np.fromfile(npy, dtype=np.float64, offset=_npy_offset(npy)).sum())
 
@@ -177,6 +179,7 @@ def sum_fromfile(d: Path) -> float:
     note="`np.memmap(npy, float64, 'r', offset=header).sum()` (the article's).",
 )
 def sum_memmap(d: Path) -> float:
+    """Sums the table through ``np.memmap``."""
     npy = _table_files(d)[0]
     a = np.memmap(npy, dtype=np.float64, mode="r", offset=_npy_offset(npy))
     return float(a.reshape(-1, 3).sum())
@@ -190,6 +193,7 @@ def sum_memmap(d: Path) -> float:
     "compensated float64 sum in Rust on every core, GIL released.",
 )
 def sum_mmapkit(d: Path) -> float:
+    """Sums the table with ``mmapkit.stats.sum``."""
     return float(_mmapkit().stats.sum(_table_files(d)[0]))
 
 
@@ -202,6 +206,7 @@ def sum_mmapkit(d: Path) -> float:
     "file).",
 )
 def sum_arraystore(d: Path) -> float:
+    """Sums the table through an ``ArrayStore`` opened read-only."""
     mk = _mmapkit()
     store = mk.ArrayStore.open(str(_table_files(d)[0]), mode="r")
     try:
@@ -215,6 +220,7 @@ def sum_arraystore(d: Path) -> float:
 
 @contender("read loop", "read", note="plain `readinto` loop, 8 MiB reusable buffer.")
 def read_loop(d: Path) -> int:
+    """Reads the median file once (the plain-I/O baseline)."""
     return prime([d / "median.i16"])
 
 
@@ -234,6 +240,7 @@ def _chunk_median(bounds: tuple[str, int, int]) -> float:
     note="`np.median(np.memmap(path, int16, 'r'))`: exact, whole array in RAM.",
 )
 def median_numpy(d: Path) -> float:
+    """The median of the int16 file with ``np.median`` over ``np.memmap``."""
     return float(np.median(np.memmap(d / "median.i16", dtype=np.int16, mode="r")))
 
 
@@ -270,6 +277,7 @@ def median_pool(d: Path) -> Measured:
     "into one chunk, i.e. load it all).",
 )
 def median_dask(d: Path) -> Measured:
+    """The median of the int16 file with dask."""
     try:
         import dask.array as da
     except ImportError as exc:
@@ -287,6 +295,7 @@ def median_dask(d: Path) -> Measured:
     note="`mmapkit.stats.median(path, dtype=np.int16)`: exact.",
 )
 def median_mmapkit(d: Path) -> Measured:
+    """The median of the int16 file with ``mmapkit.stats.median``."""
     st = _mmapkit().stats
     t0 = time.perf_counter()
     m = float(st.median(d / "median.i16", dtype=np.int16))
@@ -400,6 +409,7 @@ def _handoff_n(d: Path) -> int:
     "pickle", "handoff", note="the array itself pickled down each worker's pipe (1 GiB each)."
 )
 def handoff_pickle(d: Path) -> Measured:
+    """Hands the array to a worker process by pickling it."""
     a = _cached(f"array:{d}", lambda: _handoff_array(_handoff_n(d) * 8))
     return _timed_hand(("array", a))
 
@@ -413,6 +423,7 @@ def handoff_pickle(d: Path) -> Measured:
     "the segment behind the creator's back here).",
 )
 def handoff_shm(d: Path) -> Measured:
+    """Hands the array to a worker through ``multiprocessing.shared_memory``."""
     n = _handoff_n(d)
 
     def make() -> Any:
@@ -433,6 +444,7 @@ def handoff_shm(d: Path) -> Measured:
     "sent; the worker `attach`es and reads `numpy()`.",
 )
 def handoff_shared_array(d: Path) -> Measured:
+    """Hands the array to a worker as a ``mmapkit.SharedArray`` (pickled by name)."""
     mk = _mmapkit()
     n = _handoff_n(d)
 
@@ -455,6 +467,7 @@ def handoff_shared_array(d: Path) -> Measured:
 
 @contender("mmapkit.ArrayStore", "handoff")
 def handoff_store(d: Path) -> Measured:
+    """Hands the array to a worker as an ``ArrayStore`` (pickled by path)."""
     mk = _mmapkit()
     store = _cached(f"store:{d}", lambda: mk.ArrayStore.open(str(d / "handoff.npy"), mode="r"))
     return _timed_hand(("store", store))
@@ -485,6 +498,7 @@ def _mapped(p: Path, create: Callable[[tuple[int, int]], np.ndarray]) -> Measure
 
 @contender("f.truncate", "sparse", note="`open(p, 'wb').truncate(nbytes)`: a plain sparse file.")
 def sparse_truncate(p: Path) -> Measured:
+    """Creates the sparse file with ``truncate`` (the baseline)."""
     nbytes = _sparse_rows(p.parent) * 24
     with open(p, "wb") as f:
         f.truncate(nbytes)
@@ -497,11 +511,13 @@ def sparse_truncate(p: Path) -> Measured:
     note="`np.memmap(p, float64, shape=(2**30, 3), mode='w+')` (the article's).",
 )
 def sparse_memmap(p: Path) -> Measured:
+    """Creates the sparse array with ``np.memmap(mode="w+")``."""
     return _mapped(p, lambda shape: np.memmap(p, dtype=np.float64, shape=shape, mode="w+"))
 
 
 @contender("np.lib.format.open_memmap", "sparse", note="a .npy of that shape, `mode='w+'`.")
 def sparse_open_memmap(p: Path) -> Measured:
+    """Creates the sparse ``.npy`` with ``np.lib.format.open_memmap``."""
     return _mapped(
         p, lambda shape: np.lib.format.open_memmap(p, mode="w+", dtype=np.float64, shape=shape)
     )
@@ -509,6 +525,7 @@ def sparse_open_memmap(p: Path) -> Measured:
 
 @contender("np.zeros.tofile", "sparse", note="writes every zero (small size only).")
 def sparse_zeros(p: Path) -> Measured:
+    """Writes every zero (``np.zeros`` then ``tofile``; sizes up to 1 GiB only)."""
     rows = _sparse_rows(p.parent)
     if rows * 24 > GIGA:
         raise Unavailable("writes every zero: only run for sizes up to 1 GiB")
@@ -520,6 +537,7 @@ def sparse_zeros(p: Path) -> Measured:
     "mmapkit.sparse", "sparse", available=_need("sparse"), note="`mmapkit.sparse(path, nbytes)`."
 )
 def sparse_mmapkit(p: Path) -> Measured:
+    """Creates the sparse file with ``mmapkit.sparse``."""
     nbytes = _sparse_rows(p.parent) * 24
     _mmapkit().sparse(str(p), nbytes)
     return Measured(nbytes, {"allocated": _allocated(p)})
@@ -535,6 +553,10 @@ def _fresh_sparse(ds: Dataset) -> Path:
 
 
 class ArraysSuite(Suite):
+    """The ``arrays`` suite: the article's array experiments, numpy, multiprocessing and dask
+    against mmapkit.
+    """
+
     name = "arrays"
     title = "arrays on disk and between processes: numpy, multiprocessing, dask vs mmapkit"
     description = (

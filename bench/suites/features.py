@@ -41,6 +41,7 @@ Tasks (every contender's answer is checked on every run):
 from __future__ import annotations
 
 import atexit
+import functools
 import json
 import mmap
 import os
@@ -256,6 +257,7 @@ def _one_blas_thread(fn: Callable[[Path], Measured]) -> Callable[[Path], Measure
     """Runs a training contender with BLAS limited to one thread: the goal is per core,
     and on a shared 2-core machine OpenBLAS's spinning second thread only adds noise."""
 
+    @functools.wraps(fn)  # its name and docstring: the report's and the API's
     def run(d: Path) -> Measured:
         try:
             from threadpoolctl import threadpool_limits
@@ -264,7 +266,6 @@ def _one_blas_thread(fn: Callable[[Path], Measured]) -> Callable[[Path], Measure
         with threadpool_limits(limits=1, user_api="blas"):
             return fn(d)
 
-    run.__name__ = fn.__name__
     return run
 
 
@@ -301,6 +302,7 @@ class _TextStore:
 )
 @_one_blas_thread
 def train_text(d: Path) -> Measured:
+    """One epoch of logistic regression from the text (CSV) copy, parsed in chunks."""
     p = _params(d)
     n, m = p["text_rows"], p["dim"]
     _, labels = _rows(m, 0, n)
@@ -351,6 +353,7 @@ def _numpy_epoch(X: np.ndarray, Y: np.ndarray, n: int) -> tuple[np.ndarray, floa
 )
 @_one_blas_thread
 def train_memmap(d: Path) -> Measured:
+    """One epoch of logistic regression in numpy over ``np.memmap`` of the ``.npy`` files."""
     X, Y = _npy_memmaps(d)
     n = _params(d)["rows"]
     t0, c0 = _clock()
@@ -384,6 +387,7 @@ def _train_sklearn(d: Path, batch: int) -> Measured:
 )
 @_one_blas_thread
 def train_sklearn(d: Path) -> Measured:
+    """One epoch of scikit-learn's ``SGDClassifier.partial_fit`` in batches."""
     return _train_sklearn(d, BATCH)
 
 
@@ -396,6 +400,7 @@ def train_sklearn(d: Path) -> Measured:
 )
 @_one_blas_thread
 def train_sklearn_big(d: Path) -> Measured:
+    """As :func:`train_sklearn`, with the large batch."""
     return _train_sklearn(d, BIG_BATCH)
 
 
@@ -447,6 +452,7 @@ def _fit(d: Path, shuffle: bool, batch: int = BATCH) -> Measured:
 )
 @_one_blas_thread
 def train_mmapkit(d: Path) -> Measured:
+    """One epoch of ``StreamingLogisticRegression`` over the store, in row order."""
     return _fit(d, shuffle=False)
 
 
@@ -460,6 +466,7 @@ def train_mmapkit(d: Path) -> Measured:
 )
 @_one_blas_thread
 def train_mmapkit_shuffled(d: Path) -> Measured:
+    """As :func:`train_mmapkit`, with shuffled batches."""
     return _fit(d, shuffle=True)
 
 
@@ -472,6 +479,7 @@ def train_mmapkit_shuffled(d: Path) -> Measured:
 )
 @_one_blas_thread
 def train_mmapkit_big(d: Path) -> Measured:
+    """As :func:`train_mmapkit`, with the large batch."""
     return _fit(d, shuffle=False, batch=BIG_BATCH)
 
 
@@ -485,6 +493,7 @@ def train_mmapkit_big(d: Path) -> Measured:
     "disk's sequential read speed (cold) in the same run.",
 )
 def ooc_read(d: Path) -> Measured:
+    """Reads the store's features once, recording anonymous memory (the baseline)."""
     with _RssAnon() as rss:
         prime([d / "store" / "features.npy"])
     return Measured(True, {"rss_anon": rss.peak, "rss_anon_growth": rss.peak - rss.start})
@@ -493,6 +502,7 @@ def ooc_read(d: Path) -> Measured:
 @contender("np.memmap + numpy", "train_ooc")
 @_one_blas_thread
 def ooc_memmap(d: Path) -> Measured:
+    """The numpy ``np.memmap`` epoch, recording anonymous memory."""
     with _RssAnon() as rss:
         m = train_memmap(d)
     m.metrics.update(rss_anon=rss.peak, rss_anon_growth=rss.peak - rss.start)
@@ -502,6 +512,7 @@ def ooc_memmap(d: Path) -> Measured:
 @contender("mmapkit sequential", "train_ooc")
 @_one_blas_thread
 def ooc_mmapkit(d: Path) -> Measured:
+    """The mmapkit epoch over a store larger than memory."""
     return _fit(d, shuffle=False)
 
 
@@ -832,11 +843,11 @@ def _gpu_contender(name: str, note: str) -> Callable[[Callable[[Path], Any]], An
     """A gpu task contender: `fn(d)` returns the callable that makes its epoch's batches."""
 
     def register(fn: Callable[[Path], Any]) -> Any:
+        @functools.wraps(fn)
         def run(d: Path) -> Measured:
             _cuda()
             return _gpu_train(d, fn(d), name)
 
-        run.__name__ = fn.__name__
         return contender(name, "gpu", note=note)(run)
 
     return register
@@ -848,6 +859,7 @@ def _gpu_contender(name: str, note: str) -> Callable[[Callable[[Path], Any]], An
     "non_blocking=True)` (pageable memory: a synchronous copy).",
 )
 def gpu_batches_seq(d: Path) -> Any:
+    """An epoch of ``FeatureStore.batches`` in order, each batch copied to the GPU."""
     torch = _torch()
     fs, bs = _gpu_store(d), _params(d)["batch"]
     return lambda: (
@@ -861,6 +873,7 @@ def gpu_batches_seq(d: Path) -> Any:
     "(prefetch thread), then copied like the sequential row.",
 )
 def gpu_batches_shuf(d: Path) -> Any:
+    """As :func:`gpu_batches_seq`, shuffled."""
     torch = _torch()
     fs, bs = _gpu_store(d), _params(d)["batch"]
     return lambda: (
@@ -885,6 +898,7 @@ def _writable(batches: Any) -> Any:
     "thread copies each batch into pinned memory), then `.to('cuda', non_blocking=True)`.",
 )
 def gpu_data_loader(d: Path) -> Any:
+    """An epoch of ``mmapkit.torch.data_loader`` (pinned), each batch copied to the GPU."""
     from mmapkit.torch import data_loader
 
     loader = data_loader(d / "store", _params(d)["batch"], pin_memory=True)
@@ -897,6 +911,7 @@ def gpu_data_loader(d: Path) -> Any:
     "(through `np.asarray`: a read-only view) `.to('cuda')` per batch.",
 )
 def gpu_npy_slices(d: Path) -> Any:
+    """An epoch of ``np.memmap`` slices copied to the GPU (the plain peer)."""
     torch = _torch()
     X, y = _npy_memmaps(d)
     bs, n = _params(d)["batch"], _params(d)["rows"]
@@ -922,6 +937,7 @@ def _gpu_ram(d: Path) -> Any:
     "`.to('cuda', non_blocking=True)`.",
 )
 def gpu_ram_randperm(d: Path) -> Any:
+    """An epoch from tensors in RAM indexed by ``torch.randperm`` (the in-memory peer)."""
     torch = _torch()
     X, y = _gpu_ram(d)
     bs = _params(d)["batch"]
@@ -940,6 +956,7 @@ def gpu_ram_randperm(d: Path) -> Any:
     "a CUDA stream, so gather, copy and compute overlap.",
 )
 def gpu_device_seq(d: Path) -> Any:
+    """An epoch of ``mmapkit.torch.device_loader`` in order."""
     from mmapkit.torch import device_loader
 
     loader = _cached(
@@ -954,6 +971,7 @@ def gpu_device_seq(d: Path) -> Any:
     "block-shuffled rows.",
 )
 def gpu_device_shuf(d: Path) -> Any:
+    """As :func:`gpu_device_seq`, shuffled."""
     from mmapkit.torch import device_loader
 
     loader = _cached(
@@ -973,6 +991,7 @@ def gpu_device_shuf(d: Path) -> Any:
     "the bus's rate.",
 )
 def gpu_limit_h2d(d: Path) -> Measured:
+    """Host-to-device copies of pinned batches alone: the bus's limit."""
     torch = _cuda()
     p = _params(d)
     bs, n = p["batch"], p["rows"]
@@ -998,6 +1017,7 @@ def gpu_limit_h2d(d: Path) -> Measured:
     "gathers on the GPU feeding the same model: the compute-side limit.",
 )
 def gpu_limit_resident(d: Path) -> Any:
+    """Batches indexed from tensors already on the GPU: the device's limit."""
     torch = _torch()
     X, y = _cached(f"gpures:{d}", lambda: tuple(t.to(GPU_DEVICE) for t in _gpu_ram(d)))
     bs = _params(d)["batch"]
@@ -1069,6 +1089,7 @@ def _exact(d: Path) -> float:
     "(mergeable per-chunk histograms of the keys; int16 needs one pass).",
 )
 def median_mmapkit(d: Path) -> Measured:
+    """The exact per-feature median over a dask cluster with ``mmapkit.dask.median``."""
     _client()
     import mmapkit.dask as mkd
 
@@ -1086,6 +1107,7 @@ def median_mmapkit(d: Path) -> Measured:
     f"±{MEDIAN_TOLERANCE} of the exact median, `error` shows by how much it missed.",
 )
 def median_dask(d: Path) -> Measured:
+    """Dask's own per-feature median (approximate for chunked arrays)."""
     _client()
     import dask.array as da
 
@@ -1169,6 +1191,10 @@ def _human_rate(x: float | None) -> str:
 
 
 class FeaturesSuite(Suite):
+    """The ``features`` suite: training from a feature store, out of core, data loaders, exact
+    cluster median.
+    """
+
     name = "features"
     title = "training from a feature store, out of core, data loaders, exact cluster median"
     description = (

@@ -65,6 +65,7 @@ SLOW_REPEATS = 1  # pure numpy and pykmertools on the large size (minutes per ru
 
 
 def kmertools_bin() -> str | None:
+    """The ``kmertools`` binary beside this Python or on PATH (None: not installed)."""
     here = Path(sys.executable).parent / "kmertools"
     return str(here) if here.exists() else shutil.which("kmertools")
 
@@ -95,6 +96,7 @@ def write_reads(path: Path, n: int, seed: int) -> dict[str, int]:
 
 
 def ensure_reads(data_dir: Path, n: int, log: Callable[[str], None]) -> tuple[Path, dict]:
+    """Creates (or reuses) ``n`` random reads as FASTA; returns the path and what describes it."""
     path = data_dir / f"kmers-reads-{n}-s{DATA_SEED}.fa"
     want = {"reads": n, "seed": DATA_SEED, "generator": GENERATOR_VERSION}
 
@@ -126,6 +128,7 @@ def run_timed(argv: list[str]) -> dict[str, float]:
 
 
 def out_path(data_dir: Path, name: str, ext: str) -> Path:
+    """The output path of contender ``name`` with extension ``ext``."""
     d = data_dir / "kmers-out"
     d.mkdir(parents=True, exist_ok=True)
     return d / (name.replace(" ", "_").replace("-", "") + "." + ext)
@@ -234,6 +237,7 @@ class Approx:
 
     @classmethod
     def of(cls, a: np.ndarray) -> Approx:
+        """The fingerprint of the array ``a``."""
         r = np.random.default_rng(12345).random(a.shape[1] if a.ndim == 2 else 1)
         proj = np.concatenate(
             [a[i : i + 65536].astype(np.float64) @ r for i in range(0, a.shape[0], 65536)]
@@ -255,6 +259,7 @@ class Approx:
 
 
 def check_csv(_path: Path, result: Any) -> Any:
+    """The digest of a contender's csv output (the file is removed)."""
     out = result
     try:
         return file_digest(out)
@@ -263,6 +268,7 @@ def check_csv(_path: Path, result: Any) -> Any:
 
 
 def check_npy(_path: Path, result: Any) -> Any:
+    """The fingerprint of a contender's array output (the file is removed)."""
     out = result
     try:
         if out.suffix == ".npy":
@@ -284,6 +290,8 @@ def check_npy(_path: Path, result: Any) -> Any:
 
 
 class KmersSuite(Suite):
+    """The ``kmers`` suite: k-mer vectors through a mapped output against seq2vec-style tools."""
+
     name = "kmers"
     title = "k-mer vectors: parallel writes through a mapped output"
     description = (

@@ -71,6 +71,8 @@ BUILD_HINT = "make bench-peers"
 
 @dataclass(frozen=True)
 class Workload:
+    """One log workload: entry count, entry size, and whether the sync tasks run on it."""
+
     label: str
     entries: int
     size: int
@@ -78,6 +80,7 @@ class Workload:
 
     @property
     def nbytes(self) -> int:
+        """The bytes appended in all."""
         return self.entries * self.size
 
 
@@ -119,7 +122,7 @@ def checksums(data: bytes | memoryview, size: int) -> dict[str, int]:
 
 
 class DriverError(CommandError):
-    pass
+    """A log driver failed (its output is in the message)."""
 
 
 def _run_driver(argv: list[str]) -> dict[str, Any]:
@@ -147,6 +150,10 @@ def _fresh(path: Path) -> Path:
 
 
 class LogSuite(Suite):
+    """The ``log`` suite: mmapkit's commit log against raft-engine, commitlog, tidwall/wal and
+    etcd's wal.
+    """
+
     name = "log"
     title = "mmapkit's commit log vs raft-engine, commitlog, tidwall/wal, etcd wal"
     description = (
@@ -205,6 +212,7 @@ class LogSuite(Suite):
 
     @property
     def sync_batches(self) -> int:
+        """Batches per synced run (fewer with ``--quick``, unless set)."""
         if self._sync_batches:
             return self._sync_batches
         return SYNC_BATCHES_QUICK if self._quick else SYNC_BATCHES

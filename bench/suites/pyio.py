@@ -66,6 +66,7 @@ def five_letter_words(buf: Any) -> tuple[int, str]:
 
 
 def file_read(path: Path) -> bytes:
+    """Reads the whole file with ``read()``."""
     with open(path, "rb") as f:
         return f.read()
 
@@ -93,21 +94,25 @@ def stream_find(f: Any, needle: bytes, start: int = 0, chunk: int = 1 << 20) -> 
 
 
 def file_find(path: Path) -> int:
+    """Finds the word by streaming the file in chunks."""
     with open(path, "rb", buffering=0) as f:
         return stream_find(f, WORD)
 
 
 def file_regex(path: Path) -> tuple[int, str]:
+    """Runs the five-letter-word regex over the file read whole."""
     with open(path, "rb") as f:
         return five_letter_words(f.read())
 
 
 def file_seek_find(path: Path) -> int:
+    """Seeks near the end, then finds the word by streaming."""
     with open(path, "rb", buffering=0) as f:
         return stream_find(f, WORD, SEEK_TO)
 
 
 def file_replace(path: Path) -> None:
+    """Replaces the word through a temporary file, fsync and rename (the safe rewrite)."""
     # The safe way to rewrite a file: new contents to a temporary file in the same
     # directory, fsync (mmap's flush() is an msync(MS_SYNC), so both are durable),
     # then atomically rename over the original.
@@ -207,6 +212,8 @@ def native_impls(mk: Any) -> dict[str, Callable[[Path], Any]]:
 
 
 class PyioSuite(Suite):
+    """The ``pyio`` suite: the five comparisons of the Python mmap article."""
+
     name = "pyio"
     title = "the five comparisons of the Python mmap article"
     description = (

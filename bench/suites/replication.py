@@ -212,6 +212,10 @@ class _EtcdCluster:
 
 
 class ReplicationSuite(Suite):
+    """The ``replication`` suite: follower catch-up over HTTP, and a 3-node KV on mmapkit's log
+    store against RocksDB and etcd.
+    """
+
     name = "replication"
     title = (
         "follower catch-up over HTTP; 3-node openraft KV: mmapkit's log store vs RocksDB "

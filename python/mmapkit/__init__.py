@@ -185,9 +185,10 @@ def open(
     :meth:`MappedFile.refresh` follows the file as it grows). Empty files
     are fine.
 
-    >>> with mmapkit.open("data.bin", "w+", size=4096) as m:   # doctest: +SKIP
+    >>> with mmapkit.open("data.bin", "w+", size=4096) as m:
     ...     m[:5] = b"hello"
-    ...     m.grow(4096)                    # views taken before stay valid
+    ...     m.grow(4096)                    # the new length; views taken before stay valid
+    8192
     """
     return MappedFile(path, mode, size, offset, length, reserve)
 

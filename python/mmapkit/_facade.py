@@ -51,14 +51,17 @@ class NpyFacade:
 
     @property
     def dtype(self) -> np.dtype[Any]:
+        """The elements' numpy dtype."""
         return self._dtype
 
     @property
     def path(self) -> str:
+        """The path of the mapped file."""
         return os.fspath(self._core.path)
 
     @property
     def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
         return self._core.closed
 
     def close(self) -> None:

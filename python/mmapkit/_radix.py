@@ -152,10 +152,14 @@ class QuantilePlan:
         return np.where(pi < 0, pi + n, pi), np.where(ni < 0, ni + n, ni), gamma
 
     def ranks(self, n: int) -> list[int]:
+        """The sorted, distinct 0-based ranks whose values the quantiles of ``n`` elements need."""
         p, nx, _ = self.positions(n)
         return sorted({int(v) for v in np.concatenate([p, nx])})
 
     def result_dtype(self, dt: np.dtype[Any]) -> np.dtype[Any]:
+        """The dtype of the quantiles of elements of ``dt`` (numpy's rule: ``float64`` unless the
+        method keeps the input's type).
+        """
         if self.method == "inverted_cdf" or (dt.kind == "f" and self.weak):
             return dt
         return np.dtype(np.float64)

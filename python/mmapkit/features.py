@@ -8,16 +8,19 @@ A feature store is a directory::
 
 ``features.npy`` and ``labels.npy`` are growable :class:`~mmapkit.ArrayStore`
 files (real ``.npy`` files); ``meta.json`` holds the **committed** row count,
-the only count readers trust::
+the only count readers trust:
 
-    fs = mmapkit.FeatureStore("train", "w", dim=64)
-    fs.add(X, y)                       # durable when it returns
-    fs.close()
-
-    fs = mmapkit.FeatureStore("train")  # read-only, any number of processes
-    X, y = fs.get(0, 1000)             # zero-copy views
-    for X, y in fs.batches(256, shuffle=True, seed=1):
-        ...
+>>> import numpy as np, mmapkit
+>>> X, y = np.ones((1000, 64), np.float32), np.zeros(1000, np.float32)
+>>> fs = mmapkit.FeatureStore("train", "w", dim=64)
+>>> fs.add(X, y)                       # durable when it returns; the new row count
+1000
+>>> fs.close()
+>>> fs = mmapkit.FeatureStore("train")  # read-only, any number of processes
+>>> X, y = fs.get(0, 100)              # zero-copy views
+>>> sum(len(y) for X, y in fs.batches(256, shuffle=True, seed=1))
+1000
+>>> del X, y; fs.close()
 
 The store and its commit are the Rust core's (``mmapkit::store::features``;
 this class is a facade over it): :meth:`FeatureStore.add` appends the rows
@@ -73,7 +76,7 @@ META = "meta.json"
 
 Batch = tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]
 
-#: Bytes of rows :meth:`FeatureStore.batches` prepares per group of
+#: Bytes of rows :meth:`mmapkit.FeatureStore.batches` prepares per group of
 #: sequential batches (one pass touching the pages, one prefetch job):
 #: large enough that thread hand-offs cost nothing next to the pages,
 #: small enough to stay in the CPU caches.
@@ -368,14 +371,14 @@ class FeatureStore:
         """One epoch of ``(X, y)`` batches over the rows committed when it starts.
 
         Sequential (``shuffle=False``): zero-copy read-only views, in row
-        order. Shuffled: rows in :func:`batch_order` (a ``seed``-ed
+        order. Shuffled: rows in :func:`~mmapkit.features.batch_order` (a ``seed``-ed
         permutation of contiguous blocks of ``block_size`` rows), gathered
         into fresh arrays by :meth:`take` (Rust, GIL released). Every row
         is in exactly one batch per epoch (the last may be short;
         ``drop_last`` skips it); the order array costs 8 bytes per row.
 
-        Batches are prepared in groups of about :data:`GROUP_BYTES`
-        (:data:`GATHER_GROUP_BYTES` when shuffled; at least one batch):
+        Batches are prepared in groups of about :data:`~mmapkit.features.GROUP_BYTES`
+        (:data:`~mmapkit.features.GATHER_GROUP_BYTES` when shuffled; at least one batch):
         one ``take`` per group for shuffled batches (its batches are slices
         of one fresh array), one pass touching every page for sequential
         ones (so a store that is not in the page cache is
@@ -579,30 +582,37 @@ class FeatureStore:
 
     @property
     def path(self) -> str:
+        """The store's directory."""
         return self._path
 
     @property
     def mode(self) -> str:
+        """``"r"`` (a reader) or ``"r+"`` (the one writer; what ``"w"`` and ``"a"`` open as)."""
         return self._mode
 
     @property
     def dim(self) -> int:
+        """The number of features per row."""
         return self._dim
 
     @property
     def dtype(self) -> np.dtype[Any]:
+        """The feature vectors' dtype."""
         return self._dtype
 
     @property
     def label_dtype(self) -> np.dtype[Any]:
+        """The labels' dtype."""
         return self._label_dtype
 
     @property
     def shape(self) -> tuple[int, int]:
+        """``(rows, dim)``: the committed rows as of the last :meth:`add` or :meth:`refresh`."""
         return (self._n, self._dim)
 
     @property
     def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
         return self._closed
 
     def close(self) -> None:

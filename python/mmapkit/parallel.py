@@ -3,12 +3,15 @@
 Each worker maps the array itself (by path: an :class:`~mmapkit.ArrayStore`,
 a :class:`~mmapkit.SharedArray`, a ``np.memmap`` or a ``.npy`` path), once,
 when it starts; a task is just ``(start, stop)``. So handing a 10 GB array
-to N workers pickles a few hundred bytes, not 10 GB::
+to N workers pickles a few hundred bytes, not 10 GB:
 
-    def total(chunk):
-        return chunk.sum(dtype=np.int64)
-
-    parts = mmapkit.parallel.map_chunks(total, store, processes=4)
+>>> import numpy as np, mmapkit
+>>> np.save("ints.npy", np.arange(1000))
+>>> def total(chunk):
+...     return chunk.sum(dtype=np.int64)
+>>> parts = mmapkit.parallel.map_chunks(total, "ints.npy", processes=2)
+>>> int(sum(parts))
+499500
 """
 
 from __future__ import annotations

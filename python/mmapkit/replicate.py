@@ -1,9 +1,13 @@
 """Serve a commit log over HTTP and follow it from another node.
 
->>> import mmapkit.replicate as rep
->>> with rep.serve("wal") as server:               # doctest: +SKIP
+>>> import mmapkit, mmapkit.replicate as rep
+>>> with mmapkit.CommitLog("wal") as wal:
+...     wal.append([b"x"] * 1000)                   # the first new index
+1
+>>> with rep.serve("wal") as server:  # doctest: +NORMALIZE_WHITESPACE
 ...     rep.follow(server.url, "copy")              # catch up once
-{'appended': 1000, 'bytes': ..., 'truncated': 0, 'retries': 0, 'first_index': 1, 'last_index': 1000}
+{'appended': 1000, 'bytes': 1000, 'truncated': 0, 'retries': 0,
+ 'first_index': 1, 'last_index': 1000}
 
 ``serve`` opens the log read-only (another process may append meanwhile)
 and listens on loopback by default; binding any other address requires a
@@ -53,6 +57,7 @@ class Server:
 
     @property
     def closed(self) -> bool:
+        """Whether the server was stopped."""
         return self._native.closed
 
     def close(self) -> None:

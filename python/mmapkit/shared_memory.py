@@ -1,13 +1,16 @@
 """Shared-memory numpy arrays between processes: :class:`SharedArray`.
 
 Named segments live in ``/dev/shm`` as ``.npy`` files, so a name is all
-another process needs (dtype and shape are in the segment)::
+another process needs (dtype and shape are in the segment):
 
-    a = SharedArray.create("frames", (1000, 1024), "f4")   # zeroed
-    a[:10] = 1.0
-    # in another process (or after pickling ``a``: only the path is sent)
-    b = SharedArray.attach("frames")
-    b.numpy()                     # zero-copy view of the same memory
+>>> from mmapkit import SharedArray
+>>> a = SharedArray.create("frames", (1000, 1024), "f4")   # zeroed
+>>> a[:10] = 1.0
+>>> # in another process (or after pickling ``a``: only the path is sent)
+>>> b = SharedArray.attach("frames")
+>>> float(b.numpy()[9, 0])            # a zero-copy view of the same memory
+1.0
+>>> b.close(); a.close()              # the last handle removes the name
 
 Unlike ``multiprocessing.shared_memory``, no resource tracker unlinks a
 segment behind your back: every handle holds a shared lock, and the name is
@@ -184,10 +187,12 @@ class SharedArray(NpyFacade):
 
     @property
     def shape(self) -> tuple[int, ...]:
+        """The array's shape."""
         return self._shape
 
     @property
     def nbytes(self) -> int:
+        """The array's size in bytes."""
         return int(self._core.nbytes)
 
     def __repr__(self) -> str:

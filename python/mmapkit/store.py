@@ -1,13 +1,17 @@
 """Growable ``.npy`` arrays: :class:`ArrayStore` and :func:`sparse`.
 
-An :class:`ArrayStore` is a real ``.npy`` file whose first axis grows::
+An :class:`ArrayStore` is a real ``.npy`` file whose first axis grows:
 
-    s = mmapkit.ArrayStore.create("runs.npy", "f8", row_shape=(3,))
-    s.append([1.0, 2.0, 3.0])          # one row
-    s.extend(np.zeros((1000, 3)))      # many rows, one header update
-    view = s[10:20]                    # zero-copy, stays valid as s grows
-    np.load("runs.npy", mmap_mode="r") # works at any moment: whole rows only
-    s.close()                          # gives the reserved capacity back
+>>> import numpy as np, mmapkit
+>>> s = mmapkit.ArrayStore.create("runs.npy", "f8", row_shape=(3,))
+>>> s.append([1.0, 2.0, 3.0])          # one row; returns the new length
+1
+>>> s.extend(np.zeros((1000, 3)))      # many rows, one header update
+1001
+>>> view = s[10:20]                    # zero-copy, stays valid as s grows
+>>> np.load("runs.npy", mmap_mode="r").shape  # works at any moment: whole rows only
+(1001, 3)
+>>> del view; s.close()                # gives the reserved capacity back
 
 Capacity is allocated ahead in chunks (appends are amortised O(rows); a full
 disk raises :class:`~mmapkit.DiskFullError` from the append), and the
@@ -245,14 +249,17 @@ class ArrayStore(NpyFacade):
 
     @property
     def shape(self) -> tuple[int, ...]:
+        """The array's shape: the rows so far, then :attr:`row_shape`."""
         return (len(self._core), *self._row_shape)
 
     @property
     def row_shape(self) -> tuple[int, ...]:
+        """The shape of one row (the ``.npy`` shape without its first axis)."""
         return self._row_shape
 
     @property
     def mode(self) -> str:
+        """``"r"`` (a reader) or ``"r+"`` (the one writer; :meth:`create` opens as it)."""
         return self._mode
 
     @property

@@ -3,15 +3,22 @@
 :class:`FeatureDataset` is a map-style ``Dataset`` whose items are **whole
 batches**, and :class:`FeatureBatchSampler` yields one key per batch, so a
 ``DataLoader`` with automatic batching off (``batch_size=None``) moves one
-``(X, y)`` pair of tensors per batch instead of collating rows::
+``(X, y)`` pair of tensors per batch instead of collating rows:
 
-    ds = FeatureDataset("train")
-    loader = DataLoader(ds, sampler=FeatureBatchSampler(ds, 256, shuffle=True, seed=0),
-                        batch_size=None, num_workers=2)
-    for epoch in range(3):
-        loader.sampler.set_epoch(epoch)
-        for X, y in loader:
-            ...
+>>> import numpy as np, mmapkit
+>>> from torch.utils.data import DataLoader
+>>> from mmapkit.torch import FeatureBatchSampler, FeatureDataset
+>>> with mmapkit.FeatureStore("train", "w", dim=4) as fs:
+...     fs.add(np.ones((1000, 4), np.float32), np.zeros(1000, np.float32))
+1000
+>>> ds = FeatureDataset("train")
+>>> loader = DataLoader(ds, sampler=FeatureBatchSampler(ds, 256, shuffle=True, seed=0),
+...                     batch_size=None, num_workers=2)
+>>> for epoch in range(3):
+...     loader.sampler.set_epoch(epoch)
+...     rows = sum(len(y) for X, y in loader)
+>>> rows
+1000
 
 (:func:`data_loader` builds exactly that.) The dataset holds only the
 store's path: worker processes (fork or spawn) open the store themselves,
@@ -205,10 +212,14 @@ class FeatureBatchSampler(torch.utils.data.Sampler[Any]):
         return self.dataset.rows
 
     def set_epoch(self, epoch: int) -> None:
+        """Makes the next ``iter()`` yield epoch ``epoch``'s order (as
+        ``DistributedSampler.set_epoch``).
+        """
         self.epoch = int(epoch)
         self._explicit = True
 
     def epoch_seed(self, epoch: int) -> np.random.SeedSequence:
+        """The seed of epoch ``epoch``'s shuffle: ``SeedSequence(seed).spawn``'s child ``epoch``."""
         return np.random.SeedSequence(self.seed, spawn_key=(epoch,))
 
     def __len__(self) -> int:
@@ -379,6 +390,7 @@ class DeviceLoader:
 
     @property
     def batch_size(self) -> int:
+        """Rows per batch (the last batch may have fewer unless ``drop_last``)."""
         return self.sampler.batch_size
 
     def set_epoch(self, epoch: int) -> None:
@@ -579,7 +591,7 @@ def device_loader(
     never. Off by default until the loader itself has run on a GPU (the
     registered copies were measured alone at 49-53 GB/s on an H200). The
     registration covers the rows an epoch starts with (again, for the next
-    epoch, after :meth:`refresh` found more). A truncation of the store by a
+    epoch, after :meth:`DeviceLoader.refresh` found more). A truncation of the store by a
     writer is not seen by the pinned pages.
     """
     return DeviceLoader(

@@ -87,6 +87,8 @@ def _python_count_lines(path: Path) -> int:
 
 
 class FilesSuite(Suite):
+    """The ``files`` suite: mmapkit's whole-file tools against wc, grep, ripgrep, sed and sd."""
+
     name = "files"
     title = "mmapkit's whole-file tools vs wc, grep, ripgrep, sed, sd"
     description = (

@@ -53,6 +53,7 @@ def grown_source(work: Path) -> Path:
 
 
 def remove_grown(pristine: Path) -> None:
+    """Removes the grown copy of ``pristine`` (and its marker) a rewrite task left."""
     grown = pristine.with_name(pristine.stem + ".grown.csv")
     for p in (grown, grown.with_name(grown.name + ".ok")):
         p.unlink(missing_ok=True)
@@ -75,6 +76,9 @@ def tasks(
     rewritten: Callable[[Path, Any], Any],
 ) -> tuple[Task, ...]:
     # sed's tasks; the file is restored before and hashed after every run
+    """The rewriting tasks (replace, keep-lines), given the suite's helpers for patterns and
+    restoring the file.
+    """
     rewriting: dict[str, Any] = {
         "baseline": "sed",
         "setup": restore,

@@ -101,6 +101,7 @@ def tasks(
     few: Callable[[Any, int], int], big: Callable[[Any], str], three: Callable[[Any, int], int]
 ) -> tuple[Task, ...]:
     # CPU-bound: once per cache state on the large size
+    """The counting and searching tasks, given the suite's helpers for patterns."""
     regex: dict[str, Any] = {"baseline": "grep", "repeats": few, "warmup": big}
     # the other classes: warm only (the goal is warm), 3 runs on the large size
     classes = tuple(

@@ -27,6 +27,7 @@ TINY_FILES = 5000  # files of the generated tree (50 directories of 100)
 
 
 def stdlib() -> Path:
+    """The running Python's standard library directory (one of the trees searched)."""
     return Path(sysconfig.get_paths()["stdlib"])
 
 
@@ -106,6 +107,8 @@ def _runner(flag: str) -> Callable[[list[str], Path], int]:
 
 
 def tasks(first_size: str) -> tuple[Task, ...]:
+    """The ``grep -r`` tasks over directory trees (measured at ``first_size`` only)."""
+
     def setup(tree: str) -> Callable[[Dataset], Path]:
         return lambda ds: _root(tree, ds)
 

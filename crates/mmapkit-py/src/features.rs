@@ -152,10 +152,12 @@ impl FeatureStoreCore {
     fn labels(&self, py: Python<'_>) -> Py<ArrayStoreCore> {
         lock(&self.labels).clone_ref(py)
     }
+    /// The store's directory.
     #[getter]
     fn path(&self) -> PathBuf {
         self.commit(|c| c.path().to_owned())
     }
+    /// Features per row.
     #[getter]
     fn dim(&self) -> u64 {
         self.commit(|c| c.schema().dim())
@@ -170,6 +172,7 @@ impl FeatureStoreCore {
     fn label_dtype(&self) -> String {
         self.commit(|c| c.schema().label_dtype().to_owned())
     }
+    /// Whether this is the store's writer.
     #[getter]
     fn writable(&self) -> bool {
         self.commit(|c| c.is_writable())

@@ -44,6 +44,13 @@ macro_rules! add_functions {
     };
 }
 
+/// The compiled core of the `mmapkit` package (Rust, through PyO3).
+///
+/// Import `mmapkit`, not this module: the package re-exports what is public
+/// here (`MappedFile`, `mmap`, `CommitLog`, `RecordWriter`, the whole-file
+/// tools, the exceptions) and wraps the stores' cores (`ArrayStoreCore`,
+/// `FeatureStoreCore`, `SharedSegment`) in numpy facades. Long calls release
+/// the GIL.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

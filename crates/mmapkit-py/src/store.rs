@@ -328,18 +328,22 @@ impl ArrayStoreCore {
         store(slf, |s| s.trim())?.py_err()
     }
 
+    /// The shape of one row (the `.npy` shape without its first axis).
     #[getter]
     fn row_shape(slf: &Bound<'_, Self>) -> PyResult<Vec<u64>> {
         store(slf, |s| s.row_shape().to_vec())
     }
+    /// Bytes per element.
     #[getter]
     fn itemsize(slf: &Bound<'_, Self>) -> PyResult<usize> {
         store(slf, |s| s.item_size())
     }
+    /// Bytes per row.
     #[getter]
     fn row_bytes(slf: &Bound<'_, Self>) -> PyResult<usize> {
         store(slf, |s| s.row_bytes())
     }
+    /// Rows that fit without allocating more (a reader: its length).
     #[getter]
     fn capacity(slf: &Bound<'_, Self>) -> PyResult<u64> {
         store(slf, |s| s.capacity())
@@ -425,6 +429,7 @@ impl SharedSegment {
         segment(slf, |s| s.unlink())?.py_err()
     }
 
+    /// Whether the segment has no name (a memfd, shared by inheritance only).
     #[getter]
     fn is_anonymous(slf: &Bound<'_, Self>) -> PyResult<bool> {
         segment(slf, |s| s.is_anonymous())

@@ -25,16 +25,31 @@ use crate::{Error, Result};
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 pub enum Request {
     /// Sets `key` to `value`.
-    Set { key: String, value: String },
+    Set {
+        /// The key written.
+        key: String,
+        /// Its new value.
+        value: String,
+    },
     /// Removes `key`.
-    Delete { key: String },
+    Delete {
+        /// The key removed.
+        key: String,
+    },
     /// Compare-and-set: sets `key` to `value` (removes it when `value` is
     /// `None`) only if its current value equals `expected` (`None`: the
     /// key is absent).
-    Cas { key: String, expected: Option<String>, value: Option<String> },
+    Cas {
+        /// The key compared and set.
+        key: String,
+        /// The value it must have now (`None`: absent).
+        expected: Option<String>,
+        /// Its new value (`None`: remove it).
+        value: Option<String>,
+    },
     /// Several clients' commands in one raft entry, applied in order and
     /// atomically (one `apply`, under the state's lock). Formed by the
-    /// node's proposer ([`crate::batch`]), never sent by clients: openraft
+    /// node's proposer (the private `batch` module), never sent by clients: openraft
     /// 0.9 has no batched client-write API, and one entry per command
     /// costs one log sync each. Entries written before batches existed
     /// hold one plain command and still apply.
@@ -46,6 +61,7 @@ pub enum Request {
 /// `expected` matched).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct Response {
+    /// The key's value before the command (`None`: absent).
     pub previous: Option<String>,
     /// Absent in entries written before `Cas` existed: those took effect.
     #[serde(default = "yes")]

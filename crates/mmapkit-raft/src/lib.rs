@@ -23,6 +23,7 @@
 //! # Ok::<(), mmapkit_raft::Error>(())
 //! ```
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 #![cfg_attr(test, allow(clippy::disallowed_methods, reason = "test fixtures are written directly"))]
 
 mod batch;

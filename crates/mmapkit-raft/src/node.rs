@@ -48,7 +48,7 @@
 //!   may or may not take effect.
 //!
 //! Writes that arrive while proposals are in flight are batched into the
-//! next one (one raft entry, see [`crate::batch`]); each is answered
+//! next one (one raft entry, see the private `batch` module); each is answered
 //! with its own command's result, under the batch entry's log id.
 //! `{"Batch":[...]}` from a client gets `400`.
 //!
@@ -240,13 +240,15 @@ struct App {
     /// To the leader when forwarding (the token and local address set).
     http: reqwest::Client,
     max_value_bytes: usize,
-    /// Batches the writes into proposals ([`crate::batch`]).
+    /// Batches the writes into proposals (the `batch` module).
     proposer: Proposer,
 }
 
 /// A running node.
 pub struct Node {
+    /// The openraft instance (metrics, membership changes, shutdown).
     pub raft: Raft<KvConfig>,
+    /// The address its HTTP server listens on (the bound port when 0 was asked).
     pub addr: SocketAddr,
     server: tokio::task::JoinHandle<()>,
     stop: tokio::sync::oneshot::Sender<()>,
@@ -665,7 +667,9 @@ struct GetQuery {
 /// What `GET /kv/get` answers.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct GetAnswer {
+    /// The key asked for.
     pub key: String,
+    /// Its value (`None`: absent).
     pub value: Option<String>,
 }
 
@@ -742,8 +746,11 @@ async fn forward_get(app: &App, leader: NodeId, addr: &str, key: &str) -> HttpRe
 /// A node's applied state (`GET /kv/state`).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct KvState {
+    /// The node's id.
     pub id: NodeId,
+    /// The last log entry applied to `data` (`None`: none yet).
     pub last_applied: Option<LogId<NodeId>>,
+    /// Every key and value.
     pub data: BTreeMap<String, String>,
 }
 
@@ -756,14 +763,18 @@ async fn kv_state(State(app): State<App>) -> Json<KvState> {
 /// (`None`: this page reaches the end of the log).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct LogIds {
+    /// The last purged entry's log id (`None`: nothing purged).
     pub purged: Option<LogId<NodeId>>,
+    /// The page's entries' log ids, in index order.
     pub entries: Vec<LogId<NodeId>>,
+    /// The index the next page starts at (`None`: this page is the last).
     #[serde(default)]
     pub next: Option<u64>,
 }
 
-/// Entries per `/log/ids` page by default, and at most.
+/// Entries per `/log/ids` page by default.
 pub const LOG_IDS_DEFAULT: usize = 1_000;
+/// Entries per `/log/ids` page at most.
 pub const LOG_IDS_MAX: usize = 10_000;
 
 #[derive(Deserialize)]
@@ -976,12 +987,16 @@ pub struct KvClient {
 /// [`KvClient::write`]).
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
+    /// No node address was given.
     #[error("no nodes given (pass at least one HOST:PORT)")]
     NoNodes,
+    /// The token cannot be sent as a bearer token.
     #[error("bad token: {0}")]
     BadToken(String),
+    /// The HTTP client could not be built, or a direct request to one node failed.
     #[error("http client: {0}")]
     Http(String),
+    /// No leader answered within the time (the last error seen).
     #[error("no leader answered within {0:?} (last error: {1})")]
     Timeout(Duration, String),
     /// `413`: the command exceeds the server's limit (not applied).

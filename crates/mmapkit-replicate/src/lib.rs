@@ -27,7 +27,7 @@
 //!   that truncations numbered `E` or later cut after (`null`: none); 409
 //!   when `E` is past the log's epoch. All from one view of the log
 //!   (`last_term`/`last_crc` are `null` for an empty log). See
-//!   `mmapkit::log`'s identity module and [`follow`] for how followers use
+//!   `mmapkit::log`'s identity module and [`follow()`] for how followers use
 //!   them.
 //! * `GET /v1/term/{index}` → JSON `{"index", "term", "crc"}`: the
 //!   log-matching probe. 410 when the leader purged `index`, 416 past its
@@ -87,6 +87,7 @@
 //! process's mapping raise no file events, so it polls.) On a writable
 //! log, appends wake the waiting requests directly.
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 mod conn;
 pub mod error;

@@ -2,7 +2,7 @@
 //!
 //! This module holds no `unsafe` code: residency comes from
 //! [`Map::residency`](crate::map::Map::residency) and eviction from
-//! [`drop_cache`](crate::map::drop_cache), both in [`map`](crate::map).
+//! [`drop_cache`](crate::map::drop_cache), both in [`crate::map`].
 //!
 //! ```no_run
 //! let info = mmapkit::info::file_info("data.bin".as_ref())?;

@@ -267,6 +267,8 @@ impl MappedFile {
         Ok(out)
     }
 
+    /// Reads the byte at the current position and advances past it
+    /// (`ValueError` at the end).
     fn read_byte(&self) -> PyResult<u8> {
         let m = self.get()?;
         let pos = self.pos.load(Ordering::Relaxed);
@@ -309,6 +311,8 @@ impl MappedFile {
         })?
     }
 
+    /// Writes one byte (an int 0-255) at the current position and advances
+    /// past it (`ValueError` at the end, `TypeError` on a read-only map).
     fn write_byte(&self, byte: &Bound<'_, PyAny>) -> PyResult<()> {
         // As the stdlib: closed, the argument, closed again (its __index__
         // may close the map), then read-only.
@@ -344,6 +348,7 @@ impl MappedFile {
         }
     }
 
+    /// The current position (where `read`, `write` and friends start).
     fn tell(&self) -> PyResult<usize> {
         self.get()?;
         Ok(self.pos.load(Ordering::Relaxed))

@@ -17,7 +17,7 @@ impl CommitLog {
     /// [`append`](Self::append) at index `first`, which must be the next
     /// index (else nothing is written and it is an error), of entries whose
     /// CRCs the caller already computed or checked: `crcs[k]` must be
-    /// [`entry_crc`](super::entry_crc)`(first + k, term, bytes)` of entry
+    /// [`super::entry_crc`]`(first + k, term, bytes)` of entry
     /// `k` (a follower verifies each received entry against the CRC its
     /// leader stored, which is this). The log stores them instead of
     /// computing them again; a wrong one makes the entry fail its checks

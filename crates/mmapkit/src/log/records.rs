@@ -33,7 +33,7 @@ pub struct RecordReader {
 
 impl RecordReader {
     /// Opens `path` (`-` is standard input; pipes and FIFOs are read as
-    /// streams) through [`open_input`].
+    /// streams) through the crate's one input opener (`scan::source::open_input`).
     pub fn open(path: &Path, format: RecordFormat) -> Result<RecordReader> {
         let input: Box<dyn Read + Send> = match open_input(path)? {
             Opened::Stream(r) => r,

@@ -211,7 +211,7 @@ const SAFE_MADVISE: &[i32] = &[
 ];
 
 /// A writable map shared by threads or handles that hands out no slices;
-/// see the [module docs](self).
+/// see the [module docs](crate::map).
 ///
 /// Reads copy out or search; writes go in through `&self`. Concurrent
 /// writes to overlapping bytes, or a search racing a write, see some mix
@@ -248,7 +248,7 @@ impl SharedMap {
     /// Writes the `len` bytes at `src`, a raw view (a Python buffer,
     /// possibly of this very map: overlap is allowed), at `offset`,
     /// without making a reference to either side: both are accessed
-    /// atomically (see the [module docs](self)).
+    /// atomically (see the [module docs](crate::map)).
     ///
     /// # Safety
     /// `[src, src + len)` is mapped readable for the whole call, and no
@@ -464,7 +464,7 @@ impl SharedMap {
 }
 
 /// A map read as a growing, sealed prefix while it is appended to; see
-/// the [module docs](self).
+/// the [module docs](crate::map).
 ///
 /// Layout: `[0, header)` is private (never handed out, written through
 /// [`AppendMap::write_header`] / [`AppendMap::store_header_word`]),

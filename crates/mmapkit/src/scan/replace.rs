@@ -174,8 +174,8 @@ pub struct KeepReport {
 /// # Strategy
 ///
 /// For in-place edits `Strategy::Auto` is `read` (pread + pwrite of the
-/// changed stretches) whatever the size, see [`resolve_in_place`] for the
-/// measurements; rewrites read like scans do ([`resolve_rewrite`]).
+/// changed stretches) whatever the size (the measurements are in the private
+/// `resolve_in_place`); rewrites read like scans do (`resolve_rewrite`).
 pub fn replace(
     path: impl AsRef<Path>,
     pattern: &[u8],

@@ -271,7 +271,7 @@ impl ArrayFile {
     /// errors), to be read with `strategy`: [`Strategy::Mmap`] maps them,
     /// [`Strategy::Read`] (or `Stream`) reads them in order with `pread`
     /// into per-worker buffers, and [`Strategy::Auto`] maps them when at
-    /// least [`AUTO_MMAP_RESIDENT`] of the range is in the page cache
+    /// least 90 % (`AUTO_MMAP_RESIDENT`) of the range is in the page cache
     /// (`mincore`) and reads them otherwise. Every statistic gives the same
     /// result either way.
     pub fn open(
@@ -397,7 +397,7 @@ macro_rules! on_input {
 impl<'a> Input<'a> {
     /// `len` elements of `dtype` that the caller copies out on request:
     /// `read(byte_offset, dst)` fills `dst` (whole elements, up to
-    /// [`BLOCK_BYTES`], 8-byte aligned, a worker's reused buffer) with the
+    /// 8 MiB, 8-byte aligned, a worker's reused buffer) with the
     /// bytes from `byte_offset`. For memory that another thread may write
     /// meanwhile (a Python buffer), which must never be read through a
     /// slice: the reader copies atomically, and a racing write gives some

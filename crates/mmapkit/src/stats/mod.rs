@@ -49,7 +49,7 @@
 //!   is that sum divided by the count, as `f64`.
 //! * Empty input: [`median`] and [`mean`] give NaN (numpy warns and returns
 //!   NaN), [`min`]/[`max`]/[`quantiles`] give
-//!   [`Error::InvalidArgument`](crate::Error::InvalidArgument) (numpy
+//!   [`crate::Error::InvalidArgument`] (numpy
 //!   raises `ValueError` / `IndexError`).
 
 mod data;

@@ -613,7 +613,7 @@ impl ArrayStore {
     pub fn path(&self) -> &Path {
         &self.path
     }
-    /// The header as last published (shape[0] is [`len`](Self::len)).
+    /// The header as last published (`shape[0]` is [`len`](Self::len)).
     pub fn header(&self) -> &Header {
         &self.header
     }
