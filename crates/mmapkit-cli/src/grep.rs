@@ -649,6 +649,9 @@ impl Run {
                 Visit::File(path) => Some((path, grep.search(path, &scan, file.sink()))),
                 _ => None,
             };
+            if matches!(searched, Some((_, Ok(0)))) && file.is_empty() {
+                return ControlFlow::Continue(()); // nothing to print or note: no lock
+            }
             let mut guard = shared.lock().unwrap_or_else(|e| e.into_inner());
             let (run, printer, stop) = &mut *guard;
             let done = match (found, searched) {
@@ -734,6 +737,16 @@ impl Printer<Out> {
             (Printer::Gnu(p), Printer::Gnu(f)) => p.join_file(f),
             (Printer::Json(p), Printer::Json(f)) => p.join_file(f),
             _ => Ok(()), // both come from one GrepArgs::printer
+        }
+    }
+}
+
+impl Printer<Vec<u8>> {
+    /// Nothing to join (see [`GnuPrinter::is_empty`]).
+    fn is_empty(&self) -> bool {
+        match self {
+            Printer::Gnu(p) => p.is_empty(),
+            Printer::Json(p) => p.is_empty(),
         }
     }
 }

@@ -137,6 +137,85 @@ fn binary_from_the_buffer_holding_the_first_nul() {
     assert_eq!(got.stderr, b"mmapkit: caf\xe9: binary file matches\n");
 }
 
+/// The same rules in files under 256 KiB, which are read whole in one
+/// read and checked for NUL bytes in the buffer searched: a NUL on either
+/// side of the 96 KiB buffer boundary, a hole in a file of one buffer and
+/// past the first buffer (binary from the start, as GNU grep decides with
+/// `SEEK_HOLE`), sysfs files (read as streams, their file system asked
+/// once per device) among them; each alone and all under `-r` on one and
+/// several threads.
+#[test]
+fn binary_rules_in_small_files_read_whole() {
+    let dir = tempdir();
+    let d = dir.path();
+    let t = d.join("t");
+    fs::create_dir(&t).unwrap();
+    let lines: Vec<u8> = (0..20_000).flat_map(|i| format!("foo {i:06}\n").into_bytes()).collect();
+    let mut names = Vec::new();
+    for nul in [0, 100, 98_303, 98_304, 98_305, 150_000, 219_999] {
+        let mut data = lines.clone();
+        data[nul] = 0;
+        let name = format!("t/nul{nul}");
+        fs::write(d.join(&name), &data).unwrap();
+        names.push(name);
+    }
+    // A hole inside the first buffer, and one past it.
+    let hole = |name: &str, data: usize, len: u64| {
+        use std::io::{Seek, Write};
+        let mut f = fs::File::create(d.join(name)).unwrap();
+        f.write_all(&lines[..data]).unwrap();
+        f.set_len(len).unwrap();
+        f.seek(std::io::SeekFrom::End(0)).unwrap();
+        f.write_all(b"foo tail\n").unwrap();
+    };
+    hole("t/hole_small", 110, 60_000);
+    hole("t/hole_late", 110_000, 200_000);
+    names.extend(["t/hole_small".into(), "t/hole_late".into()]);
+    fs::write(d.join("t/text"), &lines[..50_000]).unwrap();
+    names.push("t/text".into());
+    if !gnu_grep::available() {
+        return;
+    }
+    let sys = ["/sys/devices/system/cpu/online", "/sys/devices/system/cpu/possible"];
+    let sys: Vec<&str> = sys.into_iter().filter(|p| Path::new(p).exists()).collect();
+    let queries: [&[&str]; 6] = [
+        &["foo"],
+        &["-n", "-A", "2", "foo 0089"],
+        &["-c", "o"],
+        &["-v", "-c", "9"],
+        &["-l", "foo 019999"],
+        &["-c", ""],
+    ];
+    for q in queries {
+        for name in &names {
+            let args: Vec<&str> = q.iter().copied().chain([name.as_str()]).collect();
+            let (got, want) = (mmapkit(&args, d, None), gnu(&args, d, None));
+            gnu_grep::assert_same(&format!("{args:?}"), &got, &want);
+            let want_err = common::text(&want.stderr).replace("grep: ", "mmapkit: ");
+            assert_eq!(common::text(&got.stderr), want_err, "{args:?}");
+        }
+        let args: Vec<&str> = q.iter().copied().chain(["t/text"]).chain(sys.clone()).collect();
+        gnu_grep::assert_same(&format!("{args:?}"), &mmapkit(&args, d, None), &gnu(&args, d, None));
+        for j in ["1", "3"] {
+            let plain: Vec<&str> = ["-r"].iter().chain(q).copied().chain(["t"]).collect();
+            let args: Vec<&str> = ["-j", j].iter().chain(&plain).copied().collect();
+            let (got, want) = (mmapkit(&args, d, None), gnu(&plain, d, None));
+            let sorted = |b: &[u8]| {
+                let mut v: Vec<Vec<u8>> = b.split(|&c| c == b'\n').map(<[u8]>::to_vec).collect();
+                v.sort();
+                v
+            };
+            assert!(
+                sorted(&got.stdout) == sorted(&want.stdout)
+                    && got.status.code() == want.status.code(),
+                "{args:?}: {}\n--- grep:\n{}",
+                gnu_grep::show(&got.stdout),
+                gnu_grep::show(&want.stdout)
+            );
+        }
+    }
+}
+
 /// Defect 3: word matches may be adjacent (the byte before one is not
 /// consumed by the one before).
 #[test]

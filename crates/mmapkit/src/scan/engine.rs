@@ -110,6 +110,12 @@ impl<'a> Job<'a> {
         Job { src, opts, window, threads: opts.threads.get() }
     }
 
+    /// The file is read whole in one window (the read strategy, no
+    /// longer than a window): small files, searched from one read.
+    pub(crate) fn whole(&self) -> bool {
+        matches!(self.src, Source::Read { .. }) && self.src.len() <= self.window
+    }
+
     pub(crate) fn ranges(&self) -> Vec<(u64, u64)> {
         split(self.src.len(), self.threads, self.window)
     }

@@ -16,7 +16,7 @@ use std::cell::RefCell;
 use std::fs::File;
 use std::io::Read;
 use std::os::fd::AsFd;
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::map::{pread_full, Advice, Map, Mode};
@@ -121,7 +121,7 @@ pub(crate) fn open_input(path: &Path) -> Result<Opened> {
     if ft.is_fifo()
         || ft.is_char_device()
         || ft.is_socket()
-        || (ft.is_file() && (meta.len() == 0 || pseudo_fs(&file)))
+        || (ft.is_file() && (meta.len() == 0 || pseudo_fs_dev(&file, meta.dev())))
     {
         return Ok(Opened::Stream(Box::new(file)));
     }
@@ -184,6 +184,28 @@ pub(crate) fn read_regular(path: &Path) -> Result<Vec<u8>> {
 /// Whether the file lives on procfs or sysfs.
 pub(crate) fn pseudo_fs(file: &File) -> bool {
     matches!(crate::map::fs_type(file), Some(PROC_SUPER_MAGIC | SYSFS_MAGIC))
+}
+
+/// [`pseudo_fs`] for a file on the device `dev` (its `st_dev`): asked once
+/// per device and thread, not once per file (`grep -r` opens tens of
+/// thousands of files on a few file systems; `fstatfs` was a fifth of its
+/// system calls).
+fn pseudo_fs_dev(file: &File, dev: u64) -> bool {
+    thread_local! {
+        static SEEN: RefCell<Vec<(u64, bool)>> = const { RefCell::new(Vec::new()) };
+    }
+    SEEN.with(|seen| {
+        if let Some(&(_, p)) = seen.borrow().iter().find(|(d, _)| *d == dev) {
+            return p;
+        }
+        let p = pseudo_fs(file);
+        let mut seen = seen.borrow_mut();
+        if seen.len() >= 64 {
+            seen.clear(); // a walk over many mounts: stay small
+        }
+        seen.push((dev, p));
+        p
+    })
 }
 
 thread_local! {

@@ -330,16 +330,28 @@ impl<W: Write> GnuPrinter<W> {
     }
 }
 
+impl GnuPrinter<Vec<u8>> {
+    /// Joining this printer would write and note nothing: the files it
+    /// searched since it was last joined printed nothing (`grep -r`
+    /// skips the join, and its lock, for them).
+    pub fn is_empty(&self) -> bool {
+        self.out.is_empty() && self.buf.is_empty() && !self.printed_group && !self.binary_matched
+    }
+}
+
 impl<W: Write> Sink for GnuPrinter<W> {
     fn needs(&self) -> Needs {
         self.needs
     }
 
     fn begin(&mut self, file: &FileInfo<'_>) -> Result<()> {
-        self.name = match &self.opts.label {
-            Some(l) if file.path.as_os_str() == "-" => l.clone(),
-            _ => label(file.path).as_os_str().as_bytes().to_vec(),
+        // Into the same memory for every file (`grep -r` begins thousands).
+        let name = match &self.opts.label {
+            Some(l) if file.path.as_os_str() == "-" => l.as_slice(),
+            _ => label(file.path).as_os_str().as_bytes(),
         };
+        self.name.clear();
+        self.name.extend_from_slice(name);
         if self.opts.initial_tab {
             // GNU grep: the digits of the size (plus one with -n), or of
             // the largest offset when the size is unknown.
@@ -523,6 +535,13 @@ impl<W: Write> JsonPrinter<W> {
         self.out.write_all(&self.buf).map_err(write_error)?;
         self.buf.clear();
         Ok(())
+    }
+}
+
+impl JsonPrinter<Vec<u8>> {
+    /// As [`GnuPrinter::is_empty`].
+    pub fn is_empty(&self) -> bool {
+        self.out.is_empty() && self.buf.is_empty()
     }
 }
 

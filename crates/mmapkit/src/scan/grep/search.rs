@@ -109,10 +109,20 @@ impl Grep {
         };
         let len = job.src.len();
         // Binary files (as GNU grep decides: a NUL byte, or a hole) and
-        // -z are searched front to back, in GNU grep's buffers.
+        // -z are searched front to back, in GNU grep's buffers. A file
+        // that fits GNU grep's first buffer needs no hole check: a hole
+        // reads as NUL bytes there, binary from the start all the same
+        // (GNU grep looks for holes only past its first read).
         let hole = self.detects_binary()
-            && len > 0
+            && len > GNU_BUFFER as u64
             && crate::map::seek_hole(job.src.file(), 0).is_some_and(|h| h < len);
+        if job.whole() {
+            // A small file: one read into this thread's buffer, searched
+            // (and checked for NUL bytes) there.
+            return job
+                .src
+                .with_window(0, len, |data| self.search_whole(data, path, opts, sink, hole))?;
+        }
         if self.opts.null_data || hole || (self.detects_binary() && self.has_nul(&job)?) {
             let mut r = JobReader { job: &job, pos: 0 };
             return self.run_stream(&mut r, path, Some(len), opts, sink, hole);
@@ -132,6 +142,41 @@ impl Grep {
         };
         sink.finish(selected)?;
         Ok(selected)
+    }
+
+    /// [`Grep::search`] over a whole file held in memory (`data`: a small
+    /// file, read at once): what the windowed drivers do with a file of
+    /// one window, without reading it twice.
+    fn search_whole(
+        &self,
+        data: &[u8],
+        path: &Path,
+        opts: &ScanOptions,
+        sink: &mut dyn Sink,
+        hole: bool,
+    ) -> Result<u64> {
+        let len = data.len() as u64;
+        if self.opts.null_data || hole || (self.detects_binary() && memchr(0, data).is_some()) {
+            return self.run_stream(&mut &data[..], path, Some(len), opts, sink, hole);
+        }
+        let needs = sink.needs();
+        sink.begin(&FileInfo { path, size: Some(len) })?;
+        // choose_finder's rule for small files (a store only when it
+        // changes: threads searching many files share this word).
+        if self.forced.is_none() && self.finder.load(Ordering::Relaxed) != FINDER_PREFILTER {
+            self.finder.store(FINDER_PREFILTER, Ordering::Relaxed);
+        }
+        let re = self.local_re();
+        let mut st = State::new(self.cap(&needs), &needs, 0, self.eol);
+        if !data.is_empty() {
+            let _ = self.window(&re, 0, data, &mut st, sink);
+            if let Some(e) = st.err.take() {
+                return Err(e);
+            }
+            opts.advance(len);
+        }
+        sink.finish(st.selected)?;
+        Ok(st.selected)
     }
 
     /// [`Grep::search`] over a stream, read sequentially in bounded memory
@@ -736,14 +781,20 @@ impl Grep {
         let chunk = if opts.chunk == 0 { STREAM_CHUNK } else { opts.chunk };
         let re = self.local_re();
         let mut st = State::new(cap, &needs, 0, self.eol);
-        let mut buf = vec![0u8; if detect { GNU_BUFFER } else { chunk }];
+        // This thread's buffer, `buf_len` bytes of it in use (`grep -r` reads
+        // every binary file through here: no allocation, no zeroing per
+        // file).
+        let mut buf = StreamBuffer::take();
+        let mut buf_len = if detect { GNU_BUFFER } else { chunk };
+        buf.grow(buf_len);
         let mut filled = 0; // bytes of `buf` holding data
         let mut off = 0u64; // file offset of buf[0]
         let mut binary = false;
         sink.begin(&FileInfo { path, size })?;
         loop {
-            if !detect && filled == buf.len() {
-                buf.resize(2 * buf.len(), 0); // one line longer than the buffer
+            if !detect && filled == buf_len {
+                buf_len *= 2; // one line longer than the buffer
+                buf.grow(buf_len);
             }
             let old = filled;
             // One read, or with detection reads (of at most `chunk`) up to
@@ -755,10 +806,11 @@ impl Grep {
                 let room = if detect {
                     ((until - off) as usize - filled).min(chunk)
                 } else {
-                    buf.len() - filled
+                    buf_len - filled
                 };
-                if buf.len() < filled + room {
-                    buf.resize(filled + room, 0);
+                if buf_len < filled + room {
+                    buf_len = filled + room;
+                    buf.grow(buf_len);
                 }
                 let got = crate::map::retry_eintr(|| input.read(&mut buf[filled..filled + room]))
                     .map_err(|e| Error::io(label(path), "read", e))?;
@@ -841,12 +893,61 @@ impl Grep {
     }
 }
 
-/// GNU grep's `zap_nuls`: NUL bytes become line ends.
+/// [`Grep::run_stream`]'s buffer: taken from the thread's spare one and
+/// given back when done (unless a long line made it huge). Its bytes past
+/// what a search has read are stale, never looked at.
+struct StreamBuffer(Vec<u8>);
+
+/// A larger stream buffer is freed, not kept for the next search.
+const STREAM_KEEP: usize = 4 << 20;
+
+thread_local! {
+    static SPARE: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+impl StreamBuffer {
+    fn take() -> StreamBuffer {
+        StreamBuffer(SPARE.with(|s| std::mem::take(&mut *s.borrow_mut())))
+    }
+
+    /// At least `n` bytes long (new bytes zeroed once, when first grown).
+    fn grow(&mut self, n: usize) {
+        if self.0.len() < n {
+            self.0.resize(n, 0);
+        }
+    }
+}
+
+impl std::ops::Deref for StreamBuffer {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for StreamBuffer {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.0
+    }
+}
+
+impl Drop for StreamBuffer {
+    fn drop(&mut self) {
+        if self.0.len() <= STREAM_KEEP {
+            let buf = std::mem::take(&mut self.0);
+            // (During thread exit the spare may be gone: then it is freed.)
+            let _ = SPARE.try_with(|s| *s.borrow_mut() = buf);
+        }
+    }
+}
+
+/// GNU grep's `zap_nuls`: NUL bytes become line ends. Every byte stored
+/// (a select, not a branch), so the compiler vectorises the loop: binary
+/// files (`.pyc`, objects) hold NUL bytes every few bytes, where a
+/// `memchr` per NUL, or a store per NUL, cost more than the search.
 fn zap_nuls(w: &mut [u8], eol: u8) {
-    let mut at = 0;
-    while let Some(i) = memchr(0, &w[at..]) {
-        w[at + i] = eol;
-        at += i + 1;
+    for b in w {
+        *b = if *b == 0 { eol } else { *b };
     }
 }
 

@@ -540,6 +540,53 @@ fn binary_files_report_no_lines() {
     }
 }
 
+/// Files under 256 KiB are read whole and checked for NUL bytes in the
+/// buffer searched: the same answers as windowed, mapped and streamed
+/// searches, whichever side of GNU grep's 96 KiB buffer boundary the
+/// first NUL is on.
+#[test]
+fn small_binary_files_read_whole_match_the_windowed_search() {
+    let lines: Vec<u8> = (0..20_000).flat_map(|i| format!("ab {i:06}\n").into_bytes()).collect();
+    let ab = |o: GrepOptions| GrepOptions { patterns: vec!["ab".into()], ..o };
+    let binary = ab(GrepOptions { binary_files: BinaryFiles::Binary, ..Default::default() });
+    let cases = [
+        (binary.clone(), PrintOptions::default()),
+        (binary.clone(), PrintOptions { report: Report::Count, ..Default::default() }),
+        (
+            GrepOptions { invert: true, ..binary.clone() },
+            PrintOptions { report: Report::Count, ..Default::default() },
+        ),
+        (
+            GrepOptions { patterns: vec!["ab 00008".into()], ..binary.clone() },
+            PrintOptions { line_numbers: true, after: Some(3), ..Default::default() },
+        ),
+        (
+            ab(GrepOptions { binary_files: BinaryFiles::WithoutMatch, ..Default::default() }),
+            PrintOptions { report: Report::Count, ..Default::default() },
+        ),
+    ];
+    let windowed = ScanOptions { chunk: 4096, ..ScanOptions::new(Strategy::Read, 1) };
+    for nul in [0, 99, 98_303, 98_304, 98_305, 199_999] {
+        let mut data = lines.clone();
+        data[nul] = 0;
+        let (_dir, path) = write(&data);
+        for (g, p) in &cases {
+            let compiled = Grep::new(g).unwrap();
+            let want = printed(&compiled, &path, p, &windowed, None);
+            for opts in [
+                ScanOptions::new(Strategy::Auto, 1),
+                ScanOptions::new(Strategy::Read, 3),
+                ScanOptions::new(Strategy::Mmap, 2),
+            ] {
+                let got = printed(&compiled, &path, p, &opts, None);
+                assert!(got == want, "NUL at {nul}, {g:?} {p:?} {opts:?}");
+            }
+            let streamed = printed(&compiled, &path, p, &windowed, Some((&data, 4096)));
+            assert!(streamed == want, "NUL at {nul}, {g:?} {p:?}, streamed");
+        }
+    }
+}
+
 #[test]
 fn colors_like_gnu_grep() {
     let (_dir, path) = write(b"xaby\nzz\n");

@@ -5,9 +5,10 @@
 //! GNU grep walks with `fts`: depth first, each directory's entries in the
 //! order the file system lists them. One walking thread does the same
 //! (or, with [`WalkOptions::sort`], name order). Several threads share a
-//! stack of directories and files and visit them as they come, so each
-//! file is searched on the thread that took it, with no pool started for
-//! it. Directories are read whole, then closed, and the walk keeps its
+//! stack of directories: each searches the files of the directories it
+//! reads itself (handing the rest to the stack when another thread waits
+//! for work), so each file is searched on one thread, with no pool started
+//! for it. Directories are read whole, then closed, and the walk keeps its
 //! own stack: depth costs memory, never the thread's stack or descriptors.
 
 use std::ffi::OsStr;
@@ -15,7 +16,7 @@ use std::ops::ControlFlow;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 use crate::exec::Threads;
@@ -406,6 +407,7 @@ pub fn walk<S>(
         queue: Mutex::new(Queue { work: vec![Work::Dir(root)], busy: 0 }),
         ready: Condvar::new(),
         stop: AtomicBool::new(false),
+        waiting: AtomicUsize::new(0),
     };
     std::thread::scope(|scope| {
         for _ in 1..n {
@@ -442,8 +444,10 @@ fn walk_sequential(
 }
 
 struct Queue {
+    /// Directories to read, and files a thread gave away.
     work: Vec<Work>,
-    /// Threads working on an item (which may add more).
+    /// Threads holding work (an item taken, or files of their own left),
+    /// which may add more.
     busy: usize,
 }
 
@@ -451,9 +455,21 @@ struct Shared {
     queue: Mutex<Queue>,
     ready: Condvar,
     stop: AtomicBool,
+    /// Threads waiting for work: a thread searching its directory's files
+    /// gives the rest away when one is.
+    waiting: AtomicUsize,
 }
 
 impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// One walking thread: takes a directory, puts its subdirectories on
+    /// the shared stack and searches its files itself, one lock per
+    /// directory rather than per file (the lock was most of the walk's
+    /// system calls, in futex waits), unless another thread waits for
+    /// work: then the files left go to the stack too.
     fn worker<S>(
         &self,
         opts: &WalkOptions,
@@ -463,22 +479,44 @@ impl Shared {
         let _unblock = Unblock(self);
         let mut s = state();
         let mut found = Vec::new();
+        // This thread's files, next last; `holding`: counted in `busy`.
+        let mut files: Vec<PathBuf> = Vec::new();
+        let mut holding = false;
         loop {
-            let item = {
-                let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-                loop {
-                    if self.stop.load(Ordering::Relaxed) {
-                        return;
-                    }
-                    if let Some(w) = q.work.pop() {
-                        q.busy += 1;
-                        break w;
-                    }
-                    if q.busy == 0 {
+            if self.stop.load(Ordering::Relaxed) {
+                return;
+            }
+            let item = match files.pop() {
+                Some(p) => {
+                    if !files.is_empty() && self.waiting.load(Ordering::Relaxed) > 0 {
+                        let mut q = self.lock();
+                        q.work.extend(files.drain(..).map(Work::File));
                         self.ready.notify_all();
-                        return;
                     }
-                    q = self.ready.wait(q).unwrap_or_else(|e| e.into_inner());
+                    Work::File(p)
+                }
+                None => {
+                    let mut q = self.lock();
+                    if std::mem::take(&mut holding) {
+                        q.busy -= 1;
+                    }
+                    loop {
+                        if self.stop.load(Ordering::Relaxed) {
+                            return;
+                        }
+                        if let Some(w) = q.work.pop() {
+                            q.busy += 1;
+                            holding = true;
+                            break w;
+                        }
+                        if q.busy == 0 {
+                            self.ready.notify_all();
+                            return;
+                        }
+                        self.waiting.fetch_add(1, Ordering::Relaxed);
+                        q = self.ready.wait(q).unwrap_or_else(|e| e.into_inner());
+                        self.waiting.fetch_sub(1, Ordering::Relaxed);
+                    }
                 }
             };
             let flow = match item {
@@ -487,14 +525,23 @@ impl Shared {
             };
             if flow.is_break() {
                 self.stop.store(true, Ordering::Relaxed);
-            }
-            let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-            q.busy -= 1;
-            let added = !found.is_empty();
-            // Reversed: popped in the order listed, as far as it goes.
-            q.work.extend(found.drain(..).rev());
-            if added || q.busy == 0 || flow.is_break() {
+                let _q = self.lock(); // (see Unblock)
                 self.ready.notify_all();
+                return;
+            }
+            if !found.is_empty() {
+                // Reversed: popped in the order listed, as far as it goes.
+                let mut dirs = Vec::new();
+                for w in found.drain(..).rev() {
+                    match w {
+                        Work::File(p) => files.push(p),
+                        d => dirs.push(d),
+                    }
+                }
+                if !dirs.is_empty() {
+                    self.lock().work.extend(dirs);
+                    self.ready.notify_all();
+                }
             }
         }
     }
