@@ -400,13 +400,17 @@ fn six_decimals(c: u32, total: u64, out: &mut [u8]) {
     }
     let v = c as f64 / total as f64;
     let x = v * 1e6;
-    let frac = x - x.floor();
+    // c <= total, so 0 < x <= 1e6: truncation is floor, and the fraction
+    // is exact. (`floor`/`round` are libm calls without SSE4.1: 6 % of a
+    // k-mers profile.)
+    let whole = x as u32;
+    let frac = x - whole as f64;
     if (frac - 0.5).abs() < 1e-6 {
         let s = format!("{v:.6}");
         out.copy_from_slice(&s.as_bytes()[..8]);
         return;
     }
-    let mut r = x.round() as u32;
+    let mut r = whole + u32::from(frac > 0.5);
     for i in (2..8).rev() {
         out[i] = b'0' + (r % 10) as u8;
         r /= 10;
