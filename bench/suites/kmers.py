@@ -298,11 +298,11 @@ class KmersSuite(Suite):
         "The parallel-writing article's task: turn every DNA read of a FASTA file into its "
         "canonical 4-mer frequency vector (136 dimensions), in input order. mmapkit's three "
         "designs (`--mode single`: one thread; `batch`: reader thread + queue of 10,000-read "
-        "batches + worker pool; `mmap`: workers write each line at its offset in the mapped "
-        "output) with 1 and 2 threads, against kmertools (the seq2vec successor's CLI), "
-        "pykmertools' Python API and a pure-numpy baseline. Every run's output is verified "
-        "against mmapkit single's: byte-identical for the text output, within 2e-6 for "
-        "float32 output."
+        "batches + worker pool; `mmap`: workers read the mapped input and write each block of "
+        "lines at its offset in the output) with 1 and 2 threads, against kmertools (the "
+        "seq2vec successor's CLI), pykmertools' Python API and a pure-numpy baseline. Every "
+        "run's output is verified against mmapkit single's: byte-identical for the text "
+        "output, within 2e-6 for float32 output."
     )
     baseline = "mmapkit single"
     reference = "mmapkit single"
@@ -467,8 +467,9 @@ class KmersSuite(Suite):
                         "batch": f"reader thread + queue of 10,000-read batches + {threads} "
                         "worker thread(s); batches appended in order.",
                         "mmap": f"{threads} worker thread(s) take the next reads from the mapped "
-                        "input and write each record at its offset in the mapped output "
-                        "(grown in place; no pre-pass).",
+                        "input and write each block of records at its offset in the output "
+                        "(one `pwrite` per block into the temporary file, grown in place; no "
+                        "pre-pass).",
                     }[mode],
                 )
             )

@@ -27,8 +27,9 @@ Modes (identical output bytes in every mode and thread count):
   single     one thread: read, vectorise, append
   batch      a reader thread queues batches of 10,000 reads, the worker pool
              vectorises each batch, batches are appended in order
-  mmap       (default) workers take the next reads and write each vector at
-             its offset in the mapped output: no queue, no output lock
+  mmap       (default) workers take the next reads from the mapped input and
+             write each block of vectors at its offset in the output (one
+             positional write): no queue, no reordering
 
 INPUT may be - (or /dev/stdin), a pipe or a FIFO: it is read once, as a
 stream (gzip detected from its first bytes), in every mode, with the same

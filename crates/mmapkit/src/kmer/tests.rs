@@ -76,6 +76,18 @@ fn six_decimals_like_format() {
     }
 }
 
+#[test]
+fn six_decimals_of_every_fraction_of_small_totals() {
+    // Reads' totals are small: every c/t for t up to 300, ties included.
+    let mut o = [0u8; 8];
+    for t in 1..=300u64 {
+        for c in 0..=t as u32 {
+            six_decimals(c, t, &mut o);
+            assert_eq!(std::str::from_utf8(&o).unwrap(), format!("{:.6}", c as f64 / t as f64));
+        }
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
     #[test]
