@@ -32,16 +32,26 @@
 //!    *and* CRC (`GET /v1/term/{i}`). If the leader's log starts after the
 //!    entry the follower needs next: [`ReplicateError::SnapshotRequired`].
 //! 3. **Pipelined copy**: a fetch loop requests pages from the follower's
-//!    next index (with `prev_term` and `prev_crc`, so every page re-checks
-//!    the entry before it), decodes frames as they stream in, checks every
-//!    frame's index (consecutive) and CRC32C, and hands batches
-//!    ([`FollowOptions::batch_bytes`]) to an appender thread. Every page
+//!    next index, every page chained to the entry before it: the first
+//!    page of a round carries it (`prev_term`, `prev_crc`: the server
+//!    checks it), and once a page's head says how many entries it holds
+//!    the next page is asked for at once, on a second connection, so two
+//!    pages are in flight; the server names the entry before that page as
+//!    it read it (`x-mmapkit-prev-term`/`-crc`), and the page is taken
+//!    only if that is the entry received last (a server that does not
+//!    name it gets one page at a time). Frames are decoded as they stream
+//!    in; each frame's index must be the next one, and it is copied into
+//!    a batch already framed as the log stores it ([`mmapkit::log::Framed`],
+//!    reused buffers), its CRC32C checked over that copy; batches
+//!    ([`FollowOptions::batch_bytes`]) go to an appender thread, which
+//!    writes them as they are. Every page
 //!    carries the tag of the read that produced it (truncations completed
 //!    then); before entries of a page tagged below `R` are appended, `R`
 //!    is lowered to the tag, durably, so that a truncation racing the read
 //!    is found in the next round; a page tagged above `R` (read after a
 //!    truncation the follower has not accounted for) ends the round, so a
-//!    continuous follower reconciles within one long poll of a truncation. Batches received but not yet appended
+//!    continuous follower reconciles within one long poll of a truncation.
+//!    Batches received but not yet appended
 //!    hold permits of a semaphore of [`FollowOptions::max_in_flight`]
 //!    bytes; a frame longer than that is refused before anything is
 //!    allocated for it.
@@ -60,11 +70,10 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use mmapkit::log::{CommitLog, LogOptions, SyncMode};
+use mmapkit::log::{CommitLog, Framed, LogOptions, SyncMode};
 use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 
 use crate::wire::Decoder;
@@ -217,6 +226,9 @@ struct Ctx {
     report: FollowReport,
     /// The log followed (`None` until the first contact).
     followed: Option<Followed>,
+    /// Whether the next page is asked for while one streams in (off once
+    /// a server answers without the entry before its page; see `fetch`).
+    pipeline: bool,
 }
 
 /// Leader state (`/v1/state`).
@@ -275,13 +287,51 @@ impl From<ReplicateError> for Fail {
     }
 }
 
+/// Received entries on their way to the appender: framed in the log's
+/// record format as they arrived, each CRC checked over the framed copy.
 struct Batch {
-    first: u64,
-    entries: Vec<(u64, Bytes)>,
-    /// Their CRCs, checked on arrival (the log stores them as they are).
-    crcs: Vec<u32>,
-    bytes: usize,
+    framed: Framed,
     _permit: Option<OwnedSemaphorePermit>,
+}
+
+/// Batch buffers handed back by the appender for reuse: warm memory, so
+/// neither side takes page faults on fresh buffers, and the received
+/// chunks are released as soon as their entries are copied (the HTTP
+/// client reuses its read buffer).
+#[derive(Clone, Default)]
+struct Pool(Arc<Mutex<Vec<Framed>>>);
+
+impl Pool {
+    /// An empty batch from `first`, with room for `bytes` of records.
+    fn take(&self, first: u64, bytes: usize) -> Framed {
+        let mut f = lock(&self.0).pop().unwrap_or_default();
+        f.reset(first);
+        f.reserve(bytes + (64 << 10));
+        f
+    }
+    /// Keeps `f` for reuse unless a large entry made it much larger than a batch.
+    fn give(&self, f: Framed, bytes: usize) {
+        if f.capacity() <= 4 * bytes + (64 << 10) {
+            lock(&self.0).push(f);
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A page request sent before the page it follows has arrived (see the
+/// fetch loop); dropping it aborts the request.
+struct Ahead {
+    from: u64,
+    task: tokio::task::JoinHandle<Result<reqwest::Response>>,
+}
+
+impl Drop for Ahead {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
 
 impl Ctx {
@@ -327,6 +377,7 @@ impl Ctx {
             stop,
             report: FollowReport::default(),
             followed,
+            pipeline: true,
         })
     }
 
@@ -390,38 +441,45 @@ impl Ctx {
         format!("{}{path}", self.base)
     }
 
-    async fn get(&self, path: &str) -> Result<reqwest::Response> {
+    /// `GET path`: a future that borrows nothing, so a request can run
+    /// as a task of its own (a page asked for ahead).
+    fn get(
+        &self,
+        path: &str,
+    ) -> impl std::future::Future<Output = Result<reqwest::Response>> + Send + 'static {
         let url = self.url(path);
         let mut req = self.http.get(&url);
         if let Some(t) = &self.opts.token {
             req = req.bearer_auth(t);
         }
-        let resp = req.send().await.map_err(|e| ReplicateError::Http {
-            url: url.clone(),
-            status: None,
-            detail: format!("request failed: {}", chain(&e)),
-            transient: true,
-        })?;
-        let status = resp.status();
-        if status.is_success()
-            || status.as_u16() == 410
-            || status.as_u16() == 416
-            || status.as_u16() == 409
-        {
-            return Ok(resp);
-        }
-        let text = resp.text().await.unwrap_or_default();
-        let detail = format!("{status}: {}", text.trim());
-        Err(if status.as_u16() == 401 {
-            ReplicateError::Unauthorized { url, detail: text.trim().to_string() }
-        } else {
-            ReplicateError::Http {
-                url,
-                status: Some(status.as_u16()),
-                detail,
-                transient: status.is_server_error() || status.as_u16() == 429,
+        async move {
+            let resp = req.send().await.map_err(|e| ReplicateError::Http {
+                url: url.clone(),
+                status: None,
+                detail: format!("request failed: {}", chain(&e)),
+                transient: true,
+            })?;
+            let status = resp.status();
+            if status.is_success()
+                || status.as_u16() == 410
+                || status.as_u16() == 416
+                || status.as_u16() == 409
+            {
+                return Ok(resp);
             }
-        })
+            let text = resp.text().await.unwrap_or_default();
+            let detail = format!("{status}: {}", text.trim());
+            Err(if status.as_u16() == 401 {
+                ReplicateError::Unauthorized { url, detail: text.trim().to_string() }
+            } else {
+                ReplicateError::Http {
+                    url,
+                    status: Some(status.as_u16()),
+                    detail,
+                    transient: status.is_server_error() || status.as_u16() == 429,
+                }
+            })
+        }
     }
 
     async fn get_json<T: serde::de::DeserializeOwned>(
@@ -661,29 +719,27 @@ impl Ctx {
         let st = self.leader_state().await?;
         self.reconcile(&st).await?;
 
-        // The appender: appends batches in order on a blocking thread.
+        // The appender: appends batches in order on a blocking thread and
+        // hands their buffers back for reuse.
         let (tx, mut rx) = mpsc::unbounded_channel::<Batch>();
         let log = self.log.clone();
+        let pool = Pool::default();
+        let (back, batch_bytes) = (pool.clone(), self.opts.batch_bytes);
         let appender = tokio::task::spawn_blocking(move || {
             let (mut n, mut bytes) = (0u64, 0u64);
-            while let Some(b) = rx.blocking_recv() {
-                let next = log.last_index() + 1;
-                if b.first != next {
-                    return (n, bytes, Err(ReplicateError::InvalidArgument(format!(
-                        "{}: expected to append entry {next} but got {} (was the log changed by another writer?)",
-                        log.dir().display(),
-                        b.first
-                    ))));
-                }
-                if let Err(e) = log.append_with_crcs(b.first, &b.entries, &b.crcs) {
+            while let Some(mut b) = rx.blocking_recv() {
+                // The batch's first index must be the log's next (else
+                // nothing is written: another writer changed the log).
+                if let Err(e) = log.append_framed(&mut b.framed) {
                     return (n, bytes, Err(e.into()));
                 }
-                n += b.entries.len() as u64;
-                bytes += b.bytes as u64;
+                n += b.framed.len() as u64;
+                bytes += b.framed.payload_bytes() as u64;
+                back.give(b.framed, batch_bytes);
             }
             (n, bytes, Ok(()))
         });
-        let fetched = self.fetch(tx).await;
+        let fetched = self.fetch(tx, &pool).await;
         let (n, bytes, appended) = appender.await.unwrap_or((
             0,
             0,
@@ -695,8 +751,35 @@ impl Ctx {
         fetched
     }
 
+    /// `/v1/entries` from `from`: a long poll when following and `wait`.
+    fn page_path(&self, from: u64, wait: bool, prev: Option<(u64, u32)>) -> String {
+        let wait = if wait && !self.opts.once { self.opts.long_poll.as_millis() as u64 } else { 0 };
+        let mut path = format!(
+            "/v1/entries?from={from}&max_count={}&max_bytes={}&wait_ms={wait}",
+            self.opts.page_count, self.opts.page_bytes
+        );
+        if let Some((t, c)) = prev {
+            path.push_str(&format!("&prev_term={t}&prev_crc={c}"));
+        }
+        path
+    }
+
     /// The fetch loop of a round (step 3); batches go to `tx`.
-    async fn fetch(&mut self, tx: mpsc::UnboundedSender<Batch>) -> std::result::Result<(), Fail> {
+    ///
+    /// Two pages are in flight: once a page's head says how many entries
+    /// it holds and the leader has more, the next page is asked for on a
+    /// second connection, so the leader reads it and starts sending while
+    /// this one streams in and is appended. That request cannot carry the
+    /// entry before it (not received yet): the server names it instead
+    /// (`x-mmapkit-prev-term`/`-crc`, read in the same version of the log
+    /// as the page), and the page is taken only if that is the entry this
+    /// follower received last, the check the server makes for a request
+    /// that carries it.
+    async fn fetch(
+        &mut self,
+        tx: mpsc::UnboundedSender<Batch>,
+        pool: &Pool,
+    ) -> std::result::Result<(), Fail> {
         let budget = Arc::new(Semaphore::new(self.opts.max_in_flight.min(Semaphore::MAX_PERMITS)));
         let mut next = self.log.last_index() + 1;
         let mut prev = if next > self.log.first_index() {
@@ -709,24 +792,31 @@ impl Ctx {
         // in-flight budget is accepted (or allocated for).
         let max_frame = self.opts.max_in_flight.min(u32::MAX as usize);
         let followed_id = self.followed.as_ref().map(|f| f.log_id.clone());
-        let mut batch =
-            Batch { first: next, entries: Vec::new(), crcs: Vec::new(), bytes: 0, _permit: None };
+        let mut batch = pool.take(next, self.opts.batch_bytes);
+        let mut ahead: Option<Ahead> = None;
         loop {
             if self.stop.is_stopped() {
                 return Ok(());
             }
-            let wait = if self.opts.once { 0 } else { self.opts.long_poll.as_millis() as u64 };
-            let mut path = format!(
-                "/v1/entries?from={next}&max_count={}&max_bytes={}&wait_ms={wait}",
-                self.opts.page_count, self.opts.page_bytes
-            );
-            if let Some((t, c)) = prev {
-                path.push_str(&format!("&prev_term={t}&prev_crc={c}"));
-            }
-            let url = self.url(&path);
-            let resp = tokio::select! {
-                r = self.get(&path) => r?,
-                _ = self.stop.stopped() => return Ok(()),
+            let (resp, url, pipelined) = match ahead.take() {
+                Some(mut a) if a.from == next => {
+                    let url = self.url(&self.page_path(next, false, None));
+                    let r = tokio::select! {
+                        r = &mut a.task => r.map_err(|e| {
+                            ReplicateError::Panicked(format!("a page request failed: {e}"))
+                        })??,
+                        _ = self.stop.stopped() => return Ok(()),
+                    };
+                    (r, url, true)
+                }
+                _ => {
+                    let path = self.page_path(next, true, prev);
+                    let r = tokio::select! {
+                        r = self.get(&path) => r?,
+                        _ = self.stop.stopped() => return Ok(()),
+                    };
+                    (r, self.url(&path), false)
+                }
             };
             match resp.status().as_u16() {
                 200 => {}
@@ -745,6 +835,38 @@ impl Ctx {
                         transient: true,
                     }
                     .into());
+                }
+            }
+            if pipelined {
+                let named = (
+                    header_u64(&resp, "x-mmapkit-prev-term"),
+                    header_u64(&resp, "x-mmapkit-prev-crc"),
+                );
+                let first = header_u64(&resp, "x-mmapkit-first-index");
+                match (named, prev) {
+                    ((Some(t), Some(c)), Some((pt, pc))) if t == pt && c == u64::from(pc) => {}
+                    ((Some(t), Some(c)), _) => {
+                        // What a server that checks prev_term/prev_crc answers 409 to.
+                        return Err(ReplicateError::Http {
+                            url,
+                            status: Some(409),
+                            detail: format!(
+                                "log mismatch: entry {} has term {t} and CRC {c:#010x} on the \
+                                 leader, not the {prev:?} received; reconciling",
+                                next - 1
+                            ),
+                            transient: true,
+                        }
+                        .into());
+                    }
+                    // The entry before the page was purged there (committed).
+                    ((None, None), _) if first.is_some_and(|f| f >= next) => {}
+                    _ => {
+                        // A server that does not name it: ask again, one
+                        // page at a time, with the entry before each page.
+                        self.pipeline = false;
+                        continue;
+                    }
                 }
             }
             let leader_last = header_u64(&resp, "x-mmapkit-last-index").unwrap_or(0);
@@ -781,7 +903,7 @@ impl Ctx {
                     // accounted for completed: what it holds may be cut
                     // (a continuous follower asks no state while its pages
                     // chain on), so reconcile before appending anything.
-                    self.send(&tx, &budget, &mut batch, next).await?;
+                    self.send(&tx, &budget, &mut batch, pool, next).await?;
                     return Err(ReplicateError::Http {
                         url,
                         status: Some(200),
@@ -795,6 +917,12 @@ impl Ctx {
                 }
             }
             let count = header_u64(&resp, "x-mmapkit-count").unwrap_or(0);
+            // The leader has entries past this page: ask for the next one now.
+            let after = next.saturating_add(count);
+            if self.pipeline && count > 0 && after <= leader_last {
+                let path = self.page_path(after, false, None);
+                ahead = Some(Ahead { from: after, task: tokio::spawn(self.get(&path)) });
+            }
             let mut resp = resp;
             let mut dec = Decoder::default();
             let mut got = 0u64;
@@ -803,7 +931,7 @@ impl Ctx {
                     Ok(Some(c)) => c,
                     Ok(None) => break,
                     Err(e) => {
-                        self.send(&tx, &budget, &mut batch, next).await?;
+                        self.send(&tx, &budget, &mut batch, pool, next).await?;
                         return Err(ReplicateError::Http {
                             url,
                             status: Some(200),
@@ -823,26 +951,25 @@ impl Ctx {
                         Ok(Some(f)) => f,
                         Ok(None) => break,
                         Err(_) => {
-                            self.send(&tx, &budget, &mut batch, next).await?;
+                            self.send(&tx, &budget, &mut batch, pool, next).await?;
                             return Err(Fail::Corrupt(next));
                         }
                     };
-                    if f.index != next || !f.crc_ok() {
-                        self.send(&tx, &budget, &mut batch, next).await?;
+                    // Copied into the batch as it is framed in the log; the
+                    // CRC is checked over that copy.
+                    if f.index != next || !batch.push_checked(f.term, &f.payload, f.crc) {
+                        self.send(&tx, &budget, &mut batch, pool, next).await?;
                         return Err(Fail::Corrupt(next));
                     }
                     prev = Some((f.term, f.crc));
                     next += 1;
                     got += 1;
-                    batch.bytes += f.payload.len();
-                    batch.entries.push((f.term, f.payload));
-                    batch.crcs.push(f.crc);
-                    if batch.bytes >= self.opts.batch_bytes {
-                        self.send(&tx, &budget, &mut batch, next).await?;
+                    if batch.framed_bytes() >= self.opts.batch_bytes {
+                        self.send(&tx, &budget, &mut batch, pool, next).await?;
                     }
                 }
             }
-            self.send(&tx, &budget, &mut batch, next).await?;
+            self.send(&tx, &budget, &mut batch, pool, next).await?;
             if got != count || dec.pending() != 0 {
                 return Err(ReplicateError::Http {
                     url,
@@ -855,7 +982,6 @@ impl Ctx {
             if self.opts.once && next > leader_last {
                 // Done only if no truncation started since what was
                 // copied was read; else the next round reconciles.
-                self.send(&tx, &budget, &mut batch, next).await?;
                 drop(tx);
                 let st = self.leader_state().await?;
                 let f = self.followed.as_ref().expect("recorded in reconcile");
@@ -880,31 +1006,20 @@ impl Ctx {
         &self,
         tx: &mpsc::UnboundedSender<Batch>,
         budget: &Arc<Semaphore>,
-        batch: &mut Batch,
+        batch: &mut Framed,
+        pool: &Pool,
         next: u64,
     ) -> Result<()> {
-        if !batch.entries.is_empty() {
-            let want =
-                batch.bytes.clamp(1, self.opts.max_in_flight.min(Semaphore::MAX_PERMITS)) as u32;
-            let permit = budget.clone().acquire_many_owned(want).await.ok();
-            let mut b = std::mem::replace(
-                batch,
-                Batch {
-                    first: next,
-                    entries: Vec::new(),
-                    crcs: Vec::new(),
-                    bytes: 0,
-                    _permit: None,
-                },
-            );
-            b._permit = permit;
-            if tx.send(b).is_err() {
-                // The appender stopped: its error is reported by the round.
-                return Ok(());
-            }
-        } else {
-            batch.first = next;
+        if batch.is_empty() {
+            batch.reset(next);
+            return Ok(());
         }
+        let want =
+            batch.framed_bytes().clamp(1, self.opts.max_in_flight.min(Semaphore::MAX_PERMITS));
+        let permit = budget.clone().acquire_many_owned(want as u32).await.ok();
+        let framed = std::mem::replace(batch, pool.take(next, self.opts.batch_bytes));
+        // A closed channel: the appender stopped, and the round reports its error.
+        let _ = tx.send(Batch { framed, _permit: permit });
         Ok(())
     }
 }

@@ -44,7 +44,10 @@
 //!   `x-mmapkit-epoch` the read's tag (truncations completed when it read;
 //!   a follower checks later that none numbered from it on cut what it
 //!   got). With `prev_term`/`prev_crc`, the server first checks that its
-//!   entry `I-1` has that term and CRC and answers 409 if not.
+//!   entry `I-1` has that term and CRC and answers 409 if not; either way
+//!   `x-mmapkit-prev-term` and `x-mmapkit-prev-crc` name its entry `I-1`
+//!   as read with the page (absent when `I` is its first entry), so a
+//!   follower that asked before it had entry `I-1` checks the page itself.
 //!   When `I` is just past the last entry, the request waits up to `W`
 //!   milliseconds (long poll, clamped to [`ServeOptions::max_wait`]) for
 //!   new entries and then answers with what there is (possibly none).

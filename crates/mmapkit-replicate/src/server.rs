@@ -801,10 +801,17 @@ async fn entries(State(sh): State<Arc<Shared>>, RawQuery(q): RawQuery) -> Respon
         // again here, and the answer is refused (503, retried after a
         // fresh look at the leader's state) if a truncation started, or
         // another log took the directory's place, between it and the read.
+        // The entry before the page, in the same version: checked here when
+        // the request names it, else named in the answer (a follower asks
+        // for a page before the one ahead of it has arrived, and checks it).
         let before = log.identity();
-        if (pt.is_some() || pc.is_some()) && from > log.first_index() {
+        let prev = if from > log.first_index() {
             let e = log.get(from - 1)?;
-            let (t, c) = (e.term(), e.crc());
+            Some((e.term(), e.crc()))
+        } else {
+            None
+        };
+        if let Some((t, c)) = prev {
             if !(pt.is_none_or(|pt| pt == t) && pc.is_none_or(|pc| pc == c as u64)) {
                 return Ok(Err((from - 1, t, c)));
             }
@@ -825,10 +832,10 @@ async fn entries(State(sh): State<Arc<Shared>>, RawQuery(q): RawQuery) -> Respon
                 log.dir().display()
             )));
         }
-        Ok(Ok((got.0, got.1, after.id)))
+        Ok(Ok((got.0, got.1, after.id, prev)))
     })
     .await;
-    let (ents, tag, id) = match read {
+    let (ents, tag, id, prev) = match read {
         Ok(Ok(Ok(e))) => e,
         Ok(Ok(Err((i, t, c)))) => {
             return err(
@@ -870,6 +877,10 @@ async fn entries(State(sh): State<Arc<Shared>>, RawQuery(q): RawQuery) -> Respon
     // The read's tag: a follower checks later that no truncation numbered
     // from it on cut what it got (see `mmapkit::log::Entries::epoch`).
     h.insert("x-mmapkit-epoch", HeaderValue::from(tag));
+    if let Some((t, c)) = prev {
+        h.insert("x-mmapkit-prev-term", HeaderValue::from(t));
+        h.insert("x-mmapkit-prev-crc", HeaderValue::from(c));
+    }
     // The log the entries were read from (not whatever took its place since).
     if let Some(v) = id.and_then(|id| HeaderValue::from_str(&id).ok()) {
         r.headers_mut().insert("x-mmapkit-log-id", v);

@@ -214,3 +214,97 @@ fn pipe_down(mut from: TcpStream, mut to: TcpStream, cut: Option<u64>, flip: boo
     let _ = to.shutdown(std::net::Shutdown::Both);
     let _ = from.shutdown(std::net::Shutdown::Both);
 }
+
+/// What [`router`] does to one answer.
+#[derive(Clone, Copy, Debug)]
+pub enum Alter {
+    /// Pass it on as it is.
+    Keep,
+    /// Remove these headers.
+    Strip(&'static [&'static str]),
+    /// Set a header to a value.
+    Set(&'static str, &'static str),
+    /// Send the head and half the body, then close.
+    CutBody,
+    /// Ask for the page from this index instead (a page out of order).
+    From(u64),
+}
+
+/// A proxy that sends each request (one per upstream connection) to the
+/// upstream `route` picks for its path, altered as it says; the counter
+/// counts the requests altered (anything but `Alter::Keep`).
+pub fn router(
+    route: impl Fn(&str) -> (SocketAddr, Alter) + Send + Sync + 'static,
+) -> (Proxy, Arc<AtomicU64>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let connections = Arc::new(AtomicU64::new(0));
+    let altered = Arc::new(AtomicU64::new(0));
+    let (st, conns, alt) = (stop.clone(), connections.clone(), altered.clone());
+    let route = Arc::new(route);
+    std::thread::spawn(move || {
+        for c in l.incoming() {
+            if st.load(Ordering::Acquire) {
+                return;
+            }
+            let Ok(down) = c else { continue };
+            conns.fetch_add(1, Ordering::Relaxed);
+            let (route, alt) = (route.clone(), alt.clone());
+            std::thread::spawn(move || {
+                let _ = route_one(down, &*route, &alt);
+            });
+        }
+    });
+    (Proxy { addr, connections, stop }, altered)
+}
+
+fn route_one(
+    mut down: TcpStream,
+    route: &dyn Fn(&str) -> (SocketAddr, Alter),
+    altered: &AtomicU64,
+) -> std::io::Result<()> {
+    // One request: its head (the follower sends no bodies).
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if down.read(&mut b)? == 0 {
+            return Ok(());
+        }
+        head.push(b[0]);
+    }
+    let text = String::from_utf8_lossy(&head).to_string();
+    let path = text.split(' ').nth(1).unwrap_or("").to_string();
+    let (to, alter) = route(&path);
+    if !matches!(alter, Alter::Keep) {
+        altered.fetch_add(1, Ordering::Relaxed);
+    }
+    let mut up = TcpStream::connect(to)?;
+    let mut head = text.replacen("\r\n", "\r\nConnection: close\r\n", 1);
+    if let Alter::From(i) = alter {
+        let from = path.split(['?', '&']).find(|kv| kv.starts_with("from=")).unwrap_or("from=");
+        head = head.replacen(from, &format!("from={i}"), 1);
+    }
+    up.write_all(head.as_bytes())?;
+    let mut answer = Vec::new();
+    up.read_to_end(&mut answer)?;
+    let split = answer.windows(4).position(|w| w == b"\r\n\r\n").map_or(answer.len(), |p| p + 4);
+    let (h, body) = answer.split_at(split);
+    let mut lines: Vec<String> =
+        String::from_utf8_lossy(h).trim_end().split("\r\n").map(str::to_owned).collect();
+    let named = |l: &str, n: &str| l.to_ascii_lowercase().starts_with(&format!("{n}:"));
+    match alter {
+        Alter::Strip(names) => lines.retain(|l| !names.iter().any(|n| named(l, n))),
+        Alter::Set(n, v) => {
+            lines.retain(|l| !named(l, n));
+            lines.push(format!("{n}: {v}"));
+        }
+        Alter::Keep | Alter::CutBody | Alter::From(_) => {}
+    }
+    let h = format!("{}\r\n\r\n", lines.join("\r\n"));
+    down.write_all(h.as_bytes())?;
+    let body = if matches!(alter, Alter::CutBody) { &body[..body.len() / 2] } else { body };
+    down.write_all(body)?;
+    let _ = down.shutdown(std::net::Shutdown::Both);
+    Ok(())
+}

@@ -38,55 +38,99 @@ impl CommitLog {
         self.append_inner(entries, Some((first, crcs)))
     }
 
+    /// Appends a batch framed outside the log's lock (see [`Framed`]): its
+    /// first index must be the next index (else nothing is written and it
+    /// is an error). Its records are written as they are, with the batch's
+    /// commit record; `batch` keeps its entries (reset it to reuse its
+    /// buffer). Returns the batch's first index.
+    pub fn append_framed(&self, batch: &mut Framed) -> Result<u64> {
+        self.check_writable()?;
+        let mut w = lock(&self.writer);
+        let next = self.read_state().last + 1;
+        if batch.first != next {
+            return Err(self.not_next(batch.first, next));
+        }
+        if batch.is_empty() {
+            return Ok(next);
+        }
+        let r = self.write_batch(&mut w, batch);
+        drop(w);
+        self.appended(r?)
+    }
+
+    fn not_next(&self, want: u64, next: u64) -> Error {
+        Error::invalid(
+            &self.dir,
+            format!(
+                "expected to append entry {want} but the next index is {next} \
+                 (was the log changed by another writer?)"
+            ),
+        )
+    }
+
     fn append_inner<B: AsRef<[u8]>>(
         &self,
         entries: &[(u64, B)],
         given: Option<(u64, &[u32])>,
     ) -> Result<u64> {
         self.check_writable()?;
-        let mut need = format::COMMIT_WM;
         for (_, b) in entries {
-            let n = b.as_ref().len();
-            if n > format::MAX_ENTRY {
-                return Err(Error::invalid(
-                    &self.dir,
-                    format!(
-                        "entry of {n} bytes is larger than the maximum of {} bytes",
-                        format::MAX_ENTRY
-                    ),
-                ));
-            }
-            need += frame_size(n);
+            check_entry_len(&self.dir, b.as_ref().len())?;
         }
         let mut w = lock(&self.writer);
-        let (mut tail, first, mut pos) = {
-            let s = self.read_state();
-            (s.segs.last().expect("one segment").file.clone(), s.last + 1, s.tail_end)
-        };
-        // The index after the batch must exist (found by the raft_decode
-        // fuzz target: a log started near u64::MAX overflowed here).
-        if first.checked_add(entries.len() as u64).is_none() {
-            return Err(Error::invalid(
-                &self.dir,
-                format!("{} entries from index {first} run past the largest index", entries.len()),
-            ));
-        }
+        let first = self.read_state().last + 1;
         if let Some((want, _)) = given {
             if want != first {
-                return Err(Error::invalid(
-                    &self.dir,
-                    format!(
-                        "expected to append entry {want} but the next index is {first} \
-                     (was the log changed by another writer?)"
-                    ),
-                ));
+                return Err(self.not_next(want, first));
             }
         }
         if entries.is_empty() {
             return Ok(first);
         }
+        // The batch is framed in a reused buffer and copied into the map
+        // in one write: no per-entry allocation or bounds checks.
+        let mut batch = std::mem::take(&mut w.batch);
+        batch.reset(first);
+        for (k, (term, b)) in entries.iter().enumerate() {
+            match given {
+                None => batch.push(*term, b.as_ref()),
+                Some((_, c)) => {
+                    debug_assert_eq!(
+                        c[k],
+                        format::entry_crc(first + k as u64, *term, b.as_ref()),
+                        "append_with_crcs: wrong CRC for entry {}",
+                        first + k as u64
+                    );
+                    batch.push_with_crc(*term, b.as_ref(), c[k]);
+                }
+            }
+        }
+        let r = self.write_batch(&mut w, &mut batch);
+        w.batch = batch;
+        drop(w);
+        self.appended(r?)
+    }
+
+    /// Writes a framed batch (not empty, starting at the next index) into
+    /// the tail with its commit record, under the writer lock; returns its
+    /// first and last index.
+    fn write_batch(&self, w: &mut Writer, batch: &mut Framed) -> Result<(u64, u64)> {
+        let first = batch.first;
+        let need = batch.buf.len() + format::COMMIT_WM;
+        let (mut tail, mut pos) = {
+            let s = self.read_state();
+            (s.segs.last().expect("one segment").file.clone(), s.tail_end)
+        };
+        // The index after the batch must exist (found by the raft_decode
+        // fuzz target: a log started near u64::MAX overflowed here).
+        if first.checked_add(batch.len() as u64).is_none() {
+            return Err(Error::invalid(
+                &self.dir,
+                format!("{} entries from index {first} run past the largest index", batch.len()),
+            ));
+        }
         if pos + need > tail.map.len() {
-            tail = self.roll_over(&mut w, &tail, pos, first, need)?;
+            tail = self.roll_over(w, &tail, pos, first, need)?;
             pos = HEADER_LEN;
         }
         let epoch = tail.gen();
@@ -95,36 +139,16 @@ impl CommitLog {
             // `need` counts the commit record; the zero record follows it.
             self.zero_ahead(&tail, pos, pos + need + REC, ahead)?;
         }
-        // The batch is framed in a reused buffer and copied into the map
-        // in one write: no per-entry allocation or bounds checks.
-        let wr: &mut Writer = &mut w;
-        wr.buf.clear();
-        wr.crcs.clear();
-        wr.scratch.clear();
-        for (k, (term, b)) in entries.iter().enumerate() {
-            wr.scratch.push((pos + wr.buf.len()) as u64);
-            wr.crcs.push(match given {
-                None => format::encode_entry(&mut wr.buf, first + k as u64, *term, b.as_ref()),
-                Some((_, c)) => {
-                    debug_assert_eq!(
-                        c[k],
-                        format::entry_crc(first + k as u64, *term, b.as_ref()),
-                        "append_with_crcs: wrong CRC for entry {}",
-                        first + k as u64
-                    );
-                    format::encode_entry_with_crc(&mut wr.buf, c[k], *term, b.as_ref())
-                }
-            });
-        }
+        let entries_len = batch.buf.len();
         // Only what a returned sync covered: a power loss may tear anything
         // later, in any order, and recovery must know (format::classify_tail).
         let watermark = self.durable.load(Ordering::Acquire).min(first - 1);
-        format::encode_commit(&mut wr.buf, first, epoch, watermark, &wr.crcs);
+        format::encode_commit(&mut batch.buf, first, epoch, watermark, &batch.crcs);
         // A zero record after every batch: the clean end is explicit, so
         // anything else found there on recovery is a torn batch.
-        let zero_fits = pos + wr.buf.len() + REC <= tail.map.len();
+        let zero_fits = pos + batch.buf.len() + REC <= tail.map.len();
         if zero_fits {
-            wr.buf.extend_from_slice(&[0u8; REC]);
+            batch.buf.extend_from_slice(&[0u8; REC]);
         }
         // Small batches are stored through the mapping (a memcpy; a
         // pwrite per batch measured 1.5x slower at 100 K and 1 M x 50 B,
@@ -132,32 +156,36 @@ impl CommitLog {
         // large ones with one pwrite into the same page cache (readers see
         // it through the map once published below): stores would take a
         // write fault per fresh page (bench `log`, 10 x 4 KiB batches).
-        if wr.buf.len() >= PWRITE_MIN {
+        let written = if batch.buf.len() >= PWRITE_MIN {
             tail.map
                 .file()
-                .write_all_at(&wr.buf, pos as u64)
-                .map_err(|e| Error::io(tail.map.path(), "pwrite", e))?;
+                .write_all_at(&batch.buf, pos as u64)
+                .map_err(|e| Error::io(tail.map.path(), "pwrite", e))
         } else {
-            tail.map.append_at(pos, &wr.buf)?;
-        }
-        pos += wr.buf.len() - if zero_fits { REC } else { 0 };
-        tail.map.seal(pos)?;
+            tail.map.append_at(pos, &batch.buf)
+        };
+        let end = pos + batch.buf.len() - if zero_fits { REC } else { 0 };
+        // The batch keeps its entries only (it may be appended again
+        // elsewhere, or reset).
+        batch.buf.truncate(entries_len);
+        written?;
+        tail.map.seal(end)?;
         if !matches!(self.opts.sync, SyncMode::Batch) {
-            write_behind(&self.behind, &mut wr.wb, &tail, pos);
+            write_behind(&self.behind, &mut w.wb, &tail, end);
         }
-        let last = first + entries.len() as u64 - 1;
-        {
-            let mut s = self.write_state();
-            s.segs
-                .last_mut()
-                .expect("one segment")
-                .offsets
-                .get_or_insert_with(Vec::new)
-                .extend_from_slice(&wr.scratch);
-            s.last = last;
-            s.tail_end = pos;
-        }
-        drop(w);
+        let last = first + batch.len() as u64 - 1;
+        let mut s = self.write_state();
+        let offsets = s.segs.last_mut().expect("one segment").offsets.get_or_insert_with(Vec::new);
+        offsets.extend(batch.offs.iter().map(|&o| pos as u64 + o));
+        s.last = last;
+        s.tail_end = end;
+        Ok((first, last))
+    }
+
+    /// After a batch up to `last` was written and the writer lock released:
+    /// wakes readers and syncs as the mode says; returns the batch's first
+    /// index.
+    fn appended(&self, (first, last): (u64, u64)) -> Result<u64> {
         self.wake_waiters();
         match self.opts.sync {
             SyncMode::Never => {}
@@ -377,4 +405,115 @@ fn write_behind(behind: &WriteBehind, wb: &mut (u64, usize), tail: &Arc<SegFile>
     }
     behind.post(tail, wb.1 as u64, end as u64);
     wb.1 = end;
+}
+
+/// Refuses a payload longer than an entry may be.
+fn check_entry_len(dir: &Path, n: usize) -> Result<()> {
+    if n > format::MAX_ENTRY {
+        return Err(Error::invalid(
+            dir,
+            format!("entry of {n} bytes is larger than the maximum of {} bytes", format::MAX_ENTRY),
+        ));
+    }
+    Ok(())
+}
+
+/// A batch of entries framed in the log's record format outside its lock,
+/// for [`CommitLog::append_framed`]: a follower copies each received entry
+/// into it as it arrives (while the bytes are in cache) and checks the
+/// entry's CRC over the framed record, so the log writes the checked bytes
+/// as they are. The buffer is reused across [`reset`](Self::reset)s.
+#[derive(Debug, Default)]
+pub struct Framed {
+    first: u64,
+    /// The entries' records, back to back.
+    buf: Vec<u8>,
+    /// Each record's offset in `buf`.
+    offs: Vec<u64>,
+    crcs: Vec<u32>,
+    /// Payload bytes.
+    bytes: usize,
+}
+
+impl Framed {
+    /// An empty batch whose first entry will be `first`.
+    pub fn new(first: u64) -> Framed {
+        Framed { first, ..Framed::default() }
+    }
+    /// Empties the batch (keeping its buffers); its first entry will be `first`.
+    pub fn reset(&mut self, first: u64) {
+        self.first = first;
+        self.buf.clear();
+        self.offs.clear();
+        self.crcs.clear();
+        self.bytes = 0;
+    }
+    /// Index of its first entry.
+    pub fn first(&self) -> u64 {
+        self.first
+    }
+    /// Index the next entry pushed gets.
+    pub fn next_index(&self) -> u64 {
+        self.first + self.offs.len() as u64
+    }
+    /// Entries in it.
+    pub fn len(&self) -> usize {
+        self.offs.len()
+    }
+    /// Whether it holds no entry.
+    pub fn is_empty(&self) -> bool {
+        self.offs.is_empty()
+    }
+    /// Payload bytes in it.
+    pub fn payload_bytes(&self) -> usize {
+        self.bytes
+    }
+    /// Bytes of its framed records (what the log writes, less the commit
+    /// record).
+    pub fn framed_bytes(&self) -> usize {
+        self.buf.len()
+    }
+    /// Bytes of records its buffer has room for.
+    pub fn capacity(&self) -> usize {
+        self.buf.capacity()
+    }
+    /// Makes room for `bytes` of records in all (growing the buffer now,
+    /// not entry by entry).
+    pub fn reserve(&mut self, bytes: usize) {
+        self.buf.reserve(bytes.saturating_sub(self.buf.len()));
+    }
+    /// Adds the next entry if `crc` is its CRC ([`entry_crc`](super::entry_crc)
+    /// at [`next_index`](Self::next_index), the CRC its leader stored), computed
+    /// over the framed copy; else (or if the payload is longer than an entry
+    /// may be) adds nothing and returns false.
+    pub fn push_checked(&mut self, term: u64, payload: &[u8], crc: u32) -> bool {
+        if payload.len() > format::MAX_ENTRY {
+            return false;
+        }
+        let (start, index) = (self.buf.len(), self.next_index());
+        let got = format::encode_entry(&mut self.buf, index, term, payload);
+        if got != crc {
+            self.buf.truncate(start);
+            return false;
+        }
+        self.added(start, crc, payload.len());
+        true
+    }
+    /// Adds the next entry, computing its CRC (the caller checked its length).
+    fn push(&mut self, term: u64, payload: &[u8]) {
+        let (start, index) = (self.buf.len(), self.next_index());
+        let crc = format::encode_entry(&mut self.buf, index, term, payload);
+        self.added(start, crc, payload.len());
+    }
+    /// Adds the next entry with its CRC as given (the caller checked it).
+    fn push_with_crc(&mut self, term: u64, payload: &[u8], crc: u32) {
+        let start = self.buf.len();
+        format::encode_entry_with_crc(&mut self.buf, crc, term, payload);
+        self.added(start, crc, payload.len());
+    }
+    fn added(&mut self, start: usize, crc: u32, len: usize) {
+        self.offs.push(start as u64);
+        self.crcs.push(crc);
+        self.bytes += len;
+    }
 }

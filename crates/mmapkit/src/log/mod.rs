@@ -76,6 +76,7 @@ mod tests;
 mod truncate;
 mod verify;
 
+pub use append::Framed;
 pub use format::entry_crc;
 pub use identity::{LogIdentity, LogStatus};
 pub use open::{is_log_dir, quarantine_dir};
@@ -92,7 +93,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
-use format::{frame_size, u32_at, u64_at, HEADER_LEN, REC};
+use format::{u32_at, u64_at, HEADER_LEN, REC};
 use segment::{sync_dir, SegFile};
 
 use crate::{Error, Result};
@@ -154,12 +155,8 @@ pub(super) struct Writer {
     next_gen: u32,
     /// The truncation history file (writable logs).
     cuts: Option<identity::CutsFile>,
-    /// Entry offsets of the batch being written (reused).
-    scratch: Vec<u64>,
-    /// The batch's frames (reused).
-    buf: Vec<u8>,
-    /// The batch's entry CRCs (reused).
-    crcs: Vec<u32>,
+    /// The batch being written, framed (reused).
+    batch: append::Framed,
     /// Write-behind: (tail segment's first index, offset) up to which its
     /// writeback was started (see `append`).
     wb: (u64, usize),

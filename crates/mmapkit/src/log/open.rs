@@ -407,9 +407,7 @@ impl CommitLog {
             writer: Mutex::new(Writer {
                 next_gen,
                 cuts: cuts_file,
-                scratch: Vec::new(),
-                buf: Vec::new(),
-                crcs: Vec::new(),
+                batch: Default::default(),
                 wb: (0, 0),
             }),
             sync: Mutex::new(SyncState {
@@ -483,6 +481,50 @@ impl CommitLog {
         Ok(log)
     }
 
+    /// Whether this read-only view is what loading the directory again
+    /// would make: the same truncation history (read first, as `load`
+    /// does), the same segment files (names and inodes; a truncation
+    /// renames the file it cuts, a purge removes some, a roll-over adds
+    /// one), the tail file's length, and nothing written after the tail's
+    /// last batch: every append leaves a zero record after its batch, and
+    /// any batch written there starts with a record whose first 32 bytes
+    /// are not all zeros (an entry's length or the commit mark after an
+    /// empty one). Then `refresh` keeps the view instead of mapping and
+    /// scanning the tail again (a follower catching up from a quiet log
+    /// made the leader rescan its tail every few pages).
+    fn unchanged(&self) -> Result<bool> {
+        use std::os::unix::fs::DirEntryExt;
+        let cuts = identity::read_cuts(&self.dir)?;
+        let s = self.read_state();
+        if cuts != *s.cuts {
+            return Ok(false);
+        }
+        let mut listed = Vec::with_capacity(s.segs.len());
+        let rd = std::fs::read_dir(&self.dir).map_err(|e| Error::io(&self.dir, "read_dir", e))?;
+        for ent in rd {
+            let ent = ent.map_err(|e| Error::io(&self.dir, "read_dir", e))?;
+            if let Some((first, gen)) = segment::parse_name(&ent.file_name().to_string_lossy()) {
+                listed.push((first, gen, ent.ino()));
+            }
+        }
+        listed.sort_unstable();
+        if !listed
+            .iter()
+            .copied()
+            .eq(s.segs.iter().map(|g| (g.file.first, g.file.gen(), g.file.ino)))
+        {
+            return Ok(false);
+        }
+        let tail = &s.segs.last().expect("one segment").file;
+        if tail.map.file_len()? != tail.map.len() as u64 {
+            return Ok(false);
+        }
+        let mut after = [0u8; 32];
+        let n = crate::map::pread_full(tail.map.file(), &mut after, s.tail_end as u64)
+            .map_err(|e| Error::io(&tail.path(), "read", e))?;
+        Ok(after[..n].iter().all(|&b| b == 0))
+    }
+
     /// For a read-only log: picks up what the writing process has done
     /// since (new entries and segments, truncations, purges) by loading the
     /// log again. Entries already returned stay valid. A writable log is
@@ -498,6 +540,9 @@ impl CommitLog {
             let s = self.read_state();
             dir_key(&self.dir)? == s.dir_key && identity::read_id(&self.dir)? == s.id
         };
+        if same && self.unchanged()? {
+            return Ok(());
+        }
         // A segment listed a moment ago can be gone when it is opened (the
         // writer purged, truncated or renamed it meanwhile): list again.
         let mut tries = 0;

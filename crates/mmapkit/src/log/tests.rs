@@ -847,6 +847,57 @@ fn append_with_crcs_stores_the_given_crcs_at_the_expected_index() {
 }
 
 #[test]
+fn framed_batches_check_each_crc_and_append_as_append_does() {
+    // The same entries through append and through a Framed batch (checked
+    // CRCs, across roll-overs of small segments) give identical segments.
+    let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (plain, framed) = (
+        CommitLog::open(d1.path(), opts(1 << 16)).unwrap(),
+        CommitLog::open(d2.path(), opts(1 << 16)).unwrap(),
+    );
+    let payload = |i: u64| vec![i as u8; (i as usize * 37) % 5000];
+    let mut b = Framed::new(1);
+    let mut i = 1u64;
+    while i <= 300 {
+        let hi = (i + 1 + i % 13).min(301);
+        let ents: Vec<(u64, Vec<u8>)> = (i..hi).map(|k| (k / 50, payload(k))).collect();
+        plain.append(&ents).unwrap();
+        b.reset(i);
+        for (k, (t, p)) in ents.iter().enumerate() {
+            let index = i + k as u64;
+            assert_eq!(b.next_index(), index);
+            // A wrong CRC (or one for another index) adds nothing.
+            assert!(!b.push_checked(*t, p, entry_crc(index + 1, *t, p)));
+            assert!(!b.push_checked(*t, p, entry_crc(index, *t, p) ^ 1));
+            assert!(b.push_checked(*t, p, entry_crc(index, *t, p)));
+        }
+        assert_eq!(b.len(), ents.len());
+        assert_eq!(b.payload_bytes(), ents.iter().map(|e| e.1.len()).sum::<usize>());
+        assert_eq!(framed.append_framed(&mut b).unwrap(), i);
+        i = hi;
+    }
+    assert_eq!(collect(&plain, 1, 301), collect(&framed, 1, 301));
+    // A batch that does not start at the next index writes nothing; an
+    // empty one writes nothing either.
+    b.reset(5);
+    assert!(b.push_checked(1, b"x", entry_crc(5, 1, b"x")));
+    assert!(framed.append_framed(&mut b).is_err());
+    b.reset(301);
+    assert_eq!(framed.append_framed(&mut b).unwrap(), 301);
+    assert_eq!(framed.last_index(), 300);
+    drop((plain, framed));
+    let (s1, s2) = (segments(d1.path()), segments(d2.path()));
+    assert!(s1.len() > 3);
+    assert_eq!(s1.len(), s2.len());
+    for (x, y) in s1.iter().zip(&s2) {
+        assert_eq!(std::fs::read(x).unwrap(), std::fs::read(y).unwrap(), "{}", x.display());
+    }
+    let log = CommitLog::open(d2.path(), opts(1 << 16)).unwrap();
+    assert_eq!(log.last_index(), 300);
+    log.verify().unwrap();
+}
+
+#[test]
 fn write_behind_keeps_every_entry_across_segments() {
     // Without Batch syncs, writeback of the tail is started every
     // WRITE_BEHIND bytes; appends go on past it, across roll-overs and a
@@ -900,6 +951,41 @@ fn refreshed_view_reads_a_former_tail_whole() {
         }
     }
     assert!(segments(dir.path()).len() > 3);
+}
+
+/// A refresh that finds nothing changed keeps the view (no new mapping
+/// of the tail, no scan); every change is still seen: appends in the tail
+/// (an empty entry of term 0 too), a truncation inside it, a roll-over.
+#[test]
+fn refresh_keeps_an_unchanged_view_and_sees_every_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = CommitLog::open(dir.path(), opts(64 << 10)).unwrap();
+    log.append(&[(1, vec![1u8; 100])]).unwrap();
+    let view = ro(dir.path());
+    let tail = |v: &CommitLog| v.read_state().segs.last().unwrap().file.clone();
+    let before = tail(&view);
+    view.refresh().unwrap();
+    assert!(Arc::ptr_eq(&before, &tail(&view)), "an unchanged tail was mapped again");
+    log.append(&[(0, Vec::new())]).unwrap();
+    view.refresh().unwrap();
+    assert_eq!(collect(&view, 2, 3), vec![(2, 0, Vec::new())]);
+    log.append(&[(2, vec![3u8; 10]), (2, vec![4u8; 10])]).unwrap();
+    view.refresh().unwrap();
+    assert_eq!(view.last_index(), 4);
+    log.truncate_after(2).unwrap();
+    view.refresh().unwrap();
+    assert_eq!(view.last_index(), 2);
+    log.append(&[(3, vec![5u8; 10])]).unwrap();
+    view.refresh().unwrap();
+    assert_eq!(collect(&view, 3, 4), vec![(3, 3, vec![5u8; 10])]);
+    while segments(dir.path()).len() < 2 {
+        log.append(&[(3, vec![6u8; 1000])]).unwrap();
+    }
+    view.refresh().unwrap();
+    assert_eq!(view.last_index(), log.last_index());
+    let t = tail(&view);
+    view.refresh().unwrap();
+    assert!(Arc::ptr_eq(&t, &tail(&view)));
 }
 
 /// A segment rewritten below its seal (a copy renamed over it) is not
