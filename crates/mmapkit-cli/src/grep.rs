@@ -100,8 +100,8 @@ Examples:
   mmapkit grep -rlw 'TODO' src               files with the word TODO
   mmapkit grep -C 2 --color=auto panic log   two lines around each match
   mmapkit grep -2 -n -f words.txt notes.txt  patterns from a file, -NUM context
-  mmapkit grep -G 'a\\(b\\|c\\)\\{2\\}' f        a basic regex, as GNU grep's default
-  mmapkit grep -oP 'id=\\K\\d+(?=;)' f       PCRE2: \\K and a lookahead
+  mmapkit grep -G 'a\\(b\\|c\\)\\{2\\}' f         a basic regex, as GNU grep's default
+  mmapkit grep -oP 'id=\\K\\d+(?=;)' f         PCRE2: \\K and a lookahead
   mmapkit grep -c '' /usr/bin/sed            NUL-ended lines of a binary file
   find . -print0 | mmapkit grep -z '[.]rs$'  NUL-separated records
   mmapkit grep -lZ TODO a b | xargs -0 ls    NUL after each file name

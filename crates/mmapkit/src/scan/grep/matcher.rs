@@ -72,6 +72,10 @@ impl Matcher {
 }
 
 /// One thread's matcher.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one per thread, already behind an Rc: a box would only add an indirection per window"
+)]
 pub(super) enum Local {
     Regex(RegexLocal),
     Pcre(PcreLocal),
