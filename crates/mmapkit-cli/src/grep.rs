@@ -40,6 +40,20 @@ and --color show leftmost-first matches (for 'a|ab', 'a' where GNU grep
 shows 'ab'). -f FILE reads one pattern per line (an empty FILE matches
 nothing); -NUM is -C NUM; -y is -i.
 
+-P: the pattern is a Perl-compatible regex (PCRE2, with its JIT), as GNU
+grep -P: lookarounds, \\K, back-references, lazy and possessive
+quantifiers. Each line is matched alone (lookbehinds, ^, $, \\A and \\z see
+only it). The same byte rule: UTF mode is off, '.', \\w, \\d, \\b and -i are
+ASCII and bytes; (?u) is not PCRE2 syntax (an error), (*UTF) or (*UCP) at
+the start of the pattern turns UTF-8 on, and a line that is not UTF-8 is
+then an error. One pattern only: -e a -e b, a pattern with a newline or a
+pattern file of several lines exit 2 ('the -P option only supports a
+single pattern'), as GNU grep does. -w is (?<!\\w)(?:P)(?!\\w), -x
+^(?:P)\\z. A pattern PCRE2 refuses exits 2 naming it; a match that hits
+PCRE2's limits (catastrophic backtracking) is an error of that file (exit
+2), never a silent non-match. With -z, $ also matches before a record's
+final newline (GNU grep sets PCRE2_DOLLAR_ENDONLY; use \\z).
+
 Binary files, as GNU grep 3.8 decides: the file is read in 96 KiB buffers
 and is binary from the buffer holding its first NUL byte on (a file with
 holes, from the start). From there a NUL byte ends lines, and no selected
@@ -86,7 +100,8 @@ Examples:
   mmapkit grep -rlw 'TODO' src               files with the word TODO
   mmapkit grep -C 2 --color=auto panic log   two lines around each match
   mmapkit grep -2 -n -f words.txt notes.txt  patterns from a file, -NUM context
-  mmapkit grep -G 'a\\(b\\|c\\)\\{2\\}' f        a basic regex, as GNU grep's default
+  mmapkit grep -G 'a\\(b\\|c\\)\\{2\\}' f         a basic regex, as GNU grep's default
+  mmapkit grep -oP 'id=\\K\\d+(?=;)' f         PCRE2: \\K and a lookahead
   mmapkit grep -c '' /usr/bin/sed            NUL-ended lines of a binary file
   find . -print0 | mmapkit grep -z '[.]rs$'  NUL-separated records
   mmapkit grep -lZ TODO a b | xargs -0 ls    NUL after each file name
@@ -286,7 +301,8 @@ struct GnuArgs {
     /// translated; no back-references).
     #[arg(short = 'G', long = "basic-regexp")]
     basic: bool,
-    /// Patterns are Perl-compatible regexes (not available in this build).
+    /// The pattern is a Perl-compatible regex (PCRE2; one pattern only;
+    /// see below).
     #[arg(short = 'P', long = "perl-regexp")]
     perl: bool,
     /// Read patterns from FILE, one per line ('-': standard input; an
@@ -502,10 +518,6 @@ pub fn grep(mut a: GrepArgs) -> anyhow::Result<u8> {
         error_to_stderr(&mut io::stdout(), "conflicting matchers specified");
         return Ok(EXIT_ERROR);
     }
-    if a.gnu.perl {
-        error_to_stderr(&mut io::stdout(), "-P (Perl-compatible regexes) is not supported");
-        return Ok(EXIT_ERROR);
-    }
     let mut args = std::mem::take(&mut a.args).into_iter();
     // Patterns are bytes: a pattern need not be UTF-8 (`grep $'caf\xe9'`).
     let mut patterns: Vec<Vec<u8>> =
@@ -546,6 +558,7 @@ pub fn grep(mut a: GrepArgs) -> anyhow::Result<u8> {
         .patterns(patterns)
         .fixed(a.fixed)
         .basic(a.gnu.basic)
+        .perl(a.gnu.perl)
         .ignore_case(a.ignore_case || a.gnu.ignore_case_y)
         .invert(a.invert)
         .word(a.word)

@@ -60,11 +60,13 @@ pub fn mmapkit(args: &[&str], dir: &Path) -> Output {
     run(super::common::mmapkit().arg("grep").args(args), dir)
 }
 
-/// GNU grep (`LC_ALL=C`, `-E` unless `-F`) with ARGS, run in `dir`.
+/// GNU grep (`LC_ALL=C`, `-E` unless `-F`, `-G` or `-P`) with ARGS, run
+/// in `dir`.
 #[allow(dead_code)]
 pub fn gnu(args: &[&str], dir: &Path) -> Output {
-    // -F and -E conflict in GNU grep; without -F, -E is our syntax's kin.
-    let syntax: &[&str] = if args.contains(&"-F") { &[] } else { &["-E"] };
+    // The matchers conflict in GNU grep; without one, -E is our syntax's kin.
+    let chosen = args.iter().any(|a| matches!(*a, "-F" | "-G" | "-P"));
+    let syntax: &[&str] = if chosen { &[] } else { &["-E"] };
     run(
         Command::new("grep").env("LC_ALL", "C").env_remove("GREP_COLORS").args(syntax).args(args),
         dir,

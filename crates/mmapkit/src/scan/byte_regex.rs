@@ -4,7 +4,10 @@
 //! classes are ASCII, case folding is ASCII, and a non-ASCII literal
 //! matches its bytes (UTF-8 text as its UTF-8 bytes, other bytes as
 //! themselves); `(?u)` turns Unicode classes on inside a pattern. Both
-//! tools build their regexes here, so they cannot drift apart.
+//! tools build their regexes here, so they cannot drift apart. `grep -P`
+//! (PCRE2, `grep/pcre.rs`) keeps the same rule with UTF mode off (there
+//! `(*UTF)`/`(*UCP)` opt into Unicode, `(?u)` being no PCRE2 syntax) and
+//! writes its pattern bytes with [`source`] too.
 
 use regex::bytes::{Regex, RegexBuilder};
 use regex_automata::util::syntax;

@@ -260,6 +260,14 @@ impl Source {
         }
     }
 
+    /// The path the input was opened as.
+    pub(crate) fn path(&self) -> &Path {
+        match self {
+            Source::Mapped(m) => m.path(),
+            Source::Read { path, .. } => path,
+        }
+    }
+
     /// The open file (for `fstat`).
     pub(crate) fn file(&self) -> &File {
         match self {

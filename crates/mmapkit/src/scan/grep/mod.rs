@@ -25,6 +25,11 @@
 //!   ripgrep); several patterns are alternatives, and a pattern containing
 //!   a newline is several patterns, as in grep. `^` and `$` match at line
 //!   starts and ends.
+//! * With [`GrepOptions::perl`] (`-P`) the pattern is PCRE2's, matched
+//!   one line at a time as GNU grep does (`pcre.rs`: one pattern only,
+//!   lookarounds, `\K`, back-references); the search around it, the
+//!   printers and every option are the same (`matcher.rs`'s `LineMatcher`
+//!   is all the search knows of an engine).
 //! * **One byte rule (GNU grep under `LC_ALL=C`, `scan/byte_regex.rs`,
 //!   shared with `replace`):** patterns are bytes and match bytes,
 //!   not characters: `.` is any byte but `\n`, `\w`, `\d`, `\s`, `\b` and
@@ -43,21 +48,21 @@
 //!
 //! Results are the same for every strategy, thread count and window size.
 
+mod matcher;
 mod pattern;
+mod pcre;
 mod print;
 mod search;
 mod sink;
 mod walk;
 
 use std::path::Path;
-use std::sync::atomic::AtomicUsize;
 
-use regex::bytes::Regex;
-use regex_automata::meta;
-
-use super::byte_regex;
 use super::engine::ScanOptions;
-use crate::{Error, Result};
+use crate::Result;
+use matcher::Matcher;
+#[cfg(test)]
+use matcher::{FINDER_DFA, FINDER_PREFILTER};
 
 pub(crate) use pattern::whole_haystack_assertions;
 pub use print::{GnuPrinter, JsonPrinter, PrintOptions, Report};
@@ -110,6 +115,10 @@ crate::options! {
         pub binary_files: BinaryFiles,
         /// `-z`: lines end in NUL bytes, not newlines.
         pub null_data: bool,
+        /// `-P`: the pattern is a Perl-compatible regex, matched by PCRE2
+        /// line by line (one pattern only; with `fixed` or `basic`, an
+        /// error: "conflicting matchers specified"). See `pcre.rs`.
+        pub perl: bool,
     }
 }
 
@@ -141,120 +150,36 @@ crate::named_enum!(BinaryFiles, "binary-files type", {
 #[derive(Debug)]
 pub struct Grep {
     opts: GrepOptions,
-    re: Regex,
+    /// The engine: the regex crate's, or PCRE2 with `perl`.
+    matcher: Matcher,
     /// The line end: `\n`, or NUL with `null_data`.
     eol: u8,
-    /// Unique per compiled regex: keys the per-thread clones.
+    /// Unique per compiled search: keys the per-thread matchers.
     id: u64,
-    /// The pattern uses assertions about the whole haystack (`\A`, `\z`,
-    /// `(?-m)`): match line by line instead of whole windows.
-    per_line: bool,
-    /// No match can contain a newline: the end of the first match found
-    /// in a window (an earliest-match search, the cheapest kind) tells the
-    /// first matching line, with no confirmation.
-    line_bounded: bool,
-    /// The same regex as `re` for finding matching lines, as two engines:
-    /// [`FINDER_PREFILTER`] (regex-automata's meta regex with its literal
-    /// prefilters, as `regex` has it) and [`FINDER_DFA`] (no prefilter: the
-    /// lazy DFA reads every byte). The prefilters pick their literals by
-    /// byte frequencies of ordinary text: on data where those literals are
-    /// everywhere (digits, commas in a CSV) every candidate costs a
-    /// verification, and the plain DFA is several times faster.
-    finders: [meta::Regex; 2],
-    /// The finder chosen for the current search (see `search.rs`,
-    /// `choose_finder`); only speed depends on it, never the answer.
-    finder: AtomicUsize,
-    /// Always this finder, no timing (tests: each finder must give the
-    /// same answers).
-    forced: Option<usize>,
 }
 
-/// [`Grep::finders`]: with the literal prefilter.
-pub(crate) const FINDER_PREFILTER: usize = 0;
-/// [`Grep::finders`]: the lazy DFA alone.
-pub(crate) const FINDER_DFA: usize = 1;
-
 impl Grep {
-    /// Compiles the options' patterns; an invalid regex is
-    /// [`Error::InvalidArgument`] with the regex error's text.
+    /// Compiles the options' patterns; an invalid pattern is
+    /// [`crate::Error::InvalidArgument`] with the engine's error text.
     pub fn new(opts: &GrepOptions) -> Result<Grep> {
-        let mut parts: Vec<String> = opts
-            .patterns
-            .iter()
-            .flat_map(|p| p.split(|&b| b == b'\n'))
-            .map(|p| byte_regex::source(p, opts.fixed))
-            .collect();
-        if opts.basic && !opts.fixed {
-            for p in &mut parts {
-                *p = pattern::basic_to_extended(p)
-                    .map_err(|e| Error::InvalidArgument(format!("invalid regex: {e}")))?;
-            }
-        }
-        if parts.is_empty() {
-            // No pattern at all (`grep -f /dev/null`): nothing matches.
-            parts.push("[a&&b]".into());
-        }
-        let eol = if opts.null_data { 0 } else { b'\n' };
-        let build = |p: &str| byte_regex::build_eol(p, true, opts.ignore_case, eol);
-        let joined = if parts.len() == 1 {
-            build(&parts[0])?;
-            parts[0].clone()
-        } else {
-            // Each alternative must be valid on its own (`a)|(b` is not two
-            // valid patterns even though `(?:a)|(b)` parses).
-            for p in &parts {
-                build(p)?;
-            }
-            parts.iter().map(|p| format!("(?:{p})")).collect::<Vec<_>>().join("|")
-        };
-        let pattern = if opts.line {
-            format!("^(?:{joined})$")
-        } else if opts.word {
-            // GNU grep's rule: no word byte right before or after the match.
-            // Asserted, not consumed, so word matches may be adjacent (`.`
-            // in "a ... b" three times); a leftmost-first search still
-            // finds a word match when a shorter or longer alternative at
-            // the same start is not one.
-            format!(r"\b{{start-half}}(?:{joined})\b{{end-half}}")
-        } else {
-            joined
-        };
-        let re = build(&pattern)?;
-        // The finders: `re`'s syntax and match semantics (a bytes regex:
-        // empty matches may split UTF-8).
-        let finder = |prefilter: bool| {
-            meta::Builder::new()
-                .syntax(byte_regex::syntax(opts.ignore_case).line_terminator(eol))
-                .configure(meta::Config::new().utf8_empty(false).auto_prefilter(prefilter))
-                .build(&pattern)
-                .map_err(|e| Error::InvalidArgument(format!("invalid regex: {e}")))
-        };
-        let finders = [finder(true)?, finder(false)?];
-        let per_line = !opts.fixed && parts.iter().any(|p| whole_haystack_assertions(p));
-        // (With -z any pattern may match a newline, and is then checked.)
-        let line_bounded = !opts.null_data
-            && (opts.fixed || parts.iter().all(|p| pattern::cannot_match_newline(p)));
         Ok(Grep {
             opts: opts.clone(),
-            re,
-            eol,
+            matcher: Matcher::new(opts)?,
+            eol: if opts.null_data { 0 } else { b'\n' },
             id: super::local::next_id(),
-            per_line,
-            line_bounded,
-            finders,
-            finder: AtomicUsize::new(FINDER_PREFILTER),
-            forced: None,
         })
     }
 
-    /// Searches with the finder `which` ([`FINDER_PREFILTER`] or
-    /// [`FINDER_DFA`]) on every file, instead of timing both on large
+    /// Searches with the regex engine's line finder `which` (0: with the
+    /// literal prefilter, 1: the lazy DFA alone) on every file, instead of timing both on large
     /// ones (for the equivalence tests and the fuzz harness,
     /// `crates/mmapkit-fuzz`, whose inputs are too small to time: 0 or 1).
+    /// No effect with `perl` (PCRE2 has one engine).
     #[doc(hidden)]
     pub fn force_finder(&mut self, which: usize) {
-        self.forced = Some(which);
-        self.finder.store(which, std::sync::atomic::Ordering::Relaxed);
+        if let Matcher::Regex(m) = &self.matcher {
+            m.force_finder(which);
+        }
     }
 
     /// The options this search was built with.
@@ -276,12 +201,6 @@ impl Grep {
         opts: &ScanOptions,
     ) -> Result<u64> {
         self.search_reader(input, name, opts, &mut sink::Counter)
-    }
-
-    /// The matches inside one line, empty ones included.
-    pub(crate) fn spans(&self, re: &Regex, line: &[u8], out: &mut Vec<(usize, usize)>) {
-        out.clear();
-        out.extend(re.find_iter(line).map(|m| (m.start(), m.end())));
     }
 }
 

@@ -3,17 +3,12 @@
 //!
 //! # How
 //!
-//! The regex (in multi-line mode) searches whole windows of lines, so its
-//! literal optimisations skip most bytes; only around a candidate match are
-//! line boundaries looked up (`memrchr`/`memchr`). When the pattern cannot
-//! match a newline (judged conservatively from its text), an earliest-match
-//! search finds the end of a match and its line is selected. Otherwise a
-//! leftmost match is found: one that ends inside its line selects the line
-//! at once; one that runs past the line end is confirmed by matching the
-//! line alone (and a window where that keeps happening, as with `[^x]*y`,
-//! is finished line by line, so the work stays linear). Patterns with
-//! `\A`, `\z` or `(?-m)` are matched line by line. Counting never
-//! materialises lines; `invert` counts lines minus matching lines.
+//! Windows of whole lines go to the matcher (`matcher.rs`: the regex
+//! engine searches a whole window at once, PCRE2 each line), which calls
+//! back with the lines holding a match; only the lines reported are cut
+//! out, and their match spans asked for. Counting never materialises
+//! lines; `invert` counts lines minus matching lines. A matcher's error
+//! (PCRE2's match limit) ends the file's search with an error naming it.
 //!
 //! Reporting lines on several threads searches ranges of at most a few MiB
 //! in batches of a few per thread. Without a cap, a sink that can fork
@@ -33,16 +28,13 @@ use std::path::Path;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
 use memchr::{memchr, memrchr};
-use regex::bytes::Regex;
-use regex_automata::{meta, Input};
 
+use super::matcher::{LineMatcher, Local};
 use super::sink::{FileInfo, Forked, Needs, Sink, SinkLine};
-use super::{BinaryFiles, Grep, FINDER_DFA, FINDER_PREFILTER};
+use super::{BinaryFiles, Grep};
 use crate::scan::engine::{Job, Scan, ScanOptions};
-use crate::scan::local;
 use crate::scan::source::label;
 use crate::{Error, Result};
 
@@ -62,26 +54,6 @@ const PARALLEL_MIN: u64 = 4 << 20;
 /// bytes one buffer at a time, so whether a line before the first NUL is
 /// printed depends on the buffer holding it.
 const GNU_BUFFER: usize = 96 << 10;
-/// Files at least this long choose their line finder by timing both on a
-/// sample (smaller ones take the prefilter, as `regex` would).
-const CHOOSE_MIN: u64 = 4 << 20;
-/// The sample: the whole lines in the first 1/32 of the file, at most
-/// this many bytes (timing both finders twice costs at most ~1/8 of what
-/// searching the file with the slower one does).
-const CHOOSE_SAMPLE: u64 = 1 << 20;
-
-/// One thread's regex and finder caches (see [`Grep::local_re`]).
-pub(super) struct Local {
-    re: Regex,
-    caches: [RefCell<meta::Cache>; 2],
-}
-
-impl std::ops::Deref for Local {
-    type Target = Regex;
-    fn deref(&self) -> &Regex {
-        &self.re
-    }
-}
 
 impl Grep {
     /// Searches the file at `path` (`-`: standard input, streamed), reports
@@ -161,15 +133,14 @@ impl Grep {
         }
         let needs = sink.needs();
         sink.begin(&FileInfo { path, size: Some(len) })?;
-        // choose_finder's rule for small files (a store only when it
-        // changes: threads searching many files share this word).
-        if self.forced.is_none() && self.finder.load(Ordering::Relaxed) != FINDER_PREFILTER {
-            self.finder.store(FINDER_PREFILTER, Ordering::Relaxed);
-        }
         let re = self.local_re();
+        if let Local::Regex(r) = &*re {
+            r.prefer_prefilter(); // choose_finder's rule for a small file
+        }
         let mut st = State::new(self.cap(&needs), &needs, 0, self.eol);
         if !data.is_empty() {
             let _ = self.window(&re, 0, data, &mut st, sink);
+            matcher_error(&re, path)?;
             if let Some(e) = st.err.take() {
                 return Err(e);
             }
@@ -221,135 +192,21 @@ impl Grep {
         Ok(found.into_inner())
     }
 
-    /// This thread's own clone of the regex (a clone has its own cache
-    /// pool, so threads never contend for the shared one) and caches for
-    /// the finders.
+    /// This thread's matcher (its own regex copy and caches, so threads
+    /// never contend for shared ones).
     fn local_re(&self) -> Rc<Local> {
-        local::per_thread(self.id, || Local {
-            re: self.re.clone(),
-            caches: [
-                RefCell::new(self.finders[0].create_cache()),
-                RefCell::new(self.finders[1].create_cache()),
-            ],
-        })
+        self.matcher.local(self.id)
     }
 
-    /// Picks the faster finder for this file: on a large file, both count
-    /// the matching lines of a sample at its start, twice each
-    /// (alternately; the best time of each counts). Only speed depends on
-    /// the choice: both finders are the same regex.
+    /// Lets the regex engine pick its faster line finder for this file
+    /// (only speed depends on it).
     fn choose_finder(&self, job: &Job<'_>) -> Result<()> {
-        if self.forced.is_some() {
-            return Ok(());
+        match &*self.local_re() {
+            Local::Regex(re) => {
+                re.choose_finder(job.src.len(), |n, f| job.src.with_window(0, n, f))
+            }
+            Local::Pcre(_) => Ok(()),
         }
-        let len = job.src.len();
-        if len < CHOOSE_MIN || !self.line_bounded || self.per_line {
-            self.finder.store(FINDER_PREFILTER, Ordering::Relaxed);
-            return Ok(());
-        }
-        let re = self.local_re();
-        let best = job.src.with_window(0, CHOOSE_SAMPLE.min(len / 32), |w| {
-            let w = &w[..memrchr(b'\n', w).map_or(w.len(), |i| i + 1)];
-            let mut best = [Duration::MAX; 2];
-            for _ in 0..2 {
-                for (which, b) in best.iter_mut().enumerate() {
-                    let t = Instant::now();
-                    let mut n = 0u64;
-                    let _ = self.lines_with(which, &re, w, |_, _| {
-                        n += 1;
-                        ControlFlow::Continue(())
-                    });
-                    *b = (*b).min(t.elapsed());
-                    std::hint::black_box(n);
-                }
-            }
-            best
-        })?;
-        let which =
-            if best[FINDER_DFA] < best[FINDER_PREFILTER] { FINDER_DFA } else { FINDER_PREFILTER };
-        self.finder.store(which, Ordering::Relaxed);
-        Ok(())
-    }
-
-    // ---- matching inside one window of whole lines ----
-
-    /// Calls `f(start, end)` for every line of `w` (whole lines; `end`
-    /// excludes the newline) that contains a match, in order.
-    fn matching_lines(
-        &self,
-        re: &Local,
-        w: &[u8],
-        f: impl FnMut(usize, usize) -> ControlFlow<()>,
-    ) -> ControlFlow<()> {
-        self.lines_with(self.finder.load(Ordering::Relaxed), re, w, f)
-    }
-
-    /// [`Grep::matching_lines`] with the finder `which` (for line-bounded
-    /// patterns; the others use `re`).
-    fn lines_with(
-        &self,
-        which: usize,
-        re: &Local,
-        w: &[u8],
-        mut f: impl FnMut(usize, usize) -> ControlFlow<()>,
-    ) -> ControlFlow<()> {
-        let n = w.len();
-        let mut pos = 0;
-        let mut per_line = self.per_line;
-        // Bytes that candidates spanning lines ran past their line: when a
-        // pattern keeps doing that (`[^x]*y`), whole-window search would
-        // rescan the same bytes; line by line is linear.
-        let mut spill = 0usize;
-        if self.line_bounded && !per_line {
-            // Every match lies inside one line, and the first one reported
-            // lies in the first line that has one: the line around its end
-            // is selected. (An empty match right after the window's final
-            // newline belongs to no line.)
-            let finder = &self.finders[which];
-            let mut cache = re.caches[which].borrow_mut();
-            while pos < n {
-                let input = Input::new(w).range(pos..).earliest(true);
-                let Some(e) = finder.search_half_with(&mut cache, &input).map(|m| m.offset())
-                else {
-                    break;
-                };
-                if e == n && w[n - 1] == self.eol {
-                    break;
-                }
-                let ls = memrchr(self.eol, &w[pos..e]).map_or(pos, |i| pos + i + 1);
-                let le = memchr(self.eol, &w[e..]).map_or(n, |i| e + i);
-                f(ls, le)?;
-                pos = le + 1;
-            }
-            return ControlFlow::Continue(());
-        }
-        while pos < n {
-            if per_line {
-                let le = memchr(self.eol, &w[pos..]).map_or(n, |i| pos + i);
-                if re.is_match(&w[pos..le]) {
-                    f(pos, le)?;
-                }
-                pos = le + 1;
-                continue;
-            }
-            let Some(m) = re.find_at(w, pos) else { break };
-            let s = m.start();
-            if s == n && w[n - 1] == self.eol {
-                break; // an empty match after the last newline: no line there
-            }
-            let le = memchr(self.eol, &w[s..]).map_or(n, |i| s + i);
-            let ls = memrchr(self.eol, &w[pos..s]).map_or(pos, |i| pos + i + 1);
-            let hit = m.end() <= le || {
-                spill += m.end() - le;
-                per_line = spill > n;
-                re.is_match(&w[ls..le])
-            };
-            if hit {
-                f(ls, le)?;
-            }
-            pos = le + 1;
-        }
-        ControlFlow::Continue(())
     }
 
     /// Calls `f(start, end)` for every selected line of `w`, in order.
@@ -360,10 +217,10 @@ impl Grep {
         mut f: impl FnMut(usize, usize) -> ControlFlow<()>,
     ) -> ControlFlow<()> {
         if !self.opts.invert {
-            return self.matching_lines(re, w, f);
+            return re.matching_lines(w, f);
         }
         let mut prev = 0;
-        self.matching_lines(re, w, |ls, le| {
+        re.matching_lines(w, |ls, le| {
             each_line(w, self.eol, prev, ls, &mut f)?;
             prev = le + 1;
             ControlFlow::Continue(())
@@ -394,7 +251,7 @@ impl Grep {
         }
         let flow = if self.opts.invert {
             let mut m = 0u64;
-            let _ = self.matching_lines(re, w, |_, _| {
+            let _ = re.matching_lines(w, |_, _| {
                 m += 1;
                 ControlFlow::Continue(())
             });
@@ -402,7 +259,7 @@ impl Grep {
             ControlFlow::Continue(())
         } else {
             let (sel, cap) = (&mut st.selected, st.cap);
-            self.matching_lines(re, w, |_, _| {
+            re.matching_lines(w, |_, _| {
                 *sel += 1;
                 if *sel >= cap {
                     ControlFlow::Break(())
@@ -501,7 +358,7 @@ impl Grep {
         // Like GNU grep: the matches of selected lines, or of context lines
         // under -v (not those of trailing context that matches after -m).
         if st.needs.spans && selected != self.opts.invert {
-            self.spans(re, bytes, &mut spans);
+            re.spans(bytes, &mut spans);
         }
         let l = SinkLine { line, offset, bytes, spans: &spans };
         let r = if selected { sink.matched(&l) } else { sink.context(&l) };
@@ -607,10 +464,11 @@ impl Grep {
             let re = self.local_re();
             let (mut matching, mut lines) = (0u64, 0u64);
             job.for_each_lines(s, e, |_, w| {
-                let _ = self.matching_lines(&re, w, |_, _| {
+                let _ = re.matching_lines(w, |_, _| {
                     matching += 1;
                     ControlFlow::Continue(())
                 });
+                matcher_error(&re, job.src.path())?;
                 if invert {
                     lines += lines_in(w, self.eol);
                 }
@@ -634,6 +492,7 @@ impl Grep {
         let mut st = State::new(cap, needs, 0, self.eol);
         job.for_each_lines(0, job.src.len(), |off, w| {
             let flow = self.window(&re, off, w, &mut st, sink);
+            matcher_error(&re, job.src.path())?;
             st.err.take().map_or(Ok(flow), Err)
         })?;
         Ok(st.selected)
@@ -702,6 +561,7 @@ impl Grep {
                         return Ok(ControlFlow::Break(()));
                     }
                     let flow = self.window(&re, off, w, &mut st, sink);
+                    matcher_error(&re, job.src.path())?;
                     st.err.take().map_or(Ok(flow), Err)
                 })?;
                 match &mut out {
@@ -866,6 +726,7 @@ impl Grep {
                     }
                 }
                 let flow = self.window(&re, off, w, &mut st, sink);
+                matcher_error(&re, path)?;
                 if let Some(e) = st.err.take() {
                     return Err(e);
                 }
@@ -891,6 +752,12 @@ impl Grep {
     fn detects_binary(&self) -> bool {
         self.opts.binary_files != BinaryFiles::Text && !self.opts.null_data
     }
+}
+
+/// The error that stopped `re`'s last search, as an error of the file at
+/// `path`.
+fn matcher_error(re: &Local, path: &Path) -> Result<()> {
+    re.take_error().map_or(Ok(()), |e| Err(Error::invalid(label(path), e)))
 }
 
 /// [`Grep::run_stream`]'s buffer: taken from the thread's spare one and

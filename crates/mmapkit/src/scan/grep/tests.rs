@@ -754,3 +754,106 @@ fn large_files_time_the_finders_and_count_the_same() {
         }
     }
 }
+
+/// `-P` patterns in the syntax both engines share: PCRE2, line by line,
+/// must answer as the reference does, for every strategy, thread count,
+/// window size and stream.
+fn perl_patterns() -> impl proptest::strategy::Strategy<Value = &'static str> {
+    prop_oneof![
+        Just("a"),
+        Just("ab"),
+        Just("^a"),
+        Just("b$"),
+        Just("^$"),
+        Just(""),
+        Just("a|ab"),
+        Just("[0-9]+"),
+        Just("a.b"),
+        Just("(?i)ab"),
+        Just("\\s"),
+        Just("b\\s*a"),
+        Just("[^a]*b"),
+        Just("\\r$"),
+        Just("\\bab\\b"),
+        Just("\\Aa"),
+        Just("b\\z"),
+        Just("a*"),
+        Just("[[:alpha:]]1"),
+        Just("\\w+,"),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    #[test]
+    fn perl_matches_reference(
+        data in corpus(),
+        pattern in perl_patterns(),
+        ignore_case: bool,
+        invert: bool,
+        only in proptest::bool::weighted(0.3),
+        whole in prop_oneof![4 => Just((false, false)), 1 => Just((true, false)), 1 => Just((false, true))],
+        context in prop_oneof![3 => Just((None, None)), 1 => (proptest::option::of(0usize..3), proptest::option::of(0usize..3))],
+        max_count in prop_oneof![3 => Just(None), 1 => (0u64..4).prop_map(Some)],
+    ) {
+        let g = GrepOptions { patterns: vec![pattern.into()], perl: true, ignore_case, invert, word: whole.0, line: whole.1, max_count, ..Default::default() };
+        let p = PrintOptions {
+            line_numbers: true,
+            only_matching: only,
+            before: context.0,
+            after: context.1,
+            ..Default::default()
+        };
+        check(&data, &g, &p);
+    }
+}
+
+/// What only PCRE2 has (`\K`, lookarounds, back-references), the
+/// one-pattern rule, the matcher conflicts, compile errors naming the
+/// pattern, and matching errors naming the file.
+#[test]
+fn perl_syntax_rules_and_errors() {
+    let perl = |p: &[u8]| GrepOptions::default().patterns(vec![p.to_vec()]).perl(true);
+    let (_dir, path) = write(b"foobar x=1 y=22\nabab\n\xe9t\xe9\n");
+    let matches = |g: &GrepOptions| {
+        let opts = ScanOptions::new(Strategy::Read, 3);
+        grep_lines(&path, g, true, &opts, None)
+            .unwrap()
+            .into_iter()
+            .map(|(_, off, b)| (off, b))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(matches(&perl(b"foo\\Kbar")), [(3, b"bar".to_vec())]);
+    assert_eq!(matches(&perl(b"(?<=y=)\\d+")), [(13, b"22".to_vec())]);
+    assert_eq!(matches(&perl(b"(ab)\\1")), [(16, b"abab".to_vec())]);
+    assert_eq!(matches(&perl(b"\xe9.")), [(21, b"\xe9t".to_vec())]);
+    assert_eq!(matches(&perl(b"(?<=o)o")), [(2, b"o".to_vec())]);
+    let refused = |g: GrepOptions, want: &str| {
+        let err = Grep::new(&g).unwrap_err();
+        assert!(matches!(&err, Error::InvalidArgument(m) if m.contains(want)), "{err}");
+    };
+    let one = "the -P option only supports a single pattern";
+    refused(perl(b"a").patterns(vec![b"a".to_vec(), b"b".to_vec()]), one);
+    refused(perl(b"a\nb"), one);
+    refused(perl(b"a").fixed(true), "conflicting matchers specified");
+    refused(perl(b"a").basic(true), "conflicting matchers specified");
+    refused(perl(b"a(b"), "invalid -P pattern 'a(b'");
+    refused(perl(b"a(b"), "missing closing parenthesis");
+    refused(perl(b"a)(b").line(true), "'a)(b'");
+    assert!(Grep::new(&perl(b"a)|(b").word(true)).is_ok()); // as GNU grep wraps it
+    refused(perl(b"(?u)a"), "(?u)a");
+    // No pattern (`-f /dev/null`): nothing matches.
+    let none = Grep::new(&GrepOptions::default().perl(true)).unwrap();
+    assert_eq!(none.count(&path, &ScanOptions::default()).unwrap(), 0);
+    // Backtracking past PCRE2's limit fails the file, naming it.
+    let (_d, long) = write(format!("{}!\nhello\n", "a".repeat(40)).as_bytes());
+    for opts in combos() {
+        let err = grep_count(&long, &perl(b"^(a+)+$"), &opts).unwrap_err();
+        assert_eq!(err.path(), Some(long.as_path()), "{err}");
+        assert!(err.to_string().contains("limit"), "{err}");
+    }
+    // (*UTF) on a line that is not UTF-8: an error, as in GNU grep.
+    let err = grep_count(&path, &perl(b"(*UTF)x"), &ScanOptions::default()).unwrap_err();
+    assert_eq!(err.path(), Some(path.as_path()), "{err}");
+}
