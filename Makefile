@@ -45,8 +45,9 @@ develop: setup cli
 cli:
 	cargo build --release -p mmapkit-cli --quiet
 
-# The sdist and the abi3 wheel (target/wheels/), built as `pip install .` builds them:
-# through the project's PEP 517 backend (build_backend/mmapkit_build.py: maturin's, plus
+# The sdist and the abi3 wheel (target/dist/: maturin builds into the cargo target
+# dir's wheels/ and copies the wheel out, so the two must differ), built as `pip
+# install .` builds them: through the project's PEP 517 backend (build_backend/mmapkit_build.py: maturin's, plus
 # the `mmapkit` CLI as a wheel script, which pip puts on PATH, as ruff and uv ship theirs;
 # the sdist carries the CLI crate), in a venv holding only what building needs (maturin
 # and PyPA's `build`), not the development one. The cargo target dir is the checkout's,
@@ -59,9 +60,9 @@ $(DIST_VENV)/.deps: pyproject.toml
 	touch $@
 
 dist: $(DIST_VENV)/.deps
-	rm -f target/wheels/mmapkit-*.whl target/wheels/mmapkit-*.tar.gz
+	rm -f target/dist/mmapkit-*.whl target/dist/mmapkit-*.tar.gz
 	PATH="$(abspath $(DIST_VENV))/bin:$$PATH" VIRTUAL_ENV="$(abspath $(DIST_VENV))" \
-		$(DIST_VENV)/bin/python -m build --no-isolation --sdist --wheel --outdir target/wheels .
+		$(DIST_VENV)/bin/python -m build --no-isolation --sdist --wheel --outdir target/dist .
 	cargo package --quiet -p mmapkit -p mmapkit-replicate -p mmapkit-cli --no-verify --allow-dirty
 
 # The command-line peers of the `files` benchmark (ripgrep, sd), built from crates.io

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from test_readme import ROOT, blocks, run_cli_quickstart
 
-WHEELS = ROOT / "target" / "wheels"
+WHEELS = ROOT / "target" / "dist"
 
 
 def newest(pattern: str) -> Path | None:
