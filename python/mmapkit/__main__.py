@@ -32,6 +32,8 @@ def find_cli() -> Path:
 
 
 def main() -> None:
+    """Replaces this process with the ``mmapkit`` binary, passing on ``sys.argv[1:]``
+    (exit status 1 with a message when no binary is installed)."""
     try:
         path = find_cli()
     except FileNotFoundError as e:
