@@ -84,9 +84,10 @@ GROUP_BYTES = 1 << 20
 #: The same for shuffled batches (one gather into a fresh array, one
 #: prefetch job): larger, so the Rust core splits each gather between
 #: threads and the per-group Python work and allocation are amortised
-#: (measured at d = 1000, batch 64, 2 cores: 1 MiB groups trained at
-#: 0.79-0.91x the sequential rate, 4 MiB at 0.98-1.02x; the gathered
-#: groups in flight, up to ``prefetch`` + 1, still fit a shared L3 cache).
+#: (d = 1000, batch 64, 2 cores, alternating runs: shuffled epochs 6-23 %
+#: faster with 4 MiB groups than with 1 MiB ones, slower again at 8 MiB; the
+#: gathered groups in flight, up to ``prefetch`` + 1, still fit a shared L3
+#: cache).
 GATHER_GROUP_BYTES = 4 << 20
 
 
