@@ -337,22 +337,30 @@ pub(crate) fn with_u64s_and_out<R: Send>(
     out: &Bound<'_, PyAny>,
     f: impl FnOnce(&[u64], ViewMut<'_>) -> R + Send,
 ) -> PyResult<R> {
-    let idx = PyBuffer::<u64>::get(idx)?;
+    let rows = u64s(py, idx)?;
     let dst = PyBuffer::<u8>::get(out)?;
-    if !idx.is_c_contiguous() || !dst.is_c_contiguous() {
-        return Err(PyValueError::new_err("rows and out must be C-contiguous"));
+    if !dst.is_c_contiguous() {
+        return Err(PyValueError::new_err("out must be C-contiguous"));
     }
     if dst.readonly() {
         return Err(PyValueError::new_err("out must be writable"));
     }
-    // A copy (under the GIL, by CPython): 8 bytes a row, small beside the
-    // rows themselves.
-    let rows = idx.to_vec(py)?;
     let view = ViewMut { ptr: dst.buf_ptr() as *mut u8, len: dst.len_bytes(), _buf: PhantomData };
     // `dst` (the export) outlives the call.
     let r = py.detach(move || f(&rows, view));
     drop(dst);
     Ok(r)
+}
+
+/// A copy of `idx`, a C-contiguous buffer of `u64` (checked through its
+/// format): made under the GIL, by CPython, so the caller may release it;
+/// 8 bytes a row, small beside the rows themselves.
+pub(crate) fn u64s(py: Python<'_>, idx: &Bound<'_, PyAny>) -> PyResult<Vec<u64>> {
+    let idx = PyBuffer::<u64>::get(idx)?;
+    if !idx.is_c_contiguous() {
+        return Err(PyValueError::new_err("rows must be C-contiguous"));
+    }
+    idx.to_vec(py)
 }
 
 /// A new `bytes` of `n` bytes, filled once by `fill` (with the GIL

@@ -13,12 +13,10 @@ use std::path::PathBuf;
 use mmapkit::store::npy::Header;
 use mmapkit::store::{self, ArrayStore, Segment, StoreOptions};
 use numpy::{IntoPyArray, PyArray1};
-use pyo3::buffer::PyBuffer;
-use pyo3::exceptions::PyValueError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 
-use crate::buffer::{with_contiguous, with_u64s_and_out, Exported};
+use crate::buffer::{u64s, with_contiguous, with_u64s_and_out, Exported};
 use crate::errors::IntoPy;
 
 /// What a store and a segment share: a `.npy` array mapped in memory.
@@ -306,11 +304,7 @@ impl ArrayStoreCore {
     ) -> PyResult<Bound<'py, PyArray1<u64>>> {
         let py = slf.py();
         let threads = crate::exec::threads(threads)?;
-        let rows = PyBuffer::<u64>::get(rows)?;
-        if !rows.is_c_contiguous() {
-            return Err(PyValueError::new_err("rows must be C-contiguous"));
-        }
-        let rows = rows.to_vec(py)?;
+        let rows = u64s(py, rows)?;
         let words = store(slf, |s| {
             py.detach(|| {
                 let bytes = rows.len().saturating_mul(s.row_bytes());
