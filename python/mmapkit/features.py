@@ -52,6 +52,7 @@ min, max in one pass), :meth:`~FeatureStore.quantile` and
 from __future__ import annotations
 
 import concurrent.futures
+import math
 import os
 import resource
 from collections import deque
@@ -89,6 +90,16 @@ GROUP_BYTES = 1 << 20
 #: gathered groups in flight, up to ``prefetch`` + 1, still fit a shared L3
 #: cache).
 GATHER_GROUP_BYTES = 4 << 20
+
+
+def _taken(
+    store: Any, rows: npt.NDArray[np.uint64], dtype: np.dtype[Any], shape: tuple[int, ...]
+) -> np.ndarray[Any, Any]:
+    """Rows ``rows`` of ``store`` (an :class:`~mmapkit.ArrayStore`) in a fresh
+    array of ``shape``: the core's ``take`` returns ``uint64`` words (aligned,
+    the last one padded), viewed here as the rows' bytes."""
+    nbytes = math.prod(shape) * dtype.itemsize
+    return store._core.take(rows.data).view(np.uint8)[:nbytes].view(dtype).reshape(shape)  # type: ignore[no-any-return]
 
 
 def _float_dtype(dtype: npt.DTypeLike, what: str) -> np.dtype[Any]:
@@ -328,11 +339,11 @@ class FeatureStore:
         a row out of range is an ``IndexError``."""
         self._need_open()
         idx = _row_indices(rows, self._n, self._path)
-        u = idx.view(np.uint64)
-        n = idx.size
-        X = self._features._core.take(u.data).view(np.uint8)[: n * self._dim * self._dtype.itemsize]
-        y = self._labels._core.take(u.data).view(np.uint8)[: n * self._label_dtype.itemsize]
-        return X.view(self._dtype).reshape(n, self._dim), y.view(self._label_dtype)
+        u, n = idx.view(np.uint64), idx.size
+        return (
+            _taken(self._features, u, self._dtype, (n, self._dim)),
+            _taken(self._labels, u, self._label_dtype, (n,)),
+        )
 
     def _take_into(
         self,
