@@ -65,7 +65,9 @@ lines. -a (--binary-files=text) treats NUL as data, -I
 last of these given wins. -U is accepted (no effect). -z: lines end in NUL
 on input and output (no binary rule); -Z: a NUL after file names.
 -T aligns output with a tab (numbers padded as GNU grep pads them).
--r searches the files under directories, on every core: each file is
+-r searches the files under directories on several walking threads (-j
+N: N; auto: one per core, at least 8, which keep disk reads in flight
+when the tree is not cached): each file is
 searched whole on the thread that found it (files of 4 MiB and more are
 split across cores) and its output printed whole, files in the order
 they are done; --sort=path prints them in name order (one walking

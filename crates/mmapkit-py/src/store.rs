@@ -305,15 +305,7 @@ impl ArrayStoreCore {
         let py = slf.py();
         let threads = crate::exec::threads(threads)?;
         let rows = u64s(py, rows)?;
-        let words = store(slf, |s| {
-            py.detach(|| {
-                let bytes = rows.len().saturating_mul(s.row_bytes());
-                let mut words = vec![0u64; bytes.div_ceil(8)];
-                let out = &mut bytemuck::cast_slice_mut::<u64, u8>(&mut words)[..bytes];
-                s.gather_rows_on(&rows, out, threads).map(|()| words)
-            })
-        })?
-        .py_err()?;
+        let words = store(slf, |s| py.detach(|| s.take_rows(&rows, threads)))?.py_err()?;
         Ok(words.into_pyarray(py))
     }
 

@@ -40,12 +40,14 @@
 //!   change while you read them (torn reads of plain bytes). Use advisory
 //!   locks or an append-only protocol when that matters.
 
+mod fresh;
 mod guard;
 mod share;
 mod shmem;
 pub(crate) mod simd;
 mod sys;
 
+pub use fresh::{filled_words, Filler};
 pub use guard::GuardStats;
 pub use share::{AppendMap, SharedMap};
 pub use shmem::{copy_from_view, load_from_view, store_to_view};

@@ -58,7 +58,7 @@ use rayon::prelude::*;
 use super::npy::Header;
 use crate::dtype::TypeStr;
 use crate::exec::Threads;
-use crate::map::{Map, MapOptions, Mode};
+use crate::map::{self, Map, MapOptions, Mode};
 use crate::{Error, Result};
 use durable::Durable;
 
@@ -686,6 +686,44 @@ impl ArrayStore {
                     .for_each(|(r, o)| copy(r, o));
             })
         })?
+    }
+
+    /// [`gather_rows_on`](Self::gather_rows_on) into a fresh buffer that
+    /// is not zero-filled first (see [`map::filled_words`]): the rows'
+    /// bytes in `u64` words, 8-byte aligned, the last word's padding zero,
+    /// for a binding to hand out without a copy. Checks as
+    /// [`gather_rows`](Self::gather_rows) does, before allocating.
+    pub fn take_rows(&self, rows: &[u64], threads: Threads) -> Result<Vec<u64>> {
+        let rb = self.row_bytes;
+        let Some(bytes) = rows.len().checked_mul(rb) else {
+            return Err(Error::invalid(
+                &self.path,
+                format!("{} rows do not fit in memory", rows.len()),
+            ));
+        };
+        self.check_gather(rows, bytes)?;
+        let off = self.data_off;
+        let parts = gather_parts(bytes, threads);
+        let per = rows.len().div_ceil(parts).max(1);
+        map::filled_words(bytes, per * rb, |fillers| {
+            self.map.read_with(|d| {
+                let copy = |rows: &[u64], f: &mut map::Filler<'_>| {
+                    for_runs(rows, |i, j| {
+                        let from = off + rows[i] as usize * rb;
+                        f.put(&d[from..from + (j - i) * rb]);
+                    })
+                };
+                if parts == 1 {
+                    if let Some(f) = fillers.first_mut() {
+                        copy(rows, f);
+                    }
+                    return Ok(());
+                }
+                threads.install(|| {
+                    rows.par_chunks(per).zip(fillers.par_iter_mut()).for_each(|(r, f)| copy(r, f));
+                })
+            })?
+        })
     }
 
     /// [`gather_rows`](Self::gather_rows) for an output this crate may not

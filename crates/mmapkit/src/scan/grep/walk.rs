@@ -381,8 +381,18 @@ fn read_dir(
     ControlFlow::Continue(())
 }
 
+/// Walking threads when the count is `auto`: at least this many, more
+/// than cores. A walk over files not in the page cache spends most of its
+/// time waiting for the disk (directory blocks, inodes, the files' first
+/// pages); more threads keep more reads in flight. Measured cold on
+/// `/usr/include` (7,935 files) on 2 cores: `-rl size_t` 0.55–0.68 s with
+/// 2 threads, 0.43–0.45 s with 4, 0.37–0.39 s with 8; warm the same
+/// (33–40 ms) with 2, 4 or 8.
+pub const WALK_THREADS: usize = 8;
+
 /// Visits the files under the directory `root` (an operand, which may be
-/// a symbolic link), on `threads` walking threads: each calls `visit`
+/// a symbolic link), on `threads` walking threads (`auto`: the cores, at
+/// least [`WALK_THREADS`]): each calls `visit`
 /// with its own `state` (made by `state()` once per thread). Returning
 /// `Break` stops the whole walk. Files are named `root/...` (`root`'s
 /// trailing slashes trimmed to one). One thread (or
@@ -397,7 +407,7 @@ pub fn walk<S>(
     visit: &(dyn Fn(&mut S, Visit<'_>) -> ControlFlow<()> + Sync),
 ) {
     let root = Dir { path: operand_name(root), chain: None };
-    let n = threads.get();
+    let n = if threads.is_auto() { threads.get().max(WALK_THREADS) } else { threads.get() };
     if n <= 1 || opts.sort {
         let mut s = state();
         let _ = walk_sequential(root, opts, &mut |v| visit(&mut s, v));

@@ -485,6 +485,8 @@ fn gather_rows_with_and_on_split_between_threads_like_gather_rows() {
             let mut on = vec![0u8; want.len()];
             r.gather_rows_on(&idx, &mut on, Threads::from(t)).unwrap();
             assert_eq!(on, want, "threads {t}");
+            let words = r.take_rows(&idx, Threads::from(t)).unwrap();
+            assert_eq!(bytemuck::cast_slice::<u64, u8>(&words), &want[..], "threads {t}");
             let out = Mutex::new(vec![0u8; want.len()]);
             let written = Mutex::new(0usize);
             r.gather_rows_with(&idx, want.len(), Threads::from(t), |at, src| {
@@ -502,6 +504,22 @@ fn gather_rows_with_and_on_split_between_threads_like_gather_rows() {
     let mut out = vec![7u8; 64];
     assert!(r.gather_rows_on(&[0, n as u64], &mut out, Threads::from(2)).is_err());
     assert_eq!(out, vec![7u8; 64]);
+    assert!(r.take_rows(&[0, n as u64], Threads::from(2)).is_err());
+    assert_eq!(r.take_rows(&[], Threads::from(2)).unwrap(), Vec::<u64>::new());
+}
+
+/// `take_rows` pads its last word with zeros when the rows' bytes are not
+/// a whole number of words.
+#[test]
+fn take_rows_pads_the_last_word_with_zeros() {
+    let (_d, p) = tmp();
+    let mut s = ArrayStore::create(&p, "'|u1'", 1, &[3], &StoreOptions::default()).unwrap();
+    s.append(&[1, 2, 3, 4, 5, 6, 7, 8, 9]).unwrap();
+    let words = s.take_rows(&[2, 0, 2], Threads::from(2)).unwrap();
+    assert_eq!(
+        bytemuck::cast_slice::<u64, u8>(&words),
+        &[7, 8, 9, 1, 2, 3, 7, 8, 9, 0, 0, 0, 0, 0, 0, 0]
+    );
 }
 
 #[test]
