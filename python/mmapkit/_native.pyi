@@ -24,6 +24,7 @@ __all__ = [
     "FeatureStoreCore",
     "FileTruncatedError",
     "FormatError",
+    "GatherAhead",
     "LogServer",
     "MappedFile",
     "RecordWriter",
@@ -406,6 +407,19 @@ class ArrayStoreCore(_NpyBuffer):
     def itemsize(self) -> int: ...
     @property
     def row_bytes(self) -> int: ...
+
+@final
+class GatherAhead:
+    def __new__(
+        cls,
+        stores: Sequence[ArrayStoreCore],
+        rows: Buffer,
+        groups: Sequence[tuple[int, int]],
+        depth: int = 2,
+        threads: int | None = None,
+    ) -> GatherAhead: ...
+    def __iter__(self) -> GatherAhead: ...
+    def __next__(self) -> tuple[np.ndarray[tuple[int], np.dtype[np.uint64]], ...]: ...
 
 @final
 class SharedSegment(_NpyBuffer):

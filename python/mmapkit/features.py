@@ -63,7 +63,7 @@ import numpy as np
 import numpy.typing as npt
 
 from . import _columns
-from ._native import FeatureStoreCore, FormatError
+from ._native import FeatureStoreCore, FormatError, GatherAhead
 from ._native import (
     page_size as _page_size,
 )
@@ -96,10 +96,17 @@ def _taken(
     store: Any, rows: npt.NDArray[np.uint64], dtype: np.dtype[Any], shape: tuple[int, ...]
 ) -> np.ndarray[Any, Any]:
     """Rows ``rows`` of ``store`` (an :class:`~mmapkit.ArrayStore`) in a fresh
-    array of ``shape``: the core's ``take`` returns ``uint64`` words (aligned,
-    the last one padded), viewed here as the rows' bytes."""
+    array of ``shape``."""
+    return _words_as(store._core.take(rows.data), dtype, shape)
+
+
+def _words_as(
+    words: npt.NDArray[np.uint64], dtype: np.dtype[Any], shape: tuple[int, ...]
+) -> np.ndarray[Any, Any]:
+    """The core's gathered rows (``uint64`` words: aligned, the last one
+    padded) viewed as an array of ``shape``."""
     nbytes = math.prod(shape) * dtype.itemsize
-    return store._core.take(rows.data).view(np.uint8)[:nbytes].view(dtype).reshape(shape)  # type: ignore[no-any-return]
+    return words.view(np.uint8)[:nbytes].view(dtype).reshape(shape)
 
 
 def _float_dtype(dtype: npt.DTypeLike, what: str) -> np.dtype[Any]:
@@ -445,13 +452,26 @@ class FeatureStore:
                 return ((X[lo:hi], y[lo:hi], batch_size) for lo, hi in bounds)
             return self._prefetched(bounds, lambda b: self._touched(X, y, b, batch_size), prefetch)
         order = batch_order(n, batch_size, seed, block_size).view(np.int64)
-        # A gather is a copy with the GIL released: worth a thread from the start.
-        return self._prefetched(
-            bounds,
-            lambda b: (*self.take(order[b[0] : b[1]]), batch_size),
-            prefetch,
-            always=True,
+        if prefetch == 0:
+            return ((*self.take(order[lo:hi]), batch_size) for lo, hi in bounds)
+        # A gather is a copy with the GIL released: worth a thread from the
+        # start, the core's own (it never waits for the GIL behind the caller).
+        ahead = GatherAhead(
+            [self._features._core, self._labels._core], order.view(np.uint64).data, bounds, prefetch
         )
+        return self._gathered(ahead, bounds, batch_size)
+
+    def _gathered(
+        self, ahead: GatherAhead, bounds: Sequence[tuple[int, int]], batch_size: int
+    ) -> Iterator[tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], int]]:
+        """The groups of a :class:`~mmapkit._native.GatherAhead`, as arrays."""
+        for (lo, hi), (xw, yw) in zip(bounds, ahead, strict=True):
+            m = hi - lo
+            yield (
+                _words_as(xw, self._dtype, (m, self._dim)),
+                _words_as(yw, self._label_dtype, (m,)),
+                batch_size,
+            )
 
     def _touched(
         self, X: np.ndarray[Any, Any], y: np.ndarray[Any, Any], b: tuple[int, int], batch_size: int
@@ -470,14 +490,9 @@ class FeatureStore:
         bounds: Sequence[tuple[int, int]],
         make: Any,
         prefetch: int,
-        *,
-        always: bool = False,
     ) -> Iterator[Any]:
-        """``make(b)`` for each group, in order. With ``always`` (groups
-        that are gathered: a copy that runs with the GIL released and
-        overlaps the caller's compute) a background thread makes up to
-        ``prefetch`` groups ahead from the start. Otherwise (views), while
-        the groups' pages are in the page cache they are made in the
+        """``make(b)`` for each group of views, in order. While the
+        groups' pages are in the page cache they are made in the
         caller's thread: a prefetch thread would only add hand-offs
         (measured at d = 64, batch 64: about 1 µs CPU and 2-3 µs wall per
         batch). From the first group whose making read from storage (major
@@ -489,7 +504,7 @@ class FeatureStore:
             for b in it:
                 yield make(b)
             return
-        if _disk_reads is not None and not always:
+        if _disk_reads is not None:
             for b in it:
                 before = _disk_reads()
                 group = make(b)

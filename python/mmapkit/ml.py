@@ -645,10 +645,19 @@ class StreamingLogisticRegression:
     # ----- prediction -----------------------------------------------------
 
     def decision_function(self, X: npt.ArrayLike) -> npt.NDArray[np.float32]:
-        """``X·w + b`` per row (``float32``): positive for ``classes_[1]``."""
+        """``X·w + b`` per row (``float32``): positive for ``classes_[1]``.
+
+        Each row's sum is taken alone, in ``float64``, so a row's value does
+        not depend on where it is in ``X`` (a BLAS matrix-vector product
+        rounds rows differently by their position: scikit-learn's
+        sample-order check failed with OpenBLAS 0.3.31 by one ``float32``
+        ulp)."""
         w, b = self._folded()
         Xa = self._check_x(X)
-        return Xa.astype(np.float32, copy=False) @ w + b
+        z: npt.NDArray[np.float64] = np.einsum(
+            "ij,j->i", Xa, w.astype(np.float64), dtype=np.float64, casting="safe"
+        )
+        return (z + float(b)).astype(np.float32)
 
     def predict_proba(self, X: npt.ArrayLike) -> npt.NDArray[np.float32]:
         """``[P(classes_[0]), P(classes_[1])]`` per row, shape ``(m, 2)``."""

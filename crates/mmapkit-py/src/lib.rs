@@ -69,6 +69,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(replicate::log_follow, m)?)?;
     m.add_class::<store::ArrayStoreCore>()?;
     m.add_class::<store::SharedSegment>()?;
+    m.add_class::<store::GatherAhead>()?;
     m.add_class::<features::FeatureStoreCore>()?;
     add_functions!(m:
         store::sparse, store::npy_header, store::segment_path, store::write_file_atomic, store::remove_stale_temp_files, drop_cache, page_size,

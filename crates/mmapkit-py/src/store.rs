@@ -495,3 +495,58 @@ pub fn write_file_atomic(py: Python<'_>, path: PathBuf, data: &Bound<'_, PyAny>)
         f.commit(true).py_err()
     })?
 }
+
+/// Groups of rows of several stores gathered in order by a background
+/// thread of the Rust core, up to `depth` groups ahead (see the core's
+/// `store::GatherAhead`): each item is a tuple of one `uint64` words array
+/// per store, as `ArrayStoreCore.take` returns them. The thread works on
+/// read-only handles of its own (the stores may be closed meanwhile) and
+/// never needs the GIL; `__next__` waits with the GIL released. Dropping
+/// the iterator stops the thread after its current gather.
+#[pyclass(module = "mmapkit._native", frozen)]
+pub struct GatherAhead {
+    inner: std::sync::Mutex<store::GatherAhead>,
+}
+
+#[pymethods]
+impl GatherAhead {
+    /// Starts gathering `rows[lo:hi]` (a C-contiguous uint64 buffer) of
+    /// every store in `stores` for each `(lo, hi)` of `groups`, each
+    /// gather on up to `threads` workers (default: one per core).
+    #[new]
+    #[pyo3(signature = (stores, rows, groups, depth = 2, threads = None))]
+    fn new(
+        py: Python<'_>,
+        stores: Vec<Bound<'_, ArrayStoreCore>>,
+        rows: &Bound<'_, PyAny>,
+        groups: Vec<(usize, usize)>,
+        depth: usize,
+        threads: Option<i64>,
+    ) -> PyResult<Self> {
+        let threads = crate::exec::threads(threads)?;
+        let rows = u64s(py, rows)?;
+        let readers = stores
+            .iter()
+            .map(|s| store(s, |st| st.reader())?.py_err())
+            .collect::<PyResult<Vec<_>>>()?;
+        let groups = groups.into_iter().map(|(lo, hi)| lo..hi).collect();
+        let inner = store::GatherAhead::start(readers, rows, groups, depth, threads).py_err()?;
+        Ok(GatherAhead { inner: std::sync::Mutex::new(inner) })
+    }
+
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, pyo3::types::PyTuple>>> {
+        let got = py.detach(|| self.inner.lock().unwrap_or_else(|e| e.into_inner()).next());
+        match got {
+            None => Ok(None),
+            Some(Err(e)) => Err(e).py_err(),
+            Some(Ok(parts)) => {
+                let arrays = parts.into_iter().map(|w| w.into_pyarray(py));
+                Ok(Some(pyo3::types::PyTuple::new(py, arrays)?))
+            }
+        }
+    }
+}

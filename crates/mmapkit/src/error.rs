@@ -299,6 +299,26 @@ impl Error {
         self.errno()
     }
 
+    /// The same error about `path` instead (for a file reached through
+    /// another name, such as `/proc/self/fd/N`); errors not about a file
+    /// are unchanged.
+    pub fn with_path(mut self, to: &Path) -> Self {
+        match &mut self {
+            Error::Io { path, .. }
+            | Error::FileTruncated { path }
+            | Error::Truncated { path, .. }
+            | Error::DiskFull { path, .. }
+            | Error::ReservationExhausted { path, .. }
+            | Error::ReadOnly { path }
+            | Error::Corrupt { path, .. }
+            | Error::Format { path, .. }
+            | Error::Invalid { path, .. }
+            | Error::Failed { path, .. } => *path = to.to_owned(),
+            Error::InvalidArgument(_) | Error::Panicked { .. } => {}
+        }
+        self
+    }
+
     /// The file this error is about; `None` for an argument not tied to a
     /// file (a bad pattern or option).
     pub fn path(&self) -> Option<&Path> {

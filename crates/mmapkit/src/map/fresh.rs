@@ -24,7 +24,13 @@ impl Filler<'_> {
     /// If `src` does not fit in what is left of the part.
     pub fn put(&mut self, src: &[u8]) {
         let end = self.at + src.len();
-        self.buf[self.at..end].write_copy_of_slice(src);
+        let dst = &mut self.buf[self.at..end];
+        // SAFETY: `dst` is `src.len()` bytes this Filler borrows exclusively
+        // (uninitialised capacity no one else can name, so not `src`'s
+        // bytes); copying initialised bytes into `MaybeUninit<u8>` is
+        // always valid. (`write_copy_of_slice`, without `unsafe`, needs
+        // Rust 1.93; the workspace supports 1.89.)
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst.as_mut_ptr().cast(), src.len()) };
         self.at = end;
     }
 

@@ -450,6 +450,19 @@ impl ArrayStore {
         Self::open_with(path, writable, item_size, &StoreOptions::default())
     }
 
+    /// Another read-only handle on this store's file (not on whatever
+    /// is at its path now: opened through this handle's descriptor), for
+    /// a thread of its own; it sees the rows published so far, errors
+    /// name this store's path.
+    pub fn reader(&self) -> Result<ArrayStore> {
+        use std::os::fd::AsRawFd;
+        let fd = PathBuf::from(format!("/proc/self/fd/{}", self.map.file().as_raw_fd()));
+        let mut r =
+            Self::open(&fd, false, Some(self.item_size)).map_err(|e| e.with_path(&self.path))?;
+        r.path = self.path.clone();
+        Ok(r)
+    }
+
     /// [`open`](Self::open) with options (chunk size, reserve).
     ///
     /// Everything is validated before a byte changes: an unsupported dtype

@@ -20,11 +20,13 @@
 //! w.close()?; // trims the capacity reserved ahead
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+pub mod ahead;
 pub mod array;
 pub mod features;
 pub mod npy;
 pub mod shared;
 
+pub use ahead::GatherAhead;
 pub use array::{ArrayStore, StoreOptions};
 pub use features::FeatureStore;
 pub use shared::Segment;
