@@ -461,7 +461,7 @@ def train_mmapkit(d: Path) -> Measured:
     "train",
     available=_need("FeatureStore"),
     note="the same with `shuffle=True, seed=0`: a seeded permutation of blocks of 8 rows, "
-    "gathered in Rust (GIL released) per group of ~1 MiB by a prefetch thread, so the "
+    "gathered in Rust per group of ~4 MiB by the core's gathering thread (no GIL), so the "
     "copy overlaps the training loop.",
 )
 @_one_blas_thread
@@ -870,7 +870,7 @@ def gpu_batches_seq(d: Path) -> Any:
 @_gpu_contender(
     "FeatureStore.batches shuffled",
     "`fs.batches(B, shuffle=True, seed=0)`: each group gathered by the Rust core "
-    "(prefetch thread), then copied like the sequential row.",
+    "(its gathering thread), then copied like the sequential row.",
 )
 def gpu_batches_shuf(d: Path) -> Any:
     """As :func:`gpu_batches_seq`, shuffled."""

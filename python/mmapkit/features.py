@@ -82,8 +82,8 @@ Batch = tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]
 #: large enough that thread hand-offs cost nothing next to the pages,
 #: small enough to stay in the CPU caches.
 GROUP_BYTES = 1 << 20
-#: The same for shuffled batches (one gather into a fresh array, one
-#: prefetch job): larger, so the Rust core splits each gather between
+#: The same for shuffled batches (one gather into a fresh array by the
+#: core's gathering thread): larger, so the Rust core splits each gather between
 #: threads and the per-group Python work and allocation are amortised
 #: (d = 1000, batch 64, 2 cores, alternating runs: shuffled epochs 6-23 %
 #: faster with 4 MiB groups than with 1 MiB ones, slower again at 8 MiB; the
@@ -408,9 +408,10 @@ class FeatureStore:
         while the pages are in the page cache the groups are prepared in
         the caller's thread, where they cost less. ``prefetch=0`` does it
         all in the caller's thread (sequential views are then not touched
-        ahead). Shuffled groups are gathered by the background thread from
-        the first one whenever ``prefetch`` > 0 (the copy overlaps the
-        caller's work).
+        ahead). Shuffled groups, whenever ``prefetch`` > 0, are gathered
+        from the first one on by a thread of the Rust core, up to
+        ``prefetch`` groups ahead, on read-only handles of its own: the
+        copy overlaps the caller's work and never waits for the GIL.
         """
         bs = batch_size
         return (
