@@ -352,9 +352,12 @@ def test_sigkill_while_appending_loses_nothing_acknowledged(tmp_path):
             [sys.executable, "-c", CHILD, str(d)], stdout=subprocess.PIPE, text=True
         )
         assert p.stdout.readline().strip() == "R"
+        # Killed within 30 ms of its first acknowledgement (timed from
+        # start, a loaded machine may give it no time to append: issue 27).
+        first = p.stdout.readline()
         time.sleep(rng.uniform(0.001, 0.03))
         p.send_signal(signal.SIGKILL)
-        out = p.communicate()[0]
+        out = first + p.communicate()[0]
         for line in out.split():
             acked = max(acked, int(line))
         with mmapkit.CommitLog(d, segment_size=16384, sync="never") as log:
@@ -363,7 +366,7 @@ def test_sigkill_while_appending_loses_nothing_acknowledged(tmp_path):
             for i, data in enumerate(log, start=1):
                 assert data == i.to_bytes(8, "little") * (1 + i % 9), f"entry {i}"
             acked = last
-    assert acked > 30
+    assert acked >= 30  # at least one acknowledged append per kill
 
 
 def test_cli_and_python_share_the_format(tmp_path):

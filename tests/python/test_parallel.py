@@ -119,7 +119,7 @@ def test_map_chunks_raises_when_a_worker_dies(tmp, how):
             [sys.executable, "-c", DYING_WORKER, str(tmp / "w.npy"), how],
             capture_output=True,
             text=True,
-            timeout=30,
+            timeout=120,  # a hang-breaker: a start-up and a fork pool on a loaded machine fit
             check=False,
         )
     except subprocess.TimeoutExpired:

@@ -199,6 +199,8 @@ i = 0
 while True:
     rows = np.repeat(np.arange(i, i + batch, dtype="<i8")[:, None] + 1, 8, axis=1)
     s.extend(rows)
+    if i == 0:
+        print("extended", flush=True)
     i += batch
     if len(sys.argv) > 3 and i >= int(sys.argv[3]):
         break
@@ -244,7 +246,10 @@ def test_reopen_after_sigkill_mid_append_shows_completed_appends(tmp):
         [sys.executable, "-c", WRITER, str(p), str(batch)], stdout=subprocess.PIPE, text=True
     )
     assert w.stdout.readline().strip() == "ready"
-    time.sleep(0.3 + np.random.default_rng().random() * 0.5)
+    # Killed some time after its first append returned (not after a fixed
+    # time from start: on a loaded machine it may not have appended yet).
+    assert w.stdout.readline().strip() == "extended"
+    time.sleep(np.random.default_rng().random() * 0.5)
     os.kill(w.pid, signal.SIGKILL)
     w.wait()
     a = np.load(p, mmap_mode="r")
@@ -372,7 +377,9 @@ def test_sparse_file_is_instant_and_unallocated(tmp):
     p = tmp / "huge.bin"
     t = time.perf_counter()
     mmapkit.sparse(p, 24 << 30)
-    assert time.perf_counter() - t < 1
+    # Writing 24 GiB would take minutes; what matters is checked by
+    # st_blocks below (a tight bound failed on a loaded machine: issue 27).
+    assert time.perf_counter() - t < 30
     st_ = os.stat(p)
     assert st_.st_size == 24 << 30 and st_.st_blocks * 512 < 1 << 20
     with pytest.raises(ValueError, match="refusing to shrink"):
