@@ -2,6 +2,7 @@
 #![allow(clippy::disallowed_methods, reason = "integration tests write their fixtures directly")]
 
 use std::fs;
+use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -134,10 +135,14 @@ fn killed_before_finish_leaves_no_output() {
     {
         std::thread::sleep(Duration::from_millis(1));
     }
-    let running = child.try_wait().unwrap().is_none();
     child.kill().unwrap();
-    child.wait().unwrap();
-    if running {
-        assert_eq!(fs::read_to_string(&out).unwrap(), "previous complete output\n");
+    // Decided by how it ended, not by a check before the kill (it may finish
+    // in between): killed, the previous output is whole; finished, the new.
+    let st = child.wait().unwrap();
+    let now = fs::read_to_string(&out).unwrap();
+    if st.signal() == Some(libc::SIGKILL) {
+        assert_eq!(now, "previous complete output\n");
+    } else {
+        assert!(st.success() && now != "previous complete output\n", "{st:?}");
     }
 }

@@ -234,8 +234,16 @@ mod tests {
         Request::Set { key: k.into(), value: v.into() }
     }
 
+    /// One thread, its clock paused: sleeps and timeouts advance only
+    /// when every task waits, so events happen in the order the delays
+    /// below say, however loaded the machine (real sleeps on two worker
+    /// threads decided which writes shared a proposal: issue 27).
     fn rt() -> tokio::runtime::Runtime {
-        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .unwrap()
     }
 
     /// Writes sent while a proposal is in flight share the next one, and

@@ -516,8 +516,13 @@ fn array_file_strategies_agree_and_auto_follows_the_cache() {
     assert_eq!(s, Strategy::Mmap);
     assert_eq!(stats(Strategy::Read, None), (Strategy::Read, want.clone()));
     assert_eq!(stats(Strategy::Read, Some(1_001)).1, stats(Strategy::Mmap, Some(1_001)).1);
-    // Just written: in the page cache, so auto maps; evicted, it reads.
+    // In the page cache (pinned there: memory pressure from other processes
+    // must not evict it before auto looks, issue 27), auto maps; evicted,
+    // it reads.
+    let pin = crate::map::Map::open(&raw, crate::map::Mode::Read).unwrap();
+    pin.lock().expect("mlock 600 kB (root, or RLIMIT_MEMLOCK of 1 MiB or more)");
     assert_eq!(stats(Strategy::Auto, None), (Strategy::Mmap, want.clone()));
+    drop(pin);
     crate::info::evict(&raw).unwrap();
     if crate::info::file_info(&raw).unwrap().resident_fraction() < 0.5 {
         assert_eq!(stats(Strategy::Auto, None), (Strategy::Read, want));

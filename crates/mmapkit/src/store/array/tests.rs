@@ -216,6 +216,9 @@ fn concurrent_reader_sees_only_whole_published_rows() {
     let opts = StoreOptions { chunk_bytes: 4096, ..Default::default() };
     let mut w = ArrayStore::create(&p, "'<u8'", 8, &[4], &opts).unwrap();
     let p2 = p.clone();
+    // The writer starts once the reader has looked once, so the reader sees
+    // the array grow however the threads are scheduled (issue 27).
+    let (looked, first_look) = std::sync::mpsc::channel();
     let reader = std::thread::spawn(move || {
         let mut r = ArrayStore::open(&p2, false, None).unwrap();
         let mut last = 0;
@@ -232,9 +235,11 @@ fn concurrent_reader_sees_only_whole_published_rows() {
             }
             last = n;
             checks += 1;
+            let _ = looked.send(());
         }
         checks
     });
+    first_look.recv().unwrap();
     for i in 0..50_000u64 {
         let row: Vec<u8> = std::iter::repeat_n((i + 1).to_le_bytes(), 4).flatten().collect();
         w.append(&row).unwrap();
