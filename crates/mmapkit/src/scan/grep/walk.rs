@@ -392,7 +392,7 @@ pub const WALK_THREADS: usize = 8;
 
 /// Visits the files under the directory `root` (an operand, which may be
 /// a symbolic link), on `threads` walking threads (`auto`: the cores, at
-/// least [`WALK_THREADS`]): each calls `visit`
+/// least `WALK_THREADS`, 8): each calls `visit`
 /// with its own `state` (made by `state()` once per thread). Returning
 /// `Break` stops the whole walk. Files are named `root/...` (`root`'s
 /// trailing slashes trimmed to one). One thread (or
