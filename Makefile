@@ -7,6 +7,9 @@ export VIRTUAL_ENV := $(abspath $(VENV))
 export PATH := $(abspath $(VENV))/tools/bin:$(abspath $(VENV))/bin:$(HOME)/.cargo/bin:$(PATH)
 
 TSAN_TARGET ?= x86_64-unknown-linux-gnu
+# make's builds start mostly from scratch (a fresh clone, CI): incremental caches
+# there are gigabytes of disk that no later build reads. Plain `cargo` keeps them.
+export CARGO_INCREMENTAL ?= 0
 
 .PHONY: docs chromium fuzz tsan run test bench bench-tools bench-peers bench-rocksdb bench-etcd setup develop cli dist rust-test jepsen lint py-test stubtest clean
 

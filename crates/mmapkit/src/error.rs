@@ -225,6 +225,27 @@ pub fn os_message(e: &io::Error) -> String {
     e.raw_os_error().map_or_else(|| e.to_string(), crate::map::strerror)
 }
 
+/// The `path` field of an [`Error`] (by reference or mutably, as the
+/// scrutinee is); `None` for the variants not about a file. The one list of
+/// which variants carry a path.
+macro_rules! path_field {
+    ($error:expr) => {
+        match $error {
+            Error::Io { path, .. }
+            | Error::FileTruncated { path }
+            | Error::Truncated { path, .. }
+            | Error::DiskFull { path, .. }
+            | Error::ReservationExhausted { path, .. }
+            | Error::ReadOnly { path }
+            | Error::Corrupt { path, .. }
+            | Error::Format { path, .. }
+            | Error::Invalid { path, .. }
+            | Error::Failed { path, .. } => Some(path),
+            Error::InvalidArgument(_) | Error::Panicked { .. } => None,
+        }
+    };
+}
+
 impl Error {
     /// An OS error of call `op` on `path` ([`Error::DiskFull`] for ENOSPC
     /// and EDQUOT, else [`Error::Io`]).
@@ -303,18 +324,8 @@ impl Error {
     /// another name, such as `/proc/self/fd/N`); errors not about a file
     /// are unchanged.
     pub fn with_path(mut self, to: &Path) -> Self {
-        match &mut self {
-            Error::Io { path, .. }
-            | Error::FileTruncated { path }
-            | Error::Truncated { path, .. }
-            | Error::DiskFull { path, .. }
-            | Error::ReservationExhausted { path, .. }
-            | Error::ReadOnly { path }
-            | Error::Corrupt { path, .. }
-            | Error::Format { path, .. }
-            | Error::Invalid { path, .. }
-            | Error::Failed { path, .. } => *path = to.to_owned(),
-            Error::InvalidArgument(_) | Error::Panicked { .. } => {}
+        if let Some(path) = path_field!(&mut self) {
+            *path = to.to_owned();
         }
         self
     }
@@ -322,19 +333,7 @@ impl Error {
     /// The file this error is about; `None` for an argument not tied to a
     /// file (a bad pattern or option).
     pub fn path(&self) -> Option<&Path> {
-        match self {
-            Error::Io { path, .. }
-            | Error::FileTruncated { path }
-            | Error::Truncated { path, .. }
-            | Error::DiskFull { path, .. }
-            | Error::ReservationExhausted { path, .. }
-            | Error::ReadOnly { path }
-            | Error::Corrupt { path, .. }
-            | Error::Format { path, .. }
-            | Error::Invalid { path, .. }
-            | Error::Failed { path, .. } => Some(path),
-            Error::InvalidArgument(_) | Error::Panicked { .. } => None,
-        }
+        path_field!(self).map(PathBuf::as_path)
     }
 
     /// The message without the path: what Display prints after "PATH: "
