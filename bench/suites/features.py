@@ -951,9 +951,10 @@ def gpu_ram_randperm(d: Path) -> Any:
 
 @_gpu_contender(
     "mmapkit device_loader sequential",
-    "`mmapkit.torch.device_loader(path, B)`: a ring of pinned staging buffers filled by "
-    "the Rust gather (all cores, GIL released) in a background thread, copies issued on "
-    "a CUDA stream, so gather, copy and compute overlap.",
+    "`mmapkit.torch.device_loader(path, B)` (defaults): the store's pages registered with "
+    "CUDA and each batch's runs of rows copied straight from them on a CUDA stream "
+    "(`direct=None` picks this for runs of ≥ 256 KiB), else gathered by the Rust core "
+    "into a ring of pinned buffers; gather, copy and compute overlap.",
 )
 def gpu_device_seq(d: Path) -> Any:
     """An epoch of ``mmapkit.torch.device_loader`` in order."""
@@ -968,7 +969,7 @@ def gpu_device_seq(d: Path) -> Any:
 @_gpu_contender(
     "mmapkit device_loader shuffled",
     "`device_loader(path, B, shuffle=True, seed=0)`: the same with `batch_order`'s "
-    "block-shuffled rows.",
+    "block-shuffled rows (blocks of B/8 rows: 2 MiB runs, copied straight).",
 )
 def gpu_device_shuf(d: Path) -> Any:
     """As :func:`gpu_device_seq`, shuffled."""
@@ -978,6 +979,40 @@ def gpu_device_shuf(d: Path) -> Any:
         f"gpudev1:{d}",
         lambda: device_loader(
             d / "store", _params(d)["batch"], shuffle=True, seed=0, device=GPU_DEVICE
+        ),
+    )
+    return lambda: loader
+
+
+@_gpu_contender(
+    "mmapkit device_loader sequential, staging",
+    "`device_loader(path, B, direct=False)`: the defaults' row without the direct path: "
+    "every batch gathered into the pinned ring by the Rust core, then copied.",
+)
+def gpu_staging_seq(d: Path) -> Any:
+    """An epoch of ``device_loader`` in order through the host staging ring."""
+    from mmapkit.torch import device_loader
+
+    loader = _cached(
+        f"gpudev2:{d}",
+        lambda: device_loader(d / "store", _params(d)["batch"], device=GPU_DEVICE, direct=False),
+    )
+    return lambda: loader
+
+
+@_gpu_contender(
+    "mmapkit device_loader shuffled, staging",
+    "`device_loader(path, B, shuffle=True, seed=0, direct=False)`: as the shuffled row, "
+    "every batch gathered on the host (16 threads) into the pinned ring, then copied.",
+)
+def gpu_staging_shuf(d: Path) -> Any:
+    """As :func:`gpu_staging_seq`, shuffled."""
+    from mmapkit.torch import device_loader
+
+    loader = _cached(
+        f"gpudev3:{d}",
+        lambda: device_loader(
+            d / "store", _params(d)["batch"], shuffle=True, seed=0, device=GPU_DEVICE, direct=False
         ),
     )
     return lambda: loader
@@ -1448,6 +1483,33 @@ class FeaturesSuite(Suite):
                     "max_metric": {"rss_anon": 1_000_000_000},
                 }
             )
+        # Issue 26 §2's goals for feeding a GPU, in feature bytes per second.
+        for g in (s for s in doc["sizes"] if s["label"] in GPU_SIZES):
+            fbytes = g["rows"] * g["dim"] * 4
+            at = "" if g["label"] == "gpu" else " (quick size)"
+            for order, rate in (("sequential", 20e9), ("shuffled", 15e9)):
+                goals.append(
+                    {
+                        "label": f"gpu: device_loader {order} ≥ {rate / 1e9:.0f} GB/s" + at,
+                        "task": "gpu",
+                        "contender": f"mmapkit device_loader {order}",
+                        "size": g["label"],
+                        "cache": "warm",
+                        "max_seconds": fbytes / rate,
+                    }
+                )
+            goals.append(
+                {
+                    "label": "gpu: device_loader shuffled ≥ 0.6× the all-on-the-GPU rate" + at,
+                    "task": "gpu",
+                    "contender": "mmapkit device_loader shuffled",
+                    "versus": "limit: all on the GPU, randperm",
+                    "min_speedup": 0.6,
+                    "size": g["label"],
+                    "cache": "warm",
+                    "name_versus": True,
+                }
+            )
         # rows/s per contender (the times are per epoch; rows/s = rows / median time)
         notes = doc.setdefault("notes", [])
         for s in doc["sizes"]:
@@ -1465,7 +1527,7 @@ class FeaturesSuite(Suite):
                     f"median epoch: " + ", ".join(parts) + "."
                 )
         notes.extend(_loader_notes(doc))
-        return goals
+        return [g for g in goals if g["size"] in labels]  # (a run of some sizes only)
 
     notes = (
         "Same update rule everywhere except scikit-learn (its own SGD: per-row updates, "

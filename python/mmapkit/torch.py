@@ -346,6 +346,18 @@ def _runs(rows: npt.NDArray[np.uint64]) -> list[tuple[int, int, int]]:
     return [(i, j, int(r[i])) for i, j in zip(starts, ends, strict=True)]
 
 
+def _copy_all(dst: list[torch.Tensor], src: list[torch.Tensor]) -> None:
+    """``dst[i].copy_(src[i], non_blocking=True)`` for every ``i``, in one torch
+    call where torch has ``_foreach_copy_`` (2.1 on), so the GIL is let go and
+    taken back once, not once per copy."""
+    foreach = getattr(torch, "_foreach_copy_", None)
+    if foreach is not None:
+        foreach(dst, src, non_blocking=True)
+        return
+    for d, s in zip(dst, src, strict=True):  # pragma: no cover (torch < 2.1)
+        d.copy_(s, non_blocking=True)
+
+
 class DeviceLoader:
     """Batches of a :class:`~mmapkit.FeatureStore` delivered to ``device``;
     see :func:`device_loader`. Each ``iter()`` is one epoch (the keys of a
@@ -365,7 +377,7 @@ class DeviceLoader:
         threads: int | None = None,
         block_size: int | None = None,
         workers: int = 2,
-        direct: bool | None = False,
+        direct: bool | None = None,
     ) -> None:
         if prefetch < 1:
             raise ValueError(f"prefetch must be at least 1, got {prefetch}")
@@ -479,15 +491,23 @@ class DeviceLoader:
         self, direct: _Direct, runs: list[tuple[int, int, int]], n: int, store: FeatureStore
     ) -> tuple[torch.Tensor, torch.Tensor, Any]:
         """A batch copied to the device straight from the registered mapping:
-        one asynchronous copy per run of consecutive rows, on the loader's stream."""
+        one asynchronous copy per run of consecutive rows, on the loader's stream.
+
+        All of them are issued by one ``torch._foreach_copy_`` call: each torch
+        call releases the GIL and must win it back from the training loop, which
+        can hold it for a whole switch interval, so a shuffled batch issued run
+        by run (16 calls) ran at 0.4x the rate of a sequential one (2 calls) on
+        an H200 host."""
         stream = self._stream
         done: Any = None
+        lens = [j - i for i, j, _ in runs]
         with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
             X = torch.empty((n, store.dim), dtype=direct.X.dtype, device=self.device)
             y = torch.empty(n, dtype=direct.y.dtype, device=self.device)
-            for i, j, first in runs:
-                X[i:j].copy_(direct.X[first : first + j - i], non_blocking=True)
-                y[i:j].copy_(direct.y[first : first + j - i], non_blocking=True)
+            dst = [*X.split(lens), *y.split(lens)]
+            spans = [(first, m) for (_, _, first), m in zip(runs, lens, strict=True)]
+            src = [a.narrow(0, first, m) for a in (direct.X, direct.y) for first, m in spans]
+            _copy_all(dst, src)
             if stream is not None:
                 done = torch.cuda.Event()  # type: ignore[no-untyped-call]
                 done.record(stream)
@@ -550,7 +570,7 @@ def device_loader(
     threads: int | None = None,
     block_size: int | None = None,
     workers: int = 2,
-    direct: bool | None = False,
+    direct: bool | None = None,
 ) -> DeviceLoader:
     """Batches ``(X, y)`` of ``store`` as tensors on ``device`` (default
     ``"cuda"`` when available, else ``"cpu"``), for feeding a GPU at the
@@ -584,12 +604,12 @@ def device_loader(
     loader lives), so a batch is copied to the device straight from them, one
     DMA copy per run of consecutive rows, with no host gather: sequential
     batches, and shuffled ones of long runs (``block_size`` rows), at the
-    bus's rate. ``None``: when the store takes at most half the RAM
+    bus's rate. ``None`` (default): when the store takes at most half the RAM
     (registering reads any page not yet cached), for batches whose runs
     average at least ``DIRECT_RUN_BYTES``, else the staging path; ``True``:
-    every batch so (an error if registering fails); ``False`` (default):
-    never. Off by default until the loader itself has run on a GPU (the
-    registered copies were measured alone at 49-53 GB/s on an H200). The
+    every batch so (an error if registering fails); ``False``: never. On an
+    H200 host (16 M x 64 float32, a model trained on the GPU) it took a
+    sequential epoch from 10.7 GB/s (staging) to 30 GB/s. The
     registration covers the rows an epoch starts with (again, for the next
     epoch, after :meth:`DeviceLoader.refresh` found more). A truncation of the store by a
     writer is not seen by the pinned pages.
