@@ -151,6 +151,19 @@ def batch_order(
     Every row appears exactly once; equal ``seed`` gives the equal order
     (``seed`` is anything ``np.random.default_rng`` takes).
     """
+    starts, lens, out_start = _block_layout(n, batch_size, seed, block_size)
+    # Output position i in block b (which starts at out_start[b]) holds row
+    # starts[b] + (i - out_start[b]).
+    order = np.repeat(starts - out_start, lens)
+    order += np.arange(n, dtype=np.int64)
+    return order.view(np.uint64)  # every value is >= 0: a view, not a copy
+
+
+def _block_layout(
+    n: int, batch_size: int, seed: Any, block_size: int | None
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """:func:`batch_order`'s blocks, in output order: each one's first row,
+    length and position in the epoch's order."""
     if block_size is None:
         block_size = max(1, batch_size // 8)
     if block_size < 1:
@@ -159,12 +172,33 @@ def batch_order(
     perm = np.random.default_rng(seed).permutation(nblocks)
     starts = perm * block_size
     lens = np.minimum(n - starts, block_size)
-    # Output position i in block b (which starts at out_start[b]) holds row
-    # starts[b] + (i - out_start[b]).
-    out_start = np.cumsum(lens) - lens
-    order = np.repeat(starts - out_start, lens)
-    order += np.arange(n, dtype=np.int64)
-    return order.view(np.uint64)  # every value is >= 0: a view, not a copy
+    return starts, lens, np.cumsum(lens) - lens
+
+
+def _batch_runs(
+    n: int, batch_size: int, seed: Any, block_size: int | None, stop: int
+) -> Iterator[list[tuple[int, int, int]]]:
+    """Each batch of :func:`batch_order`'s epoch (positions ``[s, s + batch_size)``
+    up to ``stop``) as maximal runs of consecutive rows ``(i, j, first)``:
+    positions ``i:j`` of the batch hold rows ``first, first + 1, ...``. Read
+    off the blocks, without the epoch's order (``n`` indices) being made."""
+    starts, lens, out_start = (a.tolist() for a in _block_layout(n, batch_size, seed, block_size))
+    b = 0
+    for s in range(0, stop, batch_size):
+        e = min(s + batch_size, stop)
+        runs: list[tuple[int, int, int]] = []
+        while b < len(starts) and out_start[b] < e:
+            end = out_start[b] + lens[b]
+            lo, hi = max(out_start[b], s), min(end, e)
+            first = starts[b] + lo - out_start[b]
+            if runs and runs[-1][2] + runs[-1][1] - runs[-1][0] == first:
+                runs[-1] = (runs[-1][0], hi - s, runs[-1][2])  # continues the run before
+            else:
+                runs.append((lo - s, hi - s, first))
+            if end > e:
+                break  # the block goes on in the next batch
+            b += 1
+        yield runs
 
 
 class FeatureStore:

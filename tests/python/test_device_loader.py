@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 
 from mmapkit import FeatureStore  # noqa: E402
-from mmapkit.torch import _Direct, _runs, data_loader, device_loader  # noqa: E402
+from mmapkit.features import _batch_runs, batch_order  # noqa: E402
+from mmapkit.torch import _Direct, _Runs, _runs, data_loader, device_loader  # noqa: E402
 
 
 def make_store(path, n, d=5, seed=0):
@@ -100,6 +103,27 @@ def test_runs_of_consecutive_rows():
     assert _runs(rows) == [(0, 3, 5), (3, 4, 0), (4, 6, 9), (6, 7, 3)]
     assert _runs(np.arange(4, 9, dtype=np.uint64)) == [(0, 5, 4)]
     assert _runs(np.array([], dtype=np.uint64)) == []
+
+
+@given(
+    n=st.integers(0, 3000),
+    bs=st.integers(1, 700),
+    block=st.one_of(st.none(), st.integers(1, 900)),
+    seed=st.integers(0, 2**32),
+    drop_last=st.booleans(),
+)
+def test_batch_runs_read_off_the_blocks_equal_the_orders_runs(n, bs, block, seed, drop_last):
+    # The device loader's shuffled keys, made without the epoch's order, against
+    # the order's own batches: the same runs (merged alike), rows and extent.
+    stop = (n // bs) * bs if drop_last else n
+    order = batch_order(n, bs, seed, block)
+    got = list(_batch_runs(n, bs, seed, block, stop))
+    want = [order[s : min(s + bs, stop)] for s in range(0, stop, bs)]
+    assert got == [_runs(w) for w in want]
+    for runs, w in zip(got, want, strict=True):
+        key = _Runs(runs)
+        np.testing.assert_array_equal(key.rows(), w)
+        assert (key.n, key.stop) == (len(w), int(w.max()) + 1)
 
 
 @pytest.mark.parametrize("direct", [True, None])
