@@ -644,8 +644,9 @@ def device_loader(
     (registering reads any page not yet cached), for batches whose runs
     average at least ``DIRECT_RUN_BYTES``, else the staging path; ``True``:
     every batch so (an error if registering fails); ``False``: never. On an
-    H200 host (16 M x 64 float32, a model trained on the GPU) it took a
-    sequential epoch from 10.7 GB/s (staging) to 30 GB/s. The
+    H200 host (16 M x 64 float32, batch 65,536, a model trained on the GPU)
+    it feeds 36 GB/s sequential and 25 GB/s shuffled, where the staging path
+    feeds 12 and 11 (``bench/results/extra/features-gpu-h200.md``). The
     registration covers the rows an epoch starts with (again, for the next
     epoch, after :meth:`DeviceLoader.refresh` found more). A truncation of the store by a
     writer is not seen by the pinned pages.
