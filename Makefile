@@ -140,12 +140,16 @@ chromium:
 		else echo "warning: no chromium (apt-get install chromium as root): the docs' browser check is skipped"; fi; fi
 
 # --- checks ---------------------------------------------------------------
-# The power-loss suite (crates/mmapkit-crashfs, FUSE; skipped with the reason
-# printed where FUSE is unavailable) needs the CLI for its `replace` matrix.
+# Every crate but the Python extension, in one cargo invocation, so features are
+# unified once and each crate is compiled once: separate `-p` builds (the CLI,
+# the power-loss suite, the KV binary) each resolved other features and rebuilt
+# most of the graph. It includes the power-loss suite (crates/mmapkit-crashfs,
+# FUSE; skipped with the reason printed where FUSE is unavailable), whose
+# `replace` matrix runs the debug CLI that this same build makes, and the
+# `mmapkit-kv` binary the Jepsen test runs.
+RUST_TESTS := --workspace --exclude mmapkit-py
 rust-test:
-	cargo test --quiet
-	cargo build --quiet -p mmapkit-cli
-	cargo test --quiet -p mmapkit-crashfs
+	cargo test --quiet $(RUST_TESTS)
 
 # Jepsen-style linearizability test of mmapkit-kv (tests/jepsen, Go + Porcupine): three
 # nodes behind fault-injecting proxies, concurrent clients, SIGKILL/SIGSTOP/partitions
@@ -155,7 +159,7 @@ rust-test:
 # MMAPKIT_KV: the binary under test (a relative path is taken from tests/jepsen).
 MMAPKIT_KV ?= ../../target/debug/mmapkit-kv
 jepsen:
-	cargo build --quiet -p mmapkit-raft --bin mmapkit-kv
+	cargo test --quiet $(RUST_TESTS) --no-run
 	cd tests/jepsen && MMAPKIT_KV="$(MMAPKIT_KV)" go test -count=1 -timeout 20m -v ./...
 
 # Not part of `make test`: the map module's tests (the concurrent
