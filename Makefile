@@ -197,7 +197,7 @@ lint:
 	$(VPY) -m mypy
 
 py-test: cli bench-peers dist chromium
-	$(VPY) -m pytest -q tests/python
+	$(VPY) -m pytest -q --durations=15 tests/python
 
 stubtest:
 	$(VPY) -m mypy.stubtest mmapkit._native --allowlist tests/python/stubtest-allowlist.txt
