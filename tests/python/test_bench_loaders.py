@@ -94,7 +94,7 @@ def test_gpu_part_runs_its_code_on_the_cpu(tmp_path, monkeypatch):
     monkeypatch.setattr(torch.Tensor, "pin_memory", lambda self, *a: self)
     monkeypatch.setattr(torch.utils.data.DataLoader, "__init__", _no_pin(torch))
     gpu = {c.name: c for c in fsuite.CONTENDERS.contenders() if "gpu" in c.impls}
-    assert len(gpu) == 9
+    assert len(gpu) == 11
     try:
         for name, c in gpu.items():
             m = c.impls["gpu"](tmp_path)
