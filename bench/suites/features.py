@@ -949,6 +949,18 @@ def gpu_ram_randperm(d: Path) -> Any:
     return batches
 
 
+def _device_epochs(d: Path, **kw: Any) -> Callable[[], Any]:
+    """The epochs of one ``mmapkit.torch.device_loader(store, B, device=GPU, **kw)``,
+    made once per data set (its staging ring and registration reused across runs)."""
+    from mmapkit.torch import device_loader
+
+    key = f"gpudev:{d}:" + ",".join(f"{k}={v}" for k, v in sorted(kw.items()))
+    loader = _cached(
+        key, lambda: device_loader(d / "store", _params(d)["batch"], device=GPU_DEVICE, **kw)
+    )
+    return lambda: loader
+
+
 @_gpu_contender(
     "mmapkit device_loader sequential",
     "`mmapkit.torch.device_loader(path, B)` (defaults): the store's pages registered with "
@@ -958,12 +970,7 @@ def gpu_ram_randperm(d: Path) -> Any:
 )
 def gpu_device_seq(d: Path) -> Any:
     """An epoch of ``mmapkit.torch.device_loader`` in order."""
-    from mmapkit.torch import device_loader
-
-    loader = _cached(
-        f"gpudev0:{d}", lambda: device_loader(d / "store", _params(d)["batch"], device=GPU_DEVICE)
-    )
-    return lambda: loader
+    return _device_epochs(d)
 
 
 @_gpu_contender(
@@ -973,15 +980,7 @@ def gpu_device_seq(d: Path) -> Any:
 )
 def gpu_device_shuf(d: Path) -> Any:
     """As :func:`gpu_device_seq`, shuffled."""
-    from mmapkit.torch import device_loader
-
-    loader = _cached(
-        f"gpudev1:{d}",
-        lambda: device_loader(
-            d / "store", _params(d)["batch"], shuffle=True, seed=0, device=GPU_DEVICE
-        ),
-    )
-    return lambda: loader
+    return _device_epochs(d, shuffle=True, seed=0)
 
 
 @_gpu_contender(
@@ -991,13 +990,7 @@ def gpu_device_shuf(d: Path) -> Any:
 )
 def gpu_staging_seq(d: Path) -> Any:
     """An epoch of ``device_loader`` in order through the host staging ring."""
-    from mmapkit.torch import device_loader
-
-    loader = _cached(
-        f"gpudev2:{d}",
-        lambda: device_loader(d / "store", _params(d)["batch"], device=GPU_DEVICE, direct=False),
-    )
-    return lambda: loader
+    return _device_epochs(d, direct=False)
 
 
 @_gpu_contender(
@@ -1007,15 +1000,7 @@ def gpu_staging_seq(d: Path) -> Any:
 )
 def gpu_staging_shuf(d: Path) -> Any:
     """As :func:`gpu_staging_seq`, shuffled."""
-    from mmapkit.torch import device_loader
-
-    loader = _cached(
-        f"gpudev3:{d}",
-        lambda: device_loader(
-            d / "store", _params(d)["batch"], shuffle=True, seed=0, device=GPU_DEVICE, direct=False
-        ),
-    )
-    return lambda: loader
+    return _device_epochs(d, shuffle=True, seed=0, direct=False)
 
 
 @contender(
