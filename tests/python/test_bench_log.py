@@ -15,7 +15,7 @@ TINY = {
     "tiny": Workload("tiny", 2_000, 50),
     "tiny-4KiB": Workload("tiny-4KiB", 200, 4096, sync=False),
 }
-TASKS = ("append", "read", "append_sync", "append_sync_4")
+TASKS = ("append", "read", "open_read", "append_sync", "append_sync_4")
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +37,8 @@ def test_baseline_and_mmapkit_run_and_are_verified(doc, contender):
     ran = [r for r in mine if r["status"] == "ok"]
     bad = [r for r in mine if r["status"] != "ok" and "not measured" not in r["reason"]]
     assert not bad, bad
-    # append + read on both workloads, the two sync tasks on the one with sync
-    assert len(ran) == 2 * 2 + 2, mine
+    # append, read and open + read on both workloads, the two sync tasks on the one with sync
+    assert len(ran) == 2 * 3 + 2, mine
     assert all(r["times"] and r["times"][0] > 0 for r in ran)
 
 
