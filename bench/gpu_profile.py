@@ -92,14 +92,17 @@ def make_store(path: Path, rows: int, dim: int) -> FeatureStore:
     return FeatureStore(path)
 
 
-def batch_keys(fs: FeatureStore, batch: int, shuffle: bool) -> list[Any]:
-    """The keys of epoch 0, as the device loader gets them (its sampler)."""
+def batch_keys(fs: FeatureStore, batch: int, shuffle: bool, runs: bool = False) -> list[Any]:
+    """The keys of epoch 0 from the loaders' sampler: slices or arrays of rows, or
+    (``runs``) the runs of consecutive rows the device loader gets."""
     s = FeatureBatchSampler(FeatureDataset(fs, batch), batch, shuffle=shuffle, seed=0)
-    return list(s)
+    return list(s._keys(runs=runs))
 
 
 def as_rows(key: Any) -> np.ndarray[Any, Any]:
-    """The loader's index conversion (``DeviceLoader._prepare``)."""
+    """A sampler key's rows (runs: the staging path's conversion in ``DeviceLoader._prepare``)."""
+    if hasattr(key, "rows"):
+        return key.rows()
     if isinstance(key, slice):
         return np.arange(key.start, key.stop, dtype=np.uint64)
     return np.ascontiguousarray(key, dtype=np.int64).view(np.uint64)
@@ -273,7 +276,8 @@ def prepare_time(dl: Any, ks: list[Any], store: FeatureStore) -> float:
 
 
 def overhead_stage(path: Path, fs: FeatureStore, keys: dict[str, list[Any]], nb: int) -> None:
-    """(f) per-batch Python costs of the loader, the gather excluded."""
+    """(f) per-batch Python costs of the loader, the gather excluded (``keys``: the
+    loader's own, runs of consecutive rows)."""
     sec = "f per-batch overhead"
     dev = "cuda" if CUDA else "cpu"
     for order, all_keys in keys.items():
@@ -298,12 +302,6 @@ def overhead_stage(path: Path, fs: FeatureStore, keys: dict[str, list[Any]], nb:
             f"{order} index conversion us/batch",
             best(lambda ks=ks: [as_rows(k) for k in ks], 3) / len(ks) * 1e6,
         )
-        if order == "shuffled":
-            put(
-                sec,
-                "shuffled ds._cover(max) us/batch",
-                best(lambda ks=ks: [int(np.max(k)) for k in ks], 3) / len(ks) * 1e6,
-            )
     if CUDA:
         b = len(as_rows(keys["sequential"][0]))
 
@@ -451,11 +449,14 @@ def main() -> int:
     fs = FeatureStore(path) if a.store is not None else make_store(path, a.rows, a.dim)
     rb = a.dim * fs.dtype.itemsize + fs.label_dtype.itemsize
     log(f"store ready: {path} ({a.rows * rb / 1e9:.2f} GB)")
-    keys = {o: batch_keys(fs, a.batch, o == "shuffled") for o in ("sequential", "shuffled")}
+    orders = ("sequential", "shuffled")
+    keys = {o: batch_keys(fs, a.batch, o == "shuffled") for o in orders}
+    loader_keys = {o: batch_keys(fs, a.batch, o == "shuffled", runs=True) for o in orders}
     # Spread the timed batches over the whole store (sequential: every k-th).
     nb = min(a.batches, len(keys["sequential"]))
     stride = max(1, len(keys["sequential"]) // nb)
-    keys["sequential"] = keys["sequential"][::stride][:nb]
+    for ks in (keys, loader_keys):
+        ks["sequential"] = ks["sequential"][::stride][:nb]
     fault_stage(path, a.rows, rb)  # first: the store's first mapping in this process
     # Warm this mapping over the timed batches (page tables), then time.
     Xn, yn = buffers(fs, a.batch, False)
@@ -466,7 +467,7 @@ def main() -> int:
     gather_stage(fs, keys, nb, rb)
     if CUDA:
         h2d_stage()
-    overhead_stage(path, fs, keys, nb)
+    overhead_stage(path, fs, loader_keys, nb)
     if CUDA:
         try:
             registered_stage(fs, keys, nb)

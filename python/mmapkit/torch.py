@@ -229,10 +229,10 @@ class FeatureBatchSampler(torch.utils.data.Sampler[Any]):
         return self._keys(runs=False)
 
     def _keys(self, runs: bool) -> Iterator[Any]:
-        """The epoch's batches: slices in order; shuffled, arrays of rows, or
-        (``runs``, for the device loader) :class:`_Runs` read off the shuffle's
-        blocks without the epoch's order being made (16 M rows: 128 MB and
-        0.1-0.4 s before the first batch)."""
+        """The epoch's batches: slices in order and arrays of rows shuffled, or
+        (``runs``, for the device loader) :class:`_Runs` either way, a shuffled
+        batch's read off the shuffle's blocks without the epoch's order being
+        made (16 M rows: 128 MB and 0.1-0.4 s before the first batch)."""
         epoch = self.epoch
         if not self._explicit:
             self.epoch += 1
@@ -241,7 +241,8 @@ class FeatureBatchSampler(torch.utils.data.Sampler[Any]):
         stop = (rows // bs) * bs if self.drop_last else rows
         if not self.shuffle:
             for s in range(0, stop, bs):
-                yield slice(s, min(s + bs, stop))
+                e = min(s + bs, stop)
+                yield _Runs([(0, e - s, s)]) if runs else slice(s, e)
             return
         seed = self.epoch_seed(epoch)
         if runs:
@@ -253,8 +254,8 @@ class FeatureBatchSampler(torch.utils.data.Sampler[Any]):
 
 
 class _Runs:
-    """A shuffled batch as runs of consecutive rows ``(i, j, first)``:
-    positions ``i:j`` hold rows ``first, first + 1, ...`` (as :func:`_runs`)."""
+    """A batch as runs of consecutive rows ``(i, j, first)``: positions ``i:j``
+    hold rows ``first, first + 1, ...`` (maximal runs: a sequential batch is one)."""
 
     __slots__ = ("n", "runs", "stop")
 
@@ -364,18 +365,6 @@ def _unregister(bases: list[int], arrays: list[Any]) -> None:
     del arrays  # (kept alive until now by the finalizer's reference)
 
 
-def _runs(rows: npt.NDArray[np.uint64]) -> list[tuple[int, int, int]]:
-    """``(i, j, first)``: positions ``i:j`` of ``rows`` hold rows ``first,
-    first + 1, ...`` (maximal runs of consecutive rows)."""
-    if not len(rows):
-        return []
-    r = rows.view(np.int64)
-    cut = np.flatnonzero(np.diff(r) != 1) + 1
-    starts = [0, *cut.tolist()]
-    ends = [*cut.tolist(), len(r)]
-    return [(i, j, int(r[i])) for i, j in zip(starts, ends, strict=True)]
-
-
 def _copy_all(dst: list[torch.Tensor], src: list[torch.Tensor]) -> None:
     """``dst[i].copy_(src[i], non_blocking=True)`` for every ``i``, in one torch
     call where torch has ``_foreach_copy_`` (2.1 on), so the GIL is let go and
@@ -482,32 +471,21 @@ class DeviceLoader:
         self._stream = torch.cuda.Stream(self.device) if cuda else None  # type: ignore[no-untyped-call]
 
     def _prepare(
-        self, k: int, key: Any, store: FeatureStore
+        self, k: int, key: _Runs, store: FeatureStore
     ) -> tuple[torch.Tensor, torch.Tensor, Any]:
-        """Batch ``k`` (rows ``key``): gathered into staging buffer ``k`` mod
-        the ring by the Rust core (several threads, GIL released), then an
-        asynchronous copy to the device issued on the loader's stream (a
-        plain copy on the CPU). Runs in the loader's thread."""
+        """Batch ``k`` (rows ``key``): copied straight from the registered
+        mapping when its runs are long enough, else gathered into staging
+        buffer ``k`` mod the ring by the Rust core (several threads, GIL
+        released), then an asynchronous copy to the device issued on the
+        loader's stream (a plain copy on the CPU). Runs in the loader's thread."""
         direct = self._direct
         if direct is not None:
-            if isinstance(key, slice):
-                n, runs = key.stop - key.start, [(0, key.stop - key.start, key.start)]
-            elif isinstance(key, _Runs):
-                n, runs = key.n, key.runs
-            else:
-                rows = np.ascontiguousarray(key, dtype=np.int64).view(np.uint64)
-                n, runs = len(rows), _runs(rows)
             row = store.dim * store.dtype.itemsize
-            if self.direct or n * row >= DIRECT_RUN_BYTES * len(runs):
-                return self._copy_runs(direct, runs, n, store)
+            if self.direct or key.n * row >= DIRECT_RUN_BYTES * len(key.runs):
+                return self._copy_runs(direct, key.runs, key.n, store)
         slot = self._ring[k % len(self._ring)]
         slot.wait()  # never overwrite a buffer whose copy out is in flight
-        if isinstance(key, slice):
-            rows = np.arange(key.start, key.stop, dtype=np.uint64)
-        elif isinstance(key, _Runs):
-            rows = key.rows()
-        else:
-            rows = np.ascontiguousarray(key, dtype=np.int64).view(np.uint64)
+        rows = key.rows()
         n = len(rows)
         store._take_into(rows, slot.Xn[:n], slot.yn[:n], self.threads)
         stream = self._stream
@@ -547,7 +525,7 @@ class DeviceLoader:
                 done.record(stream)
         return X, y, done
 
-    def _epoch(self, keys: Iterator[Any]) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    def _epoch(self, keys: Iterator[_Runs]) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         ds = self.dataset
         # Batch k's slot was last used by batch k - len(ring), whose result was
         # taken before k is submitted, so several workers never share a slot.
@@ -558,15 +536,9 @@ class DeviceLoader:
         try:
             k = 0
 
-            def submit(key: Any) -> None:
+            def submit(key: _Runs) -> None:
                 nonlocal k
-                if isinstance(key, slice):
-                    stop = int(key.stop)
-                elif isinstance(key, _Runs):
-                    stop = key.stop
-                else:
-                    stop = int(np.max(key)) + 1 if len(key) else 0
-                store = ds._cover(stop)  # refreshed if behind the sampler's rows
+                store = ds._cover(key.stop)  # refreshed if behind the sampler's rows
                 self._setup(store)
                 pending.append(pool.submit(self._prepare, k, key, store))
                 k += 1

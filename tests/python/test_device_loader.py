@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch")
 
 from mmapkit import FeatureStore  # noqa: E402
 from mmapkit.features import _batch_runs, batch_order  # noqa: E402
-from mmapkit.torch import _Direct, _Runs, _runs, data_loader, device_loader  # noqa: E402
+from mmapkit.torch import _Direct, _Runs, data_loader, device_loader  # noqa: E402
 
 
 def make_store(path, n, d=5, seed=0):
@@ -98,6 +98,18 @@ def test_several_workers_keep_batches_order_and_kept_batches(tmp, prefetch, work
         assert len({X.data_ptr() for X, _ in kept}) == len(kept)
 
 
+def _runs(rows: np.ndarray) -> list[tuple[int, int, int]]:
+    """The reference: ``(i, j, first)`` for each maximal run of consecutive rows, read
+    off the rows themselves (positions ``i:j`` hold ``first, first + 1, ...``)."""
+    if not len(rows):
+        return []
+    r = rows.view(np.int64)
+    cut = np.flatnonzero(np.diff(r) != 1) + 1
+    starts = [0, *cut.tolist()]
+    ends = [*cut.tolist(), len(r)]
+    return [(i, j, int(r[i])) for i, j in zip(starts, ends, strict=True)]
+
+
 def test_runs_of_consecutive_rows():
     rows = np.array([5, 6, 7, 0, 9, 10, 3], dtype=np.uint64)
     assert _runs(rows) == [(0, 3, 5), (3, 4, 0), (4, 6, 9), (6, 7, 3)]
@@ -124,6 +136,26 @@ def test_batch_runs_read_off_the_blocks_equal_the_orders_runs(n, bs, block, seed
         key = _Runs(runs)
         np.testing.assert_array_equal(key.rows(), w)
         assert (key.n, key.stop) == (len(w), int(w.max()) + 1)
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_the_device_loaders_keys_hold_the_samplers_rows(tmp, shuffle, drop_last):
+    # The device loader gets every batch as runs (one per sequential batch): the
+    # rows of the sampler's own keys, epoch by epoch.
+    dl = device_loader(make_store(tmp / "fs", 1000), 96, shuffle, 4, drop_last, "cpu")
+    for epoch in (0, 1):
+        dl.set_epoch(epoch)
+        plain = list(dl.sampler)
+        dl.set_epoch(epoch)
+        runs = list(dl.sampler._keys(runs=True))
+        assert all(isinstance(k, _Runs) for k in runs)
+        assert len(runs) == len(plain) == len(dl)
+        for key, want in zip(runs, plain, strict=True):
+            rows = np.arange(1000)[want]
+            np.testing.assert_array_equal(key.rows(), rows)
+            assert key.runs == _runs(rows.astype(np.uint64))
+            assert key.stop == int(rows.max()) + 1
 
 
 @pytest.mark.parametrize("direct", [True, None])
