@@ -489,6 +489,34 @@ def test_same_results_as_stdlib_mmap(tmp):
         assert repr(a) == repr(b)
 
 
+def test_long_searches_match_the_stdlib_across_the_gil_cut(tmp):
+    # A search over more than 64 KiB looks at its first 64 KiB (from the end for
+    # rfind) holding the GIL, then at the rest with the GIL released, the two
+    # overlapping by the needle's length less one: needles straddling the cut, on
+    # either side of it, and in both parts at once, against mmap.mmap.
+    k = 64 * 1024
+    base = np.random.default_rng(3).integers(0, 250, 3 * k + 123, dtype=np.uint8).tobytes()
+    needle = b"\xfb\xfc\xfd\xfe"  # bytes >= 250 are found only where put
+    n = len(base)
+    ranges = [(0, n), (7, n), (k, n - 9), (11, n - 5)]
+    for a, e in ranges:
+        spots = [a + k - d for d in range(5)] + [e - k - 4 + d for d in range(5)]
+        for placed in [[x] for x in spots] + [[a + 10, a + k + 100], [e - k - 200, e - 20]]:
+            data = bytearray(base)
+            for x in placed:
+                data[x : x + 4] = needle
+            p = write(tmp / "cut.bin", bytes(data))
+            with (
+                open(p, "rb") as f,
+                std_mmap.mmap(f.fileno(), 0, access=std_mmap.ACCESS_READ) as want,
+                mmapkit.mmap(f.fileno(), 0, access=mmapkit.ACCESS_READ) as got,
+            ):
+                for sub in (needle, needle[:1], needle[1:3]):
+                    where = (sub, a, e, placed)
+                    assert got.find(sub, a, e) == want.find(sub, a, e), where
+                    assert got.rfind(sub, a, e) == want.rfind(sub, a, e), where
+
+
 def test_writes_to_read_only_maps_raise_what_the_stdlib_raises(tmp):
     """Issue 10 defect 15: same exception type and message as mmap.mmap."""
     import mmap as std

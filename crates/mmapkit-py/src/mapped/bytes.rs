@@ -62,9 +62,33 @@ impl MappedFile {
         if end < start {
             return Ok(-1);
         }
-        let run =
-            || if reverse { m.rfind(&needle, start, end) } else { m.find(&needle, start, end) };
-        let r = if end - start > DETACH_BYTES { py.detach(run) } else { run() };
-        Ok(r.py_err()?.map_or(-1, |i| i as isize))
+        let run = |a: usize, e: usize| {
+            if reverse {
+                m.rfind(&needle, a, e)
+            } else {
+                m.find(&needle, a, e)
+            }
+        };
+        if end - start <= DETACH_BYTES {
+            return Ok(run(start, end).py_err()?.map_or(-1, |i| i as isize));
+        }
+        // The first DETACH_BYTES from where the search starts are searched
+        // holding the GIL, as a short search would: a common word is found
+        // there without letting the GIL go and taking it back. The rest
+        // overlaps them by the needle's length less one, so a match
+        // straddling the cut is found whole.
+        let keep = needle.len().saturating_sub(1);
+        let (near, rest) = if reverse {
+            let cut = end - DETACH_BYTES;
+            ((cut, end), (start, (cut + keep).min(end)))
+        } else {
+            let cut = start + DETACH_BYTES;
+            ((start, cut), (cut.saturating_sub(keep).max(start), end))
+        };
+        let r = match run(near.0, near.1).py_err()? {
+            Some(i) => Some(i),
+            None => py.detach(|| run(rest.0, rest.1)).py_err()?,
+        };
+        Ok(r.map_or(-1, |i| i as isize))
     }
 }

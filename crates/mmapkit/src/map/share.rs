@@ -183,6 +183,8 @@ macro_rules! forward_sliceless {
 /// Bytes a [`SharedMap`] search copies at a time (stays in L2, and under
 /// the size from which `read_into` switches to `pread`).
 const WINDOW: usize = 64 << 10;
+/// The first window of a [`SharedMap::windows`] scan.
+const FIRST_WINDOW: usize = 4 << 10;
 
 /// The raw `madvise` values [`SharedMap::madvise`] passes on.
 const SAFE_MADVISE: &[i32] = &[
@@ -312,6 +314,10 @@ impl SharedMap {
     /// bytes lies whole in some window. `f` returns where the next window
     /// may start at the earliest (it starts at `max(that, end of this
     /// window - overlap)`), or None to stop.
+    ///
+    /// The first window is a page and each next one twice the last, up to
+    /// [`WINDOW`]: a search that stops near `start` (a `find` of a common
+    /// word) copies a page, not 64 KiB; a whole scan pays four more windows.
     fn windows(
         &self,
         start: usize,
@@ -320,17 +326,22 @@ impl SharedMap {
         mut f: impl FnMut(usize, &[u8]) -> Option<usize>,
     ) -> Result<()> {
         self.map.check()?;
-        let size = WINDOW.max(2 * overlap + 1);
-        let mut buf = vec![0u8; size.min(end.saturating_sub(start))];
+        let max = WINDOW.max(2 * overlap + 1);
+        let mut size = FIRST_WINDOW.max(2 * overlap + 1).min(max);
+        let mut buf = Vec::new();
         let mut pos = start;
         while pos < end {
             let stop = (pos + size).min(end);
+            if buf.len() < stop - pos {
+                buf.resize(stop - pos, 0);
+            }
             let w = &mut buf[..stop - pos];
             self.map.raw_read_at(pos, w)?;
             match f(pos, w) {
                 Some(next) if stop < end => pos = next.max(stop - overlap),
                 _ => break,
             }
+            size = (size * 2).min(max);
         }
         Ok(())
     }
@@ -676,11 +687,16 @@ mod tests {
     use std::os::unix::fs::FileExt;
 
     /// Bytes over several search windows, with needles straddling the
-    /// window boundaries and self-overlapping ones ("aa").
+    /// window boundaries (the growing first ones from 0: 4, 12, 28 KiB, ...;
+    /// and multiples of the largest) and self-overlapping ones ("aa").
     fn sample() -> Vec<u8> {
         let mut v: Vec<u8> =
             (0..3 * WINDOW + 777).map(|i| b"abcdefgh"[(i * 7 + i / 13) % 8]).collect();
-        for at in [WINDOW - 2, WINDOW - 1, 2 * WINDOW - 3, 3 * WINDOW + 770] {
+        let f = FIRST_WINDOW;
+        let grown = [f - 2, 3 * f - 3, 7 * f - 1, 15 * f - 2];
+        for at in
+            grown.into_iter().chain([WINDOW - 2, WINDOW - 1, 2 * WINDOW - 3, 3 * WINDOW + 770])
+        {
             v[at..at + 5].copy_from_slice(b"aaaaa");
         }
         v
@@ -698,6 +714,7 @@ mod tests {
             (0, len),
             (1, len - 1),
             (WINDOW - 1, 2 * WINDOW + 2),
+            (FIRST_WINDOW - 3, len),
             (5, 5),
             (len + 3, len + 9),
             (9, 3),
