@@ -126,7 +126,7 @@ class SharedArray(NpyFacade):
         # file. (One open and one header read: no separate pre-read.)
         seg = SharedSegment.attach(path, not readonly, False)
         try:
-            _header_dtype(os.fspath(path), seg.descr)
+            _header_dtype(path, seg.descr)
             out = cls(seg)
         except BaseException:
             seg.close()

@@ -3,6 +3,7 @@
 import contextlib
 import multiprocessing
 import os
+import pathlib
 import pickle
 import subprocess
 import sys
@@ -32,6 +33,9 @@ def test_create_attach_same_memory(name):
         80,
         f"/dev/shm/{name}",
     )
+    # The return types _native.pyi gives (stubtest checks only signatures).
+    assert type(mmapkit._native.segment_path(name)) is str
+    assert isinstance(a._core.path, pathlib.Path)
     assert (a.numpy() == 0).all()
     a[1] = 7
     b = SharedArray.attach(name)

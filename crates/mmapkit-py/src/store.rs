@@ -445,11 +445,13 @@ pub fn npy_header(py: Python<'_>, path: PathBuf) -> PyResult<(String, bool, Vec<
     Ok((h.descr, h.fortran_order, h.shape, off))
 }
 
-/// The file path of shared-memory segment `name` (in `dir`, default /dev/shm).
+/// The file path of shared-memory segment `name` (in `dir`, default /dev/shm),
+/// as a `str`: every `SharedArray.attach` by name calls this, and a
+/// `pathlib.Path` took 6 of the 8 microseconds.
 #[pyfunction]
 #[pyo3(signature = (name, dir = None))]
-pub fn segment_path(name: &str, dir: Option<PathBuf>) -> PyResult<PathBuf> {
-    store::shared::segment_path(name, dir.as_deref()).py_err()
+pub fn segment_path(name: &str, dir: Option<PathBuf>) -> PyResult<std::ffi::OsString> {
+    store::shared::segment_path(name, dir.as_deref()).map(PathBuf::into_os_string).py_err()
 }
 
 /// Removes the temp files that writers of `path` which died left beside it
