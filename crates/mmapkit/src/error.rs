@@ -347,7 +347,8 @@ impl Error {
             Error::DiskFull { size, .. } => format!("no space left on device{}", extend_to(*size)),
             Error::ReservationExhausted { reserved, requested, .. } => format!(
                 "cannot grow to {requested} bytes in place: {reserved} bytes of address space are reserved \
-                 and views are still alive (open with a larger reserve)"
+                 for the map and it cannot move while it is shared or viewed (release its views and \
+                 try again, reopen it, or map it with a larger reserve)"
             ),
             Error::ReadOnly { .. } => "mapping is read-only".into(),
             Error::Corrupt { detail, .. } => format!("corrupt: {detail}"),

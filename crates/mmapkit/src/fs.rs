@@ -376,6 +376,9 @@ pub enum InPlace {
 }
 
 /// Opens `path` for use in place (see [`InPlace`]); errors name the path.
+/// `O_NONBLOCK`, so a FIFO under the name cannot block the open (the
+/// caller's `fstat` then refuses it); on regular files the flag changes
+/// nothing (open(2): "no effect for regular files and block devices").
 pub fn open_in_place(path: &Path, how: InPlace) -> Result<File> {
     let write = how != InPlace::Read;
     OpenOptions::new()
@@ -383,7 +386,7 @@ pub fn open_in_place(path: &Path, how: InPlace) -> Result<File> {
         .write(write)
         .create(matches!(how, InPlace::Create | InPlace::Truncate))
         .truncate(how == InPlace::Truncate)
-        .custom_flags(libc::O_CLOEXEC)
+        .custom_flags(libc::O_CLOEXEC | libc::O_NONBLOCK)
         .open(path)
         .map_err(|e| Error::io(path, "open", e))
 }

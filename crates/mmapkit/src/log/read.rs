@@ -142,6 +142,10 @@ impl CommitLog {
                 out.segs.push(seg.file.clone());
             }
         }
+        // The frames' headers were just read: a segment another process
+        // truncated under them faulted into zero pages (the payloads are
+        // checked by whoever copies them: `Entries::check`).
+        out.check()?;
         Ok(out)
     }
 
@@ -207,6 +211,14 @@ impl<'a> Entry<'a> {
 }
 
 impl Entries {
+    /// Err([`Error::FileTruncated`]) if another process truncated one of
+    /// the entries' segment files under a page that was read (the guard's
+    /// record: one atomic load a segment). A caller that copies the
+    /// payloads out calls it after the copy.
+    pub fn check(&self) -> Result<()> {
+        self.segs.iter().try_for_each(|s| s.map.check())
+    }
+
     /// The read's tag: truncations completed when it read (the lowest, if
     /// a refresh happened meanwhile). Entries that are not in the log as
     /// of this tag were dropped by a truncation numbered at or after it:

@@ -58,6 +58,24 @@ pub fn guard_stats() -> GuardStats {
     guard::stats()
 }
 
+/// Puts the `SIGBUS` guard's handler back in front of a handler installed
+/// after it (Python's `faulthandler.enable()`, PyTorch's DataLoader
+/// workers, a JVM), which then gets every `SIGBUS` that is not a truncated
+/// mmapkit mapping's. Returns whether it had to; a no-op before the first
+/// map. Without it, a later handler that restores ours and re-raises
+/// (`faulthandler`) still ends in zeros (see the guard's docs), one that
+/// resets to the default action and re-raises (PyTorch's) kills.
+pub fn guard_on_top() -> bool {
+    guard::on_top()
+}
+
+/// Tells the guard that the handler [`guard_on_top`] last went in front
+/// of has removed itself (`faulthandler.disable()`): signals that are not
+/// the guard's go on to the handler before it again.
+pub fn guard_below_removed() {
+    guard::below_removed()
+}
+
 use std::fs::File;
 use std::mem::MaybeUninit;
 use std::os::fd::AsRawFd;
@@ -287,6 +305,17 @@ impl MapOptions {
         if meta.is_dir() {
             return Err(Error::io(path, "map", std::io::Error::from_raw_os_error(libc::EISDIR)));
         }
+        {
+            use std::os::unix::fs::FileTypeExt;
+            let t = meta.file_type();
+            if t.is_fifo() || t.is_socket() {
+                let what = if t.is_fifo() { "a FIFO" } else { "a socket" };
+                return Err(Error::not_a_file(
+                    path,
+                    format!("is {what}, not a regular file (it cannot be mapped)"),
+                ));
+            }
+        }
         if let Some(size) = self.size {
             if !writable {
                 return Err(Error::invalid(path, "size= needs a writable mode"));
@@ -435,7 +464,13 @@ impl MapOptions {
         }
         map.mapped.store(need, Ordering::Release);
         map.len.store(len, Ordering::Release);
-        map.slot = guard::Slot::register(base as usize, base as usize + need, prot);
+        map.slot = guard::Slot::register(
+            base as usize,
+            base as usize + need,
+            prot,
+            map.file.as_raw_fd(),
+            aligned,
+        );
         Ok(map)
     }
 }
@@ -666,8 +701,23 @@ impl Map {
         self.readable()?;
         self.check()?;
         let r = f(self.as_slice());
-        self.check()?;
+        let last = self.as_slice().last().copied();
+        self.check_tail(0, self.len(), last)?;
         Ok(r)
+    }
+
+    /// After a read of `[offset, offset+len)` whose last byte was `last`:
+    /// [`check`](Self::check), and where that byte is zero, whether the file
+    /// still holds the range ([`check_covered`](Self::check_covered)). A
+    /// truncation inside a page leaves the rest of that page mapped, reading
+    /// as zeros without a fault; those zeros always end the range read, so
+    /// a read that ends in anything else needs no `fstat`.
+    fn check_tail(&self, offset: usize, len: usize, last: Option<u8>) -> Result<()> {
+        self.check()?;
+        if last == Some(0) && !self.anonymous {
+            return self.check_covered(offset, len);
+        }
+        Ok(())
     }
 
     /// Err([`Error::FileTruncated`]) if pages of this map were lost to a
@@ -677,6 +727,22 @@ impl Map {
             Some(s) if s.faults() > 0 => Err(Error::FileTruncated { path: self.path.clone() }),
             _ => Ok(()),
         }
+    }
+
+    /// [`check`](Self::check), and Err([`Error::FileTruncated`]) if the
+    /// file (a regular file) no longer holds bytes `[offset, offset+len)`
+    /// of the map: another process shortened it, so what is there (or was
+    /// written there) is in no file, even where no page has faulted yet.
+    /// One `fstat`: what every write-back, growth and commit checks before
+    /// it reports success.
+    pub fn check_covered(&self, offset: usize, len: usize) -> Result<()> {
+        self.check()?;
+        let meta = self.file.metadata().map_err(|e| self.err("stat", e))?;
+        let want = self.offset.saturating_add(offset.saturating_add(len) as u64);
+        if meta.file_type().is_file() && meta.len() < want {
+            return Err(Error::FileTruncated { path: self.path.clone() });
+        }
+        Ok(())
     }
 
     /// Copies `buf.len()` bytes at `offset` into `buf`.
@@ -739,7 +805,9 @@ impl Map {
             // so plain reads cannot race.
             unsafe { std::ptr::copy_nonoverlapping(src, buf.as_mut_ptr().cast::<u8>(), buf.len()) };
         }
-        self.check()
+        // SAFETY: every byte of `buf` was written just above.
+        let last = buf.last().map(|b| unsafe { b.assume_init() });
+        self.check_tail(offset, buf.len(), last)
     }
 
     /// Writes `data` at `offset`.
@@ -923,6 +991,11 @@ impl Map {
         if have >= want {
             return Ok(());
         }
+        if have < self.offset + self.len() as u64 {
+            // Someone else cut the file under the map: extending it again
+            // would turn the lost bytes into a hole of zeros, silently.
+            return Err(Error::FileTruncated { path: self.path.clone() });
+        }
         if !(self.is_writable() && (self.is_shared() || self.anonymous)) {
             return Err(Error::invalid(&self.path, format!(
                 "cannot map up to byte {want}: the file has only {have} bytes and this map cannot extend it"
@@ -938,16 +1011,13 @@ impl Map {
     pub fn resize(&mut self, new_len: usize) -> Result<()> {
         let len = self.len();
         if new_len >= len {
-            let need = sys::round_up(self.delta.saturating_add(new_len));
-            if need > self.reserved() {
-                let extra = sys::round_up(need - self.reserved());
-                if sys::reserve_exact(self.base.wrapping_add(self.reserved()), extra).is_ok() {
-                    *self.reserved.get_mut() += extra;
-                } else {
-                    self.relocate(DEFAULT_RESERVE.max(need.saturating_add(need / 4)))?;
-                }
-            }
+            self.make_room(new_len)?;
             return self.grow_locked(new_len);
+        }
+        if !self.anonymous {
+            // Shrinking a file someone else cut shorter than the new length
+            // would extend it again with a hole of zeros.
+            self.check_covered(0, new_len)?;
         }
         let need = sys::round_up(self.delta + new_len);
         let mapped = *self.mapped.get_mut();
@@ -967,6 +1037,22 @@ impl Map {
                 .map_err(|e| self.err("ftruncate", e))?;
         }
         Ok(())
+    }
+
+    /// Makes room for `len` bytes in the reservation: the addresses after
+    /// it, or (taken) a larger reservation the mapping moves to (`&mut
+    /// self`: nothing borrows it). Changes neither the length nor the file.
+    pub fn make_room(&mut self, len: usize) -> Result<()> {
+        let need = sys::round_up(self.delta.saturating_add(len));
+        if need <= self.reserved() {
+            return Ok(());
+        }
+        let extra = sys::round_up(need - self.reserved());
+        if sys::reserve_exact(self.base.wrapping_add(self.reserved()), extra).is_ok() {
+            *self.reserved.get_mut() += extra;
+            return Ok(());
+        }
+        self.relocate(DEFAULT_RESERVE.max(need.saturating_add(need / 4)))
     }
 
     fn relocate(&mut self, reserve: usize) -> Result<()> {
@@ -1198,24 +1284,38 @@ impl Map {
             Err(e) if e.raw_os_error() == Some(libc::EFAULT) => {
                 Err(Error::FileTruncated { path: self.path.clone() })
             }
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
-                // Kernel before 5.14: touch one byte per page instead.
-                let page = page_size();
-                self.check()?;
-                let mut acc = 0u8;
-                for i in (0..self.len()).step_by(page) {
-                    // SAFETY: in bounds of the mapping; an atomic load (no
-                    // slice), so it may race with `&self` writers
-                    // (SharedMap), and is not elided. Loads are allowed on
-                    // read-only memory.
-                    let b = unsafe { std::sync::atomic::AtomicU8::from_ptr(self.data().add(i)) };
-                    acc ^= b.load(Ordering::Relaxed);
-                }
-                std::hint::black_box(acc);
-                self.check()
-            }
+            // Kernel before 5.14: touch one byte per page instead.
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => self.touch(0, self.len()),
             Err(e) => Err(self.err("madvise(populate)", e)),
         }
+    }
+
+    /// Reads one byte of every page of `[offset, offset+len)` (faulting it
+    /// in), then [`check`](Self::check)s: Ok means every byte of the range
+    /// was the file's when it was looked at. What an iterator of views
+    /// calls before it hands one out (a few nanoseconds a resident page).
+    pub fn touch(&self, offset: usize, len: usize) -> Result<()> {
+        self.readable()?;
+        self.check()?;
+        let end = self.bounds(offset, len)?;
+        if len == 0 {
+            return Ok(());
+        }
+        let page = page_size();
+        let mut acc = 0u8;
+        let mut i = offset;
+        while i < end {
+            // SAFETY: in bounds of the mapping; an atomic load (no slice),
+            // so it may race with `&self` writers (SharedMap), and is not
+            // elided. Loads are allowed on read-only memory.
+            let b = unsafe { std::sync::atomic::AtomicU8::from_ptr(self.data().add(i)) };
+            acc ^= b.load(Ordering::Relaxed);
+            // The first byte of the next page (every page the range
+            // overlaps starts below `end` or holds `offset`).
+            i = ((i + self.delta) / page + 1) * page - self.delta;
+        }
+        std::hint::black_box(acc);
+        self.check()
     }
 
     /// Pins every page of the mapping in memory (`mlock`): all are read in
@@ -1249,13 +1349,17 @@ impl Map {
 
     /// Writes dirty pages of `[offset, offset+len)` back to the file,
     /// waiting for the I/O when `sync` (`msync(MS_SYNC)` vs `MS_ASYNC`).
+    /// A truncation of the file under the range (before or during the
+    /// call) is [`Error::FileTruncated`]: those bytes reached no file.
     pub fn flush_range(&self, offset: usize, len: usize, sync: bool) -> Result<()> {
         let (addr, n) = self.page_range(offset, len)?;
         if n == 0 {
-            return Ok(());
+            return self.check();
         }
+        self.check_covered(offset, len)?;
         // SAFETY: the range is mapped.
-        unsafe { sys::msync(addr, n, sync) }.map_err(|e| self.err("msync", e))
+        unsafe { sys::msync(addr, n, sync) }.map_err(|e| self.err("msync", e))?;
+        self.check_covered(offset, len)
     }
 
     /// Flushes the whole map synchronously.

@@ -145,6 +145,11 @@ macro_rules! forward_sliceless {
             pub fn check(&self) -> Result<()> {
                 self.map.check()
             }
+            /// Err([`Error::FileTruncated`]) after a truncation, or when the
+            /// file no longer holds the range (see [`Map::check_covered`]).
+            pub fn check_covered(&self, offset: usize, len: usize) -> Result<()> {
+                self.map.check_covered(offset, len)
+            }
             /// Copies `buf.len()` bytes at `offset` into `buf` (atomic
             /// loads: may race with writes through `&self`, never makes a
             /// slice of the map).
@@ -471,6 +476,11 @@ impl SharedMap {
     /// exclusive access because it may unmap or move memory.
     pub fn resize(&mut self, new_len: usize) -> Result<()> {
         self.map.resize(new_len)
+    }
+    /// Room for `len` bytes, moving the mapping if it must (see
+    /// [`Map::make_room`]); needs exclusive access for the move.
+    pub fn make_room(&mut self, len: usize) -> Result<()> {
+        self.map.make_room(len)
     }
 }
 

@@ -300,3 +300,57 @@ fn large_read_of_truncated_file_is_an_error() {
     let mut buf = vec![0u8; 2 << 20];
     assert!(matches!(m.read_at(0, &mut buf), Err(Error::FileTruncated { .. })));
 }
+
+fn cut(path: &Path, len: u64) {
+    std::fs::OpenOptions::new().write(true).open(path).unwrap().set_len(len).unwrap();
+}
+
+#[test]
+fn flush_of_bytes_a_truncation_dropped_is_an_error() {
+    let (_d, path) = file_with(&pattern(16 * page_size()));
+    let mut m = Map::open(&path, Mode::ReadWrite).unwrap();
+    m.write_at(15 * page_size(), b"dirty").unwrap();
+    cut(&path, page_size() as u64);
+    // No page faulted: the dirty page was dropped with the file's tail.
+    m.check().unwrap();
+    for sync in [true, false] {
+        let err = m.flush_range(0, m.len(), sync).unwrap_err();
+        assert!(matches!(err, Error::FileTruncated { .. }), "{err}");
+    }
+    // The part still in the file flushes; growing over the cut refuses to
+    // fill it with a hole of zeros, and so does shrinking to a length past it.
+    m.flush_range(0, page_size(), true).unwrap();
+    assert!(matches!(m.grow(17 * page_size()).unwrap_err(), Error::FileTruncated { .. }));
+    assert!(matches!(m.resize(8 * page_size()).unwrap_err(), Error::FileTruncated { .. }));
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), page_size() as u64);
+    assert_eq!(m.refresh(true).unwrap(), page_size());
+    m.flush().unwrap();
+}
+
+#[test]
+fn touch_reads_every_page_of_a_range_and_reports_a_truncation() {
+    let data = pattern(8 * page_size() + 100);
+    let (_d, path) = file_with(&data);
+    let m = MapOptions::new().offset(100).open(&path).unwrap();
+    m.touch(0, m.len()).unwrap();
+    m.touch(3, 0).unwrap();
+    assert!(m.touch(1, m.len()).is_err()); // out of bounds
+    cut(&path, 4 * page_size() as u64);
+    // Pages before the cut are the file's; touching one past it reports.
+    m.touch(0, 3 * page_size()).unwrap();
+    let err = m.touch(0, 5 * page_size()).unwrap_err();
+    assert!(matches!(err, Error::FileTruncated { .. }), "{err}");
+    assert!(m.touch(0, 1).is_err(), "sticky until refreshed");
+}
+
+#[test]
+fn a_fifo_is_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    for mode in [Mode::Read, Mode::ReadWrite, Mode::CopyOnWrite] {
+        let err = Map::open(&fifo, mode).unwrap_err();
+        assert_eq!(err.kind(), crate::ErrorKind::NotAFile, "{err}");
+        assert!(err.to_string().contains("FIFO"), "{err}");
+    }
+}

@@ -456,9 +456,12 @@ impl ArrayStore {
     /// name this store's path.
     pub fn reader(&self) -> Result<ArrayStore> {
         use std::os::fd::AsRawFd;
+        // A file cut under the published rows is that, not a bad header.
+        self.check_rows(self.len())?;
         let fd = PathBuf::from(format!("/proc/self/fd/{}", self.map.file().as_raw_fd()));
-        let mut r =
-            Self::open(&fd, false, Some(self.item_size)).map_err(|e| e.with_path(&self.path))?;
+        let mut r = Self::open(&fd, false, Some(self.item_size)).map_err(|e| {
+            self.check_rows(self.len()).err().unwrap_or_else(|| e.with_path(&self.path))
+        })?;
         r.path = self.path.clone();
         Ok(r)
     }
@@ -698,7 +701,14 @@ impl ArrayStore {
                     .zip(out.par_chunks_mut(per * rb))
                     .for_each(|(r, o)| copy(r, o));
             })
-        })?
+        })??;
+        self.check_gathered()
+    }
+
+    /// After a gather: the page holding a cut reads as zeros without a
+    /// fault, so the file's length is checked too (one `fstat`).
+    fn check_gathered(&self) -> Result<()> {
+        self.check_rows(self.len())
     }
 
     /// [`gather_rows_on`](Self::gather_rows_on) into a fresh buffer that
@@ -735,7 +745,8 @@ impl ArrayStore {
                 threads.install(|| {
                     rows.par_chunks(per).zip(fillers.par_iter_mut()).for_each(|(r, f)| copy(r, f));
                 })
-            })?
+            })??;
+            self.check_gathered()
         })
     }
 
@@ -798,7 +809,8 @@ impl ArrayStore {
             threads.install(|| {
                 rows.par_chunks(per).enumerate().for_each(|(k, c)| copy(k * per, c));
             })
-        })?
+        })??;
+        self.check_gathered()
     }
 
     /// The checks of [`gather_rows`](Self::gather_rows) for an output of
@@ -824,6 +836,29 @@ impl ArrayStore {
             self.check_failed()?;
         }
         Ok(())
+    }
+
+    /// Err([`Error::FileTruncated`]) if another process truncated the file
+    /// under the published rows `[0, rows)` (pages already lost, or the
+    /// file now shorter than them): what an iterator over views checks
+    /// before it hands out a batch and once more at the end, so an epoch
+    /// never ends in silent zeros. One atomic load and one `fstat`.
+    pub fn check_rows(&self, rows: u64) -> Result<()> {
+        let rows = rows.min(self.len()) as usize;
+        self.map.check_covered(0, self.data_off + rows * self.row_bytes)
+    }
+
+    /// Reads one byte of every page of the published rows `[lo, hi)` and
+    /// checks that none was lost to a truncation ([`Map::touch`]): Ok
+    /// means the rows were the file's when looked at. An iterator of
+    /// zero-copy views calls it before it hands a batch out.
+    pub fn check_read(&self, lo: u64, hi: u64) -> Result<()> {
+        let hi = hi.min(self.len());
+        let lo = lo.min(hi);
+        let rb = self.row_bytes;
+        self.map.touch(self.data_off + lo as usize * rb, (hi - lo) as usize * rb)?;
+        // The page holding a cut reads as zeros without a fault.
+        self.check_rows(hi)
     }
 
     /// Pointer to row 0, for bindings that hand out views (valid for

@@ -357,6 +357,10 @@ impl Commit {
                 f.sync()?;
                 l.sync()?;
             }
+            // Never commit rows another process cut out of the files (a
+            // sync over them succeeds; their bytes are in no file).
+            f.check_rows(new)?;
+            l.check_rows(new)?;
             write_meta(&self.dir, &self.schema, new)?;
             Ok(Ok(new))
         })();
