@@ -37,6 +37,21 @@ fn page_size() -> usize {
     mmapkit::map::page_size()
 }
 
+/// Puts mmapkit's SIGBUS guard back in front of a handler installed after
+/// it (faulthandler, PyTorch's DataLoader workers); returns whether it had
+/// to. The package calls it where those handlers are installed.
+#[pyfunction]
+fn guard_on_top() -> bool {
+    mmapkit::map::guard_on_top()
+}
+
+/// Tells the SIGBUS guard that the handler it last went in front of
+/// removed itself (`faulthandler.disable()`).
+#[pyfunction]
+fn guard_below_removed() {
+    mmapkit::map::guard_below_removed()
+}
+
 /// Adds `#[pyfunction]`s to the module.
 macro_rules! add_functions {
     ($m:ident: $($f:path),* $(,)?) => {
@@ -73,6 +88,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<features::FeatureStoreCore>()?;
     add_functions!(m:
         store::sparse, store::npy_header, store::segment_path, store::write_file_atomic, store::remove_stale_temp_files, drop_cache, page_size,
+        guard_on_top, guard_below_removed,
         tools::count, tools::find, tools::find_all, tools::grep, tools::grep_count, tools::replace, tools::keep_lines,
         kmers::kmers, kmers::kmer_labels,
     );

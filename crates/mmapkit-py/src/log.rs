@@ -159,7 +159,9 @@ impl CommitLog {
         } else {
             log.read(lo, hi, max_bytes).py_err()?
         };
-        PyList::new(py, es.iter().map(item))
+        let list = PyList::new(py, es.iter().map(item))?;
+        es.check().py_err()?; // payloads copied: none from a truncated page
+        Ok(list)
     }
 }
 
@@ -443,6 +445,7 @@ impl CommitLogIter {
             let hi = self.end.min(self.next + 1024);
             let es = self.log.read(self.next, hi, None).py_err()?;
             self.buf = es.iter().rev().map(|e| PyBytes::new(py, e.data()).unbind()).collect();
+            es.check().py_err()?;
             self.next = hi;
         }
         Ok(self.buf.pop())

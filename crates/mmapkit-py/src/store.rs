@@ -309,6 +309,21 @@ impl ArrayStoreCore {
         Ok(words.into_pyarray(py))
     }
 
+    /// FileTruncatedError if another process truncated the file under the
+    /// first `rows` rows (pages already lost, or the file now shorter than
+    /// them); iterators over views call it before each batch and at the end.
+    fn check_rows(slf: &Bound<'_, Self>, rows: u64) -> PyResult<()> {
+        store(slf, |s| s.check_rows(rows))?.py_err()
+    }
+
+    /// Reads one byte of every page of rows `[lo, hi)` (faulting them in)
+    /// and raises FileTruncatedError if any was lost to a truncation: Ok
+    /// means those rows were the file's when looked at. Iterators of
+    /// zero-copy batches call it before they hand one out.
+    fn check_read(slf: &Bound<'_, Self>, lo: u64, hi: u64) -> PyResult<()> {
+        store(slf, |s| s.check_read(lo, hi))?.py_err()
+    }
+
     /// Gives unused capacity back to the file system.
     fn trim(slf: &Bound<'_, Self>) -> PyResult<()> {
         store(slf, |s| s.trim())?.py_err()

@@ -35,7 +35,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 
 use crate::buffer::Exported;
-use crate::errors::IntoPy;
+use crate::errors::{IntoPy, ReservationExhaustedError};
 use bytes::{bytes_of, with_view};
 use seq::ByteIter;
 pub use stdlib::Mmap;
@@ -108,6 +108,18 @@ impl MappedFile {
             },
         };
         Some((path?, *mode))
+    }
+
+    /// Pickling (and `copy.copy`) re-maps the file by path, which would
+    /// silently drop a copy-on-write map's private changes: TypeError.
+    fn refuse_copy_on_write(&self) -> PyResult<()> {
+        if self.access != ACCESS_COPY {
+            return Ok(());
+        }
+        Err(PyTypeError::new_err(
+            "cannot pickle a copy-on-write (ACCESS_COPY / mode \"c\") map: its private \
+             changes are in no file; pickle bytes(m), or map the file read-only",
+        ))
     }
 
     /// The open map, or ValueError("mmap closed or invalid").
@@ -188,11 +200,14 @@ impl MappedFile {
     }
 
     /// Pickles by path: the receiving process maps the file again instead
-    /// of receiving a copy of the data.
+    /// of receiving a copy of the data. A copy-on-write map is refused (as
+    /// the stdlib refuses every mmap): its private changes are in no file,
+    /// and mapping the file again would silently drop them.
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
         let py = slf.py();
         let this = slf.get();
         let m = this.get()?;
+        this.refuse_copy_on_write()?;
         let Some((path, mode)) = this.reopen_path() else {
             return Err(PyTypeError::new_err(
                 "cannot pickle an anonymous map: share it with fork, or map a file",
@@ -247,6 +262,24 @@ impl MappedFile {
         let to_end = self.to_end.load(Ordering::Relaxed);
         let m = self.get()?;
         // Remaps in place: exported buffers and numpy views stay valid.
+        let requested = match py.detach(|| m.resync(to_end)) {
+            Err(mmapkit::Error::ReservationExhausted { requested, .. })
+                if self.map.exports() == 0 =>
+            {
+                requested
+            }
+            other => return other.py_err(),
+        };
+        // The file grew past the reservation and no view pins the map:
+        // move it to a larger one, then follow the file.
+        drop(m);
+        self.map.with(|arc| match Arc::get_mut(arc) {
+            Some(m) => m.make_room(requested).py_err(),
+            None => Err(ReservationExhaustedError::new_err(
+                "mmap is in use by another thread; cannot move it to follow the file now",
+            )),
+        })??;
+        let m = self.get()?;
         py.detach(|| m.resync(to_end)).py_err()
     }
 
@@ -265,6 +298,14 @@ impl MappedFile {
         let out = Self::copy_out(py, &m, pos.min(m.len()), pos.min(m.len()) + k)?;
         self.pos.store(pos + k, Ordering::Relaxed);
         Ok(out)
+    }
+
+    /// Every mapped byte, copied (what `bytes(m)` calls before it would
+    /// copy through the buffer protocol, which could not report a
+    /// truncation: this raises FileTruncatedError).
+    fn __bytes__(&self, py: Python<'_>) -> PyResult<Py<PyBytes>> {
+        let m = self.get()?;
+        Self::copy_out(py, &m, 0, m.len())
     }
 
     /// Reads the byte at the current position and advances past it
@@ -566,6 +607,12 @@ impl MappedFile {
     /// ints), re-checking the length and closed state at every step.
     fn __iter__(slf: Bound<'_, Self>) -> ByteIter {
         ByteIter::new(slf)
+    }
+
+    /// One-byte `bytes` objects from the last byte to the first, as
+    /// `reversed()` gives over the stdlib's mmap.
+    fn __reversed__(slf: Bound<'_, Self>) -> PyResult<ByteIter> {
+        ByteIter::reversed(slf)
     }
 
     /// `x in m` as the stdlib evaluates it (see `seq`).

@@ -146,16 +146,27 @@ impl MappedFile {
     }
 }
 
-/// Iterator over a map's bytes (see `MappedFile::__iter__`).
+/// Iterator over a map's bytes (see `MappedFile::__iter__` and
+/// `__reversed__`).
 #[pyclass(module = "mmapkit", frozen)]
 pub struct ByteIter {
     map: Py<MappedFile>,
+    /// The next index (`usize::MAX`: exhausted).
     next: AtomicUsize,
+    back: bool,
 }
 
 impl ByteIter {
     pub(super) fn new(map: Bound<'_, MappedFile>) -> Self {
-        ByteIter { map: map.unbind(), next: AtomicUsize::new(0) }
+        ByteIter { map: map.unbind(), next: AtomicUsize::new(0), back: false }
+    }
+
+    /// From the last byte to the first (as `reversed()` over the stdlib's
+    /// sequence protocol: it stops once the map is shorter than the index).
+    pub(super) fn reversed(map: Bound<'_, MappedFile>) -> PyResult<Self> {
+        let len = map.get().get()?.len();
+        let next = len.checked_sub(1).unwrap_or(usize::MAX);
+        Ok(ByteIter { map: map.unbind(), next: AtomicUsize::new(next), back: true })
     }
 }
 
@@ -174,7 +185,8 @@ impl ByteIter {
             return Ok(None);
         }
         let byte = m.byte_at(i).py_err()?;
-        self.next.store(i + 1, Ordering::Relaxed);
+        let next = if self.back { i.checked_sub(1).unwrap_or(usize::MAX) } else { i + 1 };
+        self.next.store(next, Ordering::Relaxed);
         Ok(Some(PyBytes::new(py, &[byte]).unbind()))
     }
 }

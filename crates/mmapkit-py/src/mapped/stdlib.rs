@@ -189,6 +189,7 @@ impl Mmap {
         let base = slf.as_super().get();
         // Like the stdlib's refusal (TypeError) for what cannot be reopened.
         let m = base.get().map_err(|_| PyTypeError::new_err("cannot pickle a closed mmap"))?;
+        base.refuse_copy_on_write()?;
         let Some((path, _)) = base.reopen_path() else {
             return Err(PyTypeError::new_err(
                 "cannot pickle an anonymous mmap: share it with fork, or map a file",
