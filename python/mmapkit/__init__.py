@@ -42,7 +42,9 @@ each map the array by path).
 commit, recovery of a torn tail).
 
 Everything raises :class:`FileTruncatedError` (an ``OSError``) instead of
-crashing with SIGBUS when another process truncates the mapped file.
+crashing with SIGBUS when another process truncates the mapped file, also
+with ``faulthandler`` or PyTorch's DataLoader workers installed after it
+(see the README's "Truncation is an error, not a crash").
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ from . import (
     shared_memory,
     stats,  # exact out-of-core statistics: mmapkit.stats.median(...)
 )
+from ._guard import install as _install_guard
 from ._native import (
     ACCESS_COPY,
     ACCESS_DEFAULT,
@@ -103,6 +106,10 @@ from ._types import PathLike
 from .features import FeatureStore
 from .shared_memory import SharedArray
 from .store import ArrayStore, sparse
+
+# faulthandler and PyTorch's DataLoader workers install SIGBUS handlers
+# after ours: keep the truncation guard in front of them (mmapkit._guard).
+_install_guard()
 
 #: ``mmap.error`` is ``OSError`` in the stdlib; so it is here.
 error = OSError

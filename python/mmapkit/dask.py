@@ -89,8 +89,12 @@ def _open_cached(path: str, stop: int) -> ArrayStore:
 
 def load_rows(path: str, start: int, stop: int) -> np.ndarray[Any, Any]:
     """Rows ``[start, stop)`` of the ``.npy`` file ``path``: a zero-copy,
-    read-only view of this process's mapping (the task of every chunk)."""
-    return _open_cached(path, stop).numpy()[start:stop]
+    read-only view of this process's mapping (the task of every chunk),
+    its pages read and checked first: a file another process truncated
+    under them is :class:`~mmapkit.FileTruncatedError`, not a chunk of zeros."""
+    s = _open_cached(path, stop)
+    s.check(start, stop, touch=True)
+    return s.numpy()[start:stop]
 
 
 def _resolve(source: Any, what: str) -> tuple[str, int, tuple[int, ...], np.dtype[Any]]:

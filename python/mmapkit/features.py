@@ -56,8 +56,8 @@ import math
 import os
 import resource
 from collections import deque
-from collections.abc import Iterator, Sequence
-from typing import Any, Self
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Self, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -72,6 +72,8 @@ from ._types import PathLike
 from .store import ArrayStore, _as_bytes
 
 __all__ = ["FeatureStore", "batch_order"]
+
+_T = TypeVar("_T")
 
 META = "meta.json"
 
@@ -350,16 +352,41 @@ class FeatureStore:
             )
         return s, e
 
-    def get(self, start: int = 0, end: int | None = None) -> Batch:
+    def get(self, start: int = 0, end: int | None = None, *, touch: bool = False) -> Batch:
         """Rows ``[start, end)`` as zero-copy, read-only views ``(X, y)``
-        (negative indices count from the end; out of range is ValueError)."""
+        (negative indices count from the end; out of range is ValueError).
+
+        :class:`~mmapkit.FileTruncatedError` if another process truncated
+        the files under the rows before the call (one ``fstat`` each);
+        ``touch=True`` reads one byte of every page first (a few
+        nanoseconds a resident page), so Ok means every row was the file's
+        when looked at: what mmapkit's iterators do before they hand out a
+        batch. A truncation after the call reads as zeros through the views
+        (a raw view cannot report it); the store's next call reports it.
+        """
         self._need_open()
         s, e = self._bounds(start, end)
+        fx, fy = self._features._core, self._labels._core
+        if touch:
+            fx.check_read(s, e)
+            fy.check_read(s, e)
+        else:
+            fx.check_rows(e)
+            fy.check_rows(e)
         X = self._features.numpy()[s:e]
         y = self._labels.numpy()[s:e]
         X.flags.writeable = False
         y.flags.writeable = False
         return X, y
+
+    def check(self, start: int = 0, stop: int | None = None, *, touch: bool = False) -> None:
+        """Raise :class:`~mmapkit.FileTruncatedError` if another process
+        truncated the features or labels file under rows ``[start, stop)``
+        (default: every row); ``touch=True`` reads every page of them first
+        (see :meth:`mmapkit.ArrayStore.check`)."""
+        self._need_open()
+        self._features.check(start, stop, touch=touch)
+        self._labels.check(start, stop, touch=touch)
 
     @property
     def features(self) -> np.ndarray[Any, Any]:
@@ -447,14 +474,40 @@ class FeatureStore:
         ``prefetch`` groups ahead, on read-only handles of its own: the
         copy overlaps the caller's work and never waits for the GIL.
         """
-        bs = batch_size
-        return (
-            (X[s : s + bs], y[s : s + bs])
-            for X, y, _ in self._batch_groups(
-                batch_size, shuffle, seed, drop_last, prefetch, block_size=block_size
-            )
-            for s in range(0, len(y), bs)
+        groups = self._batch_groups(
+            batch_size, shuffle, seed, drop_last, prefetch, block_size=block_size
         )
+        if shuffle:  # copies, checked as they were gathered
+            bs = batch_size
+            return (
+                (X[s : s + bs], y[s : s + bs]) for X, y, _ in groups for s in range(0, len(y), bs)
+            )
+        return self._checked_batches(groups, batch_size, touch=prefetch == 0)
+
+    def _checked_batches(
+        self,
+        groups: Iterator[tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], int]],
+        bs: int,
+        touch: bool,
+    ) -> Iterator[Batch]:
+        """Sequential batches of views, each one checked before it is handed
+        out: its pages read (``touch``; as ``get(touch=True)``) or, where the
+        group's pages were just read ahead, the fault record and the files'
+        lengths (see :meth:`_checked`)."""
+        fx, fy = self._features._core, self._labels._core
+        lo = 0
+        for X, y, _ in groups:
+            n = len(y)
+            for s in range(0, n, bs):
+                e = min(s + bs, n)
+                if touch:
+                    fx.check_read(lo + s, lo + e)
+                    fy.check_read(lo + s, lo + e)
+                else:
+                    fx.check_rows(lo + e)
+                    fy.check_rows(lo + e)
+                yield X[s:e], y[s:e]
+            lo += n
 
     def _batch_groups(
         self,
@@ -484,8 +537,10 @@ class FeatureStore:
         if not shuffle:
             X, y = self.get(0, stop)
             if prefetch == 0:
-                return ((X[lo:hi], y[lo:hi], batch_size) for lo, hi in bounds)
-            return self._prefetched(bounds, lambda b: self._touched(X, y, b, batch_size), prefetch)
+                views = ((X[lo:hi], y[lo:hi], batch_size) for lo, hi in bounds)
+                return self._checked(views, bounds, touch=True)
+            made = self._prefetched(bounds, lambda b: self._touched(X, y, b, batch_size), prefetch)
+            return self._checked(made, bounds, touch=False)
         order = batch_order(n, batch_size, seed, block_size).view(np.int64)
         if prefetch == 0:
             return ((*self.take(order[lo:hi]), batch_size) for lo, hi in bounds)
@@ -507,6 +562,25 @@ class FeatureStore:
                 _words_as(yw, self._label_dtype, (m,)),
                 batch_size,
             )
+
+    def _checked(
+        self,
+        groups: Iterator[tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], int]],
+        bounds: Sequence[tuple[int, int]],
+        touch: bool,
+    ) -> Iterator[tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], int]]:
+        """Groups of views, each one checked against a truncation before it
+        is handed out, and all rows once more after the last: an epoch that
+        a truncation hit raises :class:`~mmapkit.FileTruncatedError`, never
+        ends in zeros. ``touch``: read one byte of every page first (as
+        ``get(touch=True)``, about 5 ns a page); groups that ``_touched``
+        already read are checked by the fault record and one ``fstat``
+        (reading them again here would take their disk reads, and with
+        them the prefetch decision, away from ``_prefetched``)."""
+        for (lo, hi), group in zip(bounds, groups, strict=True):
+            self.check(lo, hi, touch=touch)
+            yield group
+        self.check(0, bounds[-1][1] if bounds else 0)
 
     def _touched(
         self, X: np.ndarray[Any, Any], y: np.ndarray[Any, Any], b: tuple[int, int], batch_size: int
@@ -569,21 +643,28 @@ class FeatureStore:
 
     # ----- statistics (mmapkit._columns, shared with mmapkit.stats' axis=0) --
 
+    def _stat(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """``fn(features, *args)`` over the zero-copy view, then the rows
+        checked again: a truncation during the pass is
+        :class:`~mmapkit.FileTruncatedError`, not statistics of zeros."""
+        self._need_open()
+        r = fn(self.features, *args)
+        self.check(0, self._n)
+        return r
+
     def mean(self) -> npt.NDArray[np.float64]:
         """Per-feature mean (``float64``, shape ``(dim,)``), one streaming pass."""
-        self._need_open()
-        return _columns.mean(self.features)
+        return self._stat(_columns.mean)
 
     def std(self, ddof: int = 0) -> npt.NDArray[np.float64]:
         """Per-feature standard deviation (``float64``), one streaming pass."""
-        self._need_open()
-        return _columns.std(self.features, ddof)
+        return self._stat(_columns.std, ddof)
 
     def _extreme(self, fn: Any) -> np.ndarray[Any, Any]:
         self._need_open()
         if self._n == 0:
             raise ValueError(f"{self._path}: the store is empty (no minimum or maximum)")
-        return _columns.extreme(self.features, fn)
+        return self._stat(_columns.extreme, fn)
 
     def min(self) -> np.ndarray[Any, Any]:
         """Per-feature minimum (the store's dtype), like ``np.min(X, axis=0)``."""
@@ -598,8 +679,7 @@ class FeatureStore:
         one pass over the store (the same values as the methods of those
         names; ``min``/``max`` are ``None`` for an empty store), e.g. to
         standardise features: ``(X - d["mean"]) / d["std"]``."""
-        self._need_open()
-        return _columns.describe(self.features, ddof)
+        return self._stat(_columns.describe, ddof)
 
     def quantile(
         self,
@@ -627,15 +707,14 @@ class FeatureStore:
         self._need_open()
         if self._n == 0:
             raise ValueError(f"{self._path}: the store is empty (no quantiles)")
-        return _columns.quantile(self.features, q, method, memory, threads)
+        return self._stat(_columns.quantile, q, method, memory, threads)
 
     def median(
         self, *, memory: int = 256 << 20, threads: int | None = None
     ) -> np.ndarray[Any, Any]:
         """Exact per-feature median, equal to ``np.median(X, axis=0)``
         (``memory`` as in :meth:`quantile`)."""
-        self._need_open()
-        return _columns.median(self.features, memory, threads)
+        return self._stat(_columns.median, memory, threads)
 
     # ----- properties and protocol ----------------------------------------
 

@@ -197,6 +197,20 @@ class ArrayStore(NpyFacade):
         """A zero-copy view of every published row, shape ``(len,) + row_shape``."""
         return np.frombuffer(memoryview(self._core), dtype=self._row_dtype)
 
+    def check(self, start: int = 0, stop: int | None = None, *, touch: bool = False) -> None:
+        """Raise :class:`~mmapkit.FileTruncatedError` if another process
+        truncated the file under rows ``[start, stop)`` (default: every
+        published row): pages already lost, or (one ``fstat``) a file now
+        shorter than them. ``touch=True`` reads one byte of every page of
+        the rows first, so no return means each row was the file's when
+        looked at (what iterators of views do before they hand one out)."""
+        n = len(self._core)
+        hi = n if stop is None else min(int(stop), n)
+        if touch:
+            self._core.check_read(min(int(start), hi), hi)
+        else:
+            self._core.check_rows(hi)
+
     def __len__(self) -> int:
         return len(self._core)
 

@@ -157,7 +157,9 @@ class FeatureDataset(torch.utils.data.Dataset[tuple[torch.Tensor, torch.Tensor]]
             if isinstance(key.stop, (int, np.integer)) and key.stop >= 0:
                 self._cover(int(key.stop))
             start, stop, _ = key.indices(self.rows)
-            X, y = self.store.get(start, max(start, stop))
+            # Pages read and checked before the batch leaves (no zeros of
+            # a truncated file reach training unreported).
+            X, y = self.store.get(start, max(start, stop), touch=True)
         else:
             idx = np.asarray(key)
             if idx.size and np.issubdtype(idx.dtype, np.integer):
@@ -482,7 +484,11 @@ class DeviceLoader:
         if direct is not None:
             row = store.dim * store.dtype.itemsize
             if self.direct or key.n * row >= DIRECT_RUN_BYTES * len(key.runs):
-                return self._copy_runs(direct, key.runs, key.n, store)
+                out = self._copy_runs(direct, key.runs, key.n, store)
+                # Straight from the mapping: a file truncated under the rows
+                # (lost pages, or shorter than them) is an error, not zeros.
+                store.check(0, key.stop)
+                return out
         slot = self._ring[k % len(self._ring)]
         slot.wait()  # never overwrite a buffer whose copy out is in flight
         rows = key.rows()
