@@ -7,7 +7,9 @@ function reads it in row chunks, so memory stays bounded whatever ``n``.
 Moments are merged per chunk in ``float64`` (Chan et al.), extremes per
 chunk, and quantiles either column by column (when a column fits in
 ``memory``: copied out and selected in Rust by :mod:`mmapkit.stats`) or by
-radix selection over the rows (:func:`_select`).
+radix selection over the rows (:func:`_select`; always for ``float16``).
+Every path orders -0.0 below 0.0, as the Rust core does, so that which
+zero comes back never depends on the path, the chunking or the machine.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any, TypeAlias
 import numpy as np
 import numpy.typing as npt
 
-from ._radix import CORE_DTYPES, QuantilePlan, from_key, median_of, to_keys
+from ._radix import CORE_DTYPES, EmptyQuantileError, QuantilePlan, from_key, median_of, to_keys
 
 Q: TypeAlias = float | Sequence[float] | npt.NDArray[Any]
 
@@ -100,12 +102,33 @@ def std(X: np.ndarray[Any, Any], ddof: int = 0) -> npt.NDArray[np.float64]:
     return np.sqrt(var(X, ddof))
 
 
+def ordered_extreme(c: np.ndarray[Any, Any], fn: Callable[..., Any]) -> np.ndarray[Any, Any]:
+    """``fn(c, axis=0)`` (``np.min``/``np.max``) of rows ``c``, with -0.0
+    below 0.0 as the Rust core and the radix keys order them: a column
+    whose minimum is zero gives -0.0 when it holds a -0.0, one whose
+    maximum is zero gives 0.0 when it holds a 0.0. numpy's choice between
+    equal zeros follows its SIMD lanes (length, position, CPU), so every
+    path here makes this one."""
+    m: np.ndarray[Any, Any] = fn(c, axis=0)
+    if c.dtype.kind != "f":
+        return m
+    zero = m == 0  # NaN columns are NaN, not zero
+    if zero.any():
+        # A zero extreme: the column's elements are all >= 0 (min) or all
+        # <= 0 (max), so a sign bit marks a -0.0 (min) and its absence a 0.0 (max).
+        signs = np.signbit(c[:, zero])
+        negative = signs.any(axis=0) if fn is np.min else signs.all(axis=0)
+        m[zero] = np.where(negative, -0.0, 0.0)
+    return m
+
+
 def extreme(X: np.ndarray[Any, Any], fn: Callable[..., Any]) -> np.ndarray[Any, Any]:
-    """``fn(X, axis=0)`` (``np.min``/``np.max``) chunk by chunk; ``X`` has rows."""
+    """``fn(X, axis=0)`` (``np.min``/``np.max``) chunk by chunk; ``X`` has
+    rows. Zeros as :func:`ordered_extreme` orders them."""
     acc: np.ndarray[Any, Any] | None = None
     for c in row_chunks(X):
-        m = fn(c, axis=0)
-        acc = m if acc is None else fn(np.stack([acc, m]), axis=0)
+        m = ordered_extreme(c, fn)
+        acc = m if acc is None else ordered_extreme(np.stack([acc, m]), fn)
     if acc is None:
         raise ValueError("no rows (no minimum or maximum)")
     return acc
@@ -120,9 +143,9 @@ def describe(X: np.ndarray[Any, Any], ddof: int = 0) -> dict[str, Any]:
     lo = hi = None
     for c in row_chunks(X):
         n, m, m2 = merge_moments(n, m, m2, c)
-        cl, ch = c.min(axis=0), c.max(axis=0)
-        lo = cl if lo is None else np.minimum(lo, cl)
-        hi = ch if hi is None else np.maximum(hi, ch)
+        cl, ch = ordered_extreme(c, np.min), ordered_extreme(c, np.max)
+        lo = cl if lo is None else ordered_extreme(np.stack([lo, cl]), np.min)
+        hi = ch if hi is None else ordered_extreme(np.stack([hi, ch]), np.max)
     nan = np.full(d, np.nan)
     return {
         "count": n,
@@ -134,9 +157,10 @@ def describe(X: np.ndarray[Any, Any], ddof: int = 0) -> dict[str, Any]:
 
 
 def _native(dt: np.dtype[Any]) -> bool:
-    """Whether the Rust core selects in columns of ``dt`` (else numpy does:
-    float16, where numpy's answer is exact; for integers numpy's would wrap
-    around where the core's is exact, and both paths must agree)."""
+    """Whether the Rust core selects in columns of ``dt`` (else the radix
+    selection here does: float16; not numpy, whose choice between -0.0 and
+    0.0 differs from the core's and the radix keys' order, and whose
+    integer interpolation wraps around where theirs is exact)."""
     return dt in CORE_DTYPES
 
 
@@ -151,28 +175,29 @@ def quantile(
     method=method)``; ``X`` has rows. Within about ``memory`` bytes: columns
     copied out as many at a time as fit and selected by
     :func:`mmapkit.stats.quantile` (Rust, GIL released) when a column fits,
-    else radix selection over the rows (:func:`_select`)."""
+    else (and for ``float16``) radix selection over the rows
+    (:func:`_select`). No rows:
+    :class:`~mmapkit._radix.EmptyQuantileError` (numpy's ``IndexError``);
+    no columns: an empty result of numpy's shape and dtype."""
     from . import stats
 
     plan = QuantilePlan(q, method)
-    n, dt = X.shape[0], X.dtype
-    if n * dt.itemsize > memory:
+    n, d, dt = X.shape[0], X.shape[1], X.dtype
+    if n == 0:
+        raise EmptyQuantileError("zero-size array along axis 0: no quantiles")
+    if d == 0:
+        return np.empty((*plan.q.shape, 0), dtype=plan.result_dtype(dt))
+    if n * dt.itemsize > memory or not _native(dt):
         nan_cols, values = _select(X, plan.ranks(n), memory)
         return np.stack(
             [
                 plan.nan(dt) if nan_cols[j] else plan.finish(dt, n, lambda r, j=j: values[j, r])
-                for j in range(X.shape[1])
+                for j in range(d)
             ],
             axis=-1,
         )
-    native = _native(dt)
     return np.stack(
-        [
-            stats.quantile(col, q, method=method, threads=threads)
-            if native
-            else np.quantile(col, q, method=method)  # type: ignore[call-overload]
-            for col in _columns(X, memory)
-        ],
+        [stats.quantile(col, q, method=method, threads=threads) for col in _columns(X, memory)],
         axis=-1,
     )
 
@@ -187,7 +212,7 @@ def median(
     ft = dt.type if dt.kind == "f" else np.float64
     if n == 0:
         return np.full(X.shape[1], np.nan, dtype=ft)
-    if n * dt.itemsize > memory:
+    if n * dt.itemsize > memory or not _native(dt):
         lo, hi = (n - 1) // 2, n // 2
         nan_cols, values = _select(X, [lo, hi], memory)
         return np.array(
@@ -197,14 +222,7 @@ def median(
             ],
             dtype=ft,
         )
-    native = _native(dt)
-    return np.array(
-        [
-            stats.median(col, threads=threads) if native else np.median(col)
-            for col in _columns(X, memory)
-        ],
-        dtype=ft,
-    )
+    return np.array([stats.median(col, threads=threads) for col in _columns(X, memory)], dtype=ft)
 
 
 def _columns(X: np.ndarray[Any, Any], memory: int) -> Iterator[np.ndarray[Any, Any]]:

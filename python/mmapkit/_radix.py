@@ -21,6 +21,7 @@ import numpy.typing as npt
 __all__ = [
     "CORE_DTYPES",
     "DTYPES",
+    "EmptyQuantileError",
     "QuantilePlan",
     "check_dtype",
     "dtype_problem",
@@ -59,6 +60,15 @@ class UnsupportedDtypeError(TypeError, ValueError):
     """A dtype the statistics do not take: a ``TypeError``, as numpy gives
     for a dtype an operation cannot handle, and a ``ValueError``, as mmapkit
     gives for any other file it cannot read (its message names the file)."""
+
+
+class EmptyQuantileError(IndexError, ValueError):
+    """Quantiles of no elements (an array's or a file's): an ``IndexError``,
+    as numpy raises, and a ``ValueError``, as mmapkit raises for any other
+    input it cannot compute on."""
+
+    def __init__(self, message: str = "cannot take a quantile of an empty array") -> None:
+        super().__init__(message)
 
 
 def check_dtype(dtype: Any, where: str | None = None) -> np.dtype[Any]:

@@ -57,9 +57,25 @@ Results agree with numpy:
   :func:`var`/:func:`std` equal ``np.var``/``np.std`` of the data as
   ``float64``.
 * Empty input: :func:`median` and :func:`mean` return NaN with a
-  ``RuntimeWarning`` (as numpy); :func:`min`, :func:`max` and
-  :func:`quantile` raise ``ValueError`` (numpy raises ``ValueError`` /
-  ``IndexError``).
+  ``RuntimeWarning`` (as numpy); :func:`min` and :func:`max` raise
+  ``ValueError`` (as numpy) and :func:`quantile` an error that is both an
+  ``IndexError`` (numpy's) and a ``ValueError`` (an empty file's). With
+  ``axis=0``, an array of rows without columns (``(n, 0)``) gives empty
+  results of numpy's shape and dtype; one without rows (``(0, k)``) the
+  same NaNs and errors as numpy.
+* Signed zeros: -0.0 == 0.0, as in numpy, and when the answer is a zero
+  it is the one the data's order gives with -0.0 below 0.0 (IEEE 754's
+  ``minimum``/``maximum``): :func:`min` of ``[0.0, -0.0]`` is -0.0, its
+  :func:`max` 0.0, an ``inverted_cdf`` quantile is the zero at its rank
+  (``linear`` ones interpolate those elements with numpy's arithmetic),
+  on every path, ``axis`` and thread count. numpy's choice between
+  equal zeros is unspecified: it follows its SIMD kernels (the array's
+  length, the zero's position, the CPU), so its sign bit can differ.
+* Truncation: a view of an mmapkit mapping (a :class:`mmapkit.MappedFile`'s
+  ``numpy()``, an :class:`mmapkit.ArrayStore`) whose file another process truncated
+  before or during the computation raises
+  :class:`~mmapkit.FileTruncatedError` naming the file, as a path does,
+  instead of a result computed over the zero pages the guard put there.
 
 Per column: :func:`median`, :func:`quantile`, :func:`min`, :func:`max`,
 :func:`mean`, :func:`var` and :func:`std` take ``axis=0`` for an array (or ``.npy``
@@ -82,21 +98,77 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import os
 import warnings
-from collections.abc import Sequence
-from typing import Any, TypeAlias
+from collections.abc import Callable, Sequence
+from typing import Any, ParamSpec, TypeAlias, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from . import _columns, _native
-from ._radix import CORE_DTYPES, check_dtype
+from ._native import ArrayStoreCore, FileTruncatedError, MappedFile
+from ._radix import CORE_DTYPES, EmptyQuantileError, QuantilePlan, check_dtype
 from ._types import PathLike
 
 __all__ = ["histogram", "max", "mean", "median", "min", "quantile", "std", "sum", "var"]
 
 Source: TypeAlias = npt.ArrayLike | PathLike
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _truncation_check(a: Any) -> Callable[[], object] | None:
+    """For an input whose memory is an mmapkit mapping (its base chain of
+    numpy views and memoryviews ends at a :class:`~mmapkit.MappedFile` or
+    an :class:`~mmapkit.ArrayStore`'s core): a call that raises
+    :class:`~mmapkit.FileTruncatedError`, naming the file, if another
+    process truncated the file under the mapping (its lost pages then
+    read as zeros, and the SIGBUS guard counts them); else ``None``.
+    Paths need none: the core reports a truncation of what it maps."""
+    if isinstance(a, (str, os.PathLike)):
+        return None
+    obj: Any = np.asarray(a) if hasattr(a, "__array__") else a  # an ArrayStore: its view
+    while isinstance(obj, (np.ndarray, memoryview)):
+        obj = obj.base if isinstance(obj, np.ndarray) else obj.obj
+    if isinstance(obj, MappedFile):
+        m = obj
+        # Every read through the map reports the truncation it suffered.
+        return lambda: m[:1]
+    if isinstance(obj, ArrayStoreCore):
+        core = obj
+        return lambda: core.check_rows(len(core))
+    return None
+
+
+def _reports_truncation(fn: Callable[_P, _R]) -> Callable[_P, _R]:
+    """``fn`` (a statistic of its first argument), raising
+    :class:`~mmapkit.FileTruncatedError` when the input is a view of an
+    mmapkit mapping whose file another process truncated before or during
+    the computation: its result, or its failure (a selection whose passes
+    read different data says so), came from zero pages, not the file's.
+    (Its frame is one more between a warning and the caller: the
+    statistics' ``stacklevel`` counts it.)"""
+
+    @functools.wraps(fn)
+    def checked(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        check = _truncation_check(args[0] if args else kwargs.get("a"))
+        if check is None:
+            return fn(*args, **kwargs)
+        try:
+            out = fn(*args, **kwargs)
+        except Exception as e:
+            try:
+                check()
+            except FileTruncatedError as t:
+                raise t from e
+            raise
+        check()
+        return out
+
+    return checked
 
 
 def _src(
@@ -190,13 +262,14 @@ def _need_rows(X: np.ndarray[Any, Any], what: str) -> None:
 
 def _empty_warning(X: np.ndarray[Any, Any]) -> None:
     if X.shape[0] == 0:
-        warnings.warn("Mean of empty slice.", RuntimeWarning, stacklevel=3)
+        warnings.warn("Mean of empty slice.", RuntimeWarning, stacklevel=4)
 
 
 def _float_type(dtype_name: str) -> type[np.floating[Any]]:
     return np.float32 if dtype_name == "float32" else np.float64
 
 
+@_reports_truncation
 def median(
     a: Source,
     *,
@@ -223,7 +296,7 @@ def median(
     src, kw = _src(a, dtype, offset, count, strategy)
     name, value = _native.stats_reduce(src, "median", skipna=skipna, threads=threads, **kw)
     if value != value and _size(src) == 0:
-        warnings.warn("Mean of empty slice.", RuntimeWarning, stacklevel=2)
+        warnings.warn("Mean of empty slice.", RuntimeWarning, stacklevel=3)
     return _float_type(name)(value)
 
 
@@ -233,6 +306,7 @@ def _size(src: Any) -> int:
     return -1  # a path: emptiness is not worth a second open just for the warning
 
 
+@_reports_truncation
 def quantile(
     a: Source,
     q: float | Sequence[float] | npt.NDArray[Any],
@@ -262,24 +336,26 @@ def quantile(
     rows = _rows(a, dtype, offset, count, skipna, axis)
     if rows is not None:
         X, shape = rows
-        _need_rows(X, "quantiles")
         out = _columns.quantile(X, q, method, memory, threads)
         return out.reshape(np.shape(q) + shape)
     col = _python_path(a, dtype, offset, count, skipna)
     if col is not None:
-        if col.shape[0] == 0:
-            raise ValueError("cannot take a quantile of an empty array")
         out = np.asarray(_columns.quantile(col, q, method, memory, threads)).reshape(np.shape(q))
         return out[()] if out.ndim == 0 else out
     src, kw = _src(a, dtype, offset, count, strategy)
+    # numpy checks q and method (ValueError) before it finds no elements.
+    QuantilePlan(q, method)
     qa = np.asarray(q, dtype=np.float64)
     # numpy interpolates float32 data in float32 only for a Python scalar q
     # (a "weak" scalar); for arrays and numpy scalars in float64.
     wide = type(q) not in (float, builtins.int)
     qs = [float(x) for x in qa.ravel()]
-    name, values = _native.stats_quantile(
-        src, qs, method=method, wide=wide, skipna=skipna, threads=threads, **kw
-    )
+    try:
+        name, values = _native.stats_quantile(
+            src, qs, method=method, wide=wide, skipna=skipna, threads=threads, **kw
+        )
+    except IndexError:  # no elements (an array's or a file's)
+        raise EmptyQuantileError from None
     if method == "inverted_cdf":
         out_type: Any = np.dtype(name).type  # an element (NaN only for float data)
     elif wide:
@@ -290,6 +366,7 @@ def quantile(
     return out[()] if qa.ndim == 0 else out
 
 
+@_reports_truncation
 def histogram(
     a: Source,
     bins: int = 10,
@@ -345,6 +422,7 @@ def _extreme(
     return np.dtype(name).type(value)
 
 
+@_reports_truncation
 def min(
     a: Source,
     *,
@@ -361,6 +439,7 @@ def min(
     return _extreme("min", a, dtype, offset, count, skipna, threads, axis, strategy)
 
 
+@_reports_truncation
 def max(
     a: Source,
     *,
@@ -377,6 +456,7 @@ def max(
     return _extreme("max", a, dtype, offset, count, skipna, threads, axis, strategy)
 
 
+@_reports_truncation
 def sum(
     a: Source,
     *,
@@ -396,6 +476,7 @@ def sum(
     return value if isinstance(value, builtins.int) else np.float64(value)
 
 
+@_reports_truncation
 def mean(
     a: Source,
     *,
@@ -422,7 +503,7 @@ def mean(
     src, kw = _src(a, dtype, offset, count, strategy)
     _, value = _native.stats_reduce(src, "mean", skipna=skipna, threads=threads, **kw)
     if value != value and _size(src) == 0:
-        warnings.warn("Mean of empty slice.", RuntimeWarning, stacklevel=2)
+        warnings.warn("Mean of empty slice.", RuntimeWarning, stacklevel=3)
     return np.float64(value)
 
 
@@ -437,11 +518,12 @@ def _spread(
     else:
         X, shape = rows
     if X.shape[0] - ddof <= 0:
-        warnings.warn("Degrees of freedom <= 0 for slice", RuntimeWarning, stacklevel=3)
+        warnings.warn("Degrees of freedom <= 0 for slice", RuntimeWarning, stacklevel=4)
     out = fn(X, ddof).reshape(shape)
     return out[()] if shape == () else out
 
 
+@_reports_truncation
 def var(
     a: Source,
     *,
@@ -457,6 +539,7 @@ def var(
     return _spread(_columns.var, a, axis, ddof, dtype, offset, count)
 
 
+@_reports_truncation
 def std(
     a: Source,
     *,

@@ -3,12 +3,17 @@ on every path, integer quantiles that must not depend on ``memory=``,
 dtypes the statistics refuse (long double, complex) and refuse the same
 way everywhere, ``FeatureStore.take``'s index rules; and a differential
 property test against numpy over dtypes, axes, chunk sizes and ``memory``,
-so that an answer depending on the path taken fails."""
+so that an answer depending on the path taken fails. Then: views of
+mmapkit mappings whose file another process truncated, signed zeros in
+one order on every path, and arrays without rows or columns."""
 
 from __future__ import annotations
 
+import math
+import subprocess
+import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -382,3 +387,277 @@ def test_stats_of_an_array_another_thread_writes() -> None:
     finally:
         stop.set()
         t.join()
+
+
+# ----- views of a mapping whose file another process truncated ---------------------
+
+
+def _truncate_elsewhere(path: Path, size: int) -> None:
+    """Truncates ``path`` to ``size`` bytes from another process."""
+    code = "import os, sys; os.truncate(sys.argv[1], int(sys.argv[2]))"
+    subprocess.run([sys.executable, "-c", code, str(path), str(size)], check=True)
+
+
+TRUNCATED_CALLS: dict[str, Callable[[Any], Any]] = {
+    "sum": st.sum,
+    "mean": st.mean,
+    "median": st.median,
+    "quantile": lambda v: st.quantile(v, [0.1, 0.9]),
+    "inverted_cdf": lambda v: st.quantile(v, 0.5, method="inverted_cdf"),
+    "min": st.min,
+    "max": st.max,
+    "histogram": lambda v: st.histogram(v, 5),
+    "var": st.var,
+    "std": st.std,
+    "median axis=0": lambda v: st.median(np.asarray(v).reshape(-1, 4), axis=0),
+    "radix quantile axis=0": lambda v: st.quantile(
+        np.asarray(v).reshape(-1, 4), 0.5, axis=0, memory=1
+    ),
+    "min axis=0": lambda v: st.min(np.asarray(v).reshape(-1, 4), axis=0),
+    "mean axis=0": lambda v: st.mean(np.asarray(v).reshape(-1, 4), axis=0),
+}
+
+
+@pytest.mark.parametrize(
+    "source", ["MappedFile.numpy()", "MappedFile", "ArrayStore.numpy()", "ArrayStore"]
+)
+@pytest.mark.parametrize("call", sorted(TRUNCATED_CALLS))
+def test_stats_of_a_view_whose_file_was_truncated_raise_file_truncated_error(
+    tmp: Path, source: str, call: str
+) -> None:
+    """Another process cut the mapped file: the guard turned the lost pages
+    into zeros, and every statistic of a view of them says so, naming the
+    file, instead of a result computed over the zeros (it was one: 0.0 for
+    a median)."""
+    a = np.arange(1 << 18, dtype=np.float64) + 1  # 2 MiB; no zero of its own
+    if source.startswith("MappedFile"):
+        path = tmp / "a.raw"
+        a.tofile(path)
+        owner: Any = mmapkit.open(path, "r")
+        # The map itself is a buffer of bytes: its uint8 elements.
+        v: Any = owner.numpy(np.float64) if source.endswith("()") else owner
+    else:
+        path = tmp / "a.npy"
+        np.save(path, a)
+        owner = mmapkit.ArrayStore.open(path)
+        v = owner.numpy() if source.endswith("()") else owner
+    _truncate_elsewhere(path, 4096)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        with pytest.raises(mmapkit.FileTruncatedError) as e:
+            TRUNCATED_CALLS[call](v)
+    assert e.value.filename == str(path)
+    del e, v  # the traceback's frames hold the view too
+    owner.close()
+
+
+def test_a_failure_over_a_truncated_view_is_file_truncated_error(tmp: Path) -> None:
+    """A statistic that fails over a view of a cut file (here the NaN range
+    of a histogram; in the core, selection passes that read different
+    data) reports the truncation, the failure as its cause."""
+    path = tmp / "nan.raw"
+    np.full(1 << 18, np.nan).tofile(path)
+    m = mmapkit.open(path, "r")
+    v = m.numpy(np.float64)
+    _truncate_elsewhere(path, 4096)
+    with pytest.raises(mmapkit.FileTruncatedError) as e:
+        st.histogram(v)
+    assert e.value.filename == str(path) and isinstance(e.value.__cause__, ValueError)
+    del e, v  # the traceback's frames hold the view too
+    m.close()
+
+
+def test_a_truncation_between_the_radix_passes_is_file_truncated_error(
+    tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file is cut while the out-of-core selection reads the rows (after
+    its first chunk): its passes then count different data, and what comes
+    out is FileTruncatedError naming the file, not that failure or a wrong
+    quantile."""
+    path = tmp / "rows.raw"
+    np.random.default_rng(5).random((4096, 2)).tofile(path)
+    m = mmapkit.open(path, "r")
+    X = m.numpy(np.float64, (4096, 2))
+    real = _columns.row_chunks
+    cut: list[bool] = []
+
+    def chunks(X: np.ndarray, chunk_bytes: int | None = None) -> Iterator[np.ndarray]:
+        for c in real(X, 4096):
+            yield c
+            if not cut:
+                _truncate_elsewhere(path, 0)
+                cut.append(True)
+
+    monkeypatch.setattr(_columns, "row_chunks", chunks)
+    with pytest.raises(mmapkit.FileTruncatedError) as e:
+        st.quantile(X, [0.3, 0.7], axis=0, memory=1)
+    assert cut and e.value.filename == str(path)
+    del e, X  # the traceback's frames hold the view too
+    m.close()
+
+
+def test_stats_of_views_of_an_intact_mapping_are_the_arrays(tmp: Path) -> None:
+    """The truncation check costs nothing in results: an intact mapping's
+    views give the array's statistics, and errors of their own pass through."""
+    a = np.random.default_rng(6).random(10000)
+    path = tmp / "ok.raw"
+    a.tofile(path)
+    with mmapkit.open(path, "r") as m:
+        v = m.numpy(np.float64)
+        assert st.median(v) == np.median(a) and st.max(v) == np.max(a)
+        np.testing.assert_array_equal(
+            st.quantile(v.reshape(-1, 2), 0.5, axis=0), np.quantile(a.reshape(-1, 2), 0.5, axis=0)
+        )
+        with pytest.raises(ValueError, match="range"):
+            st.quantile(v, 2.0)
+        del v
+
+
+# ----- signed zeros ------------------------------------------------------------------
+
+
+@st_.composite
+def _signed_zeros(draw: st_.DrawFn) -> np.ndarray:
+    """Rows of 0.0 and -0.0 mixed, sometimes with ±1.0 (so that the extreme
+    or the quantile is not always a zero), in a float dtype."""
+    dt = np.dtype(draw(st_.sampled_from(FLOATS)))
+    shape = draw(st_.tuples(st_.integers(1, 40), st_.integers(1, 3)))
+    values = draw(st_.sampled_from([[0.0, -0.0], [0.0, -0.0, 1.0], [0.0, -0.0, -1.0]]))
+    picks = draw(hnp.arrays(np.intp, shape, elements=st_.integers(0, len(values) - 1)))
+    return np.array(values, dtype=dt)[picks]
+
+
+def _ordered(col: np.ndarray) -> np.ndarray:
+    """``col`` sorted with -0.0 below 0.0 (Python's sort of (value, sign))."""
+    return np.array(sorted(col.tolist(), key=lambda v: (v, math.copysign(1.0, v))), col.dtype)
+
+
+def _bits(x: Any) -> tuple[Any, ...]:
+    a = np.asarray(x)
+    return a.dtype, a.shape, a.tobytes()
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=_signed_zeros(), q=QUANTILES, rows_per_chunk=st_.integers(1, 8))
+def test_signed_zeros_are_ordered_one_way_on_every_path(
+    data: np.ndarray, q: float, rows_per_chunk: int
+) -> None:
+    """-0.0 == 0.0 as numpy has it, and which zero comes back is the one
+    the order with -0.0 below 0.0 gives (np.signbit against a sort), the
+    same for axis=None and axis=0, every thread count, chunking and
+    ``memory``. numpy's own sign bit is not the reference: it follows its
+    SIMD kernels (with AVX-512, min([0., -0., 0.]) is 0.0 but
+    min([0., 0., -0.]) -0.0, and at other lengths other positions win;
+    NEON orders the zeros), which mmapkit cannot follow out of core."""
+    n = data.shape[0]
+    flat = data[:, 0]
+    rank = int(np.quantile(np.arange(n), q, method="inverted_cdf"))
+    cols = [_ordered(data[:, j]) for j in range(data.shape[1])]
+    with chunk_bytes(rows_per_chunk * data.shape[1] * data.itemsize):
+        for X, axis, ordered in ((flat, None, cols[:1]), (data, 0, cols)):
+            for fn, want_of, np_fn in (
+                (st.min, lambda o: o[0], np.min),
+                (st.max, lambda o: o[-1], np.max),
+            ):
+                got = fn(X, axis=axis)
+                _same(got, np_fn(X, axis=axis))
+                want = np.array([want_of(o) for o in ordered], data.dtype)
+                np.testing.assert_array_equal(np.signbit(got).reshape(-1), np.signbit(want))
+            got = st.quantile(X, q, axis=axis, method="inverted_cdf")
+            _same(got, np.quantile(X, q, axis=axis, method="inverted_cdf"))
+            want = np.array([o[rank] for o in ordered], data.dtype)
+            np.testing.assert_array_equal(np.signbit(got).reshape(-1), np.signbit(want))
+        # Every path gives the same bits: the core, the radix selection, numpy's arithmetic.
+        column = flat.reshape(-1, 1)
+        for fn, kw in (
+            (st.median, {}),
+            (st.quantile, {"q": q}),
+            (st.quantile, {"q": [q, 0.5], "method": "inverted_cdf"}),
+            (st.min, {}),
+            (st.max, {}),
+        ):
+            want = _bits(fn(flat, **kw))
+            for other in (
+                fn(flat, threads=1, **kw),
+                fn(flat, threads=3, **kw),
+                np.asarray(fn(column, axis=0, **kw))[..., 0],
+            ):
+                assert _bits(other) == want, (fn, kw)
+            if fn is not st.min and fn is not st.max:
+                assert _bits(fn(flat, memory=1, **kw)) == want, (fn, kw)
+                assert _bits(np.asarray(fn(column, axis=0, memory=1, **kw))[..., 0]) == want
+        if data.dtype.kind == "f":
+            np.testing.assert_array_equal(st.median(flat), np.median(flat))
+
+
+# ----- arrays without rows or columns ------------------------------------------------
+
+
+EMPTY_CALLS = {
+    "median": (st.median, np.median, {}),
+    "quantile": (st.quantile, np.quantile, {"q": 0.5}),
+    "quantiles": (st.quantile, np.quantile, {"q": [0.2, 0.5]}),
+    "inverted_cdf": (st.quantile, np.quantile, {"q": [0.5], "method": "inverted_cdf"}),
+    "min": (st.min, np.min, {}),
+    "max": (st.max, np.max, {}),
+    # mmapkit's moments are float64 whatever the dtype: numpy's in float64.
+    "mean": (st.mean, np.mean, {"dtype": np.float64}),
+    "var": (st.var, np.var, {"dtype": np.float64}),
+    "std": (st.std, np.std, {"dtype": np.float64}),
+}
+
+
+def _outcome(f: Any) -> Any:
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)
+        try:
+            return f()
+        except (ValueError, IndexError) as e:  # what numpy raises here
+            return e
+
+
+@pytest.mark.parametrize("shape", [(3, 0), (0, 2), (0, 0), (3, 0, 2), (2, 3, 0), (0,)])
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "int32"])
+@pytest.mark.parametrize("axis", [None, 0])
+@pytest.mark.parametrize("call", sorted(EMPTY_CALLS))
+def test_statistics_of_arrays_without_rows_or_columns_are_numpys(
+    shape: tuple[int, ...], dtype: str, axis: int | None, call: str
+) -> None:
+    """An array of rows without columns, without rows, or both: numpy's
+    result (shape, dtype, NaNs), or the type of the error numpy raises
+    (quantile's of (n, 0) rows was "need at least one array to stack")."""
+    mk, ref, kw = EMPTY_CALLS[call]
+    x = np.zeros(shape, dtype)
+    want = _outcome(lambda: ref(x, axis=axis, **kw))
+    mk_kw = {k: v for k, v in kw.items() if k != "dtype"}
+    got = _outcome(lambda: mk(x, axis=axis, **mk_kw))
+    if isinstance(want, Exception):
+        assert isinstance(got, type(want)), (got, want)
+    else:
+        assert not isinstance(got, Exception), got
+        _same(got, want)
+        assert np.shape(got) == np.shape(want)
+
+
+def test_quantile_of_no_elements_is_numpys_index_error_and_a_value_error(tmp: Path) -> None:
+    """numpy raises IndexError for quantiles of nothing, mmapkit a
+    ValueError for an input it cannot compute on: the error is both, for
+    arrays, files and every path (after numpy's own checks of q)."""
+    np.save(tmp / "empty.npy", np.zeros(0))
+    np.save(tmp / "rows.npy", np.zeros((0, 3)))
+    (tmp / "empty.raw").write_bytes(b"")
+    for src, kw in (
+        (np.zeros(0), {}),
+        (np.zeros(0, np.float16), {}),
+        (np.zeros((0, 3), np.int16), {"axis": 0}),
+        (np.zeros((0, 3), np.float16), {"axis": 0}),
+        (tmp / "empty.npy", {}),
+        (tmp / "empty.raw", {"dtype": "int32"}),
+        (tmp / "rows.npy", {"axis": 0}),
+    ):
+        for exc in (IndexError, ValueError):
+            with pytest.raises(exc, match="quantile"):
+                st.quantile(src, 0.5, **kw)
+        with pytest.raises(ValueError, match="range") as e:
+            st.quantile(src, 2.0, **kw)
+        assert not isinstance(e.value, IndexError)

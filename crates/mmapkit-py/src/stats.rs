@@ -12,7 +12,7 @@ use mmapkit::scan::Strategy;
 use mmapkit::stats::{ArrayFile, DType, Input, Method, Sum, Value};
 use mmapkit::with_dtype;
 use numpy::{IntoPyArray, PyArray1, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyIndexError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::IntoPyObjectExt;
 
@@ -133,6 +133,8 @@ pub fn stats_reduce(
 
 /// Quantiles `qs` of `src`: (dtype name, values as int or float); `wide`:
 /// float32 data interpolates in float64 (numpy's way for an array of q).
+/// No elements: IndexError, as numpy raises (`mmapkit/stats.py` makes it
+/// its error that is also a ValueError), for arrays and files alike.
 #[pyfunction]
 #[pyo3(signature = (src, qs, *, method = "linear", wide = false, dtype = None, offset = 0, count = None, skipna = false, threads = None, strategy = None))]
 #[allow(clippy::too_many_arguments)]
@@ -151,8 +153,14 @@ pub fn stats_quantile(
 ) -> PyResult<(&'static str, Vec<Py<PyAny>>)> {
     let method: Method = method.parse().py_err()?;
     let (name, vals) = run(py, src, dtype, offset, count, threads, strategy, |d| {
-        d.quantiles(&qs, method, skipna, wide)
+        if d.is_empty() {
+            return Ok(None);
+        }
+        d.quantiles(&qs, method, skipna, wide).map(Some)
     })?;
+    let Some(vals) = vals else {
+        return Err(PyIndexError::new_err("cannot take a quantile of an empty array"));
+    };
     Ok((name, vals.into_iter().map(|v| value_obj(py, v)).collect::<PyResult<_>>()?))
 }
 
