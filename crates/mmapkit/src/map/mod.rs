@@ -707,14 +707,15 @@ impl Map {
     }
 
     /// After a read of `[offset, offset+len)` whose last byte was `last`:
-    /// [`check`](Self::check), and where that byte is zero, whether the file
-    /// still holds the range ([`check_covered`](Self::check_covered)). A
-    /// truncation inside a page leaves the rest of that page mapped, reading
-    /// as zeros without a fault; those zeros always end the range read, so
-    /// a read that ends in anything else needs no `fstat`.
+    /// [`check`](Self::check), and where that byte is zero and a cut may
+    /// hide in its page ([`cut_may_end`](Self::cut_may_end)), whether the
+    /// file still holds the range ([`check_covered`](Self::check_covered)).
+    /// A truncation inside a page leaves the rest of that page mapped,
+    /// reading as zeros without a fault; those zeros always end the range
+    /// read, so a read that ends in anything else needs no `fstat`.
     fn check_tail(&self, offset: usize, len: usize, last: Option<u8>) -> Result<()> {
         self.check()?;
-        if last == Some(0) && !self.anonymous {
+        if last == Some(0) && self.cut_may_end(offset + len) {
             return self.check_covered(offset, len);
         }
         Ok(())
@@ -1291,9 +1292,11 @@ impl Map {
     }
 
     /// Reads one byte of every page of `[offset, offset+len)` (faulting it
-    /// in), then [`check`](Self::check)s: Ok means every byte of the range
-    /// was the file's when it was looked at. What an iterator of views
-    /// calls before it hands one out (a few nanoseconds a resident page).
+    /// in), then [`check`](Self::check)s, and where a cut may hide in the
+    /// range's last page ([`cut_may_end`](Self::cut_may_end)) checks the
+    /// file's length: Ok means every byte of the range was the file's when
+    /// it was looked at. What an iterator of views calls before it hands
+    /// one out (a few nanoseconds a resident page).
     pub fn touch(&self, offset: usize, len: usize) -> Result<()> {
         self.readable()?;
         self.check()?;
@@ -1315,7 +1318,32 @@ impl Map {
             i = ((i + self.delta) / page + 1) * page - self.delta;
         }
         std::hint::black_box(acc);
-        self.check()
+        self.check()?;
+        if self.cut_may_end(end) {
+            return self.check_covered(offset, len);
+        }
+        Ok(())
+    }
+
+    /// Whether a truncation could have cut the file inside the page holding
+    /// byte `end - 1`, before `end`, without a fault (after a
+    /// [`check`](Self::check) that found none): the rest of that page then
+    /// reads as zeros. False as soon as a byte at or after `end - 1` in that
+    /// page is not zero (the file reaches past it); true where they all are,
+    /// and the caller checks the file's length. Usually one byte is read.
+    fn cut_may_end(&self, end: usize) -> bool {
+        if self.anonymous || end == 0 {
+            return false;
+        }
+        let page = page_size();
+        let page_end = ((end - 1 + self.delta) / page + 1) * page - self.delta;
+        let stop = page_end.min(self.mapped.load(Ordering::Acquire) - self.delta);
+        (end - 1..stop).all(|i| {
+            // SAFETY: inside the mapping ([data, base + mapped) is mapped,
+            // the page holding a byte below `len` whole); an atomic load.
+            let b = unsafe { std::sync::atomic::AtomicU8::from_ptr(self.data().add(i)) };
+            b.load(Ordering::Relaxed) == 0
+        })
     }
 
     /// Pins every page of the mapping in memory (`mlock`): all are read in

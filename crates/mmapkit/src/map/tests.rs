@@ -354,3 +354,21 @@ fn a_fifo_is_refused_at_once() {
         assert!(err.to_string().contains("FIFO"), "{err}");
     }
 }
+
+#[test]
+fn touch_reports_a_cut_inside_the_last_page_of_the_range() {
+    let data = pattern(8 * page_size());
+    let (_d, path) = file_with(&data);
+    let m = Map::open(&path, Mode::Read).unwrap();
+    // Cut in the middle of page 2: its tail reads as zeros without a fault.
+    cut(&path, 2 * page_size() as u64 + 100);
+    m.touch(0, 2 * page_size() + 100).unwrap();
+    let err = m.touch(0, 2 * page_size() + 200).unwrap_err();
+    assert!(matches!(err, Error::FileTruncated { .. }), "{err}");
+    // The map's own last page: an fstat stands in for the page after.
+    let (_d2, path2) = file_with(&data);
+    let m2 = Map::open(&path2, Mode::Read).unwrap();
+    cut(&path2, 8 * page_size() as u64 - 10);
+    m2.touch(0, 8 * page_size() - 10).unwrap();
+    assert!(m2.touch(7 * page_size(), page_size()).is_err());
+}
