@@ -277,6 +277,7 @@ class FeatureStore:
         """The core's two arrays as ``ArrayStore`` objects (their views are
         numpy's; ``take`` gathers through them)."""
         am = "r+" if self._mode == "r+" else "r"
+        self._whole_views: tuple[tuple[int, Any], Batch] | None = None
         self._features = ArrayStore(self._tx.features, self._dtype, am)
         self._labels = ArrayStore(self._tx.labels, self._label_dtype, am)
 
@@ -373,10 +374,22 @@ class FeatureStore:
         else:
             fx.check_rows(e)
             fy.check_rows(e)
-        X = self._features.numpy()[s:e]
-        y = self._labels.numpy()[s:e]
+        X, y = self._whole()
+        return X[s:e], y[s:e]
+
+    def _whole(self) -> Batch:
+        """Read-only views of every committed row. A reader keeps them
+        between calls (made again when its row count or arrays change): a
+        view of the whole store costs more than the slice of it a batch is."""
+        key = (self._n, self._features._core)
+        if self._whole_views is not None and self._whole_views[0] == key:
+            return self._whole_views[1]
+        X = self._features.numpy()[: self._n]
+        y = self._labels.numpy()[: self._n]
         X.flags.writeable = False
         y.flags.writeable = False
+        if self._mode == "r":
+            self._whole_views = (key, (X, y))
         return X, y
 
     def check(self, start: int = 0, stop: int | None = None, *, touch: bool = False) -> None:
@@ -763,6 +776,7 @@ class FeatureStore:
         if self._closed:
             return
         self._closed = True
+        self._whole_views = None
         self._tx.close()
 
     def __enter__(self) -> Self:

@@ -475,7 +475,7 @@ def test_abandoned_prefetching_epoch_stops_its_thread(tmp, monkeypatch):
     assert _prefetch_threads() == ["mmapkit-gather"]
     it.close()
     assert threading.active_count() == before
-    assert not _prefetch_threads()
+    assert _no_prefetch_threads()
 
 
 def test_shuffled_epoch_survives_the_store_closing_under_it(tmp):
@@ -507,6 +507,18 @@ def _prefetch_threads():
         if name == "mmapkit-gather":
             names.append(name)
     return names
+
+
+def _no_prefetch_threads():
+    """Whether every read-ahead thread has ended. A joined thread's task can
+    stay listed in /proc for an instant after pthread_join returns, so its
+    absence is awaited (up to 30 s, a hang-breaker), not sampled once."""
+    deadline = time.monotonic() + 30
+    while _prefetch_threads():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.001)
+    return True
 
 
 def _reopened_cold(fs):
@@ -547,7 +559,7 @@ def test_prefetch_thread_only_once_pages_come_from_disk(tmp, monkeypatch, shuffl
         alive = len(_prefetch_threads())
         assert alive == (1 if shuffle and len(got) == 1 else 0) or (shuffle and alive == 1)
     del batch
-    assert not _prefetch_threads()
+    assert _no_prefetch_threads()
     monkeypatch.setattr(mmapkit.features, "_disk_reads", real_disk_reads)
     fs = _reopened_cold(fs)
     cold, threads = [], []
@@ -558,7 +570,7 @@ def test_prefetch_thread_only_once_pages_come_from_disk(tmp, monkeypatch, shuffl
     # From the first group that read from disk (opening the store may have
     # read the first pages ahead), one thread, stopped at the end (the
     # gathering thread as soon as it has gathered the last group).
-    assert max(threads) == 1 and (shuffle or threads[-1] == 1) and not _prefetch_threads()
+    assert max(threads) == 1 and (shuffle or threads[-1] == 1) and _no_prefetch_threads()
     for a, b, c in zip(want, got, cold, strict=True):
         assert np.array_equal(a, b) and np.array_equal(a, c)
     # An epoch abandoned while its thread runs stops the thread.
@@ -569,7 +581,7 @@ def test_prefetch_thread_only_once_pages_come_from_disk(tmp, monkeypatch, shuffl
             break
     assert len(_prefetch_threads()) == 1
     it.close()
-    assert not _prefetch_threads()
+    assert _no_prefetch_threads()
 
 
 def test_fit_on_a_cold_store_equals_the_warm_fit(tmp):
