@@ -684,7 +684,7 @@ impl ArrayStore {
         let rb = self.row_bytes;
         let off = self.data_off;
         let parts = gather_parts(out.len(), threads);
-        self.map.read_with(|d| {
+        self.map.read_faulted(|d| {
             let copy = |rows: &[u64], out: &mut [u8]| {
                 for_runs(rows, |i, j| {
                     let from = off + rows[i] as usize * rb;
@@ -729,7 +729,7 @@ impl ArrayStore {
         let parts = gather_parts(bytes, threads);
         let per = rows.len().div_ceil(parts).max(1);
         map::filled_words(bytes, per * rb, |fillers| {
-            self.map.read_with(|d| {
+            self.map.read_faulted(|d| {
                 let copy = |rows: &[u64], f: &mut map::Filler<'_>| {
                     for_runs(rows, |i, j| {
                         let from = off + rows[i] as usize * rb;
@@ -773,7 +773,7 @@ impl ArrayStore {
         let rb = self.row_bytes;
         let off = self.data_off;
         let parts = gather_parts(out_len, threads);
-        self.map.read_with(|d| {
+        self.map.read_faulted(|d| {
             let copy = |first: usize, rows: &[u64]| {
                 let mut piece = Vec::with_capacity(GATHER_PIECE.min(rows.len() * rb));
                 let mut at = 0;
