@@ -304,7 +304,11 @@ fn recover_reraised() -> bool {
             let off = e.file_off.load(Ordering::Relaxed);
             let backed = size.saturating_sub(off).div_ceil(page_size as u64) * page_size as u64;
             let lost = start.saturating_add(usize::try_from(backed).unwrap_or(usize::MAX));
-            if lost < end && readable(lost) == Some(false) && zero_tail(e, lost, end) {
+            // Still the same mapping (a map clears its slot before it
+            // unmaps), and its first lost page still unreadable.
+            let same =
+                e.start.load(Ordering::Acquire) == start && e.fd.load(Ordering::Acquire) == fd;
+            if lost < end && same && readable(lost) == Some(false) && zero_tail(e, lost, end) {
                 found = true;
             }
         }
