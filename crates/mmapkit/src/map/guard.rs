@@ -382,17 +382,7 @@ fn chain(sig: c_int, info: *mut siginfo_t, ctx: *mut c_void) {
         }
     }
     if handler == libc::SIG_DFL || handler == libc::SIG_IGN {
-        // Restore the default action: a real fault re-executes and kills
-        // the process as usual; a sent signal is re-raised.
-        // SAFETY: sigaction/raise are async-signal-safe.
-        unsafe {
-            let mut dfl: libc::sigaction = MaybeUninit::zeroed().assume_init();
-            dfl.sa_sigaction = libc::SIG_DFL;
-            libc::sigaction(sig, &dfl, ptr::null_mut());
-            if (*info).si_code <= 0 {
-                libc::raise(sig);
-            }
-        }
+        die(sig, info);
         return;
     }
     // SAFETY: `prev` is non-null here (handler is not SIG_DFL).
