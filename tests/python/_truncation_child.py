@@ -144,6 +144,15 @@ class ViolationError(Exception):
     """An outcome the documented behaviour does not allow."""
 
 
+#: A step's judge: ``judge(result, exception, state)`` is its outcome, or
+#: raises ViolationError.
+Judge = Callable[[Any, Any, str], str]
+#: ``check(result, state)``: the outcome of a step that returned ``result``.
+Check = Callable[[Any, str], str]
+#: A way to draw a truncation's new size.
+Cut = Callable[[], int]
+
+
 class Mutator:
     """The other process: one action per round, at a seeded delay."""
 
@@ -188,6 +197,16 @@ def short(b: Any) -> str:
     return r if len(r) < 90 else r[:87] + "..."
 
 
+def file_cuts(rng: random.Random, size: int) -> list[Cut]:
+    """Cuts of a file of ``size`` bytes: to 0, anywhere, at a page boundary."""
+    return [lambda: 0, lambda: rng.randrange(size), lambda: rng.randrange(0, size, PAGE)]
+
+
+def into_last_pages(rng: random.Random, end: int) -> Cut:
+    """A cut into the two pages before ``end``."""
+    return lambda: max(0, end - rng.randint(1, 2 * PAGE))
+
+
 def first_diff(got: bytes, exp: bytes) -> str:
     n = min(len(got), len(exp))
     i = next((i for i in range(n) if got[i] != exp[i]), n)
@@ -222,7 +241,9 @@ class Round:
 
     # ----- the mutation ---------------------------------------------------
 
-    def plan(self, path: str, truncate_to: Callable[[], int]) -> None:
+    def plan(self, path: str, cuts: list[Cut]) -> None:
+        """Draws the round's mutation of ``path``; a truncation's new size
+        from one of ``cuts``."""
         rng = self.rng
         self.kind = rng.choices(KINDS, weights=[4, 2, 2, 2])[0]
         cmd: dict[str, Any] = {
@@ -235,7 +256,7 @@ class Round:
         }
         size = os.path.getsize(path)
         if self.kind == "truncate":
-            self.cut = cmd["size"] = truncate_to()
+            self.cut = cmd["size"] = rng.choice(cuts)()
         elif self.kind == "grow":
             cmd["size"] = rng.randint(1, 4 * PAGE)
         elif self.kind == "replace":
@@ -261,6 +282,11 @@ class Round:
 
     def truncated(self, state: str) -> bool:
         return self.kind == "truncate" and state != "pre"
+
+    def cut_below(self, end: int, state: str) -> bool:
+        """The file was cut to below ``end`` before the operation began: a
+        success that needs the bytes up to ``end`` is over lost bytes."""
+        return self.kind == "truncate" and state == "post" and self.cut < end
 
     def error(
         self, exc: BaseException, state: str, *, reopen: bool = False, writer: bool = False
@@ -300,17 +326,66 @@ class Round:
             )
         return "raw_zeros"
 
+    def judge_result(
+        self, check: Check | None = None, *, reopen: bool = False, writer: bool = False
+    ) -> Judge:
+        """The judge of a step that may raise a documented error (``reopen``,
+        ``writer``: as in :meth:`error`): its result is ``check(result,
+        state)``, or ``right`` without a check."""
+
+        def judge(res: Any, exc: Any, state: str) -> str:
+            if exc is not None:
+                return self.error(exc, state, reopen=reopen, writer=writer)
+            return "right" if check is None else check(res, state)
+
+        return judge
+
+    def judge_raw(self, what: str, check: Check) -> Judge:
+        """The judge of a read through a raw view, which never raises (``what``
+        names it): its bytes are ``check(result, state)``."""
+
+        def judge(res: Any, exc: Any, state: str) -> str:
+            if exc is not None:
+                raise ViolationError(f"{what} raised {type(exc).__name__}: {exc}")
+            return check(res, state)
+
+        return judge
+
     # ----- steps ----------------------------------------------------------
 
     def where(self) -> str:
         return f"seed {self.seed} round {self.rnd} step {self.step_no}"
 
-    def step(self, name: str, fn: Callable[[], Any], judge: Callable[[Any, Any, str], str]) -> Any:
-        """Runs ``fn``, then ``judge(result, exception, state)``."""
+    def begin(self, name: str) -> str:
+        """Counts an operation and logs it before it runs (a death names
+        it); returns its name, the scenario's first."""
         self.step_no += 1
         COUNT["ops"] += 1
         what = f"{self.scenario} {name}"
         log(f"[{self.where()}] {what} (mutation {self.kind} {self.cmd.get('size', '')})")
+        return what
+
+    def judged(
+        self, what: str, before: bool, judge: Callable[[str], str]
+    ) -> tuple[str, str | None]:
+        """The state since ``before`` (counted) and ``judge(state)``, the
+        outcome; None once a violation is listed."""
+        state = self.state_since(before)
+        STATES[state] += 1
+        try:
+            return state, judge(state)
+        except ViolationError as v:
+            self.violation(what, state, str(v))
+            return state, None
+
+    def count(self, outcome: str, note: str) -> None:
+        """Counts an outcome and logs it, with ``note``."""
+        OUT[outcome] += 1
+        log(f"  -> {outcome} {note}")
+
+    def step(self, name: str, fn: Callable[[], Any], judge: Judge) -> Any:
+        """Runs ``fn``, then ``judge(result, exception, state)``."""
+        what = self.begin(name)
         if self.armed:
             self.send()
         before = self.done()
@@ -318,15 +393,10 @@ class Round:
             res, exc = fn(), None
         except Exception as e:  # noqa: BLE001 - judged below
             res, exc = None, e
-        state = self.state_since(before)
-        STATES[state] += 1
-        try:
-            outcome = judge(res, exc, state)
-        except ViolationError as v:
-            self.violation(what, state, str(v))
+        state, outcome = self.judged(what, before, lambda state: judge(res, exc, state))
+        if outcome is None:
             return None
-        OUT[outcome] += 1
-        log(f"  -> {outcome} ({state})")
+        self.count(outcome, f"({state})")
         return res if exc is None else None
 
     def violation(self, what: str, state: str, msg: str) -> None:
@@ -353,25 +423,34 @@ class Round:
         as a reopen would; with ``reopens`` so may ``next`` (a DataLoader
         worker opens the store by path). Some epochs wait a little before
         reading each batch, as a training step would."""
-        self.step_no += 1
-        COUNT["ops"] += 1
-        what = f"{self.scenario} {name}"
-        log(f"[{self.where()}] {what} (mutation {self.kind} {self.cmd.get('size', '')})")
+        what = self.begin(name)
         send_at = self.rng.randint(0, 6) if self.armed else -1
         lag = self.rng.choice([0, 0, 0.0002, 0.001])
+
+        def raised(e: Exception, before: bool, where: str, zeros_at: int = -1) -> None:
+            """Judges what making the iterator or ``next`` (after zeros at
+            item ``zeros_at``, if not -1) raised."""
+
+            def judge(state: str) -> str:
+                outcome = self.error(e, state, reopen=reopens, writer=writer)
+                if zeros_at < 0:
+                    return outcome
+                if not isinstance(e, FTE):
+                    raise ViolationError(
+                        f"yielded zeros at item {zeros_at}, then raised "
+                        f"{type(e).__name__} (not FileTruncatedError): {str(e)[:200]}"
+                    )
+                return "zeros_then_error"
+
+            state, outcome = self.judged(f"{what} {where}", before, judge)
+            if outcome is not None:
+                self.count(outcome, f"{where} ({state}): {type(e).__name__}")
+
         before = self.done()
         try:
             it = make()
         except Exception as e:  # noqa: BLE001 - judged
-            state = self.state_since(before)
-            STATES[state] += 1
-            try:
-                outcome = self.error(e, state, reopen=reopens, writer=writer)
-            except ViolationError as v:
-                self.violation(what + " (making it)", state, str(v))
-                return
-            OUT[outcome] += 1
-            log(f"  -> {outcome} making it ({state}): {type(e).__name__}")
+            raised(e, before, "(making it)")
             return
         zeros_at = -1
         k = 0
@@ -388,25 +467,7 @@ class Round:
                     state = self.state_since(before)
                     break
                 except Exception as e:  # noqa: BLE001 - judged
-                    state = self.state_since(before)
-                    STATES[state] += 1
-                    try:
-                        outcome = self.error(e, state, reopen=reopens, writer=writer)
-                    except ViolationError as v:
-                        self.violation(f"{what} at item {k}", state, str(v))
-                        return
-                    if zeros_at >= 0:
-                        if not isinstance(e, FTE):
-                            self.violation(
-                                f"{what} at item {k}",
-                                state,
-                                f"yielded zeros at item {zeros_at}, then raised "
-                                f"{type(e).__name__} (not FileTruncatedError): {str(e)[:200]}",
-                            )
-                            return
-                        outcome = "zeros_then_error"
-                    OUT[outcome] += 1
-                    log(f"  -> {outcome} at item {k} ({state})")
+                    raised(e, before, f"at item {k}", zeros_at)
                     return
                 if lag:
                     time.sleep(lag)
@@ -438,8 +499,7 @@ class Round:
             except ViolationError as v:
                 self.violation(what, state, str(v))
                 return
-            OUT["right"] += 1
-            log(f"  -> right ({k} items, {state})")
+            self.count("right", f"({k} items, {state})")
         finally:
             if not completed:
                 stop_workers(it)
@@ -454,8 +514,21 @@ class Round:
     def setup(self) -> None:
         raise NotImplementedError
 
+    def data_file(self, n: int) -> None:
+        """``data``: ``n`` random non-zero bytes, the file at ``path``."""
+        self.data = nonzero_bytes(self.rng, n)
+        self.path = os.path.join(self.dir, "data.bin")
+        with open(self.path, "wb") as f:
+            f.write(self.data.tobytes())
+
     def ops(self) -> list[tuple[float, Callable[[], None]]]:
+        """The operations drawn, with their weights (see :meth:`weighted`)."""
         raise NotImplementedError
+
+    def weighted(self, **weights: float) -> list[tuple[float, Callable[[], None]]]:
+        """The methods ``op_NAME`` with their weights, in this order (the
+        order is part of what a seed draws)."""
+        return [(w, getattr(self, f"op_{name}")) for name, w in weights.items()]
 
     def close(self) -> None:
         """Closes the round's objects (judged: a close may flush)."""
@@ -492,27 +565,13 @@ class MapRound(Round):
     def setup(self) -> None:
         rng = self.rng
         self.L = L = max(8, rng.randint(1, 40) * PAGE - 8 * rng.randrange(PAGE // 8))
-        self.data = nonzero_bytes(rng, L)
+        self.data_file(L)
         self.full = self.data  # the expected byte at each offset (grown: zeros after)
-        self.path = os.path.join(self.dir, "data.bin")
-        with open(self.path, "wb") as f:
-            f.write(self.data.tobytes())
         self.mode = rng.choice(["r", "r+"])
         self.m = mmapkit.open(self.path, self.mode)
         self.cur = L  # the map's length
         self.views: list[np.ndarray] = [self.m.numpy(np.uint8), self.m.numpy(np.int64)]
-
-        def truncate_to() -> int:
-            how = rng.randrange(4)
-            if how == 0:
-                return 0
-            if how == 1:
-                return rng.randrange(L)
-            if how == 2:
-                return rng.randrange(0, L, PAGE)
-            return max(0, L - rng.randint(1, 2 * PAGE))  # into the last pages
-
-        self.plan(self.path, truncate_to)
+        self.plan(self.path, [*file_cuts(rng, L), into_last_pages(rng, L)])
 
     def exp(self, a: int, b: int) -> bytes:
         return self.full[a:b].tobytes()
@@ -530,10 +589,8 @@ class MapRound(Round):
         a, b = sorted((rng.randrange(n + 1), rng.randrange(n + 1)))
         return a, b
 
-    def api(self, expected: Any) -> Callable[[Any, Any, str], str]:
-        def judge(res: Any, exc: Any, state: str) -> str:
-            if exc is not None:
-                return self.error(exc, state)
+    def api(self, expected: Any) -> Judge:
+        def check(res: Any, state: str) -> str:
             if res != expected:
                 if isinstance(res, bytes):
                     raise ViolationError("success over lost bytes: " + first_diff(res, expected))
@@ -542,7 +599,7 @@ class MapRound(Round):
                 )
             return "right"
 
-        return judge
+        return self.judge_result(check)
 
     def op_getitem(self) -> None:
         a, b = self.span(self.cur)
@@ -589,13 +646,11 @@ class MapRound(Round):
         size = v.itemsize
         a, b = self.span(v.size)
 
-        def judge(res: Any, exc: Any, state: str) -> str:
-            if exc is not None:
-                raise ViolationError(f"a raw view read raised {type(exc).__name__}: {exc}")
+        def check(res: Any, state: str) -> str:
             offsets = np.arange(a * size, b * size)
             return self.zeros(res, self.full[a * size : b * size], offsets, state)
 
-        self.step(f"raw {v.dtype}[{a}:{b}]", v[a:b].copy, judge)
+        self.step(f"raw {v.dtype}[{a}:{b}]", v[a:b].copy, self.judge_raw("a raw view read", check))
 
     def op_memoryview(self) -> None:
         a, b = self.span(self.cur)
@@ -604,30 +659,25 @@ class MapRound(Round):
             with memoryview(self.m) as mv:
                 return np.frombuffer(mv[a:b].tobytes(), np.uint8)
 
-        def judge(res: Any, exc: Any, state: str) -> str:
-            if exc is not None:
-                raise ViolationError(f"a memoryview read raised {type(exc).__name__}: {exc}")
-            return self.zeros(res, self.full[a:b], np.arange(a, b), state)
-
+        judge = self.judge_raw(
+            "a memoryview read",
+            lambda res, state: self.zeros(res, self.full[a:b], np.arange(a, b), state),
+        )
         self.step(f"memoryview(m)[{a}:{b}]", read, judge)
 
     def op_new_view(self) -> None:
-        def judge(res: Any, exc: Any, state: str) -> str:
-            if exc is not None:
-                return self.error(exc, state)
+        def check(res: Any, state: str) -> str:
             self.views.append(res)
             return "right"
 
-        self.step("m.numpy(uint8)", lambda: self.m.numpy(np.uint8), judge)
+        self.step("m.numpy(uint8)", lambda: self.m.numpy(np.uint8), self.judge_result(check))
 
     def op_refresh(self) -> None:
         post = {"truncate": self.cut, "grow": self.L + self.cmd.get("size", 0)}.get(
             self.kind, self.cur
         )
 
-        def judge(res: Any, exc: Any, state: str) -> str:
-            if exc is not None:
-                return self.error(exc, state)
+        def check(res: Any, state: str) -> str:
             if res != self.cur and not (state != "pre" and res == post):
                 raise ViolationError(
                     f"refresh() gave length {res}: was {self.cur}, the file {post}"
@@ -637,19 +687,17 @@ class MapRound(Round):
             self.cur = res
             return "right"
 
-        self.step("refresh()", self.m.refresh, judge)
+        self.step("refresh()", self.m.refresh, self.judge_result(check))
 
     def op_flush(self) -> None:
         cur = self.cur
 
-        def judge(res: Any, exc: Any, state: str) -> str:
-            if exc is not None:
-                return self.error(exc, state)
-            if self.kind == "truncate" and state == "post" and self.cut < cur:
+        def check(res: Any, state: str) -> str:
+            if self.cut_below(cur, state):
                 raise ViolationError(f"flush() succeeded with the file cut to {self.cut} of {cur}")
             return "right"
 
-        self.step("flush()", self.m.flush, judge)
+        self.step("flush()", self.m.flush, self.judge_result(check))
 
     def op_write_same(self) -> None:
         a, b = self.span(self.cur)
@@ -658,10 +706,7 @@ class MapRound(Round):
         def write() -> None:
             self.m[a:b] = data
 
-        def judge(res: Any, exc: Any, state: str) -> str:
-            return "right" if exc is None else self.error(exc, state)
-
-        self.step(f"m[{a}:{b}] = (the same bytes)", write, judge)
+        self.step(f"m[{a}:{b}] = (the same bytes)", write, self.judge_result())
 
     def op_reopen(self) -> None:
         pre = self.data.tobytes()
@@ -689,27 +734,93 @@ class MapRound(Round):
         self.step("open(path, 'r') again; bytes()", read, judge)
 
     def ops(self) -> list[tuple[float, Callable[[], None]]]:
-        ops = [
-            (3, self.op_getitem),
-            (2, self.op_read),
-            (1, self.op_bytes),
-            (1, self.op_find),
-            (1, self.op_count),
-            (4, self.op_raw),
-            (1, self.op_memoryview),
-            (0.5, self.op_new_view),
-            (1, self.op_refresh),
-            (1, self.op_reopen),
-        ]
+        ops = self.weighted(getitem=3, read=2, bytes=1, find=1, count=1, raw=4, memoryview=1)
+        ops += self.weighted(new_view=0.5, refresh=1, reopen=1)
         if self.mode == "r+":
-            ops += [(1.5, self.op_flush), (1, self.op_write_same)]
+            ops += self.weighted(flush=1.5, write_same=1)
         return ops
 
     def close(self) -> None:
         self.views.clear()
-        self.step(
-            "close()", self.m.close, lambda r, e, s: "right" if e is None else self.error(e, s)
-        )
+        self.step("close()", self.m.close, self.judge_result())
+
+
+# ----- the stores (FeatureStore, ArrayStore): a writer and a reader ---------
+
+
+class StoreRound(Round):
+    """A store's round: its writer ``W`` has committed ``n`` rows, its
+    reader ``R`` sees ``Rn``; :meth:`end` is where rows end in the file that
+    is mutated."""
+
+    W: Any
+    R: Any
+    n: int
+    Rn: int
+
+    def end(self, rows: int) -> int:
+        """The file offset where ``rows`` rows end in the mutated file."""
+        raise NotImplementedError
+
+    def store_cuts(self, off: int, rb: int, n: int, size: int, header: bool) -> list[Cut]:
+        """Cuts of a file of ``size`` bytes holding ``n`` rows of ``rb`` bytes
+        from ``off``: to 0, into the header (if ``header``), at a row
+        boundary, anywhere in the rows, into the reserved capacity only
+        (where there is some; else as the next), into the last pages."""
+        rng, end = self.rng, off + n * rb
+        last_pages = into_last_pages(rng, end)
+        return [
+            lambda: 0,
+            *([lambda: rng.randrange(off)] if header else []),
+            lambda: off + rng.randrange(n) * rb,
+            lambda: rng.randrange(end),
+            lambda: rng.randrange(end, size) if size > end else last_pages(),
+            last_pages,
+        ]
+
+    def store(self) -> tuple[str, Any, int]:
+        if self.rng.random() < 0.6:
+            return "R", self.R, len(self.R)
+        return "W", self.W, len(self.W)
+
+    def commit(self, new_len: int, what: str, returns: bool = True) -> Judge:
+        """The judge of a writer's operation that makes ``new_len`` rows
+        durable (``returns``: and returns that length)."""
+
+        def check(res: Any, state: str) -> str:
+            if returns and res != new_len:
+                raise ViolationError(f"{what} returned {res}, expected {new_len}")
+            end = self.end(new_len)
+            if self.cut_below(end, state):
+                raise ViolationError(
+                    f"{what} committed {new_len} rows ({end} bytes) into a file cut to {self.cut}"
+                )
+            self.n = new_len
+            return "right"
+
+        return self.judge_result(check, writer=True)
+
+    def op_refresh(self) -> None:
+        def check(res: Any, state: str) -> str:
+            if not 0 <= res <= self.n:
+                raise ViolationError(f"refresh() claims {res} rows; the writer committed {self.n}")
+            self.Rn = res
+            return "right"
+
+        self.step("R.refresh()", self.R.refresh, self.judge_result(check, reopen=True))
+
+    def reopened(self, check: Callable[[int, Any, str], str]) -> Judge:
+        """The judge of opening the store again by path, which returns its
+        length and rows: no more rows than committed, then ``check(length,
+        rows, state)``."""
+
+        def check_length(res: Any, state: str) -> str:
+            n2, rows = res
+            if n2 > self.n:
+                raise ViolationError(f"a reopened store claims {n2} rows; {self.n} were committed")
+            return check(n2, rows, state)
+
+        return self.judge_result(check_length, reopen=True)
 
 
 # ----- FeatureStore: the writer, a reader, iterators, torch ------------------
@@ -720,7 +831,7 @@ def feature_rows(lo: int, hi: int, dim: int) -> tuple[np.ndarray, np.ndarray]:
     return (ids[:, None] + np.arange(dim)).astype(np.float32), ids.astype(np.float32)
 
 
-class FeatureRound(Round):
+class FeatureRound(StoreRound):
     scenario = "features"
 
     def setup(self) -> None:
@@ -746,24 +857,10 @@ class FeatureRound(Round):
         self.target = rng.choice(["X", "y"])
         path = os.path.join(self.sdir, "features.npy" if self.target == "X" else "labels.npy")
         off, rb = self.off[self.target], self.rb[self.target]
-        size = os.path.getsize(path)
+        self.plan(path, self.store_cuts(off, rb, n, os.path.getsize(path), header=True))
 
-        def truncate_to() -> int:
-            end = off + n * rb
-            how = rng.randrange(6)
-            if how == 0:
-                return 0
-            if how == 1:
-                return rng.randrange(off)  # into the header
-            if how == 2:
-                return off + rng.randrange(n) * rb  # a row boundary
-            if how == 3:
-                return rng.randrange(end)
-            if how == 4 and size > end:
-                return rng.randrange(end, size)  # only reserved capacity
-            return max(0, end - rng.randint(1, 2 * PAGE))
-
-        self.plan(path, truncate_to)
+    def end(self, rows: int) -> int:
+        return self.off[self.target] + rows * self.rb[self.target]
 
     def check_rows(self, ids: np.ndarray, X: np.ndarray, y: np.ndarray, state: str) -> str:
         """``right`` or ``zeros`` (raw-view zeros past the cut, in the
@@ -796,44 +893,14 @@ class FeatureRound(Round):
             raise ViolationError(f"rows {key[:8]!r}... are not rows of a store of {n}")
         return ids
 
-    def store(self) -> tuple[str, Any, int]:
-        if self.rng.random() < 0.6:
-            return "R", self.R, len(self.R)
-        return "W", self.W, len(self.W)
-
     def op_add(self) -> None:
         m = self.rng.randint(1, 300)
         before = len(self.W)
-
-        def judge(res: Any, exc: Any, state: str) -> str:
-            if exc is not None:
-                return self.error(exc, state, writer=True)
-            if res != before + m:
-                raise ViolationError(f"add returned {res}, expected {before + m}")
-            end = self.off[self.target] + res * self.rb[self.target]
-            if self.kind == "truncate" and state == "post" and self.cut < end:
-                raise ViolationError(
-                    f"add() committed {res} rows ({end} bytes) into a file cut to {self.cut}"
-                )
-            self.n = res
-            return "right"
-
         self.step(
             f"W.add({m} rows)",
             lambda: self.W.add(*feature_rows(before, before + m, self.dim)),
-            judge,
+            self.commit(before + m, "add()"),
         )
-
-    def op_refresh(self) -> None:
-        def judge(res: Any, exc: Any, state: str) -> str:
-            if exc is not None:
-                return self.error(exc, state, reopen=True)
-            if not 0 <= res <= self.n:
-                raise ViolationError(f"refresh() claims {res} rows; the writer committed {self.n}")
-            self.Rn = res
-            return "right"
-
-        self.step("R.refresh()", self.R.refresh, judge)
 
     def op_get(self) -> None:
         rng = self.rng
@@ -846,9 +913,7 @@ class FeatureRound(Round):
             X, y = s.get(a, b, touch=touch)
             return X.copy(), y.copy()
 
-        def judge(res: Any, exc: Any, state: str) -> str:
-            if exc is not None:
-                return self.error(exc, state, writer=who == "W")
+        def check(res: Any, state: str) -> str:
             r = self.check_rows(np.arange(a, b), *res, state)
             if r == "zeros" and state == "post":
                 raise ViolationError(
@@ -856,6 +921,7 @@ class FeatureRound(Round):
                 )
             return "raw_zeros" if r == "zeros" else "right"
 
+        judge = self.judge_result(check, writer=who == "W")
         self.step(f"{who}.get({a}, {b}, touch={touch})", get, judge)
 
     def op_take(self) -> None:
@@ -863,13 +929,12 @@ class FeatureRound(Round):
         who, s, n = self.store()
         rows = np.random.default_rng(rng.getrandbits(32)).integers(0, n, rng.randint(1, 300))
 
-        def judge(res: Any, exc: Any, state: str) -> str:
-            if exc is not None:
-                return self.error(exc, state, writer=who == "W")
+        def check(res: Any, state: str) -> str:
             if self.check_rows(rows, *res, state) != "right":
                 raise ViolationError("take() (a copy) returned rows of zeros")
             return "right"
 
+        judge = self.judge_result(check, writer=who == "W")
         self.step(f"{who}.take({len(rows)} rows)", lambda: s.take(rows), judge)
 
     def epoch(self, n: int, shuffle: bool, bs: int) -> Callable[[Any, str], str]:
@@ -945,40 +1010,22 @@ class FeatureRound(Round):
                 n2 = len(s2)
                 return n2, s2.take(np.arange(n2)) if n2 else None
 
-        def judge(res: Any, exc: Any, state: str) -> str:
-            if exc is not None:
-                return self.error(exc, state, reopen=True)
-            n2, rows = res
-            if n2 > self.n:
-                raise ViolationError(f"a reopened store claims {n2} rows; {self.n} were committed")
+        def check(n2: int, rows: Any, state: str) -> str:
             if rows is not None and self.check_rows(np.arange(n2), *rows, state) != "right":
                 raise ViolationError(f"a reopened store claims {n2} rows, some are zeros")
             return "right"
 
-        self.step("FeatureStore(dir, 'r') again; take(all)", reopen, judge)
+        self.step("FeatureStore(dir, 'r') again; take(all)", reopen, self.reopened(check))
 
     def ops(self) -> list[tuple[float, Callable[[], None]]]:
-        ops = [
-            (2, self.op_add),
-            (1.5, self.op_refresh),
-            (3, self.op_get),
-            (2, self.op_take),
-            (2, self.op_batches),
-            (1, self.op_reopen),
-        ]
+        ops = self.weighted(add=2, refresh=1.5, get=3, take=2, batches=2, reopen=1)
         if mtorch is not None:
-            ops.append((1, self.op_data_loader))
+            ops += self.weighted(data_loader=1)
         return ops
 
     def close(self) -> None:
         for name, s in (("W", self.W), ("R", self.R)):
-            self.step(
-                f"{name}.close()",
-                s.close,
-                lambda r, e, st, w=name == "W": (
-                    "right" if e is None else self.error(e, st, writer=w)
-                ),
-            )
+            self.step(f"{name}.close()", s.close, self.judge_result(writer=name == "W"))
 
 
 # ----- ArrayStore --------------------------------------------------------------
@@ -988,7 +1035,7 @@ def array_rows(lo: int, hi: int, k: int) -> np.ndarray:
     return np.arange(lo * k, hi * k, dtype=np.int64).reshape(hi - lo, k) + 1
 
 
-class ArrayRound(Round):
+class ArrayRound(StoreRound):
     scenario = "array"
 
     def setup(self) -> None:
@@ -1004,38 +1051,16 @@ class ArrayRound(Round):
         self.R = mmapkit.ArrayStore.open(self.path, "r")
         self.Rn = len(self.R)
         self.off, self.rb = self.W.data_offset, 8 * k
-        end = self.off + n * self.rb
         size = os.path.getsize(self.path)
+        self.plan(self.path, self.store_cuts(self.off, self.rb, n, size, header=False))
 
-        def truncate_to() -> int:
-            how = rng.randrange(5)
-            if how == 0:
-                return 0
-            if how == 1:
-                return self.off + rng.randrange(n) * self.rb
-            if how == 2:
-                return rng.randrange(end)
-            if how == 3 and size > end:
-                return rng.randrange(end, size)
-            return max(0, end - rng.randint(1, 2 * PAGE))
-
-        self.plan(self.path, truncate_to)
+    def end(self, rows: int) -> int:
+        return self.off + rows * self.rb
 
     def raw(self, lo: int, got: np.ndarray, state: str) -> str:
         hi = lo + len(got)
         offsets = self.off + np.arange(lo * self.rb, hi * self.rb)
         return self.zeros(got, array_rows(lo, hi, self.k), offsets, state)
-
-    def commit(self, new_len: int, res: Any, exc: Any, state: str, what: str) -> str:
-        if exc is not None:
-            return self.error(exc, state, writer=True)
-        if res is not None and res != new_len:
-            raise ViolationError(f"{what} returned {res}, expected {new_len}")
-        end = self.off + new_len * self.rb
-        if self.kind == "truncate" and state == "post" and self.cut < end:
-            raise ViolationError(f"{what} succeeded over {end} bytes in a file cut to {self.cut}")
-        self.n = new_len
-        return "right"
 
     def op_extend(self) -> None:
         m = self.rng.randint(1, 300)
@@ -1043,7 +1068,7 @@ class ArrayRound(Round):
         self.step(
             f"W.extend({m} rows)",
             lambda: self.W.extend(array_rows(n, n + m, self.k)),
-            lambda r, e, s: self.commit(n + m, r, e, s, "extend()"),
+            self.commit(n + m, "extend()"),
         )
 
     def op_append(self) -> None:
@@ -1051,36 +1076,18 @@ class ArrayRound(Round):
         self.step(
             "W.append(row)",
             lambda: self.W.append(array_rows(n, n + 1, self.k)[0]),
-            lambda r, e, s: self.commit(n + 1, r, e, s, "append()"),
+            self.commit(n + 1, "append()"),
         )
 
     def op_flush(self) -> None:
-        n = self.n
-        self.step("W.flush()", self.W.flush, lambda r, e, s: self.commit(n, None, e, s, "flush()"))
-
-    def op_refresh(self) -> None:
-        def judge(res: Any, exc: Any, state: str) -> str:
-            if exc is not None:
-                return self.error(exc, state, reopen=True)
-            if not 0 <= res <= self.n:
-                raise ViolationError(f"refresh() claims {res} rows; {self.n} were published")
-            self.Rn = res
-            return "right"
-
-        self.step("R.refresh()", self.R.refresh, judge)
+        self.step("W.flush()", self.W.flush, self.commit(self.n, "flush()", returns=False))
 
     def op_view(self) -> None:
         rng = self.rng
-        who, s = ("R", self.R) if rng.random() < 0.6 else ("W", self.W)
-        n = len(s)
+        who, s, n = self.store()
         a = rng.randrange(n + 1)
         b = rng.randint(a, n)
-
-        def judge(res: Any, exc: Any, state: str) -> str:
-            if exc is not None:
-                raise ViolationError(f"a view read raised {type(exc).__name__}: {exc}")
-            return self.raw(a, res, state)
-
+        judge = self.judge_raw("a view read", lambda res, state: self.raw(a, res, state))
         self.step(f"{who}[{a}:{b}] (a view)", lambda: np.array(s[a:b]), judge)
 
     def op_reopen(self) -> None:
@@ -1088,37 +1095,22 @@ class ArrayRound(Round):
             with mmapkit.ArrayStore.open(self.path, "r") as s2:
                 return len(s2), np.array(s2.numpy())
 
-        def judge(res: Any, exc: Any, state: str) -> str:
-            if exc is not None:
-                return self.error(exc, state, reopen=True)
-            n2, rows = res
-            if n2 > self.n:
-                raise ViolationError(f"a reopened store claims {n2} rows; {self.n} were published")
-            end = self.off + n2 * self.rb
-            if self.kind == "truncate" and state == "post" and self.cut < end:
+        def check(n2: int, rows: Any, state: str) -> str:
+            end = self.end(n2)
+            if self.cut_below(end, state):
                 raise ViolationError(
                     f"a reopened store claims {n2} rows ({end} bytes) of a file cut to {self.cut}"
                 )
             return self.raw(0, rows, state)
 
-        self.step("ArrayStore.open(path, 'r') again; its rows", reopen, judge)
+        self.step("ArrayStore.open(path, 'r') again; its rows", reopen, self.reopened(check))
 
     def ops(self) -> list[tuple[float, Callable[[], None]]]:
-        return [
-            (2, self.op_extend),
-            (1, self.op_append),
-            (1.5, self.op_flush),
-            (1, self.op_refresh),
-            (3, self.op_view),
-            (1, self.op_reopen),
-        ]
+        return self.weighted(extend=2, append=1, flush=1.5, refresh=1, view=3, reopen=1)
 
     def close(self) -> None:
-        n = self.n
-        self.step("W.close()", self.W.close, lambda r, e, s: self.commit(n, None, e, s, "close()"))
-        self.step(
-            "R.close()", self.R.close, lambda r, e, s: "right" if e is None else self.error(e, s)
-        )
+        self.step("W.close()", self.W.close, self.commit(self.n, "close()", returns=False))
+        self.step("R.close()", self.R.close, self.judge_result())
 
 
 # ----- CommitLog ---------------------------------------------------------------
@@ -1143,17 +1135,9 @@ class LogRound(Round):
         self.first = self.log.first_index()
         segs = sorted(f for f in os.listdir(self.ldir) if f.endswith(".seg"))
         path = os.path.join(self.ldir, rng.choice(segs))
-        size = os.path.getsize(path)
+        self.plan(path, file_cuts(rng, os.path.getsize(path)))
 
-        def truncate_to() -> int:
-            how = rng.randrange(3)
-            return (
-                0 if how == 0 else rng.randrange(size) if how == 1 else rng.randrange(0, size, PAGE)
-            )
-
-        self.plan(path, truncate_to)
-
-    def reads(self, exp: list[bytes], reopen: bool = False) -> Callable[[Any, Any, str], str]:
+    def reads(self, exp: list[bytes], reopen: bool = False) -> Judge:
         def judge(res: Any, exc: Any, state: str) -> str:
             if exc is not None:
                 # Recovery refuses a segment whose size its header does not
@@ -1226,7 +1210,7 @@ class LogRound(Round):
         self.step("CommitLog(dir, read_only=True); read all", reopen, judge)
 
     def ops(self) -> list[tuple[float, Callable[[], None]]]:
-        return [(3, self.op_get), (2, self.op_read), (1, self.op_iter), (1, self.op_reopen)]
+        return self.weighted(get=3, read=2, iter=1, reopen=1)
 
     def close(self) -> None:
         self.step(
@@ -1262,20 +1246,12 @@ class TorchViewRound(Round):
     def setup(self) -> None:
         rng = self.rng
         self.L = L = rng.randint(8, 160) * PAGE - rng.randrange(PAGE)
-        self.data = nonzero_bytes(rng, L)
-        self.path = os.path.join(self.dir, "data.bin")
-        with open(self.path, "wb") as f:
-            f.write(self.data.tobytes())
+        self.data_file(L)
         self.m = mmapkit.open(self.path, "r")
         step = rng.choice([PAGE, 3 * PAGE, 5000])
         api_share = rng.choice([0.0, 0.1, 0.5])
         self.chunks = [(a, min(L, a + step), rng.random() < api_share) for a in range(0, L, step)]
-
-        def truncate_to() -> int:
-            how = rng.randrange(3)
-            return 0 if how == 0 else rng.randrange(L) if how == 1 else rng.randrange(0, L, PAGE)
-
-        self.plan(self.path, truncate_to)
+        self.plan(self.path, file_cuts(rng, L))
 
     def op_loader(self) -> None:
         ds = ViewDataset(self.m, self.chunks)
@@ -1311,16 +1287,13 @@ class TorchViewRound(Round):
         v = self.m.numpy(np.uint8)
         a = self.rng.randrange(self.L)
         b = self.rng.randint(a, self.L)
-        self.step(
-            f"raw view [{a}:{b}] in this process",
-            v[a:b].copy,
-            lambda r, e, s: (
-                self.zeros(r, self.data[a:b], np.arange(a, b), s) if e is None else self.error(e, s)
-            ),
+        judge = self.judge_result(
+            lambda res, state: self.zeros(res, self.data[a:b], np.arange(a, b), state)
         )
+        self.step(f"raw view [{a}:{b}] in this process", v[a:b].copy, judge)
 
     def ops(self) -> list[tuple[float, Callable[[], None]]]:
-        return [(1, self.op_loader), (1, self.op_raw)]
+        return self.weighted(loader=1, raw=1)
 
     def run(self) -> None:
         # Fewer, longer operations: a loader's worker takes a while to start.
@@ -1334,9 +1307,7 @@ class TorchViewRound(Round):
         log(f"  mutator: {reply}")
         self.op_raw()
         self.op_loader()
-        self.step(
-            "close()", self.m.close, lambda r, e, s: "right" if e is None else self.error(e, s)
-        )
+        self.step("close()", self.m.close, self.judge_result())
 
 
 # ----- main --------------------------------------------------------------------

@@ -8,71 +8,36 @@ fine; death by a signal is not."""
 
 from __future__ import annotations
 
-import glob
-import os
 import re
-import shutil
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 
 import pytest
+from _children import Children
 
 pytest.importorskip("hypothesis")
 
 MACHINE = Path(__file__).with_name("_no_crash_machine.py")
 #: (seed, examples, steps per example) of each child; the children run in parallel.
 RUNS = [(1, 40, 35), (2, 40, 35)]
+#: The hang breaker, for a loaded machine.
+TIMEOUT_S = 300
 
 
 def test_random_programs_of_public_operations_never_die_by_a_signal(tmp):
-    # Files on tmpfs where there is one: the stores' fsyncs then cost nothing.
-    base = Path(tempfile.mkdtemp(dir="/dev/shm" if os.path.isdir("/dev/shm") else tmp))
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(Path(__import__("mmapkit").__file__).parent.parent), env.get("PYTHONPATH", "")]
-    )
-    children = []
-    try:
+    # The SharedArrays a child may leave in /dev/shm carry its pid in their names.
+    with Children(tmp, leftovers=lambda pid: f"/dev/shm/*mmapkit-nocrash-{pid}-*") as kids:
         for seed, examples, steps in RUNS:
-            err = open(tmp / f"child{seed}.err", "wb")  # noqa: SIM115 - closed below
-            p = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-X",
-                    "faulthandler",
-                    str(MACHINE),
-                    str(seed),
-                    str(examples),
-                    str(steps),
-                    str(base),
-                ],
-                stdout=subprocess.PIPE,
-                stderr=err,
-                env=env,
-            )
-            children.append((seed, p, err))
+            args = [str(MACHINE), str(seed), str(examples), str(steps), str(kids.base)]
+            kids.start(seed, ["-X", "faulthandler", *args])
         counts = []
-        for seed, p, err in children:
-            out, _ = p.communicate(timeout=300)
-            err.close()
-            log = (tmp / f"child{seed}.err").read_text(errors="replace")
-            assert p.returncode >= 0 and "Fatal Python error" not in log, (
-                f"seed {seed}: killed by signal {-p.returncode}; its last steps:\n" + log[-4000:]
+        for c in kids.wait(TIMEOUT_S):
+            assert not c.timed_out, f"seed {c.seed}: still running after {TIMEOUT_S} s"
+            assert not c.died, (
+                f"seed {c.seed}: killed by signal {-c.returncode}; its last steps:\n" + c.last_steps
             )
-            assert p.returncode == 0, f"seed {seed}: exit {p.returncode}\n{log[-4000:]}"
-            m = re.search(rb"examples=(\d+) steps=(\d+) raised=(\d+)", out)
-            assert m, out
+            assert c.returncode == 0, f"seed {c.seed}: exit {c.returncode}\n{c.last_steps}"
+            m = re.search(r"examples=(\d+) steps=(\d+) raised=(\d+)", c.out)
+            assert m, c.out
             counts.append(tuple(int(g) for g in m.groups()))
         print("no-crash programs (examples, steps, steps that raised):", counts)
         assert all(e > 0 and s > 0 for e, s, _ in counts)
-    finally:
-        for _, p, err in children:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-            err.close()
-            for f in glob.glob(f"/dev/shm/*mmapkit-nocrash-{p.pid}-*"):
-                os.unlink(f)
-        shutil.rmtree(base, ignore_errors=True)

@@ -19,13 +19,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import subprocess
-import sys
-import tempfile
-import time
 from collections import Counter
 from pathlib import Path
+
+from _children import Children
 
 CHILD = Path(__file__).with_name("_truncation_child.py")
 #: Seeds of the children (odd: faulthandler enabled), run in parallel.
@@ -37,47 +34,28 @@ TIMEOUT_S = 300
 
 
 def test_truncation_at_random_moments_is_an_error_or_zeros_never_a_crash(tmp):
-    base = Path(tempfile.mkdtemp(dir="/dev/shm" if os.path.isdir("/dev/shm") else tmp))
-    env = dict(os.environ)
-    env.pop("PYTHONFAULTHANDLER", None)  # the odd seeds enable it, after mapping
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(Path(__import__("mmapkit").__file__).parent.parent), env.get("PYTHONPATH", "")]
-    )
-    children = []
-    try:
+    # The odd seeds enable faulthandler themselves, after mapping.
+    with Children(tmp, unset=("PYTHONFAULTHANDLER",)) as kids:
         for seed in SEEDS:
-            err = open(tmp / f"child{seed}.err", "wb")  # noqa: SIM115 - closed below
-            p = subprocess.Popen(
-                [sys.executable, str(CHILD), str(seed), str(MAX_ROUNDS), str(BUDGET_S), str(base)],
-                stdout=subprocess.PIPE,
-                stderr=err,
-                env=env,
+            kids.start(
+                seed, [str(CHILD), str(seed), str(MAX_ROUNDS), str(BUDGET_S), str(kids.base)]
             )
-            children.append((seed, p, err))
         per_seed, problems = [], []
-        deadline = time.monotonic() + TIMEOUT_S
-        for seed, p, err in children:
-            try:
-                out, _ = p.communicate(timeout=max(1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                p.kill()
-                out, _ = p.communicate()
-                problems.append(f"seed {seed}: still running after {TIMEOUT_S} s (killed)")
-            err.close()
-            log = (tmp / f"child{seed}.err").read_text(errors="replace")
-            text = out.decode(errors="replace")
-            m = re.search(r"^COUNTS (.*)$", text, re.MULTILINE)
+        for c in kids.wait(TIMEOUT_S):
+            if c.timed_out:
+                problems.append(f"seed {c.seed}: still running after {TIMEOUT_S} s (killed)")
+            m = re.search(r"^COUNTS (.*)$", c.out, re.MULTILINE)
             if m:
                 per_seed.append(json.loads(m.group(1)))
-            if p.returncode < 0 or "Fatal Python error" in log:
+            if c.died:
                 problems.append(
-                    f"seed {seed}: killed by signal {-p.returncode} (or a fatal error); "
-                    f"its last steps:\n{log[-4000:]}"
+                    f"seed {c.seed}: killed by signal {-c.returncode} (or a fatal error); "
+                    f"its last steps:\n{c.last_steps}"
                 )
-            elif p.returncode != 0 or not m:
+            elif c.returncode != 0 or not m:
                 # The child lists its violations (seed, round, step) on stdout.
                 problems.append(
-                    f"seed {seed}: exit {p.returncode}\n{text}" + ("" if m else log[-4000:])
+                    f"seed {c.seed}: exit {c.returncode}\n{c.out}" + ("" if m else c.last_steps)
                 )
         total: dict[str, Counter[str]] = {k: Counter() for k in ("mutations", "outcomes")}
         for c in per_seed:
@@ -94,10 +72,3 @@ def test_truncation_at_random_moments_is_an_error_or_zeros_never_a_crash(tmp):
         assert total["mutations"]["truncate"] > 0, per_seed
         assert total["outcomes"]["error"] > 0, per_seed
         assert total["outcomes"]["right"] > 0, per_seed
-    finally:
-        for _, p, err in children:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-            err.close()
-        shutil.rmtree(base, ignore_errors=True)
