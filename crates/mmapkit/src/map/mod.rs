@@ -1303,7 +1303,7 @@ impl Map {
 
     /// Reads one byte of every page of `[offset, offset+len)` (faulting it
     /// in), then [`check`](Self::check)s, and where a cut may hide in the
-    /// range's last page ([`cut_may_end`](Self::cut_may_end)) checks the
+    /// range's last page (see `cut_may_end`) checks the
     /// file's length: Ok means every byte of the range was the file's when
     /// it was looked at. What an iterator of views calls before it hands
     /// one out (a few nanoseconds a resident page).
