@@ -272,29 +272,35 @@ def test_open_of_a_fifo_is_refused_at_once(tmp):
 # ----- defect 7: refresh after growth past the reservation ------------------
 
 
-def test_refresh_after_the_file_grew_past_the_reservation(tmp):
-    p = tmp / "g.bin"
-    p.write_bytes(b"a" * 4096)
-    m = mmapkit.open(p, "r", reserve=1 << 20)
-    base = m.numpy(np.uint8).ctypes.data  # taken and dropped: no view is alive below
-    # Occupy the addresses right after the reservation, so it cannot grow in place.
+def occupy_after_reservation(m):
+    """Maps a page right after ``m``'s reservation (or finds one there), so
+    the map cannot grow in place."""
+    base = m.numpy(np.uint8).ctypes.data  # taken and dropped: no view stays alive
     libc = ctypes.CDLL(None, use_errno=True)
     libc.mmap.restype = ctypes.c_void_p
     libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int]
     libc.mmap.argtypes += [ctypes.c_int, ctypes.c_long]
-    map_fixed_noreplace = 0x100000
-    after = base + m.reserved
-    got = libc.mmap(after, 4096, 0, 0x22 | map_fixed_noreplace, -1, 0)
-    # EEXIST: something is there already, which is what this test needs.
+    map_fixed_noreplace, private_anonymous = 0x100000, 0x22
+    after = base - m.offset % mmapkit.PAGESIZE + m.reserved
+    got = libc.mmap(after, 4096, 0, private_anonymous | map_fixed_noreplace, -1, 0)
+    # EEXIST: something is there already, which is what this needs.
     assert got == after or ctypes.get_errno() == 17, ctypes.get_errno()
+
+
+def test_refresh_after_the_file_grew_past_the_reservation(tmp):
+    p = tmp / "g.bin"
+    p.write_bytes(b"a" * 4096)
+    m = mmapkit.open(p, "r", reserve=1 << 20)
+    occupy_after_reservation(m)
     with open(p, "ab") as f:
         f.write(b"b" * (4 << 20))
+    # No view pins the map: it moves to a larger reservation.
     assert m.refresh() == 4096 + (4 << 20)
     assert m[-1:] == b"b" and m[:1] == b"a"
     # With a view alive the map cannot move: the error says what to do.
     v = m.numpy(np.uint8)
-    with open(p, "ab") as f:
-        f.write(b"c" * (m.reserved + 4096))
+    occupy_after_reservation(m)
+    os.truncate(p, len(m) + m.reserved + 4096)  # sparse: nothing is written
     with pytest.raises(mmapkit.ReservationExhaustedError, match="release its views"):
         m.refresh()
     del v
