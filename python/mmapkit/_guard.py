@@ -88,6 +88,10 @@ class _Loader(importlib.abc.Loader):
         self.inner.exec_module(module)
         self.patch(module)
 
+    def __getattr__(self, name: str) -> Any:
+        # get_source, get_filename, is_package, ...: the module's own loader's.
+        return getattr(self.inner, name)
+
 
 class _OnImport(importlib.abc.MetaPathFinder):
     """Calls ``patch(module)`` once module ``name`` has been imported."""
