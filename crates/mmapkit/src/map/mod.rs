@@ -699,8 +699,7 @@ impl Map {
     /// that happened before or during it as [`Error::FileTruncated`].
     pub fn read_with<R>(&self, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
         let r = self.read_faulted(f)?;
-        let last = self.as_slice().last().copied();
-        self.check_tail(0, self.len(), last)?;
+        self.check_tail(0, self.len())?;
         Ok(r)
     }
 
@@ -716,19 +715,18 @@ impl Map {
         Ok(r)
     }
 
-    /// After a read of `[offset, offset+len)` whose last byte was `last`:
-    /// [`check`](Self::check), and where that byte is zero and a cut may
-    /// hide in its page ([`cut_may_end`](Self::cut_may_end)), whether the
-    /// file still holds the range ([`check_covered`](Self::check_covered)).
-    /// A truncation inside a page leaves the rest of that page mapped,
-    /// reading as zeros without a fault; those zeros always end the range
-    /// read, so a read that ends in anything else needs no `fstat`.
-    fn check_tail(&self, offset: usize, len: usize, last: Option<u8>) -> Result<()> {
-        self.check()?;
-        if last == Some(0) && self.cut_may_end(offset + len) {
+    /// After a read of `[offset, offset+len)`: [`check`](Self::check), and
+    /// where a cut may hide in the range's last page
+    /// ([`cut_may_end`](Self::cut_may_end)), whether the file still holds
+    /// the range ([`check_covered`](Self::check_covered)). A truncation
+    /// inside a page leaves the rest of that page mapped, reading as zeros
+    /// without a fault; those zeros always end the range read, so a read
+    /// that ends in anything else needs no `fstat`.
+    fn check_tail(&self, offset: usize, len: usize) -> Result<()> {
+        if self.cut_may_end(offset + len) {
             return self.check_covered(offset, len);
         }
-        Ok(())
+        self.check()
     }
 
     /// Err([`Error::FileTruncated`]) if pages of this map were lost to a
@@ -816,9 +814,7 @@ impl Map {
             // so plain reads cannot race.
             unsafe { std::ptr::copy_nonoverlapping(src, buf.as_mut_ptr().cast::<u8>(), buf.len()) };
         }
-        // SAFETY: every byte of `buf` was written just above.
-        let last = buf.last().map(|b| unsafe { b.assume_init() });
-        self.check_tail(offset, buf.len(), last)
+        self.check_tail(offset, buf.len())
     }
 
     /// Writes `data` at `offset`.
@@ -1302,9 +1298,8 @@ impl Map {
     }
 
     /// Reads one byte of every page of `[offset, offset+len)` (faulting it
-    /// in), then [`check`](Self::check)s, and where a cut may hide in the
-    /// range's last page (see `cut_may_end`) checks the
-    /// file's length: Ok means every byte of the range was the file's when
+    /// in), then checks as every read does (the fault record, and the
+    /// file's length where a cut may hide in the range's last page): Ok means every byte of the range was the file's when
     /// it was looked at. What an iterator of views calls before it hands
     /// one out (a few nanoseconds a resident page).
     pub fn touch(&self, offset: usize, len: usize) -> Result<()> {
@@ -1328,11 +1323,7 @@ impl Map {
             i = ((i + self.delta) / page + 1) * page - self.delta;
         }
         std::hint::black_box(acc);
-        self.check()?;
-        if self.cut_may_end(end) {
-            return self.check_covered(offset, len);
-        }
-        Ok(())
+        self.check_tail(offset, len)
     }
 
     /// Whether a truncation could have cut the file inside the page holding
