@@ -367,13 +367,7 @@ class FeatureStore:
         """
         self._need_open()
         s, e = self._bounds(start, end)
-        fx, fy = self._features._core, self._labels._core
-        if touch:
-            fx.check_read(s, e)
-            fy.check_read(s, e)
-        else:
-            fx.check_rows(e)
-            fy.check_rows(e)
+        self._check_range(s, e, touch)
         X, y = self._whole()
         return X[s:e], y[s:e]
 
@@ -398,8 +392,19 @@ class FeatureStore:
         (default: every row); ``touch=True`` reads every page of them first
         (see :meth:`mmapkit.ArrayStore.check`)."""
         self._need_open()
-        self._features.check(start, stop, touch=touch)
-        self._labels.check(start, stop, touch=touch)
+        hi = self._n if stop is None else min(int(stop), self._n)
+        self._check_range(min(int(start), hi), hi, touch)
+
+    def _check_range(self, s: int, e: int, touch: bool) -> None:
+        """:meth:`check` of rows ``[s, e)`` (in range), straight on the
+        cores: the per-batch check of the iterators."""
+        fx, fy = self._features._core, self._labels._core
+        if touch:
+            fx.check_read(s, e)
+            fy.check_read(s, e)
+        else:
+            fx.check_rows(e)
+            fy.check_rows(e)
 
     @property
     def features(self) -> np.ndarray[Any, Any]:
@@ -507,18 +512,12 @@ class FeatureStore:
         out: its pages read (``touch``; as ``get(touch=True)``) or, where the
         group's pages were just read ahead, the fault record and the files'
         lengths (see :meth:`_checked`)."""
-        fx, fy = self._features._core, self._labels._core
         lo = 0
         for X, y, _ in groups:
             n = len(y)
             for s in range(0, n, bs):
                 e = min(s + bs, n)
-                if touch:
-                    fx.check_read(lo + s, lo + e)
-                    fy.check_read(lo + s, lo + e)
-                else:
-                    fx.check_rows(lo + e)
-                    fy.check_rows(lo + e)
+                self._check_range(lo + s, lo + e, touch)
                 yield X[s:e], y[s:e]
             lo += n
 
