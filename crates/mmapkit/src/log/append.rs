@@ -344,10 +344,26 @@ impl CommitLog {
     /// [`refresh`](Self::refresh)ed every 20 ms meanwhile. Followers and log
     /// servers use it for long polls.
     pub fn wait_past(&self, index: u64, timeout: Duration) -> Result<u64> {
+        self.wait_until_past(index, timeout, |log| log.last_index())
+    }
+
+    /// [`wait_past`](Self::wait_past) for the durable mark: waits until
+    /// [`durable_mark`](Self::durable_mark) is past `index` (syncs wake
+    /// it) or `timeout` passed, and returns it then (0 without a mark).
+    pub fn wait_durable_past(&self, index: u64, timeout: Duration) -> Result<u64> {
+        self.wait_until_past(index, timeout, |log| log.durable_mark().map_or(0, |m| m.durable))
+    }
+
+    fn wait_until_past(
+        &self,
+        index: u64,
+        timeout: Duration,
+        value: impl Fn(&Self) -> u64,
+    ) -> Result<u64> {
         let deadline = Instant::now() + timeout;
         if self.opts.read_only {
             loop {
-                let last = self.last_index();
+                let last = value(self);
                 let now = Instant::now();
                 if last > index || now >= deadline {
                     return Ok(last);
@@ -361,7 +377,7 @@ impl CommitLog {
         a.waiters.fetch_add(1, Ordering::SeqCst);
         std::sync::atomic::fence(Ordering::SeqCst);
         let last = loop {
-            let last = self.last_index();
+            let last = value(self);
             let now = Instant::now();
             if last > index || now >= deadline {
                 break last;

@@ -115,12 +115,9 @@ pub(super) fn read_id(dir: &Path) -> Result<Option<Arc<str>>> {
     Ok(Some(id.into()))
 }
 
-/// The log's id, created (durably, never replacing one) if missing.
-pub(super) fn ensure_id(dir: &Path) -> Result<Arc<str>> {
-    if let Some(id) = read_id(dir)? {
-        return Ok(id);
-    }
-    let mut raw = [0u8; 16];
+/// `N` random bytes from the kernel (`/dev/urandom`).
+pub(super) fn random<const N: usize>() -> Result<[u8; N]> {
+    let mut raw = [0u8; N];
     let urandom = Path::new("/dev/urandom");
     let got = match crate::scan::source::open_input(urandom)? {
         crate::scan::source::Opened::Stream(mut r) => crate::map::read_full(&mut r, &mut raw),
@@ -131,6 +128,15 @@ pub(super) fn ensure_id(dir: &Path) -> Result<Arc<str>> {
     if got.map_err(|e| Error::io(urandom, "read", e))? < raw.len() {
         return Err(Error::io(urandom, "read", std::io::ErrorKind::UnexpectedEof.into()));
     }
+    Ok(raw)
+}
+
+/// The log's id, created (durably, never replacing one) if missing.
+pub(super) fn ensure_id(dir: &Path) -> Result<Arc<str>> {
+    if let Some(id) = read_id(dir)? {
+        return Ok(id);
+    }
+    let raw: [u8; 16] = random()?;
     let id: String = raw.iter().map(|b| format!("{b:02x}")).collect();
     let p = dir.join(ID_FILE);
     let mut tmp = crate::fs::TempFile::beside(&p)?;

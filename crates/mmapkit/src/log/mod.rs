@@ -64,6 +64,7 @@
 //!   not written, and the log stays usable.
 
 mod append;
+mod durable;
 mod format;
 mod identity;
 mod open;
@@ -77,6 +78,7 @@ mod truncate;
 mod verify;
 
 pub use append::Framed;
+pub use durable::DurableMark;
 pub use format::entry_crc;
 pub use identity::{LogIdentity, LogStatus};
 pub use open::{is_log_dir, quarantine_dir};
@@ -197,6 +199,10 @@ pub struct CommitLog {
     /// reason is in `failure`).
     poisoned: AtomicBool,
     failure: Mutex<String>,
+    /// Writable: publishes the durable watermark for other processes.
+    publisher: Option<durable::Publisher>,
+    /// Read-only: the writer's mark as last read (see `durable`).
+    seen: Mutex<Option<DurableMark>>,
     /// Nominal segment size (recorded in the segment headers).
     seg_size: u64,
     /// Wakes [`CommitLog::wait_past`] callers on append.
@@ -445,8 +451,34 @@ impl CommitLog {
 
     /// Sets the durable watermark (the caller holds the sync mutex `st`).
     pub(super) fn set_durable(&self, st: &mut SyncState, v: u64) {
+        let raised = v > st.durable;
         st.durable = v;
         self.durable.store(v, Ordering::Release);
+        if let Some(p) = &self.publisher {
+            // Advisory (see `durable`): a failed write only makes readers
+            // serve less until the next one.
+            let _ = p.publish(v);
+        }
+        if raised {
+            self.wake_waiters();
+        }
+    }
+
+    /// What a power loss cannot take back, as the writer published it: its
+    /// incarnation (random per writable open) and the index up to which
+    /// entries were durable. A writable handle answers its own; a
+    /// read-only one what it read at open or at the last
+    /// [`refresh`](Self::refresh). `None`: the log was last opened for
+    /// writing by a version that did not publish it. Log servers serve
+    /// only up to it by default.
+    pub fn durable_mark(&self) -> Option<DurableMark> {
+        match &self.publisher {
+            Some(p) => Some(DurableMark {
+                incarnation: p.incarnation(),
+                durable: self.durable.load(Ordering::Acquire),
+            }),
+            None => *lock(&self.seen),
+        }
     }
 
     fn check_writable(&self) -> Result<()> {

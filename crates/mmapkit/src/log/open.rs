@@ -394,6 +394,8 @@ impl CommitLog {
             dir_key,
         } = ld;
         let cuts_file = if writable { Some(identity::CutsFile::open(&dir, &cuts)?) } else { None };
+        let publisher = if writable { Some(durable::Publisher::open(&dir)?) } else { None };
+        let seen = if writable { None } else { durable::read(&dir)? };
         let log = CommitLog {
             dir,
             appended: Appended::default(),
@@ -423,6 +425,8 @@ impl CommitLog {
             recovery: Recovery::default(),
             poisoned: AtomicBool::new(false),
             failure: Mutex::new(String::new()),
+            publisher,
+            seen: Mutex::new(seen),
             seg_size,
             opts,
             _lock: lock_file,
@@ -475,6 +479,9 @@ impl CommitLog {
                 t.map.flush_range(0, tail_end, true)?;
                 st.synced = (t.first, tail_end);
             }
+            // This incarnation's first mark.
+            let v = st.durable;
+            log.set_durable(&mut st, v);
         }
         let mut log = log;
         log.recovery = recovery;
@@ -533,6 +540,10 @@ impl CommitLog {
         if !self.opts.read_only {
             return Ok(());
         }
+        // Read first: a mark is never ahead of what it was durable for,
+        // and the view loaded after it holds at least that much (or a
+        // truncation, in the history, says what was cut).
+        *lock(&self.seen) = durable::read(&self.dir)?;
         // The same log still? A directory replaced (another inode) or
         // holding another log (another id) is loaded afresh: nothing of
         // the old one is served from stale mappings.

@@ -1174,3 +1174,41 @@ fn a_stale_view_never_panics_on_rewritten_bytes() {
     }
     drop(log);
 }
+
+/// The durable mark other processes read (`DIR/durable`): raised by
+/// syncs, never past what a sync covered, lowered by truncations, a new
+/// incarnation per writable open; without syncs only sealed segments
+/// count.
+#[test]
+fn the_durable_mark_follows_syncs_and_truncations_for_readers() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = CommitLog::open(dir.path(), opts(1 << 20).sync(SyncMode::Batch)).unwrap();
+    let ro = CommitLog::open(dir.path(), LogOptions::default().read_only(true)).unwrap();
+    let first = log.durable_mark().unwrap();
+    assert_eq!(first.durable, 0);
+    log.append(&[(1, b"a".as_slice()), (1, b"b".as_slice())]).unwrap();
+    assert_eq!(log.durable_mark().unwrap().durable, 2);
+    ro.refresh().unwrap();
+    assert_eq!(ro.durable_mark(), log.durable_mark());
+    log.truncate_after(1).unwrap();
+    ro.refresh().unwrap();
+    assert_eq!(ro.durable_mark().unwrap().durable, 1);
+    drop(log);
+
+    // Never: appends are not durable, the reopened tail is not either.
+    let log = CommitLog::open(dir.path(), opts(1 << 20).sync(SyncMode::Never)).unwrap();
+    let m = log.durable_mark().unwrap();
+    assert_ne!(m.incarnation, first.incarnation);
+    assert_eq!(m.durable, 0, "the unsynced tail counts as durable");
+    log.append(&[(1, b"c".as_slice())]).unwrap();
+    ro.refresh().unwrap();
+    assert_eq!(ro.durable_mark().unwrap(), DurableMark { incarnation: m.incarnation, durable: 0 });
+    log.sync().unwrap();
+    ro.refresh().unwrap();
+    assert_eq!(ro.durable_mark().unwrap().durable, 2);
+    drop(log);
+    // A log no writer of this version opened: no mark.
+    std::fs::remove_file(dir.path().join(durable::FILE)).unwrap();
+    ro.refresh().unwrap();
+    assert_eq!(ro.durable_mark(), None);
+}

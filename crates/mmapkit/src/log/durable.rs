@@ -1,0 +1,149 @@
+//! `DIR/durable`: the durable watermark, published for readers in other
+//! processes. A log server serves only entries a power loss cannot take
+//! back (see `mmapkit_replicate`): a follower must never hold, as copied,
+//! entries its leader loses when its disk returns to the last sync.
+//!
+//! 32 bytes, rewritten in place by one `pwrite` after every sync that
+//! raises the watermark and every truncation that lowers it:
+//! `magic:8 ("MKDURBL1") incarnation:u64 durable:u64 crc32c:u32 zero:u32`
+//! (little-endian; the CRC covers the first 24 bytes). The file itself is
+//! never synced, and need not be: a value is written only after the sync
+//! that made it true returned, so whatever a reader sees was durable (a
+//! truncation since is recorded in the truncation history, which readers
+//! check anyway). The **incarnation** is random per writable open: what a
+//! reader got past the watermark of one incarnation may be gone in the
+//! next (a power loss between them took it), and followers that copied
+//! such entries check for that. A log written only by versions before this
+//! file existed has none: [`CommitLog::durable_mark`](super::CommitLog::durable_mark)
+//! is `None`.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use crate::Result;
+
+/// The file's name in the log directory.
+pub(super) const FILE: &str = "durable";
+
+const MAGIC: &[u8; 8] = b"MKDURBL1";
+const LEN: usize = 32;
+
+/// What a log's writer has made durable, as published for readers: see
+/// [`CommitLog::durable_mark`](super::CommitLog::durable_mark).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DurableMark {
+    /// Random per writable open of the log.
+    pub incarnation: u64,
+    /// Every entry up to this index was durable (synced) when published.
+    pub durable: u64,
+}
+
+fn encode(m: DurableMark) -> [u8; LEN] {
+    let mut b = [0u8; LEN];
+    b[..8].copy_from_slice(MAGIC);
+    b[8..16].copy_from_slice(&m.incarnation.to_le_bytes());
+    b[16..24].copy_from_slice(&m.durable.to_le_bytes());
+    let crc = crc32c::crc32c(&b[..24]);
+    b[24..28].copy_from_slice(&crc.to_le_bytes());
+    b
+}
+
+fn decode(b: &[u8]) -> Option<DurableMark> {
+    let b = b.get(..LEN)?;
+    if &b[..8] != MAGIC {
+        return None;
+    }
+    let u = |r: std::ops::Range<usize>| u64::from_le_bytes(b[r].try_into().expect("8 bytes"));
+    let crc = u32::from_le_bytes(b[24..28].try_into().expect("4 bytes"));
+    (crc == crc32c::crc32c(&b[..24]))
+        .then(|| DurableMark { incarnation: u(8..16), durable: u(16..24) })
+}
+
+/// Reads the published mark: `None` if the file is missing or does not
+/// hold a valid one. A read racing the writer's `pwrite` can see a mix of
+/// two values, which the CRC refuses: read again a few times.
+pub(super) fn read(dir: &Path) -> Result<Option<DurableMark>> {
+    let p = dir.join(FILE);
+    for _ in 0..8 {
+        match crate::fs::read_small(&p, 4096)? {
+            None => return Ok(None),
+            Some(b) => {
+                if let Some(m) = decode(&b) {
+                    return Ok(Some(m));
+                }
+            }
+        }
+        std::thread::yield_now();
+    }
+    Ok(None)
+}
+
+/// The writer's handle on the file.
+pub(super) struct Publisher {
+    file: File,
+    path: PathBuf,
+    incarnation: u64,
+}
+
+impl Publisher {
+    /// Opens (creating) the file for a new incarnation of the writer.
+    pub fn open(dir: &Path) -> Result<Publisher> {
+        let path = dir.join(FILE);
+        let file = crate::fs::open_in_place(&path, crate::fs::InPlace::Create)?;
+        let incarnation = u64::from_le_bytes(super::identity::random::<8>()?);
+        Ok(Publisher { file, path, incarnation })
+    }
+
+    pub fn incarnation(&self) -> u64 {
+        self.incarnation
+    }
+
+    /// Publishes `durable` (the caller holds the sync mutex, so values
+    /// are written in the order they were set). Writing it is advisory:
+    /// a failed write leaves an older, lower value, so readers serve
+    /// less, never more; the next publication writes it again.
+    pub fn publish(&self, durable: u64) -> Result<()> {
+        let b = encode(DurableMark { incarnation: self.incarnation, durable });
+        self.file.write_all_at(&b, 0).map_err(|e| crate::Error::io(&self.path, "write", e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mark_round_trips_and_damage_or_a_torn_mix_is_refused() {
+        let m = DurableMark { incarnation: 0x0123_4567_89ab_cdef, durable: 42 };
+        let b = encode(m);
+        assert_eq!(decode(&b), Some(m));
+        for i in 0..LEN - 4 {
+            let mut c = b;
+            c[i] ^= 1;
+            assert_eq!(decode(&c), None, "byte {i}");
+        }
+        // Half of one value and half of the next.
+        let n = encode(DurableMark { durable: 43, ..m });
+        let mut mix = b;
+        mix[16..].copy_from_slice(&n[16..]);
+        mix[24..28].copy_from_slice(&b[24..28]);
+        assert_eq!(decode(&mix), None);
+        assert_eq!(decode(&b[..31]), None);
+        assert_eq!(decode(&[&b[..], b"more"].concat()), Some(m));
+    }
+
+    #[test]
+    fn published_values_are_read_back_and_a_missing_file_is_none() {
+        let d = tempfile::tempdir().unwrap();
+        assert_eq!(read(d.path()).unwrap(), None);
+        let p = Publisher::open(d.path()).unwrap();
+        p.publish(7).unwrap();
+        assert_eq!(read(d.path()).unwrap().map(|m| m.durable), Some(7));
+        p.publish(3).unwrap();
+        let m = read(d.path()).unwrap().unwrap();
+        assert_eq!((m.incarnation, m.durable), (p.incarnation(), 3));
+        let q = Publisher::open(d.path()).unwrap();
+        assert_ne!(q.incarnation(), p.incarnation());
+    }
+}
