@@ -510,7 +510,13 @@ class CommitLogIter:
 # mmapkit.replicate natives.
 @final
 class LogServer:
-    def __new__(cls, path: _Path, bind: str = "127.0.0.1:0", token: str | None = None) -> Self: ...
+    def __new__(
+        cls,
+        path: _Path,
+        bind: str = "127.0.0.1:0",
+        token: str | None = None,
+        serve_unsynced: bool = False,
+    ) -> Self: ...
     @property
     def url(self) -> str: ...
     @property

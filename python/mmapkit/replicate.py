@@ -9,9 +9,10 @@
 {'appended': 1000, 'bytes': 1000, 'truncated': 0, 'retries': 0,
  'first_index': 1, 'last_index': 1000}
 
-``serve`` opens the log read-only (another process may append meanwhile)
-and listens on loopback by default; binding any other address requires a
-bearer ``token``. ``follow`` resumes from the follower's own last entry,
+``serve`` opens the log read-only (another process may append meanwhile),
+serves only the entries its writer has synced (``serve_unsynced=True``
+serves the rest too), and listens on loopback by default; binding any
+other address requires a bearer ``token``. ``follow`` resumes from the follower's own last entry,
 records which log it copies (the leader's log id) and refuses another,
 truncates its own entries only where the leader's truncation history says
 they were cut, checks every entry's CRC32C before appending, and retries
@@ -19,7 +20,7 @@ dropped connections. It raises :class:`SnapshotRequiredError` when the
 leader purged entries the follower needs, :class:`DivergedError` when the
 leader serves another log or one that differs in a way its history does not
 explain (nothing is truncated; ``reset=True`` discards the follower's
-entries), and :class:`ReplicationError` for other
+entries and copies the log again), and :class:`ReplicationError` for other
 failures (the message names the URL and directory). The GIL is released
 while they work. The protocol is documented in the ``mmapkit-replicate``
 crate.
@@ -80,9 +81,20 @@ class Server:
         return f"<mmapkit.replicate.Server {self.url} ({state})>"
 
 
-def serve(dir: PathLike, bind: str = "127.0.0.1:0", token: str | None = None) -> Server:
-    """Serves the log in ``dir`` on ``bind`` (``HOST:PORT``; port 0 picks a free one)."""
-    return Server(LogServer(os.fspath(dir), bind, token))
+def serve(
+    dir: PathLike,
+    bind: str = "127.0.0.1:0",
+    token: str | None = None,
+    serve_unsynced: bool = False,
+) -> Server:
+    """Serves the log in ``dir`` on ``bind`` (``HOST:PORT``; port 0 picks a free one).
+
+    Only entries the writer has synced are served (a power loss of this
+    machine cannot take them back), unless ``serve_unsynced``: then
+    followers get entries as soon as they are appended, and drop and copy
+    again those the writer had not synced once it reopens the log.
+    """
+    return Server(LogServer(os.fspath(dir), bind, token, serve_unsynced))
 
 
 def follow(

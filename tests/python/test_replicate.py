@@ -21,7 +21,7 @@ def _entries(path):
 
 def test_serve_follow_resume_and_close(tmp_path):
     wal, copy = tmp_path / "wal", tmp_path / "copy"
-    log = mmapkit.CommitLog(wal, sync="never")
+    log = mmapkit.CommitLog(wal)
     log.append([(1, b"x" * (i % 300)) for i in range(2000)])
     with rep.serve(wal) as server:
         assert server.url.startswith("http://127.0.0.1:")
@@ -39,7 +39,7 @@ def test_serve_follow_resume_and_close(tmp_path):
 
 def test_follow_without_once_runs_in_a_thread_with_the_gil_released(tmp_path):
     wal, copy = tmp_path / "wal", tmp_path / "copy"
-    log = mmapkit.CommitLog(wal, sync="never")
+    log = mmapkit.CommitLog(wal)
     log.append([(1, b"a")] * 10)
     with rep.serve(wal) as server:
         errors = []
@@ -68,7 +68,7 @@ def test_follow_without_once_runs_in_a_thread_with_the_gil_released(tmp_path):
 
 def test_errors(tmp_path):
     wal = tmp_path / "wal"
-    log = mmapkit.CommitLog(wal, sync="never", segment_size=4096)
+    log = mmapkit.CommitLog(wal, segment_size=4096)
     for _ in range(100):  # one segment per batch of three
         log.append([(1, b"y" * 1000)])
     with pytest.raises(ValueError, match="without a token"):
@@ -91,7 +91,7 @@ def test_errors(tmp_path):
 
 def test_follow_forever_stops_on_ctrl_c(tmp_path):
     wal, copy = tmp_path / "wal", tmp_path / "copy"
-    log = mmapkit.CommitLog(wal, sync="never")
+    log = mmapkit.CommitLog(wal)
     log.append([(1, b"z")] * 100)
     with rep.serve(wal) as server:
         code = (
@@ -122,9 +122,9 @@ def test_another_log_is_refused_until_reset(tmp_path):
     """Issue 22: a follower knows which log it copies (DivergedError, nothing
     truncated); reset=True discards its entries and says how many."""
     a, b, copy = tmp_path / "a", tmp_path / "b", tmp_path / "copy"
-    la = mmapkit.CommitLog(a, sync="never")
+    la = mmapkit.CommitLog(a)
     la.append([(1, b"a%d" % i) for i in range(50)])
-    lb = mmapkit.CommitLog(b, sync="never")
+    lb = mmapkit.CommitLog(b)
     lb.append([(2, b"b%d" % i) for i in range(20)])
     with rep.serve(a) as sa, rep.serve(b) as sb:
         rep.follow(sa.url, copy)

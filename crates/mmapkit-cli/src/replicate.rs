@@ -20,7 +20,13 @@ Examples:
 
 Prints the URL it listens on (one line, on stdout) and serves until SIGINT
 or SIGTERM, then exits 0. The log is opened read-only: another process may
-append to it meanwhile (new entries reach followers within ~100 ms). Binding
+append to it meanwhile (new entries reach followers within ~100 ms of
+being synced). Only entries the writer has synced are served, so a power
+loss of this machine never takes back what a follower holds; a writer
+with --sync never gets its entries served as segments fill (or at its
+syncs). --serve-unsynced serves entries as soon as they are appended:
+followers then record which entries were not yet synced, and drop and
+copy them again after the writer reopens the log. Binding
 anything but a loopback address requires --token (followers send it as a
 bearer token); bound to all interfaces (0.0.0.0, [::]), the printed URL
 names loopback and a note on stderr says so. Past --max-connections, new
@@ -39,9 +45,11 @@ Copies the leader's log into DIR (created if missing), resuming from DIR's
 last entry. DIR records which log it copies (the leader's log id) and
 refuses any other (a replaced or re-created leader directory, an empty
 leader, a wrong URL) unless --reset, which discards DIR's entries and says
-how many. DIR's entries are truncated only where the leader's own history
-says it truncated its log since they were copied; any other difference is
-reported (exit 2) and DIR is kept. Every entry's CRC32C is checked before
+how many (also when DIR differs from the leader's own log). DIR's entries are truncated only where the leader's own history
+says it truncated its log since they were copied, or where entries were
+copied before the leader synced them and its writer has reopened the log
+since (a power loss may have taken them); any other difference is reported
+(exit 2, naming the last entry both logs agree on) and DIR is kept. Every entry's CRC32C is checked before
 it is appended; a damaged one is refused. Without --once it keeps following (long polls) until SIGINT or
 SIGTERM, then exits 0; dropped connections and leader restarts are retried.
 Exit status 2 on errors, e.g. \"snapshot required\" when the leader purged
@@ -75,6 +83,9 @@ pub struct ServeArgs {
     /// Seconds a connection may idle between requests before it is closed.
     #[arg(long, value_name = "SECS", default_value_t = 30)]
     idle_timeout: u64,
+    /// Serve entries the writer has not synced yet (see below).
+    #[arg(long)]
+    serve_unsynced: bool,
 }
 
 #[derive(Args, Debug)]
@@ -96,7 +107,8 @@ pub struct FollowArgs {
     #[arg(long, default_value_t = 64 << 20)]
     max_in_flight: usize,
     /// Follow the served log even though DIR holds entries of another
-    /// log (or of none recorded): they are discarded first.
+    /// log (or of none recorded), or differs from it: they are discarded
+    /// first.
     #[arg(long)]
     reset: bool,
     /// Print the report as JSON on stdout.
@@ -115,7 +127,8 @@ pub fn serve(a: ServeArgs) -> anyhow::Result<u8> {
             .max_concurrent_pages(a.max_concurrent_pages)
             .max_connections(a.max_connections)
             .header_timeout(Duration::from_secs(a.header_timeout))
-            .idle_timeout(Duration::from_secs(a.idle_timeout)),
+            .idle_timeout(Duration::from_secs(a.idle_timeout))
+            .serve_unsynced(a.serve_unsynced),
     )?;
     if srv.local_addr().ip().is_unspecified() {
         eprintln!(

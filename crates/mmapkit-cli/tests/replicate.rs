@@ -24,7 +24,8 @@ fn last_index(dir: &Path) -> u64 {
     open_ro(dir).map_or(0, |l| l.last_index())
 }
 
-/// A leader log of `n` entries of `size` bytes, terms rising every 1000.
+/// A leader log of `n` entries of `size` bytes, terms rising every 1000,
+/// synced (`log serve` serves durable entries only).
 fn make_leader(dir: &Path, n: u64, size: usize) {
     let log =
         CommitLog::open(dir, LogOptions::default().sync(SyncMode::Never).segment_size(8 << 20))
@@ -38,6 +39,7 @@ fn make_leader(dir: &Path, n: u64, size: usize) {
         log.append(&batch).unwrap();
         i = hi;
     }
+    log.sync().unwrap();
 }
 
 fn assert_same(a: &Path, b: &Path) {

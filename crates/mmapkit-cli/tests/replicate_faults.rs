@@ -3,7 +3,8 @@
 //!
 //! The test process is the **writer** (a thread of it): it appends random
 //! batches to a log `A` (64 KiB segments, so batches roll over segments
-//! all the time), truncates it after a recent index with a new term now
+//! all the time; one batch in three synced: the server serves synced
+//! entries), truncates it after a recent index with a new term now
 //! and then, replaces the directory twice (`rename(A, A.old-K)` and a new
 //! log at `A`) and deletes and re-creates it once (more often in longer
 //! runs). One **server** process serves `A` read-only throughout
@@ -601,6 +602,11 @@ fn write(
                     .map(|k| (term, payload(&mut rng, gen, last + 1 + k, term, step)))
                     .collect();
                 w.append(&batch).unwrap();
+                // The server serves synced entries only: one batch in
+                // three is synced (the rest is served as segments fill).
+                if rng.below(3) == 0 {
+                    w.sync().unwrap();
+                }
                 for (k, (t, p)) in batch.iter().enumerate() {
                     let idx = last + 1 + k as u64;
                     m.recs.insert(
@@ -618,6 +624,8 @@ fn write(
     }
     let w = writer.take().unwrap();
     assert_eq!(w.last_index(), lock(model).live.len() as u64);
+    // All of it served for the final catch-up.
+    w.sync().unwrap();
     c
 }
 

@@ -55,9 +55,18 @@ pub struct LogServer {
 #[pymethods]
 impl LogServer {
     #[new]
-    #[pyo3(signature = (path, bind = "127.0.0.1:0", token = None))]
-    fn new(py: Python<'_>, path: PathBuf, bind: &str, token: Option<String>) -> PyResult<Self> {
-        let opts = ServeOptions::default().bind(bind.to_string()).token(token);
+    #[pyo3(signature = (path, bind = "127.0.0.1:0", token = None, serve_unsynced = false))]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        bind: &str,
+        token: Option<String>,
+        serve_unsynced: bool,
+    ) -> PyResult<Self> {
+        let opts = ServeOptions::default()
+            .bind(bind.to_string())
+            .token(token)
+            .serve_unsynced(serve_unsynced);
         let srv = py.detach(|| mmapkit_replicate::serve_dir(&path, opts)).map_err(to_py)?;
         Ok(LogServer { url: srv.url().to_string(), inner: Mutex::new(Some(srv)) })
     }

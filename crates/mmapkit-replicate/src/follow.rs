@@ -239,6 +239,20 @@ struct LeaderState {
     cut_since: Option<u64>,
     first_index: u64,
     last_index: u64,
+    /// The writer's incarnation (random per open of the log for writing;
+    /// a decimal string). Absent from older servers.
+    #[serde(default)]
+    incarnation: Option<String>,
+    /// The last entry appended (`last_index` is the last one served: by
+    /// default the last durable one). Absent from older servers.
+    #[serde(default)]
+    appended_index: Option<u64>,
+}
+
+impl LeaderState {
+    fn incarnation(&self) -> Option<u64> {
+        self.incarnation.as_deref().and_then(|s| s.parse().ok())
+    }
 }
 
 /// What the follower records about the log it copies (`DIR/follows`).
@@ -247,6 +261,22 @@ struct Followed {
     log_id: String,
     /// Only truncations numbered from this on can have cut what it holds.
     epoch: u64,
+    /// Entries copied past the leader's durable mark (from a server that
+    /// serves unsynced entries), recorded before they are appended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tentative: Option<Tentative>,
+}
+
+/// Entries from `from` on were copied while the leader's writer, in
+/// `incarnation`, had not synced them: a power loss of the leader may
+/// take them back, and the writer then reopens the log (another
+/// incarnation). A leader in another incarnation is positive evidence
+/// that they may be gone: they are dropped and copied again (Kafka's
+/// followers likewise truncate to their high watermark).
+#[derive(serde::Serialize, serde::Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+struct Tentative {
+    incarnation: u64,
+    from: u64,
 }
 
 const FOLLOWS: &str = "follows";
@@ -530,7 +560,8 @@ impl Ctx {
         let path = format!("/v1/state?since={}", self.followed.as_ref().map_or(0, |f| f.epoch));
         let why = match self.get_json::<LeaderState>(&path).await {
             Ok((200, Some(now))) if now.log_id == st.log_id && now.epoch == st.epoch => {
-                return self.diverged(detail)
+                let at = self.agreement(now.last_index).await;
+                return self.diverged(format!("{detail}{at}"));
             }
             Ok((200, Some(now))) => format!(
                 "the leader's log changed while this follower reconciled (epoch {} -> {})",
@@ -607,7 +638,7 @@ impl Ctx {
                 self.truncate_to(first - 1).await?;
             }
             // A new copy: only truncations from now on can cut it.
-            self.record(Followed { log_id: id, epoch: st.epoch }).await?;
+            self.record(Followed { log_id: id, epoch: st.epoch, tentative: None }).await?;
             self.opts.reset = false;
         } else {
             let r = self.followed.as_ref().expect("same").epoch;
@@ -624,8 +655,10 @@ impl Ctx {
                 if let Some(cut) = st.cut_since {
                     self.truncate_to(cut).await?;
                 }
-                self.record(Followed { log_id: id, epoch: st.epoch }).await?;
+                let tentative = self.followed.as_ref().and_then(|f| f.tentative);
+                self.record(Followed { log_id: id, epoch: st.epoch, tentative }).await?;
             }
+            self.settle_tentative(st.incarnation()).await?;
         }
 
         let log = self.log.clone();
@@ -635,6 +668,21 @@ impl Ctx {
         }
         if fl < ff || fl < st.first_index {
             return Ok(()); // empty, or its last entry was purged (committed) there
+        }
+        if fl > st.last_index && st.appended_index.is_some_and(|a| fl <= a) {
+            // Entries the leader holds but has not synced (copied from it
+            // while it served unsynced entries): not served until they
+            // are durable there, when the checks below can be made.
+            return Err(ReplicateError::Http {
+                url: self.url("/v1/state"),
+                status: Some(200),
+                detail: format!(
+                    "this follower holds entries up to {fl}, past the leader's last durable \
+                     entry {}: waiting for the leader to sync them",
+                    st.last_index
+                ),
+                transient: true,
+            });
         }
         if fl > st.last_index {
             return Err(self
@@ -681,6 +729,91 @@ impl Ctx {
         }
     }
 
+    /// Entries copied past the leader's durable mark (see [`Tentative`]):
+    /// dropped if the leader's writer has reopened the log since (they
+    /// may be gone there), else kept; the record is cleared once nothing
+    /// tentative is left.
+    async fn settle_tentative(&mut self, leader_incarnation: Option<u64>) -> Result<()> {
+        let Some(f) = self.followed.clone() else { return Ok(()) };
+        let Some(t) = f.tentative else { return Ok(()) };
+        if leader_incarnation == Some(t.incarnation) && t.from <= self.log.last_index() {
+            return Ok(());
+        }
+        if leader_incarnation != Some(t.incarnation) {
+            self.truncate_to(t.from - 1).await?;
+        }
+        self.record(Followed { tentative: None, ..f }).await
+    }
+
+    /// Discards every entry this follower holds (`reset` of a diverged
+    /// copy): the next reconcile copies the log afresh.
+    async fn discard(&mut self) -> Result<()> {
+        let first = self.log.first_index();
+        self.truncate_to(first - 1).await?;
+        self.followed = None;
+        Ok(())
+    }
+
+    /// Where this copy and the leader still agree, for a divergence's
+    /// message: entries `upto`, `upto - 1`, `upto - 2`, `upto - 4`, ...
+    /// are compared (term and CRC) until one matches.
+    async fn agreement(&self, upto: u64) -> String {
+        // Probes back from `upto` by doubling steps until an entry
+        // matches, then halves the gap to the mismatch above it: the
+        // answer is an entry that matches with the next one not matching.
+        let first = self.log.first_index().max(1);
+        let (mut hi, mut step) = (upto.min(self.log.last_index()) + 1, 1u64);
+        let mut lo = None;
+        while hi > first {
+            let i = hi.saturating_sub(step).max(first);
+            match self.same_entry(i).await {
+                Some(true) => {
+                    lo = Some(i);
+                    break;
+                }
+                Some(false) => hi = i,
+                None => break,
+            }
+            step *= 2;
+        }
+        let Some(mut lo) = lo else {
+            return "; no entry checked is the same on both: follow with reset to copy the log \
+                    again"
+                .into();
+        };
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            match self.same_entry(mid).await {
+                Some(true) => lo = mid,
+                Some(false) => hi = mid,
+                None => break,
+            }
+        }
+        format!(
+            "; entry {lo} is the same on both (term and CRC), entry {} is not: keep the copy up \
+             to it with `mmapkit log truncate {} {lo}`, or follow with reset to copy the log \
+             again",
+            lo + 1,
+            self.dir.display()
+        )
+    }
+
+    /// Whether entry `i` has the same term and CRC here and on the leader
+    /// (`None`: not known, e.g. the leader did not answer).
+    async fn same_entry(&self, i: u64) -> Option<bool> {
+        #[derive(serde::Deserialize)]
+        struct T {
+            term: u64,
+            crc: u32,
+        }
+        let e = self.log.get(i).ok()?;
+        match self.get_json::<T>(&format!("/v1/term/{i}")).await {
+            Ok((200, Some(t))) => Some(t.term == e.term() && t.crc == e.crc()),
+            Ok((410 | 416, _)) => Some(false),
+            _ => None,
+        }
+    }
+
     /// `/v1/state`, with `since` = the recorded epoch.
     async fn leader_state(&self) -> Result<LeaderState> {
         let path = match &self.followed {
@@ -716,8 +849,22 @@ impl Ctx {
     }
 
     async fn round(&mut self) -> std::result::Result<(), Fail> {
-        let st = self.leader_state().await?;
-        self.reconcile(&st).await?;
+        let st = match self.leader_state().await {
+            Err(ReplicateError::Diverged { .. }) if self.opts.reset => {
+                self.discard().await?;
+                self.leader_state().await?
+            }
+            r => r?,
+        };
+        match self.reconcile(&st).await {
+            // With reset, a copy that differs from its own log is copied
+            // again, as one of another log is.
+            Err(ReplicateError::Diverged { .. }) if self.opts.reset => {
+                self.discard().await?;
+                self.reconcile(&st).await?;
+            }
+            r => r?,
+        }
 
         // The appender: appends batches in order on a blocking thread and
         // hands their buffers back for reuse.
@@ -795,7 +942,10 @@ impl Ctx {
         let mut batch = pool.take(next, self.opts.batch_bytes);
         let mut ahead: Option<Ahead> = None;
         loop {
-            if self.stop.is_stopped() {
+            // A stopped appender (its append failed: a full disk) ends the
+            // round at once, which reports its error; a continuous
+            // follower must not go on fetching what it cannot keep.
+            if self.stop.is_stopped() || tx.is_closed() {
                 return Ok(());
             }
             let (resp, url, pipelined) = match ahead.take() {
@@ -806,6 +956,7 @@ impl Ctx {
                             ReplicateError::Panicked(format!("a page request failed: {e}"))
                         })??,
                         _ = self.stop.stopped() => return Ok(()),
+                        _ = tx.closed() => return Ok(()),
                     };
                     (r, url, true)
                 }
@@ -814,6 +965,7 @@ impl Ctx {
                     let r = tokio::select! {
                         r = self.get(&path) => r?,
                         _ = self.stop.stopped() => return Ok(()),
+                        _ = tx.closed() => return Ok(()),
                     };
                     (r, self.url(&path), false)
                 }
@@ -917,6 +1069,39 @@ impl Ctx {
                 }
             }
             let count = header_u64(&resp, "x-mmapkit-count").unwrap_or(0);
+            let mark = (
+                header_u64(&resp, "x-mmapkit-durable"),
+                header_u64(&resp, "x-mmapkit-incarnation"),
+            );
+            if let (Some(f), (Some(durable), Some(inc))) = (self.followed.clone(), mark) {
+                let page_last = (next + count).saturating_sub(1);
+                match f.tentative {
+                    // Past the leader's durable mark: recorded (durably)
+                    // before any of it is appended.
+                    None if count > 0 && page_last > durable => {
+                        let from = next.max(durable + 1);
+                        let tentative = Some(Tentative { incarnation: inc, from });
+                        self.record(Followed { tentative, ..f }).await?;
+                    }
+                    Some(t) if t.incarnation != inc => {
+                        self.send(&tx, &budget, &mut batch, pool, next).await?;
+                        return Err(ReplicateError::Http {
+                            url,
+                            status: Some(200),
+                            detail: "the leader's writer reopened its log; checking the entries \
+                                     copied before it synced them"
+                                .into(),
+                            transient: true,
+                        }
+                        .into());
+                    }
+                    // Everything held and this page are durable there now.
+                    Some(_) if page_last <= durable && next - 1 <= durable => {
+                        self.record(Followed { tentative: None, ..f }).await?;
+                    }
+                    _ => {}
+                }
+            }
             // The leader has entries past this page: ask for the next one now.
             let after = next.saturating_add(count);
             if self.pipeline && count > 0 && after <= leader_last {

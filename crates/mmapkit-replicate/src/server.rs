@@ -59,6 +59,13 @@ mmapkit::options! {
         /// received for this long is closed (default 30 s). Long polls and
         /// bodies being sent are requests in flight.
         pub idle_timeout: Duration,
+        /// Serve entries the writer has not synced yet (default: off, only
+        /// entries up to the log's [durable mark](CommitLog::durable_mark),
+        /// which a power loss of the leader cannot take back). On, a
+        /// follower gets entries as soon as they are appended, and checks,
+        /// after the writer reopens the log, that those it got past the
+        /// mark are still there (see the crate docs).
+        pub serve_unsynced: bool,
     }
 }
 
@@ -76,6 +83,7 @@ impl Default for ServeOptions {
             max_connections: 512,
             header_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(30),
+            serve_unsynced: false,
         }
     }
 }
@@ -205,6 +213,18 @@ pub fn serve_dir(dir: impl AsRef<Path>, opts: ServeOptions) -> Result<Server> {
     serve(Arc::new(log), opts)
 }
 
+/// The last index a server hands out: the log's last entry, or by
+/// default the last durable one (see [`ServeOptions::serve_unsynced`]).
+/// A log last written by a version that published no durable mark is
+/// served whole, as before.
+pub(crate) fn servable(log: &CommitLog, unsynced: bool) -> u64 {
+    let last = log.last_index();
+    match log.durable_mark() {
+        Some(m) if !unsynced => last.min(m.durable.max(log.first_index() - 1)),
+        _ => last,
+    }
+}
+
 /// A log made before logs had an id cannot be followed safely: it gets
 /// one the next time it is opened for writing.
 fn check_identity(log: &CommitLog) -> Result<()> {
@@ -282,20 +302,27 @@ pub fn serve(log: Arc<CommitLog>, opts: ServeOptions) -> Result<Server> {
     // The watcher publishes the last index: woken by appends through a
     // writable handle (no polling); a read-only one is refreshed by one
     // poller thread while long polls wait.
-    let (last_tx, last_rx) = watch::channel(log.last_index());
+    let unsynced = opts.serve_unsynced;
+    let (last_tx, last_rx) = watch::channel(servable(&log, unsynced));
     let watcher_stop = Arc::new(AtomicBool::new(false));
     let poller = log.options().read_only.then(|| Arc::new(wake::Poller::default()));
     let watcher = if let Some(p) = &poller {
-        Some(wake::spawn(log.clone(), p.clone(), last_tx, watcher_stop.clone()))
+        Some(wake::spawn(log.clone(), p.clone(), last_tx, watcher_stop.clone(), unsynced))
     } else {
         let (log, stop) = (log.clone(), watcher_stop.clone());
         Some(std::thread::spawn(move || {
-            let mut last = log.last_index();
+            let mut last = servable(&log, unsynced);
             while !stop.load(Ordering::Acquire) {
-                match log.wait_past(last, Duration::from_millis(200)) {
-                    Ok(l) => {
+                // Woken by appends, or (serving durable entries) by syncs.
+                let woke = if unsynced {
+                    log.wait_past(last, Duration::from_millis(200))
+                } else {
+                    log.wait_durable_past(last, Duration::from_millis(200))
+                };
+                match woke {
+                    Ok(_) => {
                         // Also catches truncations (published at the timeout).
-                        last = l;
+                        last = servable(&log, unsynced);
                         last_tx.send_if_modified(|v| std::mem::replace(v, last) != last);
                     }
                     Err(_) => std::thread::sleep(Duration::from_millis(200)),
@@ -453,7 +480,12 @@ impl Shared {
             .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
             .map_err(log_err)?;
         }
-        Ok(self.log.last_index())
+        Ok(self.servable())
+    }
+
+    /// See [`servable`].
+    fn servable(&self) -> u64 {
+        servable(&self.log, self.opts.serve_unsynced)
     }
 
     /// Waits until the log's last index is at least `index` or `wait`
@@ -474,7 +506,7 @@ impl Shared {
             _ = tokio::time::timeout_at(deadline, rx.wait_for(|l| *l >= index)) => {}
             _ = shutdown.wait_for(|s| *s) => {}
         }
-        Ok(self.log.last_index())
+        Ok(self.servable())
     }
 }
 
@@ -545,18 +577,24 @@ async fn state(State(sh): State<Arc<Shared>>, RawQuery(q): RawQuery) -> Response
         return r;
     }
     let log = sh.log.clone();
+    let unsynced = sh.opts.serve_unsynced;
     let got = tokio::task::spawn_blocking(move || {
-        let st = log.status(since)?;
+        let mark = log.durable_mark();
+        let mut st = log.status(since)?;
+        let appended = st.last_index;
+        if let Some(m) = mark.filter(|_| !unsynced) {
+            st.last_index = st.last_index.min(m.durable.max(st.first_index - 1));
+        }
         let last = if st.last_index >= st.first_index {
             let e = log.get(st.last_index)?;
             Some((e.term(), e.crc()))
         } else {
             None
         };
-        Ok::<_, mmapkit::Error>((st, last))
+        Ok::<_, mmapkit::Error>((st, last, mark, appended))
     })
     .await;
-    let (st, last) = match got {
+    let (st, last, mark, appended) = match got {
         Ok(Ok(x)) => x,
         Ok(Err(e)) if e.kind() == mmapkit::ErrorKind::InvalidArgument && since.is_some() => {
             // An epoch past ours: the follower saw a later history.
@@ -579,6 +617,11 @@ async fn state(State(sh): State<Arc<Shared>>, RawQuery(q): RawQuery) -> Response
         "last_index": st.last_index,
         "last_term": last.map(|l| l.0),
         "last_crc": last.map(|l| l.1),
+        // last_index is the last entry served; this, the last appended.
+        "appended_index": appended,
+        "durable_index": mark.map(|m| m.durable),
+        "incarnation": mark.map(|m| m.incarnation.to_string()),
+        "serves_unsynced": unsynced,
     }))
     .into_response()
 }
@@ -828,6 +871,7 @@ async fn entries(State(sh): State<Arc<Shared>>, RawQuery(q): RawQuery) -> Respon
         // The entry before the page, in the same version: checked here when
         // the request names it, else named in the answer (a follower asks
         // for a page before the one ahead of it has arrived, and checks it).
+        let mark = log.durable_mark();
         let before = log.identity();
         let prev = if from > log.first_index() {
             let e = log.get(from - 1)?;
@@ -856,10 +900,10 @@ async fn entries(State(sh): State<Arc<Shared>>, RawQuery(q): RawQuery) -> Respon
                 log.dir().display()
             )));
         }
-        Ok(Ok((got.0, got.1, after.id, prev)))
+        Ok(Ok((got.0, got.1, after.id, prev, mark)))
     })
     .await;
-    let (ents, tag, id, prev) = match read {
+    let (ents, tag, id, prev, mark) = match read {
         Ok(Ok(Ok(e))) => e,
         Ok(Ok(Err((i, t, c)))) => {
             return err(
@@ -896,7 +940,15 @@ async fn entries(State(sh): State<Arc<Shared>>, RawQuery(q): RawQuery) -> Respon
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
     h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
     h.insert("x-mmapkit-count", HeaderValue::from(count));
-    h.insert("x-mmapkit-last-index", HeaderValue::from(sh.log.last_index().max(last)));
+    h.insert("x-mmapkit-last-index", HeaderValue::from(sh.servable().max(last)));
+    // What was durable when the page was read (entries up to it cannot be
+    // lost by a power loss of this incarnation of the writer's), so a
+    // follower of a server that serves unsynced entries knows which to
+    // check after the writer reopens the log.
+    if let Some(m) = mark {
+        h.insert("x-mmapkit-durable", HeaderValue::from(m.durable));
+        h.insert("x-mmapkit-incarnation", HeaderValue::from(m.incarnation));
+    }
     h.insert("x-mmapkit-first-index", HeaderValue::from(sh.log.first_index()));
     // The read's tag: a follower checks later that no truncation numbered
     // from it on cut what it got (see `mmapkit::log::Entries::epoch`).

@@ -1,7 +1,8 @@
 //! Long-poll wake-ups for a read-only log (one another process appends
 //! to): ONE thread per server refreshes the log while some request waits
-//! and publishes the last index on the same `watch` channel a writable
-//! log's watcher uses, so waiting requests only await the channel.
+//! and publishes the last index served (`server::servable`) on the same
+//! `watch` channel a writable log's watcher uses, so waiting requests
+//! only await the channel.
 //!
 //! Polling is needed: stores through a shared mapping by another process
 //! raise no file events. Its cost is one refresh per interval whatever
@@ -68,9 +69,10 @@ pub(crate) fn spawn(
     poller: Arc<Poller>,
     last_tx: watch::Sender<u64>,
     stop: Arc<AtomicBool>,
+    unsynced: bool,
 ) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
-        let mut last = log.last_index();
+        let mut last = crate::server::servable(&log, unsynced);
         let mut pause = FAST;
         while !stop.load(Ordering::Acquire) {
             if poller.waiting() == 0 {
@@ -87,7 +89,7 @@ pub(crate) fn spawn(
             poller.count_refresh();
             match log.refresh() {
                 Ok(()) => {
-                    let now = log.last_index();
+                    let now = crate::server::servable(&log, unsynced);
                     // Also publishes truncations.
                     last_tx.send_if_modified(|v| std::mem::replace(v, now) != now);
                     pause = if now != last { FAST } else { (pause * 2).min(SLOW) };

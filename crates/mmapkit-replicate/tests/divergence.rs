@@ -32,9 +32,10 @@ fn reset() -> FollowOptions {
 }
 
 /// A writable log with small segments (roll-overs every few hundred
-/// entries), as the writing process would have it.
+/// entries), as the writing process would have it; every append synced
+/// (servers serve durable entries only, by default).
 fn writer(dir: &Path) -> CommitLog {
-    CommitLog::open(dir, LogOptions::default().sync(SyncMode::Never).segment_size(64 << 10))
+    CommitLog::open(dir, LogOptions::default().sync(SyncMode::Batch).segment_size(64 << 10))
         .unwrap()
 }
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 use mmapkit::log::{CommitLog, LogOptions, SyncMode};
 
 pub fn open(dir: &Path) -> CommitLog {
-    CommitLog::open(dir, LogOptions::default().sync(SyncMode::Never).segment_size(1 << 20)).unwrap()
+    CommitLog::open(dir, LogOptions::default().sync(SyncMode::Batch).segment_size(1 << 20)).unwrap()
 }
 
 pub fn open_ro(dir: &Path) -> CommitLog {
@@ -29,8 +29,15 @@ pub fn payload(i: u64, salt: u8) -> Vec<u8> {
     (0..n).map(|j| (i as usize * 31 + j) as u8 ^ salt).collect()
 }
 
-/// Appends entries `from..to` (term `term`) in batches of 100.
+/// Appends entries `from..to` (term `term`) in batches of 100, then
+/// syncs them (a server serves only durable entries by default).
 pub fn fill(log: &CommitLog, from: u64, to: u64, term: u64, salt: u8) {
+    fill_unsynced(log, from, to, term, salt);
+    log.sync().unwrap();
+}
+
+/// [`fill`] without the sync: entries a power loss of the leader can take.
+pub fn fill_unsynced(log: &CommitLog, from: u64, to: u64, term: u64, salt: u8) {
     assert_eq!(log.last_index() + 1, from);
     let mut i = from;
     while i < to {
@@ -307,4 +314,22 @@ fn route_one(
     down.write_all(body)?;
     let _ = down.shutdown(std::net::Shutdown::Both);
     Ok(())
+}
+
+/// Copies the files of a log directory (what a leader's disk holds once
+/// its power is lost right after a sync: the copy is taken then).
+pub fn copy_dir(src: &Path, dst: &Path) {
+    std::fs::create_dir_all(dst).unwrap();
+    for e in std::fs::read_dir(src).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_file() {
+            std::fs::copy(e.path(), dst.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+/// Replaces the log directory `dir` by `backup` (the power loss).
+pub fn restore(backup: &Path, dir: &Path) {
+    std::fs::remove_dir_all(dir).unwrap();
+    copy_dir(backup, dir);
 }
