@@ -245,6 +245,13 @@ impl Mount {
     pub fn backing(&self) -> &Path {
         &self.backing
     }
+    /// What a power loss now would leave (by `mode`), written into `dest`
+    /// (emptied first); the mount goes on. For workloads in this process,
+    /// which cannot be killed at a crash point: the survivor is taken
+    /// while they run.
+    pub fn snapshot(&self, mode: Mode, dest: impl AsRef<Path>) -> io::Result<()> {
+        self.shared.lock().materialize(mode, dest.as_ref())
+    }
     /// Modifying operations served so far.
     pub fn op_count(&self) -> u64 {
         self.shared.ops.load(Ordering::SeqCst)
