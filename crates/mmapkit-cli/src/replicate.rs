@@ -29,8 +29,9 @@ followers then record which entries were not yet synced, and drop and
 copy them again after the writer reopens the log. Binding
 anything but a loopback address requires --token (followers send it as a
 bearer token); bound to all interfaces (0.0.0.0, [::]), the printed URL
-names loopback and a note on stderr says so. Past --max-connections, new
-connections get 503 and are closed; a connection that does not finish a
+names loopback and a note on stderr says so. Past --max-connections, the
+oldest connection that has not sent the --token is closed to make room,
+else new connections get 503 and are closed; a connection that does not finish a
 request head within --header-timeout, or idles --idle-timeout between
 requests, is closed. Endpoints: GET /v1/state, /v1/term/INDEX,
 /v1/entries?from=I[&max_count=N&max_bytes=B&prev_term=T&wait_ms=W]

@@ -35,11 +35,65 @@ Content-Type: text/plain; charset=utf-8\r\nRetry-After: 1\r\nContent-Length: 39\
 busy: too many connections; retry later\n";
 
 /// The connection limits (from [`ServeOptions`](crate::ServeOptions)).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Limits {
     pub max_connections: usize,
     pub header_timeout: Duration,
     pub idle_timeout: Duration,
+    /// The bearer token, if one is required: at the cap, a connection
+    /// that has not yet sent a request carrying it is closed to make
+    /// room (the oldest first), so clients without the token cannot keep
+    /// those with it out.
+    pub token: Option<Arc<str>>,
+}
+
+/// Whether `headers` carry `token` as a bearer token (`Ok`), or why not.
+/// The scheme is case-insensitive (RFC 7235 section 2.1); the comparison
+/// takes the same time wherever the first difference is.
+pub(crate) fn check_token(
+    headers: &hyper::HeaderMap,
+    token: &str,
+) -> std::result::Result<(), &'static str> {
+    let given = headers
+        .get(hyper::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim_start().split_once(' '))
+        .and_then(|(scheme, t)| scheme.eq_ignore_ascii_case("bearer").then_some(t));
+    let ct_eq = |a: &[u8], b: &[u8]| {
+        a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    };
+    match given {
+        None => Err("missing bearer token (send Authorization: Bearer TOKEN)"),
+        Some(g) if !ct_eq(g.trim().as_bytes(), token.as_bytes()) => Err("bad bearer token"),
+        _ => Ok(()),
+    }
+}
+
+/// Connections that have not authenticated yet, oldest first (entries of
+/// closed or authenticated ones are skipped and pruned).
+#[derive(Default)]
+struct Unauthed(std::collections::VecDeque<std::sync::Weak<Activity>>);
+
+impl Unauthed {
+    fn push(&mut self, act: &Arc<Activity>, max: usize) {
+        if self.0.len() >= 2 * max {
+            self.0.retain(|w| w.upgrade().is_some_and(|a| !a.authed.load(Ordering::Acquire)));
+        }
+        self.0.push_back(Arc::downgrade(act));
+    }
+    /// Closes the oldest open connection that has not authenticated;
+    /// false if there is none.
+    fn evict_oldest(&mut self) -> bool {
+        while let Some(w) = self.0.pop_front() {
+            if let Some(a) = w.upgrade() {
+                if !a.authed.load(Ordering::Acquire) {
+                    a.evict.notify_one();
+                    return true;
+                }
+            }
+        }
+        false
+    }
 }
 
 /// Open connections and what happened to the others (for tests and
@@ -49,6 +103,7 @@ pub(crate) struct Stats {
     max: usize,
     rejected: AtomicU64,
     timed_out: AtomicU64,
+    evicted: AtomicU64,
 }
 
 impl Stats {
@@ -58,6 +113,7 @@ impl Stats {
             max,
             rejected: AtomicU64::new(0),
             timed_out: AtomicU64::new(0),
+            evicted: AtomicU64::new(0),
         })
     }
     pub(crate) fn open(&self) -> usize {
@@ -68,6 +124,9 @@ impl Stats {
     }
     pub(crate) fn timed_out(&self) -> u64 {
         self.timed_out.load(Ordering::Relaxed)
+    }
+    pub(crate) fn evicted(&self) -> u64 {
+        self.evicted.load(Ordering::Relaxed)
     }
 }
 
@@ -81,11 +140,13 @@ pub(crate) async fn run(
     stats: Arc<Stats>,
     mut stop: watch::Receiver<bool>,
 ) {
+    let mut unauthed = Unauthed::default();
     let mut http = hyper::server::conn::http1::Builder::new();
     // The timeouts are the watchdog's (see the module docs).
-    // Request heads are tiny: a larger one is refused (431), and each
-    // connection's read buffer stays small.
-    http.keep_alive(true).header_read_timeout(None).max_buf_size(64 << 10);
+    // Request heads are tiny: a larger one is refused (431: by hyper past
+    // its buffer, by `Service` past HEAD_MAX), and each connection's read
+    // buffer stays small.
+    http.keep_alive(true).header_read_timeout(None).max_buf_size(HEAD_MAX);
     let http = Arc::new(http);
     loop {
         let accepted = tokio::select! {
@@ -104,7 +165,15 @@ pub(crate) async fn run(
                 }
             }
         };
-        let Ok(slot) = stats.slots.clone().try_acquire_owned() else {
+        let mut slot = stats.slots.clone().try_acquire_owned().ok();
+        if slot.is_none() && limits.token.is_some() && unauthed.evict_oldest() {
+            // Its slot frees as soon as its task sees the eviction.
+            let got = stats.slots.clone().acquire_owned();
+            slot =
+                tokio::time::timeout(Duration::from_secs(1), got).await.ok().and_then(|r| r.ok());
+            stats.evicted.fetch_add(1, Ordering::Relaxed);
+        }
+        let Some(slot) = slot else {
             // Past the cap: answer at once and close, never queue (a
             // queued socket still holds an fd). Best effort: a full send
             // buffer just means no answer.
@@ -116,11 +185,14 @@ pub(crate) async fn run(
         // Nagle's algorithm against the client's delayed ACK would add
         // ~40 ms to every request whose head and body are two writes.
         let _ = tcp.set_nodelay(true);
+        let act = Arc::new(Activity::new(limits.token.is_none()));
+        unauthed.push(&act, limits.max_connections);
         tokio::spawn(connection(
             tcp,
+            act,
             app.clone(),
             http.clone(),
-            limits,
+            limits.clone(),
             stats.clone(),
             stop.clone(),
             slot,
@@ -131,8 +203,10 @@ pub(crate) async fn run(
     let _ = stats.slots.acquire_many(stats.max as u32).await;
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn connection(
     tcp: TcpStream,
+    act: Arc<Activity>,
     app: Router,
     http: Arc<hyper::server::conn::http1::Builder>,
     limits: Limits,
@@ -140,14 +214,15 @@ async fn connection(
     mut stop: watch::Receiver<bool>,
     _slot: OwnedSemaphorePermit,
 ) {
-    let act = Arc::new(Activity::new());
     let io = TokioIo::new(Watched { tcp, act: act.clone() });
-    let conn = http.serve_connection(io, Service { app, act: act.clone() });
+    let token = limits.token.clone();
+    let conn = http.serve_connection(io, Service { app, act: act.clone(), token });
     tokio::pin!(conn);
     let dog = watchdog(&act, limits);
     tokio::pin!(dog);
     tokio::select! {
         _ = conn.as_mut() => return,
+        _ = act.evict.notified() => return,
         _ = &mut dog => {
             stats.timed_out.fetch_add(1, Ordering::Relaxed);
             return;
@@ -179,11 +254,17 @@ struct Activity {
     head_since: AtomicU64,
     /// Wakes the watchdog to recompute its deadline.
     changed: Notify,
+    /// Whether a request carried the token (or none is required).
+    authed: std::sync::atomic::AtomicBool,
+    /// Closes the connection to make room (see [`Limits::token`]).
+    evict: Notify,
 }
 
 impl Activity {
-    fn new() -> Activity {
+    fn new(authed: bool) -> Activity {
         Activity {
+            authed: authed.into(),
+            evict: Notify::new(),
             start: Instant::now(),
             in_flight: AtomicUsize::new(0),
             idle_since: AtomicU64::new(0),
@@ -301,10 +382,23 @@ impl AsyncWrite for Watched {
     }
 }
 
+/// The largest request head (request line and headers) answered: larger
+/// ones get 431 and the connection is closed.
+pub(crate) const HEAD_MAX: usize = 64 << 10;
+
+/// A request head's length as sent (`METHOD URI HTTP/1.1\r\n`, each
+/// `name: value\r\n`, the blank line).
+fn head_len<B>(req: &hyper::Request<B>) -> usize {
+    let line = req.method().as_str().len() + req.uri().to_string().len() + 11;
+    let headers: usize = req.headers().iter().map(|(k, v)| k.as_str().len() + v.len() + 4).sum();
+    line + headers + 2
+}
+
 /// The router as a hyper service, marking each request in flight.
 struct Service {
     app: Router,
     act: Arc<Activity>,
+    token: Option<Arc<str>>,
 }
 
 type ServiceFuture =
@@ -317,6 +411,28 @@ impl hyper::service::Service<hyper::Request<Incoming>> for Service {
 
     fn call(&self, req: hyper::Request<Incoming>) -> ServiceFuture {
         let busy = Busy::new(self.act.clone());
+        if let Some(t) = &self.token {
+            if check_token(req.headers(), t).is_ok() {
+                self.act.authed.store(true, Ordering::Release);
+            }
+        }
+        if head_len(&req) > HEAD_MAX {
+            // hyper's read buffer limit is not a bound on the head (it
+            // parsed heads of ~100 KiB): the documented one is kept here.
+            return Box::pin(async move {
+                let body = axum::body::Body::from(format!(
+                    "request head larger than {} KiB\n",
+                    HEAD_MAX >> 10
+                ));
+                let r = hyper::Response::builder()
+                    .status(431)
+                    .header("connection", "close")
+                    .header("content-type", "text/plain; charset=utf-8")
+                    .body(Tracked { body, _busy: busy })
+                    .expect("a valid answer");
+                Ok(r)
+            });
+        }
         let answer = tower_service::Service::call(&mut self.app.clone(), req);
         Box::pin(async move {
             let r = answer.await?;

@@ -13,6 +13,23 @@
 //! # Ok::<(), mmapkit_replicate::ReplicateError>(())
 //! ```
 //!
+//! # Durable entries only
+//!
+//! A server serves a log up to its [durable
+//! mark](mmapkit::log::CommitLog::durable_mark) (entries the writer has
+//! synced; for a log another process writes, as it publishes them in
+//! `DIR/durable`): "the last index" below means the last one served, and
+//! a power loss of the leader's machine can never take back an entry a
+//! follower holds. [`ServeOptions::serve_unsynced`] serves every appended
+//! entry instead: then each page names the writer's incarnation and
+//! durable mark (`x-mmapkit-incarnation`, `x-mmapkit-durable`), a
+//! follower records (durably, before appending) which entries it copied
+//! past the mark, and once the leader's writer has reopened the log
+//! (another incarnation: a power loss may have taken them) it drops those
+//! and copies them again. A follower holding entries the leader has
+//! appended but not yet synced (`appended_index` in `/v1/state`) waits
+//! for them to become durable.
+//!
 //! # Protocol (`/v1`)
 //!
 //! Every endpoint takes `Authorization: Bearer TOKEN` (the scheme in any
@@ -21,7 +38,11 @@
 //! request is read. Errors are `text/plain` with the status:
 //!
 //! * `GET /v1/state[?since=E]` → JSON `{"log_id", "epoch", "completed",
-//!   "cut_since", "first_index", "last_index", "last_term", "last_crc"}`:
+//!   "cut_since", "first_index", "last_index", "last_term", "last_crc",
+//!   "appended_index", "durable_index", "incarnation", "serves_unsynced"}`
+//!   (the last four: the last entry appended, the durable mark and the
+//!   writer's incarnation as a decimal string, `null` for a log no writer
+//!   of this version opened, and whether unsynced entries are served):
 //!   the log's random id, its truncation epoch (truncations started) and
 //!   the number completed, and with `since`, `cut_since`: the lowest index
 //!   that truncations numbered `E` or later cut after (`null`: none); 409
@@ -52,7 +73,8 @@
 //!   milliseconds (long poll, clamped to [`ServeOptions::max_wait`]) for
 //!   new entries and then answers with what there is (possibly none).
 //!   410 Gone ("snapshot required") when `I` was purged, 416 when `I` is
-//!   more than one past the end, 400 for malformed or zero parameters,
+//!   more than one past the end, 400 for malformed, repeated or zero
+//!   parameters,
 //!   503 when the server is too busy to start a page in time or a read
 //!   failed while the log was changing.
 //!
@@ -72,7 +94,10 @@
 //!
 //! At most [`ServeOptions::max_connections`] connections are open (512 by
 //! default); past it a new connection is answered `503` with
-//! `Connection: close` and closed at once, never queued. A request head
+//! `Connection: close` and closed at once, never queued. With a token,
+//! the oldest open connection that has not yet sent a request carrying
+//! the token is closed instead, to make room: clients without the token
+//! cannot keep followers with it out. A request head
 //! must arrive whole within [`ServeOptions::header_timeout`] (10 s) of its
 //! first byte (a new connection's first head: of the accept), and a
 //! kept-alive connection with no request in flight closes after

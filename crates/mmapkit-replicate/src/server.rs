@@ -46,7 +46,9 @@ mmapkit::options! {
         /// hold the page slots.
         pub stall_timeout: Duration,
         /// Connections open at once (default 512, well under the usual fd
-        /// limit of 1024). Past it a new connection is answered `503` with
+        /// limit of 1024). Past it, with a token, the oldest connection that
+        /// has not sent a request carrying it is closed to make room; else
+        /// (or if every one has) a new connection is answered `503` with
         /// `Connection: close` and closed at once, never queued.
         pub max_connections: usize,
         /// A request head (request line and headers) must arrive whole within
@@ -132,6 +134,12 @@ impl Server {
     #[doc(hidden)]
     pub fn rejected_connections(&self) -> u64 {
         self.conns.rejected()
+    }
+    /// Connections without the token closed to make room for new ones
+    /// at the cap.
+    #[doc(hidden)]
+    pub fn evicted_connections(&self) -> u64 {
+        self.conns.evicted()
     }
     /// Connections closed by the header or idle timeout.
     #[doc(hidden)]
@@ -345,6 +353,7 @@ pub fn serve(log: Arc<CommitLog>, opts: ServeOptions) -> Result<Server> {
         max_connections: shared.opts.max_connections,
         header_timeout: shared.opts.header_timeout,
         idle_timeout: shared.opts.idle_timeout,
+        token: shared.opts.token.as_deref().map(Arc::from),
     };
     let conns = conn::Stats::new(limits.max_connections);
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -428,25 +437,9 @@ fn err(status: StatusCode, msg: String) -> Response {
     r
 }
 
-fn ct_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 async fn auth(State(sh): State<Arc<Shared>>, req: Request, next: Next) -> Response {
     if let Some(tok) = &sh.opts.token {
-        let given = req
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim_start().split_once(' '))
-            // The scheme is case-insensitive (RFC 7235 section 2.1).
-            .and_then(|(scheme, t)| scheme.eq_ignore_ascii_case("bearer").then_some(t));
-        let why = match given {
-            None => Some("missing bearer token (send Authorization: Bearer TOKEN)"),
-            Some(g) if !ct_eq(g.trim().as_bytes(), tok.as_bytes()) => Some("bad bearer token"),
-            _ => None,
-        };
-        if let Some(why) = why {
+        if let Err(why) = conn::check_token(req.headers(), tok) {
             let mut r = err(StatusCode::UNAUTHORIZED, why.into());
             r.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
             return r;
@@ -540,6 +533,7 @@ fn parse_since(q: Option<&str>) -> std::result::Result<Option<u64>, String> {
     let mut since = None;
     for kv in q.unwrap_or("").split('&').filter(|s| !s.is_empty()) {
         match kv.split_once('=') {
+            Some(("since", _)) if since.is_some() => return Err("since is given twice".into()),
             Some(("since", v)) => {
                 since = Some(
                     v.parse::<u64>().map_err(|_| format!("since={v:?} is not a whole number"))?,
@@ -716,6 +710,9 @@ fn parse_query(q: Option<&str>) -> std::result::Result<PageQuery, String> {
         let n: u64 = v.parse().map_err(|_| format!("{k}={v:?} is not a whole number"))?;
         if n == 0 && matches!(k, "from" | "max_count" | "max_bytes") {
             return Err(format!("{k} must be at least 1"));
+        }
+        if slot.is_some() {
+            return Err(format!("{k} is given twice"));
         }
         *slot = Some(n);
     }

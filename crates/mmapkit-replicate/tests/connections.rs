@@ -213,6 +213,50 @@ fn connections_past_the_cap_get_503_at_once_and_followers_get_through() {
     drop(flood);
 }
 
+/// Issue 37, defect 5 (`log serve`): with a token, clients without it
+/// holding every slot cannot keep a follower with it out: the oldest
+/// connection that has not sent the token makes room; one that has is
+/// never closed for it.
+#[test]
+fn silent_clients_without_the_token_cannot_keep_a_follower_out() {
+    let (a, log) = leader(500);
+    let srv = serve(
+        log,
+        ServeOptions::default()
+            .token(Some("t0k".into()))
+            .max_connections(8)
+            .header_timeout(Duration::from_secs(120)),
+    )
+    .unwrap();
+    let at = srv.local_addr();
+    // One authenticated keep-alive connection, then silent ones filling the cap.
+    let mut authed = connect(at);
+    get(&mut authed, "/v1/state", "Authorization: Bearer t0k\r\n");
+    assert_eq!(read_response(&mut authed).0, 200);
+    let silent: Vec<TcpStream> = (0..7).map(|_| connect(at)).collect();
+    wait_until("8 connections are open", Duration::from_secs(30), || srv.open_connections() == 8);
+    let b = tempfile::tempdir().unwrap();
+    let t = std::time::Instant::now();
+    let r = follow(
+        srv.url(),
+        b.path(),
+        FollowOptions::default()
+            .once(true)
+            .token(Some("t0k".into()))
+            .sync(mmapkit::log::SyncMode::Never)
+            .give_up_after(Some(Duration::from_secs(20))),
+    )
+    .unwrap();
+    assert_eq!(r.last_index, 500);
+    assert_same(a.path(), b.path());
+    assert!(t.elapsed() < Duration::from_secs(10), "the follow took {:?}", t.elapsed());
+    assert!(srv.evicted_connections() > 0);
+    // The authenticated connection is still served.
+    get(&mut authed, "/v1/state", "Authorization: Bearer t0k\r\n");
+    assert_eq!(read_response(&mut authed).0, 200);
+    drop(silent);
+}
+
 #[test]
 fn shutdown_is_prompt_with_idle_connections_and_a_long_poll() {
     let (a, log) = leader(10);

@@ -171,6 +171,9 @@ fn bad_requests_get_clear_http_errors() {
         ("/v1/entries?from=900&max_count=0", 400, "at least 1"),
         ("/v1/entries?from=900&max_bytes=-1", 400, "not a whole number"),
         ("/v1/entries?from=900&color=red", 400, "unknown parameter"),
+        ("/v1/entries?from=900&from=1", 400, "from is given twice"),
+        ("/v1/entries?from=900&wait_ms=1&wait_ms=2", 400, "wait_ms is given twice"),
+        ("/v1/state?since=0&since=1", 400, "since is given twice"),
         ("/v1/entries?from=1002", 416, "past the end"),
         ("/v1/entries?from=1", 410, "snapshot required"),
         ("/v1/entries?from=901&prev_term=7", 409, "log mismatch"),
@@ -195,6 +198,18 @@ fn bad_requests_get_clear_http_errors() {
             .to_lowercase();
     assert!(head.starts_with("http/1.1 200"), "{head}");
     assert!(head.contains("x-mmapkit-count: 100"), "{head}");
+    // Request heads: up to 64 KiB answered, larger ones 431 (~100 KiB
+    // heads used to be answered).
+    for (pad, want) in [(60_000, "200"), (66_000, "431"), (100_000, "431")] {
+        let mut s = std::net::TcpStream::connect(at).unwrap();
+        let pad = "a".repeat(pad);
+        write!(s, "GET /v1/state HTTP/1.1\r\nHost: x\r\nX-Pad: {pad}\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        let got = String::from_utf8_lossy(&out);
+        assert!(got.starts_with(&format!("HTTP/1.1 {want}")), "{} bytes: {got}", pad.len());
+    }
     // At the end with a long poll: waits, then answers with no entries.
     let t = Instant::now();
     let (s, body) = http_get(at, "/v1/entries?from=1001&wait_ms=300", None);
