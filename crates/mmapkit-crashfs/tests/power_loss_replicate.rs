@@ -22,8 +22,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::fuse_tests;
 use mmapkit::log::{CommitLog, LogOptions, SyncMode};
-use mmapkit_crashfs::{require_fuse, CrashFs, Mode};
+use mmapkit_crashfs::{CrashFs, Mode};
 use mmapkit_replicate::{follow, serve_dir, FollowOptions, ServeOptions};
 
 struct Rng(u64);
@@ -72,8 +73,11 @@ struct Counts {
 fn case(seed: u64, c: &mut Counts) {
     let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
     let unsynced = seed % 2 == 1;
-    let sync =
-        if seed % 3 == 0 { SyncMode::Interval(Duration::from_millis(3)) } else { SyncMode::Never };
+    let sync = if seed.is_multiple_of(3) {
+        SyncMode::Interval(Duration::from_millis(3))
+    } else {
+        SyncMode::Never
+    };
     let back = tempfile::tempdir().unwrap();
     let m = CrashFs::mount(back.path()).unwrap();
     let wal = m.path().join("wal");
@@ -137,9 +141,7 @@ fn case(seed: u64, c: &mut Counts) {
     c.cases += 1;
 }
 
-#[test]
-fn a_follower_never_differs_from_its_leader_after_the_leaders_power_loss() {
-    require_fuse!();
+fn matrix() {
     let n = if common::long() { 400 } else { 40 };
     let mut c = Counts::default();
     for seed in 1..=n {
@@ -153,12 +155,7 @@ fn a_follower_never_differs_from_its_leader_after_the_leaders_power_loss() {
     assert!(c.leader_lost_entries > 0, "{c:?}");
 }
 
-/// Issue 37, defect 8: a continuous follower whose append fails (here a
-/// failed sync: the log stops, fail-stop) ends with that error at once
-/// instead of staying connected and silent.
-#[test]
-fn a_continuous_follower_whose_append_fails_ends_with_the_error() {
-    require_fuse!();
+fn a_failed_append() {
     let a = tempfile::tempdir().unwrap();
     let leader = Arc::new(CommitLog::open(a.path(), LogOptions::default()).unwrap());
     let first: Vec<(u64, Vec<u8>)> = (0..100).map(|i| (1, vec![i as u8; 100])).collect();
@@ -194,4 +191,12 @@ fn a_continuous_follower_whose_append_fails_ends_with_the_error() {
     let e = f.join().unwrap_err();
     assert!(e.to_string().contains("Input/output error") || e.to_string().contains("EIO"), "{e}");
     assert_eq!(m.failed_fsyncs(), 1);
+}
+
+fuse_tests! {
+    a_follower_never_differs_from_its_leader_after_the_leaders_power_loss => matrix();
+    /// Issue 37, defect 8: a continuous follower whose append fails (here
+    /// a failed sync: the log stops, fail-stop) ends with that error at
+    /// once instead of staying connected and silent.
+    a_continuous_follower_whose_append_fails_ends_with_the_error => a_failed_append();
 }
