@@ -200,3 +200,34 @@ fuse_tests! {
     /// once instead of staying connected and silent.
     a_continuous_follower_whose_append_fails_ends_with_the_error => a_failed_append();
 }
+
+/// Issue 37: a fatal error inside the raft core (here the log store's
+/// failed sync: fail-stop) is reported by `Node::fatal`, which
+/// `mmapkit-kv serve` exits on, instead of the node going on as a zombie.
+fn a_failed_raft_sync() {
+    use mmapkit_raft::kv::Request;
+    use mmapkit_raft::node::{KvClient, Node, NodeOptions};
+    let back = tempfile::tempdir().unwrap();
+    let m = CrashFs::mount(back.path()).unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let opts = NodeOptions::new(1, m.path().join("n1")).bind("127.0.0.1:0".parse().unwrap());
+        let node = Node::start(opts).await.unwrap();
+        let addr = node.addr.to_string();
+        let client = KvClient::new([addr.clone()]).unwrap();
+        client.init(&addr, &[(1, addr.clone())].into()).await.unwrap();
+        let set = |k: &str| Request::Set { key: k.into(), value: "v".into() };
+        client.write(&set("a"), Duration::from_secs(30)).await.unwrap();
+        m.fail_fsyncs(1);
+        let _ = client.write(&set("b"), Duration::from_secs(2)).await;
+        let why = tokio::time::timeout(Duration::from_secs(30), node.fatal())
+            .await
+            .expect("the raft core kept running after its store failed");
+        assert!(why.contains("raft core stopped"), "{why}");
+        assert_eq!(m.failed_fsyncs(), 1);
+    });
+}
+
+fuse_tests! {
+    a_fatal_raft_error_is_reported_for_the_process_to_end => a_failed_raft_sync();
+}

@@ -8,15 +8,17 @@
 //! `Authorization: Bearer TOKEN` (scheme case-insensitive) and answers
 //! `401` without it; peers and [`KvClient`] send it. A node refuses to bind
 //! a non-loopback address without a token. Errors that are not openraft's
-//! are `text/plain`.
+//! are `text/plain`. A raft core that stops on its own (a storage
+//! failure, a panic) is reported by [`Node::fatal`]; `mmapkit-kv serve`
+//! then exits with status 70 (fail-stop), as it does on any panic.
 //!
 //! | route | what |
 //! | --- | --- |
 //! | `POST /raft/append`, `/raft/vote`, `/raft/snapshot` | openraft's RPCs (bodies up to the largest entry plus 2 MiB, snapshots in chunks of [`SNAPSHOT_CHUNK`]) |
-//! | `POST /cluster/init` | `{id: {"addr": "host:port"}}`: initialize the cluster (once, on one node) |
+//! | `POST /cluster/init` | `{id: {"addr": "host:port"}}`: initialize the cluster (once, on one node); 409 on a node already in a cluster, 400 for a membership without this node |
 //! | `POST /kv/write` | a [`Request`] as JSON; see below |
 //! | `GET /kv/get?key=K` | linearizable read: `{"key": K, "value": V or null}`; see below |
-//! | `GET /kv/get?key=K&stale=true` | this node's applied value, no check at all (may be stale) |
+//! | `GET /kv/get?key=K&stale=true` | this node's applied value, no check at all (may be stale); any other parameter is a 400 |
 //! | `GET /kv/state` | this node's applied map and last applied log id (stale, like `stale=true`) |
 //! | `GET /log/ids?from=I&max=N` | this node's log: purge point and the log ids of entries from raft index `I` (default 0), at most `N` (default 1000, capped at 10000) and 4 MiB of entries; `next` is the `from` of the next page, `null` at the end (mmapkit store only) |
 //! | `GET /metrics` | openraft's metrics |
@@ -373,6 +375,22 @@ impl Node {
         Ok(Node { raft, addr, server, stop })
     }
 
+    /// Resolves when the raft core stopped on its own: a fatal error (a
+    /// storage failure) or a panic inside openraft. The process should
+    /// then end (fail-stop, as `mmapkit-kv serve` does), never go on as a
+    /// zombie whose HTTP server still answers.
+    pub async fn fatal(&self) -> String {
+        let mut rx = self.raft.metrics();
+        loop {
+            if let Err(f) = &rx.borrow().running_state {
+                return format!("the raft core stopped: {f}");
+            }
+            if rx.changed().await.is_err() {
+                return "the raft core stopped (its task ended: a panic?)".into();
+            }
+        }
+    }
+
     /// Stops serving and shuts openraft down.
     pub async fn stop(self) {
         let _ = self.stop.send(());
@@ -455,11 +473,22 @@ async fn snapshot(
     Json(app.raft.install_snapshot(req).await)
 }
 
+/// `POST /cluster/init`: 200 once initialized; 409 on a node that is
+/// already part of a cluster (openraft's `NotAllowed`), 400 for an
+/// invalid membership, 503 when the node is stopping; the body is
+/// openraft's result as JSON either way.
 async fn init(
     State(app): State<App>,
     Json(nodes): Json<BTreeMap<NodeId, BasicNode>>,
-) -> Reply<(), RaftError<NodeId, InitializeError<NodeId, BasicNode>>> {
-    Json(app.raft.initialize(nodes).await)
+) -> HttpResponse {
+    let r = app.raft.initialize(nodes).await;
+    let status = match &r {
+        Ok(()) => StatusCode::OK,
+        Err(RaftError::APIError(InitializeError::NotAllowed(_))) => StatusCode::CONFLICT,
+        Err(RaftError::APIError(InitializeError::NotInMembers(_))) => StatusCode::BAD_REQUEST,
+        Err(RaftError::Fatal(_)) => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    (status, Json(r)).into_response()
 }
 
 /// Why a leader cannot serve now, if it has not heard from a quorum
@@ -656,8 +685,10 @@ async fn forward_write(
     }
 }
 
-/// `GET /kv/get` parameters.
+/// `GET /kv/get` parameters (an unknown one, e.g. a `prefix` this
+/// version does not have, is a 400, never silently ignored).
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct GetQuery {
     key: String,
     #[serde(default)]

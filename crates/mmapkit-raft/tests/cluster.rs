@@ -454,6 +454,30 @@ fn bad_arguments_fail_with_clear_errors_not_panics() {
     assert!(KvClient::new(Vec::<String>::new()).is_err());
 }
 
+/// Issue 37: `init` on a running cluster is a 409 (it answered 200 with
+/// an `Err` body), and an unknown parameter is a 400 (`prefix=true` was
+/// ignored: 200 with `null`).
+#[test]
+fn a_second_init_is_a_conflict_and_unknown_parameters_are_refused() {
+    let mut c = Cluster::start(&[]);
+    c.write(0..3, "a");
+    let members: BTreeMap<u64, serde_json::Value> =
+        (1..=3).map(|id| (id, serde_json::json!({"addr": c.addr(id)}))).collect();
+    let body = serde_json::to_string(&members).unwrap();
+    for id in 1..=3 {
+        let url = format!("http://{}/cluster/init", c.addr(id));
+        let (status, text) = raw(&c.rt, "POST", &url, None, Some(&body));
+        assert_eq!(status, 409, "node {id}: {text}");
+        assert!(text.contains("NotAllowed"), "{text}");
+    }
+    let e = c.rt.block_on(c.client.init(&c.addr(1), &BTreeMap::from([(1, c.addr(1))])));
+    assert!(e.unwrap_err().contains("409"));
+    let url = format!("http://{}/kv/get?key=a/&prefix=true", c.addr(1));
+    let (status, text) = raw(&c.rt, "GET", &url, None, None);
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("prefix"), "{text}");
+}
+
 #[test]
 fn log_ids_are_paged() {
     let mut c = Cluster::start(&[]);

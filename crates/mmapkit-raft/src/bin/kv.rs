@@ -148,8 +148,21 @@ enum Cmd {
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+/// Exit status after a fatal error inside the node (a panic anywhere, or
+/// the raft core stopping on a storage failure): 70, `EX_SOFTWARE`.
+const FATAL_EXIT: i32 = 70;
+
 fn main() {
     let cli = Cli::parse();
+    // A panic on any thread (openraft's core runs on a task of its own) is
+    // fatal: the process ends with the message instead of serving on with
+    // a dead raft core.
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        report(info);
+        eprintln!("mmapkit-kv: a panic is fatal (fail-stop); exiting");
+        std::process::exit(FATAL_EXIT);
+    }));
     let r = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt.block_on(run(cli.cmd)),
         Err(e) => Err(format!("tokio runtime: {e}").into()),
@@ -197,6 +210,11 @@ async fn run(cmd: Cmd) -> Result<i32, BoxError> {
             tokio::select! {
                 _ = tokio::signal::ctrl_c() => {}
                 _ = term.recv() => {}
+                why = node.fatal() => {
+                    // Fail-stop: never a zombie that still answers reads.
+                    eprintln!("mmapkit-kv: node {id}: {why}; exiting");
+                    std::process::exit(FATAL_EXIT);
+                }
             }
             node.stop().await;
             Ok(0)
