@@ -454,6 +454,31 @@ fn bad_arguments_fail_with_clear_errors_not_panics() {
     assert!(KvClient::new(Vec::<String>::new()).is_err());
 }
 
+/// Issue 37, defect 1's zombie: a node whose raft core stops on a fatal
+/// error (here its store cannot save a vote: the data directory was
+/// deleted under it) exits with status 70 instead of serving on.
+#[test]
+fn a_node_whose_store_fails_exits_instead_of_serving_on() {
+    let mut c = Cluster::start(&[]);
+    c.write(0..20, "a");
+    let leader = c.leader();
+    let doomed = (1..=3).find(|&i| i != leader).unwrap();
+    std::fs::remove_dir_all(&c.node(doomed).dir).unwrap();
+    // The next election needs its vote, which it cannot save.
+    c.node(leader).kill();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        let child = c.node(doomed).child.as_mut().unwrap();
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "node {doomed} went on without its store");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(70), "{status:?}");
+    c.node(doomed).child = None;
+}
+
 /// Issue 37: `init` on a running cluster is a 409 (it answered 200 with
 /// an `Err` body), and an unknown parameter is a 400 (`prefix=true` was
 /// ignored: 200 with `null`).
