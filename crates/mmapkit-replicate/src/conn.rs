@@ -186,7 +186,9 @@ pub(crate) async fn run(
         // ~40 ms to every request whose head and body are two writes.
         let _ = tcp.set_nodelay(true);
         let act = Arc::new(Activity::new(limits.token.is_none()));
-        unauthed.push(&act, limits.max_connections);
+        if limits.token.is_some() {
+            unauthed.push(&act, limits.max_connections);
+        }
         tokio::spawn(connection(
             tcp,
             act,
@@ -412,7 +414,7 @@ impl hyper::service::Service<hyper::Request<Incoming>> for Service {
     fn call(&self, req: hyper::Request<Incoming>) -> ServiceFuture {
         let busy = Busy::new(self.act.clone());
         if let Some(t) = &self.token {
-            if check_token(req.headers(), t).is_ok() {
+            if !self.act.authed.load(Ordering::Acquire) && check_token(req.headers(), t).is_ok() {
                 self.act.authed.store(true, Ordering::Release);
             }
         }

@@ -255,6 +255,13 @@ impl LeaderState {
     }
 }
 
+/// `/v1/term/{index}`: the leader's term and CRC of an entry.
+#[derive(serde::Deserialize)]
+struct TermAnswer {
+    term: u64,
+    crc: u32,
+}
+
 /// What the follower records about the log it copies (`DIR/follows`).
 #[derive(serde::Serialize, serde::Deserialize, Debug, Clone, PartialEq, Eq)]
 struct Followed {
@@ -697,15 +704,10 @@ impl Ctx {
                 )
                 .await);
         }
-        #[derive(serde::Deserialize)]
-        struct T {
-            term: u64,
-            crc: u32,
-        }
         let e = log.get(fl).map_err(ReplicateError::from)?;
         let (term, crc) = (e.term(), e.crc());
         let path = format!("/v1/term/{fl}");
-        match self.get_json::<T>(&path).await? {
+        match self.get_json::<TermAnswer>(&path).await? {
             (200, Some(t)) if t.term == term && t.crc == crc => Ok(()),
             (200, Some(t)) => Err(self
                 .unexplained(
@@ -755,12 +757,11 @@ impl Ctx {
     }
 
     /// Where this copy and the leader still agree, for a divergence's
-    /// message: entries `upto`, `upto - 1`, `upto - 2`, `upto - 4`, ...
-    /// are compared (term and CRC) until one matches.
+    /// message: entries `upto`, `upto - 2`, `upto - 6`, `upto - 14`, ...
+    /// are compared (term and CRC) until one matches, then the gap to the
+    /// mismatch above it is halved: the answer is an entry that matches
+    /// with the next one not matching.
     async fn agreement(&self, upto: u64) -> String {
-        // Probes back from `upto` by doubling steps until an entry
-        // matches, then halves the gap to the mismatch above it: the
-        // answer is an entry that matches with the next one not matching.
         let first = self.log.first_index().max(1);
         let (mut hi, mut step) = (upto.min(self.log.last_index()) + 1, 1u64);
         let mut lo = None;
@@ -801,13 +802,8 @@ impl Ctx {
     /// Whether entry `i` has the same term and CRC here and on the leader
     /// (`None`: not known, e.g. the leader did not answer).
     async fn same_entry(&self, i: u64) -> Option<bool> {
-        #[derive(serde::Deserialize)]
-        struct T {
-            term: u64,
-            crc: u32,
-        }
         let e = self.log.get(i).ok()?;
-        match self.get_json::<T>(&format!("/v1/term/{i}")).await {
+        match self.get_json::<TermAnswer>(&format!("/v1/term/{i}")).await {
             Ok((200, Some(t))) => Some(t.term == e.term() && t.crc == e.crc()),
             Ok((410 | 416, _)) => Some(false),
             _ => None,
@@ -1096,7 +1092,7 @@ impl Ctx {
                         .into());
                     }
                     // Everything held and this page are durable there now.
-                    Some(_) if page_last <= durable && next - 1 <= durable => {
+                    Some(_) if page_last <= durable => {
                         self.record(Followed { tentative: None, ..f }).await?;
                     }
                     _ => {}

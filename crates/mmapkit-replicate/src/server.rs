@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use bytes::{Bytes, BytesMut};
-use mmapkit::log::{CommitLog, Entries, LogOptions};
+use mmapkit::log::{CommitLog, DurableMark, Entries, LogOptions};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use crate::{conn, wake, wire, ReplicateError, Result};
@@ -226,9 +226,13 @@ pub fn serve_dir(dir: impl AsRef<Path>, opts: ServeOptions) -> Result<Server> {
 /// A log last written by a version that published no durable mark is
 /// served whole, as before.
 pub(crate) fn servable(log: &CommitLog, unsynced: bool) -> u64 {
-    let last = log.last_index();
-    match log.durable_mark() {
-        Some(m) if !unsynced => last.min(m.durable.max(log.first_index() - 1)),
+    served_last(log.first_index(), log.last_index(), log.durable_mark(), unsynced)
+}
+
+/// [`servable`] of one view: its first and last index and the mark.
+fn served_last(first: u64, last: u64, mark: Option<DurableMark>, unsynced: bool) -> u64 {
+    match mark {
+        Some(m) if !unsynced => last.min(m.durable.max(first - 1)),
         _ => last,
     }
 }
@@ -576,9 +580,7 @@ async fn state(State(sh): State<Arc<Shared>>, RawQuery(q): RawQuery) -> Response
         let mark = log.durable_mark();
         let mut st = log.status(since)?;
         let appended = st.last_index;
-        if let Some(m) = mark.filter(|_| !unsynced) {
-            st.last_index = st.last_index.min(m.durable.max(st.first_index - 1));
-        }
+        st.last_index = served_last(st.first_index, appended, mark, unsynced);
         let last = if st.last_index >= st.first_index {
             let e = log.get(st.last_index)?;
             Some((e.term(), e.crc()))

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use common::*;
 use mmapkit::log::{CommitLog, LogOptions, SyncMode};
-use mmapkit_replicate::{follow, serve, FollowOptions, ReplicateError, ServeOptions};
+use mmapkit_replicate::{follow, serve, FollowOptions, FollowReport, ReplicateError, ServeOptions};
 
 fn once() -> FollowOptions {
     FollowOptions::default()
@@ -57,20 +57,33 @@ fn lose_power_and_append_other_entries(base: &Path, w: Arc<CommitLog>) -> Arc<Co
     w
 }
 
+/// A follower catches up with the leader of [`leader_with_an_unsynced_tail`]
+/// (served with `opts`), the leader loses power and gets other entries
+/// ([`lose_power_and_append_other_entries`]), the follower follows again,
+/// and must then hold the leader's log. Returns what the first follow
+/// copied, what the second did, and the new leader with its server.
+fn follow_across_a_power_loss(
+    base: &Path,
+    opts: ServeOptions,
+) -> (u64, FollowReport, Arc<CommitLog>, mmapkit_replicate::Server) {
+    let b = base.join("b");
+    let (w, srv) = leader_with_an_unsynced_tail(base, opts.clone());
+    let copied = follow(srv.url(), &b, once()).unwrap().last_index;
+    let addr = srv.local_addr();
+    drop(srv);
+    let w = lose_power_and_append_other_entries(base, w);
+    let srv = serve(w.clone(), opts.bind(addr.to_string())).unwrap();
+    let r = follow(srv.url(), &b, once()).unwrap();
+    assert_same(&base.join("a"), &b);
+    (copied, r, w, srv)
+}
+
 #[test]
 fn by_default_only_durable_entries_are_served_so_a_power_loss_leaves_no_difference() {
     let base = tempfile::tempdir().unwrap();
-    let b = base.path().join("b");
-    let (w, srv) = leader_with_an_unsynced_tail(base.path(), ServeOptions::default());
-    let r = follow(srv.url(), &b, once()).unwrap();
-    assert_eq!(r.last_index, 10, "entries the leader had not synced were served");
-    let addr = srv.local_addr();
-    drop(srv);
-    let w = lose_power_and_append_other_entries(base.path(), w);
-    let srv = serve(w.clone(), ServeOptions::default().bind(addr.to_string())).unwrap();
-    let r = follow(srv.url(), &b, once()).unwrap();
+    let (copied, r, _, _) = follow_across_a_power_loss(base.path(), ServeOptions::default());
+    assert_eq!(copied, 10, "entries the leader had not synced were served");
     assert_eq!((r.truncated, r.appended, r.last_index), (0, 10, 20));
-    assert_same(&base.path().join("a"), &b);
 }
 
 #[test]
@@ -78,16 +91,10 @@ fn served_unsynced_the_follower_drops_what_a_new_incarnation_may_have_lost() {
     let base = tempfile::tempdir().unwrap();
     let b = base.path().join("b");
     let opts = ServeOptions::default().serve_unsynced(true);
-    let (w, srv) = leader_with_an_unsynced_tail(base.path(), opts.clone());
-    let r = follow(srv.url(), &b, once()).unwrap();
-    assert_eq!(r.last_index, 20);
-    let addr = srv.local_addr();
-    drop(srv);
-    let w = lose_power_and_append_other_entries(base.path(), w);
-    let srv = serve(w.clone(), opts.bind(addr.to_string())).unwrap();
-    let r = follow(srv.url(), &b, once()).unwrap();
+    let (copied, r, w, srv) = follow_across_a_power_loss(base.path(), opts);
+    assert_eq!(copied, 20);
     assert_eq!((r.truncated, r.appended, r.last_index), (10, 10, 20));
-    assert_same(&base.path().join("a"), &b);
+    let addr = srv.local_addr();
     // The writer reopens without syncing (its tail is not known durable):
     // served durable entries only, the follower waits for them, and says
     // so, instead of calling its copy diverged.

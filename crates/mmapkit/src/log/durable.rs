@@ -100,9 +100,10 @@ impl Publisher {
     }
 
     /// Publishes `durable` (the caller holds the sync mutex, so values
-    /// are written in the order they were set). Writing it is advisory:
-    /// a failed write leaves an older, lower value, so readers serve
-    /// less, never more; the next publication writes it again.
+    /// are written in the order they were set). Writing it is advisory: a
+    /// failed write leaves an older value, lower (readers serve less,
+    /// never more) or, after a truncation, one the truncation history
+    /// already answers for; the next publication writes it again.
     pub fn publish(&self, durable: u64) -> Result<()> {
         let b = encode(DurableMark { incarnation: self.incarnation, durable });
         self.file.write_all_at(&b, 0).map_err(|e| crate::Error::io(&self.path, "write", e))

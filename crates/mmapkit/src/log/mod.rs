@@ -455,8 +455,8 @@ impl CommitLog {
         st.durable = v;
         self.durable.store(v, Ordering::Release);
         if let Some(p) = &self.publisher {
-            // Advisory (see `durable`): a failed write only makes readers
-            // serve less until the next one.
+            // Advisory (see `durable::Publisher::publish`): the next
+            // publication writes it again.
             let _ = p.publish(v);
         }
         if raised {
