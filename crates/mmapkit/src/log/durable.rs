@@ -60,9 +60,12 @@ fn decode(b: &[u8]) -> Option<DurableMark> {
         .then(|| DurableMark { incarnation: u(8..16), durable: u(16..24) })
 }
 
-/// Reads the published mark: `None` if the file is missing or does not
-/// hold a valid one. A read racing the writer's `pwrite` can see a mix of
-/// two values, which the CRC refuses: read again a few times.
+/// Reads the published mark: `None` if the file is missing. A read
+/// racing the writer's `pwrite` can see a mix of two values, which the
+/// CRC refuses: read again a few times. A file that still holds no valid
+/// mark was damaged: nothing is known durable (a mark of 0 in no
+/// incarnation, until the writer's next publication), never "no mark",
+/// which would serve everything.
 pub(super) fn read(dir: &Path) -> Result<Option<DurableMark>> {
     let p = dir.join(FILE);
     for _ in 0..8 {
@@ -76,7 +79,7 @@ pub(super) fn read(dir: &Path) -> Result<Option<DurableMark>> {
         }
         std::thread::yield_now();
     }
-    Ok(None)
+    Ok(Some(DurableMark { incarnation: 0, durable: 0 }))
 }
 
 /// The writer's handle on the file.
@@ -132,6 +135,25 @@ mod tests {
         assert_eq!(decode(&mix), None);
         assert_eq!(decode(&b[..31]), None);
         assert_eq!(decode(&[&b[..], b"more"].concat()), Some(m));
+    }
+
+    #[test]
+    fn a_damaged_file_means_nothing_is_known_durable() {
+        let d = tempfile::tempdir().unwrap();
+        let p = Publisher::open(d.path()).unwrap();
+        p.publish(7).unwrap();
+        let mut b = std::fs::read(d.path().join(FILE)).unwrap();
+        b[17] ^= 1;
+        std::fs::write(d.path().join(FILE), &b).unwrap();
+        assert_eq!(read(d.path()).unwrap(), Some(DurableMark { incarnation: 0, durable: 0 }));
+        std::fs::write(d.path().join(FILE), b"").unwrap();
+        assert_eq!(read(d.path()).unwrap(), Some(DurableMark { incarnation: 0, durable: 0 }));
+        // The writer's next publication heals it.
+        p.publish(8).unwrap();
+        assert_eq!(read(d.path()).unwrap().map(|m| m.durable), Some(8));
+        // Not a file, or too long for one: an error naming it.
+        std::fs::write(d.path().join(FILE), vec![0u8; 8192]).unwrap();
+        assert!(read(d.path()).unwrap_err().to_string().contains("durable"));
     }
 
     #[test]
