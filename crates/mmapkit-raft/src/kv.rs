@@ -15,10 +15,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use openraft::storage::{RaftSnapshotBuilder, RaftStateMachine, Snapshot, SnapshotMeta};
 use openraft::{
-    AnyError, BasicNode, Entry, EntryPayload, LogId, StorageError, StorageIOError, StoredMembership,
+    AnyError, Entry, EntryPayload, LogId, StorageError, StorageIOError, StoredMembership,
 };
 use serde::{Deserialize, Serialize};
 
+use crate::member::Member;
 use crate::{Error, Result};
 
 /// A client command.
@@ -112,6 +113,7 @@ openraft::declare_raft_types!(
     pub KvConfig:
         D = Request,
         R = Response,
+        Node = Member,
 );
 
 /// A node id.
@@ -119,17 +121,17 @@ pub type NodeId = u64;
 
 #[derive(Serialize, Deserialize)]
 struct SnapshotFile {
-    meta: SnapshotMeta<NodeId, BasicNode>,
+    meta: SnapshotMeta<NodeId, Member>,
     data: BTreeMap<String, String>,
 }
 
 #[derive(Default)]
 struct State {
     last_applied: Option<LogId<NodeId>>,
-    membership: StoredMembership<NodeId, BasicNode>,
+    membership: StoredMembership<NodeId, Member>,
     data: BTreeMap<String, String>,
     /// Metadata of the snapshot file, if one exists.
-    snapshot: Option<SnapshotMeta<NodeId, BasicNode>>,
+    snapshot: Option<SnapshotMeta<NodeId, Member>>,
     snapshots_built: u64,
 }
 
@@ -244,7 +246,7 @@ impl RaftStateMachine<KvConfig> for KvStateMachine {
     async fn applied_state(
         &mut self,
     ) -> std::result::Result<
-        (Option<LogId<NodeId>>, StoredMembership<NodeId, BasicNode>),
+        (Option<LogId<NodeId>>, StoredMembership<NodeId, Member>),
         StorageError<NodeId>,
     > {
         let st = self.lock();
@@ -287,7 +289,7 @@ impl RaftStateMachine<KvConfig> for KvStateMachine {
 
     async fn install_snapshot(
         &mut self,
-        meta: &SnapshotMeta<NodeId, BasicNode>,
+        meta: &SnapshotMeta<NodeId, Member>,
         snapshot: Box<Cursor<Vec<u8>>>,
     ) -> std::result::Result<(), StorageError<NodeId>> {
         let bytes = snapshot.into_inner();

@@ -27,9 +27,11 @@
 #![cfg_attr(test, allow(clippy::disallowed_methods, reason = "test fixtures are written directly"))]
 
 mod batch;
+pub mod cluster;
 pub mod kv;
 pub mod log_store;
 pub mod mem;
+pub mod member;
 mod meta;
 pub mod node;
 #[cfg(feature = "rocksdb")]

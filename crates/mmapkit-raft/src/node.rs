@@ -96,12 +96,13 @@ use openraft::raft::{
     InstallSnapshotResponse, VoteRequest, VoteResponse,
 };
 use openraft::storage::RaftLogStorage;
-use openraft::{BasicNode, Config, LogId, Raft, RaftMetrics, SnapshotPolicy};
+use openraft::{Config, LogId, Raft, RaftMetrics, SnapshotPolicy};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::batch::{Lost, Proposer};
 use crate::kv::{KvConfig, KvStateMachine, NodeId, Request, Response};
+use crate::member::{Identity, Member};
 use crate::{LogStore, StoreOptions};
 
 /// Default of [`NodeOptions::max_value_bytes`] (4 MiB).
@@ -148,7 +149,7 @@ pub const LEADER_HINT: &str = "x-mmapkit-leader";
 
 /// Set on a request a node forwards to the leader: the leader does not
 /// forward it again (no loops while leadership moves).
-const FORWARDED: &str = "x-mmapkit-forwarded";
+pub(crate) const FORWARDED: &str = "x-mmapkit-forwarded";
 
 /// Which log store a node runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -233,17 +234,19 @@ fn bearer_value(token: &str) -> Result<HeaderValue, String> {
 }
 
 #[derive(Clone)]
-struct App {
-    raft: Raft<KvConfig>,
+pub(crate) struct App {
+    pub(crate) raft: Raft<KvConfig>,
     sm: KvStateMachine,
     log: Option<LogStore<KvConfig>>,
-    id: NodeId,
+    pub(crate) id: NodeId,
     token: Option<Arc<str>>,
     /// To the leader when forwarding (the token and local address set).
-    http: reqwest::Client,
+    pub(crate) http: reqwest::Client,
     max_value_bytes: usize,
     /// Batches the writes into proposals (the `batch` module).
     proposer: Proposer,
+    /// This data directory's identity (the `member` module).
+    pub(crate) identity: Arc<Identity>,
 }
 
 /// A running node.
@@ -301,8 +304,17 @@ impl Node {
             http = http.local_address(opts.bind.ip());
         }
         let http = http.build()?;
+        // Before the store is opened: whether its state existed decides
+        // whether this is still the member it was.
+        let state = match opts.store {
+            StoreKind::Mmapkit => Some(opts.dir.join("log")),
+            StoreKind::Memory => None,
+            StoreKind::Rocksdb => Some(opts.dir.join("rocksdb")),
+        };
+        std::fs::create_dir_all(&opts.dir).map_err(|e| format!("{}: {e}", opts.dir.display()))?;
+        let identity = Arc::new(Identity::open(opts.id, &opts.dir, state.as_deref())?);
         let sm = KvStateMachine::open(opts.dir.join("sm"))?;
-        let net = HttpNetwork { http: http.clone() };
+        let net = HttpNetwork { http: http.clone(), identity: identity.clone() };
         let (raft, log) = match opts.store {
             StoreKind::Mmapkit => {
                 let log =
@@ -342,6 +354,7 @@ impl Node {
             token: opts.token.as_deref().map(Arc::from),
             http,
             max_value_bytes: opts.max_value_bytes,
+            identity,
         };
         // A page of entries may end with one entry of any allowed size;
         // a snapshot chunk is at most 4 characters per byte.
@@ -353,7 +366,7 @@ impl Node {
             .layer(DefaultBodyLimit::max(raft_limit));
         let router = Router::new()
             .merge(raft_routes)
-            .route("/cluster/init", post(init))
+            .merge(crate::cluster::routes())
             .route("/kv/write", post(write))
             .route("/kv/get", get(kv_get))
             .route("/kv/state", get(kv_state))
@@ -409,7 +422,7 @@ async fn new_raft<LS: RaftLogStorage<KvConfig>>(
     Raft::new(id, config, net, log, sm).await
 }
 
-fn text(status: StatusCode, msg: String) -> HttpResponse {
+pub(crate) fn text(status: StatusCode, msg: String) -> HttpResponse {
     let mut r = (status, format!("{msg}\n")).into_response();
     r.headers_mut()
         .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
@@ -446,55 +459,69 @@ async fn auth(State(app): State<App>, req: axum::extract::Request, next: Next) -
     next.run(req).await
 }
 
-type Reply<T, E> = Json<Result<T, E>>;
-
 /// What `POST /kv/write` answers with `200`.
 pub type WriteResult =
-    Result<ClientWriteResponse<KvConfig>, RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>>;
+    Result<ClientWriteResponse<KvConfig>, RaftError<NodeId, ClientWriteError<NodeId, Member>>>;
+
+/// Whether this node's membership knows `from` (or it has none yet: a
+/// new member learns it from the leader), or `extra` (memberships the
+/// RPC itself carries) does.
+fn knows<'a>(
+    app: &App,
+    from: NodeId,
+    mut extra: impl Iterator<Item = &'a openraft::Membership<NodeId, Member>>,
+) -> bool {
+    let m = app.raft.metrics().borrow().membership_config.clone();
+    let mut nodes = m.nodes().peekable();
+    nodes.peek().is_none()
+        || m.nodes().any(|(id, _)| *id == from)
+        || extra.any(|m| m.get_node(&from).is_some())
+}
+
+fn refused(why: String) -> HttpResponse {
+    text(StatusCode::CONFLICT, format!("refused: {why}"))
+}
 
 async fn append(
     State(app): State<App>,
+    headers: HeaderMap,
     Json(req): Json<AppendEntriesRequest<KvConfig>>,
-) -> Reply<AppendEntriesResponse<NodeId>, RaftError<NodeId>> {
-    Json(app.raft.append_entries(req).await)
+) -> HttpResponse {
+    use openraft::entry::RaftPayload;
+    let carried = req.entries.iter().filter_map(|e| e.get_membership());
+    if let Err(why) = app.identity.admit(&headers, |f| knows(&app, f, carried)) {
+        return refused(why);
+    }
+    Json(app.raft.append_entries(req).await).into_response()
 }
 
 async fn vote(
     State(app): State<App>,
+    headers: HeaderMap,
     Json(req): Json<VoteRequest<NodeId>>,
-) -> Reply<VoteResponse<NodeId>, RaftError<NodeId>> {
-    Json(app.raft.vote(req).await)
+) -> HttpResponse {
+    if let Err(why) = app.identity.admit(&headers, |f| knows(&app, f, std::iter::empty())) {
+        return refused(why);
+    }
+    Json(app.raft.vote(req).await).into_response()
 }
 
 async fn snapshot(
     State(app): State<App>,
+    headers: HeaderMap,
     Json(req): Json<InstallSnapshotRequest<KvConfig>>,
-) -> Reply<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>> {
-    Json(app.raft.install_snapshot(req).await)
-}
-
-/// `POST /cluster/init`: 200 once initialized; 409 on a node that is
-/// already part of a cluster (openraft's `NotAllowed`), 400 for an
-/// invalid membership, 503 when the node is stopping; the body is
-/// openraft's result as JSON either way.
-async fn init(
-    State(app): State<App>,
-    Json(nodes): Json<BTreeMap<NodeId, BasicNode>>,
 ) -> HttpResponse {
-    let r = app.raft.initialize(nodes).await;
-    let status = match &r {
-        Ok(()) => StatusCode::OK,
-        Err(RaftError::APIError(InitializeError::NotAllowed(_))) => StatusCode::CONFLICT,
-        Err(RaftError::APIError(InitializeError::NotInMembers(_))) => StatusCode::BAD_REQUEST,
-        Err(RaftError::Fatal(_)) => StatusCode::SERVICE_UNAVAILABLE,
-    };
-    (status, Json(r)).into_response()
+    let carried = std::iter::once(req.meta.last_membership.membership());
+    if let Err(why) = app.identity.admit(&headers, |f| knows(&app, f, carried)) {
+        return refused(why);
+    }
+    Json(app.raft.install_snapshot(req).await).into_response()
 }
 
 /// Why a leader cannot serve now, if it has not heard from a quorum
 /// recently (openraft 0.9 keeps an isolated leader leading: its writes
 /// would wait forever).
-fn quorum_problem(m: &RaftMetrics<NodeId, BasicNode>) -> Option<String> {
+fn quorum_problem(m: &RaftMetrics<NodeId, Member>) -> Option<String> {
     if m.membership_config.membership().voter_ids().count() <= 1 {
         return None;
     }
@@ -508,7 +535,7 @@ fn quorum_problem(m: &RaftMetrics<NodeId, BasicNode>) -> Option<String> {
 }
 
 /// The current leader's id and address as this node knows them.
-fn leader_of(m: &RaftMetrics<NodeId, BasicNode>) -> Option<(NodeId, String)> {
+pub(crate) fn leader_of(m: &RaftMetrics<NodeId, Member>) -> Option<(NodeId, String)> {
     let l = m.current_leader?;
     let node = m.membership_config.membership().get_node(&l)?;
     Some((l, node.addr.clone()))
@@ -595,7 +622,7 @@ async fn write(State(app): State<App>, headers: HeaderMap, body: Body) -> HttpRe
         }
         Err(e) => write_refused(&app, e),
         Ok(r) => {
-            Json(Ok::<_, RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>>(r)).into_response()
+            Json(Ok::<_, RaftError<NodeId, ClientWriteError<NodeId, Member>>>(r)).into_response()
         }
     }
 }
@@ -606,7 +633,7 @@ async fn write(State(app): State<App>, headers: HeaderMap, body: Body) -> HttpRe
 /// 200, so a client cannot mistake it for an answer.
 fn write_refused(
     app: &App,
-    e: RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>,
+    e: RaftError<NodeId, ClientWriteError<NodeId, Member>>,
 ) -> HttpResponse {
     if e.forward_to_leader().is_some() {
         text(
@@ -620,7 +647,7 @@ fn write_refused(
 
 /// Relays `resp` (status, content type, body); `broken` answers when its
 /// body is lost.
-async fn relay(
+pub(crate) async fn relay(
     resp: reqwest::Response,
     broken: impl FnOnce(String) -> HttpResponse,
 ) -> HttpResponse {
@@ -839,7 +866,7 @@ async fn log_ids(
     Ok(Json(LogIds { purged: st.last_purged_log_id, entries, next }))
 }
 
-async fn metrics(State(app): State<App>) -> Json<RaftMetrics<NodeId, BasicNode>> {
+async fn metrics(State(app): State<App>) -> Json<RaftMetrics<NodeId, Member>> {
     Json(app.raft.metrics().borrow().clone())
 }
 
@@ -854,13 +881,16 @@ async fn trigger_snapshot(State(app): State<App>) -> Json<bool> {
 #[derive(Clone)]
 pub struct HttpNetwork {
     http: reqwest::Client,
+    identity: Arc<Identity>,
 }
 
 /// A connection to one peer.
 pub struct HttpPeer {
     http: reqwest::Client,
+    identity: Arc<Identity>,
     target: NodeId,
-    addr: String,
+    /// The target as this node's membership records it.
+    member: Member,
     /// Serialized entry bytes per append now (see [`APPEND_BUDGET`]).
     budget: usize,
     /// An append call is running: still set when the next one starts if
@@ -870,11 +900,12 @@ pub struct HttpPeer {
 
 impl RaftNetworkFactory<KvConfig> for HttpNetwork {
     type Network = HttpPeer;
-    async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> HttpPeer {
+    async fn new_client(&mut self, target: NodeId, node: &Member) -> HttpPeer {
         HttpPeer {
             http: self.http.clone(),
+            identity: self.identity.clone(),
             target,
-            addr: node.addr.clone(),
+            member: node.clone(),
             budget: APPEND_BUDGET,
             in_flight: false,
         }
@@ -891,7 +922,7 @@ struct PeerStatus {
     body: String,
 }
 
-type RpcResult<T, E> = Result<T, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>>;
+type RpcResult<T, E> = Result<T, RPCError<NodeId, Member, RaftError<NodeId, E>>>;
 
 impl HttpPeer {
     async fn call<Resp, E>(
@@ -904,10 +935,12 @@ impl HttpPeer {
         Resp: DeserializeOwned,
         E: std::error::Error + DeserializeOwned,
     {
-        let url = format!("http://{}/{route}", self.addr);
+        let url = format!("http://{}/{route}", self.member.addr);
+        let post = self.http.post(url);
         let resp = self
-            .http
-            .post(url)
+            .identity
+            .rpc_headers(self.target, &self.member)
+            .apply(post)
             .header(header::CONTENT_TYPE, "application/json")
             .body(body)
             .timeout(option.hard_ttl())
@@ -925,7 +958,7 @@ impl HttpPeer {
             let status = resp.status().as_u16();
             let body = resp.text().await.unwrap_or_default();
             let e = PeerStatus {
-                addr: self.addr.clone(),
+                addr: self.member.addr.clone(),
                 route: route.into(),
                 status,
                 body: body.trim().into(),
@@ -947,7 +980,7 @@ impl RaftNetwork<KvConfig> for HttpPeer {
         &mut self,
         rpc: AppendEntriesRequest<KvConfig>,
         option: RPCOption,
-    ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
+    ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, Member, RaftError<NodeId>>> {
         if self.in_flight {
             self.budget = (self.budget / 4).max(MIN_APPEND_BUDGET);
         }
@@ -981,7 +1014,7 @@ impl RaftNetwork<KvConfig> for HttpPeer {
         option: RPCOption,
     ) -> Result<
         InstallSnapshotResponse<NodeId>,
-        RPCError<NodeId, BasicNode, RaftError<NodeId, InstallSnapshotError>>,
+        RPCError<NodeId, Member, RaftError<NodeId, InstallSnapshotError>>,
     > {
         let body = encode(&rpc).map_err(RPCError::Network)?;
         self.call("raft/snapshot", body, &option).await
@@ -991,7 +1024,7 @@ impl RaftNetwork<KvConfig> for HttpPeer {
         &mut self,
         rpc: VoteRequest<NodeId>,
         option: RPCOption,
-    ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
+    ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, Member, RaftError<NodeId>>> {
         let body = encode(&rpc).map_err(RPCError::Network)?;
         self.call("raft/vote", body, &option).await
     }
@@ -1006,7 +1039,7 @@ impl RaftNetwork<KvConfig> for HttpPeer {
 #[derive(Clone)]
 pub struct KvClient {
     http: reqwest::Client,
-    nodes: Arc<Vec<String>>,
+    pub(crate) nodes: Arc<Vec<String>>,
     leader: Arc<Mutex<usize>>,
     token: Option<HeaderValue>,
 }
@@ -1074,7 +1107,7 @@ impl KvClient {
         Ok(self)
     }
 
-    fn request(&self, method: reqwest::Method, url: String) -> reqwest::RequestBuilder {
+    pub(crate) fn request(&self, method: reqwest::Method, url: String) -> reqwest::RequestBuilder {
         let r = self.http.request(method, url).timeout(REQUEST_TIMEOUT + Duration::from_secs(4));
         match &self.token {
             Some(t) => r.header(header::AUTHORIZATION, t.clone()),
@@ -1082,7 +1115,7 @@ impl KvClient {
         }
     }
 
-    fn current(&self) -> usize {
+    pub(crate) fn current(&self) -> usize {
         *self.leader.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -1219,14 +1252,14 @@ impl KvClient {
         })
     }
 
-    fn rotate(&self, from: usize) {
+    pub(crate) fn rotate(&self, from: usize) {
         let mut l = self.leader.lock().unwrap_or_else(|e| e.into_inner());
         if *l == from {
             *l = (from + 1) % self.nodes.len();
         }
     }
 
-    async fn get_json<T: DeserializeOwned>(&self, addr: &str, route: &str) -> Result<T, String> {
+    pub(crate) async fn get_json<T: DeserializeOwned>(&self, addr: &str, route: &str) -> Result<T, String> {
         let r = self
             .request(reqwest::Method::GET, format!("http://{addr}/{route}"))
             .timeout(Duration::from_secs(5))
@@ -1263,14 +1296,15 @@ impl KvClient {
     }
 
     /// A node's openraft metrics.
-    pub async fn metrics(&self, addr: &str) -> Result<RaftMetrics<NodeId, BasicNode>, String> {
+    pub async fn metrics(&self, addr: &str) -> Result<RaftMetrics<NodeId, Member>, String> {
         self.get_json(addr, "metrics").await
     }
 
     /// Initializes the cluster through the node at `addr`.
     pub async fn init(&self, addr: &str, nodes: &BTreeMap<NodeId, String>) -> Result<(), String> {
-        let members: BTreeMap<NodeId, BasicNode> =
-            nodes.iter().map(|(id, a)| (*id, BasicNode { addr: a.clone() })).collect();
+        // Each node's incarnation the node itself tells the initializer.
+        let members: BTreeMap<NodeId, serde_json::Value> =
+            nodes.iter().map(|(id, a)| (*id, serde_json::json!({ "addr": a }))).collect();
         let r = self
             .request(reqwest::Method::POST, format!("http://{addr}/cluster/init"))
             .json(&members)
@@ -1282,7 +1316,7 @@ impl KvClient {
             let body = r.text().await.unwrap_or_default();
             return Err(format!("{addr}/cluster/init: HTTP {status}: {}", body.trim()));
         }
-        let res: Result<(), RaftError<NodeId, InitializeError<NodeId, BasicNode>>> =
+        let res: Result<(), RaftError<NodeId, InitializeError<NodeId, Member>>> =
             r.json().await.map_err(|e| e.to_string())?;
         res.map_err(|e| e.to_string())
     }

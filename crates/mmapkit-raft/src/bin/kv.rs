@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use mmapkit_raft::kv::Request;
 use mmapkit_raft::node::{KvClient, Node, NodeOptions, StoreKind, DEFAULT_MAX_VALUE_BYTES};
 
@@ -124,6 +124,19 @@ enum Cmd {
         #[arg(long)]
         value: Option<String>,
     },
+    /// Lists, adds, promotes and removes members (through any node; changes go to the leader).
+    #[command(after_help = "Examples (grow to 4 nodes: start node 4 on an empty directory, then):\n  \
+        mmapkit-kv serve --id 4 --dir n4 --bind 127.0.0.1:7004 &\n  \
+        mmapkit-kv member add --nodes 127.0.0.1:7001 4 127.0.0.1:7004      # a learner first\n  \
+        mmapkit-kv member promote --nodes 127.0.0.1:7001 4                 # a voter once caught up\n  \
+        mmapkit-kv member list --nodes 127.0.0.1:7001\n  \
+        mmapkit-kv member remove --nodes 127.0.0.1:7001 2                  # shrink, or drop a lost disk\n\n\
+        A node whose data directory was lost is a new member: remove the old one, start the node on an \
+        empty directory, add and promote it (see docs/kv-operators.md).")]
+    Member {
+        #[command(subcommand)]
+        cmd: MemberCmd,
+    },
     /// Writes from concurrent clients and prints writes/s and latency percentiles.
     Load {
         /// Node addresses (`HOST:PORT,...`).
@@ -143,6 +156,49 @@ enum Cmd {
         /// Bearer token (default: $MMAPKIT_KV_TOKEN).
         #[arg(long)]
         token: Option<String>,
+    },
+}
+
+/// Where an admin command connects.
+#[derive(Args)]
+struct Conn {
+    /// Node addresses (`HOST:PORT,...`); any node answers.
+    #[arg(long, value_delimiter = ',', required = true)]
+    nodes: Vec<String>,
+    /// Bearer token (default: $MMAPKIT_KV_TOKEN).
+    #[arg(long)]
+    token: Option<String>,
+}
+
+#[derive(Subcommand)]
+enum MemberCmd {
+    /// Lists the members: id, address, voter or learner, entries each holds (the leader's view).
+    List {
+        #[command(flatten)]
+        conn: Conn,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Adds node ID, serving at ADDR on an empty directory, as a learner.
+    Add {
+        #[command(flatten)]
+        conn: Conn,
+        id: u64,
+        /// The address peers and clients reach it at.
+        addr: String,
+    },
+    /// Makes learner ID a voter once it has caught up (waits up to 30 s).
+    Promote {
+        #[command(flatten)]
+        conn: Conn,
+        id: u64,
+    },
+    /// Removes member ID (voter or learner).
+    Remove {
+        #[command(flatten)]
+        conn: Conn,
+        id: u64,
     },
 }
 
@@ -276,6 +332,7 @@ async fn run(cmd: Cmd) -> Result<i32, BoxError> {
                 Ok(1)
             }
         }
+        Cmd::Member { cmd } => member(cmd, patience).await,
         Cmd::Load { nodes, clients, writes, value_size, json, token: tok } => {
             let report = load(client(nodes, tok)?, clients.max(1), writes, value_size).await?;
             if json {
@@ -286,6 +343,53 @@ async fn run(cmd: Cmd) -> Result<i32, BoxError> {
                     report.writes, report.clients, report.seconds, report.writes_per_s, report.p50_ms, report.p99_ms
                 );
             }
+            Ok(0)
+        }
+    }
+}
+
+async fn member(cmd: MemberCmd, patience: Duration) -> Result<i32, BoxError> {
+    match cmd {
+        MemberCmd::List { conn, json } => {
+            let l = client(conn.nodes, conn.token)?.members(patience).await?;
+            if json {
+                println!("{}", serde_json::to_string(&l)?);
+                return Ok(0);
+            }
+            let shown = |v: Option<u64>| v.map_or("-".to_owned(), |v| v.to_string());
+            println!(
+                "cluster {}, leader {}, last log index {} (as node {} sees it)",
+                l.cluster.as_deref().unwrap_or("(none)"),
+                shown(l.leader),
+                shown(l.last_log_index),
+                l.answered_by
+            );
+            println!("{:>6}  {:<22}  {:<7}  {:>10}  incarnation", "id", "addr", "role", "holds");
+            for m in &l.members {
+                let role = if m.voter { "voter" } else { "learner" };
+                println!(
+                    "{:>6}  {:<22}  {role:<7}  {:>10}  {:016x}",
+                    m.id,
+                    m.addr,
+                    shown(m.matched),
+                    m.incarnation
+                );
+            }
+            Ok(0)
+        }
+        MemberCmd::Add { conn, id, addr } => {
+            client(conn.nodes, conn.token)?.member_add(id, &addr, patience).await?;
+            println!("added node {id} ({addr}) as a learner; promote it: mmapkit-kv member promote {id}");
+            Ok(0)
+        }
+        MemberCmd::Promote { conn, id } => {
+            client(conn.nodes, conn.token)?.member_promote(id, patience).await?;
+            println!("node {id} is a voter");
+            Ok(0)
+        }
+        MemberCmd::Remove { conn, id } => {
+            client(conn.nodes, conn.token)?.member_remove(id, patience).await?;
+            println!("removed node {id}");
             Ok(0)
         }
     }
