@@ -194,6 +194,49 @@ func (c *Cluster) Kill(n *Node) {
 // Restart starts a dead node again (same directory and IP).
 func (c *Cluster) Restart(n *Node) error { return c.start(n) }
 
+// Admin runs `mmapkit-kv ARGS --nodes <every node's address>` (with the
+// token), as an operator would.
+func (c *Cluster) Admin(args ...string) error {
+	var addrs []string
+	for _, n := range c.Nodes {
+		addrs = append(addrs, n.Addr())
+	}
+	args = append(args, "--nodes", strings.Join(addrs, ","))
+	if c.Token != "" {
+		args = append(args, "--token", c.Token)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, c.Bin, args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("mmapkit-kv %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+// Replace kills the node, deletes its data directory and restarts it on
+// an empty one (same id and IP): a lost disk. The node must take no part
+// as the member it was; the operator's procedure makes it one again:
+// `member remove ID`, `member add ID ADDR` (the proxy's address, which
+// peers use), `member promote ID`.
+func (c *Cluster) Replace(n *Node) error {
+	c.Kill(n)
+	if err := os.RemoveAll(filepath.Join(n.Dir, "data")); err != nil {
+		return err
+	}
+	if err := c.Restart(n); err != nil {
+		return err
+	}
+	id := fmt.Sprint(n.ID)
+	if err := c.Admin("member", "remove", id); err != nil {
+		return err
+	}
+	if err := c.Admin("member", "add", id, n.Proxy.Addr()); err != nil {
+		return err
+	}
+	return c.Admin("member", "promote", id)
+}
+
 // Pause SIGSTOPs the node.
 func (c *Cluster) Pause(n *Node) {
 	n.mu.Lock()

@@ -16,6 +16,7 @@ var FaultKinds = []string{
 	"isolate-leader", // the same, the leader
 	"bridge",         // cut both links between two nodes; the third still reaches both
 	"leader-one-way", // cut the leader's links to the others (it still receives)
+	"wipe",           // SIGKILL a random node, delete its data directory, restart it empty; the operator's replacement: member remove, add, promote
 }
 
 // Nemesis injects faults on a seeded schedule: each round waits for a
@@ -28,6 +29,30 @@ type Nemesis struct {
 	Logf   func(format string, args ...any)
 	// Patience for a leader after each heal.
 	LeaderPatience time.Duration
+	// Kinds still to draw this cycle (see nextKind).
+	deck  []string
+	dealt int
+}
+
+// nextKind deals the kinds from a seeded shuffled deck, so every kind
+// comes once per len(Kinds) rounds; the first deck deals "wipe" first
+// (if it is a kind), so even a short run replaces a lost disk.
+func (nm *Nemesis) nextKind() string {
+	if len(nm.deck) == 0 {
+		first := nm.dealt == 0
+		for _, i := range nm.Rng.Perm(len(nm.Kinds)) {
+			nm.deck = append(nm.deck, nm.Kinds[i])
+		}
+		for i, k := range nm.deck {
+			if first && k == "wipe" {
+				nm.deck[0], nm.deck[i] = nm.deck[i], nm.deck[0]
+			}
+		}
+	}
+	k := nm.deck[0]
+	nm.deck = nm.deck[1:]
+	nm.dealt++
+	return k
 }
 
 // NewNemesis with a seed.
@@ -61,7 +86,7 @@ func (nm *Nemesis) Run(deadline time.Time) error {
 		// Every draw is made every round, whatever the fault: the
 		// schedule is a function of the seed alone.
 		quiet := uniform(nm.Rng, 1*time.Second, 3*time.Second)
-		kind := nm.Kinds[nm.Rng.Intn(len(nm.Kinds))]
+		kind := nm.nextKind()
 		pick := nm.Rng.Intn(len(c.Nodes))
 		other := nm.Rng.Intn(len(c.Nodes) - 1)
 		mode := CutMode(nm.Rng.Intn(2))
@@ -78,6 +103,9 @@ func (nm *Nemesis) Run(deadline time.Time) error {
 			leader = l
 		}
 		target := c.Nodes[pick]
+		if kind == "wipe" && nm.Rng.Intn(2) == 0 {
+			target = leader
+		}
 		if kind == "kill-leader" || kind == "pause-leader" || kind == "isolate-leader" || kind == "leader-one-way" {
 			target = leader
 		}
@@ -95,6 +123,11 @@ func (nm *Nemesis) Run(deadline time.Time) error {
 			sleepUntil(downFor, deadline.Add(downFor))
 			if err := c.Restart(target); err != nil {
 				return fmt.Errorf("restarting node %d after SIGKILL: %w", target.ID, err)
+			}
+		case "wipe":
+			nm.Logf("nemesis: wipe node %d (leader: %v), replace it as a new member", target.ID, target == leader)
+			if err := c.Replace(target); err != nil {
+				return fmt.Errorf("replacing wiped node %d: %w", target.ID, err)
 			}
 		case "pause", "pause-leader":
 			nm.Logf("nemesis: %s node %d (for %v)", kind, target.ID, pauseFor.Round(time.Millisecond))
