@@ -3,7 +3,9 @@
 The guide pages (docs/**/*.md): each page's ```python and ```console blocks run in
 order in one fresh directory, the Python blocks in one namespace, the console
 blocks' ``$ `` lines through bash with the built CLI first on PATH; a command
-must exit 0, and the lines shown after it are its exact output. A page may use
+must exit 0, and the lines shown after it are its exact output (none shown: not
+checked). `mmapkit-kv` is on PATH too; servers a page starts in the background
+write their pid to NAME.pid and are killed after the page whatever happens. A page may use
 no other fenced language for code (``text`` for a layout is fine, it is not run).
 The API reference: every ``>>>`` example in the package's docstrings, through
 doctest, in a fresh directory.
@@ -16,6 +18,7 @@ import importlib
 import linecache
 import os
 import re
+import signal
 import subprocess
 from pathlib import Path
 
@@ -29,6 +32,16 @@ DOCS = ROOT / "docs"
 CLI = Path(
     os.environ.get("MMAPKIT_CLI")
     or Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target")) / "release" / "mmapkit"
+)
+# mmapkit-kv (the operator's guide): the newer of cargo's release and debug builds.
+KV = max(
+    (
+        p
+        for p in (CLI.parent / "mmapkit-kv", CLI.parent.parent / "debug" / "mmapkit-kv")
+        if p.is_file()
+    ),
+    key=lambda p: p.stat().st_mtime,
+    default=CLI.parent / "mmapkit-kv",
 )
 FENCE = re.compile(r"^```(\S*)[^\n]*\n(.*?)^```\s*$", re.DOTALL | re.MULTILINE)
 RUN = {"python", "console"}
@@ -72,7 +85,10 @@ def test_the_pages_have_examples():
 def test_page_examples_run(page, tmp_path):
     if not CLI.is_file():
         pytest.fail(f"no CLI at {CLI}: build it (make cli) or set MMAPKIT_CLI")
-    env = {**os.environ, "PATH": f"{CLI.parent}{os.pathsep}{os.environ['PATH']}"}
+    if "mmapkit-kv" in (DOCS / page).read_text() and not KV.is_file():
+        pytest.fail(f"no mmapkit-kv at {KV}: build it (cargo build -p mmapkit-raft)")
+    path = os.pathsep.join([str(CLI.parent), str(KV.parent), os.environ["PATH"]])
+    env = {**os.environ, "PATH": path}
     namespace: dict[str, object] = {"__name__": "__docs__"}
     cwd = Path.cwd()
     os.chdir(tmp_path)
@@ -99,6 +115,12 @@ def test_page_examples_run(page, tmp_path):
                         assert r.stdout == expected, (where, cmd)
     finally:
         os.chdir(cwd)
+        # Servers a page started in the background (`& echo $! >NAME.pid`).
+        for pid in tmp_path.glob("*.pid"):
+            try:
+                os.kill(int(pid.read_text()), signal.SIGKILL)
+            except (ValueError, ProcessLookupError):
+                pass
 
 
 @pytest.mark.parametrize(

@@ -1300,25 +1300,42 @@ impl KvClient {
         self.get_json(addr, "metrics").await
     }
 
-    /// Initializes the cluster through the node at `addr`.
+    /// Initializes the cluster through the node at `addr`, waiting up to
+    /// 30 s for nodes still starting (the node asks every other one who it
+    /// is: a connection refused or a `503` is retried).
     pub async fn init(&self, addr: &str, nodes: &BTreeMap<NodeId, String>) -> Result<(), String> {
         // Each node's incarnation the node itself tells the initializer.
         let members: BTreeMap<NodeId, serde_json::Value> =
             nodes.iter().map(|(id, a)| (*id, serde_json::json!({ "addr": a }))).collect();
-        let r = self
-            .request(reqwest::Method::POST, format!("http://{addr}/cluster/init"))
-            .json(&members)
-            .send()
-            .await
-            .map_err(|e| e.to_string())?;
-        if !r.status().is_success() {
-            let status = r.status();
-            let body = r.text().await.unwrap_or_default();
-            return Err(format!("{addr}/cluster/init: HTTP {status}: {}", body.trim()));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let sent = self
+                .request(reqwest::Method::POST, format!("http://{addr}/cluster/init"))
+                .json(&members)
+                .send()
+                .await;
+            let retry = match sent {
+                Err(e) if e.is_connect() => e.to_string(),
+                Err(e) => return Err(e.to_string()),
+                Ok(r) if r.status() == StatusCode::SERVICE_UNAVAILABLE => {
+                    r.text().await.unwrap_or_default().trim().to_owned()
+                }
+                Ok(r) if !r.status().is_success() => {
+                    let status = r.status();
+                    let body = r.text().await.unwrap_or_default();
+                    return Err(format!("{addr}/cluster/init: HTTP {status}: {}", body.trim()));
+                }
+                Ok(r) => {
+                    let res: Result<(), RaftError<NodeId, InitializeError<NodeId, Member>>> =
+                        r.json().await.map_err(|e| e.to_string())?;
+                    return res.map_err(|e| e.to_string());
+                }
+            };
+            if Instant::now() >= deadline {
+                return Err(format!("{addr}/cluster/init: {retry}"));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        let res: Result<(), RaftError<NodeId, InitializeError<NodeId, Member>>> =
-            r.json().await.map_err(|e| e.to_string())?;
-        res.map_err(|e| e.to_string())
     }
 }
 
