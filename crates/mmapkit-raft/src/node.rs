@@ -190,6 +190,16 @@ mmapkit::options! {
         /// Largest value a client may write; a command (key, values, JSON)
         /// may be this plus [`COMMAND_OVERHEAD`] bytes.
         pub max_value_bytes: usize,
+        /// Connections open at once (one more gets `503 busy` and is
+        /// closed; with a token, the oldest connection that has not sent
+        /// it is closed first to make room). Keep it below the fd limit.
+        pub max_connections: usize,
+        /// Time a request head may take from its first byte.
+        pub header_timeout: Duration,
+        /// Time a connection may stay open with nothing in flight.
+        pub idle_timeout: Duration,
+        /// Time a request body may go without a byte (then `408`).
+        pub body_timeout: Duration,
     }
 }
 
@@ -207,6 +217,10 @@ impl NodeOptions {
             keep_behind_snapshot: 1_000,
             token: None,
             max_value_bytes: DEFAULT_MAX_VALUE_BYTES,
+            max_connections: 512,
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            body_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -255,8 +269,10 @@ pub struct Node {
     pub raft: Raft<KvConfig>,
     /// The address its HTTP server listens on (the bound port when 0 was asked).
     pub addr: SocketAddr,
+    /// Its listener's connection counters.
+    pub connections: Arc<mmapkit_replicate::conn::Stats>,
     server: tokio::task::JoinHandle<()>,
-    stop: tokio::sync::oneshot::Sender<()>,
+    stop: tokio::sync::watch::Sender<bool>,
 }
 
 impl Node {
@@ -279,6 +295,12 @@ impl Node {
         if opts.max_value_bytes == 0 {
             return Err("the largest value must be at least 1 byte".into());
         }
+        if opts.max_connections == 0 {
+            return Err("the connection cap must be at least 1".into());
+        }
+        if [opts.header_timeout, opts.idle_timeout, opts.body_timeout].iter().any(|t| t.is_zero()) {
+            return Err("the header, idle and body timeouts must be more than zero".into());
+        }
         let max_command = opts.max_value_bytes.saturating_add(COMMAND_OVERHEAD);
         let config = Config {
             cluster_name: "mmapkit-kv".into(),
@@ -298,8 +320,12 @@ impl Node {
         }
         // A connect that hangs (a blackholed peer) fails as a connect
         // error: a forwarded write that never left is "not applied".
-        let mut http =
-            reqwest::Client::builder().default_headers(headers).connect_timeout(CONNECT_TIMEOUT);
+        // Pooled connections are dropped before the peer's idle timeout
+        // closes them under a request.
+        let mut http = reqwest::Client::builder()
+            .default_headers(headers)
+            .connect_timeout(CONNECT_TIMEOUT)
+            .pool_idle_timeout(opts.idle_timeout / 2);
         if !opts.bind.ip().is_unspecified() {
             http = http.local_address(opts.bind.ip());
         }
@@ -377,15 +403,23 @@ impl Node {
             .with_state(app);
         let listener = tokio::net::TcpListener::bind(opts.bind).await?;
         let addr = listener.local_addr()?;
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(async move {
-            let _ = axum::serve(listener, router)
-                .with_graceful_shutdown(async move {
-                    let _ = stopped.await;
-                })
-                .await;
-        });
-        Ok(Node { raft, addr, server, stop })
+        let limits = mmapkit_replicate::conn::Limits {
+            max_connections: opts.max_connections,
+            header_timeout: opts.header_timeout,
+            idle_timeout: opts.idle_timeout,
+            body_timeout: opts.body_timeout,
+            token: opts.token.as_deref().map(Arc::from),
+        };
+        let connections = mmapkit_replicate::conn::Stats::new(opts.max_connections);
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let server = tokio::spawn(mmapkit_replicate::conn::run(
+            listener,
+            router,
+            limits,
+            connections.clone(),
+            stopped,
+        ));
+        Ok(Node { raft, addr, connections, server, stop })
     }
 
     /// Resolves when the raft core stopped on its own: a fatal error (a
@@ -406,7 +440,7 @@ impl Node {
 
     /// Stops serving and shuts openraft down.
     pub async fn stop(self) {
-        let _ = self.stop.send(());
+        let _ = self.stop.send(true);
         let _ = self.raft.shutdown().await;
         let _ = self.server.await;
     }
@@ -562,6 +596,9 @@ async fn write(State(app): State<App>, headers: HeaderMap, body: Body) -> HttpRe
     }
     let bytes = match axum::body::to_bytes(body, limit).await {
         Ok(b) => b,
+        Err(e) if mmapkit_replicate::conn::is_stalled(&e) => {
+            return text(StatusCode::REQUEST_TIMEOUT, format!("not applied: {e}"))
+        }
         // Over the limit without a Content-Length (or the body broke off).
         Err(_) => return too_large(format!("more than {limit}")),
     };
@@ -1096,6 +1133,8 @@ impl KvClient {
         }
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
+            // Below a node's idle timeout (60 s by default).
+            .pool_idle_timeout(Duration::from_secs(20))
             .build()
             .map_err(|e| ClientError::Http(e.to_string()))?;
         Ok(KvClient { http, nodes: Arc::new(nodes), leader: Arc::new(Mutex::new(0)), token: None })

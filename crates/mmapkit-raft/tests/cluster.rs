@@ -431,6 +431,7 @@ fn peers_connect_from_the_ip_they_bind_through_proxies() {
             dir: tmp.path().join(format!("n{id}")),
             args: Vec::new(),
             child: None,
+            nofile: None,
         })
         .collect();
     for n in &mut nodes {

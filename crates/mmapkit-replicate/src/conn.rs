@@ -1,9 +1,12 @@
-//! The accept loop: serves the axum router over hyper's HTTP/1.1 with a
-//! cap on open connections and per-connection header and idle timeouts.
+//! The accept loop shared by `log serve` and `mmapkit-kv`: serves an axum
+//! router over hyper's HTTP/1.1 with a cap on open connections, header,
+//! idle and body timeouts per connection, and (with a token) room kept
+//! for clients that hold it.
 //!
 //! Without them a peer could keep a connection (and its fd and buffers)
-//! forever by sending nothing, or a request head one byte at a time; the
-//! bearer token cannot help, since it is read only once the head is in.
+//! forever by sending nothing, a request head one byte at a time, or a
+//! body shorter than it declared; the bearer token cannot help, since it
+//! is read only once the head is in.
 //!
 //! The timeouts are kept here, around the socket, rather than with
 //! hyper's `header_read_timeout`: hyper starts that timer as soon as it
@@ -34,12 +37,19 @@ const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\n\
 Content-Type: text/plain; charset=utf-8\r\nRetry-After: 1\r\nContent-Length: 39\r\n\r\n\
 busy: too many connections; retry later\n";
 
-/// The connection limits (from [`ServeOptions`](crate::ServeOptions)).
+/// The connection limits.
 #[derive(Clone, Debug)]
-pub(crate) struct Limits {
+pub struct Limits {
+    /// Connections open at once; one more is answered 503 and closed.
     pub max_connections: usize,
+    /// Time from a request head's first byte to its end.
     pub header_timeout: Duration,
+    /// Time a connection may stay open with nothing in flight.
     pub idle_timeout: Duration,
+    /// Time a request body may go without a byte while the handler reads
+    /// it (a stall, not a total: a large body on a slow link is fine);
+    /// the read then fails with [`BodyStalled`].
+    pub body_timeout: Duration,
     /// The bearer token, if one is required: at the cap, a connection
     /// that has not yet sent a request carrying it is closed to make
     /// room (the oldest first), so clients without the token cannot keep
@@ -50,7 +60,7 @@ pub(crate) struct Limits {
 /// Whether `headers` carry `token` as a bearer token (`Ok`), or why not.
 /// The scheme is case-insensitive (RFC 7235 section 2.1); the comparison
 /// takes the same time wherever the first difference is.
-pub(crate) fn check_token(
+pub fn check_token(
     headers: &hyper::HeaderMap,
     token: &str,
 ) -> std::result::Result<(), &'static str> {
@@ -98,7 +108,7 @@ impl Unauthed {
 
 /// Open connections and what happened to the others (for tests and
 /// diagnostics).
-pub(crate) struct Stats {
+pub struct Stats {
     slots: Arc<Semaphore>,
     max: usize,
     rejected: AtomicU64,
@@ -107,7 +117,8 @@ pub(crate) struct Stats {
 }
 
 impl Stats {
-    pub(crate) fn new(max: usize) -> Arc<Stats> {
+    /// Counters for a listener of at most `max` connections.
+    pub fn new(max: usize) -> Arc<Stats> {
         Arc::new(Stats {
             slots: Arc::new(Semaphore::new(max)),
             max,
@@ -116,16 +127,20 @@ impl Stats {
             evicted: AtomicU64::new(0),
         })
     }
-    pub(crate) fn open(&self) -> usize {
+    /// Connections open now.
+    pub fn open(&self) -> usize {
         self.max - self.slots.available_permits()
     }
-    pub(crate) fn rejected(&self) -> u64 {
+    /// Connections answered 503 at the cap.
+    pub fn rejected(&self) -> u64 {
         self.rejected.load(Ordering::Relaxed)
     }
-    pub(crate) fn timed_out(&self) -> u64 {
+    /// Connections closed by the header or idle timeout.
+    pub fn timed_out(&self) -> u64 {
         self.timed_out.load(Ordering::Relaxed)
     }
-    pub(crate) fn evicted(&self) -> u64 {
+    /// Unauthenticated connections closed to make room at the cap.
+    pub fn evicted(&self) -> u64 {
         self.evicted.load(Ordering::Relaxed)
     }
 }
@@ -133,7 +148,7 @@ impl Stats {
 /// Accepts until `stop`, then lets each connection finish what it has in
 /// flight (hyper's graceful shutdown: idle ones close at once) and returns
 /// when all are closed.
-pub(crate) async fn run(
+pub async fn run(
     listener: TcpListener,
     app: Router,
     limits: Limits,
@@ -218,7 +233,8 @@ async fn connection(
 ) {
     let io = TokioIo::new(Watched { tcp, act: act.clone() });
     let token = limits.token.clone();
-    let conn = http.serve_connection(io, Service { app, act: act.clone(), token });
+    let body_timeout = limits.body_timeout;
+    let conn = http.serve_connection(io, Service { app, act: act.clone(), token, body_timeout });
     tokio::pin!(conn);
     let dog = watchdog(&act, limits);
     tokio::pin!(dog);
@@ -386,7 +402,7 @@ impl AsyncWrite for Watched {
 
 /// The largest request head (request line and headers) answered: larger
 /// ones get 431 and the connection is closed.
-pub(crate) const HEAD_MAX: usize = 64 << 10;
+pub const HEAD_MAX: usize = 64 << 10;
 
 /// A request head's length as sent (`METHOD URI HTTP/1.1\r\n`, each
 /// `name: value\r\n`, the blank line).
@@ -401,6 +417,7 @@ struct Service {
     app: Router,
     act: Arc<Activity>,
     token: Option<Arc<str>>,
+    body_timeout: Duration,
 }
 
 type ServiceFuture =
@@ -435,6 +452,8 @@ impl hyper::service::Service<hyper::Request<Incoming>> for Service {
                 Ok(r)
             });
         }
+        let timeout = self.body_timeout;
+        let req = req.map(|body| Stalling { body, timeout, sleep: Box::pin(tokio::time::sleep(timeout)) });
         let answer = tower_service::Service::call(&mut self.app.clone(), req);
         Box::pin(async move {
             let r = answer.await?;
@@ -458,6 +477,56 @@ impl http_body::Body for Tracked {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
         Pin::new(&mut self.body).poll_frame(cx)
+    }
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// A request body read that went [`Limits::body_timeout`] without a byte.
+#[derive(Debug, thiserror::Error)]
+#[error("the request body stalled: no byte for {0:?}")]
+pub struct BodyStalled(pub Duration);
+
+/// Whether `e` (an error from reading a request body, e.g. axum's) comes
+/// from [`BodyStalled`].
+pub fn is_stalled(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur = Some(e);
+    while let Some(e) = cur {
+        if e.is::<BodyStalled>() {
+            return true;
+        }
+        cur = e.source();
+    }
+    false
+}
+
+/// A request body that fails with [`BodyStalled`] when no frame comes
+/// for `timeout` while it is read.
+struct Stalling {
+    body: Incoming,
+    timeout: Duration,
+    sleep: Pin<Box<tokio::time::Sleep>>,
+}
+
+impl http_body::Body for Stalling {
+    type Data = Bytes;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        if let Poll::Ready(f) = Pin::new(&mut self.body).poll_frame(cx) {
+            let next = Instant::now() + self.timeout;
+            self.sleep.as_mut().reset(next);
+            return Poll::Ready(f.map(|r| r.map_err(Into::into)));
+        }
+        ready!(self.sleep.as_mut().poll(cx));
+        Poll::Ready(Some(Err(Box::new(BodyStalled(self.timeout)))))
     }
     fn is_end_stream(&self) -> bool {
         self.body.is_end_stream()

@@ -117,7 +117,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-mod conn;
+pub mod conn;
 pub mod error;
 pub mod follow;
 pub mod server;

@@ -357,6 +357,8 @@ pub fn serve(log: Arc<CommitLog>, opts: ServeOptions) -> Result<Server> {
         max_connections: shared.opts.max_connections,
         header_timeout: shared.opts.header_timeout,
         idle_timeout: shared.opts.idle_timeout,
+        // `log serve` takes no request bodies worth waiting for.
+        body_timeout: shared.opts.header_timeout,
         token: shared.opts.token.as_deref().map(Arc::from),
     };
     let conns = conn::Stats::new(limits.max_connections);

@@ -63,6 +63,19 @@ enum Cmd {
         /// Largest value a client may write, in bytes (larger writes get HTTP 413).
         #[arg(long, default_value_t = DEFAULT_MAX_VALUE_BYTES)]
         max_value_bytes: usize,
+        /// Connections open at once; keep it below the fd limit. With a token, the oldest
+        /// connection that has not sent it is closed to make room for one that may.
+        #[arg(long, default_value_t = 512)]
+        max_connections: usize,
+        /// Seconds a request head may take.
+        #[arg(long, default_value_t = 10)]
+        header_timeout: u64,
+        /// Seconds a connection may stay open with nothing in flight.
+        #[arg(long, default_value_t = 60)]
+        idle_timeout: u64,
+        /// Seconds a request body may go without a byte (then HTTP 408).
+        #[arg(long, default_value_t = 10)]
+        body_timeout: u64,
     },
     /// Initializes a cluster of the given nodes (`ID=HOST:PORT,...`; the
     /// addresses peers use, e.g. proxies in front of the nodes).
@@ -247,7 +260,20 @@ fn client(nodes: Vec<String>, tok: Option<String>) -> Result<KvClient, BoxError>
 async fn run(cmd: Cmd) -> Result<i32, BoxError> {
     let patience = Duration::from_secs(30);
     match cmd {
-        Cmd::Serve { id, dir, bind, store, snapshot_every, keep, token: tok, max_value_bytes } => {
+        Cmd::Serve {
+            id,
+            dir,
+            bind,
+            store,
+            snapshot_every,
+            keep,
+            token: tok,
+            max_value_bytes,
+            max_connections,
+            header_timeout,
+            idle_timeout,
+            body_timeout,
+        } => {
             let node = Node::start(
                 NodeOptions::new(id, dir.clone())
                     .bind(bind)
@@ -255,7 +281,11 @@ async fn run(cmd: Cmd) -> Result<i32, BoxError> {
                     .snapshot_every(snapshot_every)
                     .keep_behind_snapshot(keep)
                     .token(token(tok))
-                    .max_value_bytes(max_value_bytes),
+                    .max_value_bytes(max_value_bytes)
+                    .max_connections(max_connections)
+                    .header_timeout(Duration::from_secs(header_timeout))
+                    .idle_timeout(Duration::from_secs(idle_timeout))
+                    .body_timeout(Duration::from_secs(body_timeout)),
             )
             .await
             .map_err(|e| format!("{}: {e}", dir.display()))?;

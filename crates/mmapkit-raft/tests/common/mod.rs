@@ -18,11 +18,16 @@ pub struct Proc {
     pub dir: PathBuf,
     pub args: Vec<String>,
     pub child: Option<Child>,
+    /// The process's fd limit (`ulimit -n`), when not inherited.
+    pub nofile: Option<u32>,
 }
 
 impl Proc {
     pub fn spawn(&mut self) {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mmapkit-kv"))
+        let mut cmd = Command::new("bash");
+        let limit = self.nofile.map_or(String::new(), |n| format!("ulimit -n {n} && "));
+        cmd.args(["-c", &format!("{limit}exec \"$0\" \"$@\""), env!("CARGO_BIN_EXE_mmapkit-kv")]);
+        let mut child = cmd
             .args(["serve", "--id", &self.id.to_string(), "--bind", &self.addr])
             .arg("--dir")
             .arg(&self.dir)
@@ -71,6 +76,11 @@ impl Cluster {
 
     /// Nodes started with `--token` when `token` is given (the client sends it).
     pub fn start_with(extra: &[&str], token: Option<&str>) -> Cluster {
+        Cluster::launch(extra, token, None)
+    }
+
+    /// [`Cluster::start_with`], each node's fd limit `nofile` when given.
+    pub fn launch(extra: &[&str], token: Option<&str>, nofile: Option<u32>) -> Cluster {
         let mut extra: Vec<&str> = extra.to_vec();
         if let Some(t) = token {
             extra.extend(["--token", t]);
@@ -83,6 +93,7 @@ impl Cluster {
                 dir: tmp.path().join(format!("n{id}")),
                 args: extra.iter().map(|s| s.to_string()).collect(),
                 child: None,
+            nofile,
             })
             .collect();
         for n in &mut nodes {
@@ -255,6 +266,7 @@ impl Cluster {
             dir: self.tmp.path().join(format!("n{id}")),
             args,
             child: None,
+            nofile: None,
         };
         p.spawn();
         self.nodes.retain(|n| n.id != id);
