@@ -47,6 +47,9 @@ pub struct MemberInfo {
     pub id: NodeId,
     /// Its address.
     pub addr: String,
+    /// Its peer listener's address (`None`: peers use `addr`).
+    #[serde(default)]
+    pub peer_addr: Option<String>,
     /// Its data directory's incarnation.
     pub incarnation: u64,
     /// Voter (`true`) or learner.
@@ -98,7 +101,7 @@ pub(crate) fn routes() -> Router<App> {
 }
 
 async fn identity(State(app): State<App>) -> Json<IdentityAnswer> {
-    Json(app.identity.answer())
+    Json(IdentityAnswer { peer_addr: app.peer_addr.clone(), ..app.identity.answer() })
 }
 
 /// The identity of the node at `addr`, checked to be node `id`.
@@ -161,8 +164,8 @@ async fn init(
         }
         let cluster = app.identity.cluster();
         for (&id, n) in &nodes {
-            let incarnation = if id == app.id {
-                app.identity.incarnation()
+            let (incarnation, peer_addr) = if id == app.id {
+                (app.identity.incarnation(), app.peer_addr.clone())
             } else {
                 let a = match identity_of(&app, id, &n.addr).await {
                     Ok(a) => a,
@@ -171,9 +174,9 @@ async fn init(
                 if let Err(r) = joinable(&a, cluster.as_deref(), &n.addr) {
                     return r;
                 }
-                a.incarnation
+                (a.incarnation, a.peer_addr)
             };
-            members.insert(id, Member { addr: n.addr.clone(), incarnation });
+            members.insert(id, Member { addr: n.addr.clone(), incarnation, peer_addr });
         }
         let joined = match cluster {
             Some(c) => Ok(c),
@@ -183,7 +186,7 @@ async fn init(
             return text(StatusCode::INTERNAL_SERVER_ERROR, e);
         }
     } else {
-        members = nodes.into_iter().map(|(id, n)| (id, Member { addr: n.addr, incarnation: 0 })).collect();
+        members = nodes.into_iter().map(|(id, n)| (id, Member { addr: n.addr, ..Member::default() })).collect();
     }
     let r = app.raft.initialize(members).await;
     let status = match &r {
@@ -209,12 +212,13 @@ async fn via_leader(
         return None;
     }
     let unavailable = |why: String| Some(text(StatusCode::SERVICE_UNAVAILABLE, why));
-    let Some((l, addr)) = leader_of(&m) else {
+    let Some((l, node)) = leader_of(&m) else {
         return unavailable(format!("no quorum: node {} knows no leader; retry", app.id));
     };
     if headers.contains_key(FORWARDED) {
         return unavailable(format!("no quorum: node {} is not the leader (node {l} is)", app.id));
     }
+    let addr = node.peer();
     let mut req = app
         .http
         .request(method, format!("http://{addr}{route}"))
@@ -256,6 +260,7 @@ fn member_list(app: &App) -> MemberList {
         .map(|(id, n)| MemberInfo {
             id: *id,
             addr: n.addr.clone(),
+            peer_addr: n.peer_addr.clone(),
             incarnation: n.incarnation,
             voter: voters.contains(id),
             matched: matched(id),
@@ -334,7 +339,7 @@ async fn add(State(app): State<App>, headers: HeaderMap, Json(req): Json<AddMemb
     if let Err(r) = joinable(&a, list.cluster.as_deref(), &req.addr) {
         return r;
     }
-    let member = Member { addr: req.addr, incarnation: a.incarnation };
+    let member = Member { addr: req.addr, incarnation: a.incarnation, peer_addr: a.peer_addr };
     let r = tokio::time::timeout(CHANGE_TIMEOUT, app.raft.add_learner(req.id, member, false)).await;
     changed(&app, r)
 }

@@ -43,6 +43,17 @@ pub struct Member {
     /// docs); 0 for members recorded before incarnations existed.
     #[serde(default)]
     pub incarnation: u64,
+    /// Where peers send raft RPCs and forwarded requests, when the member
+    /// has a peer listener of its own (`--peer-bind`); else `addr`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_addr: Option<String>,
+}
+
+impl Member {
+    /// The address other nodes use.
+    pub fn peer(&self) -> &str {
+        self.peer_addr.as_deref().unwrap_or(&self.addr)
+    }
 }
 
 /// Sender's cluster id (32 hex digits; absent while the sender has none).
@@ -64,6 +75,9 @@ pub struct IdentityAnswer {
     /// Why it last refused a peer's RPC (`None`: never), e.g. because its
     /// directory is not the incarnation the cluster knows.
     pub refused: Option<String>,
+    /// Its peer listener's address (`None`: peers use its client address).
+    #[serde(default)]
+    pub peer_addr: Option<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -187,6 +201,7 @@ impl Identity {
             incarnation: self.incarnation,
             cluster: self.cluster(),
             refused: self.refused.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+            peer_addr: None,
         }
     }
 

@@ -178,6 +178,12 @@ mmapkit::options! {
         pub dir: PathBuf,
         /// Address to serve on (default `127.0.0.1:0`: loopback, a free port).
         pub bind: SocketAddr,
+        /// A second listener for other nodes (raft RPCs, forwarded
+        /// requests and admin calls), like etcd's peer port: a flood of
+        /// client connections cannot cut the nodes off from each other.
+        /// Its address is recorded in the membership when the node is
+        /// added (default: none, peers use `bind`).
+        pub peer_bind: Option<SocketAddr>,
         /// The log store (default mmapkit's commit log).
         pub store: StoreKind,
         /// Build a snapshot every this many applied entries.
@@ -212,6 +218,7 @@ impl NodeOptions {
             id,
             dir: dir.into(),
             bind: SocketAddr::from(([127, 0, 0, 1], 0)),
+            peer_bind: None,
             store: StoreKind::Mmapkit,
             snapshot_every: 10_000,
             keep_behind_snapshot: 1_000,
@@ -261,6 +268,8 @@ pub(crate) struct App {
     proposer: Proposer,
     /// This data directory's identity (the `member` module).
     pub(crate) identity: Arc<Identity>,
+    /// The peer listener's address, when it has one.
+    pub(crate) peer_addr: Option<String>,
 }
 
 /// A running node.
@@ -269,7 +278,9 @@ pub struct Node {
     pub raft: Raft<KvConfig>,
     /// The address its HTTP server listens on (the bound port when 0 was asked).
     pub addr: SocketAddr,
-    /// Its listener's connection counters.
+    /// Its peer listener's address, if it has one.
+    pub peer_addr: Option<SocketAddr>,
+    /// Its client listener's connection counters.
     pub connections: Arc<mmapkit_replicate::conn::Stats>,
     server: tokio::task::JoinHandle<()>,
     stop: tokio::sync::watch::Sender<bool>,
@@ -282,11 +293,13 @@ impl Node {
     ) -> Result<Node, Box<dyn std::error::Error + Send + Sync>> {
         match &opts.token {
             Some(t) => check_token(t)?,
-            None if !opts.bind.ip().is_loopback() => {
+            None if !opts.bind.ip().is_loopback()
+                || opts.peer_bind.is_some_and(|p| !p.ip().is_loopback()) =>
+            {
+                let off = if opts.bind.ip().is_loopback() { opts.peer_bind.unwrap_or(opts.bind) } else { opts.bind };
                 return Err(format!(
-                    "refusing to serve on {} without a token: anyone who can reach it could write, \
-                     read and join the cluster (give --token or MMAPKIT_KV_TOKEN, or bind 127.0.0.1)",
-                    opts.bind
+                    "refusing to serve on {off} without a token: anyone who can reach it could write, \
+                     read and join the cluster (give --token or MMAPKIT_KV_TOKEN, or bind 127.0.0.1)"
                 )
                 .into())
             }
@@ -371,7 +384,14 @@ impl Node {
                 crate::batch::LIMITS,
             )
         };
+        let listener = tokio::net::TcpListener::bind(opts.bind).await?;
+        let peer_listener = match opts.peer_bind {
+            Some(p) => Some(tokio::net::TcpListener::bind(p).await?),
+            None => None,
+        };
+        let peer_addr = peer_listener.as_ref().map(|l| l.local_addr()).transpose()?;
         let app = App {
+            peer_addr: peer_addr.map(|a| a.to_string()),
             proposer,
             raft: raft.clone(),
             sm,
@@ -401,7 +421,6 @@ impl Node {
             .route("/admin/snapshot", post(trigger_snapshot))
             .layer(middleware::from_fn_with_state(app.clone(), auth))
             .with_state(app);
-        let listener = tokio::net::TcpListener::bind(opts.bind).await?;
         let addr = listener.local_addr()?;
         let limits = mmapkit_replicate::conn::Limits {
             max_connections: opts.max_connections,
@@ -412,14 +431,21 @@ impl Node {
         };
         let connections = mmapkit_replicate::conn::Stats::new(opts.max_connections);
         let (stop, stopped) = tokio::sync::watch::channel(false);
-        let server = tokio::spawn(mmapkit_replicate::conn::run(
-            listener,
-            router,
-            limits,
-            connections.clone(),
-            stopped,
-        ));
-        Ok(Node { raft, addr, connections, server, stop })
+        // The peer listener serves the same routes (a forwarded request
+        // arrives there), under its own cap.
+        let peers = peer_listener.map(|l| {
+            let stats = mmapkit_replicate::conn::Stats::new(opts.max_connections);
+            mmapkit_replicate::conn::run(l, router.clone(), limits.clone(), stats, stopped.clone())
+        });
+        let clients =
+            mmapkit_replicate::conn::run(listener, router, limits, connections.clone(), stopped);
+        let server = tokio::spawn(async move {
+            match peers {
+                Some(p) => drop(tokio::join!(clients, p)),
+                None => clients.await,
+            }
+        });
+        Ok(Node { raft, addr, peer_addr, connections, server, stop })
     }
 
     /// Resolves when the raft core stopped on its own: a fatal error (a
@@ -568,11 +594,11 @@ fn quorum_problem(m: &RaftMetrics<NodeId, Member>) -> Option<String> {
     }
 }
 
-/// The current leader's id and address as this node knows them.
-pub(crate) fn leader_of(m: &RaftMetrics<NodeId, Member>) -> Option<(NodeId, String)> {
+/// The current leader's id and membership record as this node knows them.
+pub(crate) fn leader_of(m: &RaftMetrics<NodeId, Member>) -> Option<(NodeId, Member)> {
     let l = m.current_leader?;
     let node = m.membership_config.membership().get_node(&l)?;
-    Some((l, node.addr.clone()))
+    Some((l, node.clone()))
 }
 
 async fn write(State(app): State<App>, headers: HeaderMap, body: Body) -> HttpResponse {
@@ -609,8 +635,8 @@ async fn write(State(app): State<App>, headers: HeaderMap, body: Body) -> HttpRe
     let forwarded = headers.contains_key(FORWARDED);
     let m = app.raft.metrics().borrow().clone();
     if m.current_leader != Some(app.id) && !forwarded {
-        if let Some((l, addr)) = leader_of(&m) {
-            return forward_write(&app, l, &addr, bytes).await;
+        if let Some((l, node)) = leader_of(&m) {
+            return forward_write(&app, l, &node, bytes).await;
         }
     }
     if m.current_leader == Some(app.id) {
@@ -653,7 +679,7 @@ async fn write(State(app): State<App>, headers: HeaderMap, body: Body) -> HttpRe
         Err(e) if !forwarded => {
             // Leadership moved between the check and the write.
             match e.forward_to_leader().and_then(|f| Some((f.leader_id?, f.leader_node.clone()?))) {
-                Some((l, node)) if l != app.id => forward_write(&app, l, &node.addr, bytes).await,
+                Some((l, node)) if l != app.id => forward_write(&app, l, &node, bytes).await,
                 _ => write_refused(&app, e),
             }
         }
@@ -705,9 +731,10 @@ pub(crate) async fn relay(
 async fn forward_write(
     app: &App,
     leader: NodeId,
-    addr: &str,
+    node: &Member,
     body: axum::body::Bytes,
 ) -> HttpResponse {
+    let addr = node.peer();
     let sent = app
         .http
         .post(format!("http://{addr}/kv/write"))
@@ -732,7 +759,7 @@ async fn forward_write(
             // itself instead of paying this hop on every one (measured:
             // 16 clients, 3 nodes, ~24 % fewer writes/s through a follower).
             let mut r = relay(resp, unknown).await;
-            if let Ok(v) = header::HeaderValue::from_str(addr) {
+            if let Ok(v) = header::HeaderValue::from_str(&node.addr) {
                 r.headers_mut().insert(LEADER_HINT, v);
             }
             r
@@ -782,7 +809,7 @@ async fn kv_get(
     let m = app.raft.metrics().borrow().clone();
     if m.current_leader != Some(app.id) {
         return match leader_of(&m) {
-            Some((l, addr)) if !forwarded => forward_get(&app, l, &addr, &q.key).await,
+            Some((l, node)) if !forwarded => forward_get(&app, l, node.peer(), &q.key).await,
             Some((l, _)) => {
                 unavailable(format!("no quorum: node {} is not the leader (node {l} is)", app.id))
             }
@@ -800,7 +827,7 @@ async fn kv_get(
         Ok(Err(e)) => {
             match e.forward_to_leader().and_then(|f| Some((f.leader_id?, f.leader_node.clone()?))) {
                 Some((l, node)) if l != app.id && !forwarded => {
-                    forward_get(&app, l, &node.addr, &q.key).await
+                    forward_get(&app, l, node.peer(), &q.key).await
                 }
                 _ => unavailable(format!("no quorum: {e}")),
             }
@@ -972,7 +999,7 @@ impl HttpPeer {
         Resp: DeserializeOwned,
         E: std::error::Error + DeserializeOwned,
     {
-        let url = format!("http://{}/{route}", self.member.addr);
+        let url = format!("http://{}/{route}", self.member.peer());
         let post = self.http.post(url);
         let resp = self
             .identity
@@ -995,7 +1022,7 @@ impl HttpPeer {
             let status = resp.status().as_u16();
             let body = resp.text().await.unwrap_or_default();
             let e = PeerStatus {
-                addr: self.member.addr.clone(),
+                addr: self.member.peer().to_owned(),
                 route: route.into(),
                 status,
                 body: body.trim().into(),

@@ -77,3 +77,39 @@ fn a_body_shorter_than_declared_is_answered_408_and_a_head_that_never_ends_is_cl
     let _ = s.read_to_end(&mut rest);
     assert!(t0.elapsed() < Duration::from_secs(10), "a half head kept its connection {:?}", t0.elapsed());
 }
+
+/// Peer traffic on its own listener (like etcd's 2380 beside 2379): a
+/// client port full of silent connections (no token here, so nothing can
+/// be evicted) does not cut the nodes off from each other; a follower
+/// forwards writes to the leader's peer port.
+#[test]
+fn a_full_client_port_does_not_cut_the_nodes_off_from_each_other() {
+    let mut c = Cluster::start(&["--peer-bind", "127.0.0.1:0", "--max-connections", "32"]);
+    c.write(0..5, "a");
+    let leader = c.leader();
+    let list = c.block(c.client.members(Duration::from_secs(10))).unwrap();
+    assert!(
+        list.members.iter().all(|m| m.peer_addr.as_ref().is_some_and(|p| *p != m.addr)),
+        "peer addresses recorded at init: {list:?}"
+    );
+    let sock: std::net::SocketAddr = c.addr(leader).parse().unwrap();
+    let silent: Vec<TcpStream> = (0..64)
+        .filter_map(|_| TcpStream::connect_timeout(&sock, Duration::from_millis(500)).ok())
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let follower = c.follower();
+    let client = mmapkit_raft::node::KvClient::new([c.addr(follower)]).unwrap();
+    let t0 = Instant::now();
+    for i in 0..20 {
+        let key = format!("p{i}");
+        let req = Request::Set { key: key.clone(), value: "v".into() };
+        c.block(client.write(&req, Duration::from_secs(4))).unwrap_or_else(|e| {
+            panic!("write {i} through follower {follower}, leader's client port full: {e}")
+        });
+        c.acked.insert(key, "v".into());
+    }
+    assert!(t0.elapsed() < Duration::from_secs(8), "20 writes took {:?}", t0.elapsed());
+    assert_eq!(c.leader(), leader);
+    drop(silent);
+    c.converged(true);
+}

@@ -48,6 +48,10 @@ enum Cmd {
         /// Address to serve on (port 0: any free port; the line printed says which).
         #[arg(long, default_value = "127.0.0.1:0")]
         bind: SocketAddr,
+        /// A second address for the other nodes (raft, forwarded requests), like etcd's peer
+        /// port; recorded when the node is added. Default: peers use --bind.
+        #[arg(long)]
+        peer_bind: Option<SocketAddr>,
         /// Log store: mmapkit, memory (no durability) or rocksdb (needs the `rocksdb` feature).
         #[arg(long, default_value = "mmapkit")]
         store: StoreKind,
@@ -264,6 +268,7 @@ async fn run(cmd: Cmd) -> Result<i32, BoxError> {
             id,
             dir,
             bind,
+            peer_bind,
             store,
             snapshot_every,
             keep,
@@ -277,6 +282,7 @@ async fn run(cmd: Cmd) -> Result<i32, BoxError> {
             let node = Node::start(
                 NodeOptions::new(id, dir.clone())
                     .bind(bind)
+                    .peer_bind(peer_bind)
                     .store(store)
                     .snapshot_every(snapshot_every)
                     .keep_behind_snapshot(keep)
@@ -290,6 +296,9 @@ async fn run(cmd: Cmd) -> Result<i32, BoxError> {
             .await
             .map_err(|e| format!("{}: {e}", dir.display()))?;
             println!("mmapkit-kv: node {id} listening on {}", node.addr);
+            if let Some(p) = node.peer_addr {
+                println!("mmapkit-kv: node {id} serving peers on {p}");
+            }
             std::io::stdout().flush()?;
             let mut term =
                 tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
