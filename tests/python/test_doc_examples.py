@@ -13,6 +13,7 @@ doctest, in a fresh directory.
 
 from __future__ import annotations
 
+import contextlib
 import doctest
 import importlib
 import linecache
@@ -117,10 +118,8 @@ def test_page_examples_run(page, tmp_path):
         os.chdir(cwd)
         # Servers a page started in the background (`& echo $! >NAME.pid`).
         for pid in tmp_path.glob("*.pid"):
-            try:
+            with contextlib.suppress(ValueError, ProcessLookupError):
                 os.kill(int(pid.read_text()), signal.SIGKILL)
-            except (ValueError, ProcessLookupError):
-                pass
 
 
 @pytest.mark.parametrize(

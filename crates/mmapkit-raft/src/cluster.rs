@@ -104,13 +104,13 @@ async fn identity(State(app): State<App>) -> Json<IdentityAnswer> {
     Json(IdentityAnswer { peer_addr: app.peer_addr.clone(), ..app.identity.answer() })
 }
 
+/// Why a node cannot be made a member: the status and text to answer.
+type Refusal = (StatusCode, String);
+
 /// The identity of the node at `addr`, checked to be node `id`.
-async fn identity_of(app: &App, id: NodeId, addr: &str) -> Result<IdentityAnswer, HttpResponse> {
+async fn identity_of(app: &App, id: NodeId, addr: &str) -> Result<IdentityAnswer, Refusal> {
     let unreachable = |e: String| {
-        text(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("cannot ask node {id} at {addr} who it is: {e}"),
-        )
+        (StatusCode::SERVICE_UNAVAILABLE, format!("cannot ask node {id} at {addr} who it is: {e}"))
     };
     let r = app
         .http
@@ -121,11 +121,14 @@ async fn identity_of(app: &App, id: NodeId, addr: &str) -> Result<IdentityAnswer
         .map_err(|e| unreachable(e.to_string()))?;
     if !r.status().is_success() {
         let s = r.status();
-        return Err(unreachable(format!("HTTP {s}: {}", r.text().await.unwrap_or_default().trim())));
+        return Err(unreachable(format!(
+            "HTTP {s}: {}",
+            r.text().await.unwrap_or_default().trim()
+        )));
     }
     let a: IdentityAnswer = r.json().await.map_err(|e| unreachable(e.to_string()))?;
     if a.id != id {
-        return Err(text(
+        return Err((
             StatusCode::BAD_REQUEST,
             format!("the node at {addr} is node {}, not node {id}", a.id),
         ));
@@ -134,13 +137,16 @@ async fn identity_of(app: &App, id: NodeId, addr: &str) -> Result<IdentityAnswer
 }
 
 /// 409 unless `a` belongs to no cluster or to `cluster`.
-fn joinable(a: &IdentityAnswer, cluster: Option<&str>, addr: &str) -> Result<(), HttpResponse> {
+fn joinable(a: &IdentityAnswer, cluster: Option<&str>, addr: &str) -> Result<(), Refusal> {
     match (&a.cluster, cluster) {
-        (Some(theirs), Some(ours)) if theirs != ours => Err(text(
+        (Some(theirs), Some(ours)) if theirs != ours => Err((
             StatusCode::CONFLICT,
-            format!("node {} at {addr} belongs to cluster {theirs}, not to this cluster ({ours})", a.id),
+            format!(
+                "node {} at {addr} belongs to cluster {theirs}, not to this cluster ({ours})",
+                a.id
+            ),
         )),
-        (Some(theirs), None) => Err(text(
+        (Some(theirs), None) => Err((
             StatusCode::CONFLICT,
             format!("node {} at {addr} already belongs to cluster {theirs}", a.id),
         )),
@@ -167,13 +173,14 @@ async fn init(
             let (incarnation, peer_addr) = if id == app.id {
                 (app.identity.incarnation(), app.peer_addr.clone())
             } else {
-                let a = match identity_of(&app, id, &n.addr).await {
-                    Ok(a) => a,
-                    Err(r) => return r,
+                let checked = match identity_of(&app, id, &n.addr).await {
+                    Ok(a) => joinable(&a, cluster.as_deref(), &n.addr).map(|()| a),
+                    Err(r) => Err(r),
                 };
-                if let Err(r) = joinable(&a, cluster.as_deref(), &n.addr) {
-                    return r;
-                }
+                let a = match checked {
+                    Ok(a) => a,
+                    Err((status, why)) => return text(status, why),
+                };
                 (a.incarnation, a.peer_addr)
             };
             members.insert(id, Member { addr: n.addr.clone(), incarnation, peer_addr });
@@ -186,7 +193,10 @@ async fn init(
             return text(StatusCode::INTERNAL_SERVER_ERROR, e);
         }
     } else {
-        members = nodes.into_iter().map(|(id, n)| (id, Member { addr: n.addr, ..Member::default() })).collect();
+        members = nodes
+            .into_iter()
+            .map(|(id, n)| (id, Member { addr: n.addr, ..Member::default() }))
+            .collect();
     }
     let r = app.raft.initialize(members).await;
     let status = match &r {
@@ -239,7 +249,10 @@ async fn via_leader(
         }
         Err(e) if e.is_connect() => text(
             StatusCode::SERVICE_UNAVAILABLE,
-            format!("leader unreachable: node {} could not connect to leader {l} at {addr}: {e}", app.id),
+            format!(
+                "leader unreachable: node {} could not connect to leader {l} at {addr}: {e}",
+                app.id
+            ),
         ),
         Err(e) => text(
             StatusCode::GATEWAY_TIMEOUT,
@@ -315,9 +328,14 @@ fn changed(app: &App, r: Result<ChangeResult, tokio::time::error::Elapsed>) -> H
     }
 }
 
-async fn add(State(app): State<App>, headers: HeaderMap, Json(req): Json<AddMember>) -> HttpResponse {
+async fn add(
+    State(app): State<App>,
+    headers: HeaderMap,
+    Json(req): Json<AddMember>,
+) -> HttpResponse {
     let body = serde_json::to_vec(&req).unwrap_or_default();
-    if let Some(r) = via_leader(&app, &headers, Method::POST, "/cluster/members", Some(body)).await {
+    if let Some(r) = via_leader(&app, &headers, Method::POST, "/cluster/members", Some(body)).await
+    {
         return r;
     }
     let list = member_list(&app);
@@ -332,19 +350,24 @@ async fn add(State(app): State<App>, headers: HeaderMap, Json(req): Json<AddMemb
             ),
         );
     }
-    let a = match identity_of(&app, req.id, &req.addr).await {
-        Ok(a) => a,
-        Err(r) => return r,
+    let checked = match identity_of(&app, req.id, &req.addr).await {
+        Ok(a) => joinable(&a, list.cluster.as_deref(), &req.addr).map(|()| a),
+        Err(r) => Err(r),
     };
-    if let Err(r) = joinable(&a, list.cluster.as_deref(), &req.addr) {
-        return r;
-    }
+    let a = match checked {
+        Ok(a) => a,
+        Err((status, why)) => return text(status, why),
+    };
     let member = Member { addr: req.addr, incarnation: a.incarnation, peer_addr: a.peer_addr };
     let r = tokio::time::timeout(CHANGE_TIMEOUT, app.raft.add_learner(req.id, member, false)).await;
     changed(&app, r)
 }
 
-async fn promote(State(app): State<App>, headers: HeaderMap, Path(id): Path<NodeId>) -> HttpResponse {
+async fn promote(
+    State(app): State<App>,
+    headers: HeaderMap,
+    Path(id): Path<NodeId>,
+) -> HttpResponse {
     let route = format!("/cluster/members/{id}/promote");
     if let Some(r) = via_leader(&app, &headers, Method::POST, &route, None).await {
         return r;
@@ -390,7 +413,11 @@ fn behind(m: &MemberInfo, last: u64) -> bool {
     }
 }
 
-async fn remove(State(app): State<App>, headers: HeaderMap, Path(id): Path<NodeId>) -> HttpResponse {
+async fn remove(
+    State(app): State<App>,
+    headers: HeaderMap,
+    Path(id): Path<NodeId>,
+) -> HttpResponse {
     let route = format!("/cluster/members/{id}");
     if let Some(r) = via_leader(&app, &headers, Method::DELETE, &route, None).await {
         return r;
@@ -466,7 +493,12 @@ impl KvClient {
     }
 
     /// Adds node `id`, serving at `addr` on a new directory, as a learner.
-    pub async fn member_add(&self, id: NodeId, addr: &str, patience: Duration) -> Result<(), ClientError> {
+    pub async fn member_add(
+        &self,
+        id: NodeId,
+        addr: &str,
+        patience: Duration,
+    ) -> Result<(), ClientError> {
         let body = serde_json::json!({ "id": id, "addr": addr });
         self.admin(reqwest::Method::POST, "/cluster/members", Some(body), patience).await.map(drop)
     }

@@ -156,13 +156,7 @@ impl Identity {
     }
 
     fn new(id: NodeId, path: Option<PathBuf>, incarnation: u64, cluster: Option<String>) -> Self {
-        Identity {
-            id,
-            path,
-            incarnation,
-            cluster: Mutex::new(cluster),
-            refused: Mutex::new(None),
-        }
+        Identity { id, path, incarnation, cluster: Mutex::new(cluster), refused: Mutex::new(None) }
     }
 
     pub(crate) fn incarnation(&self) -> u64 {
@@ -220,7 +214,11 @@ impl Identity {
     /// whether this node's membership (or the RPC's own entries) knows
     /// the sender. The error says why it is refused (also kept for
     /// `/cluster/identity` and printed once per distinct reason).
-    pub(crate) fn admit(&self, headers: &HeaderMap, known: impl FnOnce(NodeId) -> bool) -> Result<(), String> {
+    pub(crate) fn admit(
+        &self,
+        headers: &HeaderMap,
+        known: impl FnOnce(NodeId) -> bool,
+    ) -> Result<(), String> {
         let r = self.check(headers, known);
         if let Err(why) = &r {
             let mut last = self.refused.lock().unwrap_or_else(|e| e.into_inner());
@@ -234,7 +232,8 @@ impl Identity {
 
     fn check(&self, headers: &HeaderMap, known: impl FnOnce(NodeId) -> bool) -> Result<(), String> {
         let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-        let to = get(TO_HEADER).ok_or_else(|| format!("no {TO_HEADER} header (a peer of another version?)"))?;
+        let to = get(TO_HEADER)
+            .ok_or_else(|| format!("no {TO_HEADER} header (a peer of another version?)"))?;
         let bad_to = || format!("malformed {TO_HEADER} header {to:?} (expected ID/INCARNATION)");
         let (id, inc) = to.split_once('/').ok_or_else(bad_to)?;
         let id: NodeId = id.parse().map_err(|_| bad_to())?;
@@ -348,7 +347,11 @@ mod tests {
         assert_eq!(i.cluster().as_deref(), Some("c1"));
         let other = headers(&[(TO_HEADER, &me), (FROM_HEADER, "1"), (CLUSTER_HEADER, "c2")]);
         assert!(i.admit(&other, |_| true).unwrap_err().contains("cluster c2"));
-        let wiped = headers(&[(TO_HEADER, "2/0000000000000007"), (FROM_HEADER, "1"), (CLUSTER_HEADER, "c1")]);
+        let wiped = headers(&[
+            (TO_HEADER, "2/0000000000000007"),
+            (FROM_HEADER, "1"),
+            (CLUSTER_HEADER, "c1"),
+        ]);
         let e = i.admit(&wiped, |_| true).unwrap_err();
         assert!(e.contains("wiped or replaced") && e.contains("member remove 2"), "{e}");
         assert_eq!(i.answer().refused.as_deref(), Some(e.as_str()));

@@ -14,8 +14,8 @@
 //!
 //! | route | what |
 //! | --- | --- |
-//! | `POST /raft/append`, `/raft/vote`, `/raft/snapshot` | openraft's RPCs (bodies up to the largest entry plus 2 MiB, snapshots in chunks of [`SNAPSHOT_CHUNK`]) |
-//! | `POST /cluster/init` | `{id: {"addr": "host:port"}}`: initialize the cluster (once, on one node); 409 on a node already in a cluster, 400 for a membership without this node |
+//! | `POST /raft/append`, `/raft/vote`, `/raft/snapshot` | openraft's RPCs (bodies up to the largest entry plus 2 MiB, snapshots in chunks of [`SNAPSHOT_CHUNK`]); each carries the sender's identity headers and gets `409` when meant for another incarnation, node or cluster, or sent by a node this one's membership does not know (see [`crate::member`]) |
+//! | `/cluster/...` | identity, init and membership changes: see [`crate::cluster`] |
 //! | `POST /kv/write` | a [`Request`] as JSON; see below |
 //! | `GET /kv/get?key=K` | linearizable read: `{"key": K, "value": V or null}`; see below |
 //! | `GET /kv/get?key=K&stale=true` | this node's applied value, no check at all (may be stale); any other parameter is a 400 |
@@ -67,6 +67,17 @@
 //! `200` `{"key":"K","value":"V"}` (`null` when absent); `503` text
 //! `no quorum: ...` when no leader can confirm within [`REQUEST_TIMEOUT`].
 //! Reads have no effect, so every failure can be retried.
+//!
+//! # Listeners
+//!
+//! Clients connect to [`NodeOptions::bind`]; other nodes to the peer
+//! listener ([`NodeOptions::peer_bind`]) when there is one, else to the
+//! same address. Both serve every route, each through
+//! `mmapkit_replicate::conn` with its own cap of
+//! [`NodeOptions::max_connections`] (one more gets `503 busy`; with a
+//! token, the oldest connection that has not sent it is closed first),
+//! and header, idle and body timeouts (a write whose body stalls gets
+//! `408`, not applied).
 //!
 //! Outgoing connections (raft RPCs, forwarding) bind the IP of
 //! [`NodeOptions::bind`] as their local address (unless unspecified), so a
@@ -296,12 +307,16 @@ impl Node {
             None if !opts.bind.ip().is_loopback()
                 || opts.peer_bind.is_some_and(|p| !p.ip().is_loopback()) =>
             {
-                let off = if opts.bind.ip().is_loopback() { opts.peer_bind.unwrap_or(opts.bind) } else { opts.bind };
+                let off = if opts.bind.ip().is_loopback() {
+                    opts.peer_bind.unwrap_or(opts.bind)
+                } else {
+                    opts.bind
+                };
                 return Err(format!(
                     "refusing to serve on {off} without a token: anyone who can reach it could write, \
                      read and join the cluster (give --token or MMAPKIT_KV_TOKEN, or bind 127.0.0.1)"
                 )
-                .into())
+                .into());
             }
             None => {}
         }
@@ -350,7 +365,7 @@ impl Node {
             StoreKind::Memory => None,
             StoreKind::Rocksdb => Some(opts.dir.join("rocksdb")),
         };
-        std::fs::create_dir_all(&opts.dir).map_err(|e| format!("{}: {e}", opts.dir.display()))?;
+        mmapkit::fs::create_dir_durably(&opts.dir)?;
         let identity = Arc::new(Identity::open(opts.id, &opts.dir, state.as_deref())?);
         let sm = KvStateMachine::open(opts.dir.join("sm"))?;
         let net = HttpNetwork { http: http.clone(), identity: identity.clone() };
@@ -1325,7 +1340,11 @@ impl KvClient {
         }
     }
 
-    pub(crate) async fn get_json<T: DeserializeOwned>(&self, addr: &str, route: &str) -> Result<T, String> {
+    pub(crate) async fn get_json<T: DeserializeOwned>(
+        &self,
+        addr: &str,
+        route: &str,
+    ) -> Result<T, String> {
         let r = self
             .request(reqwest::Method::GET, format!("http://{addr}/{route}"))
             .timeout(Duration::from_secs(5))

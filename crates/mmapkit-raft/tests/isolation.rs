@@ -75,7 +75,11 @@ fn a_body_shorter_than_declared_is_answered_408_and_a_head_that_never_ends_is_cl
     let t0 = Instant::now();
     let mut rest = Vec::new();
     let _ = s.read_to_end(&mut rest);
-    assert!(t0.elapsed() < Duration::from_secs(10), "a half head kept its connection {:?}", t0.elapsed());
+    assert!(
+        t0.elapsed() < Duration::from_secs(10),
+        "a half head kept its connection {:?}",
+        t0.elapsed()
+    );
 }
 
 /// Peer traffic on its own listener (like etcd's 2380 beside 2379): a

@@ -16,7 +16,8 @@ impl Cluster {
     /// Every running node that answers `/metrics` says no node leads.
     fn no_leader_now(&self) -> bool {
         self.nodes.iter().filter(|n| n.child.is_some()).all(|n| {
-            self.block(self.client.metrics(&n.addr)).map_or(true, |m| m.current_leader != Some(m.id))
+            self.block(self.client.metrics(&n.addr))
+                .map_or(true, |m| m.current_leader != Some(m.id))
         })
     }
 
@@ -76,7 +77,11 @@ fn a_wiped_node_cannot_vote_and_is_replaced_as_a_new_member_rebuilt_by_snapshot(
     c.write(140..160, "e");
     c.converged(false);
     let m = c.block(c.client.metrics(&f1_addr)).unwrap();
-    assert!(m.snapshot.is_some_and(|s| s.index > 60), "rebuilt without a snapshot: {:?}", m.snapshot);
+    assert!(
+        m.snapshot.is_some_and(|s| s.index > 60),
+        "rebuilt without a snapshot: {:?}",
+        m.snapshot
+    );
     let who = c.block(c.client.identity(&f1_addr)).unwrap();
     assert_eq!(who.cluster, list.cluster, "the new member joined the cluster");
 }
@@ -120,7 +125,11 @@ fn membership_mistakes_and_foreign_rpcs_are_refused() {
     c.write(0..5, "a");
     let a1 = c.addr(1);
     let add_existing = c.block(c.client.member_add(2, &c.addr(2), PATIENCE)).unwrap_err();
-    assert!(add_existing.to_string().contains("409") && add_existing.to_string().contains("already a member"), "{add_existing}");
+    assert!(
+        add_existing.to_string().contains("409")
+            && add_existing.to_string().contains("already a member"),
+        "{add_existing}"
+    );
     let e = c.block(c.client.member_promote(9, PATIENCE)).unwrap_err().to_string();
     assert!(e.contains("404") && e.contains("not a member"), "{e}");
     let e = c.block(c.client.member_remove(9, PATIENCE)).unwrap_err().to_string();
@@ -130,15 +139,28 @@ fn membership_mistakes_and_foreign_rpcs_are_refused() {
     let a4 = c.addr(4);
     let e = c.block(c.client.member_add(5, &a4, PATIENCE)).unwrap_err().to_string();
     assert!(e.contains("400") && e.contains("is node 4, not node 5"), "{e}");
-    let (status, text) = raw(&c.rt, "POST", &format!("http://{a4}/cluster/init"), None, Some(&format!(r#"{{"4":{{"addr":"{a4}"}},"1":{{"addr":"{a1}"}}}}"#)));
+    let (status, text) = raw(
+        &c.rt,
+        "POST",
+        &format!("http://{a4}/cluster/init"),
+        None,
+        Some(&format!(r#"{{"4":{{"addr":"{a4}"}},"1":{{"addr":"{a1}"}}}}"#)),
+    );
     assert_eq!(status, 409, "init naming a member of another cluster: {text}");
     assert!(text.contains("already belongs to cluster"), "{text}");
-    let (status, text) = raw(&c.rt, "POST", &format!("http://{a4}/cluster/init"), None, Some(&format!(r#"{{"4":{{"addr":"{a4}"}}}}"#)));
+    let (status, text) = raw(
+        &c.rt,
+        "POST",
+        &format!("http://{a4}/cluster/init"),
+        None,
+        Some(&format!(r#"{{"4":{{"addr":"{a4}"}}}}"#)),
+    );
     assert_eq!(status, 200, "{text}");
     let e = c.block(c.client.member_add(4, &a4, PATIENCE)).unwrap_err().to_string();
     assert!(e.contains("409") && e.contains("belongs to cluster"), "{e}");
     // Raft RPCs without identity, for another incarnation, or from a stranger.
-    let vote = r#"{"vote":{"leader_id":{"term":99,"node_id":7},"committed":false},"last_log_id":null}"#;
+    let vote =
+        r#"{"vote":{"leader_id":{"term":99,"node_id":7},"committed":false},"last_log_id":null}"#;
     let url = format!("http://{a1}/raft/vote");
     let (status, text) = raw(&c.rt, "POST", &url, None, Some(vote));
     assert_eq!(status, 409, "{text}");

@@ -453,7 +453,11 @@ impl hyper::service::Service<hyper::Request<Incoming>> for Service {
             });
         }
         let timeout = self.body_timeout;
-        let req = req.map(|body| Stalling { body, timeout, sleep: Box::pin(tokio::time::sleep(timeout)) });
+        let req = req.map(|body| Stalling {
+            body,
+            timeout,
+            sleep: Box::pin(tokio::time::sleep(timeout)),
+        });
         let answer = tower_service::Service::call(&mut self.app.clone(), req);
         Box::pin(async move {
             let r = answer.await?;

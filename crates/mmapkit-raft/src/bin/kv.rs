@@ -142,14 +142,16 @@ enum Cmd {
         value: Option<String>,
     },
     /// Lists, adds, promotes and removes members (through any node; changes go to the leader).
-    #[command(after_help = "Examples (grow to 4 nodes: start node 4 on an empty directory, then):\n  \
+    #[command(
+        after_help = "Examples (grow to 4 nodes: start node 4 on an empty directory, then):\n  \
         mmapkit-kv serve --id 4 --dir n4 --bind 127.0.0.1:7004 &\n  \
         mmapkit-kv member add --nodes 127.0.0.1:7001 4 127.0.0.1:7004      # a learner first\n  \
         mmapkit-kv member promote --nodes 127.0.0.1:7001 4                 # a voter once caught up\n  \
         mmapkit-kv member list --nodes 127.0.0.1:7001\n  \
         mmapkit-kv member remove --nodes 127.0.0.1:7001 2                  # shrink, or drop a lost disk\n\n\
         A node whose data directory was lost is a new member: remove the old one, start the node on an \
-        empty directory, add and promote it (see docs/kv-operators.md).")]
+        empty directory, add and promote it (see docs/guide/kv-operators.md)."
+    )]
     Member {
         #[command(subcommand)]
         cmd: MemberCmd,
@@ -418,7 +420,9 @@ async fn member(cmd: MemberCmd, patience: Duration) -> Result<i32, BoxError> {
         }
         MemberCmd::Add { conn, id, addr } => {
             client(conn.nodes, conn.token)?.member_add(id, &addr, patience).await?;
-            println!("added node {id} ({addr}) as a learner; promote it: mmapkit-kv member promote {id}");
+            println!(
+                "added node {id} ({addr}) as a learner; promote it: mmapkit-kv member promote {id}"
+            );
             Ok(0)
         }
         MemberCmd::Promote { conn, id } => {

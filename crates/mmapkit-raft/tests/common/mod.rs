@@ -93,7 +93,7 @@ impl Cluster {
                 dir: tmp.path().join(format!("n{id}")),
                 args: extra.iter().map(|s| s.to_string()).collect(),
                 child: None,
-            nofile,
+                nofile,
             })
             .collect();
         for n in &mut nodes {
@@ -254,7 +254,6 @@ pub fn raw(
         (status, resp.text().await.unwrap_or_default())
     })
 }
-
 
 impl Cluster {
     /// Starts node `id` on a new, empty directory (not yet a member).
