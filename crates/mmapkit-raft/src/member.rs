@@ -16,9 +16,9 @@
 //!   from the node itself (`GET /cluster/identity`) when it is added or
 //!   the cluster is initialized.
 //! * Every raft RPC carries the sender's cluster id and id and the
-//!   incarnation the sender believes the target has ([`RpcHeaders`]). A
-//!   node refuses (`409`, and says why on stderr and in
-//!   `/cluster/identity`) an RPC meant for another incarnation, another
+//!   incarnation the sender believes the target has ([`CLUSTER_HEADER`],
+//!   [`FROM_HEADER`], [`TO_HEADER`]). A node refuses (`409`, and says why
+//!   on stderr and in `/cluster/identity`) an RPC meant for another incarnation, another
 //!   node or another cluster, and a vote or append from a node its
 //!   membership does not know. A wiped node therefore takes no part until
 //!   an operator removes the old member and adds the new directory.

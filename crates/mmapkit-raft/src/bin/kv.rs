@@ -297,11 +297,12 @@ async fn run(cmd: Cmd) -> Result<i32, BoxError> {
             )
             .await
             .map_err(|e| format!("{}: {e}", dir.display()))?;
-            println!("mmapkit-kv: node {id} listening on {}", node.addr);
-            if let Some(p) = node.peer_addr {
-                println!("mmapkit-kv: node {id} serving peers on {p}");
-            }
-            std::io::stdout().flush()?;
+            // One line, the address last (scripts read it); a closed
+            // stdout (the reader went away) must not stop the node.
+            let peers = node.peer_addr.map_or(String::new(), |p| format!(" (peers on {p})"));
+            let mut out = std::io::stdout();
+            let _ = writeln!(out, "mmapkit-kv: node {id}{peers} listening on {}", node.addr);
+            let _ = out.flush();
             let mut term =
                 tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
             tokio::select! {
