@@ -439,13 +439,14 @@ async fn remove(
 }
 
 impl KvClient {
-    /// Sends an admin request through any node (each forwards to the
-    /// leader), trying the next node while one is down or knows no
-    /// leader, for up to `patience`; the answer's body.
-    async fn admin(
+    /// Sends a request through any node (each forwards to the leader),
+    /// trying the next node while one is down or knows no leader, for up
+    /// to `patience`; the answer's body.
+    pub(crate) async fn admin(
         &self,
         method: reqwest::Method,
         route: &str,
+        query: &[(&str, String)],
         body: Option<serde_json::Value>,
         patience: Duration,
     ) -> Result<String, ClientError> {
@@ -455,6 +456,7 @@ impl KvClient {
             let k = self.current();
             let mut req = self
                 .request(method.clone(), format!("http://{}{route}", self.nodes[k]))
+                .query(query)
                 .timeout(CHANGE_TIMEOUT + Duration::from_secs(5));
             if let Some(b) = &body {
                 req = req.json(b);
@@ -488,7 +490,8 @@ impl KvClient {
 
     /// The cluster's members (the leader's view when a leader is known).
     pub async fn members(&self, patience: Duration) -> Result<MemberList, ClientError> {
-        let body = self.admin(reqwest::Method::GET, "/cluster/members", None, patience).await?;
+        let body =
+            self.admin(reqwest::Method::GET, "/cluster/members", &[], None, patience).await?;
         serde_json::from_str(&body).map_err(|e| ClientError::Http(format!("member list: {e}")))
     }
 
@@ -500,19 +503,21 @@ impl KvClient {
         patience: Duration,
     ) -> Result<(), ClientError> {
         let body = serde_json::json!({ "id": id, "addr": addr });
-        self.admin(reqwest::Method::POST, "/cluster/members", Some(body), patience).await.map(drop)
+        self.admin(reqwest::Method::POST, "/cluster/members", &[], Some(body), patience)
+            .await
+            .map(drop)
     }
 
     /// Makes learner `id` a voter once it has caught up.
     pub async fn member_promote(&self, id: NodeId, patience: Duration) -> Result<(), ClientError> {
         let route = format!("/cluster/members/{id}/promote");
-        self.admin(reqwest::Method::POST, &route, None, patience).await.map(drop)
+        self.admin(reqwest::Method::POST, &route, &[], None, patience).await.map(drop)
     }
 
     /// Removes member `id` (voter or learner).
     pub async fn member_remove(&self, id: NodeId, patience: Duration) -> Result<(), ClientError> {
         let route = format!("/cluster/members/{id}");
-        self.admin(reqwest::Method::DELETE, &route, None, patience).await.map(drop)
+        self.admin(reqwest::Method::DELETE, &route, &[], None, patience).await.map(drop)
     }
 
     /// Who the node at `addr` is (`GET /cluster/identity`).

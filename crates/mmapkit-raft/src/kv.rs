@@ -20,6 +20,7 @@ use openraft::{
 use serde::{Deserialize, Serialize};
 
 use crate::member::Member;
+use crate::watch::{Compacted, Event, History, HISTORY_MAX};
 use crate::{Error, Result};
 
 /// A client command.
@@ -48,6 +49,13 @@ pub enum Request {
         /// Its new value (`None`: remove it).
         value: Option<String>,
     },
+    /// Removes every key in `[start, end)` (`end` `None`: to the last key).
+    DeleteRange {
+        /// The first key removed (inclusive).
+        start: String,
+        /// The end of the range (exclusive; `None`: no end).
+        end: Option<String>,
+    },
     /// Several clients' commands in one raft entry, applied in order and
     /// atomically (one `apply`, under the state's lock). Formed by the
     /// node's proposer (the private `batch` module), never sent by clients: openraft
@@ -71,6 +79,13 @@ pub struct Response {
     /// above are then the defaults). Empty (and not serialized) otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub batch: Vec<Response>,
+    /// For a `DeleteRange`: the keys it removed (0, not serialized, otherwise).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub deleted: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 fn yes() -> bool {
@@ -79,30 +94,61 @@ fn yes() -> bool {
 
 impl Default for Response {
     fn default() -> Self {
-        Response { previous: None, ok: true, batch: Vec::new() }
+        Response { previous: None, ok: true, batch: Vec::new(), deleted: 0 }
     }
 }
 
 /// Applies one command to `data`.
+#[cfg_attr(not(test), allow(dead_code, reason = "the batch module's tests apply through it"))]
 pub(crate) fn apply_command(data: &mut BTreeMap<String, String>, req: Request) -> Response {
+    apply_changes(data, req, &mut |_, _| {})
+}
+
+/// Applies one command to `data`, telling `changed` each key it sets
+/// (`Some(value)`) or removes (`None`), in order.
+fn apply_changes(
+    data: &mut BTreeMap<String, String>,
+    req: Request,
+    changed: &mut dyn FnMut(&str, Option<&str>),
+) -> Response {
     match req {
         Request::Set { key, value } => {
+            changed(&key, Some(&value));
             Response { previous: data.insert(key, value), ..Response::default() }
         }
-        Request::Delete { key } => Response { previous: data.remove(&key), ..Response::default() },
+        Request::Delete { key } => {
+            let previous = data.remove(&key);
+            if previous.is_some() {
+                changed(&key, None);
+            }
+            Response { previous, ..Response::default() }
+        }
         Request::Cas { key, expected, value } => {
             let previous = data.get(&key).cloned();
             let ok = previous == expected;
             if ok {
+                changed(&key, value.as_deref());
                 match value {
                     Some(v) => data.insert(key, v),
                     None => data.remove(&key),
                 };
             }
-            Response { previous, ok, batch: Vec::new() }
+            Response { previous, ok, ..Response::default() }
+        }
+        Request::DeleteRange { start, end } => {
+            let keys: Vec<String> = match &end {
+                Some(e) if *e <= start => Vec::new(),
+                Some(e) => data.range(start.clone()..e.clone()).map(|(k, _)| k.clone()).collect(),
+                None => data.range(start.clone()..).map(|(k, _)| k.clone()).collect(),
+            };
+            for k in &keys {
+                data.remove(k);
+                changed(k, None);
+            }
+            Response { deleted: keys.len() as u64, ..Response::default() }
         }
         Request::Batch(reqs) => Response {
-            batch: reqs.into_iter().map(|r| apply_command(data, r)).collect(),
+            batch: reqs.into_iter().map(|r| apply_changes(data, r, changed)).collect(),
             ..Response::default()
         },
     }
@@ -123,13 +169,19 @@ pub type NodeId = u64;
 struct SnapshotFile {
     meta: SnapshotMeta<NodeId, Member>,
     data: BTreeMap<String, String>,
+    /// Each key's revision (absent in snapshots from before revisions: 0).
+    #[serde(default)]
+    revisions: BTreeMap<String, u64>,
 }
 
-#[derive(Default)]
 struct State {
     last_applied: Option<LogId<NodeId>>,
     membership: StoredMembership<NodeId, Member>,
     data: BTreeMap<String, String>,
+    /// Each key's revision: the log index of the entry that last set it.
+    revisions: BTreeMap<String, u64>,
+    /// Recent changes (`GET /kv/watch`).
+    history: History,
     /// Metadata of the snapshot file, if one exists.
     snapshot: Option<SnapshotMeta<NodeId, Member>>,
     snapshots_built: u64,
@@ -140,6 +192,19 @@ struct State {
 pub struct KvStateMachine {
     dir: PathBuf,
     state: Arc<Mutex<State>>,
+    /// The last applied index, for watchers waiting on new changes.
+    applied: Arc<tokio::sync::watch::Sender<u64>>,
+}
+
+/// One key as a range read returns it.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct KeyValue {
+    /// The key.
+    pub key: String,
+    /// Its value.
+    pub value: String,
+    /// The revision of its last write (the log index of its entry).
+    pub mod_revision: u64,
 }
 
 fn sm_err(e: Error) -> StorageError<NodeId> {
@@ -156,16 +221,28 @@ impl KvStateMachine {
     pub fn open(dir: impl AsRef<Path>) -> Result<KvStateMachine> {
         let dir = dir.as_ref().to_owned();
         mmapkit::fs::create_dir_durably(&dir)?;
-        let mut st = State::default();
+        let mut st = State {
+            last_applied: None,
+            membership: StoredMembership::default(),
+            data: BTreeMap::new(),
+            revisions: BTreeMap::new(),
+            history: History::new(1, HISTORY_MAX),
+            snapshot: None,
+            snapshots_built: 0,
+        };
         let path = dir.join("snapshot");
         if path.exists() {
             let file = read_snapshot(&path)?;
             st.last_applied = file.meta.last_log_id;
             st.membership = file.meta.last_membership.clone();
             st.data = file.data;
+            st.revisions = file.revisions;
             st.snapshot = Some(file.meta);
         }
-        Ok(KvStateMachine { dir, state: Arc::new(Mutex::new(st)) })
+        let applied = st.last_applied.map_or(0, |l| l.index);
+        st.history.reset(applied + 1);
+        let (tx, _) = tokio::sync::watch::channel(applied);
+        Ok(KvStateMachine { dir, state: Arc::new(Mutex::new(st)), applied: Arc::new(tx) })
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -176,6 +253,59 @@ impl KvStateMachine {
     /// that checked its leadership, see `Raft::ensure_linearizable`).
     pub fn get(&self, key: &str) -> Option<String> {
         self.lock().data.get(key).cloned()
+    }
+
+    /// The value of `key` and its revision.
+    pub fn get_with_revision(&self, key: &str) -> Option<(String, u64)> {
+        let st = self.lock();
+        let v = st.data.get(key)?.clone();
+        Some((v, st.revisions.get(key).copied().unwrap_or(0)))
+    }
+
+    /// Keys in `[start, end)` (`end` `None`: no end), at most `limit`, and
+    /// the key to continue from when more remain; with the last applied
+    /// index (the revision the answer is at).
+    pub fn range(
+        &self,
+        start: &str,
+        end: Option<&str>,
+        limit: usize,
+    ) -> (Vec<KeyValue>, Option<String>, u64) {
+        use std::ops::Bound;
+        let st = self.lock();
+        let hi = end.map_or(Bound::Unbounded, Bound::Excluded);
+        if end.is_some_and(|e| e <= start) {
+            return (Vec::new(), None, st.last_applied.map_or(0, |l| l.index));
+        }
+        let mut it = st.data.range::<str, _>((Bound::Included(start), hi));
+        let kvs: Vec<KeyValue> = it
+            .by_ref()
+            .take(limit)
+            .map(|(k, v)| KeyValue {
+                key: k.clone(),
+                value: v.clone(),
+                mod_revision: st.revisions.get(k).copied().unwrap_or(0),
+            })
+            .collect();
+        let next = it.next().map(|(k, _)| k.clone());
+        (kvs, next, st.last_applied.map_or(0, |l| l.index))
+    }
+
+    /// Changes of revision `from` or later whose key `matches` (see the
+    /// `watch` module), and the revision to ask from next.
+    pub fn changes(
+        &self,
+        from: u64,
+        matches: impl Fn(&str) -> bool,
+        max: usize,
+    ) -> std::result::Result<(Vec<Event>, u64), Compacted> {
+        let st = self.lock();
+        st.history.since(from, matches, max, st.last_applied.map_or(0, |l| l.index))
+    }
+
+    /// Watches the last applied index.
+    pub fn applied_index(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.applied.subscribe()
     }
 
     /// A copy of the whole map (for tests and checks).
@@ -225,7 +355,8 @@ impl RaftSnapshotBuilder<KvConfig> for KvStateMachine {
                 last_membership: st.membership.clone(),
                 snapshot_id: id,
             };
-            let file = SnapshotFile { meta, data: st.data.clone() };
+            let file =
+                SnapshotFile { meta, data: st.data.clone(), revisions: st.revisions.clone() };
             let bytes =
                 serde_json::to_vec(&file).map_err(|e| snap_err(Error::Encode(e.to_string())))?;
             (file.meta, bytes)
@@ -267,13 +398,30 @@ impl RaftStateMachine<KvConfig> for KvStateMachine {
             st.last_applied = Some(e.log_id);
             out.push(match e.payload {
                 EntryPayload::Blank => Response::default(),
-                EntryPayload::Normal(req) => apply_command(&mut st.data, req),
+                EntryPayload::Normal(req) => {
+                    let rev = e.log_id.index;
+                    let State { data, revisions, history, .. } = &mut *st;
+                    apply_changes(data, req, &mut |k, v| {
+                        match v {
+                            Some(_) => revisions.insert(k.to_owned(), rev),
+                            None => revisions.remove(k),
+                        };
+                        history.push(Event {
+                            revision: rev,
+                            key: k.to_owned(),
+                            value: v.map(Into::into),
+                        });
+                    })
+                }
                 EntryPayload::Membership(m) => {
                     st.membership = StoredMembership::new(Some(e.log_id), m);
                     Response::default()
                 }
             });
         }
+        let applied = st.last_applied.map_or(0, |l| l.index);
+        drop(st);
+        self.applied.send_replace(applied);
         Ok(out)
     }
 
@@ -302,9 +450,15 @@ impl RaftStateMachine<KvConfig> for KvStateMachine {
         crate::off_worker(move || write_snapshot(&path, &bytes)).await.map_err(sm_err)?;
         let mut st = self.lock();
         st.data = file.data;
+        st.revisions = file.revisions;
         st.last_applied = meta.last_log_id;
         st.membership = meta.last_membership.clone();
         st.snapshot = Some(meta.clone());
+        // The changes up to the snapshot were never seen here.
+        let applied = st.last_applied.map_or(0, |l| l.index);
+        st.history.reset(applied + 1);
+        drop(st);
+        self.applied.send_replace(applied);
         Ok(())
     }
 
@@ -380,7 +534,7 @@ mod tests {
         let r = |previous: Option<&str>, ok: bool| Response {
             previous: previous.map(Into::into),
             ok,
-            batch: Vec::new(),
+            ..Response::default()
         };
         assert_eq!(out[0], r(None, true));
         assert_eq!(out[1], r(Some("1"), true));

@@ -34,8 +34,10 @@ pub mod mem;
 pub mod member;
 mod meta;
 pub mod node;
+pub mod query;
 #[cfg(feature = "rocksdb")]
 pub mod rocks;
+pub mod watch;
 
 pub use log_store::{LogStore, StoreOptions};
 

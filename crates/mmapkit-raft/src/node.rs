@@ -268,7 +268,7 @@ fn bearer_value(token: &str) -> Result<HeaderValue, String> {
 #[derive(Clone)]
 pub(crate) struct App {
     pub(crate) raft: Raft<KvConfig>,
-    sm: KvStateMachine,
+    pub(crate) sm: KvStateMachine,
     log: Option<LogStore<KvConfig>>,
     pub(crate) id: NodeId,
     token: Option<Arc<str>>,
@@ -430,6 +430,7 @@ impl Node {
             .merge(crate::cluster::routes())
             .route("/kv/write", post(write))
             .route("/kv/get", get(kv_get))
+            .merge(crate::query::routes())
             .route("/kv/state", get(kv_state))
             .route("/log/ids", get(log_ids))
             .route("/metrics", get(metrics))
@@ -808,6 +809,9 @@ pub struct GetAnswer {
     pub key: String,
     /// Its value (`None`: absent).
     pub value: Option<String>,
+    /// The revision of its last write (`None`: absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mod_revision: Option<u64>,
 }
 
 async fn kv_get(
@@ -815,16 +819,38 @@ async fn kv_get(
     headers: HeaderMap,
     Query(q): Query<GetQuery>,
 ) -> HttpResponse {
-    if q.stale {
-        let value = app.sm.get(&q.key);
-        return Json(GetAnswer { key: q.key, value }).into_response();
+    if !q.stale {
+        let query = [("key", q.key.clone())];
+        if let Some(r) = read_barrier(&app, &headers, "/kv/get", &query).await {
+            return r;
+        }
     }
+    let (value, mod_revision) = match app.sm.get_with_revision(&q.key) {
+        Some((v, r)) => (Some(v), Some(r)),
+        None => (None, None),
+    };
+    Json(GetAnswer { key: q.key, value, mod_revision }).into_response()
+}
+
+/// Makes a read linearizable: `None` once this node leads, confirmed its
+/// leadership with a quorum and applied up to the read index (the read
+/// then sees every write completed before it began); else the answer,
+/// the leader's to the same read (`route` with `query`, forwarded once)
+/// or a `503`.
+pub(crate) async fn read_barrier(
+    app: &App,
+    headers: &HeaderMap,
+    route: &str,
+    query: &[(&str, String)],
+) -> Option<HttpResponse> {
     let forwarded = headers.contains_key(FORWARDED);
-    let unavailable = |why: String| text(StatusCode::SERVICE_UNAVAILABLE, why);
+    let unavailable = |why: String| Some(text(StatusCode::SERVICE_UNAVAILABLE, why));
     let m = app.raft.metrics().borrow().clone();
     if m.current_leader != Some(app.id) {
         return match leader_of(&m) {
-            Some((l, node)) if !forwarded => forward_get(&app, l, node.peer(), &q.key).await,
+            Some((l, node)) if !forwarded => {
+                Some(forward_read(app, l, node.peer(), route, query).await)
+            }
             Some((l, _)) => {
                 unavailable(format!("no quorum: node {} is not the leader (node {l} is)", app.id))
             }
@@ -842,21 +868,22 @@ async fn kv_get(
         Ok(Err(e)) => {
             match e.forward_to_leader().and_then(|f| Some((f.leader_id?, f.leader_node.clone()?))) {
                 Some((l, node)) if l != app.id && !forwarded => {
-                    forward_get(&app, l, node.peer(), &q.key).await
+                    Some(forward_read(app, l, node.peer(), route, query).await)
                 }
                 _ => unavailable(format!("no quorum: {e}")),
             }
         }
-        // Applied up to the read index: the value is at least as new as
-        // every write completed before this read began.
-        Ok(Ok(_)) => {
-            let value = app.sm.get(&q.key);
-            Json(GetAnswer { key: q.key, value }).into_response()
-        }
+        Ok(Ok(_)) => None,
     }
 }
 
-async fn forward_get(app: &App, leader: NodeId, addr: &str, key: &str) -> HttpResponse {
+async fn forward_read(
+    app: &App,
+    leader: NodeId,
+    addr: &str,
+    route: &str,
+    query: &[(&str, String)],
+) -> HttpResponse {
     let unavailable = |e: String| {
         text(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -868,8 +895,8 @@ async fn forward_get(app: &App, leader: NodeId, addr: &str, key: &str) -> HttpRe
     };
     let sent = app
         .http
-        .get(format!("http://{addr}/kv/get"))
-        .query(&[("key", key)])
+        .get(format!("http://{addr}{route}"))
+        .query(query)
         .header(FORWARDED, app.id.to_string())
         .timeout(REQUEST_TIMEOUT + Duration::from_secs(2))
         .send()
