@@ -86,6 +86,7 @@ pub fn raft_decode(data: &[u8]) {
                     2 => EntryPayload::Normal(Request::Batch(vec![
                         Request::Set { key: text(&mut b), value: text(&mut b) },
                         Request::Delete { key: text(&mut b) },
+                        Request::DeleteRange { start: text(&mut b), end: Some(text(&mut b)) },
                     ])),
                     _ => EntryPayload::Normal(Request::Set {
                         key: text(&mut b),

@@ -141,6 +141,47 @@ enum Cmd {
         #[arg(long)]
         value: Option<String>,
     },
+    /// Lists the keys with a prefix (or in a range), linearizable, one `KEY=VALUE` per line
+    /// (--json: one object per key with its mod_revision).
+    #[command(after_help = "Examples:\n  \
+        mmapkit-kv range --nodes 127.0.0.1:7001 --prefix users/\n  \
+        mmapkit-kv range --nodes 127.0.0.1:7001 --start a --end m --json")]
+    Range {
+        #[command(flatten)]
+        conn: Conn,
+        #[command(flatten)]
+        keys: KeyRange,
+        /// Print one JSON object per key.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Deletes every key with a prefix (or in a range); prints how many.
+    #[command(
+        after_help = "Example:\n  mmapkit-kv delete-range --nodes 127.0.0.1:7001 --prefix tmp/"
+    )]
+    DeleteRange {
+        #[command(flatten)]
+        conn: Conn,
+        #[command(flatten)]
+        keys: KeyRange,
+    },
+    /// Prints each change to keys with a prefix (or in a range) as a JSON line, from a revision,
+    /// until interrupted (or --count changes); resumes across nodes and disconnects.
+    #[command(after_help = "Example (changes from revision 1, the first 10):\n  \
+        mmapkit-kv watch --nodes 127.0.0.1:7001,127.0.0.1:7002 --prefix users/ --from 1 --count 10")]
+    Watch {
+        #[command(flatten)]
+        conn: Conn,
+        /// Watch the keys starting with this.
+        #[arg(long)]
+        prefix: String,
+        /// The first revision of interest (default: the next one).
+        #[arg(long)]
+        from: Option<u64>,
+        /// Stop after this many changes.
+        #[arg(long)]
+        count: Option<usize>,
+    },
     /// Lists, adds, promotes and removes members (through any node; changes go to the leader).
     #[command(
         after_help = "Examples (grow to 4 nodes: start node 4 on an empty directory, then):\n  \
@@ -187,6 +228,32 @@ struct Conn {
     /// Bearer token (default: $MMAPKIT_KV_TOKEN).
     #[arg(long)]
     token: Option<String>,
+}
+
+/// Which keys: a prefix, or `[start, end)`.
+#[derive(Args)]
+struct KeyRange {
+    /// The keys starting with this.
+    #[arg(long, conflicts_with_all = ["start", "end"], required_unless_present = "start")]
+    prefix: Option<String>,
+    /// The first key (inclusive).
+    #[arg(long)]
+    start: Option<String>,
+    /// The end of the range (exclusive; default: no end).
+    #[arg(long, requires = "start")]
+    end: Option<String>,
+}
+
+impl KeyRange {
+    fn bounds(self) -> (String, Option<String>) {
+        match self.prefix {
+            Some(p) => {
+                let end = mmapkit_raft::query::prefix_end(&p);
+                (p, end)
+            }
+            None => (self.start.unwrap_or_default(), self.end),
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -375,6 +442,35 @@ async fn run(cmd: Cmd) -> Result<i32, BoxError> {
             }
         }
         Cmd::Member { cmd } => member(cmd, patience).await,
+        Cmd::Range { conn, keys, json } => {
+            let c = client(conn.nodes, conn.token)?;
+            let (mut start, end) = keys.bounds();
+            let mut out = std::io::stdout().lock();
+            loop {
+                let page = c.range(&start, end.as_deref(), 1000, patience).await?;
+                for kv in &page.kvs {
+                    if json {
+                        writeln!(out, "{}", serde_json::to_string(kv)?)?;
+                    } else {
+                        writeln!(out, "{}={}", kv.key, kv.value)?;
+                    }
+                }
+                match page.next {
+                    Some(n) => start = n,
+                    None => return Ok(0),
+                }
+            }
+        }
+        Cmd::DeleteRange { conn, keys } => {
+            let (start, end) = keys.bounds();
+            let req = Request::DeleteRange { start, end };
+            let (id, r) = client(conn.nodes, conn.token)?.write(&req, patience).await?;
+            println!("deleted {} keys (revision {})", r.deleted, id.index);
+            Ok(0)
+        }
+        Cmd::Watch { conn, prefix, from, count } => {
+            watch(conn, prefix, from, count, patience).await
+        }
         Cmd::Load { nodes, clients, writes, value_size, json, token: tok } => {
             let report = load(client(nodes, tok)?, clients.max(1), writes, value_size).await?;
             if json {
@@ -388,6 +484,54 @@ async fn run(cmd: Cmd) -> Result<i32, BoxError> {
             Ok(0)
         }
     }
+}
+
+/// Long-polls the nodes in turn (the next after an error), printing each
+/// change once.
+async fn watch(
+    conn: Conn,
+    prefix: String,
+    from: Option<u64>,
+    count: Option<usize>,
+    patience: Duration,
+) -> Result<i32, BoxError> {
+    let nodes = conn.nodes.clone();
+    let c = client(conn.nodes, conn.token)?;
+    let mut from = match from {
+        Some(f) => f,
+        None => c.range(&prefix, None, 1, patience).await?.revision + 1,
+    };
+    let (mut printed, mut k, mut failures) = (0usize, 0usize, 0u32);
+    let mut out = std::io::stdout().lock();
+    while count.is_none_or(|n| printed < n) {
+        match c.watch(&nodes[k % nodes.len()], &prefix, from, Duration::from_secs(30)).await {
+            Ok(Ok(a)) => {
+                failures = 0;
+                for e in a.events.iter().take(count.map_or(usize::MAX, |n| n - printed)) {
+                    writeln!(out, "{}", serde_json::to_string(e)?)?;
+                    printed += 1;
+                }
+                out.flush()?;
+                from = a.next;
+            }
+            Ok(Err(gone)) => {
+                return Err(format!(
+                    "revision {from} is compacted away (the oldest held is {}): read the range again and watch from its revision + 1",
+                    gone.oldest
+                )
+                .into())
+            }
+            Err(e) => {
+                failures += 1;
+                if failures as usize > 3 * nodes.len() {
+                    return Err(e.into());
+                }
+                k += 1;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
+    Ok(0)
 }
 
 async fn member(cmd: MemberCmd, patience: Duration) -> Result<i32, BoxError> {
