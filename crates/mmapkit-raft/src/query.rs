@@ -106,19 +106,15 @@ fn bounds(
     prefix: Option<String>,
     start: Option<String>,
     end: Option<String>,
-) -> Result<(String, Option<String>), HttpResponse> {
+) -> Result<(String, Option<String>), &'static str> {
     match (prefix, start, end) {
         (Some(p), None, None) => {
             let e = prefix_end(&p);
             Ok((p, e))
         }
         (None, Some(s), e) => Ok((s, e)),
-        (Some(_), _, _) => {
-            Err(text(StatusCode::BAD_REQUEST, "give prefix, or start (and end), not both".into()))
-        }
-        (None, None, _) => {
-            Err(text(StatusCode::BAD_REQUEST, "give prefix=P, or start=A (and end=B)".into()))
-        }
+        (Some(_), _, _) => Err("give prefix, or start (and end), not both"),
+        (None, None, _) => Err("give prefix=P, or start=A (and end=B)"),
     }
 }
 
@@ -143,7 +139,7 @@ async fn range(
     }
     let (start, end) = match bounds(q.prefix, q.start, q.end) {
         Ok(b) => b,
-        Err(r) => return r,
+        Err(why) => return text(StatusCode::BAD_REQUEST, why.into()),
     };
     if !q.stale {
         if let Some(r) = read_barrier(&app, &headers, "/kv/range", &query).await {
@@ -161,7 +157,7 @@ async fn watch(State(app): State<App>, Query(q): Query<WatchQuery>) -> HttpRespo
     }
     let (start, end) = match bounds(q.prefix, q.start, q.end) {
         Ok(b) => b,
-        Err(r) => return r,
+        Err(why) => return text(StatusCode::BAD_REQUEST, why.into()),
     };
     let deadline = tokio::time::Instant::now() + wait;
     let mut applied = app.sm.applied_index();
