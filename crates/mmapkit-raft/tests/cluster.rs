@@ -16,6 +16,14 @@ use common::{raw, Cluster, Proc};
 use mmapkit_raft::kv::Request;
 use mmapkit_raft::node::{ClientError, KvClient};
 
+/// A `GET /kv/get` answer's key and value (it also carries the revision).
+fn got(body: &str) -> (String, Option<String>) {
+    let a: mmapkit_raft::node::GetAnswer =
+        serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"));
+    assert!(a.value.is_none() || a.mod_revision.is_some(), "{body}");
+    (a.key, a.value)
+}
+
 #[test]
 fn a_killed_follower_restarts_and_catches_up() {
     let mut c = Cluster::start(&[]);
@@ -177,7 +185,7 @@ fn every_endpoint_requires_the_token() {
         Some("bEaReR s3cret-T0ken"),
         None,
     );
-    assert_eq!((status, text.as_str()), (200, r#"{"key":"key00001","value":"a-1"}"#));
+    assert_eq!((status, got(&text)), (200, ("key00001".into(), Some("a-1".into()))), "{text}");
     // Clients without it or with a wrong one are told so.
     let anon = KvClient::new([a.clone()]).unwrap();
     let req = Request::Set { key: "evil".into(), value: "x".into() };
@@ -331,7 +339,7 @@ fn a_leader_without_quorum_fails_writes_and_reads_promptly() {
     // The explicitly stale read still answers.
     let (status, text) =
         raw(&c.rt, "GET", &format!("http://{a}/kv/get?key=key00001&stale=true"), None, None);
-    assert_eq!((status, text.as_str()), (200, r#"{"key":"key00001","value":"a-1"}"#));
+    assert_eq!((status, got(&text)), (200, ("key00001".into(), Some("a-1".into()))), "{text}");
     // The client reports it, and a Cas whose outcome is unknown is not retried.
     let lone = KvClient::new([a]).unwrap();
     // (6 s: its first answer must come back within the limit, also on a
@@ -385,8 +393,12 @@ fn reads_through_any_node_see_every_completed_write_and_cas_is_atomic() {
     );
     assert_eq!(status, 200, "{text}");
     assert!(text.contains(r#""data":{"previous":null,"ok":true}"#), "{text}");
+    let cas = text;
     let (status, text) = raw(&c.rt, "GET", &format!("http://{fa}/kv/get?key=c"), None, None);
-    assert_eq!((status, text.as_str()), (200, r#"{"key":"c","value":"q"}"#));
+    assert_eq!((status, got(&text)), (200, ("c".into(), Some("q".into()))), "{text}");
+    let index: serde_json::Value = serde_json::from_str(&cas).unwrap();
+    let a: mmapkit_raft::node::GetAnswer = serde_json::from_str(&text).unwrap();
+    assert_eq!(a.mod_revision, index["Ok"]["log_id"]["index"].as_u64(), "the write's revision");
     let (status, text) =
         raw(&c.rt, "POST", &format!("http://{fa}/kv/write"), None, Some("{not json"));
     assert_eq!(status, 400, "{text}");
