@@ -152,8 +152,9 @@ rust-test:
 	cargo test --quiet $(RUST_TESTS)
 
 # Jepsen-style linearizability test of mmapkit-kv (tests/jepsen, Go + Porcupine): three
-# nodes behind fault-injecting proxies, concurrent clients, SIGKILL/SIGSTOP/partitions
-# on a seeded schedule (~2 minutes; longer: MMAPKIT_JEPSEN_SECONDS=600; replay a run:
+# nodes behind fault-injecting proxies, concurrent clients, SIGKILL/SIGSTOP/partitions,
+# disk wipes with member replacement and 3->5->3 membership changes on a seeded schedule
+# (~2 minutes; longer: MMAPKIT_JEPSEN_SECONDS=600; replay a run:
 # MMAPKIT_JEPSEN_SEED=N, printed at the start); then the negative control (stale reads
 # from cut-off followers must be rejected). -v: the counts are printed on success too.
 # MMAPKIT_KV: the binary under test (a relative path is taken from tests/jepsen).

@@ -61,8 +61,12 @@ type Cluster struct {
 	Token string
 	Dir   string
 	Nodes []*Node
-	Net   *Network
-	http  *http.Client
+	// Extra are members added by the grow-shrink nemesis (not used by
+	// the clients), until it removes them.
+	Extra  []*Node
+	nextID int
+	Net    *Network
+	http   *http.Client
 }
 
 // ClusterIPs are the nodes' loopback addresses.
@@ -237,6 +241,52 @@ func (c *Cluster) Replace(n *Node) error {
 	return c.Admin("member", "promote", id)
 }
 
+// Grow starts a node on a new directory and IP, behind a proxy of its
+// own, and adds it as an operator would: `member add ID ADDR`, `member
+// promote ID`. The node is returned (to stop) even when adding failed.
+func (c *Cluster) Grow() (*Node, error) {
+	if c.nextID == 0 {
+		c.nextID = len(c.Nodes) + 1
+	}
+	id := c.nextID
+	c.nextID++
+	ip := fmt.Sprintf("127.0.0.%d", 10+id)
+	n := &Node{ID: id, IP: ip, Dir: filepath.Join(c.Dir, fmt.Sprintf("n%d", id)), state: Dead}
+	if err := os.MkdirAll(n.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	c.Net.AddNode(id, ip)
+	if err := c.start(n); err != nil {
+		return nil, err
+	}
+	c.Extra = append(c.Extra, n)
+	p, err := c.Net.Listen(n.ID, ip+":0", n.Addr())
+	if err != nil {
+		return n, err
+	}
+	n.Proxy = p
+	if err := c.Admin("member", "add", fmt.Sprint(id), p.Addr()); err != nil {
+		return n, err
+	}
+	return n, c.Admin("member", "promote", fmt.Sprint(id))
+}
+
+// Shrink removes a node Grow added (`member remove ID`), then stops it.
+func (c *Cluster) Shrink(n *Node) error {
+	err := c.Admin("member", "remove", fmt.Sprint(n.ID))
+	c.Kill(n)
+	if n.Proxy != nil {
+		n.Proxy.Close()
+	}
+	for i, e := range c.Extra {
+		if e == n {
+			c.Extra = append(c.Extra[:i], c.Extra[i+1:]...)
+			break
+		}
+	}
+	return err
+}
+
 // Pause SIGSTOPs the node.
 func (c *Cluster) Pause(n *Node) {
 	n.mu.Lock()
@@ -275,7 +325,7 @@ func (c *Cluster) HealAll() error {
 
 // Close kills every node (resuming paused ones first) and stops the proxies.
 func (c *Cluster) Close() {
-	for _, n := range c.Nodes {
+	for _, n := range append(append([]*Node{}, c.Nodes...), c.Extra...) {
 		n.mu.Lock()
 		cmd, exited := n.cmd, n.exited
 		n.mu.Unlock()

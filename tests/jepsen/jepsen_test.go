@@ -198,8 +198,10 @@ func TestLinearizable(t *testing.T) {
 	t.Logf("operations: %d: %s", len(recs), FormatCounts(Counts(recs)))
 	t.Logf("unknown outcomes by cause: %s", FormatCounts(UnknownCauses(recs)))
 	t.Logf("faults: %d: %s", sum(nm.Faults), FormatCounts(nm.Faults))
-	if nm.Faults["wipe"] == 0 {
-		t.Errorf("no node was wiped and replaced (faults: %s)", FormatCounts(nm.Faults))
+	for _, k := range []string{"wipe", "grow-shrink"} {
+		if nm.Faults[k] == 0 {
+			t.Errorf("no %s fault was injected (faults: %s)", k, FormatCounts(nm.Faults))
+		}
 	}
 	if err := SaveHistory(filepath.Join(c.Dir, "history.json"), recs); err != nil {
 		t.Errorf("saving the history: %v", err)

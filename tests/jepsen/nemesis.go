@@ -17,6 +17,7 @@ var FaultKinds = []string{
 	"bridge",         // cut both links between two nodes; the third still reaches both
 	"leader-one-way", // cut the leader's links to the others (it still receives)
 	"wipe",           // SIGKILL a random node, delete its data directory, restart it empty; the operator's replacement: member remove, add, promote
+	"grow-shrink",    // 3 -> 5 -> 3 voters under load: two new nodes added as learners and promoted, then removed and stopped
 }
 
 // Nemesis injects faults on a seeded schedule: each round waits for a
@@ -35,17 +36,25 @@ type Nemesis struct {
 }
 
 // nextKind deals the kinds from a seeded shuffled deck, so every kind
-// comes once per len(Kinds) rounds; the first deck deals "wipe" first
-// (if it is a kind), so even a short run replaces a lost disk.
+// comes once per len(Kinds) rounds; the first deck deals "wipe" and
+// "grow-shrink" first (those that are kinds), so even a short run
+// replaces a lost disk and changes the membership.
 func (nm *Nemesis) nextKind() string {
 	if len(nm.deck) == 0 {
 		first := nm.dealt == 0
 		for _, i := range nm.Rng.Perm(len(nm.Kinds)) {
 			nm.deck = append(nm.deck, nm.Kinds[i])
 		}
-		for i, k := range nm.deck {
-			if first && k == "wipe" {
-				nm.deck[0], nm.deck[i] = nm.deck[i], nm.deck[0]
+		if first {
+			at := 0
+			for _, want := range []string{"wipe", "grow-shrink"} {
+				for i, k := range nm.deck {
+					if k == want {
+						nm.deck[at], nm.deck[i] = nm.deck[i], nm.deck[at]
+						at++
+						break
+					}
+				}
 			}
 		}
 	}
@@ -128,6 +137,24 @@ func (nm *Nemesis) Run(deadline time.Time) error {
 			nm.Logf("nemesis: wipe node %d (leader: %v), replace it as a new member", target.ID, target == leader)
 			if err := c.Replace(target); err != nil {
 				return fmt.Errorf("replacing wiped node %d: %w", target.ID, err)
+			}
+		case "grow-shrink":
+			nm.Logf("nemesis: grow-shrink: add and promote two nodes, then remove them (for %v between)", cutFor.Round(time.Millisecond))
+			var added []*Node
+			for i := 0; i < 2; i++ {
+				n, err := c.Grow()
+				if n != nil {
+					added = append(added, n)
+				}
+				if err != nil {
+					return fmt.Errorf("growing the cluster: %w", err)
+				}
+			}
+			sleepUntil(cutFor, deadline.Add(cutFor))
+			for _, n := range added {
+				if err := c.Shrink(n); err != nil {
+					return fmt.Errorf("shrinking the cluster: %w", err)
+				}
 			}
 		case "pause", "pause-leader":
 			nm.Logf("nemesis: %s node %d (for %v)", kind, target.ID, pauseFor.Round(time.Millisecond))

@@ -49,6 +49,13 @@ func NewNetwork(nodeIPs []string) *Network {
 	return n
 }
 
+// AddNode makes connections from ip count as node id's.
+func (n *Network) AddNode(id int, ip string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.ipNode[ip] = id
+}
+
 // Cut cuts the given links: closes their open connections; new ones are
 // refused or blackholed.
 func (n *Network) Cut(mode CutMode, links ...Link) {
