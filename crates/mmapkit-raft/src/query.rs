@@ -5,6 +5,8 @@
 //! | `GET /kv/range?prefix=P` or `?start=A&end=B` | linearizable read of the keys with prefix `P`, or in `[A, B)` (`end` absent: no end), in key order, at most `limit` (default 1000, at most 10 000): a [`RangeAnswer`]; pass its `next` as `start` (same `end`) for the next page; `stale=true` reads this node's state unchecked |
 //! | `GET /kv/watch?prefix=P&from=R` (or `start`/`end`) | the changes of revision `R` or later to those keys, long-polled up to `timeout_ms` (default 30 000, at most 60 000) while there are none: a [`WatchAnswer`]; ask again from its `next` to miss and repeat nothing, across disconnects and nodes; `410` with a [`CompactedAnswer`] when `R` is older than the node holds (after a restart or a snapshot install, or past the last 100 000 changes): read the range again and watch from its `revision + 1` |
 //!
+//! | `GET /kv/backup` | every key, value and `mod_revision`, from one consistent, linearizable cut: a [`RangeAnswer`] (`next` is `null`); held in memory whole, like `/kv/state` |
+//!
 //! A revision is the raft log index of the entry that made a write (every
 //! node applies the same entries at the same indexes, so revisions agree
 //! across nodes); `POST /kv/write` answers with it (`log_id.index`), and
@@ -85,7 +87,10 @@ struct WatchQuery {
 }
 
 pub(crate) fn routes() -> Router<App> {
-    Router::new().route("/kv/range", get(range)).route("/kv/watch", get(watch))
+    Router::new()
+        .route("/kv/range", get(range))
+        .route("/kv/watch", get(watch))
+        .route("/kv/backup", get(backup))
 }
 
 /// The first string after every string with prefix `p` (`None`: none).
@@ -150,6 +155,15 @@ async fn range(
     Json(RangeAnswer { kvs, next, revision }).into_response()
 }
 
+async fn backup(State(app): State<App>, headers: HeaderMap) -> HttpResponse {
+    if let Some(r) = read_barrier(&app, &headers, "/kv/backup", &[]).await {
+        return r;
+    }
+    // One lock: every key as of one revision.
+    let (kvs, next, revision) = app.sm.range("", None, usize::MAX);
+    Json(RangeAnswer { kvs, next, revision }).into_response()
+}
+
 async fn watch(State(app): State<App>, Query(q): Query<WatchQuery>) -> HttpResponse {
     let wait = q.timeout_ms.map_or(WATCH_DEFAULT, Duration::from_millis);
     if wait > Duration::from_secs(60) {
@@ -201,6 +215,12 @@ impl KvClient {
         }
         let body = self.admin(reqwest::Method::GET, "/kv/range", &q, None, patience).await?;
         serde_json::from_str(&body).map_err(|e| ClientError::Http(format!("range: {e}")))
+    }
+
+    /// Every key, from one consistent, linearizable cut (`GET /kv/backup`).
+    pub async fn backup(&self, patience: Duration) -> Result<RangeAnswer, ClientError> {
+        let body = self.admin(reqwest::Method::GET, "/kv/backup", &[], None, patience).await?;
+        serde_json::from_str(&body).map_err(|e| ClientError::Http(format!("backup: {e}")))
     }
 
     /// One long poll of the node at `addr` for changes to keys with
