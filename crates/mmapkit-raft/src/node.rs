@@ -505,28 +505,10 @@ pub(crate) fn text(status: StatusCode, msg: String) -> HttpResponse {
     r
 }
 
-/// Constant-time equality (no early exit on the first differing byte).
-fn ct_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-/// The credentials of `Authorization: <scheme> <credentials>` when the
-/// scheme is `Bearer` in any case.
-fn bearer(v: &str) -> Option<&str> {
-    let (scheme, rest) = v.trim().split_once(' ')?;
-    scheme.eq_ignore_ascii_case("bearer").then(|| rest.trim())
-}
-
 async fn auth(State(app): State<App>, req: axum::extract::Request, next: Next) -> HttpResponse {
     if let Some(tok) = &app.token {
-        let given =
-            req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer);
-        let why = match given {
-            None => Some("missing bearer token (send Authorization: Bearer TOKEN)"),
-            Some(g) if !ct_eq(g.as_bytes(), tok.as_bytes()) => Some("bad bearer token"),
-            _ => None,
-        };
-        if let Some(why) = why {
+        // The accept loop's check (scheme in any case, constant time).
+        if let Err(why) = mmapkit_replicate::conn::check_token(req.headers(), tok) {
             let mut r = text(StatusCode::UNAUTHORIZED, why.into());
             r.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
             return r;
