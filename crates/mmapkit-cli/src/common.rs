@@ -186,6 +186,7 @@ impl PerFile {
             serde_json::to_writer(&mut *out, v)?;
             writeln!(out)?;
         }
+        out.flush()?; // a lost line is an error, not a dropped BufWriter's silence
         Ok(if self.failed {
             EXIT_ERROR
         } else if self.any {

@@ -48,7 +48,7 @@ pub fn count(a: CountArgs) -> anyhow::Result<u8> {
         anyhow::bail!("count needs a PATTERN and at least one FILE (or --lines FILE...)");
     };
     let files: Vec<PathBuf> = files.iter().map(PathBuf::from).collect();
-    let mut out = std::io::stdout().lock();
+    let mut out = std::io::BufWriter::new(crate::stdout::stdout());
     let mut report = PerFile::new(a.scan.json, files.len());
     for path in &files {
         let mut opts = a.scan.options();
@@ -117,7 +117,7 @@ pub fn find(a: FindArgs) -> anyhow::Result<u8> {
             return Ok(EXIT_ERROR);
         }
     };
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut out = std::io::BufWriter::new(crate::stdout::stdout());
     if a.scan.json {
         serde_json::to_writer(
             &mut out,

@@ -97,7 +97,7 @@ pub fn kmers(a: KmersArgs) -> anyhow::Result<u8> {
     let secs = t0.elapsed().as_secs_f64();
     drop(_bar);
     if a.json {
-        let mut out = std::io::stdout().lock();
+        let mut out = std::io::BufWriter::new(crate::stdout::stdout());
         serde_json::to_writer(
             &mut out,
             &serde_json::json!({
@@ -107,6 +107,7 @@ pub fn kmers(a: KmersArgs) -> anyhow::Result<u8> {
             }),
         )?;
         writeln!(out)?;
+        out.flush()?;
     }
     Ok(EXIT_OK)
 }

@@ -254,18 +254,19 @@ pub fn run(a: LogArgs) -> anyhow::Result<u8> {
                         mmapkit::log::quarantine_dir(&dir).display()
                     );
                     if json {
-                        println!(
+                        writeln!(
+                            crate::stdout::stdout(),
                             "{}",
                             serde_json::json!({"ok": false, "segments": r.segments, "entries": r.entries,
                                 "bytes": r.bytes, "unreadable_tail": {"first_index": t.first_index,
                                 "entries": t.entries, "bytes": t.bytes}, "error": what})
-                        );
+                        )?;
                     }
                     eprintln!("mmapkit: {}: {what}", dir.display());
                     Ok(EXIT_NO_MATCH)
                 }
                 Ok(r) => {
-                    let mut out = io::stdout().lock();
+                    let mut out = crate::stdout::stdout();
                     if json {
                         writeln!(
                             out,
@@ -286,7 +287,11 @@ pub fn run(a: LogArgs) -> anyhow::Result<u8> {
                 }
                 Err(e) if e.kind() == mmapkit::ErrorKind::Corrupt => {
                     if json {
-                        println!("{}", serde_json::json!({"ok": false, "error": e.to_string()}));
+                        writeln!(
+                            crate::stdout::stdout(),
+                            "{}",
+                            serde_json::json!({"ok": false, "error": e.to_string()})
+                        )?;
                     }
                     eprintln!("mmapkit: {e}");
                     Ok(EXIT_NO_MATCH)
@@ -368,12 +373,13 @@ fn append(
     let first = first.unwrap_or(log.last_index() + 1);
     let last = first + count - 1;
     if json {
-        println!(
+        writeln!(
+            crate::stdout::stdout(),
             "{}",
             serde_json::json!({"first_index": first, "last_index": last, "appended": count})
-        );
+        )?;
     } else if count > 0 {
-        println!("{first} {last}");
+        writeln!(crate::stdout::stdout(), "{first} {last}")?;
     }
     Ok(EXIT_OK)
 }
@@ -385,7 +391,7 @@ fn read(
     max_bytes: Option<usize>,
     format: Format,
 ) -> anyhow::Result<u8> {
-    let mut out = BufWriter::with_capacity(1 << 16, io::stdout().lock());
+    let mut out = BufWriter::with_capacity(1 << 16, crate::stdout::stdout());
     let mut budget = max_bytes;
     let mut i = lo;
     let mut first = true;
@@ -443,7 +449,7 @@ fn hex(b: &[u8]) -> String {
 
 fn stat(log: &CommitLog, json: bool) -> anyhow::Result<u8> {
     let s = log.stat()?;
-    let mut out = io::stdout().lock();
+    let mut out = io::BufWriter::new(crate::stdout::stdout());
     if json {
         let segs: Vec<_> = s
             .segments
@@ -475,6 +481,7 @@ fn stat(log: &CommitLog, json: bool) -> anyhow::Result<u8> {
             )?;
         }
     }
+    out.flush()?;
     Ok(EXIT_OK)
 }
 

@@ -16,6 +16,7 @@ mod kmers;
 mod log;
 mod replace;
 mod replicate;
+mod stdout;
 
 /// The top-level help: commands grouped by capability, one example each
 /// (clap lists subcommands flat, so the list is written here; a test
@@ -123,7 +124,7 @@ enum Command {
     Find(count::FindArgs),
     /// Print or count lines matching a regex, like GNU grep, in parallel.
     #[command(after_help = grep::GREP_HELP)]
-    Grep(grep::GrepArgs),
+    Grep(Box<grep::GrepArgs>),
     /// Replace a pattern in files: in place when lengths match, else atomically.
     #[command(after_help = replace::REPLACE_HELP)]
     Replace(replace::ReplaceArgs),
@@ -159,7 +160,7 @@ fn main() -> ExitCode {
         }
         Command::Count(a) => count::count(a),
         Command::Find(a) => count::find(a),
-        Command::Grep(a) => grep::grep(a),
+        Command::Grep(a) => grep::grep(*a),
         Command::Replace(a) => replace::replace(a),
         Command::KeepLines(a) => replace::keep_lines(a),
         Command::Head(a) => replace::head(a),
@@ -168,17 +169,21 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => ExitCode::from(code),
-        // A closed pipe (`mmapkit ... | head`) is not an error worth a message.
-        Err(e)
-            if e.downcast_ref::<io::Error>().map(io::Error::kind)
-                == Some(io::ErrorKind::BrokenPipe) =>
-        {
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            common::error_to_stderr(&mut io::stdout(), error_line(&e));
-            ExitCode::from(common::EXIT_ERROR)
-        }
+        Err(e) => match stdout::WriteError::find(&e) {
+            // `mmapkit ... | head -1`: ends as GNU's tools do, by SIGPIPE.
+            // (Where the caller ignored SIGPIPE, GNU's say "write error".)
+            Some(w) if w.is_broken_pipe() && !mmapkit::map::sigpipe_ignored_at_start() => {
+                stdout::die_of_sigpipe()
+            }
+            Some(w) => {
+                common::error_to_stderr(&mut io::sink(), w);
+                ExitCode::from(common::EXIT_ERROR)
+            }
+            None => {
+                common::error_to_stderr(&mut io::sink(), error_line(&e));
+                ExitCode::from(common::EXIT_ERROR)
+            }
+        },
     }
 }
 
@@ -254,7 +259,7 @@ fn print_json(infos: &[FileInfo]) -> anyhow::Result<()> {
             resident_pages: i.resident_pages,
         })
         .collect();
-    let mut out = io::stdout().lock();
+    let mut out = io::BufWriter::new(stdout::stdout());
     serde_json::to_writer_pretty(&mut out, &rows).map_err(io::Error::from)?;
     writeln!(out)?;
     out.flush()?;
@@ -286,7 +291,7 @@ fn print_table(infos: &[FileInfo], exact: bool) -> anyhow::Result<()> {
             *w = (*w).max(cell.chars().count());
         }
     }
-    let mut out = io::stdout().lock();
+    let mut out = io::BufWriter::new(stdout::stdout());
     for row in std::iter::once(&header).chain(&rows) {
         let mut line = String::new();
         for (col, (cell, w)) in row.iter().zip(widths).enumerate() {

@@ -87,7 +87,7 @@ pub fn replace(a: ReplaceArgs) -> anyhow::Result<u8> {
         .dry_run(a.dry_run)
         .backup(a.backup.clone())
         .sync(a.sync);
-    let mut out = std::io::stdout().lock();
+    let mut out = std::io::BufWriter::new(crate::stdout::stdout());
     let mut report = PerFile::new(a.scan.json, a.files.len());
     for path in &a.files {
         let mut opts = a.scan.options();
@@ -173,5 +173,5 @@ fn keep(n: u64, files: &[PathBuf], scan_args: &ScanArgs) -> anyhow::Result<u8> {
             Err(e) => report.err(&mut std::io::stdout(), e),
         }
     }
-    report.finish(&mut std::io::stdout().lock())
+    report.finish(&mut std::io::BufWriter::new(crate::stdout::stdout()))
 }

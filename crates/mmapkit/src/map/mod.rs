@@ -85,11 +85,11 @@ use std::sync::{Mutex, OnceLock};
 
 use libc::c_int;
 
-pub use sys::page_size;
 pub(crate) use sys::{
     fadvise_sequential, fs_type, is_append, pread_full, read_full, retry_eintr, seek_hole,
     start_writeback, strerror,
 };
+pub use sys::{page_size, sigpipe_ignored_at_start, stdio_closed_at_start};
 
 use crate::{Error, Result};
 

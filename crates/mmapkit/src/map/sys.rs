@@ -491,3 +491,43 @@ pub fn strerror(errno: c_int) -> String {
         text.into_owned()
     }
 }
+
+/// What the process started with, before Rust's runtime changed it: bit
+/// `fd` set if standard descriptor `fd` (0, 1 or 2) was closed (the
+/// runtime opens `/dev/null` on it, so `>&-` could no longer be told from
+/// `> /dev/null`, and output that went nowhere would be reported as
+/// written), [`SIGPIPE_IGNORED`] if SIGPIPE was ignored (the runtime
+/// ignores it always). Recorded by a constructor, see [`RECORD_START`].
+static AT_START: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+const SIGPIPE_IGNORED: u8 = 1 << 3;
+
+extern "C" fn record_start() {
+    let mut bits = 0;
+    for fd in 0..3 {
+        // SAFETY: F_GETFD only asks whether the descriptor is open.
+        if unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1 {
+            bits |= 1 << fd;
+        }
+    }
+    if signal_ignored(libc::SIGPIPE) {
+        bits |= SIGPIPE_IGNORED;
+    }
+    AT_START.store(bits, std::sync::atomic::Ordering::Relaxed);
+}
+
+// Run by the loader before Rust's runtime starts (and when the Python
+// extension is loaded, where it records what the interpreter has).
+#[used]
+#[link_section = ".init_array"]
+static RECORD_START: extern "C" fn() = record_start;
+
+/// Whether standard descriptor `fd` (0, 1 or 2) was closed when the
+/// process started (see [`AT_START`]).
+pub fn stdio_closed_at_start(fd: c_int) -> bool {
+    (0..3).contains(&fd) && AT_START.load(std::sync::atomic::Ordering::Relaxed) & (1 << fd) != 0
+}
+
+/// Whether SIGPIPE was ignored when the process started (see [`AT_START`]).
+pub fn sigpipe_ignored_at_start() -> bool {
+    AT_START.load(std::sync::atomic::Ordering::Relaxed) & SIGPIPE_IGNORED != 0
+}
