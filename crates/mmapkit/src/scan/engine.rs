@@ -85,7 +85,8 @@ pub(crate) struct Job<'a> {
 /// What a scan reads: a file at offsets, or a stream front to back.
 pub(crate) enum Scan<'a> {
     Job(Job<'a>),
-    Stream(Box<dyn std::io::Read + Send>),
+    /// With the size when it has one (see [`Input::Stream`]).
+    Stream(Box<dyn std::io::Read + Send>, Option<u64>),
 }
 
 impl<'a> Scan<'a> {
@@ -93,7 +94,7 @@ impl<'a> Scan<'a> {
     pub(crate) fn open(path: &Path, opts: &'a ScanOptions) -> Result<Self> {
         Ok(match Input::open(path, opts.strategy)? {
             Input::Random(src) => Scan::Job(Job::new(src, opts)),
-            Input::Stream(r) => Scan::Stream(r),
+            Input::Stream(r, size) => Scan::Stream(r, size),
         })
     }
 }
@@ -249,7 +250,7 @@ pub fn count(path: impl AsRef<Path>, needle: &[u8], opts: &ScanOptions) -> Resul
     let path = path.as_ref();
     let job = match Scan::open(path, opts)? {
         Scan::Job(job) => job,
-        Scan::Stream(mut r) => {
+        Scan::Stream(mut r, _) => {
             let mut n = 0;
             stream_matches(&mut r, needle, opts, label(path), |_| {
                 n += 1;
@@ -305,7 +306,7 @@ pub fn find_all(
     let cap = limit.unwrap_or(usize::MAX);
     let job = match Scan::open(path, opts)? {
         Scan::Job(job) => job,
-        Scan::Stream(mut r) => {
+        Scan::Stream(mut r, _) => {
             let mut all = Vec::new();
             if cap > 0 {
                 stream_matches(&mut r, needle, opts, label(path), |q| {
@@ -355,7 +356,7 @@ pub fn find(path: impl AsRef<Path>, needle: &[u8], opts: &ScanOptions) -> Result
     let path = path.as_ref();
     let job = match Scan::open(path, opts)? {
         Scan::Job(job) => job,
-        Scan::Stream(mut r) => {
+        Scan::Stream(mut r, _) => {
             let mut at = None;
             stream_matches(&mut r, needle, opts, label(path), |q| {
                 at = Some(q);
@@ -411,7 +412,7 @@ pub fn rfind(path: impl AsRef<Path>, needle: &[u8], opts: &ScanOptions) -> Resul
     let path = path.as_ref();
     let job = match Scan::open(path, opts)? {
         Scan::Job(job) => job,
-        Scan::Stream(mut r) => return stream_rfind(&mut r, needle, opts, label(path)),
+        Scan::Stream(mut r, _) => return stream_rfind(&mut r, needle, opts, label(path)),
     };
     finder(needle)?;
     let n = needle.len() as u64;

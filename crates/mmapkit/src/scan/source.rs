@@ -84,7 +84,10 @@ pub(crate) enum Opened {
 /// An input ready for a scan.
 pub(crate) enum Input {
     Random(Source),
-    Stream(Box<dyn Read + Send>),
+    /// Read front to back, with the file's size when it has one (standard
+    /// input redirected from a file, `--strategy stream`; `None` for a
+    /// pipe, FIFO or terminal, which answers with what has arrived).
+    Stream(Box<dyn Read + Send>, Option<u64>),
 }
 
 /// `procfs` and `sysfs` (`statfs` f_type): sizes there are not contents.
@@ -129,6 +132,18 @@ pub(crate) fn open_input(path: &Path) -> Result<Opened> {
         return Err(Error::not_a_file(path, "not a regular file, pipe or character device"));
     }
     Ok(Opened::File { file, len: meta.len() })
+}
+
+/// The size of standard input when `path` is `-` and it is a regular file
+/// with one (`grep -T < f` aligns as for `f`, as GNU grep does).
+fn stdin_size(path: &Path) -> Option<u64> {
+    if path.as_os_str() != "-" {
+        return None;
+    }
+    let fd = std::io::stdin().as_fd().try_clone_to_owned().ok()?;
+    let file = File::from(fd);
+    let meta = file.metadata().ok()?;
+    (meta.is_file() && meta.len() > 0 && !pseudo_fs_dev(&file, meta.dev())).then_some(meta.len())
 }
 
 /// Opens `path` read-only for a reader that then fstats what it got
@@ -231,11 +246,11 @@ impl Input {
     /// Opens `path` for a scan with `strategy` (streams are streamed whatever it says).
     pub(crate) fn open(path: &Path, strategy: Strategy) -> Result<Input> {
         let (file, len) = match open_input(path)? {
-            Opened::Stream(r) => return Ok(Input::Stream(r)),
+            Opened::Stream(r) => return Ok(Input::Stream(r, stdin_size(path))),
             Opened::File { file, len } => (file, len),
         };
         Ok(match strategy.resolve(len) {
-            Strategy::Stream => Input::Stream(Box::new(file)),
+            Strategy::Stream => Input::Stream(Box::new(file), Some(len)),
             Strategy::Read => Input::Random(Source::Read { file, len, path: path.to_owned() }),
             _ => {
                 let map = Map::options().mode(Mode::Read).map(file, path)?;
@@ -253,7 +268,7 @@ impl Source {
         let strategy = if strategy == Strategy::Stream { Strategy::Read } else { strategy };
         match Input::open(path, strategy)? {
             Input::Random(s) => Ok(s),
-            Input::Stream(_) => Err(Error::not_a_file(
+            Input::Stream(..) => Err(Error::not_a_file(
                 label(path),
                 "not a regular file with a size (a pipe, device or /proc file can only be read as a stream)",
             )),

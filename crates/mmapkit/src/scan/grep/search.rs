@@ -77,7 +77,9 @@ impl Grep {
         }
         let job = match Scan::open(path, opts)? {
             Scan::Job(job) => job,
-            Scan::Stream(mut r) => return self.run_stream(&mut r, path, None, opts, sink, false),
+            Scan::Stream(mut r, size) => {
+                return self.run_stream(&mut r, path, size, opts, sink, false)
+            }
         };
         let len = job.src.len();
         // Binary files (as GNU grep decides: a NUL byte, or a hole) and
@@ -650,6 +652,7 @@ impl Grep {
         let mut filled = 0; // bytes of `buf` holding data
         let mut off = 0u64; // file offset of buf[0]
         let mut binary = false;
+        let live = size.is_none();
         sink.begin(&FileInfo { path, size })?;
         loop {
             if !detect && filled == buf_len {
@@ -679,7 +682,12 @@ impl Grep {
                     eof = true;
                     break;
                 }
-                if !detect || off + filled as u64 == until {
+                // A pipe, FIFO or terminal answers with what has arrived
+                // (a short read): search it now, as GNU grep does (a live
+                // `tail -f |` must not wait for a buffer's worth). A read
+                // that filled what was asked reached the buffer's end
+                // (unless `chunk` is below it): the file's buffers.
+                if !detect || (live && got < room) || off + filled as u64 == until {
                     break;
                 }
             }
