@@ -11,8 +11,8 @@ use std::sync::Mutex;
 
 use clap::{ArgAction, Args, ValueEnum};
 use mmapkit::scan::{
-    walk, BinaryFiles, Devices, GnuPrinter, Grep, GrepOptions, JsonPrinter, NameFilter,
-    PrintOptions, Report, Sink, Visit, WalkOptions,
+    walk, BinaryFiles, Colors, Devices, FileInfo, GnuPrinter, Grep, GrepOptions, JsonPrinter,
+    NameFilter, PrintOptions, Report, Sink, Visit, WalkOptions,
 };
 
 use crate::common::{
@@ -114,8 +114,11 @@ Examples:
 /// `--color=WHEN`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum ColorWhen {
+    #[value(alias = "no", alias = "none")]
     Never,
+    #[value(alias = "yes", alias = "force")]
     Always,
+    #[value(alias = "tty", alias = "if-tty")]
     Auto,
 }
 
@@ -148,8 +151,11 @@ pub struct GrepArgs {
     #[arg(short = 'o', long = "only-matching")]
     only_matching: bool,
     /// Ignore (ASCII) case.
-    #[arg(short = 'i', long = "ignore-case")]
+    #[arg(short = 'i', long = "ignore-case", overrides_with = "no_ignore_case")]
     ignore_case: bool,
+    /// Do not ignore case (undoes an earlier -i or -y; the default).
+    #[arg(long = "no-ignore-case", overrides_with_all = ["ignore_case", "ignore_case_y"])]
+    no_ignore_case: bool,
     /// Select the lines that do not match.
     #[arg(short = 'v', long = "invert-match")]
     invert: bool,
@@ -254,6 +260,9 @@ struct WalkArgs {
     /// Skip files whose base name matches GLOB.
     #[arg(long, value_name = "GLOB", value_parser = in_order())]
     exclude: Vec<(usize, OsString)>,
+    /// Skip files whose base name matches any glob in FILE (one a line).
+    #[arg(long = "exclude-from", value_name = "FILE", value_parser = in_order())]
+    exclude_from: Vec<(usize, OsString)>,
     /// Skip directories whose base name matches GLOB.
     #[arg(long = "exclude-dir", value_name = "GLOB")]
     exclude_dir: Vec<OsString>,
@@ -276,7 +285,7 @@ impl WalkArgs {
         self.recursive || self.deref || self.directories == Some(DirAction::Recurse)
     }
 
-    fn options(&self, bare_dot: bool) -> WalkOptions {
+    fn options(&self, bare_dot: bool) -> mmapkit::Result<WalkOptions> {
         let mut filters: Vec<(usize, NameFilter)> = self
             .include
             .iter()
@@ -285,14 +294,21 @@ impl WalkArgs {
                 self.exclude.iter().map(|(i, g)| (*i, NameFilter::Exclude(g.clone().into_vec()))),
             )
             .collect();
-        filters.sort_by_key(|f| f.0);
-        WalkOptions::default()
+        for (i, file) in &self.exclude_from {
+            // GNU grep: each line a glob, as if given with --exclude there.
+            let globs = mmapkit::scan::read_input(Path::new(file))?;
+            for g in globs.split(|&b| b == b'\n').filter(|g| !g.is_empty()) {
+                filters.push((*i, NameFilter::Exclude(g.to_vec())));
+            }
+        }
+        filters.sort_by_key(|f| f.0); // stable: a file's globs keep their order
+        Ok(WalkOptions::default()
             .follow_links(self.deref)
             .name_filters(filters.into_iter().map(|f| f.1).collect())
             .exclude_dirs(self.exclude_dir.iter().map(|g| g.clone().into_vec()).collect())
             .devices(self.devices)
             .sort(self.sort == Some(SortKey::Path))
-            .bare_dot(bare_dot)
+            .bare_dot(bare_dot))
     }
 }
 
@@ -312,7 +328,7 @@ struct GnuArgs {
     #[arg(short = 'f', long = "file", value_name = "FILE")]
     pattern_files: Vec<OsString>,
     /// The same as -i.
-    #[arg(short = 'y')]
+    #[arg(short = 'y', overrides_with = "no_ignore_case")]
     ignore_case_y: bool,
     /// binary (the default: GNU grep's rules, see below), text (as -a) or
     /// without-match (as -I).
@@ -340,6 +356,12 @@ struct GnuArgs {
     /// Name standard input LABEL in the output.
     #[arg(long, value_name = "LABEL")]
     label: Option<OsString>,
+    /// Obsolete (GNU grep warns and goes on; so does this).
+    #[arg(short = 'u', long = "unix-byte-offsets")]
+    unix_byte_offsets: bool,
+    /// Print the version and exit.
+    #[arg(short = 'V', long)]
+    version: bool,
 }
 
 /// `-m N`: GNU grep takes any integer; a negative one is no limit, and
@@ -374,6 +396,40 @@ fn binary_files(s: &str) -> Result<BinaryFiles, String> {
     s.parse().map_err(|_| "unknown binary-files type".to_string())
 }
 
+/// `--PREFIX[=VALUE]` as GNU's getopt_long takes it: a prefix of one long
+/// option only (`--coun`, `--after=1`) is that option; anything else is
+/// left for clap (an ambiguous prefix is its error).
+fn unabbreviated(a: OsString) -> OsString {
+    use clap::Args;
+    let b = a.as_encoded_bytes();
+    let Some(rest) = b.strip_prefix(b"--").filter(|r| !r.is_empty()) else { return a };
+    let (name, value) = match rest.iter().position(|&c| c == b'=') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, &b""[..]),
+    };
+    let cmd = GrepArgs::augment_args(clap::Command::new("grep"));
+    let mut full: Option<&str> = None;
+    for arg in cmd.get_arguments() {
+        let Some(long) = arg.get_long() else { continue };
+        let names = std::iter::once(long).chain(arg.get_all_aliases().into_iter().flatten());
+        for n in names {
+            if n.as_bytes() == name {
+                return a; // exact
+            }
+            if n.as_bytes().starts_with(name) {
+                if full.is_some_and(|f| f != long) {
+                    return a; // ambiguous
+                }
+                full = Some(long);
+            }
+        }
+    }
+    let Some(full) = full else { return a };
+    let mut out = format!("--{full}").into_bytes();
+    out.extend_from_slice(value);
+    OsString::from_vec(out)
+}
+
 /// GNU grep's `-NUM` (context NUM): rewritten to `--context=NUM` before
 /// clap sees the arguments of `grep` (not after `--`, nor as the value of
 /// an option that takes one).
@@ -388,6 +444,8 @@ pub fn gnu_args(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
             out.push(a);
             continue;
         }
+        let a = if value_next { a } else { unabbreviated(a) };
+        let b = a.as_encoded_bytes();
         if value_next {
             value_next = false;
         } else if b == b"--" {
@@ -467,14 +525,24 @@ impl GrepArgs {
         }
     }
 
-    fn print_options(&self) -> PrintOptions {
-        let color = match self.color {
+    fn color(&self) -> bool {
+        match self.color {
             ColorWhen::Always => true,
             ColorWhen::Never => false,
             ColorWhen::Auto => {
                 io::stdout().is_terminal() && std::env::var_os("TERM").is_some_and(|t| t != "dumb")
             }
-        };
+        }
+    }
+
+    /// `GREP_COLORS` and `GREP_COLOR`, and GNU grep's warning about the latter.
+    fn colors(&self) -> (Colors, Option<String>) {
+        let var = |name| std::env::var_os(name).map(OsString::into_encoded_bytes);
+        Colors::from_env(var("GREP_COLORS").as_deref(), var("GREP_COLOR").as_deref(), self.invert)
+    }
+
+    fn print_options(&self) -> PrintOptions {
+        let color = self.color();
         PrintOptions::default()
             .report(self.report())
             .with_filename(false)
@@ -489,6 +557,7 @@ impl GrepArgs {
                 Some(self.group_separator.as_deref().unwrap_or("--").as_bytes().to_vec())
             })
             .color(color)
+            .colors(Box::new(if color { self.colors().0 } else { Colors::default() }))
             .initial_tab(self.gnu.initial_tab)
             .null_after_name(self.gnu.null)
             .null_data(self.gnu.null_data)
@@ -515,6 +584,17 @@ impl GrepArgs {
 }
 
 pub fn grep(mut a: GrepArgs) -> anyhow::Result<u8> {
+    if a.gnu.version {
+        let mut out = crate::stdout::stdout();
+        writeln!(out, "mmapkit grep {}", env!("CARGO_PKG_VERSION"))?;
+        return Ok(EXIT_OK);
+    }
+    if let (true, (_, Some(warning))) = (a.color(), a.colors()) {
+        eprintln!("mmapkit: {warning}");
+    }
+    if a.gnu.unix_byte_offsets {
+        eprintln!("mmapkit: warning: --unix-byte-offsets (-u) is obsolete");
+    }
     let matchers = [a.extended, a.fixed, a.gnu.basic, a.gnu.perl];
     if matchers.iter().filter(|&&m| m).count() > 1 {
         error_to_stderr(&mut io::stdout(), "conflicting matchers specified");
@@ -554,7 +634,13 @@ pub fn grep(mut a: GrepArgs) -> anyhow::Result<u8> {
     if files.is_empty() {
         files.push(if recurse { "." } else { "-" }.into());
     }
-    let walk_opts = a.walk.options(bare_dot);
+    let walk_opts = match a.walk.options(bare_dot) {
+        Ok(w) => w,
+        Err(e) => {
+            error_to_stderr(&mut io::stdout(), e);
+            return Ok(EXIT_ERROR);
+        }
+    };
     let max_count = a.max_count.and_then(|m| m.0);
     let opts = GrepOptions::default()
         .patterns(patterns)
@@ -580,7 +666,7 @@ pub fn grep(mut a: GrepArgs) -> anyhow::Result<u8> {
         return Ok(EXIT_NO_MATCH);
     }
     let out = Output {
-        inner: BufWriter::with_capacity(256 << 10, io::stdout()),
+        inner: BufWriter::with_capacity(256 << 10, crate::stdout::stdout()),
         error: None,
         line_buffered: a.gnu.line_buffered,
     };
@@ -637,6 +723,16 @@ impl Run {
             (path, n)
         });
         match result {
+            Ok((path, Err(e))) if e.errno() == Some(libc::EISDIR) => {
+                // GNU grep reads a directory operand (without -r) as a file
+                // with no lines, after saying so: `-c` prints `d:0`, `-L`
+                // lists it (`grep -c pat *` in a folder with subfolders).
+                self.done(b"", Err(e), printer)?;
+                let sink = printer.sink();
+                let empty =
+                    sink.begin(&FileInfo { path: &path, size: None }).and_then(|()| sink.finish(0));
+                self.done(b"", empty.map(|()| 0), printer)
+            }
             Ok((_, n)) => {
                 let name = printer.name();
                 self.done(&name, n, printer)
@@ -737,7 +833,7 @@ impl Run {
 }
 
 /// Stdout, buffered (not locked: walking threads join their files' output).
-type Out = Output<BufWriter<io::Stdout>>;
+type Out = Output<BufWriter<crate::stdout::Stdout>>;
 
 /// The printer the options asked for.
 enum Printer<W: Write> {

@@ -34,9 +34,9 @@ pub(crate) mod tests;
 pub use crate::bytes;
 pub use engine::{count, count_lines, count_stream, find, find_all, rfind, ScanOptions};
 pub use grep::{
-    grep, grep_count, grep_lines, walk, walk_files, BinaryFiles, Collect, Devices, FileInfo,
-    Forked, Formatted, GnuPrinter, Grep, GrepOptions, JsonPrinter, NameFilter, Needs, PrintOptions,
-    Report, Sink, SinkLine, Visit, WalkOptions,
+    grep, grep_count, grep_lines, walk, walk_files, BinaryFiles, Collect, Colors, Devices,
+    FileInfo, Forked, Formatted, GnuPrinter, Grep, GrepOptions, JsonPrinter, NameFilter, Needs,
+    PrintOptions, Report, Sink, SinkLine, Visit, WalkOptions,
 };
 pub use replace::{keep_lines, replace, KeepReport, ReplaceOptions, ReplaceReport};
 pub use source::{read_input, Strategy, AUTO_MMAP_MIN};

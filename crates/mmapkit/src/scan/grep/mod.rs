@@ -48,6 +48,7 @@
 //!
 //! Results are the same for every strategy, thread count and window size.
 
+mod colors;
 mod matcher;
 mod pattern;
 mod pcre;
@@ -64,6 +65,7 @@ use matcher::Matcher;
 #[cfg(test)]
 use matcher::{FINDER_DFA, FINDER_PREFILTER};
 
+pub use colors::Colors;
 pub(crate) use pattern::whole_haystack_assertions;
 pub use print::{GnuPrinter, JsonPrinter, PrintOptions, Report};
 pub use sink::{Collect, FileInfo, Forked, Formatted, Needs, Sink, SinkLine};

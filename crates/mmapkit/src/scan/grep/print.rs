@@ -5,6 +5,8 @@ use std::ops::ControlFlow;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
+use super::colors::Colors;
+
 use super::sink::{FileInfo, Forked, Formatted, Needs, Sink, SinkLine};
 use crate::scan::source::label;
 use crate::{Error, Result};
@@ -50,8 +52,10 @@ crate::options! {
         /// Printed between context groups (`--`; `None`:
         /// `--no-group-separator`).
         pub group_separator: Option<Vec<u8>>,
-        /// GNU grep's default `GREP_COLORS` escapes.
+        /// Color the output (SGR escapes, as GNU grep's `--color=always`).
         pub color: bool,
+        /// The colors, when `color` (`GREP_COLORS`; GNU grep's defaults).
+        pub colors: Box<Colors>,
         /// `-T`: a tab after the prefix (and offsets and line numbers
         /// padded, as GNU grep aligns them).
         pub initial_tab: bool,
@@ -79,6 +83,7 @@ impl Default for PrintOptions {
             after: None,
             group_separator: Some(b"--".to_vec()),
             color: false,
+            colors: Box::default(),
             initial_tab: false,
             null_after_name: false,
             null_data: false,
@@ -105,12 +110,18 @@ impl PrintOptions {
     }
 }
 
-// GNU grep's default GREP_COLORS (ms=01;31:fn=35:ln=32:bn=32:se=36).
-const MATCH: &[u8] = b"\x1b[01;31m\x1b[K";
-const FILE: &[u8] = b"\x1b[35m\x1b[K";
-const NUMBER: &[u8] = b"\x1b[32m\x1b[K";
-const SEP: &[u8] = b"\x1b[36m\x1b[K";
-const END: &[u8] = b"\x1b[m\x1b[K";
+/// Which of [`Colors`]' parts a piece of output is colored as.
+#[derive(Clone, Copy)]
+enum Part {
+    SelectedMatch,
+    ContextMatch,
+    SelectedLine,
+    ContextLine,
+    FileName,
+    LineNumber,
+    ByteOffset,
+    Separator,
+}
 
 /// Most buffers kept for forks (at most a batch of ranges' are kept
 /// anyway: forks take theirs before the previous batch is joined).
@@ -193,7 +204,9 @@ impl<W: Write> GnuPrinter<W> {
         file.flush_buf()?;
         let bytes = std::mem::take(&mut file.out);
         let context = self.opts.before.is_some() || self.opts.after.is_some();
-        if !bytes.is_empty() && self.printed_group && context {
+        // As `group_start` would have: before the file's first group, even
+        // when it printed nothing (`-o` with empty matches prints only `--`).
+        if !file.file_start && self.printed_group && context {
             self.separator();
         }
         self.printed_group |= file.printed_group;
@@ -201,24 +214,67 @@ impl<W: Write> GnuPrinter<W> {
         file.printed_group = false;
         file.binary_matched = false;
         write_part(&mut self.out, &mut self.buf, &mut self.spare, bytes)?;
+        if !self.buf.is_empty() {
+            self.flush_buf()?; // a separator alone: nothing comes after it to carry it out
+        }
         if let Some(spare) = self.spare.pop() {
             file.out = spare; // its memory again, for the next file
         }
         Ok(())
     }
 
-    fn color(&mut self, code: &[u8], text: &[u8]) {
-        if self.opts.color {
-            self.buf.extend_from_slice(code);
-            self.buf.extend_from_slice(text);
-            self.buf.extend_from_slice(END);
-        } else {
-            self.buf.extend_from_slice(text);
+    /// The SGR parameters of `part` (empty: not colored, or no color).
+    fn sgr(&self, part: Part) -> &[u8] {
+        if !self.opts.color {
+            return &[];
+        }
+        let c = &self.opts.colors;
+        match part {
+            Part::SelectedMatch => &c.selected_match,
+            Part::ContextMatch => &c.context_match,
+            Part::SelectedLine => &c.selected_line,
+            Part::ContextLine => &c.context_line,
+            Part::FileName => &c.file_name,
+            Part::LineNumber => &c.line_number,
+            Part::ByteOffset => &c.byte_offset,
+            Part::Separator => &c.separator,
         }
     }
 
+    /// GNU grep's `pr_sgr_start`: `ESC[<sgr>m ESC[K`, nothing for an empty one.
+    fn sgr_start(&mut self, part: Part) {
+        let erase = self.opts.colors.erase_line;
+        let sgr = self.sgr(part);
+        if !sgr.is_empty() {
+            let mut esc = Vec::with_capacity(sgr.len() + 6);
+            esc.extend_from_slice(b"\x1b[");
+            esc.extend_from_slice(sgr);
+            esc.push(b'm');
+            if erase {
+                esc.extend_from_slice(b"\x1b[K");
+            }
+            self.buf.extend_from_slice(&esc);
+        }
+    }
+
+    /// GNU grep's `pr_sgr_end`: `ESC[m ESC[K` after a colored part.
+    fn sgr_end(&mut self, part: Part) {
+        if !self.sgr(part).is_empty() {
+            self.buf.extend_from_slice(b"\x1b[m");
+            if self.opts.colors.erase_line {
+                self.buf.extend_from_slice(b"\x1b[K");
+            }
+        }
+    }
+
+    fn color(&mut self, part: Part, text: &[u8]) {
+        self.sgr_start(part);
+        self.buf.extend_from_slice(text);
+        self.sgr_end(part);
+    }
+
     fn sep(&mut self, sep: u8) {
-        self.color(SEP, &[sep]);
+        self.color(Part::Separator, &[sep]);
     }
 
     /// `[name sep][line sep][offset sep][tab]` (`len`: of what follows;
@@ -233,11 +289,11 @@ impl<W: Write> GnuPrinter<W> {
             }
         }
         if self.opts.line_numbers {
-            self.number(line);
+            self.number(line, Part::LineNumber);
             self.sep(sep);
         }
         if self.opts.byte_offset {
-            self.number(offset);
+            self.number(offset, Part::ByteOffset);
             self.sep(sep);
         }
         if self.opts.initial_tab
@@ -250,18 +306,18 @@ impl<W: Write> GnuPrinter<W> {
 
     fn file_name(&mut self) {
         let name = std::mem::take(&mut self.name);
-        self.color(FILE, &name);
+        self.color(Part::FileName, &name);
         self.name = name;
     }
 
     /// A line number or offset, padded with `-T`.
-    fn number(&mut self, n: u64) {
+    fn number(&mut self, n: u64, part: Part) {
         let d = decimal(n);
         let pad = self.width.saturating_sub(d.as_bytes().len());
         let mut text = Vec::with_capacity(pad + 20);
         text.resize(pad, b' ');
         text.extend_from_slice(d.as_bytes());
-        self.color(NUMBER, &text);
+        self.color(part, &text);
     }
 
     /// The end of an output line (NUL with `-z`).
@@ -287,7 +343,7 @@ impl<W: Write> GnuPrinter<W> {
 
     fn separator(&mut self) {
         if let Some(sep) = self.opts.group_separator.clone() {
-            self.color(SEP, &sep);
+            self.color(Part::Separator, &sep);
             self.buf.push(b'\n');
         }
     }
@@ -295,26 +351,42 @@ impl<W: Write> GnuPrinter<W> {
     /// The line, or with `-o` its non-empty matches (which only context
     /// lines have under `-v`, and GNU grep prints them).
     fn report_line(&mut self, l: &SinkLine<'_>, sep: u8) {
+        // GNU grep's print_line: `:` marks a selected line, `-` context.
+        let selected = sep == b':';
+        let match_part = if selected { Part::SelectedMatch } else { Part::ContextMatch };
         if !self.opts.only_matching {
-            return self.line(l, sep);
+            return self.line(l, sep, selected, match_part);
         }
         let eol = self.eol();
         for &(s, e) in l.spans.iter().filter(|(s, e)| e > s) {
             self.prefix(l.line, l.offset + s as u64, sep, e - s);
-            self.color(MATCH, &l.bytes[s..e]);
+            self.color(match_part, &l.bytes[s..e]);
             self.buf.push(eol);
         }
     }
 
-    /// A whole line, its non-empty matches colored.
-    fn line(&mut self, l: &SinkLine<'_>, sep: u8) {
+    /// A whole line, as GNU grep colors it: each non-empty match in its
+    /// color, each stretch before one started in the line's (`sl`/`cx`,
+    /// ended by the match's end), the rest in the line's color but for a
+    /// final `\r`.
+    fn line(&mut self, l: &SinkLine<'_>, sep: u8, selected: bool, match_part: Part) {
         self.prefix(l.line, l.offset, sep, l.bytes.len());
+        let line_part = if selected { Part::SelectedLine } else { Part::ContextLine };
         let mut at = 0;
-        if self.opts.color {
+        if !self.sgr(match_part).is_empty() {
             for &(s, e) in l.spans.iter().filter(|(s, e)| e > s) {
+                self.sgr_start(line_part);
                 self.buf.extend_from_slice(&l.bytes[at..s]);
-                self.color(MATCH, &l.bytes[s..e]);
+                self.color(match_part, &l.bytes[s..e]);
                 at = e;
+            }
+        }
+        if !self.sgr(line_part).is_empty() {
+            let rest = &l.bytes[at..];
+            let tail = rest.len() - usize::from(rest.last() == Some(&b'\r'));
+            if tail > 0 {
+                self.color(line_part, &rest[..tail]);
+                at += tail;
             }
         }
         self.buf.extend_from_slice(&l.bytes[at..]);
@@ -515,6 +587,9 @@ impl<W: Write> JsonPrinter<W> {
         file.flush_buf()?;
         let bytes = std::mem::take(&mut file.out);
         write_part(&mut self.out, &mut self.buf, &mut self.spare, bytes)?;
+        if !self.buf.is_empty() {
+            self.flush_buf()?; // a separator alone: nothing comes after it to carry it out
+        }
         if let Some(spare) = self.spare.pop() {
             file.out = spare;
         }

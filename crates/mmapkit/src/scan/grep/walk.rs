@@ -363,6 +363,10 @@ fn read_dir(
             }
             match std::fs::metadata(&path) {
                 Ok(m) => kind = m.file_type(),
+                // A link that cannot be followed is no directory: GNU grep
+                // filters it by name as a file first (`--include='*.c'`
+                // says nothing of a dangling `notes.txt`).
+                Err(_) if !opts.file_wanted(&name) => continue,
                 Err(err) => {
                     visit(Visit::Error(Error::io(&path, "stat", err)))?;
                     continue;

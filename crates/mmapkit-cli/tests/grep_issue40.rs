@@ -1,0 +1,214 @@
+//! Regression tests of issue 40's defects 3-6, 9 and 12 (the pipe and
+//! output-error ones, 1 and 2, are in `pipelines.rs`): each case states
+//! GNU grep 3.8's answer (`LC_ALL=C`), and is also compared with GNU grep
+//! where it is installed. `MMAPKIT_TEST_BIN=<old build>` shows them
+//! failing before.
+#![allow(clippy::disallowed_methods, reason = "integration tests write their fixtures directly")]
+
+use std::fs;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+mod common;
+mod gnu_grep;
+use common::tempdir;
+
+/// `mmapkit grep ARGS` and GNU grep's run in `dir`, with `env` set and
+/// `stdin` from a file (or empty); asserts mmapkit prints `want` and exits
+/// `code`, and matches GNU grep when it is installed.
+#[track_caller]
+fn case(
+    dir: &Path,
+    env: &[(&str, &str)],
+    args: &[&str],
+    stdin: Option<&Path>,
+    want: &str,
+    code: i32,
+) {
+    let run = |cmd: &mut Command| -> Output {
+        cmd.current_dir(dir)
+            .envs(env.iter().copied())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        match stdin {
+            Some(f) => cmd.stdin(fs::File::open(f).unwrap()),
+            None => cmd.stdin(Stdio::null()),
+        };
+        cmd.output().unwrap()
+    };
+    let got = run(common::mmapkit().arg("grep").args(args));
+    assert_eq!(
+        (String::from_utf8_lossy(&got.stdout).into_owned(), got.status.code()),
+        (want.to_owned(), Some(code)),
+        "mmapkit grep {args:?} (stderr: {})",
+        gnu_grep::show(&got.stderr)
+    );
+    if gnu_grep::available() {
+        let want = run(Command::new("grep").env("LC_ALL", "C").args(args));
+        gnu_grep::assert_same(&format!("{args:?}"), &got, &want);
+    }
+}
+
+#[test]
+fn defect3_a_dangling_link_filtered_out_by_name_is_not_reported() {
+    let dir = tempdir();
+    let d = dir.path().join("d");
+    fs::create_dir(&d).unwrap();
+    fs::write(d.join("a.c"), "hello\n").unwrap();
+    std::os::unix::fs::symlink("nowhere", d.join("dangling.txt")).unwrap();
+    for args in [
+        &["-R", "--include=*.c", "hello", "d"][..],
+        &["-R", "--exclude=*.txt", "hello", "d"],
+        &["-R", "-s", "--include=*.c", "hello", "d"],
+    ] {
+        case(dir.path(), &[], args, None, "d/a.c:hello\n", 0);
+    }
+    // A link the filters let through is still an error, as in GNU grep.
+    std::os::unix::fs::symlink("nowhere", d.join("dangling.c")).unwrap();
+    case(dir.path(), &[], &["-R", "--include=*.c", "hello", "d"], None, "d/a.c:hello\n", 2);
+}
+
+#[test]
+fn defect4_a_directory_operand_without_r_is_a_file_with_no_lines() {
+    let dir = tempdir();
+    fs::create_dir(dir.path().join("sub")).unwrap();
+    fs::write(dir.path().join("f"), "foo\n").unwrap();
+    case(dir.path(), &[], &["-c", "foo", "sub", "f"], None, "sub:0\nf:1\n", 2);
+    case(dir.path(), &[], &["-L", "foo", "sub", "f"], None, "sub\n", 2);
+    case(dir.path(), &[], &["-l", "foo", "sub", "f"], None, "f\n", 2);
+    case(dir.path(), &[], &["-c", "-s", "foo", "sub"], None, "0\n", 2);
+    case(dir.path(), &[], &["-q", "foo", "sub", "f"], None, "", 0);
+}
+
+#[test]
+fn defect5_o_with_context_under_r_keeps_the_separators() {
+    let dir = tempdir();
+    let d = dir.path().join("d");
+    fs::create_dir(&d).unwrap();
+    fs::write(d.join("a"), "foo\nbar\n").unwrap();
+    fs::write(d.join("b"), "x\nfoo\ny\n").unwrap();
+    // The order of files under -r is the walk's (README): one thread
+    // sorted by path, then the same files named in that order for GNU.
+    let got = |args: &[&str]| {
+        let out = gnu_grep::mmapkit(&[args, &["--sort=path", "d"]].concat(), dir.path());
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert_eq!(got(&["-r", "-o", "-B", "0", ""]), "--\n");
+    assert_eq!(got(&["-r", "-o", "-B", "0", "o*"]), "d/a:oo\n--\nd/b:oo\n");
+    fs::write(d.join("c"), "bar\n").unwrap(); // a file whose group prints nothing
+    assert_eq!(got(&["-r", "-o", "-v", "-B", "1", "foo"]), "d/a-foo\n--\nd/b-foo\n--\n");
+    if gnu_grep::available() {
+        for args in
+            [&["-o", "-B", "0", ""][..], &["-o", "-v", "-B", "1", "foo"], &["-o", "-B", "0", "o*"]]
+        {
+            let want = gnu_grep::run(
+                Command::new("grep").env("LC_ALL", "C").args(args).args(["d/a", "d/b", "d/c"]),
+                dir.path(),
+            );
+            assert_eq!(got(&[&["-r"], args].concat()).as_bytes(), want.stdout, "{args:?}");
+        }
+    }
+}
+
+#[test]
+fn defect6_t_aligns_a_redirected_regular_stdin_as_its_file() {
+    let dir = tempdir();
+    let f = dir.path().join("f");
+    fs::write(&f, "abc\nxbx\n").unwrap();
+    case(dir.path(), &[], &["-T", "-n", "b"], Some(&f), "1:\tabc\n2:\txbx\n", 0);
+    case(dir.path(), &[], &["-T", "-n", "b", "-"], Some(&f), "1:\tabc\n2:\txbx\n", 0);
+    let out = gnu_grep::mmapkit(&["-T", "-n", "--strategy", "stream", "b", "f"], dir.path());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "1:\tabc\n2:\txbx\n");
+}
+
+#[test]
+fn defect9_grep_colors_and_grep_color_are_honoured() {
+    let dir = tempdir();
+    fs::write(dir.path().join("c1"), "foo bar foo\r\nbaz\n").unwrap();
+    fs::write(dir.path().join("c2"), "foo\n").unwrap();
+    let c = "--color=always";
+    let colors = |v| [("GREP_COLORS", v)];
+    case(
+        dir.path(),
+        &colors("mt=01;32:fn=34:se=33:ne"),
+        &[c, "foo", "c2"],
+        None,
+        "\x1b[01;32mfoo\x1b[m\n",
+        0,
+    );
+    case(
+        dir.path(),
+        &colors("sl=1:cx=2:rv"),
+        &[c, "-v", "-n", "-A1", "baz", "c1"],
+        None,
+        "\x1b[32m\x1b[K1\x1b[m\x1b[K\x1b[36m\x1b[K:\x1b[m\x1b[K\x1b[2m\x1b[Kfoo bar foo\x1b[m\x1b[K\r\n\
+         \x1b[32m\x1b[K2\x1b[m\x1b[K\x1b[36m\x1b[K-\x1b[m\x1b[K\x1b[1m\x1b[K\x1b[01;31m\x1b[Kbaz\x1b[m\x1b[K\n",
+        0,
+    );
+    case(
+        dir.path(),
+        &colors("ms=:sl=4"),
+        &[c, "foo", "c1"],
+        None,
+        "\x1b[4m\x1b[Kfoo bar foo\x1b[m\x1b[K\r\n",
+        0,
+    );
+    case(
+        dir.path(),
+        &[("GREP_COLOR", "1;34")],
+        &[c, "foo", "c2"],
+        None,
+        "\x1b[1;34m\x1b[Kfoo\x1b[m\x1b[K\n",
+        0,
+    );
+    let out = common::mmapkit()
+        .args(["grep", c, "foo", "c2"])
+        .current_dir(dir.path())
+        .env("GREP_COLOR", "1;34")
+        .output()
+        .unwrap();
+    assert_eq!(
+        common::stderr(&out),
+        "mmapkit: warning: GREP_COLOR='1;34' is deprecated; use GREP_COLORS='mt=1;34'\n"
+    );
+}
+
+#[test]
+fn defect12_the_options_scripts_use() {
+    let dir = tempdir();
+    fs::write(dir.path().join("f"), "foo\nbar\n").unwrap();
+    let d = dir.path();
+    // getopt_long's unique prefixes.
+    case(d, &[], &["--coun", "foo", "f"], None, "1\n", 0);
+    case(d, &[], &["--only", "fo", "f"], None, "fo\n", 0);
+    case(d, &[], &["--after=1", "foo", "f"], None, "foo\nbar\n", 0);
+    case(d, &[], &["--after", "1", "foo", "f"], None, "foo\nbar\n", 0);
+    case(d, &[], &["--co", "foo", "f"], None, "", 2); // ambiguous
+    for when in ["yes", "force", "always"] {
+        let arg = format!("--color={when}");
+        case(d, &[], &[&arg, "bar", "f"], None, "\x1b[01;31m\x1b[Kbar\x1b[m\x1b[K\n", 0);
+    }
+    for when in ["no", "none", "never", "tty", "if-tty", "auto"] {
+        let arg = format!("--color={when}");
+        case(d, &[], &[&arg, "bar", "f"], None, "bar\n", 0);
+    }
+    case(d, &[], &["-i", "--no-ignore-case", "FOO", "f"], None, "", 1);
+    case(d, &[], &["-y", "--no-ignore-case", "FOO", "f"], None, "", 1);
+    case(d, &[], &["--no-ignore-case", "-i", "FOO", "f"], None, "foo\n", 0);
+    case(d, &[], &["-u", "foo", "f"], None, "foo\n", 0);
+    // --exclude-from: one glob a line.
+    let t = d.join("t");
+    fs::create_dir(&t).unwrap();
+    fs::write(t.join("a.txt"), "foo\n").unwrap();
+    fs::write(t.join("b.c"), "foo\n").unwrap();
+    fs::write(t.join("c.h"), "foo\n").unwrap();
+    fs::write(d.join("ex"), "*.txt\n*.h\n").unwrap();
+    case(d, &[], &["-r", "--exclude-from=ex", "foo", "t"], None, "t/b.c:foo\n", 0);
+    case(d, &[], &["-r", "--exclude-from=missing", "foo", "t"], None, "", 2);
+    // -V on grep itself.
+    let out = gnu_grep::mmapkit(&["-V"], d);
+    assert_eq!(
+        (common::stdout(&out), out.status.code()),
+        (format!("mmapkit grep {}\n", env!("CARGO_PKG_VERSION")), Some(0))
+    );
+}
