@@ -19,6 +19,7 @@ use regex::bytes::Regex;
 use regex_automata::{meta, Input};
 
 use super::pcre::{PcreLocal, PcreMatcher};
+use super::spans::{Spans, SpansCache};
 use super::{pattern, GrepOptions};
 use crate::scan::{byte_regex, local};
 use crate::{Error, Result};
@@ -35,8 +36,9 @@ pub(super) trait LineMatcher {
         f: impl FnMut(usize, usize) -> ControlFlow<()>,
     ) -> ControlFlow<()>;
 
-    /// The matches inside one line, in order, empty ones included (the
-    /// printers show the others: `-o`, `--color`).
+    /// The matches inside one line, in order, as GNU grep finds them for
+    /// `-o` and `--color` (empty ones may be included: the printers skip
+    /// them).
     fn spans(&self, line: &[u8], out: &mut Vec<(usize, usize)>);
 
     /// The error that stopped this thread's matcher since the last call
@@ -141,6 +143,8 @@ pub(super) struct RegexMatcher {
     /// Always the finder in `finder`, no timing (tests: each finder must
     /// give the same answers).
     forced: AtomicBool,
+    /// The spans of a line as GNU grep shows them (leftmost-longest).
+    spans: Spans,
 }
 
 impl RegexMatcher {
@@ -184,7 +188,7 @@ impl RegexMatcher {
             // the same start is not one.
             format!(r"\b{{start-half}}(?:{joined})\b{{end-half}}")
         } else {
-            joined
+            joined.clone()
         };
         let re = build(&pattern)?;
         // The finders: `re`'s syntax and match semantics (a bytes regex:
@@ -197,6 +201,8 @@ impl RegexMatcher {
                 .map_err(|e| Error::InvalidArgument(format!("invalid regex: {e}")))
         };
         let finders = [finder(true)?, finder(false)?];
+        // `-w` is checked around each span, GNU grep's way, not asserted.
+        let spans = Spans::new(if opts.word && !opts.line { &joined } else { &pattern }, opts, eol)?;
         let per_line = !opts.fixed && parts.iter().any(|p| pattern::whole_haystack_assertions(p));
         // (With -z any pattern may match a newline, and is then checked.)
         let line_bounded = !opts.null_data
@@ -209,6 +215,7 @@ impl RegexMatcher {
             finders,
             finder: AtomicUsize::new(FINDER_PREFILTER),
             forced: AtomicBool::new(false),
+            spans,
         })
     }
 
@@ -225,6 +232,7 @@ pub(super) struct RegexLocal {
     m: Arc<RegexMatcher>,
     re: Regex,
     caches: [RefCell<meta::Cache>; 2],
+    spans: RefCell<SpansCache>,
 }
 
 impl RegexLocal {
@@ -236,6 +244,7 @@ impl RegexLocal {
                 RefCell::new(m.finders[0].create_cache()),
                 RefCell::new(m.finders[1].create_cache()),
             ],
+            spans: RefCell::new(m.spans.cache()),
         }
     }
 
@@ -389,8 +398,7 @@ impl LineMatcher for RegexLocal {
     }
 
     fn spans(&self, line: &[u8], out: &mut Vec<(usize, usize)>) {
-        out.clear();
-        out.extend(self.re.find_iter(line).map(|m| (m.start(), m.end())));
+        self.m.spans.find(&mut self.spans.borrow_mut(), line, out);
     }
 
     fn take_error(&self) -> Option<String> {

@@ -55,6 +55,7 @@ mod pcre;
 mod print;
 mod search;
 mod sink;
+mod spans;
 mod walk;
 
 use std::path::Path;
