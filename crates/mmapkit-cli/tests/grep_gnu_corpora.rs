@@ -25,15 +25,7 @@ use std::process::{Command, Output, Stdio};
 mod common;
 #[allow(dead_code, reason = "shared with grep_gnu.rs; assert_same is not used here")]
 mod gnu_grep;
-
-/// Deterministic pseudo-random numbers.
-struct Lcg(u64);
-impl Lcg {
-    fn next(&mut self, n: usize) -> usize {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        ((self.0 >> 33) % n as u64) as usize
-    }
-}
+use gnu_grep::Lcg;
 
 /// Up to `n` regular files under `dir` whose names end in `ext` (any with
 /// ""), in name order, each at most `max` bytes.
@@ -193,8 +185,7 @@ fn real_files_match_gnu_grep() {
             args.push(corpus[r.next(corpus.len())].clone().into());
         }
         let got = run(common::mmapkit().arg("grep").args(&args));
-        let want =
-            run(Command::new("grep").env("LC_ALL", "C").env_remove("GREP_COLORS").args(&args));
+        let want = run(gnu_grep::gnu_command().args(&args));
         if got.stdout != want.stdout || got.status.code() != want.status.code() {
             failures.push(format!(
                 "case {case}: grep {args:?}: mmapkit {:?} {} bytes, grep {:?} {} bytes; first difference at {}",

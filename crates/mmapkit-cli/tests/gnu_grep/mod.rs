@@ -27,6 +27,7 @@ pub fn show(b: &[u8]) -> String {
 
 /// Same stdout and exit status; `what` names the run.
 #[track_caller]
+#[allow(dead_code)]
 pub fn assert_same(what: &str, got: &Output, want: &Output) {
     assert!(
         got.stdout == want.stdout,
@@ -43,11 +44,31 @@ pub fn assert_same(what: &str, got: &Output, want: &Output) {
     );
 }
 
+/// Deterministic pseudo-random numbers (the random tests' cases are the
+/// same every run, replayed from the seed they print).
+#[allow(dead_code)]
+pub struct Lcg(pub u64);
+
+#[allow(dead_code)]
+impl Lcg {
+    /// A number below `n` (> 0).
+    pub fn next(&mut self, n: usize) -> usize {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        ((self.0 >> 33) % n as u64) as usize
+    }
+}
+
 /// Runs `cmd` in `dir` with stdin empty, capturing its output.
 #[allow(dead_code)] // not every grep test file uses each helper
 pub fn run(cmd: &mut Command, dir: &Path) -> Output {
+    run_with_stdin(cmd, dir, Stdio::null())
+}
+
+/// Runs `cmd` in `dir` with `stdin`, capturing its output.
+#[allow(dead_code)]
+pub fn run_with_stdin(cmd: &mut Command, dir: &Path, stdin: Stdio) -> Output {
     cmd.current_dir(dir)
-        .stdin(Stdio::null())
+        .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .output()
@@ -67,8 +88,13 @@ pub fn gnu(args: &[&str], dir: &Path) -> Output {
     // The matchers conflict in GNU grep; without one, -E is our syntax's kin.
     let chosen = args.iter().any(|a| matches!(*a, "-F" | "-G" | "-P"));
     let syntax: &[&str] = if chosen { &[] } else { &["-E"] };
-    run(
-        Command::new("grep").env("LC_ALL", "C").env_remove("GREP_COLORS").args(syntax).args(args),
-        dir,
-    )
+    run(gnu_command().args(syntax).args(args), dir)
+}
+
+/// GNU grep as compared: `LC_ALL=C`, GREP_COLORS at its default.
+#[allow(dead_code)]
+pub fn gnu_command() -> Command {
+    let mut cmd = Command::new("grep");
+    cmd.env("LC_ALL", "C").env_remove("GREP_COLORS");
+    cmd
 }
