@@ -11,7 +11,7 @@ TSAN_TARGET ?= x86_64-unknown-linux-gnu
 # there are gigabytes of disk that no later build reads. Plain `cargo` keeps them.
 export CARGO_INCREMENTAL ?= 0
 
-.PHONY: docs chromium fuzz tsan run test bench bench-tools bench-peers bench-rocksdb bench-etcd setup develop cli dist rust-test jepsen lint py-test stubtest clean
+.PHONY: docs chromium fuzz tsan grep-diff run test bench bench-tools bench-peers bench-rocksdb bench-etcd setup develop cli dist rust-test jepsen lint py-test stubtest clean
 
 # Every suite, every peer and the baseline at small sizes, warm cache: ~5 minutes on 2
 # cores after set-up; reports in bench/results/quick/ (git-ignored), one-screen summary
@@ -189,6 +189,19 @@ fuzz:
 			-rss_limit_mb=2048 -max_len=4096 -artifact_prefix=artifacts/$$t/ \
 			|| exit 1; \
 	done
+
+# Not part of `make test` (which runs its first 3000 cases, through cargo test): the
+# random differential test of `mmapkit grep` against GNU grep 3.8 at full size
+# (crates/mmapkit-cli/tests/grep_differential.rs: seeded option sets, operands and
+# patterns over real trees and crafted files; 30000 cases, a few minutes on 2 cores).
+# It prints the counts by cause; every difference goes to target/grep-diff.txt, each
+# with the command line and the variables that replay it (MMAPKIT_GREP_DIFF_ONLY=N).
+GREP_DIFF_CASES ?= 30000
+GREP_DIFF_SEED ?= 40
+grep-diff:
+	MMAPKIT_GREP_DIFF_CASES=$(GREP_DIFF_CASES) MMAPKIT_GREP_DIFF_SEED=$(GREP_DIFF_SEED) \
+		MMAPKIT_GREP_DIFF_REPORT=$(abspath target/grep-diff.txt) \
+		cargo test --quiet -p mmapkit-cli --test grep_differential -- --nocapture
 
 lint:
 	cargo clippy --workspace --all-targets --quiet -- -D warnings

@@ -64,15 +64,29 @@ pub fn run(cmd: &mut Command, dir: &Path) -> Output {
     run_with_stdin(cmd, dir, Stdio::null())
 }
 
-/// Runs `cmd` in `dir` with `stdin`, capturing its output.
+/// Runs `cmd` in `dir` with `stdin`, capturing its output; killed after
+/// two minutes (its status then says so), so that a runaway run fails its
+/// comparison instead of hanging the suite.
 #[allow(dead_code)]
 pub fn run_with_stdin(cmd: &mut Command, dir: &Path, stdin: Stdio) -> Output {
-    cmd.current_dir(dir)
+    let child = cmd
+        .current_dir(dir)
         .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .output()
-        .expect("cannot run the command")
+        .spawn()
+        .expect("cannot run the command");
+    let pid = child.id().to_string();
+    let (done, wait) = std::sync::mpsc::channel::<()>();
+    let watchdog = std::thread::spawn(move || {
+        if wait.recv_timeout(std::time::Duration::from_secs(120)).is_err() {
+            let _ = Command::new("kill").args(["-KILL", &pid]).status();
+        }
+    });
+    let out = child.wait_with_output().expect("cannot wait for the command");
+    let _ = done.send(());
+    watchdog.join().unwrap();
+    out
 }
 
 /// `mmapkit grep ARGS` run in `dir`.
