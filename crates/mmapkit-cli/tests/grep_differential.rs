@@ -109,7 +109,7 @@ const KNOWN_OPEN: &[Known] = &[
         defect: 11,
         what: "the cannot-match shortcut: -f /dev/null, -v '', -ow",
         applies: |c| {
-            c.has("-f /dev/null") || (c.has("-v") && c.has("empty")) || (c.has("-o") && c.has("-w"))
+            c.has("no-pattern") || (c.has("-v") && c.has("empty")) || (c.has("-o") && c.has("-w"))
         },
     },
     Known {
@@ -702,13 +702,16 @@ fn generate(c: &Corpus, seed: u64, n: usize) -> Case {
     }
     match r.next(10) {
         _ if null_file => {
-            case.tag("-f /dev/null");
+            case.tag("no-pattern");
             case.args.extend(["-f".into(), "/dev/null".into()]);
         }
         0..=1 => {
             let mut text = pats.iter().map(|p| p.bytes.clone()).collect::<Vec<_>>().join(&b'\n');
             if r.next(2) == 0 {
                 text.push(b'\n');
+            }
+            if text.is_empty() {
+                case.tag("no-pattern"); // as -f /dev/null
             }
             let path = c.root.path().join(format!("pats/{n}"));
             fs::write(&path, &text).unwrap();
@@ -827,9 +830,10 @@ fn report(case: &Case, tree: &Path, seed: u64, what: &str, got: &Output, want: &
     s
 }
 
-/// A case's result: `None` when both tools agree, else why not and the
-/// report of the difference.
-type Outcome = Option<(Cause, String)>;
+/// A case's result: GNU grep's exit status (to show how many cases
+/// selected lines), and `None` when both tools agree, else why not and
+/// the report of the difference.
+type Outcome = (Option<i32>, Option<(Cause, String)>);
 
 /// Runs `case` with both tools.
 fn run_case(c: &Corpus, seed: u64, case: &mut Case) -> Outcome {
@@ -860,10 +864,10 @@ fn run_case(c: &Corpus, seed: u64, case: &mut Case) -> Outcome {
                 || many.status.code() != want.status.code()
             {
                 let detail = report(case, &tree, seed, "-j 3: sorted stdout", &many, &want);
-                return Some((Cause::Unexplained, detail));
+                return (want.status.code(), Some((Cause::Unexplained, detail)));
             }
         }
-        return None;
+        return (want.status.code(), None);
     };
     let detail = report(case, &tree, seed, what, &got, &want);
     // What differs is part of a defect's signature ("stdout", "exit status", "stderr").
@@ -875,7 +879,7 @@ fn run_case(c: &Corpus, seed: u64, case: &mut Case) -> Outcome {
     } else {
         Cause::Unexplained
     };
-    Some((cause, detail))
+    (want.status.code(), Some((cause, detail)))
 }
 
 fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
@@ -918,7 +922,7 @@ fn random_option_sets_over_trees_match_gnu_grep() {
     let mut by_cause: BTreeMap<String, (usize, &str)> = BTreeMap::new();
     let mut unexplained = Vec::new();
     let mut all = Vec::new();
-    for (cause, detail) in results.iter().filter_map(|r| r.1.as_ref()) {
+    for (cause, detail) in results.iter().filter_map(|r| r.1 .1.as_ref()) {
         let label = cause.label();
         all.push(format!("[{label}] {detail}"));
         if matches!(cause, Cause::Unexplained) {
@@ -926,11 +930,16 @@ fn random_option_sets_over_trees_match_gnu_grep() {
         }
         by_cause.entry(label).or_insert((0, detail)).0 += 1;
     }
-    let same = results.iter().filter(|r| r.1.is_none()).count();
+    let same = results.iter().filter(|r| r.1 .1.is_none()).count();
+    let exits = |code| results.iter().filter(|r| r.1 .0 == Some(code)).count();
     let summary: Vec<String> = by_cause.iter().map(|(k, v)| format!("{k}: {}", v.0)).collect();
     eprintln!(
-        "grep differential (seed {seed}): {} cases run, {same} identical; {}",
+        "grep differential (seed {seed}): {} cases run (GNU grep exit 0/1/2: {}/{}/{}), {same} \
+         identical; {}",
         results.len(),
+        exits(0),
+        exits(1),
+        exits(2),
         if summary.is_empty() { "no differences".to_string() } else { summary.join("; ") }
     );
     for (cause, (_, example)) in &by_cause {
