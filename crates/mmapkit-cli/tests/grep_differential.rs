@@ -677,8 +677,12 @@ fn generate(c: &Corpus, seed: u64, n: usize) -> Case {
                     case.tag("dir-operand");
                     if r.next(2) == 0 {
                         case.opt(&["-d", ["skip", "read"][r.next(2)]]);
-                        if case.args.last().is_some_and(|a| a == "skip") {
+                        // The last -d wins.
+                        let skip = case.args.last().is_some_and(|a| a == "skip");
+                        if skip {
                             case.tag("-d skip");
+                        } else {
+                            case.tags.remove("-d skip");
                         }
                     }
                     c.dirs[r.next(c.dirs.len())].clone()
@@ -843,7 +847,8 @@ fn differs(got: &Output, want: &Output) -> Option<&'static str> {
 fn report(case: &Case, tree: &Path, seed: u64, what: &str, got: &Output, want: &Output) -> String {
     let mut s = format!(
         "case {} ({what} differs): replay with MMAPKIT_GREP_DIFF_SEED={seed} MMAPKIT_GREP_DIFF_ONLY={} \
-         MMAPKIT_GREP_DIFF_KEEP=1\n  {}\n",
+         MMAPKIT_GREP_DIFF_KEEP=1 cargo test -p mmapkit-cli --test grep_differential -- \
+         --nocapture\n  {}\n",
         case.number,
         case.number,
         case.shell(tree)
