@@ -202,7 +202,8 @@ impl RegexMatcher {
         };
         let finders = [finder(true)?, finder(false)?];
         // `-w` is checked around each span, GNU grep's way, not asserted.
-        let spans = Spans::new(if opts.word && !opts.line { &joined } else { &pattern }, opts, eol)?;
+        let spans =
+            Spans::new(if opts.word && !opts.line { &joined } else { &pattern }, opts, eol)?;
         let per_line = !opts.fixed && parts.iter().any(|p| pattern::whole_haystack_assertions(p));
         // (With -z any pattern may match a newline, and is then checked.)
         let line_bounded = !opts.null_data
