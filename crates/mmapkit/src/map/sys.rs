@@ -522,12 +522,13 @@ extern "C" fn record_start() {
 static RECORD_START: extern "C" fn() = record_start;
 
 /// Whether standard descriptor `fd` (0, 1 or 2) was closed when the
-/// process started (see [`AT_START`]).
+/// process started (recorded before Rust's runtime starts; see `AT_START`).
 pub fn stdio_closed_at_start(fd: c_int) -> bool {
     (0..3).contains(&fd) && AT_START.load(std::sync::atomic::Ordering::Relaxed) & (1 << fd) != 0
 }
 
-/// Whether SIGPIPE was ignored when the process started (see [`AT_START`]).
+/// Whether SIGPIPE was ignored when the process started (Rust's runtime
+/// ignores it always; see `AT_START`).
 pub fn sigpipe_ignored_at_start() -> bool {
     AT_START.load(std::sync::atomic::Ordering::Relaxed) & SIGPIPE_IGNORED != 0
 }
