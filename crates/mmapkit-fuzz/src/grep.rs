@@ -6,12 +6,13 @@
 use mmapkit::scan::grep::{Collect, Grep, GrepOptions};
 use mmapkit::scan::{ScanOptions, Strategy};
 use regex::bytes::{Regex, RegexBuilder};
+use regex_automata::{meta, Anchored, Input as Haystack, MatchKind};
 
 use crate::Input;
 
 /// The regex the reference matches each line with (GNU grep's meaning of
 /// -x and -w, the patterns split at newlines as alternatives).
-fn line_regex(g: &GrepOptions) -> Option<Regex> {
+fn line_pattern(g: &GrepOptions) -> String {
     let parts: Vec<String> = g
         .patterns
         .iter()
@@ -21,21 +22,62 @@ fn line_regex(g: &GrepOptions) -> Option<Regex> {
         .map(|p| format!("(?:{p})"))
         .collect();
     let joined = parts.join("|");
-    let p = if g.line {
+    if g.line {
         format!("^(?:{joined})$")
     } else if g.word {
         format!(r"\b{{start-half}}(?:{joined})\b{{end-half}}")
     } else {
         joined
-    };
-    RegexBuilder::new(&p).unicode(false).case_insensitive(g.ignore_case).build().ok()
+    }
+}
+
+fn line_regex(g: &GrepOptions) -> Option<Regex> {
+    RegexBuilder::new(&line_pattern(g)).unicode(false).case_insensitive(g.ignore_case).build().ok()
+}
+
+/// The same pattern with every match state kept: anchored at a start, the
+/// longest match's end (POSIX leftmost-longest, GNU grep's spans).
+fn longest_regex(g: &GrepOptions) -> Option<meta::Regex> {
+    let syntax = regex_automata::util::syntax::Config::new()
+        .unicode(false)
+        .utf8(false)
+        .case_insensitive(g.ignore_case);
+    let config = meta::Config::new().utf8_empty(false).match_kind(MatchKind::All);
+    meta::Builder::new().syntax(syntax).configure(config).build(&line_pattern(g)).ok()
+}
+
+/// The non-empty spans of `line`: the first start with a match, its
+/// longest end, then on from there (a byte on after an empty match).
+fn posix_spans(longest: &meta::Regex, line: &[u8]) -> Vec<(usize, usize)> {
+    let mut spans = Vec::new();
+    let mut at = 0;
+    'search: while at < line.len() {
+        for s in at..=line.len() {
+            let hay = Haystack::new(line).range(s..).anchored(Anchored::Yes);
+            if let Some(end) = longest.search_half(&hay) {
+                let e = end.offset();
+                if e > s {
+                    spans.push((s, e));
+                }
+                at = if e > s { e } else { s + 1 };
+                continue 'search;
+            }
+        }
+        break;
+    }
+    spans
 }
 
 /// Selected lines (number, offset, bytes) and, per selected line, its
 /// non-empty match spans as (number, offset, bytes) records.
 type Records = Vec<(u64, u64, Vec<u8>)>;
 
-fn reference(data: &[u8], g: &GrepOptions, re: &Regex) -> (Records, Records) {
+fn reference(
+    data: &[u8],
+    g: &GrepOptions,
+    re: &Regex,
+    longest: &meta::Regex,
+) -> (Records, Records) {
     let mut lines: Vec<&[u8]> = data.split(|&b| b == b'\n').collect();
     if data.is_empty() || data.ends_with(b"\n") {
         lines.pop();
@@ -48,9 +90,7 @@ fn reference(data: &[u8], g: &GrepOptions, re: &Regex) -> (Records, Records) {
         if (sel.len() as u64) < cap && re.is_match(line) != g.invert {
             sel.push((no, off, line.to_vec()));
             if !g.invert {
-                let v: Vec<(usize, usize)> =
-                    re.find_iter(line).map(|m| (m.start(), m.end())).collect();
-                for (s, e) in v.into_iter().filter(|(s, e)| e > s) {
+                for (s, e) in posix_spans(longest, line) {
                     spans.push((no, off + s as u64, line[s..e].to_vec()));
                 }
             }
@@ -83,12 +123,13 @@ pub fn grep(data: &[u8]) {
     let only_matching = flags & 64 != 0;
     let Ok(mut grep) = Grep::new(&g) else { return };
     let re = line_regex(&g).expect("the reference builds what grep built");
+    let longest = longest_regex(&g).expect("the reference builds what grep built");
     grep.force_finder((flags >> 7) as usize);
     let opts = ScanOptions::default()
         .strategy([Strategy::Mmap, Strategy::Read, Strategy::Stream][setup as usize % 3])
         .threads((1 + (setup as usize / 3) % 3).into())
         .chunk([1, 2, 3, 7, 64, 0][(setup as usize / 9) % 6]);
-    let (want, want_spans) = reference(hay, &g, &re);
+    let (want, want_spans) = reference(hay, &g, &re, &longest);
     let dir = crate::scratch();
     let path = dir.path().join("hay");
     std::fs::write(&path, hay).expect("write");

@@ -132,3 +132,20 @@ impl Spans {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spans(pattern: &str, line: &[u8]) -> Vec<(usize, usize)> {
+        let s = Spans::new(pattern, &GrepOptions::default(), b'\n').unwrap();
+        let mut out = Vec::new();
+        s.find(&mut s.cache(), line, &mut out);
+        out
+    }
+
+    #[test]
+    fn end_of_text_after_an_empty_alternative() {
+        assert_eq!(spans(r"(?:^$|)|(?:ax|y\z)", b"a\x0c\0\0\x14\0\0\x08\0y"), vec![(9, 10)]);
+    }
+}

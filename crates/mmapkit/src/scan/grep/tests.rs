@@ -38,7 +38,7 @@ struct Expected {
 }
 
 /// The regex the reference uses for one line.
-fn line_regex(g: &GrepOptions) -> regex::bytes::Regex {
+fn line_pattern(g: &GrepOptions) -> String {
     let parts: Vec<String> = g
         .patterns
         .iter()
@@ -48,7 +48,7 @@ fn line_regex(g: &GrepOptions) -> regex::bytes::Regex {
         .map(|p| format!("(?:{p})"))
         .collect();
     let joined = parts.join("|");
-    let p = if g.line {
+    if g.line {
         format!("^(?:{joined})$")
     } else if g.word {
         // GNU grep's rule: no word byte right before or after the match
@@ -56,16 +56,55 @@ fn line_regex(g: &GrepOptions) -> regex::bytes::Regex {
         format!(r"\b{{start-half}}(?:{joined})\b{{end-half}}")
     } else {
         joined
-    };
-    RegexBuilder::new(&p).unicode(false).case_insensitive(g.ignore_case).build().unwrap()
+    }
+}
+
+fn line_regex(g: &GrepOptions) -> regex::bytes::Regex {
+    RegexBuilder::new(&line_pattern(g))
+        .unicode(false)
+        .case_insensitive(g.ignore_case)
+        .build()
+        .unwrap()
+}
+
+/// The spans GNU grep shows, the slow way: POSIX leftmost-longest, each
+/// start tried in turn with every match state kept (the longest end),
+/// the next search where the last match ended (a byte on after an empty
+/// one).
+fn posix_spans(g: &GrepOptions) -> impl Fn(&[u8]) -> Vec<(usize, usize)> {
+    use regex_automata::{meta, Anchored, Input, MatchKind};
+    let re = meta::Builder::new()
+        .syntax(
+            regex_automata::util::syntax::Config::new()
+                .unicode(false)
+                .utf8(false)
+                .case_insensitive(g.ignore_case),
+        )
+        .configure(meta::Config::new().utf8_empty(false).match_kind(MatchKind::All))
+        .build(&line_pattern(g))
+        .unwrap();
+    move |line: &[u8]| {
+        let longest = |s: usize| {
+            let input = Input::new(line).range(s..).anchored(Anchored::Yes);
+            re.search_half(&input).map(|m| (s, m.offset()))
+        };
+        let (mut out, mut cur) = (Vec::new(), 0);
+        while let Some((s, e)) = (cur..=line.len()).find_map(longest) {
+            if e > s {
+                out.push((s, e));
+                cur = e;
+            } else {
+                cur = s + 1;
+            }
+        }
+        out
+    }
 }
 
 /// The obvious implementation: one line at a time, then context.
 fn reference(data: &[u8], g: &GrepOptions, p: &PrintOptions, label: &[u8]) -> Expected {
     let re = line_regex(g);
-    let spans = |line: &[u8]| -> Vec<(usize, usize)> {
-        re.find_iter(line).map(|m| (m.start(), m.end())).collect()
-    };
+    let spans = posix_spans(g);
     let mut lines: Vec<&[u8]> = data.split(|&b| b == b'\n').collect();
     if data.is_empty() || data.ends_with(b"\n") {
         lines.pop();
@@ -336,6 +375,15 @@ fn edge_cases() {
             );
         }
     }
+}
+
+/// The fuzzer's find: `\z` (a whole-haystack assertion, searched line by
+/// line) after an alternative that matches empty, in a line with NULs.
+#[test]
+fn end_of_text_in_a_line_searched_alone() {
+    let data = b"x\n\na\x0c\0\0\x14\0\0\x08\0y\n\nz";
+    let g = GrepOptions { patterns: vec![b"^$|\nax|y\\z".to_vec()], ..Default::default() };
+    check(data, &g, &PrintOptions { only_matching: true, ..Default::default() });
 }
 
 #[test]
