@@ -49,21 +49,18 @@ fn longest_regex(g: &GrepOptions) -> Option<meta::Regex> {
 /// The non-empty spans of `line`: the first start with a match, its
 /// longest end, then on from there (a byte on after an empty match).
 fn posix_spans(longest: &meta::Regex, line: &[u8]) -> Vec<(usize, usize)> {
+    let at_start = |s: usize| {
+        let hay = Haystack::new(line).range(s..).anchored(Anchored::Yes);
+        longest.search_half(&hay).map(|end| (s, end.offset()))
+    };
     let mut spans = Vec::new();
     let mut at = 0;
-    'search: while at < line.len() {
-        for s in at..=line.len() {
-            let hay = Haystack::new(line).range(s..).anchored(Anchored::Yes);
-            if let Some(end) = longest.search_half(&hay) {
-                let e = end.offset();
-                if e > s {
-                    spans.push((s, e));
-                }
-                at = if e > s { e } else { s + 1 };
-                continue 'search;
-            }
+    while at < line.len() {
+        let Some((s, e)) = (at..=line.len()).find_map(at_start) else { break };
+        if e > s {
+            spans.push((s, e));
         }
-        break;
+        at = if e > s { e } else { s + 1 };
     }
     spans
 }
