@@ -396,32 +396,44 @@ fn binary_files(s: &str) -> Result<BinaryFiles, String> {
     s.parse().map_err(|_| "unknown binary-files type".to_string())
 }
 
+/// grep's long option names and aliases, each with its option's name
+/// (built once: clap's command is not cheap to build per argument).
+fn long_names() -> &'static [(String, String)] {
+    static NAMES: std::sync::OnceLock<Vec<(String, String)>> = std::sync::OnceLock::new();
+    NAMES.get_or_init(|| {
+        use clap::Args;
+        let cmd = GrepArgs::augment_args(clap::Command::new("grep"));
+        let mut names = Vec::new();
+        for arg in cmd.get_arguments() {
+            let Some(long) = arg.get_long() else { continue };
+            for n in std::iter::once(long).chain(arg.get_all_aliases().into_iter().flatten()) {
+                names.push((n.to_owned(), long.to_owned()));
+            }
+        }
+        names
+    })
+}
+
 /// `--PREFIX[=VALUE]` as GNU's getopt_long takes it: a prefix of one long
 /// option only (`--coun`, `--after=1`) is that option; anything else is
 /// left for clap (an ambiguous prefix is its error).
 fn unabbreviated(a: OsString) -> OsString {
-    use clap::Args;
     let b = a.as_encoded_bytes();
     let Some(rest) = b.strip_prefix(b"--").filter(|r| !r.is_empty()) else { return a };
     let (name, value) = match rest.iter().position(|&c| c == b'=') {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, &b""[..]),
     };
-    let cmd = GrepArgs::augment_args(clap::Command::new("grep"));
-    let mut full: Option<&str> = None;
-    for arg in cmd.get_arguments() {
-        let Some(long) = arg.get_long() else { continue };
-        let names = std::iter::once(long).chain(arg.get_all_aliases().into_iter().flatten());
-        for n in names {
-            if n.as_bytes() == name {
-                return a; // exact
+    let mut full: Option<&String> = None;
+    for (n, long) in long_names() {
+        if n.as_bytes() == name {
+            return a; // exact
+        }
+        if n.as_bytes().starts_with(name) {
+            if full.is_some_and(|f| f != long) {
+                return a; // ambiguous
             }
-            if n.as_bytes().starts_with(name) {
-                if full.is_some_and(|f| f != long) {
-                    return a; // ambiguous
-                }
-                full = Some(long);
-            }
+            full = Some(long);
         }
     }
     let Some(full) = full else { return a };
@@ -654,6 +666,11 @@ pub fn grep(mut a: GrepArgs) -> anyhow::Result<u8> {
         .max_count(max_count)
         .binary_files(a.binary_files())
         .null_data(a.gnu.null_data);
+    if opts.selects_nothing() && !a.files_without_match {
+        // GNU's shortcut (-m0, -f /dev/null, -v ''): exit 1 before the
+        // pattern is compiled or a file opened (-L still lists the files).
+        return Ok(EXIT_NO_MATCH);
+    }
     let grep = match Grep::new(&opts) {
         Ok(g) => g,
         Err(e) => {
@@ -661,10 +678,6 @@ pub fn grep(mut a: GrepArgs) -> anyhow::Result<u8> {
             return Ok(EXIT_ERROR);
         }
     };
-    if opts.max_count == Some(0) && !a.files_without_match {
-        // like grep: stop before reading anything (-L still lists the files)
-        return Ok(EXIT_NO_MATCH);
-    }
     let out = Output {
         inner: BufWriter::with_capacity(256 << 10, crate::stdout::stdout()),
         error: None,

@@ -85,13 +85,6 @@ const KNOWN_OPEN: &[Known] = &[
         applies: |c| c.has("bre-quirk"),
     },
     Known {
-        defect: 11,
-        what: "the cannot-match shortcut: -f /dev/null, -v '', -ow",
-        applies: |c| {
-            c.has("no-pattern") || (c.has("-v") && c.has("empty")) || (c.has("-o") && c.has("-w"))
-        },
-    },
-    Known {
         defect: 15,
         what: "-R: a directory's broken entries are reported when it is read, before the files listed ahead of them",
         applies: |c| c.has("recursive") && c.has("stderr"),

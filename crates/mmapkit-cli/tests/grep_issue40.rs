@@ -1,4 +1,4 @@
-//! Regression tests of issue 40's defects 3-6, 9 and 12 (the pipe and
+//! Regression tests of issue 40's defects 3-6, 9, 11 and 12 (the pipe and
 //! output-error ones, 1 and 2, are in `pipelines.rs`): each case states
 //! GNU grep 3.8's answer (`LC_ALL=C`), and is also compared with GNU grep
 //! where it is installed. `MMAPKIT_TEST_BIN=<old build>` shows them
@@ -211,4 +211,40 @@ fn defect12_the_options_scripts_use() {
         (common::stdout(&out), out.status.code()),
         (format!("mmapkit grep {}\n", env!("CARGO_PKG_VERSION")), Some(0))
     );
+}
+
+#[test]
+fn defect11_the_cannot_match_shortcut_opens_no_file() {
+    let dir = tempdir();
+    fs::write(dir.path().join("f"), "a\n\nb\n").unwrap();
+    fs::write(dir.path().join("empty-line"), "\n").unwrap();
+    // Nothing can be selected: exit 1 at once, not even the missing file
+    // is opened (nor, with -m 0, the pattern compiled).
+    for args in [
+        &["-c", "-f", "/dev/null", "f", "missing"][..],
+        &["-c", "-f", "/dev/null", "-x", "f", "missing"],
+        &["-c", "-v", "", "f", "missing"],
+        &["-l", "-v", "-F", "", "f", "missing"],
+        &["-c", "-v", "-e", "", "-e", "", "f", "missing"],
+        &["-c", "-v", "-f", "empty-line", "f", "missing"],
+        &["-m0", "-E", "(", "f"],
+        &["-r", "-c", "-f", "/dev/null", "."],
+    ] {
+        case(dir.path(), &[], args, None, "", 1);
+    }
+    // Something can: -x/-w make `''` select lines, -v without patterns
+    // selects every line, -L lists the files.
+    for (args, want) in [
+        (&["-c", "-v", "-x", "", "f", "missing"][..], "f:2\n"),
+        (&["-c", "-v", "-w", "", "f", "missing"], "f:2\n"),
+        (&["-c", "-v", "-f", "/dev/null", "f", "missing"], "f:3\n"),
+        (&["-c", "-f", "empty-line", "-f", "/dev/null", "f", "missing"], "f:3\n"),
+        (&["-c", "-v", "-e", "", "-e", "a", "f", "missing"], "f:0\n"),
+        (&["-L", "-v", "", "f", "missing"], "f\n"),
+    ] {
+        case(dir.path(), &[], args, None, want, 2);
+    }
+    // -w with -o: GNU's word loop shows only `.` of `.""r`.
+    fs::write(dir.path().join("q"), ".\"\"r\n").unwrap();
+    case(dir.path(), &[], &["-ow", "-E", "\"\"|[[:punct:]]", "q"], None, ".\n", 0);
 }

@@ -125,6 +125,22 @@ crate::options! {
     }
 }
 
+impl GrepOptions {
+    /// GNU grep's "cannot match" shortcut: options under which no line is
+    /// ever selected, seen before a pattern is compiled or a file opened,
+    /// so grep exits 1 at once (quietly, even for missing files; a caller
+    /// listing files without a match, `-L`, still reads them): `-m 0`, no
+    /// pattern at all (`-f /dev/null`, whatever `-x`/`-w` say), or only
+    /// empty patterns inverted (`-v ''`) without `-x` or `-w`.
+    pub fn selects_nothing(&self) -> bool {
+        let mut parts = self.patterns.iter().flat_map(|p| p.split(|&b| b == b'\n'));
+        let only_empty = parts.all(|p| p.is_empty());
+        self.max_count == Some(0)
+            || (self.patterns.is_empty() && !self.invert)
+            || (!self.patterns.is_empty() && only_empty && self.invert && !self.line && !self.word)
+    }
+}
+
 /// What to do with a binary file (GNU grep's `--binary-files=TYPE`). A
 /// file is binary, as GNU grep 3.8 decides, from the 96 KiB read buffer
 /// holding its first NUL byte on (the line carried into that buffer

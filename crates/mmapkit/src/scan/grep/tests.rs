@@ -905,3 +905,22 @@ fn perl_syntax_rules_and_errors() {
     let err = grep_count(&path, &perl(b"(*UTF)x"), &ScanOptions::default()).unwrap_err();
     assert_eq!(err.path(), Some(path.as_path()), "{err}");
 }
+
+#[test]
+fn selects_nothing_is_gnu_greps_shortcut() {
+    let g = |p: &[&str]| GrepOptions {
+        patterns: p.iter().map(|p| p.as_bytes().to_vec()).collect(),
+        ..Default::default()
+    };
+    assert!(g(&[]).selects_nothing());
+    assert!(GrepOptions { line: true, ..g(&[]) }.selects_nothing());
+    assert!(!GrepOptions { invert: true, ..g(&[]) }.selects_nothing());
+    for p in [&[""][..], &["", ""], &["\n"]] {
+        assert!(GrepOptions { invert: true, ..g(p) }.selects_nothing(), "{p:?}");
+        assert!(!g(p).selects_nothing());
+        assert!(!GrepOptions { invert: true, word: true, ..g(p) }.selects_nothing());
+        assert!(!GrepOptions { invert: true, line: true, ..g(p) }.selects_nothing());
+    }
+    assert!(!GrepOptions { invert: true, ..g(&["", "a"]) }.selects_nothing());
+    assert!(GrepOptions { max_count: Some(0), ..g(&["a"]) }.selects_nothing());
+}
