@@ -36,8 +36,8 @@ are bytes (they need not be UTF-8). One byte rule, GNU grep's under
 LC_ALL=C, shared with 'mmapkit replace': '.', \\w, \\b and [[:alpha:]]-style
 classes are ASCII, -i folds ASCII letters only, a non-ASCII literal matches
 its bytes ((?u) turns Unicode classes on). A match never spans lines; -o
-and --color show leftmost-first matches (for 'a|ab', 'a' where GNU grep
-shows 'ab'). -f FILE reads one pattern per line (an empty FILE matches
+and --color show GNU grep's matches: POSIX leftmost-longest over all the
+patterns (for 'a|ab', 'ab'). -f FILE reads one pattern per line (an empty FILE matches
 nothing); -NUM is -C NUM; -y is -i.
 
 -P: the pattern is a Perl-compatible regex (PCRE2, with its JIT), as GNU
@@ -767,7 +767,11 @@ impl Run {
     ) -> anyhow::Result<()> {
         let scan = a.scan.options();
         let threads = scan.threads;
-        let shared = Mutex::new((&mut *self, &mut *printer, None::<anyhow::Error>));
+        // Under -q the walk's messages wait for its end: a match ends the
+        // run quietly (GNU stops at its first match; on several threads the
+        // entries "before" it are not defined), no match prints them all.
+        let mut held: Vec<Held> = Vec::new();
+        let shared = Mutex::new((&mut *self, &mut *printer, None::<anyhow::Error>, &mut held));
         let search = |file: &mut Printer<Vec<u8>>, found: Visit<'_>| -> ControlFlow<()> {
             let searched = match found {
                 Visit::File(path) => Some((path, grep.search(path, &scan, file.sink()))),
@@ -777,22 +781,30 @@ impl Run {
                 return ControlFlow::Continue(()); // nothing to print or note: no lock
             }
             let mut guard = shared.lock().unwrap_or_else(|e| e.into_inner());
-            let (run, printer, stop) = &mut *guard;
+            let (run, printer, stop, held) = &mut *guard;
             let done = match (found, searched) {
                 (_, Some((_, n))) => {
                     let name = file.name();
-                    match printer.join_file(file) {
-                        Ok(()) => run.done(&name, n, printer),
-                        Err(e) => run.done(&name, Err(e), printer),
+                    let n = printer.join_file(file).and(n);
+                    match n {
+                        Err(e) if run.quiet => {
+                            held.push(Held::Failed(name, e));
+                            Ok(())
+                        }
+                        n => run.done(&name, n, printer),
                     }
                 }
+                (Visit::Error(e), _) if run.quiet => {
+                    held.push(Held::Failed(Vec::new(), e));
+                    Ok(())
+                }
                 (Visit::Error(e), _) => run.done(b"", Err(e), printer),
+                (Visit::Loop(path), _) if run.quiet => {
+                    held.push(Held::Loop(path.into()));
+                    Ok(())
+                }
                 (Visit::Loop(path), _) => {
-                    if !run.no_messages {
-                        let msg =
-                            format_args!("{}: warning: recursive directory loop", path.display());
-                        error_to_stderr(&mut printer.out().inner, msg);
-                    }
+                    run.loop_warning(path, printer);
                     Ok(())
                 }
                 (Visit::File(_), None) => Ok(()),
@@ -808,8 +820,29 @@ impl Run {
             }
         };
         walk(root, walk_opts, threads, &|| a.printer(Vec::new(), with_filename), &search);
-        let (_, _, stop) = shared.into_inner().unwrap_or_else(|e| e.into_inner());
-        stop.map_or(Ok(()), Err)
+        let (_, _, stop, _) = shared.into_inner().unwrap_or_else(|e| e.into_inner());
+        if let Some(e) = stop {
+            return Err(e);
+        }
+        if self.any {
+            return Ok(());
+        }
+        for h in held {
+            match h {
+                Held::Failed(name, e) => self.done(&name, Err(e), printer)?,
+                Held::Loop(path) => self.loop_warning(&path, printer),
+            }
+        }
+        Ok(())
+    }
+
+    /// GNU grep's warning for a directory that is its own ancestor (not a
+    /// failure).
+    fn loop_warning(&self, path: &Path, printer: &mut Printer<Out>) {
+        if !self.no_messages {
+            let msg = format_args!("{}: warning: recursive directory loop", path.display());
+            error_to_stderr(&mut printer.out().inner, msg);
+        }
     }
 
     /// What searching `path` came to, its output already given to
@@ -843,6 +876,12 @@ impl Run {
         }
         Ok(())
     }
+}
+
+/// A message of the walk held under -q (see [`Run::tree`]).
+enum Held {
+    Failed(Vec<u8>, mmapkit::Error),
+    Loop(std::path::PathBuf),
 }
 
 /// Stdout, buffered (not locked: walking threads join their files' output).

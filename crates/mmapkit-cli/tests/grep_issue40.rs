@@ -248,3 +248,33 @@ fn defect11_the_cannot_match_shortcut_opens_no_file() {
     fs::write(dir.path().join("q"), ".\"\"r\n").unwrap();
     case(dir.path(), &[], &["-ow", "-E", "\"\"|[[:punct:]]", "q"], None, ".\n", 0);
 }
+
+/// Found by the differential test: under -q a walk on several threads
+/// printed the errors of entries GNU never reached (it stops at its first
+/// match). The walk's messages now wait: a match drops them (a deliberate
+/// difference, in the README: GNU prints those it met first), no match
+/// prints them all and exits 2, as GNU.
+#[test]
+fn quiet_walks_print_messages_only_without_a_match() {
+    let dir = tempdir();
+    let d = dir.path().join("d");
+    fs::create_dir_all(d.join("sub")).unwrap();
+    fs::write(d.join("sub/a.txt"), "alpha\n").unwrap();
+    std::os::unix::fs::symlink("nowhere", d.join("dangling")).unwrap();
+    std::os::unix::fs::symlink("..", d.join("sub/up")).unwrap();
+    let run = |pattern: &str| {
+        let mut cmd = common::mmapkit();
+        cmd.current_dir(dir.path()).args(["grep", "-q", "-R", pattern, "d"]);
+        cmd.stdin(Stdio::null()).output().unwrap()
+    };
+    let found = run("alpha");
+    assert_eq!(
+        (found.status.code(), &found.stdout[..], &found.stderr[..]),
+        (Some(0), &b""[..], &b""[..])
+    );
+    let missed = run("nomatch");
+    assert_eq!(missed.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&missed.stderr);
+    assert!(stderr.contains("d/dangling: stat: No such file or directory"), "{stderr}");
+    assert!(stderr.contains("d/sub/up: warning: recursive directory loop"), "{stderr}");
+}
