@@ -199,3 +199,31 @@ fn with_sigpipe_ignored_a_closed_pipe_is_a_write_error() {
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(stderr(&out), "mmapkit: write error on standard output: Broken pipe\n");
 }
+
+/// `-m` on standard input redirected from a file leaves it just after the
+/// last selected line (trailing context or not), as GNU grep does, so a
+/// script's next reader resumes there; `-l` and a cap not reached read
+/// to the end. Before, mmapkit left it wherever its reads had ended.
+#[test]
+fn max_count_leaves_a_redirected_stdin_after_the_last_selected_line() {
+    let dir = tempdir();
+    let f = file_in(dir.path(), "m.txt", "a1\nb\na2\nc\na3\n");
+    let g = file_in(dir.path(), "nonl.txt", "a1\nb\na2\nc\na3");
+    let resumed = |file: &std::path::Path, opts: &str| {
+        let script = format!("({} grep {opts} >/dev/null; echo rest:; cat) < '{}'", bin(), s(file));
+        ok(&output(Command::new("sh").args(["-c", &script]), None)).replace('\n', " ")
+    };
+    for file in [&f, &g] {
+        assert_eq!(resumed(file, "-m1 a").trim_end(), "rest: b a2 c a3", "{file:?}");
+        assert_eq!(resumed(file, "-m1 -A1 a").trim_end(), "rest: b a2 c a3");
+        assert_eq!(resumed(file, "-c -m2 a").trim_end(), "rest: c a3");
+        assert_eq!(resumed(file, "-m1 -v a").trim_end(), "rest: a2 c a3");
+        assert_eq!(resumed(file, "-m3 a").trim_end(), "rest:");
+        assert_eq!(resumed(file, "-m5 a").trim_end(), "rest:");
+        assert_eq!(resumed(file, "-m1 -l a").trim_end(), "rest:");
+    }
+    // Two `-` operands: the second search starts where the first stopped.
+    let script = format!("{} grep -m1 a - - < '{}'", bin(), s(&f));
+    let out = ok(&output(Command::new("sh").args(["-c", &script]), None));
+    assert_eq!(out, "(standard input):a1\n(standard input):a2\n");
+}

@@ -108,11 +108,7 @@ pub(crate) fn open_input(path: &Path) -> Result<Opened> {
     if path.as_os_str() == "-" {
         // Standard input is read from where it stands, even when it is a
         // regular file (`(read hdr; mmapkit count ...) < f`).
-        let fd = std::io::stdin()
-            .as_fd()
-            .try_clone_to_owned()
-            .map_err(|e| Error::io(label(path), "dup", e))?;
-        return Ok(Opened::Stream(Box::new(File::from(fd))));
+        return Ok(Opened::Stream(Box::new(stdin_file()?)));
     }
     #[allow(clippy::disallowed_methods, reason = "open_input is the one place inputs are opened")]
     let file = File::open(path).map_err(|e| Error::io(path, "open", e))?;
@@ -132,6 +128,13 @@ pub(crate) fn open_input(path: &Path) -> Result<Opened> {
         return Err(Error::not_a_file(path, "not a regular file, pipe or character device"));
     }
     Ok(Opened::File { file, len: meta.len() })
+}
+
+/// Standard input as a file of its own descriptor (a dup: the offset is
+/// shared, so reads and seeks move standard input's).
+pub(crate) fn stdin_file() -> Result<File> {
+    let fd = std::io::stdin().as_fd().try_clone_to_owned();
+    Ok(File::from(fd.map_err(|e| Error::io(label(Path::new("-")), "dup", e))?))
 }
 
 /// The size of standard input when `path` is `-` and it is a regular file

@@ -22,7 +22,7 @@
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
-use std::io::Read;
+use std::io::{Read, Seek, SeekFrom};
 use std::ops::ControlFlow;
 use std::path::Path;
 use std::rc::Rc;
@@ -35,7 +35,7 @@ use super::matcher::{LineMatcher, Local};
 use super::sink::{FileInfo, Forked, Needs, Sink, SinkLine};
 use super::{BinaryFiles, Grep};
 use crate::scan::engine::{Job, Scan, ScanOptions};
-use crate::scan::source::label;
+use crate::scan::source::{label, stdin_file};
 use crate::{Error, Result};
 
 /// Ranges searched on several threads are at most this long, so the
@@ -78,7 +78,19 @@ impl Grep {
         let job = match Scan::open(path, opts)? {
             Scan::Job(job) => job,
             Scan::Stream(mut r, size) => {
-                return self.run_stream(&mut r, path, size, opts, sink, false)
+                // -m on standard input redirected from a file: GNU grep
+                // leaves it just after the last selected line, so the
+                // caller's next reader resumes there (`(grep -m1 k; cat) < f`).
+                let resume = path.as_os_str() == "-"
+                    && size.is_some()
+                    && cap != u64::MAX
+                    && !needs.first_only;
+                let start = if resume { stdin_position(path)? } else { None };
+                let n = self.run_stream(&mut r, path, size, opts, sink, false)?;
+                if let Some(start) = start.filter(|_| n >= cap) {
+                    self.resume_stdin(path, start, size, opts)?;
+                }
+                return Ok(n);
             }
         };
         let len = job.src.len();
@@ -175,6 +187,29 @@ impl Grep {
         } else {
             cap
         }
+    }
+
+    /// Seeks standard input, where a search from `start` stopped at its
+    /// cap, to just after the last selected line: found by searching
+    /// again from `start` for the lines alone (no context), the one case
+    /// where a selected line's end must be known.
+    fn resume_stdin(
+        &self,
+        path: &Path,
+        start: u64,
+        size: Option<u64>,
+        opts: &ScanOptions,
+    ) -> Result<()> {
+        let mut stdin = stdin_file()?;
+        let seek = |f: &mut std::fs::File, to: u64| {
+            f.seek(SeekFrom::Start(to)).map(drop).map_err(|e| Error::io(label(path), "seek", e))
+        };
+        seek(&mut stdin, start)?;
+        let mut last = LastLineEnd(0);
+        let quiet = ScanOptions { progress: Default::default(), ..opts.clone() };
+        self.run_stream(&mut stdin, path, size, &quiet, &mut last, false)?;
+        // (A last line without its end: no further than the file's end.)
+        seek(&mut stdin, (start + last.0).min(size.unwrap_or(u64::MAX)))
     }
 
     /// The file holds a NUL byte (searched in parallel, window by window).
@@ -888,6 +923,26 @@ fn replay(
         }
     }
     Ok(if *total >= cap { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
+}
+
+/// The offset just past the last selected line (its line end included,
+/// when it has one): [`Grep::resume_stdin`]'s sink.
+struct LastLineEnd(u64);
+
+impl Sink for LastLineEnd {
+    fn needs(&self) -> Needs {
+        Needs { lines: true, ..Needs::default() }
+    }
+
+    fn matched(&mut self, l: &SinkLine<'_>) -> Result<ControlFlow<()>> {
+        self.0 = l.offset + l.bytes.len() as u64 + 1;
+        Ok(ControlFlow::Continue(()))
+    }
+}
+
+/// Where standard input stands (`None` if it cannot seek).
+fn stdin_position(path: &Path) -> Result<Option<u64>> {
+    Ok(stdin_file()?.stream_position().ok().filter(|_| path.as_os_str() == "-"))
 }
 
 /// What searching one range on several threads left to report.
