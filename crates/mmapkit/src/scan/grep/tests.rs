@@ -104,7 +104,15 @@ fn posix_spans(g: &GrepOptions) -> impl Fn(&[u8]) -> Vec<(usize, usize)> {
 /// The obvious implementation: one line at a time, then context.
 fn reference(data: &[u8], g: &GrepOptions, p: &PrintOptions, label: &[u8]) -> Expected {
     let re = line_regex(g);
-    let spans = posix_spans(g);
+    // GNU's spans are POSIX leftmost-longest; -P's are Perl's, leftmost-first.
+    let posix = posix_spans(g);
+    let spans = |line: &[u8]| -> Vec<(usize, usize)> {
+        if g.perl {
+            re.find_iter(line).map(|m| (m.start(), m.end())).collect()
+        } else {
+            posix(line)
+        }
+    };
     let mut lines: Vec<&[u8]> = data.split(|&b| b == b'\n').collect();
     if data.is_empty() || data.ends_with(b"\n") {
         lines.pop();
