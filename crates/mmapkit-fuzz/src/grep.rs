@@ -18,7 +18,15 @@ fn line_pattern(g: &GrepOptions) -> String {
         .iter()
         .flat_map(|p| p.split(|&b| b == b'\n'))
         .map(|p| String::from_utf8_lossy(p).into_owned())
-        .map(|p| if g.fixed { regex::escape(&p) } else { p })
+        // (an extended pattern as grep reads it: its translation is not
+        // what this reference checks)
+        .map(|p| {
+            if g.fixed {
+                regex::escape(&p)
+            } else {
+                mmapkit::scan::grep::extended_source(&p).unwrap_or(p)
+            }
+        })
         .map(|p| format!("(?:{p})"))
         .collect();
     let joined = parts.join("|");

@@ -155,10 +155,10 @@ impl RegexMatcher {
             .flat_map(|p| p.split(|&b| b == b'\n'))
             .map(|p| byte_regex::source(p, opts.fixed))
             .collect();
-        if opts.basic && !opts.fixed {
+        if !opts.fixed {
+            let gnu = if opts.basic { pattern::basic_to_extended } else { pattern::gnu_extended };
             for p in &mut parts {
-                *p = pattern::basic_to_extended(p)
-                    .map_err(|e| Error::InvalidArgument(format!("invalid regex: {e}")))?;
+                *p = gnu(p).map_err(|e| Error::InvalidArgument(format!("invalid regex: {e}")))?;
             }
         }
         if parts.is_empty() {

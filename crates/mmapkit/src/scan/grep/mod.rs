@@ -96,7 +96,10 @@ crate::options! {
     pub struct GrepOptions {
         /// The patterns (`-e`), tried as alternatives: bytes, so a pattern
         /// need not be UTF-8 (see [`crate::scan`]'s byte rule). A pattern
-        /// containing newlines is one pattern per line, as in grep.
+        /// containing newlines is one pattern per line, as in grep. The
+        /// regex crate's syntax, read as GNU grep reads an extended regex
+        /// where they differ (intervals, bracket expressions); an invalid
+        /// one is GNU grep's error.
         pub patterns: Vec<Vec<u8>>,
         /// `-F`: the patterns are literal strings, not regexes.
         pub fixed: bool,
@@ -139,6 +142,15 @@ impl GrepOptions {
             || (self.patterns.is_empty() && !self.invert)
             || (!self.patterns.is_empty() && only_empty && self.invert && !self.line && !self.word)
     }
+}
+
+/// The regex crate text an extended pattern compiles to, as GNU grep
+/// reads it (intervals, class checks; see `pattern.rs`): for the fuzz
+/// harness's reference, which matches the same regex line by line.
+#[doc(hidden)]
+pub fn extended_source(p: &str) -> Result<String> {
+    pattern::gnu_extended(p)
+        .map_err(|e| crate::Error::InvalidArgument(format!("invalid regex: {e}")))
 }
 
 /// What to do with a binary file (GNU grep's `--binary-files=TYPE`). A
