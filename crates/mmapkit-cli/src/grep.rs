@@ -31,7 +31,10 @@ context); output stays in file order.
 
 Patterns use the Rust regex crate's syntax, close to grep -E and ripgrep:
 -E is implied (GNU grep's default is -G, basic regexes: give -G for them;
--F for literals; two of -E, -F, -G are \"conflicting matchers\"). Patterns
+-F for literals; two of -E, -F, -G are \"conflicting matchers\"). Where
+the two meet, GNU grep's reading wins: '{' is a literal where no interval
+starts, x{,3} is x{0,3}, bracket expressions take only POSIX class names
+([[.c.]] and [[=c=]] are c), and a bad one is GNU's error. Patterns
 are bytes (they need not be UTF-8). One byte rule, GNU grep's under
 LC_ALL=C, shared with 'mmapkit replace': '.', \\w, \\b and [[:alpha:]]-style
 classes are ASCII, -i folds ASCII letters only, a non-ASCII literal matches

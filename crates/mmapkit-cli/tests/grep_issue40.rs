@@ -1,4 +1,4 @@
-//! Regression tests of issue 40's defects 3-6, 9, 11 and 12 (the pipe and
+//! Regression tests of issue 40's defects 3-6, 8, 9, 11 and 12 (the pipe and
 //! output-error ones, 1 and 2, are in `pipelines.rs`): each case states
 //! GNU grep 3.8's answer (`LC_ALL=C`), and is also compared with GNU grep
 //! where it is installed. `MMAPKIT_TEST_BIN=<old build>` shows them
@@ -119,6 +119,67 @@ fn defect6_t_aligns_a_redirected_regular_stdin_as_its_file() {
     case(dir.path(), &[], &["-T", "-n", "b", "-"], Some(&f), "1:\tabc\n2:\txbx\n", 0);
     let out = gnu_grep::mmapkit(&["-T", "-n", "--strategy", "stream", "b", "f"], dir.path());
     assert_eq!(String::from_utf8_lossy(&out.stdout), "1:\tabc\n2:\txbx\n");
+}
+
+/// `mmapkit grep ARGS` refuses the pattern as GNU grep does: nothing on
+/// stdout, exit 2, GNU's message (after mmapkit's "invalid regex: ").
+#[track_caller]
+fn refused(dir: &Path, args: &[&str], message: &str) {
+    case(dir, &[], args, None, "", 2);
+    let out = gnu_grep::mmapkit(args, dir);
+    assert_eq!(common::stderr(&out), format!("mmapkit: invalid regex: {message}\n"), "{args:?}");
+}
+
+#[test]
+fn defect8_basic_and_extended_regex_checks() {
+    let dir = tempdir();
+    let d = dir.path();
+    fs::write(d.join("f"), "ab\n^ab\n{1}\na{1\nxxxx\n$$\n=\n+x\n:\n").unwrap();
+    // BRE: only the first `^` anchors; `$$` is a `$` at the end.
+    case(d, &[], &["-G", "^^ab", "f"], None, "^ab\n", 0);
+    case(d, &[], &["-G", "^^", "f"], None, "^ab\n", 0);
+    case(d, &[], &["-G", "b^", "f"], None, "", 1);
+    case(d, &[], &["-G", "$$", "f"], None, "$$\n", 0);
+    // BRE intervals: `\{,3\}` is `\{0,3\}`; with nothing before, `\{`, `\+`
+    // and `\?` are literals.
+    case(d, &[], &["-G", "-c", "x\\{,3\\}", "f"], None, "9\n", 0);
+    case(d, &[], &["-G", "-o", "x\\{,3\\}", "f"], None, "xxx\nx\nx\n", 0);
+    case(d, &[], &["-G", "\\{1\\}", "f"], None, "{1}\n", 0);
+    case(d, &[], &["-G", "^\\{1", "f"], None, "{1}\n", 0);
+    case(d, &[], &["-G", "\\{", "f"], None, "{1}\na{1\n", 0);
+    case(d, &[], &["-G", "q\\|\\+x", "f"], None, "+x\n", 0);
+    refused(d, &["-G", "a\\{1", "f"], "Unmatched \\{");
+    refused(d, &["-G", "a\\{1a\\}", "f"], "Invalid content of \\{\\}");
+    refused(d, &["-G", "x\\{2,1\\}", "f"], "Invalid content of \\{\\}");
+    refused(d, &["-G", "x\\{32768\\}", "f"], "Regular expression too big");
+    // ERE intervals: `{,3}`; `{` is a literal where no interval starts;
+    // one with nothing before it repeats nothing (GNU grep also warns).
+    case(d, &[], &["-E", "-o", "x{,3}", "f"], None, "xxx\nx\nx\n", 0);
+    case(d, &[], &["-E", "{", "f"], None, "{1}\na{1\n", 0);
+    case(d, &[], &["-E", "a{1", "f"], None, "a{1\n", 0);
+    case(d, &[], &["-E", "a{1a}", "f"], None, "", 1);
+    case(d, &[], &["-E", "-c", "q|{1}", "f"], None, "9\n", 0);
+    refused(d, &["-E", "x{2,1}", "f"], "Invalid content of \\{\\}");
+    // Bracket expressions, in both dialects.
+    for syntax in ["-G", "-E"] {
+        case(d, &[], &[syntax, "[[=a=]]", "f"], None, "ab\n^ab\na{1\n", 0);
+        case(d, &[], &[syntax, "[[.a.]]", "f"], None, "ab\n^ab\na{1\n", 0);
+        case(d, &[], &[syntax, "[[.^.]]", "f"], None, "^ab\n", 0);
+        case(d, &[], &[syntax, "-c", "[:a]", "f"], None, "4\n", 0);
+        let class = "Invalid character class name";
+        for p in ["[[:digt:]]", "[[:ALPHA:]]", "[[:^alpha:]]", "[[:word:]]", "[[::]]"] {
+            refused(d, &[syntax, p, "f"], class);
+        }
+        for p in ["[[.space.]]", "[[.ab.]]", "[[=ab=]]", "[[..]]"] {
+            refused(d, &[syntax, p, "f"], "Invalid collation character");
+        }
+        for p in ["[[:alpha]]", "[[:alpha:]", "[[:]]"] {
+            refused(d, &[syntax, p, "f"], "Unmatched [, [^, [:, [., or [=");
+        }
+        for p in ["[:alpha:]", "[^:space:]"] {
+            refused(d, &[syntax, p, "f"], "character class syntax is [[:space:]], not [:space:]");
+        }
+    }
 }
 
 #[test]
