@@ -147,10 +147,9 @@ pub(crate) fn basic_to_extended(p: &str) -> Result<String, &'static str> {
                         at = At::Start;
                     }
                     '{' if before == At::Atom => {
-                        let (min, max, end) =
-                            interval(&b, i, true)?.expect("a BRE interval is never a literal");
-                        push_interval(&mut out, min, max);
-                        i = end;
+                        let iv = interval(&b, i, true)?.expect("a BRE interval is never a literal");
+                        iv.push_to(&mut out);
+                        i = iv.end;
                     }
                     '{' | '}' | '+' | '?' if before != At::Atom || n == '}' => {
                         out.push('\\');
@@ -222,14 +221,14 @@ pub(crate) fn gnu_extended(p: &str) -> Result<String, &'static str> {
                 continue;
             }
             '{' => match (before, interval(&b, i + 1, false)) {
-                (At::Start, Ok(Some((_, _, end)))) => {
+                (At::Start, Ok(Some(iv))) => {
                     at = At::Start;
-                    i = end;
+                    i = iv.end;
                     continue;
                 }
-                (_, Ok(Some((min, max, end)))) => {
-                    push_interval(&mut out, min, max);
-                    i = end;
+                (_, Ok(Some(iv))) => {
+                    iv.push_to(&mut out);
+                    i = iv.end;
                     continue;
                 }
                 // With nothing to repeat, dfa reads a bad interval as text.
@@ -310,15 +309,31 @@ fn bound(b: &[char], mut i: usize, basic: bool) -> (Bound, Stop, usize) {
     (Bound::Bad, Stop::End, i)
 }
 
+/// An interval's bounds and where its text ends.
+struct Interval {
+    min: u32,
+    /// `None`: unbounded.
+    max: Option<u32>,
+    /// The index after its close.
+    end: usize,
+}
+
+impl Interval {
+    /// Writes it in the regex crate's syntax.
+    fn push_to(&self, out: &mut String) {
+        let min = self.min;
+        out.push_str(&match self.max {
+            Some(max) if max == min => format!("{{{min}}}"),
+            Some(max) => format!("{{{min},{max}}}"),
+            None => format!("{{{min},}}"),
+        });
+    }
+}
+
 /// The interval whose text starts at `b[i]` (after its `{` or `\{`), read
-/// as glibc's `parse_dup_op` does: its bounds (no maximum: unbounded) and
-/// the index after its close, or `None` where an ERE's `{` is a literal
-/// (a bound that is not a number).
-fn interval(
-    b: &[char],
-    i: usize,
-    basic: bool,
-) -> Result<Option<(u32, Option<u32>, usize)>, &'static str> {
+/// as glibc's `parse_dup_op` does, or `None` where an ERE's `{` is a
+/// literal (a bound that is not a number).
+fn interval(b: &[char], i: usize, basic: bool) -> Result<Option<Interval>, &'static str> {
     let (min, stop, i) = bound(b, i, basic);
     let (min, max, stop, end) = match (min, stop) {
         (Bound::Missing, Stop::Comma) => {
@@ -350,16 +365,7 @@ fn interval(
     if max.unwrap_or(min) > DUP_MAX {
         return Err(TOO_BIG);
     }
-    Ok(Some((min, max, end)))
-}
-
-/// The interval `{min,max}` in the regex crate's syntax.
-fn push_interval(out: &mut String, min: u32, max: Option<u32>) {
-    out.push_str(&match max {
-        Some(max) if max == min => format!("{{{min}}}"),
-        Some(max) => format!("{{{min},{max}}}"),
-        None => format!("{{{min},}}"),
-    });
+    Ok(Some(Interval { min, max, end }))
 }
 
 /// `c` as a literal in the extended syntax.
