@@ -339,3 +339,28 @@ fn quiet_walks_print_messages_only_without_a_match() {
     assert!(stderr.contains("d/dangling: stat: No such file or directory"), "{stderr}");
     assert!(stderr.contains("d/sub/up: warning: recursive directory loop"), "{stderr}");
 }
+
+/// Found by the full differential run: with -z and several patterns, -o
+/// and --color anchored `^`/`$` at the newlines inside a record (the span
+/// engine kept `\n` as its line end).
+#[test]
+fn z_anchors_spans_at_records_not_newlines() {
+    let dir = tempdir();
+    fs::write(dir.path().join("r"), "x\nlater or\0beside: alpha\n\0").unwrap();
+    let args = [
+        "-z",
+        "-o",
+        "-b",
+        "-E",
+        "-e",
+        "^later",
+        "-e",
+        "or",
+        "-e",
+        "^beside: alpha$",
+        "-e",
+        "alp.",
+        "r",
+    ];
+    case(dir.path(), &[], &args, None, "8:or\019:alph\0", 0);
+}

@@ -196,7 +196,12 @@ impl RegexMatcher {
         let finder = |prefilter: bool| {
             meta::Builder::new()
                 .syntax(byte_regex::syntax(opts.ignore_case).line_terminator(eol))
-                .configure(meta::Config::new().utf8_empty(false).auto_prefilter(prefilter))
+                .configure(
+                    meta::Config::new()
+                        .utf8_empty(false)
+                        .auto_prefilter(prefilter)
+                        .line_terminator(eol),
+                )
                 .build(&pattern)
                 .map_err(|e| Error::InvalidArgument(format!("invalid regex: {e}")))
         };

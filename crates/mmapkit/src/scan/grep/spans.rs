@@ -40,7 +40,11 @@ impl Spans {
         let build = |kind: MatchKind| {
             meta::Builder::new()
                 .syntax(byte_regex::syntax(opts.ignore_case).line_terminator(eol))
-                .configure(meta::Config::new().utf8_empty(false).match_kind(kind))
+                // The syntax's line terminator shapes the pattern; the
+                // engine's decides where (?m)^ and $ match (NUL with -z).
+                .configure(
+                    meta::Config::new().utf8_empty(false).match_kind(kind).line_terminator(eol),
+                )
                 .build(pattern)
                 .map_err(|e| Error::InvalidArgument(format!("invalid regex: {e}")))
         };
@@ -142,6 +146,15 @@ mod tests {
         let mut out = Vec::new();
         s.find(&mut s.cache(), line, &mut out);
         out
+    }
+
+    /// With -z a newline is data: `^` matches at the record's start only.
+    #[test]
+    fn anchors_follow_the_line_end_byte() {
+        let s = Spans::new("(?:^later)|(?:or)", &GrepOptions::default(), 0).unwrap();
+        let mut out = Vec::new();
+        s.find(&mut s.cache(), b"x\nlater or", &mut out);
+        assert_eq!(out, vec![(8, 10)]);
     }
 
     #[test]
