@@ -362,5 +362,5 @@ fn z_anchors_spans_at_records_not_newlines() {
         "alp.",
         "r",
     ];
-    case(dir.path(), &[], &args, None, "8:or\019:alph\0", 0);
+    case(dir.path(), &[], &args, None, "8:or\x0019:alph\0", 0);
 }
