@@ -205,9 +205,11 @@ def test_equal_to_pykmertools():
             np.testing.assert_array_equal(mmapkit.kmers(path, k, counts=True), raw)
 
 
-def test_csv_is_byte_identical_to_kmertools_cli(tmp_path):
-    """kmertools (the CLI shipped in the pykmertools wheel) writes the same layout:
-    6 decimals, ',' separated, one line per read."""
+@pytest.mark.parametrize("fmt", ["csv", "tsv"])
+@pytest.mark.parametrize("counts", [False, True])
+def test_csv_is_byte_identical_to_kmertools_cli(tmp_path, fmt, counts):
+    """kmertools (the CLI shipped in the pykmertools wheel) writes the same bytes:
+    6 decimals (or with -c plain counts, `0,3,12`), ',' or tab separated, one line per read."""
     pytest.importorskip("pykmertools", reason="pykmertools not installed (pip install -e .[bench])")
     exe = shutil.which(
         "kmertools", path=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
@@ -215,27 +217,12 @@ def test_csv_is_byte_identical_to_kmertools_cli(tmp_path):
     if exe is None:
         pytest.skip("kmertools CLI not found next to the interpreter")
     path = write_fasta(tmp_path / "r.fa", random_seqs(300, 4, lo=50, hi=3000))
-    subprocess.run(
-        [
-            exe,
-            "comp",
-            "oligo",
-            "-i",
-            str(path),
-            "-o",
-            str(tmp_path / "kt.csv"),
-            "-k",
-            "4",
-            "-p",
-            "csv",
-            "-t",
-            "1",
-        ],
-        check=True,
-        capture_output=True,
-    )
-    mmapkit.kmers(path, 4, tmp_path / "mk.csv")
-    assert (tmp_path / "mk.csv").read_bytes() == (tmp_path / "kt.csv").read_bytes()
+    args = [exe, "comp", "oligo", "-i", str(path), "-o", str(tmp_path / f"kt.{fmt}")]
+    args += ["-k", "4", "-p", fmt, "-t", "1"] + (["-c"] if counts else [])
+    subprocess.run(args, check=True, capture_output=True)
+    for mode in ("single", "batch", "mmap"):
+        mmapkit.kmers(path, 4, tmp_path / f"mk.{fmt}", counts=counts, mode=mode, threads=2)
+        assert (tmp_path / f"mk.{fmt}").read_bytes() == (tmp_path / f"kt.{fmt}").read_bytes(), mode
 
 
 # --------------------------------------------------------------- RecordWriter

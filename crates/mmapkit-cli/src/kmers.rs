@@ -18,9 +18,9 @@ containing N or any other non-ACGT letter are skipped; a read without k-mers
 gives zeros.
 
 Formats (default from OUT's extension: .npy, .tsv, else csv):
-  csv, tsv   one line per read, every value with 6 decimals (0.015625), the
-             layout seq2vec and kmertools write; counts are right-aligned in
-             10-byte fields so every line has the same width
+  csv, tsv   one line per read, every value with 6 decimals (0.015625), or
+             with --counts plain decimal numbers (0,3,12): byte for byte what
+             kmertools comp oligo -p csv|tsv [-c] writes for the same k
   npy        a (reads, dims) float32 array (uint32 with --counts)
 
 Modes (identical output bytes in every mode and thread count):
@@ -29,7 +29,9 @@ Modes (identical output bytes in every mode and thread count):
              vectorises each batch, batches are appended in order
   mmap       (default) workers take the next reads from the mapped input and
              write each block of vectors at its offset in the output (one
-             positional write): no queue, no reordering
+             positional write): no queue, no reordering (csv/tsv counts vary
+             in length: a block's offset is known once the blocks before it
+             are vectorised)
 
 INPUT may be - (or /dev/stdin), a pipe or a FIFO: it is read once, as a
 stream (gzip detected from its first bytes), in every mode, with the same

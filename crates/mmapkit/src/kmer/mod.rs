@@ -1,5 +1,5 @@
 //! Canonical k-mer frequency vectors of DNA reads (FASTA/FASTQ, plain or
-//! gzip), one fixed-width record per read, in input order.
+//! gzip), one record per read, in input order.
 //!
 //! # Vectors
 //!
@@ -21,8 +21,8 @@
 //!   (`0.015625`, 8 bytes) followed by `,`/`\t`, the last by `\n`: the
 //!   layout seq2vec and kmertools write, fixed width by construction.
 //!   Values are `count / total` rounded like `format!("{:.6}", f64)`.
-//!   Raw counts are right-aligned in 10-byte fields (`u32::MAX` has 10
-//!   digits) so lines stay fixed width.
+//!   Raw counts are plain decimal numbers (`0,3,12\n`), the bytes
+//!   `kmertools comp oligo --counts` writes, so those lines vary in length.
 //! * `npy`: a `(reads, dims)` array, `<f4` frequencies or `<u4` counts,
 //!   with a header reserved at its widest (see [`crate::writer`]).
 //!
@@ -42,7 +42,10 @@
 //!   ([`RecordWriter::write_records`]: one positional write per block,
 //!   which fills the page cache without the zero-fill a store into a
 //!   mapped hole costs; grown in place as needed: no pre-pass to count
-//!   reads). Pages of finished input are released as the run advances,
+//!   reads). Variable-length lines (csv/tsv counts) are placed by bytes:
+//!   a block starts where the previous block ends, so its worker waits
+//!   only until that block is vectorised (its length known), then writes
+//!   at its offset like the others. Pages of finished input are released as the run advances,
 //!   so its resident memory does not grow with the data. Gzip
 //!   input and streams (stdin `-`, pipes, FIFOs, /proc files) cannot be
 //!   mapped: they are read (and decompressed) by whichever worker holds
@@ -64,7 +67,7 @@ use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Mutex};
+use std::sync::{mpsc, Condvar, Mutex};
 
 use rayon::prelude::*;
 
@@ -74,7 +77,7 @@ use crate::fs::{AtomicFile, Target};
 use crate::map::{pread_full, read_full};
 use crate::map::{Advice, Map, Mode as MapMode};
 use crate::scan::source::{label, open_input, Opened};
-use crate::writer::{HeaderSpec, LineFormat, RecordWriter, StreamWriter, WriterOptions};
+use crate::writer::{HeaderSpec, RecordWriter, StreamWriter, WriterOptions};
 use crate::{Error, Result};
 use parse::{Block, Caps, Counting, Input, Reader};
 
@@ -313,21 +316,29 @@ struct Encoder {
     format: OutFormat,
     counts: bool,
     dims: usize,
-    line: LineFormat,
+    sep: u8,
 }
 
 impl Encoder {
     fn new(format: OutFormat, counts: bool, dims: usize) -> Encoder {
         let sep = if format == OutFormat::Tsv { b'\t' } else { b',' };
-        let field_width = if counts { 10 } else { 8 };
-        Encoder { format, counts, dims, line: LineFormat { fields: dims, field_width, sep } }
+        Encoder { format, counts, dims, sep }
     }
 
-    fn width(&self) -> usize {
-        match self.format {
-            OutFormat::Csv | OutFormat::Tsv => self.line.line_len(),
-            OutFormat::Npy | OutFormat::Raw => self.dtype().size() * self.dims,
+    /// Bytes per record; None for csv/tsv counts, which are plain decimal
+    /// numbers (`0,`) like kmertools', so their lines vary in length.
+    fn fixed_width(&self) -> Option<usize> {
+        match (self.format, self.counts) {
+            (OutFormat::Npy | OutFormat::Raw, _) => Some(self.dtype().size() * self.dims),
+            // `0.015625,`: 6 decimals of a value in [0, 1] are always 8 bytes
+            (OutFormat::Csv | OutFormat::Tsv, false) => Some(self.dims * 9),
+            (OutFormat::Csv | OutFormat::Tsv, true) => None,
         }
+    }
+
+    /// The writers' unit: one record, or one byte when records vary.
+    fn unit(&self) -> usize {
+        self.fixed_width().unwrap_or(1)
     }
 
     fn header(&self) -> HeaderSpec {
@@ -341,7 +352,22 @@ impl Encoder {
         element_type(self.counts)
     }
 
-    fn encode(&self, counts: &[u32], total: u64, out: &mut [u8]) {
+    /// Appends the record of `counts` to `out`.
+    fn encode(&self, counts: &[u32], total: u64, out: &mut Vec<u8>) {
+        let Some(width) = self.fixed_width() else {
+            let mut buf = itoa_buf();
+            for &c in counts {
+                out.extend_from_slice(itoa(c, &mut buf));
+                out.push(self.sep);
+            }
+            // dims >= 2, so the last byte is the last field's separator
+            let end = out.len() - 1;
+            out[end] = b'\n';
+            return;
+        };
+        let start = out.len();
+        out.resize(start + width, 0);
+        let out = &mut out[start..];
         match (self.format, self.counts) {
             (OutFormat::Npy | OutFormat::Raw, true) => {
                 for (o, c) in out.chunks_exact_mut(4).zip(counts) {
@@ -354,19 +380,11 @@ impl Encoder {
                     o.copy_from_slice(&v.to_le_bytes());
                 }
             }
-            (_, true) => {
-                let mut buf = itoa_buf();
-                for (j, &c) in counts.iter().enumerate() {
-                    let s = itoa(c, &mut buf);
-                    // 10 digits always fit a 10-byte field
-                    let _ = self.line.put(out, j, s);
-                }
-            }
+            (_, true) => unreachable!("csv/tsv counts have no fixed width"),
             (_, false) => {
-                let sep = self.line.sep;
                 for (j, (o, &c)) in out.chunks_exact_mut(9).zip(counts).enumerate() {
                     six_decimals(c, total, &mut o[..8]);
-                    o[8] = if j + 1 == self.dims { b'\n' } else { sep };
+                    o[8] = if j + 1 == self.dims { b'\n' } else { self.sep };
                 }
             }
         }
@@ -419,34 +437,30 @@ fn six_decimals(c: u32, total: u64, out: &mut [u8]) {
     out[0] = b'0' + r as u8;
 }
 
-/// Per-thread scratch: counts and one encoded record.
-struct Scratch {
-    counts: Vec<u32>,
-    rec: Vec<u8>,
-}
-
-impl Scratch {
-    fn new(dims: usize, width: usize) -> Scratch {
-        Scratch { counts: vec![0; dims], rec: vec![0; width] }
-    }
-}
-
-/// Vectorises one sequence region into `out` (one record).
+/// Appends the records of `seqs` (regions of `data`; the first is record
+/// `first`) to `out`; `counts` is scratch of `dims()` entries.
+#[allow(clippy::too_many_arguments, reason = "the hot loop's context, passed flat")]
 fn vectorise(
     km: &Kmerizer,
     enc: &Encoder,
-    seq: &[u8],
+    data: &[u8],
+    seqs: &[std::ops::Range<usize>],
+    first: u64,
     counts: &mut [u32],
-    out: &mut [u8],
-    index: u64,
+    out: &mut Vec<u8>,
     path: &Path,
 ) -> Result<()> {
-    counts.fill(0);
-    let total = km.count(seq, counts).map_err(|b| Error::Format {
-        path: path.to_owned(),
-        detail: format!("record {}: invalid byte 0x{b:02x} in the sequence", index + 1),
-    })?;
-    enc.encode(counts, total, out);
+    for (j, seq) in seqs.iter().enumerate() {
+        counts.fill(0);
+        let total = km.count(&data[seq.clone()], counts).map_err(|b| Error::Format {
+            path: path.to_owned(),
+            detail: format!(
+                "record {}: invalid byte 0x{b:02x} in the sequence",
+                first + j as u64 + 1
+            ),
+        })?;
+        enc.encode(counts, total, out);
+    }
     Ok(())
 }
 
@@ -566,13 +580,15 @@ fn run(
         (Out::Stdout, Mode::Mmap) => Mode::Batch,
         (_, m) => m,
     };
+    // Variable-length records go through the writers as bytes.
+    let unit = enc.unit();
     let (records, bytes) = match mode {
         Mode::Single | Mode::Batch => {
             let memory = matches!(out, Out::Memory);
             let mut w = match out {
-                Out::File(a) => StreamWriter::create_atomic(a, enc.width(), &wopts)?,
-                Out::Stdout => StreamWriter::stdout(enc.width(), &wopts)?,
-                Out::Memory => StreamWriter::memory(enc.width(), &wopts)?,
+                Out::File(a) => StreamWriter::create_atomic(a, unit, &wopts)?,
+                Out::Stdout => StreamWriter::stdout(unit, &wopts)?,
+                Out::Memory => StreamWriter::memory(unit, &wopts)?,
             };
             let (r, gz): (Box<dyn Read + Send>, bool) = match source {
                 Source::Mappable(f) => {
@@ -581,22 +597,23 @@ fn run(
                 Source::Stream { r, gz } => (r, gz),
             };
             let reader = Reader::new(stream_input(r, gz), name, Progress::none());
-            if mode == Mode::Single {
-                run_single(reader, &km, &enc, &mut w, name)?;
+            let records = if mode == Mode::Single {
+                run_single(reader, &km, &enc, &mut w, name)?
             } else {
-                run_batch(reader, &km, &enc, &mut w, opts.threads, name)?;
-            }
+                run_batch(reader, &km, &enc, &mut w, opts.threads, name)?
+            };
             if memory {
-                (w.records(), Some(w.finish_bytes()?))
+                (records, Some(w.finish_bytes()?))
             } else {
-                (w.finish()?, None)
+                w.finish()?;
+                (records, None)
             }
         }
         Mode::Mmap => {
             let memory = matches!(out, Out::Memory);
             let w = match out {
-                Out::File(a) => RecordWriter::create_atomic(a, enc.width(), None, &wopts)?,
-                Out::Stdout | Out::Memory => RecordWriter::memory(enc.width(), None, &wopts)?,
+                Out::File(a) => RecordWriter::create_atomic(a, unit, None, &wopts)?,
+                Out::Stdout | Out::Memory => RecordWriter::memory(unit, None, &wopts)?,
             };
             // gzip and streams (pipes, FIFOs, stdin) cannot be mapped: they
             // are read under the block lock, and still written at offsets
@@ -620,15 +637,15 @@ fn run(
                 (None, Some((r, gz))) => Reader::new(stream_input(r, gz), name, Progress::none()),
                 (None, None) => unreachable!("one of the two is set"),
             };
-            run_mmap(reader, map.as_ref(), &km, &enc, &w, opts.threads, name)?;
+            let records = run_mmap(reader, map.as_ref(), &km, &enc, &w, opts.threads, name)?;
             if let Some(m) = &map {
                 m.check()?;
             }
             if memory {
-                let n = w.records();
-                (n, Some(w.finish_bytes()?))
+                (records, Some(w.finish_bytes()?))
             } else {
-                (w.finish()?, None)
+                w.finish()?;
+                (records, None)
             }
         }
     };
@@ -640,31 +657,25 @@ const SINGLE_CAPS: Caps = Caps { records: 1024, bytes: 1 << 20 };
 const BATCH_CAPS: Caps = Caps { records: 10_000, bytes: 32 << 20 };
 const MMAP_CAPS: Caps = Caps { records: 256, bytes: 1 << 20 };
 
+/// Returns the number of reads.
 fn run_single(
     mut reader: Reader<'_>,
     km: &Kmerizer,
     enc: &Encoder,
     w: &mut StreamWriter,
     path: &Path,
-) -> Result<()> {
-    let mut s = Scratch::new(km.dims(), enc.width());
+) -> Result<u64> {
+    let mut counts = vec![0u32; km.dims()];
+    let mut recs = Vec::new();
     while let Some(block) = reader.next_block(SINGLE_CAPS)? {
-        for (j, seq) in block.seqs.iter().enumerate() {
-            vectorise(
-                km,
-                enc,
-                &block.data[seq.clone()],
-                &mut s.counts,
-                &mut s.rec,
-                block.first + j as u64,
-                path,
-            )?;
-            w.push(&s.rec)?;
-        }
+        recs.clear();
+        vectorise(km, enc, &block.data, &block.seqs, block.first, &mut counts, &mut recs, path)?;
+        w.push(&recs)?;
     }
-    Ok(())
+    Ok(reader.next_record())
 }
 
+/// Returns the number of reads.
 fn run_batch(
     mut reader: Reader<'_>,
     km: &Kmerizer,
@@ -672,61 +683,61 @@ fn run_batch(
     w: &mut StreamWriter,
     threads: Threads,
     path: &Path,
-) -> Result<()> {
+) -> Result<u64> {
     let pool = threads.pool()?;
-    let width = enc.width();
+    // A few chunks of reads per worker; each encodes into its own buffer
+    // (records may vary in length), appended in order.
+    let chunks = 4 * threads.get().max(1);
     std::thread::scope(|scope| {
         // Queue of two batches (the article's 20,000 reads).
         let (tx, rx) = mpsc::sync_channel::<Result<Block<'_>>>(1);
-        let reader_thread = scope.spawn(move || loop {
-            match reader.next_block(BATCH_CAPS) {
-                Ok(Some(b)) => {
-                    if tx.send(Ok(b)).is_err() {
-                        return;
+        let reader_thread = scope.spawn(move || {
+            loop {
+                match reader.next_block(BATCH_CAPS) {
+                    Ok(Some(b)) => {
+                        if tx.send(Ok(b)).is_err() {
+                            break;
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        let _ = tx.send(Err(e));
+                        break;
                     }
                 }
-                Ok(None) => return,
-                Err(e) => {
-                    let _ = tx.send(Err(e));
-                    return;
-                }
             }
+            reader.next_record()
         });
-        let mut buf = Vec::new();
         let result = (|| {
             for block in rx.iter() {
                 let block = block?;
-                buf.resize(block.seqs.len() * width, 0);
-                pool.install(|| {
-                    buf.par_chunks_mut(width)
-                        .zip(block.seqs.par_iter())
+                let per = block.seqs.len().div_ceil(chunks).max(1);
+                let bufs = pool.install(|| {
+                    block
+                        .seqs
+                        .par_chunks(per)
                         .enumerate()
                         .map_init(
                             || vec![0u32; km.dims()],
-                            |counts, (j, (out, seq))| {
-                                vectorise(
-                                    km,
-                                    enc,
-                                    &block.data[seq.clone()],
-                                    counts,
-                                    out,
-                                    block.first + j as u64,
-                                    path,
-                                )
+                            |counts, (c, seqs)| {
+                                let mut buf = Vec::new();
+                                let first = block.first + (c * per) as u64;
+                                vectorise(km, enc, &block.data, seqs, first, counts, &mut buf, path)
+                                    .map(|()| buf)
                             },
                         )
-                        // the first error in read order
                         .collect::<Vec<_>>()
-                        .into_iter()
-                        .collect::<Result<()>>()
-                })?;
-                w.push(&buf)?;
+                });
+                // the first error in read order
+                for buf in bufs {
+                    w.push(&buf?)?;
+                }
             }
             Ok(())
         })();
         drop(rx);
-        let _ = reader_thread.join();
-        result
+        let records = reader_thread.join();
+        result.map(|()| records.expect("the reader thread does not panic"))
     })
 }
 
@@ -734,13 +745,49 @@ fn run_batch(
 /// unfinished one.
 struct Watermark {
     low: u64,
-    /// block id → (records end, input end) of finished blocks above `low`.
+    /// block id → (output end, input end) of finished blocks above `low`.
     done: std::collections::BTreeMap<u64, (u64, usize)>,
-    rec_end: u64,
+    /// In the writer's units (records, or bytes when records vary).
+    out_end: u64,
     input_end: usize,
     input_released: usize,
 }
 
+/// Where variable-length blocks go: block `id` starts where block `id - 1`
+/// ends, so its worker waits until that length is known (the previous
+/// block's vectorising, not its write). The lowest unplaced block's worker
+/// never waits, so the chain always advances.
+struct Offsets {
+    /// (next block id to place, its byte offset)
+    next: Mutex<(u64, u64)>,
+    turn: Condvar,
+}
+
+impl Offsets {
+    /// The offset of block `id` of `len` bytes; None once the run aborts.
+    fn place(&self, id: u64, len: usize, abort: &AtomicBool) -> Option<u64> {
+        let mut g = self.next.lock().unwrap_or_else(|e| e.into_inner());
+        while g.0 != id {
+            if abort.load(Ordering::Relaxed) {
+                return None;
+            }
+            g = self.turn.wait(g).unwrap_or_else(|e| e.into_inner());
+        }
+        let at = g.1;
+        *g = (id + 1, at + len as u64);
+        self.turn.notify_all();
+        Some(at)
+    }
+
+    /// Wakes the waiters to see an abort (under the lock, so none misses it
+    /// between its check and its wait).
+    fn wake(&self) {
+        let _g = self.next.lock().unwrap_or_else(|e| e.into_inner());
+        self.turn.notify_all();
+    }
+}
+
+/// Returns the number of reads.
 fn run_mmap(
     reader: Reader<'_>,
     input_map: Option<&Map>,
@@ -749,15 +796,18 @@ fn run_mmap(
     w: &RecordWriter,
     threads: Threads,
     path: &Path,
-) -> Result<()> {
+) -> Result<u64> {
     // The one lock: taking the next block (and its record numbers).
     let reader = Mutex::new((reader, 0u64));
     let abort = AtomicBool::new(false);
+    let offsets = Offsets { next: Mutex::new((0, 0)), turn: Condvar::new() };
+    let fixed = enc.fixed_width().is_some();
     // The error of the lowest record wins, so the message does not depend
     // on thread timing.
     let first_err: Mutex<Option<(u64, Error)>> = Mutex::new(None);
     let fail = |at: u64, e: Error| {
         abort.store(true, Ordering::Relaxed);
+        offsets.wake();
         let mut g = first_err.lock().unwrap_or_else(|e| e.into_inner());
         if g.as_ref().is_none_or(|(a, _)| at < *a) {
             *g = Some((at, e));
@@ -766,13 +816,13 @@ fn run_mmap(
     let mark = Mutex::new(Watermark {
         low: 0,
         done: Default::default(),
-        rec_end: 0,
+        out_end: 0,
         input_end: 0,
         input_released: 0,
     });
-    let width = enc.width();
-    // One long-lived task per worker of the shared pool; no task waits for
-    // another, so a pool busy with other work only delays them.
+    // One long-lived task per worker of the shared pool. Only a block of
+    // variable-length records waits, for the lower blocks' lengths: those
+    // are held by tasks already running, so a busy pool only delays them.
     threads.pool()?.scope(|scope| {
         for _ in 0..threads.get() {
             scope.spawn(|_| {
@@ -796,23 +846,35 @@ fn run_mmap(
                             }
                         }
                     };
-                    recs.resize(block.seqs.len() * width, 0);
-                    for (j, (seq, out)) in
-                        block.seqs.iter().zip(recs.chunks_exact_mut(width)).enumerate()
-                    {
-                        let i = block.first + j as u64;
-                        let data = &block.data[seq.clone()];
-                        if let Err(e) = vectorise(km, enc, data, &mut counts, out, i, path) {
-                            fail(i, e);
-                            return;
-                        }
-                    }
-                    if let Err(e) = w.write_records(block.first, &recs) {
+                    recs.clear();
+                    if let Err(e) = vectorise(
+                        km,
+                        enc,
+                        &block.data,
+                        &block.seqs,
+                        block.first,
+                        &mut counts,
+                        &mut recs,
+                        path,
+                    ) {
                         fail(block.first, e);
                         return;
                     }
-                    let rec_end = block.first + block.seqs.len() as u64;
-                    if let Err(e) = release(&mark, id, rec_end, block.input_end, w, input_map) {
+                    // in the writer's units: records, or bytes
+                    let at = if fixed {
+                        block.first
+                    } else {
+                        match offsets.place(id, recs.len(), &abort) {
+                            Some(at) => at,
+                            None => return,
+                        }
+                    };
+                    if let Err(e) = w.write_records(at, &recs) {
+                        fail(block.first, e);
+                        return;
+                    }
+                    let out_end = at + (recs.len() / w.width()) as u64;
+                    if let Err(e) = release(&mark, id, out_end, block.input_end, w, input_map) {
                         fail(block.first, e);
                         return;
                     }
@@ -822,7 +884,7 @@ fn run_mmap(
     });
     match first_err.into_inner().unwrap_or_else(|e| e.into_inner()) {
         Some((_, e)) => Err(e),
-        None => Ok(()),
+        None => Ok(reader.into_inner().unwrap_or_else(|e| e.into_inner()).0.next_record()),
     }
 }
 
@@ -831,18 +893,18 @@ fn run_mmap(
 fn release(
     mark: &Mutex<Watermark>,
     id: u64,
-    rec_end: u64,
+    out_end: u64,
     input_end: usize,
     w: &RecordWriter,
     input: Option<&Map>,
 ) -> Result<()> {
-    let (recs, input_from, input_to) = {
+    let (upto, input_from, input_to) = {
         let mut m = mark.lock().unwrap_or_else(|e| e.into_inner());
-        m.done.insert(id, (rec_end, input_end));
+        m.done.insert(id, (out_end, input_end));
         let low = m.low;
         let mut low_now = low;
         while let Some((r, i)) = m.done.remove(&low_now) {
-            m.rec_end = r;
+            m.out_end = r;
             m.input_end = i;
             low_now += 1;
         }
@@ -853,9 +915,9 @@ fn release(
         if to >= from + (4 << 20) {
             m.input_released = to;
         }
-        (m.rec_end, from, to)
+        (m.out_end, from, to)
     };
-    w.release(recs)?;
+    w.release(upto)?;
     if let Some(map) = input {
         if input_to >= input_from + (4 << 20) {
             map.advise(Advice::DontNeed, input_from, Some(input_to - input_from))?;

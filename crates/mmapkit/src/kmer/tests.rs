@@ -203,11 +203,49 @@ fn text_layout_is_seq2vec_s() {
     let labels = Kmerizer::new(4).unwrap().labels();
     assert_eq!(first[labels.iter().position(|l| l == "CGTA").unwrap()], "0.428571");
     assert_eq!(lines[1], vec!["0.000000"; 136].join(","));
-    // counts: 10-byte right-aligned fields
-    write(&input, &out, OutFormat::Tsv, &opts(Mode::Single, 1, 4, true)).unwrap();
-    let text = std::fs::read_to_string(&out).unwrap();
-    let f: Vec<&str> = text.lines().next().unwrap().split('\t').collect();
-    assert_eq!(f[labels.iter().position(|l| l == "CGTA").unwrap()], "         3");
+    // counts: plain decimal numbers, as kmertools writes them
+    for mode in [Mode::Single, Mode::Batch, Mode::Mmap] {
+        let s = write(&input, &out, OutFormat::Tsv, &opts(mode, 2, 4, true)).unwrap();
+        assert_eq!(s, Summary { records: 3, dims: 136 });
+        let text = std::fs::read_to_string(&out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let f: Vec<&str> = lines[0].split('\t').collect();
+        assert_eq!(f[labels.iter().position(|l| l == "CGTA").unwrap()], "3");
+        assert_eq!(lines[1], vec!["0"; 136].join("\t"));
+        assert_eq!(text.len(), lines.iter().map(|l| l.len() + 1).sum::<usize>());
+    }
+}
+
+/// Counts lines vary in length; over many blocks (mmap mode places each
+/// block after the previous one's bytes) every mode writes the naive
+/// model's numbers, in read order.
+#[test]
+fn variable_length_counts_lines_over_many_blocks() {
+    let d = dir();
+    let reads = pseudo_reads(3000, (37, 900), (5, 17));
+    let input = write_file(d.path(), "r.fa", &render(&reads, false, 70));
+    for (format, sep) in [(OutFormat::Csv, ","), (OutFormat::Tsv, "\t")] {
+        let want: String = reads
+            .iter()
+            .map(|r| {
+                let f: Vec<String> = naive(r, 3).0.iter().map(u32::to_string).collect();
+                f.join(sep) + "\n"
+            })
+            .collect();
+        for (name, r) in all_outputs(&input, d.path(), format, 3, true) {
+            let got = r.unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert!(got == want.as_bytes(), "{format} {name} differs from the model");
+        }
+    }
+    // A bad record mid-run: the workers waiting for its block's length
+    // give up (no hang), and the error names it in every mode.
+    let mut bad = reads;
+    bad[1500].insert(0, 0x01);
+    let input = write_file(d.path(), "bad.fa", &render(&bad, false, 70));
+    for (name, r) in all_outputs(&input, d.path(), OutFormat::Csv, 3, true) {
+        let e = r.expect_err(&name).to_string();
+        assert!(e.contains("record 1501: invalid byte 0x01"), "{name}: {e}");
+    }
 }
 
 #[test]
