@@ -29,6 +29,12 @@ gets a new inode, with the same permission bits). A file without a match is
 never written. With --strategy auto, in-place edits use read (pread/pwrite,
 measured faster than writing through a mapping at every size).
 
+A read-only FILE (mode 0444) is rewritten like sed -i does it: the new file
+is created in FILE's directory and renamed over it, so the directory's
+permission decides, and FILE keeps its mode (it stays read-only). Such a
+file is never edited in place. If the directory is not writable either,
+FILE is left alone with \"FILE: open: Permission denied\" (exit status 2).
+
 Prints the number of replacements (\"path:N\" for several files). Exit
 status: 0 if something was replaced, 1 if nothing matched, 2 on error (the
 other files are still processed).

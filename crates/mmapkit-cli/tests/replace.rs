@@ -125,35 +125,46 @@ fn bad_input_is_reported_and_other_files_go_on() {
     );
 }
 
-#[test]
-fn read_only_file_is_refused() {
-    let dir = tempdir();
-    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
-    let path = file_in(dir.path(), "ro.txt", "a,b\n");
-    fs::set_permissions(&path, fs::Permissions::from_mode(0o444)).unwrap();
-    let mut cmd = mmapkit();
-    let root = fs::metadata("/proc/self")
+/// Whether the tests run as root (permission bits do not stop root).
+fn is_root() -> bool {
+    fs::metadata("/proc/self")
         .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
-        .unwrap_or(false);
-    if root {
-        // Root may write anything: run the child as nobody instead.
+        .unwrap_or(false)
+}
+
+/// mmapkit as an unprivileged user: as nobody when the tests run as root.
+fn unprivileged() -> Command {
+    let mut cmd = mmapkit();
+    if is_root() {
         use std::os::unix::process::CommandExt;
         cmd.uid(65534).gid(65534);
     }
+    cmd
+}
+
+/// Neither the file nor its directory writable: `sed -i` fails too (it
+/// cannot create its temporary file); the file's error is reported.
+#[test]
+fn read_only_file_in_read_only_directory_is_refused() {
+    let dir = tempdir();
+    let path = file_in(dir.path(), "ro.txt", "a,b\n");
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o444)).unwrap();
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o555)).unwrap();
+    let restore = || fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
     for args in
         [&["replace", "-F", ",", ";"][..], &["replace", "-F", ",", ", "], &["keep-lines", "0"]]
     {
-        let out = match cmd.args(args).arg(&path).output() {
+        let out = match unprivileged().args(args).arg(&path).output() {
             Ok(out) => out,
             Err(e) => {
-                eprintln!(
-                    "SKIPPED read_only_file_is_refused: cannot run the binary as nobody: {e}"
-                );
+                restore();
+                eprintln!("SKIPPED read_only_file_in_read_only_directory_is_refused: cannot run the binary as nobody: {e}");
                 return;
             }
         };
-        if root && stderr(&out).contains("cannot execute") {
-            eprintln!("SKIPPED read_only_file_is_refused: nobody cannot execute the binary");
+        if is_root() && stderr(&out).contains("cannot execute") {
+            restore();
+            eprintln!("SKIPPED read_only_file_in_read_only_directory_is_refused: nobody cannot execute the binary");
             return;
         }
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
@@ -164,15 +175,79 @@ fn read_only_file_is_refused() {
         );
         assert_eq!(fs::read_to_string(&path).unwrap(), "a,b\n");
         assert!(temp_files(dir.path()).is_empty());
-        cmd = mmapkit();
-        if root {
-            use std::os::unix::process::CommandExt;
-            cmd.uid(65534).gid(65534);
-        }
     }
     // A dry run only reads.
-    let out = cmd.args(["replace", "--dry-run", "-F", ",", ";"]).arg(&path).output().unwrap();
+    let out = unprivileged().args(["replace", "--dry-run", "-F", ",", ";"]).arg(&path).output();
+    restore();
+    let out = out.unwrap();
     assert_eq!((out.status.code(), stdout(&out).as_str()), (Some(0), "1\n"), "{}", stderr(&out));
+}
+
+/// Issue 40, defect 14: a `0444` file the user owns, in a directory the
+/// user may write, is rewritten as `sed -i` does it (new file, same mode,
+/// renamed over it), for a same-length literal (which would otherwise be
+/// edited in place) as for a rewrite. As root the test runs the binary as
+/// nobody on nobody's files, so the permission bits matter there too.
+#[test]
+fn read_only_file_is_rewritten_like_sed_i() {
+    let dir = tempdir();
+    let sub = dir.path().join("mine");
+    fs::create_dir(&sub).unwrap();
+    let path = file_in(&sub, "ro.txt", "a,b\nc,d\n");
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o444)).unwrap();
+    if is_root() {
+        for p in [&sub, &path] {
+            std::os::unix::fs::chown(p, Some(65534), Some(65534)).unwrap();
+        }
+        // nobody must reach the directory
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let mut want = "a,b\nc,d\n".to_owned();
+    for (args, from, to, n) in [
+        (&["replace", "--json", "-F", ",", ";"][..], ",", ";", 2),
+        (&["replace", "--json", "-F", ";", " ; "], ";", " ; ", 2),
+        (&["replace", "--json", "--backup", ".bak", "[ ]", ""], " ", "", 4),
+    ] {
+        let ino = fs::metadata(&path).map(|m| std::os::unix::fs::MetadataExt::ino(&m)).unwrap();
+        let out = match unprivileged().args(args).arg(&path).output() {
+            Ok(out) => out,
+            Err(e) => {
+                eprintln!("SKIPPED read_only_file_is_rewritten_like_sed_i: cannot run the binary as nobody: {e}");
+                return;
+            }
+        };
+        if is_root() && stderr(&out).contains("cannot execute") {
+            eprintln!(
+                "SKIPPED read_only_file_is_rewritten_like_sed_i: nobody cannot execute the binary"
+            );
+            return;
+        }
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+        assert_eq!(
+            (&v[0]["replacements"], &v[0]["in_place"]),
+            (&Value::from(n), &Value::from(false))
+        );
+        want = want.replace(from, to);
+        assert_eq!(fs::read_to_string(&path).unwrap(), want, "{args:?}");
+        let meta = fs::metadata(&path).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o7777, 0o444, "{args:?}: mode kept");
+        assert_ne!(
+            std::os::unix::fs::MetadataExt::ino(&meta),
+            ino,
+            "{args:?}: a new file, as sed -i"
+        );
+        assert!(temp_files(&sub).is_empty());
+    }
+    assert_eq!(fs::read_to_string(sub.join("ro.txt.bak")).unwrap(), "a ; b\nc ; d\n");
+    // Root itself is not stopped by the bits: the same-length edit is made
+    // in place, the mode stays.
+    if is_root() {
+        let out = run_paths(&["replace", "-F", ";", ":"], &[&path]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert_eq!(fs::read_to_string(&path).unwrap(), "a:b\nc:d\n");
+        assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o7777, 0o444);
+    }
 }
 
 #[test]

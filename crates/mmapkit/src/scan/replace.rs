@@ -32,6 +32,12 @@
 //!   the file a new inode: other hard links keep the old content. Symbolic
 //!   links are followed (the file they point to is replaced).
 //!
+//! A file we may not write (mode `0444`) but whose directory lets us create
+//! files is rewritten, as `sed -i` does (even when an in-place edit was
+//! possible): it keeps its mode, so it stays read-only. When neither the
+//! file nor its directory is writable, the file's `Permission denied` is
+//! the error.
+//!
 //! Nothing is written when nothing would change: a dry run, a pattern that
 //! does not occur, or a literal replaced by itself, leaves the file (and its
 //! mtime) untouched, and no temporary or backup file is even created.
@@ -167,9 +173,10 @@ pub struct KeepReport {
 /// the file by `replacement`; see the [module docs](self) for how.
 ///
 /// Errors: an empty pattern or an invalid regex is
-/// [`Error::InvalidArgument`]; a missing, unreadable or unwritable file, a
-/// directory or a non-regular file is an error naming it. An empty file
-/// gives 0 replacements and is not touched.
+/// [`Error::InvalidArgument`]; a missing or unreadable file, one that is
+/// not writable in a directory that is not either, a directory or a
+/// non-regular file is an error naming it. An empty file gives 0
+/// replacements and is not touched.
 ///
 /// # Strategy
 ///
@@ -199,33 +206,31 @@ pub fn replace(
         }
     }
     let meta = regular_file(path, "replace")?;
-    let in_place = regex.is_none() && pattern.len() == replacement.len();
-    let empty = ReplaceReport { replacements: 0, in_place, bytes_written: 0 };
+    let mut in_place = regex.is_none() && pattern.len() == replacement.len();
     if meta.len() == 0 {
-        return Ok(empty);
+        return Ok(ReplaceReport { replacements: 0, in_place, bytes_written: 0 });
     }
     // Permission problems show before any work (a dry run writes nothing,
     // so it only needs to read).
-    let writable = if ropts.dry_run {
-        None
-    } else {
-        Some(crate::fs::open_in_place(path, crate::fs::InPlace::Write)?)
-    };
-    if writable.is_some() {
+    let writable = if ropts.dry_run { None } else { Some(open_for_edit(path)?) };
+    if let Some(file) = &writable {
+        // A file we may not write is rewritten, never edited in place.
+        in_place &= file.is_some();
         // Temp files of an earlier run that was killed (SIGKILL, power loss).
         crate::fs::remove_stale_temp_files_of(&real_path(path)?);
+    }
+    let empty = ReplaceReport { replacements: 0, in_place, bytes_written: 0 };
+    if regex.is_none() && pattern == replacement {
+        // Nothing would change: count, write nothing.
+        let n = super::engine::count(path, pattern, opts)?;
+        return Ok(ReplaceReport { replacements: n, ..empty });
     }
     match (regex, writable) {
         (None, None) => {
             let n = super::engine::count(path, pattern, opts)?;
             Ok(ReplaceReport { replacements: n, ..empty })
         }
-        (None, Some(file)) if in_place => {
-            if pattern == replacement {
-                // Nothing would change: count, write nothing.
-                let n = super::engine::count(path, pattern, opts)?;
-                return Ok(ReplaceReport { replacements: n, ..empty });
-            }
+        (None, Some(Some(file))) if in_place => {
             // A termination signal waits for the edit to end: an in-place
             // edit has no consistent state between "before" and "after".
             let _whole = crate::fs::critical_section();
@@ -239,6 +244,27 @@ pub fn replace(
             drop(file);
             rewrite(path, &meta, &edit, ropts, opts)
         }
+    }
+}
+
+/// The file opened for writing, for an in-place edit; `None` for a file we
+/// may not write (`0444`) in a directory where we may create files: like
+/// `sed -i`, it is then rewritten (a new file with its mode and, when
+/// allowed, its owner, renamed over it), since replacing a directory entry
+/// needs the directory's permission, not the file's. Neither writable: the
+/// error of opening the file, which names it.
+fn open_for_edit(path: &Path) -> Result<Option<File>> {
+    match crate::fs::open_in_place(path, crate::fs::InPlace::Write) {
+        Ok(f) => Ok(Some(f)),
+        Err(e) if e.raw_os_error() == Some(libc::EACCES) => {
+            // The probe is the temporary file a rewrite would create
+            // (removed when dropped): the exact test, ACLs and all.
+            match TempFile::beside(&real_path(path)?) {
+                Ok(_probe) => Ok(None),
+                Err(_) => Err(e),
+            }
+        }
+        Err(e) => Err(e),
     }
 }
 

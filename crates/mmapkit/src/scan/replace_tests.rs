@@ -272,6 +272,32 @@ fn rewrite_keeps_mode_and_follows_links() {
     assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o7777, 0o640);
 }
 
+/// A `0444` file in a writable directory is rewritten like `sed -i` does
+/// (mode kept). Root may write it anyway: then the same-length edit stays
+/// in place; the content and mode are checked either way.
+#[test]
+fn read_only_file_is_rewritten_keeping_its_mode() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ro");
+    fs::write(&path, "a-b-c").unwrap();
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o444)).unwrap();
+    let writable = fs::OpenOptions::new().write(true).open(&path).is_ok();
+    let lit = ReplaceOptions::default().fixed(true);
+    for (pat, rep, want, in_place) in
+        [(&b"-"[..], &b"+"[..], &b"a+b+c"[..], writable), (b"+", b"--", b"a--b--c", false)]
+    {
+        let ino = fs::metadata(&path).unwrap().ino();
+        let r = replace(&path, pat, rep, &lit, &ScanOptions::default()).unwrap();
+        assert_eq!((r.replacements, r.in_place), (2, in_place));
+        assert_eq!(fs::read(&path).unwrap(), want);
+        let meta = fs::metadata(&path).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o7777, 0o444);
+        assert_eq!(meta.ino() == ino, in_place, "in place keeps the inode, a rewrite does not");
+        assert!(temp_files(dir.path()).is_empty());
+    }
+}
+
 #[test]
 fn in_place_keeps_the_inode_and_hard_links() {
     use std::os::unix::fs::MetadataExt;
