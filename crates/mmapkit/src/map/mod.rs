@@ -86,8 +86,8 @@ use std::sync::{Mutex, OnceLock};
 use libc::c_int;
 
 pub(crate) use sys::{
-    fadvise_sequential, fs_type, is_append, pread_full, read_full, retry_eintr, seek_hole,
-    start_writeback, strerror,
+    fadvise_sequential, free_descriptors, fs_type, is_append, pread_full, read_full, retry_eintr,
+    retry_emfile, seek_hole, start_writeback, strerror,
 };
 pub use sys::{page_size, sigpipe_ignored_at_start, stdio_closed_at_start};
 

@@ -341,6 +341,27 @@ pub(super) fn signal_ignored(sig: c_int) -> bool {
     r == 0 && unsafe { old.assume_init() }.sa_sigaction == libc::SIG_IGN
 }
 
+/// Descriptors this process may still open: the soft `RLIMIT_NOFILE`
+/// less those open now (counted by probing each number below the limit
+/// with `fcntl(F_GETFD)`; `None` above 4,096, where there is no limit to
+/// speak of).
+pub(crate) fn free_descriptors() -> Option<usize> {
+    let mut lim = std::mem::MaybeUninit::<libc::rlimit>::zeroed();
+    // SAFETY: getrlimit writes one `rlimit` into valid memory.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, lim.as_mut_ptr()) } != 0 {
+        return None;
+    }
+    // SAFETY: getrlimit filled it.
+    let soft = unsafe { lim.assume_init() }.rlim_cur;
+    if soft == libc::RLIM_INFINITY || soft > 1 << 12 {
+        return None; // room for any thread count (EMFILE is retried anyway)
+    }
+    let soft = soft as c_int;
+    // SAFETY: F_GETFD only reads the descriptor table; no memory.
+    let open = (0..soft).filter(|&fd| unsafe { libc::fcntl(fd, libc::F_GETFD) } != -1).count();
+    Some((soft as usize).saturating_sub(open))
+}
+
 /// `posix_fadvise(SEQUENTIAL)` over the whole file: a hint (doubles the
 /// read-ahead window), so a refusal is ignored.
 pub(crate) fn fadvise_sequential(file: &File) {
@@ -386,6 +407,24 @@ pub fn start_writeback(file: &File, offset: u64, len: u64) -> io::Result<()> {
         Ok(())
     } else {
         Err(io::Error::last_os_error())
+    }
+}
+
+/// Runs `f` again while it fails with EMFILE (too many open files in
+/// this process), for up to about half a second: other threads of a walk
+/// close theirs within a file's search. Then the error stands.
+pub(crate) fn retry_emfile<T>(mut f: impl FnMut() -> io::Result<T>) -> io::Result<T> {
+    let mut pause = std::time::Duration::from_micros(100);
+    let mut waited = std::time::Duration::ZERO;
+    loop {
+        match f() {
+            Err(e) if e.raw_os_error() == Some(libc::EMFILE) && waited.as_millis() < 500 => {
+                std::thread::sleep(pause);
+                waited += pause;
+                pause = (pause * 2).min(std::time::Duration::from_millis(20));
+            }
+            r => return r,
+        }
     }
 }
 

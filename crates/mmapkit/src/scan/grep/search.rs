@@ -35,7 +35,7 @@ use super::matcher::{LineMatcher, Local};
 use super::sink::{FileInfo, Forked, Needs, Sink, SinkLine};
 use super::{BinaryFiles, Grep};
 use crate::scan::engine::{Job, Scan, ScanOptions};
-use crate::scan::source::{label, stdin_file};
+use crate::scan::source::{label, stdin_file, RELEASE_MIN};
 use crate::{Error, Result};
 
 /// Ranges searched on several threads are at most this long, so the
@@ -110,7 +110,7 @@ impl Grep {
                 .with_window(0, len, |data| self.search_whole(data, path, opts, sink, hole))?;
         }
         if self.opts.null_data || hole || (self.detects_binary() && self.has_nul(&job)?) {
-            let mut r = JobReader { job: &job, pos: 0 };
+            let mut r = JobReader { job: &job, pos: 0, released: 0 };
             return self.run_stream(&mut r, path, Some(len), opts, sink, hole);
         }
         sink.begin(&FileInfo { path, size: Some(len) })?;
@@ -866,6 +866,9 @@ fn zap_nuls(w: &mut [u8], eol: u8) {
 struct JobReader<'j, 'a> {
     job: &'j Job<'a>,
     pos: u64,
+    /// Read up to here and given back (see [`Source::release`](crate::scan::source::Source::release)): the
+    /// reads are GNU-sized, below the window that releases by itself.
+    released: u64,
 }
 
 impl Read for JobReader<'_, '_> {
@@ -880,6 +883,10 @@ impl Read for JobReader<'_, '_> {
             .with_window(self.pos, end, |w| out[..n].copy_from_slice(w))
             .map_err(std::io::Error::other)?;
         self.pos = end;
+        if end - self.released >= RELEASE_MIN {
+            self.job.src.release(self.released, end);
+            self.released = end;
+        }
         Ok(n)
     }
 }

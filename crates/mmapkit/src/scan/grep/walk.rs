@@ -333,7 +333,7 @@ fn read_dir(
         return visit(Visit::Loop(&dir.path));
     }
     let chain = Some(Arc::new(Chain { id, up: dir.chain.clone() }));
-    let rd = match std::fs::read_dir(&dir.path) {
+    let rd = match crate::map::retry_emfile(|| std::fs::read_dir(&dir.path)) {
         Ok(rd) => rd,
         Err(e) => return visit(Visit::Error(Error::io(&dir.path, "read directory", e))),
     };
@@ -412,6 +412,7 @@ pub fn walk<S>(
 ) {
     let root = Dir { path: operand_name(root), chain: None };
     let n = if threads.is_auto() { threads.get().max(WALK_THREADS) } else { threads.get() };
+    let n = n.min(descriptor_room());
     if n <= 1 || opts.sort {
         let mut s = state();
         let _ = walk_sequential(root, opts, &mut |v| visit(&mut s, v));
@@ -429,6 +430,25 @@ pub fn walk<S>(
         }
         shared.worker(opts, state, visit);
     });
+}
+
+/// Descriptors a walking thread may hold at once: a directory while it
+/// is read, or a file while it is searched (never both), and one more for
+/// what the search opens beside it.
+const DESCRIPTORS_PER_THREAD: usize = 2;
+
+/// Descriptors kept free for the rest of the process (output, a dup of
+/// standard input, the allocator's or the runtime's own).
+const DESCRIPTORS_KEPT: usize = 4;
+
+/// How many walking threads the open-files limit leaves room for (at
+/// least one): under `ulimit -n 12` a walk runs on fewer threads rather
+/// than failing with "Too many open files" (what EMFILE is left, from
+/// descriptors opened meanwhile, is retried: [`crate::map::retry_emfile`]).
+fn descriptor_room() -> usize {
+    crate::map::free_descriptors().map_or(usize::MAX, |free| {
+        (free.saturating_sub(DESCRIPTORS_KEPT) / DESCRIPTORS_PER_THREAD).max(1)
+    })
 }
 
 /// Depth first, each directory's entries in the order read.
