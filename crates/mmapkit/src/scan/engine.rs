@@ -92,10 +92,16 @@ pub(crate) enum Scan<'a> {
 impl<'a> Scan<'a> {
     /// Opens `path` for a read-only scan ([`Input::open`] decides).
     pub(crate) fn open(path: &Path, opts: &'a ScanOptions) -> Result<Self> {
-        Ok(match Input::open(path, opts.strategy)? {
+        Ok(Scan::from_input(Input::open(path, opts.strategy)?, opts))
+    }
+
+    /// [`Scan::open`] for an input already opened (see
+    /// [`crate::scan::source::peek_whole`]).
+    pub(crate) fn from_input(input: Input, opts: &'a ScanOptions) -> Self {
+        match input {
             Input::Random(src) => Scan::Job(Job::new(src, opts)),
             Input::Stream(r, size) => Scan::Stream(r, size),
-        })
+        }
     }
 }
 

@@ -114,8 +114,58 @@ pub(crate) fn open_input(path: &Path) -> Result<Opened> {
         // regular file (`(read hdr; mmapkit count ...) < f`).
         return Ok(Opened::Stream(Box::new(stdin_file()?)));
     }
+    classify(open_file(path)?, path)
+}
+
+/// Opens the input file `path` (not `-`).
+fn open_file(path: &Path) -> Result<File> {
     #[allow(clippy::disallowed_methods, reason = "open_input is the one place inputs are opened")]
-    let file = retry_emfile(|| File::open(path)).map_err(|e| Error::io(path, "open", e))?;
+    retry_emfile(|| File::open(path)).map_err(|e| Error::io(path, "open", e))
+}
+
+/// What [`peek_whole`] found.
+pub(crate) enum Peeked<R> {
+    /// The file was shorter than the peek: `f`'s answer on all of it.
+    Whole(R),
+    /// The file is longer, or cannot be read at offsets (a FIFO, a
+    /// terminal, ...): as [`Input::open`] would have opened it.
+    Larger(Input),
+}
+
+/// Opens `path` (not `-`) and, when it holds fewer than `max` bytes, reads
+/// it whole with one `pread` into this thread's buffer and calls
+/// `f(file, bytes)`: no `fstat` first, whose call was a quarter of a
+/// `grep -r` walk's system calls (open, fstat, pread, close per file).
+/// A short `pread` of a regular file is its end (Linux reads regular
+/// files whole up to the end, FUSE's short reads included); procfs and
+/// sysfs files, whose sizes are not their contents, are read the same
+/// way. A directory is `read: Is a directory`, as [`Input::open`] says.
+pub(crate) fn peek_whole<R>(
+    path: &Path,
+    max: usize,
+    strategy: Strategy,
+    f: impl FnOnce(&File, &[u8]) -> R,
+) -> Result<Peeked<R>> {
+    use std::os::unix::fs::FileExt;
+    let file = open_file(path)?;
+    let got = with_read_buffer(max, |buf| {
+        match crate::map::retry_eintr(|| file.read_at(buf, 0)) {
+            Ok(n) if n < max => Ok(Some(f(&file, &buf[..n]))),
+            Ok(_) => Ok(None),
+            Err(e) if e.raw_os_error() == Some(libc::EISDIR) => Err(Error::io(path, "read", e)),
+            // Not readable at offsets (ESPIPE, EINVAL): classified below.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ESPIPE | libc::EINVAL)) => Ok(None),
+            Err(e) => Err(Error::io(path, "read", e)),
+        }
+    })?;
+    match got {
+        Some(r) => Ok(Peeked::Whole(r)),
+        None => Ok(Peeked::Larger(Input::from_opened(classify(file, path)?, path, strategy)?)),
+    }
+}
+
+/// Decides how the open input `file` can be read; see the module docs.
+fn classify(file: File, path: &Path) -> Result<Opened> {
     let meta = file.metadata().map_err(|e| Error::io(path, "stat", e))?;
     let ft = meta.file_type();
     if ft.is_dir() {
@@ -252,7 +302,12 @@ pub(crate) fn with_read_buffer<R>(n: usize, f: impl FnOnce(&mut [u8]) -> R) -> R
 impl Input {
     /// Opens `path` for a scan with `strategy` (streams are streamed whatever it says).
     pub(crate) fn open(path: &Path, strategy: Strategy) -> Result<Input> {
-        let (file, len) = match open_input(path)? {
+        Input::from_opened(open_input(path)?, path, strategy)
+    }
+
+    /// [`Input::open`] once [`open_input`] has opened and classified it.
+    fn from_opened(opened: Opened, path: &Path, strategy: Strategy) -> Result<Input> {
+        let (file, len) = match opened {
             Opened::Stream(r) => return Ok(Input::Stream(r, stdin_size(path))),
             Opened::File { file, len } => (file, len),
         };

@@ -170,6 +170,35 @@ fn zero_size_proc_and_sysfs_files_are_read() {
     assert_eq!(count_lines(&p, &o).unwrap(), 0);
 }
 
+/// `peek_whole` reads a file shorter than the peek at once, and hands
+/// back everything else opened as `Input::open` would have: a longer file
+/// at offsets, a FIFO as a stream; a directory is `read: Is a directory`.
+#[test]
+fn peek_whole_reads_short_files_and_opens_the_rest_as_input_does() {
+    use super::source::{peek_whole, Input, Peeked};
+    let whole = |p: &std::path::Path, max| {
+        peek_whole(p, max, Strategy::Auto, |_f, d: &[u8]| d.to_vec()).map(|r| match r {
+            Peeked::Whole(d) => Ok(d),
+            Peeked::Larger(i) => Err(matches!(i, Input::Random(_))),
+        })
+    };
+    let (_d, p) = temp_file(b"abc\ndef\n");
+    assert_eq!(whole(&p, 9).unwrap(), Ok(b"abc\ndef\n".to_vec()));
+    assert_eq!(whole(&p, 8).unwrap(), Err(true), "a file as long as the peek is larger");
+    let (_e, empty) = temp_file(b"");
+    assert_eq!(whole(&empty, 8).unwrap(), Ok(vec![]));
+    let status = whole(std::path::Path::new("/proc/self/status"), 1 << 20).unwrap().unwrap();
+    assert!(status.starts_with(b"Name:"), "procfs is read for what it holds");
+    let dir = tempfile::tempdir().unwrap();
+    let e = whole(dir.path(), 8).unwrap_err();
+    assert_eq!((e.errno(), e.to_string().contains("read")), (Some(libc::EISDIR), true), "{e}");
+    let (f, writer) = fifo(dir.path(), "f", b"x\n".to_vec());
+    assert_eq!(whole(&f, 8).unwrap(), Err(false), "a FIFO is a stream");
+    writer.join().unwrap();
+    let missing = whole(&dir.path().join("nowhere"), 8).unwrap_err();
+    assert_eq!(missing.errno(), Some(libc::ENOENT));
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
     #[test]

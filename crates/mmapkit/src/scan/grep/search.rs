@@ -35,7 +35,9 @@ use super::matcher::{LineMatcher, Local};
 use super::sink::{FileInfo, Forked, Needs, Sink, SinkLine};
 use super::{BinaryFiles, Grep};
 use crate::scan::engine::{Job, Scan, ScanOptions};
-use crate::scan::source::{label, stdin_file, RELEASE_MIN};
+use crate::scan::source::{
+    label, peek_whole, stdin_file, Peeked, Strategy, AUTO_MMAP_MIN, RELEASE_MIN,
+};
 use crate::{Error, Result};
 
 /// Ranges searched on several threads are at most this long, so the
@@ -75,7 +77,27 @@ impl Grep {
             sink.finish(0)?;
             return Ok(0);
         }
-        let job = match Scan::open(path, opts)? {
+        let scan = if path.as_os_str() != "-" && opts.strategy == Strategy::Auto && opts.chunk == 0
+        {
+            // Small files (most of a tree) are read whole at once: what the
+            // windowed drivers below would do with them, one system call
+            // sooner (see `peek_whole`).
+            let whole = |file: &std::fs::File, data: &[u8]| {
+                let len = data.len() as u64;
+                opts.progress.set_total(len);
+                let hole = self.detects_binary()
+                    && len > GNU_BUFFER as u64
+                    && crate::map::seek_hole(file, 0).is_some_and(|h| h < len);
+                self.search_whole(data, path, opts, sink, hole)
+            };
+            match peek_whole(path, AUTO_MMAP_MIN as usize, opts.strategy, whole)? {
+                Peeked::Whole(n) => return n,
+                Peeked::Larger(input) => Scan::from_input(input, opts),
+            }
+        } else {
+            Scan::open(path, opts)?
+        };
+        let job = match scan {
             Scan::Job(job) => job,
             Scan::Stream(mut r, size) => {
                 // -m on standard input redirected from a file: GNU grep
