@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 
 use memchr::{memchr, memrchr};
 use regex::bytes::Regex;
-use regex_automata::{meta, Input};
+use regex_automata::util::prefilter::Prefilter;
+use regex_automata::{meta, Input, Span};
 
 use super::pcre::{PcreLocal, PcreMatcher};
 use super::spans::{Spans, SpansCache};
@@ -136,6 +137,11 @@ pub(super) struct RegexMatcher {
     /// everywhere (digits, commas in a CSV) every candidate costs a
     /// verification, and the plain DFA is several times faster.
     finders: [meta::Regex; 2],
+    /// Literals one of which every match contains, where the pattern's
+    /// prefix has no good ones (see `inner.rs`): [`FINDER_PREFILTER`]
+    /// then searches for them and runs the regex only on the lines they
+    /// are in (line-bounded patterns only).
+    inner: Option<Prefilter>,
     /// The finder chosen for the current search (see
     /// [`RegexLocal::choose_finder`]); only speed depends on it, never the
     /// answer.
@@ -213,12 +219,21 @@ impl RegexMatcher {
         // (With -z any pattern may match a newline, and is then checked.)
         let line_bounded = !opts.null_data
             && (opts.fixed || parts.iter().all(|p| pattern::cannot_match_newline(p)));
+        let inner = if line_bounded && !per_line {
+            let syntax = byte_regex::syntax(opts.ignore_case).line_terminator(eol);
+            regex_automata::util::syntax::parse_with(&pattern, &syntax)
+                .ok()
+                .and_then(|hir| super::inner::prefilter(&hir))
+        } else {
+            None
+        };
         Ok(RegexMatcher {
             re,
             eol,
             per_line,
             line_bounded,
             finders,
+            inner,
             finder: AtomicUsize::new(FINDER_PREFILTER),
             forced: AtomicBool::new(false),
             spans,
@@ -348,6 +363,24 @@ impl RegexLocal {
             // newline belongs to no line.)
             let finder = &m.finders[which];
             let mut cache = self.caches[which].borrow_mut();
+            if let Some(inner) = m.inner.as_ref().filter(|_| which == FINDER_PREFILTER) {
+                // Only a line holding one of the literals can match: each
+                // such line is searched alone (the whole line, so the next
+                // search starts after it).
+                while pos < n {
+                    let Some(at) = inner.find(w, Span::from(pos..n)).map(|s| s.start) else {
+                        break;
+                    };
+                    let ls = memrchr(eol, &w[pos..at]).map_or(pos, |i| pos + i + 1);
+                    let le = memchr(eol, &w[at..]).map_or(n, |i| at + i);
+                    let input = Input::new(w).range(ls..le).earliest(true);
+                    if finder.search_half_with(&mut cache, &input).is_some() {
+                        f(ls, le)?;
+                    }
+                    pos = le + 1;
+                }
+                return ControlFlow::Continue(());
+            }
             while pos < n {
                 let input = Input::new(w).range(pos..).earliest(true);
                 let Some(e) = finder.search_half_with(&mut cache, &input).map(|m| m.offset())

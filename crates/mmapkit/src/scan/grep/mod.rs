@@ -49,6 +49,7 @@
 //! Results are the same for every strategy, thread count and window size.
 
 mod colors;
+mod inner;
 mod matcher;
 mod pattern;
 mod pcre;

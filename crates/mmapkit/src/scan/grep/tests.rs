@@ -320,6 +320,12 @@ fn patterns() -> impl proptest::strategy::Strategy<Value = (Vec<String>, bool)> 
         Just("[[:alpha:]]1"),
         Just("[^[:alpha:]]b"),
         Just("\\w+,"),
+        // Inner literals (inner.rs): no good prefix, a literal set inside.
+        Just("[ab]+A1"),
+        Just("b*ab1"),
+        Just("[ab][ab]*,[1A]"),
+        Just("\\w+ba\\b"),
+        Just("[^,]*, ?a1"),
     ]
     .prop_map(|p| (vec![p.to_owned()], false));
     let literal = proptest::collection::vec(
