@@ -21,9 +21,12 @@ baseline), its modern peer (ripgrep, sd) and the `mmapkit` CLI, all in one run:
 7. ``replace_grow``   "," -> ", ": sed -i, sd -F, mmapkit replace -F; peak RSS
 8. ``keep_first``     keep the first line: sed -i 1q, the article's read-everything-
                       then-rewrite (Rust), mmapkit keep-lines 1
-9. ``tree_*``        ``grep -r`` with -l, -c, -n over /usr/include and the Python
-                      standard library, and -l over a tree of tiny files: grep -r,
-                      rg -uuu, mmapkit grep -r (all cores and -j 1); see trees.py
+9. ``tree_*``        ``grep -r`` with -l, -c, -n and a common literal, a rare literal
+                      and a regex over /usr/include and the Python standard library,
+                      and -l over a tree of tiny files: grep -r, rg -uuu, mmapkit
+                      grep -r (all cores and -j 1); see trees.py
+   ``stream_latency`` a live pipe: the median time from writing a matching line to
+                      reading it from ``--line-buffered`` output; see stream.py
 10. ``bandwidth``     the machine's limit in the same run: every core summing its share
                       of the mapped file (Rust); the report shows each row's GB/s as a
                       share of it
@@ -70,7 +73,7 @@ from ...harness import (
     tool_version,
     usable_cores,
 )
-from . import rewrite, search, trees
+from . import rewrite, search, stream, trees
 from .data import ensure_csv
 from .helper import helper, rss_wrapper
 from .search import FILE, FIND_FIELD, FIND_LINE, NEEDLE
@@ -184,6 +187,7 @@ class FilesSuite(Suite):
             *search.tasks(few, big, three),
             *rewrite.tasks(few, big, self._restore, self._cleanup, rewritten),
             *trees.tasks("small"),
+            stream.task("small"),
             search.bandwidth(usable_cores()),
         )
 
@@ -198,8 +202,8 @@ class FilesSuite(Suite):
 
     def _contenders(self) -> tuple[Contender, ...]:
         tables = {**search.tables(usable_cores()), **rewrite.tables()}
-        tables["grep"] = {**tables["grep"], **trees.table(["-r"])}
-        tables["rg"] = {**tables["rg"], **trees.table(["-uuu"])}
+        tables["grep"] = {**tables["grep"], **trees.table(["-r"]), **stream.table([])}
+        tables["rg"] = {**tables["rg"], **trees.table(["-uuu"]), **stream.table([])}
 
         def cli(
             name: str,
@@ -233,6 +237,7 @@ class FilesSuite(Suite):
                 **search.mmapkit_table(opts),
                 **rewrite.mmapkit_table(opts, sync, lambda p: self._about(p, "commas")),
                 **trees.table(["grep", "-r", *opts]),
+                **stream.table(["grep", *opts]),
             }
             table = {k: v for k, v in table.items() if only is None or k in only}
             return command_contender(
@@ -555,7 +560,14 @@ class FilesSuite(Suite):
         "size only (the CSV is not used); the trees' pages are dropped with the rest for "
         "cold runs. Goals: mmapkit ≤ 1.0× rg's time and ≤ 0.7× GNU grep's on each real "
         "tree, ≤ 1.1× mmapkit -j 1's on the tiny files. `bench/trees_run.sh` runs this "
-        "part alone.",
+        "part alone. Patterns (issue 40): a common literal (`size_t`, `self`), a rare one "
+        "(`EHWPOISON`, `getpeercert`) and the regex `[a-z]+_[0-9]+\\(` (spelled "
+        "`[a-z][a-z]*_[0-9][0-9]*[(]`, the same in GNU's basic syntax and rg's).",
+        "Live pipe (`stream_latency`, issue 40): each tool reads a pipe the driver writes "
+        "(`... | grep --line-buffered ERR`); a sample is the time from writing a matching "
+        "line (after one that does not match) to reading it from the tool's output; the "
+        f"cell's time is the median of {stream.LINES} samples in one process, without the "
+        "tool's start-up.",
         "Run time on a 2-core VM: `--quick` (16 MiB, warm cache only) ~1 min, full (4 GiB) "
         "~55 min (estimated: the eight regex classes add ~13 min), most of it in `sed -i` "
         "and `sd` on the large file and in restoring (copy "
