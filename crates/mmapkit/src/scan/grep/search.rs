@@ -85,10 +85,7 @@ impl Grep {
             let whole = |file: &std::fs::File, data: &[u8]| {
                 let len = data.len() as u64;
                 opts.progress.set_total(len);
-                let hole = self.detects_binary()
-                    && len > GNU_BUFFER as u64
-                    && crate::map::seek_hole(file, 0).is_some_and(|h| h < len);
-                self.search_whole(data, path, opts, sink, hole)
+                self.search_whole(data, path, opts, sink, self.has_hole(file, len))
             };
             match peek_whole(path, AUTO_MMAP_MIN as usize, opts.strategy, whole)? {
                 Peeked::Whole(n) => return n,
@@ -117,13 +114,8 @@ impl Grep {
         };
         let len = job.src.len();
         // Binary files (as GNU grep decides: a NUL byte, or a hole) and
-        // -z are searched front to back, in GNU grep's buffers. A file
-        // that fits GNU grep's first buffer needs no hole check: a hole
-        // reads as NUL bytes there, binary from the start all the same
-        // (GNU grep looks for holes only past its first read).
-        let hole = self.detects_binary()
-            && len > GNU_BUFFER as u64
-            && crate::map::seek_hole(job.src.file(), 0).is_some_and(|h| h < len);
+        // -z are searched front to back, in GNU grep's buffers.
+        let hole = self.has_hole(job.src.file(), len);
         if job.whole() {
             // A small file: one read into this thread's buffer, searched
             // (and checked for NUL bytes) there.
@@ -150,6 +142,16 @@ impl Grep {
         };
         sink.finish(selected)?;
         Ok(selected)
+    }
+
+    /// Whether `file` (`len` bytes) is binary by a hole, as GNU grep
+    /// decides. A file that fits GNU grep's first buffer needs no check:
+    /// a hole reads as NUL bytes there, binary from the start all the same
+    /// (GNU grep looks for holes only past its first read).
+    fn has_hole(&self, file: &std::fs::File, len: u64) -> bool {
+        self.detects_binary()
+            && len > GNU_BUFFER as u64
+            && crate::map::seek_hole(file, 0).is_some_and(|h| h < len)
     }
 
     /// [`Grep::search`] over a whole file held in memory (`data`: a small
