@@ -774,17 +774,37 @@ impl Run {
         // run quietly (GNU stops at its first match; on several threads the
         // entries "before" it are not defined), no match prints them all.
         let mut held: Vec<Held> = Vec::new();
-        let shared = Mutex::new((&mut *self, &mut *printer, None::<anyhow::Error>, &mut held));
-        let search = |file: &mut Printer<Vec<u8>>, found: Visit<'_>| -> ControlFlow<()> {
+        // Whether a thread may hold its files' output back and join many
+        // files at once (see `Printer::can_hold`); never under -q, where
+        // the first match ends the walk, or --line-buffered.
+        let hold = !self.quiet && !a.gnu.line_buffered;
+        let shared: Walked<'_> =
+            Mutex::new((&mut *self, &mut *printer, None::<anyhow::Error>, &mut held));
+        let search = |t: &mut Thread<'_, '_>, found: Visit<'_>| -> ControlFlow<()> {
+            let file = &mut t.file;
             let searched = match found {
                 Visit::File(path) => Some((path, grep.search(path, &scan, file.sink()))),
                 _ => None,
             };
-            if matches!(searched, Some((_, Ok(0)))) && file.is_empty() {
-                return ControlFlow::Continue(()); // nothing to print or note: no lock
+            match &searched {
+                Some((_, Ok(0))) if file.is_empty() => return ControlFlow::Continue(()), // no lock
+                Some((_, Ok(n))) if hold && file.can_hold() && file.held() < HOLD_BYTES => {
+                    t.any |= *n > 0;
+                    return ControlFlow::Continue(());
+                }
+                _ => {}
             }
             let mut guard = shared.lock().unwrap_or_else(|e| e.into_inner());
             let (run, printer, stop, held) = &mut *guard;
+            run.any |= std::mem::take(&mut t.any);
+            if searched.is_none() && !file.is_empty() {
+                // The files held back first: a message must not overtake them.
+                let joined = printer.join_file(file).map(|()| 0);
+                if let Err(e) = run.done(b"", joined, printer) {
+                    *stop = Some(e);
+                    return ControlFlow::Break(());
+                }
+            }
             let done = match (found, searched) {
                 (_, Some((_, n))) => {
                     let name = file.name();
@@ -822,7 +842,9 @@ impl Run {
                 ControlFlow::Continue(())
             }
         };
-        walk(root, walk_opts, threads, &|| a.printer(Vec::new(), with_filename), &search);
+        let thread =
+            || Thread { file: a.printer(Vec::new(), with_filename), any: false, shared: &shared };
+        walk(root, walk_opts, threads, &thread, &search);
         let (_, _, stop, _) = shared.into_inner().unwrap_or_else(|e| e.into_inner());
         if let Some(e) = stop {
             return Err(e);
@@ -887,6 +909,40 @@ enum Held {
     Loop(std::path::PathBuf),
 }
 
+/// What the walking threads of [`Run::tree`] share.
+type Walked<'a> =
+    Mutex<(&'a mut Run, &'a mut Printer<Out>, Option<anyhow::Error>, &'a mut Vec<Held>)>;
+
+/// Output a walking thread holds back before it joins it: one lock per
+/// this much, not per file (`-r -c` prints a line for every file).
+const HOLD_BYTES: usize = 32 << 10;
+
+/// A walking thread's printer and what it holds back, joined when the
+/// thread ends.
+struct Thread<'s, 'a> {
+    file: Printer<Vec<u8>>,
+    /// A file held back had a selected line.
+    any: bool,
+    shared: &'s Walked<'a>,
+}
+
+impl Drop for Thread<'_, '_> {
+    fn drop(&mut self) {
+        if self.file.is_empty() && !self.any {
+            return;
+        }
+        let mut guard = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+        let (run, printer, stop, _) = &mut *guard;
+        run.any |= self.any;
+        if stop.is_none() {
+            let joined = printer.join_file(&mut self.file).map(|()| 0);
+            if let Err(e) = run.done(b"", joined, printer) {
+                *stop = Some(e);
+            }
+        }
+    }
+}
+
 /// Stdout, buffered (not locked: walking threads join their files' output).
 type Out = Output<BufWriter<crate::stdout::Stdout>>;
 
@@ -913,6 +969,22 @@ impl Printer<Vec<u8>> {
         match self {
             Printer::Gnu(p) => p.is_empty(),
             Printer::Json(p) => p.is_empty(),
+        }
+    }
+
+    /// Bytes held since the last join.
+    fn held(&self) -> usize {
+        match self {
+            Printer::Gnu(p) => p.held(),
+            Printer::Json(p) => p.held(),
+        }
+    }
+
+    /// Joining later would write the same (see [`GnuPrinter::can_hold`]).
+    fn can_hold(&self) -> bool {
+        match self {
+            Printer::Gnu(p) => p.can_hold(),
+            Printer::Json(_) => true,
         }
     }
 }

@@ -409,6 +409,22 @@ impl GnuPrinter<Vec<u8>> {
     pub fn is_empty(&self) -> bool {
         self.out.is_empty() && self.buf.is_empty() && !self.printed_group && !self.binary_matched
     }
+
+    /// Bytes held since the last join.
+    pub fn held(&self) -> usize {
+        self.out.len() + self.buf.len()
+    }
+
+    /// Joining after more files writes what joining now would: no group
+    /// separator to place between files (no context), no binary-file
+    /// message to follow this file's lines, no line to write out at once.
+    /// `grep -r -c` then takes its lock once per many files, not per file.
+    pub fn can_hold(&self) -> bool {
+        self.opts.before.is_none()
+            && self.opts.after.is_none()
+            && !self.binary_matched
+            && !self.opts.line_buffered
+    }
 }
 
 impl<W: Write> Sink for GnuPrinter<W> {
@@ -617,6 +633,11 @@ impl JsonPrinter<Vec<u8>> {
     /// As [`GnuPrinter::is_empty`].
     pub fn is_empty(&self) -> bool {
         self.out.is_empty() && self.buf.is_empty()
+    }
+
+    /// As [`GnuPrinter::held`].
+    pub fn held(&self) -> usize {
+        self.out.len() + self.buf.len()
     }
 }
 
