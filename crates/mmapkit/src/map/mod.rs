@@ -87,7 +87,7 @@ use libc::c_int;
 
 pub(crate) use sys::{
     fadvise_sequential, free_descriptors, fs_type, is_append, pread_full, read_full, retry_eintr,
-    retry_emfile, seek_hole, start_writeback, strerror,
+    retry_emfile, seek_hole, start_writeback, strerror, thread_blocks_read,
 };
 pub use sys::{page_size, sigpipe_ignored_at_start, stdio_closed_at_start};
 

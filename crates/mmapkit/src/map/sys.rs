@@ -362,6 +362,19 @@ pub(crate) fn free_descriptors() -> Option<usize> {
     Some((soft as usize).saturating_sub(open))
 }
 
+/// Blocks the calling thread has read from storage so far
+/// (`getrusage(RUSAGE_THREAD)`'s `ru_inblock`; 0 where it cannot tell):
+/// 0 while everything it read came from the page cache.
+pub(crate) fn thread_blocks_read() -> u64 {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage writes one `rusage` into valid memory.
+    if unsafe { libc::getrusage(libc::RUSAGE_THREAD, usage.as_mut_ptr()) } != 0 {
+        return 0;
+    }
+    // SAFETY: getrusage filled it.
+    u64::try_from(unsafe { usage.assume_init() }.ru_inblock).unwrap_or(0)
+}
+
 /// `posix_fadvise(SEQUENTIAL)` over the whole file: a hint (doubles the
 /// read-ahead window), so a refusal is ignored.
 pub(crate) fn fadvise_sequential(file: &File) {

@@ -390,9 +390,15 @@ fn read_dir(
 /// time waiting for the disk (directory blocks, inodes, the files' first
 /// pages); more threads keep more reads in flight. Measured cold on
 /// `/usr/include` (7,935 files) on 2 cores: `-rl size_t` 0.55–0.68 s with
-/// 2 threads, 0.43–0.45 s with 4, 0.37–0.39 s with 8; warm the same
-/// (33–40 ms) with 2, 4 or 8.
+/// 2 threads, 0.43–0.45 s with 4, 0.37–0.39 s with 8. Warm, threads
+/// beyond the cores only switch and contend (`-rc EHWPOISON`: 40 ms on 2
+/// threads, 42.5 on 8), so those start walking only once a walking thread
+/// has read a block from storage (see [`IO_CHECK_EVERY`]).
 pub const WALK_THREADS: usize = 8;
+
+/// Items a walking thread visits between two looks at the blocks it has
+/// read from storage (one `getrusage` each).
+const IO_CHECK_EVERY: u32 = 16;
 
 /// Visits the files under the directory `root` (an operand, which may be
 /// a symbolic link), on `threads` walking threads (`auto`: the cores, at
@@ -418,15 +424,24 @@ pub fn walk<S>(
         let _ = walk_sequential(root, opts, &mut |v| visit(&mut s, v));
         return;
     }
+    // `auto`: the threads beyond the cores wait for the disk (see WALK_THREADS).
+    let eager = if threads.is_auto() { threads.get().clamp(1, n) } else { n };
     let shared = Shared {
         queue: Mutex::new(Queue { work: vec![Work::Dir(root)], busy: 0 }),
         ready: Condvar::new(),
+        grow: Condvar::new(),
         stop: AtomicBool::new(false),
         waiting: AtomicUsize::new(0),
+        disk: AtomicBool::new(eager == n),
     };
     std::thread::scope(|scope| {
-        for _ in 1..n {
-            scope.spawn(|| shared.worker(opts, state, visit));
+        for i in 1..n {
+            let shared = &shared;
+            scope.spawn(move || {
+                if i < eager || shared.wait_for_disk() {
+                    shared.worker(opts, state, visit);
+                }
+            });
         }
         shared.worker(opts, state, visit);
     });
@@ -492,11 +507,51 @@ struct Shared {
     /// Threads waiting for work: a thread searching its directory's files
     /// gives the rest away when one is.
     waiting: AtomicUsize,
+    /// A walking thread has read from storage: the threads beyond the
+    /// cores walk too (see [`WALK_THREADS`]).
+    disk: AtomicBool,
+    /// Where those wait (not on `ready`: new work would wake them all).
+    grow: Condvar,
 }
 
 impl Shared {
     fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
         self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A thread beyond the cores: waits until the walk reads from storage
+    /// (true: then walk) or ends (false).
+    fn wait_for_disk(&self) -> bool {
+        let mut q = self.lock();
+        loop {
+            if self.disk.load(Ordering::Relaxed) {
+                return true;
+            }
+            if self.stop.load(Ordering::Relaxed) || (q.work.is_empty() && q.busy == 0) {
+                return false;
+            }
+            q = self.grow.wait(q).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Wakes every waiting thread (the walk ends or stops; under the lock).
+    fn wake_all(&self) {
+        self.ready.notify_all();
+        self.grow.notify_all();
+    }
+
+    /// Every [`IO_CHECK_EVERY`] items: whether this thread has read from
+    /// storage, and if so, wakes the threads waiting for that.
+    fn note_disk(&self, visits: &mut u32) {
+        *visits += 1;
+        if !(*visits).is_multiple_of(IO_CHECK_EVERY) || self.disk.load(Ordering::Relaxed) {
+            return;
+        }
+        if crate::map::thread_blocks_read() > 0 {
+            let _q = self.lock(); // (a waiter between its check and its wait cannot miss it)
+            self.disk.store(true, Ordering::Relaxed);
+            self.grow.notify_all();
+        }
     }
 
     /// One walking thread: takes a directory, puts its subdirectories on
@@ -516,10 +571,12 @@ impl Shared {
         // This thread's files, next last; `holding`: counted in `busy`.
         let mut files: Vec<PathBuf> = Vec::new();
         let mut holding = false;
+        let mut visits = 0;
         loop {
             if self.stop.load(Ordering::Relaxed) {
                 return;
             }
+            self.note_disk(&mut visits);
             let item = match files.pop() {
                 Some(p) => {
                     if !files.is_empty() && self.waiting.load(Ordering::Relaxed) > 0 {
@@ -544,7 +601,7 @@ impl Shared {
                             break w;
                         }
                         if q.busy == 0 {
-                            self.ready.notify_all();
+                            self.wake_all();
                             return;
                         }
                         self.waiting.fetch_add(1, Ordering::Relaxed);
@@ -560,7 +617,7 @@ impl Shared {
             if flow.is_break() {
                 self.stop.store(true, Ordering::Relaxed);
                 let _q = self.lock(); // (see Unblock)
-                self.ready.notify_all();
+                self.wake_all();
                 return;
             }
             if !found.is_empty() {
@@ -593,7 +650,7 @@ impl Drop for Unblock<'_> {
             // Under the lock: a thread between its check and its wait
             // cannot miss the wake-up.
             let _queue = self.0.queue.lock().unwrap_or_else(|e| e.into_inner());
-            self.0.ready.notify_all();
+            self.0.wake_all();
         }
     }
 }
