@@ -285,17 +285,26 @@ thread_local! {
     static BUF: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Runs `f` on this thread's reused read buffer, `n` bytes long and 8-byte
-/// aligned (statistics view what is read into it as typed elements).
+/// Where a read buffer starts: on a page. The kernel copies a `read` into
+/// it with `rep movsb`, which on AMD EPYC ran at a third of the speed into
+/// a buffer 16 bytes past a page (malloc's) than into a page-aligned one:
+/// `grep -r -j1 -c EHWPOISON /usr/include` spent 38% of its time in that
+/// copy (154 ms) against 105 ms aligned, and rg's 130.
+const PAGE_ALIGN: usize = 4096;
+
+/// Runs `f` on this thread's reused read buffer, `n` bytes long and
+/// page-aligned (see [`PAGE_ALIGN`]; statistics view what is read into it
+/// as typed elements).
 /// `f` must not call it again (the buffer is borrowed).
 pub(crate) fn with_read_buffer<R>(n: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
     BUF.with(|cell| {
         let mut words = cell.borrow_mut();
-        if words.len() * 8 < n {
-            words.resize(n.div_ceil(8), 0);
+        if words.len() * 8 < n + PAGE_ALIGN {
+            words.resize((n + PAGE_ALIGN).div_ceil(8), 0);
         }
         let buf: &mut [u8] = bytemuck::cast_slice_mut(&mut words[..]);
-        f(&mut buf[..n])
+        let skip = buf.as_ptr().align_offset(PAGE_ALIGN);
+        f(&mut buf[skip..skip + n])
     })
 }
 
