@@ -808,8 +808,9 @@ async fn kv_get(
         }
     }
     let (value, mod_revision) = match app.sm.get_with_revision(&q.key) {
-        Some((v, r)) => (Some(v), Some(r)),
-        None => (None, None),
+        Ok(Some((v, r))) => (Some(v), Some(r)),
+        Ok(None) => (None, None),
+        Err(e) => return storage_failed(e),
     };
     Json(GetAnswer { key: q.key, value, mod_revision }).into_response()
 }
@@ -900,8 +901,17 @@ pub struct KvState {
     pub data: BTreeMap<String, String>,
 }
 
-async fn kv_state(State(app): State<App>) -> Json<KvState> {
-    Json(KvState { id: app.id, last_applied: app.sm.last_applied(), data: app.sm.dump() })
+async fn kv_state(State(app): State<App>) -> HttpResponse {
+    let last_applied = app.sm.last_applied();
+    match app.sm.dump() {
+        Ok(data) => Json(KvState { id: app.id, last_applied, data }).into_response(),
+        Err(e) => storage_failed(e),
+    }
+}
+
+/// The `500` of a read the state machine failed.
+pub(crate) fn storage_failed(e: crate::Error) -> HttpResponse {
+    text(StatusCode::INTERNAL_SERVER_ERROR, format!("state machine read failed: {e}"))
 }
 
 /// One page of a node's log (`GET /log/ids`): the purge point, the log
