@@ -1158,4 +1158,55 @@ mod tests {
         let sm = KvStateMachine::open(dir.path()).unwrap();
         assert_eq!(contents(&sm), want);
     }
+
+    /// Not a check (timing depends on the machine): the longest single
+    /// apply while a snapshot of ~100 MB is built on another thread, and
+    /// the same number of applies without one. Run with
+    /// `cargo test -p mmapkit-raft --lib --release -- --ignored --nocapture apply_during`.
+    #[test]
+    #[ignore = "a measurement: prints the longest apply during a snapshot build"]
+    fn the_longest_apply_during_a_snapshot_build() {
+        let dir = tempfile::tempdir().unwrap();
+        let runtime = rt();
+        let mut sm = KvStateMachine::open(dir.path()).unwrap();
+        let big = "v".repeat(256 << 10);
+        for b in 0..40u64 {
+            let es: Vec<_> =
+                (0..10).map(|i| set(1 + b * 10 + i, &format!("k{b}-{i}"), &big)).collect();
+            runtime.block_on(sm.apply(es)).unwrap();
+        }
+        let mut next = 401;
+        let mut applies = |sm: &mut KvStateMachine, n: Option<usize>, done: &dyn Fn() -> bool| {
+            let (mut worst, mut count) = (Duration::ZERO, 0);
+            while n.map_or(!done(), |n| count < n) {
+                let t = Instant::now();
+                runtime
+                    .block_on(sm.apply([set(next, &format!("w{next}"), &"x".repeat(1024))]))
+                    .unwrap();
+                worst = worst.max(t.elapsed());
+                next += 1;
+                count += 1;
+            }
+            (worst, count)
+        };
+        let builder = sm.clone();
+        let t = Instant::now();
+        let h = std::thread::spawn(move || {
+            let mut b = builder;
+            rt().block_on(b.build_snapshot()).unwrap();
+        });
+        let (during, count) = applies(&mut sm, None, &|| h.is_finished());
+        let took = t.elapsed();
+        h.join().unwrap();
+        let (without, _) = applies(&mut sm, Some(count), &|| false);
+        let size = std::fs::metadata(dir.path().join("snapshot")).unwrap().len();
+        eprintln!(
+            "snapshot of {} MiB built in {} ms; {count} applies meanwhile, the longest {} ms \
+             ({} ms without a snapshot)",
+            size >> 20,
+            took.as_millis(),
+            during.as_millis(),
+            without.as_millis()
+        );
+    }
 }
