@@ -433,6 +433,9 @@ type KvState struct {
 	ID          int               `json:"id"`
 	LastApplied json.RawMessage   `json:"last_applied"`
 	Data        map[string]string `json:"data"`
+	// Next is the start of the next page (nil: the last); the test's few
+	// keys fit in one page of 10 000.
+	Next *string `json:"next"`
 }
 
 // WaitConverged waits up to `patience` for every node to have applied the
@@ -444,8 +447,11 @@ func (c *Cluster) WaitConverged(patience time.Duration) ([]KvState, bool) {
 		agree := true
 		for i, n := range c.Nodes {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			err := c.get(ctx, n, "/kv/state", &states[i])
+			err := c.get(ctx, n, "/kv/state?limit=10000", &states[i])
 			cancel()
+			if err == nil && states[i].Next != nil {
+				err = fmt.Errorf("%s: more than one page of state", n.Addr())
+			}
 			if err != nil {
 				agree = false
 				continue

@@ -11,6 +11,7 @@
 
 mod fasta;
 mod grep;
+mod kv_snapshot;
 mod log;
 mod npy;
 mod raft;
@@ -18,6 +19,7 @@ mod replicate;
 
 pub use fasta::fasta;
 pub use grep::grep;
+pub use kv_snapshot::kv_snapshot;
 pub use log::log_recovery;
 pub use npy::npy_header;
 pub use raft::raft_decode;

@@ -8,7 +8,8 @@
 //!   callback fires only after the entries are durable; reads check
 //!   contiguity; purge and truncate are safe against concurrent readers.
 //!   See [`log_store`] for the on-disk layout and every promise.
-//! * [`kv`]: a key-value state machine snapshotting to a mapped file, and
+//! * [`kv`]: a key-value state machine on disk (redb) with streamed binary
+//!   snapshots, and
 //!   [`node`]: one KV node (openraft over HTTP on axum + reqwest), used by
 //!   the `mmapkit-kv` binary, the cluster tests and the benchmark.
 //!
@@ -37,6 +38,7 @@ pub mod node;
 pub mod query;
 #[cfg(feature = "rocksdb")]
 pub mod rocks;
+mod snapshot;
 pub mod watch;
 
 pub use log_store::{LogStore, StoreOptions};
@@ -60,6 +62,9 @@ pub enum Error {
     /// stored at.
     #[error("raft log contiguity: {0}")]
     Gap(String),
+    /// The state machine's database (redb) failed: the file and why.
+    #[error("{}: {}", .0.display(), .1)]
+    Db(PathBuf, String),
     /// A value did not serialize.
     #[error("encode: {0}")]
     Encode(String),
@@ -73,7 +78,6 @@ pub enum Error {
 /// `block_in_place`, so the worker's other tasks (the HTTP server, the
 /// replication streams) move to another thread instead of waiting behind
 /// the sync; elsewhere (a current-thread runtime, no runtime) directly.
-#[cfg_attr(not(feature = "rocksdb"), allow(dead_code))]
 pub(crate) fn blocking<R>(f: impl FnOnce() -> R) -> R {
     use tokio::runtime::{Handle, RuntimeFlavor};
     match Handle::try_current() {

@@ -19,7 +19,7 @@
 //! | `POST /kv/write` | a [`Request`] as JSON; see below |
 //! | `GET /kv/get?key=K` | linearizable read: `{"key": K, "value": V or null}`; see below |
 //! | `GET /kv/get?key=K&stale=true` | this node's applied value, no check at all (may be stale); any other parameter is a 400 |
-//! | `GET /kv/state` | this node's applied map and last applied log id (stale, like `stale=true`) |
+//! | `GET /kv/state?start=K&limit=N` | one page of this node's applied map, from key `K` (default: the first), at most `N` keys (default 1000, at most 10 000), its last applied log id, and `next`, the `start` of the next page (`null`: the last); stale, like `stale=true`; any other parameter is a 400 |
 //! | `GET /log/ids?from=I&max=N` | this node's log: purge point and the log ids of entries from raft index `I` (default 0), at most `N` (default 1000, capped at 10000) and 4 MiB of entries; `next` is the `from` of the next page, `null` at the end (mmapkit store only) |
 //! | `GET /metrics` | openraft's metrics |
 //! | `POST /admin/snapshot` | build a snapshot now |
@@ -808,8 +808,9 @@ async fn kv_get(
         }
     }
     let (value, mod_revision) = match app.sm.get_with_revision(&q.key) {
-        Some((v, r)) => (Some(v), Some(r)),
-        None => (None, None),
+        Ok(Some((v, r))) => (Some(v), Some(r)),
+        Ok(None) => (None, None),
+        Err(e) => return storage_failed(e),
     };
     Json(GetAnswer { key: q.key, value, mod_revision }).into_response()
 }
@@ -896,12 +897,40 @@ pub struct KvState {
     pub id: NodeId,
     /// The last log entry applied to `data` (`None`: none yet).
     pub last_applied: Option<LogId<NodeId>>,
-    /// Every key and value.
+    /// The page's keys and values.
     pub data: BTreeMap<String, String>,
+    /// The `start` of the next page (`None`: this page is the last).
+    #[serde(default)]
+    pub next: Option<String>,
 }
 
-async fn kv_state(State(app): State<App>) -> Json<KvState> {
-    Json(KvState { id: app.id, last_applied: app.sm.last_applied(), data: app.sm.dump() })
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StateQuery {
+    start: Option<String>,
+    limit: Option<usize>,
+}
+
+async fn kv_state(State(app): State<App>, Query(q): Query<StateQuery>) -> HttpResponse {
+    use crate::query::{RANGE_DEFAULT, RANGE_MAX};
+    let limit = q.limit.unwrap_or(RANGE_DEFAULT);
+    if limit == 0 || limit > RANGE_MAX {
+        return text(StatusCode::BAD_REQUEST, format!("limit must be from 1 to {RANGE_MAX}"));
+    }
+    // Paged: an answer never holds more than one page of the state.
+    let last_applied = app.sm.last_applied();
+    match app.sm.range(q.start.as_deref().unwrap_or(""), None, limit) {
+        Ok((kvs, next, _)) => {
+            let data = kvs.into_iter().map(|kv| (kv.key, kv.value)).collect();
+            Json(KvState { id: app.id, last_applied, data, next }).into_response()
+        }
+        Err(e) => storage_failed(e),
+    }
+}
+
+/// The `500` of a read the state machine failed.
+pub(crate) fn storage_failed(e: crate::Error) -> HttpResponse {
+    text(StatusCode::INTERNAL_SERVER_ERROR, format!("state machine read failed: {e}"))
 }
 
 /// One page of a node's log (`GET /log/ids`): the purge point, the log
@@ -1368,9 +1397,42 @@ impl KvClient {
         r.json().await.map_err(|e| e.to_string())
     }
 
-    /// A node's applied state.
+    /// One page of a node's applied state, from key `start`, at most `limit` keys.
+    pub async fn state_page(
+        &self,
+        addr: &str,
+        start: &str,
+        limit: usize,
+    ) -> Result<KvState, String> {
+        let r = self
+            .request(reqwest::Method::GET, format!("http://{addr}/kv/state"))
+            .query(&[("start", start), ("limit", &limit.to_string())])
+            .timeout(Duration::from_secs(5))
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        if !r.status().is_success() {
+            let status = r.status();
+            let body = r.text().await.unwrap_or_default();
+            return Err(format!("{addr}/kv/state: HTTP {status}: {}", body.trim()));
+        }
+        r.json().await.map_err(|e| e.to_string())
+    }
+
+    /// A node's whole applied state (every page, gathered here: for tests
+    /// and checks), or an error when it changed between pages.
     pub async fn state(&self, addr: &str) -> Result<KvState, String> {
-        self.get_json(addr, "kv/state").await
+        use crate::query::RANGE_MAX;
+        let mut all = self.state_page(addr, "", RANGE_MAX).await?;
+        while let Some(start) = all.next.take() {
+            let page = self.state_page(addr, &start, RANGE_MAX).await?;
+            if page.last_applied != all.last_applied {
+                return Err(format!("{addr}: the state changed while it was read"));
+            }
+            all.data.extend(page.data);
+            all.next = page.next;
+        }
+        Ok(all)
     }
 
     /// One page of a node's log ids: from raft index `from`, at most `max`.

@@ -3,9 +3,9 @@
 //! | route | what |
 //! | --- | --- |
 //! | `GET /kv/range?prefix=P` or `?start=A&end=B` | linearizable read of the keys with prefix `P`, or in `[A, B)` (`end` absent: no end), in key order, at most `limit` (default 1000, at most 10 000): a [`RangeAnswer`]; pass its `next` as `start` (same `end`) for the next page; `stale=true` reads this node's state unchecked |
-//! | `GET /kv/watch?prefix=P&from=R` (or `start`/`end`) | the changes of revision `R` or later to those keys, long-polled up to `timeout_ms` (default 30 000, at most 60 000) while there are none: a [`WatchAnswer`]; ask again from its `next` to miss and repeat nothing, across disconnects and nodes; `410` with a [`CompactedAnswer`] when `R` is older than the node holds (after a restart or a snapshot install, or past the last 100 000 changes): read the range again and watch from its `revision + 1` |
+//! | `GET /kv/watch?prefix=P&from=R` (or `start`/`end`) | the changes of revision `R` or later to those keys, long-polled up to `timeout_ms` (default 30 000, at most 60 000) while there are none: a [`WatchAnswer`]; ask again from its `next` to miss and repeat nothing, across disconnects and nodes; `410` with a [`CompactedAnswer`] when `R` is older than the node holds (after a restart or a snapshot install, or past the last 100 000 changes or 32 MiB of keys and values): read the range again and watch from its `revision + 1` |
 //!
-//! | `GET /kv/backup` | every key, value and `mod_revision`, from one consistent, linearizable cut: a [`RangeAnswer`] (`next` is `null`); held in memory whole, like `/kv/state` |
+//! | `GET /kv/backup` | every key, value and `mod_revision`, from one consistent, linearizable cut: a [`RangeAnswer`] (`next` is `null`); held in memory whole (use `/kv/range` pages for a state larger than memory) |
 //!
 //! A revision is the raft log index of the entry that made a write (every
 //! node applies the same entries at the same indexes, so revisions agree
@@ -24,7 +24,7 @@ use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 
 use crate::kv::KeyValue;
-use crate::node::{read_barrier, text, App, ClientError, KvClient};
+use crate::node::{read_barrier, storage_failed, text, App, ClientError, KvClient};
 use crate::watch::{Compacted, Event};
 
 /// Keys per range page by default, and at most.
@@ -151,17 +151,21 @@ async fn range(
             return r;
         }
     }
-    let (kvs, next, revision) = app.sm.range(&start, end.as_deref(), limit);
-    Json(RangeAnswer { kvs, next, revision }).into_response()
+    match app.sm.range(&start, end.as_deref(), limit) {
+        Ok((kvs, next, revision)) => Json(RangeAnswer { kvs, next, revision }).into_response(),
+        Err(e) => storage_failed(e),
+    }
 }
 
 async fn backup(State(app): State<App>, headers: HeaderMap) -> HttpResponse {
     if let Some(r) = read_barrier(&app, &headers, "/kv/backup", &[]).await {
         return r;
     }
-    // One lock: every key as of one revision.
-    let (kvs, next, revision) = app.sm.range("", None, usize::MAX);
-    Json(RangeAnswer { kvs, next, revision }).into_response()
+    // One read transaction: every key as of one revision.
+    match app.sm.range("", None, usize::MAX) {
+        Ok((kvs, next, revision)) => Json(RangeAnswer { kvs, next, revision }).into_response(),
+        Err(e) => storage_failed(e),
+    }
 }
 
 async fn watch(State(app): State<App>, Query(q): Query<WatchQuery>) -> HttpResponse {

@@ -23,6 +23,16 @@ pub struct Event {
 /// a time).
 pub const HISTORY_MAX: usize = 100_000;
 
+/// Bytes of keys and values kept at most: the window's memory is bounded
+/// by this, not by the size of the values written (100 000 changes of
+/// 4 MiB values would be 400 GB).
+pub const HISTORY_MAX_BYTES: usize = 32 << 20;
+
+/// What one change counts against [`HISTORY_MAX_BYTES`].
+fn size(e: &Event) -> usize {
+    e.key.len() + e.value.as_ref().map_or(0, String::len) + std::mem::size_of::<Event>()
+}
+
 /// The revisions asked for are older than the window.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Compacted {
@@ -37,27 +47,35 @@ pub(crate) struct History {
     /// Every change of revision `oldest` or later is held.
     oldest: u64,
     cap: usize,
+    bytes: usize,
+    max_bytes: usize,
 }
 
 impl History {
-    /// An empty window whose first revision is `next`.
-    pub(crate) fn new(next: u64, cap: usize) -> History {
-        History { events: VecDeque::new(), oldest: next, cap: cap.max(1) }
+    /// An empty window whose first revision is `next`, holding at most
+    /// `cap` changes and `max_bytes` of them (see [`size`]).
+    pub(crate) fn new(next: u64, cap: usize, max_bytes: usize) -> History {
+        History { events: VecDeque::new(), oldest: next, cap: cap.max(1), bytes: 0, max_bytes }
     }
 
     /// Forgets everything: the next change is of revision `next` or later
     /// (after a restart or an installed snapshot).
     pub(crate) fn reset(&mut self, next: u64) {
         self.events.clear();
+        self.bytes = 0;
         self.oldest = next;
     }
 
     pub(crate) fn push(&mut self, e: Event) {
+        self.bytes += size(&e);
         self.events.push_back(e);
-        if self.events.len() > self.cap {
+        while !self.events.is_empty()
+            && (self.events.len() > self.cap || self.bytes > self.max_bytes)
+        {
             // Whole revisions only: a watcher never gets half of one.
             let drop_rev = self.events[0].revision;
-            while self.events.front().is_some_and(|f| f.revision == drop_rev) {
+            while let Some(f) = self.events.front().filter(|f| f.revision == drop_rev) {
+                self.bytes -= size(f);
                 self.events.pop_front();
             }
             self.oldest = drop_rev + 1;
@@ -101,7 +119,7 @@ mod tests {
 
     #[test]
     fn whole_revisions_are_compacted_and_never_split() {
-        let mut h = History::new(1, 3);
+        let mut h = History::new(1, 3, usize::MAX);
         for e in [ev(1, "a"), ev(2, "a"), ev(2, "b"), ev(3, "c")] {
             h.push(e);
         }
@@ -115,5 +133,23 @@ mod tests {
         assert_eq!((got, next), (vec![], 8), "revisions 4-7 changed nothing");
         h.reset(9);
         assert_eq!(h.since(8, |_| true, 10, 8), Err(Compacted { oldest: 9 }));
+    }
+
+    /// The window is bounded in bytes too: large values compact it sooner,
+    /// still by whole revisions.
+    #[test]
+    fn the_window_is_bounded_in_bytes() {
+        let one = size(&ev(1, "a"));
+        let mut h = History::new(1, 100, 3 * one);
+        for e in [ev(1, "a"), ev(2, "a"), ev(2, "b"), ev(3, "c")] {
+            h.push(e);
+        }
+        assert_eq!(h.since(1, |_| true, 10, 3), Err(Compacted { oldest: 2 }));
+        let big = Event { revision: 4, key: "k".into(), value: Some("x".repeat(3 * one)) };
+        h.push(big.clone());
+        assert_eq!(h.since(4, |_| true, 10, 4), Err(Compacted { oldest: 5 }));
+        assert_eq!(h.bytes, 0);
+        h.push(ev(5, "a"));
+        assert_eq!(h.since(5, |_| true, 10, 5).unwrap(), (vec![ev(5, "a")], 6));
     }
 }

@@ -171,3 +171,32 @@ fn watches_resume_across_disconnects_and_nodes_missing_and_repeating_nothing() {
         raw(&c.rt, "GET", &format!("http://{a1}/kv/watch?prefix=w/&from=1&bogus=1"), None, None);
     assert_eq!(status, 400);
 }
+
+/// `GET /kv/state` is paged (issue 37, defect 6: it answered the whole
+/// state at once): `limit` keys from `start`, `next` to go on; unknown
+/// parameters and a limit out of range are a 400.
+#[test]
+fn the_state_is_read_in_pages() {
+    let mut c = Cluster::start(&[]);
+    for k in ["a", "b", "c", "d", "e"] {
+        c.set(k, &format!("v{k}"));
+    }
+    let addr = c.addr(c.leader());
+    let (mut keys, mut start) = (Vec::new(), String::new());
+    loop {
+        let page = c.block(c.client.state_page(&addr, &start, 2)).unwrap();
+        assert!(page.data.len() <= 2);
+        keys.extend(page.data.into_keys());
+        match page.next {
+            Some(n) => start = n,
+            None => break,
+        }
+    }
+    assert_eq!(keys, ["a", "b", "c", "d", "e"]);
+    assert_eq!(c.block(c.client.state(&addr)).unwrap().data.len(), 5);
+    for q in ["limit=0", "limit=10001", "prefix=a", "start=a&x=1"] {
+        let (status, body) = raw(&c.rt, "GET", &format!("http://{addr}/kv/state?{q}"), None, None);
+        assert_eq!(status, 400, "{q}: {body}");
+    }
+    c.converged(true);
+}
