@@ -21,32 +21,6 @@ fn status_kib(pid: u32, field: &str) -> u64 {
     line.split_whitespace().nth(1).unwrap().parse().unwrap()
 }
 
-/// Starts `node` as `Proc::spawn` does, with glibc's malloc told to map
-/// allocations of 128 KiB or more (each value's buffers) and to keep two
-/// arenas. By default the mmap threshold rises after the first large frees
-/// and the freed 256 KiB buffers then stay in up to 8 arenas per core: the
-/// node's heap retained ~190 MiB after 200 MB of writes here (measured),
-/// which is the allocator's cache, not the state machine's. The bound below
-/// is on what the node holds.
-fn spawn_with_fixed_malloc(node: &mut common::Proc) {
-    use std::io::{BufRead, BufReader};
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_mmapkit-kv"))
-        .args(["serve", "--id", &node.id.to_string(), "--bind", &node.addr])
-        .arg("--dir")
-        .arg(&node.dir)
-        .args(&node.args)
-        .env("MALLOC_MMAP_THRESHOLD_", "131072")
-        .env("MALLOC_ARENA_MAX", "2")
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn mmapkit-kv");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    assert!(line.contains("listening on"), "the node said {line:?}");
-    node.addr = line.trim().rsplit(' ').next().unwrap().to_owned();
-    node.child = Some(child);
-}
-
 const VALUE: usize = 256 << 10;
 const VALUES: usize = 800;
 const WRITERS: usize = 4;
@@ -67,7 +41,7 @@ fn a_node_holding_200_mb_stays_within_its_memory_bound() {
         child: None,
         nofile: None,
     };
-    spawn_with_fixed_malloc(&mut node);
+    node.spawn(); // the binary sets its own allocator limits (bin/kv.rs)
     let pid = node.child.as_ref().unwrap().id();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let client = KvClient::new([node.addr.clone()]).unwrap();

@@ -309,6 +309,8 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 const FATAL_EXIT: i32 = 70;
 
 fn main() {
+    // Freed value buffers go back to the system (see the function's docs).
+    mmapkit::map::bound_malloc_retention();
     let cli = Cli::parse();
     // A panic on any thread (openraft's core runs on a task of its own) is
     // fatal: the process ends with the message instead of serving on with

@@ -85,11 +85,11 @@ use std::sync::{Mutex, OnceLock};
 
 use libc::c_int;
 
+pub use sys::{bound_malloc_retention, page_size, sigpipe_ignored_at_start, stdio_closed_at_start};
 pub(crate) use sys::{
     fadvise_sequential, free_descriptors, fs_type, is_append, pread_full, read_full, retry_eintr,
     retry_emfile, seek_hole, start_writeback, strerror, thread_blocks_read,
 };
-pub use sys::{page_size, sigpipe_ignored_at_start, stdio_closed_at_start};
 
 use crate::{Error, Result};
 
