@@ -321,7 +321,7 @@ class FeatureBatchSampler(torch.utils.data.Sampler[Any]):
         return self._count(self._total(self.rows), 0)
 
     def _state(self, epoch: int, rows: int, consumed: int) -> dict[str, int]:
-        if consumed >= self._total(rows):  # the epoch is over: the next one, from its start
+        if consumed and consumed >= self._total(rows):  # over: the next epoch, from its start
             epoch, consumed = epoch + 1, 0
         return {
             "epoch": epoch,
@@ -345,6 +345,13 @@ class FeatureBatchSampler(torch.utils.data.Sampler[Any]):
                 else self._state(prog.epoch + 1, self.rows, 0)
             )
         return self._state(prog.epoch, prog.rows, prog.start + yielded * self.world_size)
+
+    def _next_state(self) -> dict[str, int]:
+        """The state the next ``iter()`` starts from (a loaded resume, else
+        :attr:`epoch` from its start)."""
+        if self._resume is not None:
+            return self._state(*self._resume)
+        return self._state(self.epoch, self.rows, 0)
 
     def state_dict(self) -> dict[str, int]:
         """Where this sampler stands, as a plain dict of ints: the epoch in
@@ -436,13 +443,14 @@ class _Tracker:
     :class:`FeatureBatchSampler`, whose keys may run ahead (workers, prefetch):
     the state after them."""
 
-    __slots__ = ("delivered", "prog", "sampler", "start")
+    __slots__ = ("delivered", "ended", "prog", "sampler", "start")
 
     def __init__(self, sampler: FeatureBatchSampler) -> None:
         self.sampler = sampler
-        self.start = sampler.state_dict()  # before any key is taken
+        self.start = sampler._next_state()  # before any key is taken
         self.prog: _Progress | None = None
         self.delivered = 0
+        self.ended = False  # the iteration ran to its end
 
     def one(self) -> None:
         if self.prog is None:
@@ -450,6 +458,8 @@ class _Tracker:
         self.delivered += 1
 
     def state(self) -> dict[str, int]:
+        if self.ended:
+            return self.sampler.state_dict()
         if self.prog is None:
             return self.start
         return self.sampler._state_of(self.prog, self.delivered)
@@ -480,6 +490,7 @@ class FeatureDataLoader(torch.utils.data.DataLoader[Any]):
         for batch in start():
             tracker.one()
             yield batch
+        tracker.ended = True
 
     def state_dict(self) -> dict[str, int]:
         """Where the loader stands: after the batches it delivered (see
@@ -805,6 +816,7 @@ class DeviceLoader:
         for batch in self._batches(keys):
             tracker.one()
             yield batch
+        tracker.ended = True
 
     def _batches(self, keys: Iterator[_Runs]) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         ds = self.dataset

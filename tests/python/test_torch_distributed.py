@@ -227,3 +227,19 @@ def test_gap5_block_size_on_the_loaders(tmp_path):
     ]
     with pytest.raises(ValueError, match="block_size"):
         data_loader(p, 100, shuffle=True, block_size=0)
+
+
+def test_gap4_state_edges(tmp_path):
+    empty = data_loader(make_store(tmp_path / "e", 0), 8, shuffle=True)
+    assert empty.state_dict()["epoch"] == 0 and labels(empty) == []
+    assert empty.state_dict()["epoch"] == 1
+    p = make_store(tmp_path / "fs", 100)
+    dl = data_loader(p, 10, shuffle=True)
+    it = iter(dl)
+    next(it)
+    it.close()  # abandoned after one batch of epoch 0
+    assert dl.state_dict()["consumed"] == 1
+    it = iter(dl)  # epoch 1 started, nothing delivered yet
+    assert dl.state_dict()["epoch"] == 0  # (the generator runs at the first next)
+    next(it)
+    assert (dl.state_dict()["epoch"], dl.state_dict()["consumed"]) == (1, 1)
