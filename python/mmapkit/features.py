@@ -51,12 +51,13 @@ min, max in one pass), :meth:`~FeatureStore.quantile` and
 
 from __future__ import annotations
 
+import bisect
 import concurrent.futures
 import math
 import os
 import resource
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Self, TypeVar
 
 import numpy as np
@@ -178,18 +179,28 @@ def _block_layout(
 
 
 def _batch_runs(
-    n: int, batch_size: int, seed: Any, block_size: int | None, stop: int
+    n: int,
+    batch_size: int,
+    seed: Any,
+    block_size: int | None,
+    stop: int,
+    batches: Iterable[int] | None = None,
 ) -> Iterator[list[tuple[int, int, int]]]:
     """Each batch of :func:`batch_order`'s epoch (positions ``[s, s + batch_size)``
     up to ``stop``) as maximal runs of consecutive rows ``(i, j, first)``:
     positions ``i:j`` of the batch hold rows ``first, first + 1, ...``. Read
-    off the blocks, without the epoch's order (``n`` indices) being made."""
+    off the blocks, without the epoch's order (``n`` indices) being made.
+    ``batches``: the batch numbers wanted, in the order wanted (default all,
+    in order; a rank's share of them for the torch samplers)."""
     starts, lens, out_start = (a.tolist() for a in _block_layout(n, batch_size, seed, block_size))
-    b = 0
-    for s in range(0, stop, batch_size):
+    if batches is None:
+        batches = range(-(-stop // batch_size))
+    for j in batches:
+        s = j * batch_size
         e = min(s + batch_size, stop)
+        b = bisect.bisect_right(out_start, s) - 1  # the block holding position s
         runs: list[tuple[int, int, int]] = []
-        while b < len(starts) and out_start[b] < e:
+        while 0 <= b < len(starts) and out_start[b] < e:
             end = out_start[b] + lens[b]
             lo, hi = max(out_start[b], s), min(end, e)
             first = starts[b] + lo - out_start[b]
@@ -197,8 +208,6 @@ def _batch_runs(
                 runs[-1] = (runs[-1][0], hi - s, runs[-1][2])  # continues the run before
             else:
                 runs.append((lo - s, hi - s, first))
-            if end > e:
-                break  # the block goes on in the next batch
             b += 1
         yield runs
 
