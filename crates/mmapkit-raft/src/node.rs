@@ -1383,12 +1383,21 @@ impl KvClient {
         addr: &str,
         route: &str,
     ) -> Result<T, String> {
-        let r = self
-            .request(reqwest::Method::GET, format!("http://{addr}/{route}"))
-            .timeout(Duration::from_secs(5))
-            .send()
-            .await
-            .map_err(|e| e.to_string())?;
+        self.get_json_query(addr, route, &[]).await
+    }
+
+    /// [`KvClient::get_json`] with `query`'s parameters (URL-encoded).
+    async fn get_json_query<T: DeserializeOwned>(
+        &self,
+        addr: &str,
+        route: &str,
+        query: &[(&str, &str)],
+    ) -> Result<T, String> {
+        let mut req = self.request(reqwest::Method::GET, format!("http://{addr}/{route}"));
+        if !query.is_empty() {
+            req = req.query(query);
+        }
+        let r = req.timeout(Duration::from_secs(5)).send().await.map_err(|e| e.to_string())?;
         if !r.status().is_success() {
             let status = r.status();
             let body = r.text().await.unwrap_or_default();
@@ -1404,19 +1413,8 @@ impl KvClient {
         start: &str,
         limit: usize,
     ) -> Result<KvState, String> {
-        let r = self
-            .request(reqwest::Method::GET, format!("http://{addr}/kv/state"))
-            .query(&[("start", start), ("limit", &limit.to_string())])
-            .timeout(Duration::from_secs(5))
-            .send()
-            .await
-            .map_err(|e| e.to_string())?;
-        if !r.status().is_success() {
-            let status = r.status();
-            let body = r.text().await.unwrap_or_default();
-            return Err(format!("{addr}/kv/state: HTTP {status}: {}", body.trim()));
-        }
-        r.json().await.map_err(|e| e.to_string())
+        let limit = limit.to_string();
+        self.get_json_query(addr, "kv/state", &[("start", start), ("limit", &limit)]).await
     }
 
     /// A node's whole applied state (every page, gathered here: for tests
