@@ -39,12 +39,11 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ._clusters import ETCD, ETCD_LOAD, KV, EtcdCluster, KvCluster
 from ..harness import (
     REPO_DIR,
     Contender,
@@ -58,13 +57,8 @@ from ..harness import (
     run_command,
 )
 
-KV = REPO_DIR / "target" / "release" / "mmapkit-kv"
 CATCHUP = REPO_DIR / "target" / "release" / "examples" / "catchup"
 KV_ROCKS = REPO_DIR / "target" / "bench-raft" / "release" / "mmapkit-kv"
-# The etcd peer: Debian's etcd-server (`make bench-etcd`) driven by its own Go client
-# (bench/peers/go/cmd/kv-etcd, `make bench-peers`).
-ETCD = Path("/usr/bin/etcd")
-ETCD_LOAD = REPO_DIR / "bench" / "peers" / "go" / "bin" / "kv-etcd"
 CLIENTS = (1, 16, 256)
 # writes per run: (full, quick)
 WRITES = {1: (1_000, 200), 16: (10_000, 1_000), 256: (20_000, 2_000)}
@@ -72,143 +66,20 @@ VALUE = 100
 CLUSTER = "3 nodes"
 # catch-up workloads: size label -> (entries, entries with --quick, payload bytes)
 CATCHUP_SIZES = {"50 B entries": (1_000_000, 100_000, 50), "4 KiB entries": (100_000, 20_000, 4096)}
+# Task `data`: memory per node and a node replacement against the data a cluster holds.
+# size label -> bytes of values (full); --quick runs only the smallest, scaled down.
+DATA_SIZES = {"100 MB data": 100_000_000, "1 GB data": 1_000_000_000, "4 GB data": 4_000_000_000}
+DATA_QUICK = {"20 MB data": 20_000_000}
+DATA_VALUE = 64 << 10  # etcd takes requests up to 1.5 MiB
+DATA_CLIENTS = 16
+# Per system: extra flags of every node in task `data` (see the etcd contender's note).
+DATA_ARGS: dict[str, tuple[str, ...]] = {
+    "mmapkit": (),
+    "etcd": ("--quota-backend-bytes", str(8 << 30), "--snapshot-count", "10000"),
+}
 # The one-entry design is timed on the first entries of the log only (its rate per entry
 # is flat; the whole log would take minutes per run): this many, at most (full, quick).
 ONE_ENTRY = {"50 B entries": (20_000, 5_000), "4 KiB entries": (5_000, 2_000)}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _stop(procs: list[subprocess.Popen], root: Path) -> None:
-    """SIGTERM every member of a cluster, SIGKILL one that has not exited
-    within 10 s, then remove its directory."""
-    for p in procs:
-        p.terminate()
-    for p in procs:
-        try:
-            p.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-    shutil.rmtree(root, ignore_errors=True)
-
-
-class _Cluster:
-    """Three nodes of one store kind in fresh directories under `root`."""
-
-    def __init__(self, exe: Path, store: str, root: Path) -> None:
-        shutil.rmtree(root, ignore_errors=True)
-        root.mkdir(parents=True)
-        self.root = root
-        self.addrs = [f"127.0.0.1:{_free_port()}" for _ in range(3)]
-        self.procs: list[subprocess.Popen] = []
-        try:
-            for i, addr in enumerate(self.addrs, 1):
-                p = subprocess.Popen(
-                    [
-                        str(exe),
-                        "serve",
-                        "--id",
-                        str(i),
-                        "--dir",
-                        str(root / f"n{i}"),
-                        "--bind",
-                        addr,
-                        "--store",
-                        store,
-                    ],
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.DEVNULL,
-                )
-                self.procs.append(p)
-                line = p.stdout.readline().decode() if p.stdout else ""
-                if "listening" not in line:
-                    raise RuntimeError(f"node {i} ({store}) did not start: {line!r}")
-            members = ",".join(f"{i}={a}" for i, a in enumerate(self.addrs, 1))
-            run_command([str(exe), "init", "--nodes", members])
-            # a few writes: a leader is elected and the connections are up
-            run_command([str(exe), "load", "--nodes", ",".join(self.addrs), "--writes", "20"])
-        except BaseException:
-            self.close()
-            raise
-
-    def close(self) -> None:
-        _stop(self.procs, self.root)
-
-
-class _EtcdCluster:
-    """Three etcd members on loopback in fresh directories under `root`, default
-    durability (the WAL fdatasynced before a proposal is acknowledged)."""
-
-    def __init__(self, root: Path) -> None:
-        shutil.rmtree(root, ignore_errors=True)
-        root.mkdir(parents=True)
-        self.root = root
-        ports = [(_free_port(), _free_port()) for _ in range(3)]
-        self.addrs = [f"http://127.0.0.1:{c}" for c, _ in ports]
-        initial = ",".join(f"n{i}=http://127.0.0.1:{p}" for i, (_, p) in enumerate(ports, 1))
-        self.procs: list[subprocess.Popen] = []
-        try:
-            for i, (c, p) in enumerate(ports, 1):
-                self.procs.append(
-                    subprocess.Popen(
-                        [
-                            str(ETCD),
-                            "--name",
-                            f"n{i}",
-                            "--data-dir",
-                            str(root / f"n{i}"),
-                            "--listen-client-urls",
-                            f"http://127.0.0.1:{c}",
-                            "--advertise-client-urls",
-                            f"http://127.0.0.1:{c}",
-                            "--listen-peer-urls",
-                            f"http://127.0.0.1:{p}",
-                            "--initial-advertise-peer-urls",
-                            f"http://127.0.0.1:{p}",
-                            "--initial-cluster",
-                            initial,
-                            "--initial-cluster-state",
-                            "new",
-                            "--initial-cluster-token",
-                            root.name,
-                            "--logger",
-                            "zap",
-                            "--log-level",
-                            "error",
-                        ],
-                        stdout=subprocess.DEVNULL,
-                        stderr=subprocess.DEVNULL,
-                    )
-                )
-            # waits for a leader (the driver does), then a few writes: connections up
-            self.load(1, 20)
-        except BaseException:
-            self.close()
-            raise
-
-    def load(self, clients: int, writes: int) -> dict[str, Any]:
-        out, _err, _rc = run_command(
-            [
-                str(ETCD_LOAD),
-                "--endpoints",
-                ",".join(self.addrs),
-                "--clients",
-                str(clients),
-                "--writes",
-                str(writes),
-                "--value-size",
-                str(VALUE),
-            ]
-        )
-        return json.loads(out.decode().strip().splitlines()[-1])
-
-    def close(self) -> None:
-        _stop(self.procs, self.root)
 
 
 class ReplicationSuite(Suite):
@@ -246,6 +117,11 @@ class ReplicationSuite(Suite):
         "writes_per_s": {"title": "writes/s", "unit": ""},
         "p50_ms": {"title": "p50 ms", "unit": ""},
         "p99_ms": {"title": "p99 ms", "unit": ""},
+        "max_ms": {"title": "slowest write ms", "unit": ""},
+        "load_mb_per_s": {"title": "load MB/s", "unit": ""},
+        "rss_mib": {"title": "RSS MiB", "unit": ""},
+        "anon_mib": {"title": "anon MiB", "unit": ""},
+        "peak_mib": {"title": "peak RSS MiB", "unit": ""},
     }
     notes = (
         "Catch-up (task `catchup`): a follower the whole log behind copies it over "
@@ -276,6 +152,8 @@ class ReplicationSuite(Suite):
     def __init__(self) -> None:
         self._quick = False
         self._catchup_info: dict[Path, dict[str, Any]] = {}
+        self._data_info: dict[Path, dict[str, Any]] = {}
+        self._root = Path()
         self._runs = 0
         self.tasks = (
             *tuple(
@@ -291,6 +169,23 @@ class ReplicationSuite(Suite):
                     f"{VALUE}-byte values from {c} client(s), each waiting for its answer",
                 )
                 for c in CLIENTS
+            ),
+            Task(
+                "data",
+                "memory per node, then a node replacement",
+                caches=("warm",),
+                sizes=(*DATA_SIZES, *DATA_QUICK),
+                throughput=False,
+                warmup="prime",
+                repeats=lambda size, n: 1 if size.nbytes >= 1_000_000_000 else min(n, 3),
+                check=lambda _p, r: r,
+                note=f"{DATA_CLIENTS} clients write the size's bytes as {DATA_VALUE >> 10} KiB "
+                "values into a fresh 3-node cluster, then one more write (a marker); the memory "
+                "columns are the largest node's after that; then a follower's disk is lost "
+                "(SIGKILL, directory deleted) and the time is the operator's replacement, "
+                "from `member remove` until the new member (learner, then promoted) holds the "
+                "marker and answers a linearizable read of it. One timed run at 1 GB and "
+                "above (each loads the whole size), three below",
             ),
             Task(
                 "catchup",
@@ -347,18 +242,27 @@ class ReplicationSuite(Suite):
 
     def sizes(self, quick: bool) -> list[Size]:
         self._quick = quick
-        return [Size(CLUSTER, 0)] + [
-            Size(label, (q if quick else n) * b) for label, (n, q, b) in CATCHUP_SIZES.items()
-        ]
+        data = DATA_QUICK if quick else DATA_SIZES
+        return (
+            [Size(CLUSTER, 0)]
+            + [Size(label, (q if quick else n) * b) for label, (n, q, b) in CATCHUP_SIZES.items()]
+            + [Size(label, nbytes) for label, nbytes in data.items()]
+        )
 
     def prepare(self, size: Size, data_dir: Path, log: Callable[[str], None]) -> Dataset:
         if size.label in CATCHUP_SIZES:
             return self._prepare_catchup(size, data_dir, log)
-        root = data_dir / "replication"
+        root = self._root = data_dir / "replication"
         root.mkdir(parents=True, exist_ok=True)
-        marker = root / "suite.json"
-        marker.write_text(json.dumps({"value_bytes": VALUE}) + "\n")
-        return Dataset(size, marker, [marker], {"value_bytes": VALUE, "nodes": 3})
+        if size.label == CLUSTER:
+            marker = root / "suite.json"
+            info = {"value_bytes": VALUE, "nodes": 3}
+        else:  # a data size: the clusters write their own data
+            marker = root / f"data-{size.nbytes}.json"
+            info = {"value_bytes": DATA_VALUE, "nodes": 3, "writes": -(-size.nbytes // DATA_VALUE)}
+            self._data_info[marker] = info
+        marker.write_text(json.dumps(info) + "\n")
+        return Dataset(size, marker, [marker], info)
 
     def _prepare_catchup(self, size: Size, data_dir: Path, log: Callable[[str], None]) -> Dataset:
         """The leader's logs (cached in bench/data/replication/): the whole one, and the
@@ -426,85 +330,97 @@ class ReplicationSuite(Suite):
             name, make, note=note, commands={"catchup": f"catchup run {name} LEADER WORK"}
         )
 
-    def _contender(self, name: str, exe: Path, store: str, note: str) -> Contender:
+    def _cluster_tasks(
+        self, name: str, start: Callable[[Path, tuple[str, ...]], Any], missing: Callable[[], None]
+    ) -> dict[str, Callable[[Path], Any]]:
+        """The cluster tasks of one system: ``start(root, args)`` starts three nodes (a
+        KvCluster or an EtcdCluster), ``missing()`` raises Unavailable when it is not built
+        (checked per run, not in the factory: the catch-up task runs without the clusters)."""
         suite = self
 
+        def fresh(args: tuple[str, ...] = ()) -> Any:
+            missing()
+            suite._runs += 1
+            return start(suite._root / "runs" / f"{name}-{suite._runs}", args)
+
+        def clients(n: int) -> Callable[[Path], Any]:
+            def run(_path: Path) -> Measured:
+                cluster = fresh()
+                try:
+                    r = cluster.load(n, WRITES[n][1 if suite._quick else 0], VALUE)
+                finally:
+                    cluster.close()
+                metrics = {k: round(r[k], 3) for k in ("writes_per_s", "p50_ms", "p99_ms")}
+                return Measured(r["writes"], metrics, seconds=r["seconds"])
+
+            return run
+
+        def data(path: Path) -> Measured:
+            info = suite._data_info[path]
+            cluster = fresh(DATA_ARGS.get(name, ()))
+            try:
+                r = cluster.load(DATA_CLIENTS, info["writes"], DATA_VALUE)
+                cluster.put_marker()
+                memory = cluster.memory()
+                replace_s = cluster.replace_node()
+            finally:
+                cluster.close()
+            metrics = {
+                **memory,
+                "load_mb_per_s": round(info["writes"] * DATA_VALUE / r["seconds"] / 1e6, 1),
+                "max_ms": round(r["max_ms"], 1),
+            }
+            return Measured(info["writes"], metrics, seconds=replace_s)
+
+        impls = {f"clients-{c}": clients(c) for c in CLIENTS}
+        if name in DATA_ARGS:
+            impls["data"] = data
+        return impls
+
+    def _contender(self, name: str, exe: Path, store: str, note: str) -> Contender:
+        def missing() -> None:
+            if not exe.is_file():
+                hint = "make bench-rocksdb" if store == "rocksdb" else "make bench-peers"
+                raise Unavailable(f"{exe.relative_to(REPO_DIR)} not built ({hint})")
+
         def make() -> dict[str, Callable[[Path], Any]]:
-            def task(clients: int) -> Callable[[Path], Any]:
-                def run(path: Path) -> Measured:
-                    # checked per run, not here: the catch-up task runs without the KV
-                    if not exe.is_file():
-                        hint = "make bench-rocksdb" if store == "rocksdb" else "make bench-peers"
-                        raise Unavailable(f"{exe.relative_to(REPO_DIR)} not built ({hint})")
-                    suite._runs += 1
-                    writes = WRITES[clients][1 if suite._quick else 0]
-                    cluster = _Cluster(exe, store, path.parent / "runs" / f"{name}-{suite._runs}")
-                    try:
-                        out, _err, _rc = run_command(
-                            [
-                                str(exe),
-                                "load",
-                                "--nodes",
-                                ",".join(cluster.addrs),
-                                "--clients",
-                                str(clients),
-                                "--writes",
-                                str(writes),
-                                "--value-size",
-                                str(VALUE),
-                                "--json",
-                            ]
-                        )
-                    finally:
-                        cluster.close()
-                    r = json.loads(out.decode().strip().splitlines()[-1])
-                    metrics = {k: round(r[k], 3) for k in ("writes_per_s", "p50_ms", "p99_ms")}
-                    return Measured(r["writes"], metrics, seconds=r["seconds"])
-
-                return run
-
-            impls = {f"clients-{c}": task(c) for c in CLIENTS}
+            impls = self._cluster_tasks(
+                name, lambda root, args: KvCluster(exe, store, root, args), missing
+            )
             if name == "mmapkit" and CATCHUP.is_file():
-                impls["catchup"] = lambda path: suite._catchup_run("follower", path)
+                impls["catchup"] = lambda path: self._catchup_run("follower", path)
             return impls
 
         commands = {f"clients-{c}": f"mmapkit-kv load --clients {c}" for c in CLIENTS}
         if name == "mmapkit":
             commands["catchup"] = "catchup run follower LEADER WORK"
+            commands["data"] = (
+                f"mmapkit-kv load --clients {DATA_CLIENTS}; member remove/add/promote"
+            )
         return Contender(name, make, note=note, commands=commands)
 
     def _etcd(self) -> Contender:
-        suite = self
-
-        def make() -> dict[str, Callable[[Path], Any]]:
-            def task(clients: int) -> Callable[[Path], Any]:
-                def run(path: Path) -> Measured:
-                    for exe, hint in ((ETCD, "make bench-etcd"), (ETCD_LOAD, "make bench-peers")):
-                        if not exe.is_file():
-                            raise Unavailable(f"{exe} not installed ({hint})")
-                    suite._runs += 1
-                    writes = WRITES[clients][1 if suite._quick else 0]
-                    cluster = _EtcdCluster(path.parent / "runs" / f"etcd-{suite._runs}")
-                    try:
-                        r = cluster.load(clients, writes)
-                    finally:
-                        cluster.close()
-                    metrics = {k: round(r[k], 3) for k in ("writes_per_s", "p50_ms", "p99_ms")}
-                    return Measured(r["writes"], metrics, seconds=r["seconds"])
-
-                return run
-
-            return {f"clients-{c}": task(c) for c in CLIENTS}
+        def missing() -> None:
+            for exe, hint in ((ETCD, "make bench-etcd"), (ETCD_LOAD, "make bench-peers")):
+                if not exe.is_file():
+                    raise Unavailable(f"{exe} not installed ({hint})")
 
         return Contender(
             "etcd",
-            make,
+            lambda: self._cluster_tasks("etcd", EtcdCluster, missing),
             note="etcd 3.4.23 (Debian's etcd-server; `make bench-etcd`), three members on "
             "loopback with the default durability (the WAL fdatasynced before a proposal "
             "is acknowledged; etcd batches the proposals that arrive meanwhile), driven "
             "by go.etcd.io/etcd/client/v3 (bench/peers/go/cmd/kv-etcd: the same writes, "
-            "keys, values and clients as `mmapkit-kv load`, to the leader)",
-            commands={f"clients-{c}": f"kv-etcd --clients {c}" for c in CLIENTS},
+            "keys, values and clients as `mmapkit-kv load`, to the leader); task `data`: "
+            "also `--quota-backend-bytes` 8 GiB (the default 2 GiB cannot hold 4 GB) and "
+            "`--snapshot-count 10000` (mmapkit-kv's default interval; etcd's default 100,000 "
+            "keeps that many entries in memory), replacement with etcdctl `member remove`, "
+            "`member add --learner`, `member promote`",
+            commands={
+                **{f"clients-{c}": f"kv-etcd --clients {c}" for c in CLIENTS},
+                "data": f"kv-etcd --clients {DATA_CLIENTS}; etcdctl member remove/add/promote",
+            },
         )
 
     def versions(self) -> dict[str, str]:

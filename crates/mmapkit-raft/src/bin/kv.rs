@@ -503,8 +503,8 @@ async fn run(cmd: Cmd) -> Result<i32, BoxError> {
                 println!("{}", serde_json::to_string(&report)?);
             } else {
                 println!(
-                    "{} writes from {} clients in {:.3} s: {:.0} writes/s, p50 {:.3} ms, p99 {:.3} ms",
-                    report.writes, report.clients, report.seconds, report.writes_per_s, report.p50_ms, report.p99_ms
+                    "{} writes from {} clients in {:.3} s: {:.0} writes/s, p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
+                    report.writes, report.clients, report.seconds, report.writes_per_s, report.p50_ms, report.p99_ms, report.max_ms
                 );
             }
             Ok(0)
@@ -651,6 +651,8 @@ struct LoadReport {
     writes_per_s: f64,
     p50_ms: f64,
     p99_ms: f64,
+    /// The slowest write: what a stall (a snapshot, a sync) cost a client.
+    max_ms: f64,
 }
 
 /// `writes` writes shared by `clients` concurrent clients, each waiting
@@ -697,5 +699,6 @@ async fn load(
         writes_per_s: lat.len() as f64 / seconds,
         p50_ms: pct(0.50),
         p99_ms: pct(0.99),
+        max_ms: pct(1.0),
     })
 }

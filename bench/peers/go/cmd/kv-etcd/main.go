@@ -34,6 +34,7 @@ type report struct {
 	WritesPerS float64 `json:"writes_per_s"`
 	P50Ms      float64 `json:"p50_ms"`
 	P99Ms      float64 `json:"p99_ms"`
+	MaxMs      float64 `json:"max_ms"`
 }
 
 func fail(f string, a ...any) {
@@ -132,7 +133,7 @@ func main() {
 		}
 		return all[int(math.Round(float64(len(all)-1)*p))] * 1e3
 	}
-	out, _ := json.Marshal(report{*clients, len(all), seconds, float64(len(all)) / seconds, pct(0.5), pct(0.99)})
+	out, _ := json.Marshal(report{*clients, len(all), seconds, float64(len(all)) / seconds, pct(0.5), pct(0.99), pct(1)})
 	fmt.Println(string(out))
 	for _, c := range conns {
 		c.Close()
