@@ -100,9 +100,9 @@ class KvCluster:
         self.addrs = [f"127.0.0.1:{free_port()}" for _ in self.ids]
         self.procs: list[subprocess.Popen] = []
         try:
-            for i, addr in zip(self.ids, self.addrs):
+            for i, addr in zip(self.ids, self.addrs, strict=True):
                 self.procs.append(self._serve(i, addr))
-            members = ",".join(f"{i}={a}" for i, a in zip(self.ids, self.addrs))
+            members = ",".join(f"{i}={a}" for i, a in zip(self.ids, self.addrs, strict=True))
             run_command([str(exe), "init", "--nodes", members])
             # a few writes: a leader is elected and the connections are up
             run_command([str(exe), "load", "--nodes", ",".join(self.addrs), "--writes", "20"])
@@ -123,8 +123,10 @@ class KvCluster:
     def load(self, clients: int, writes: int, value: int) -> dict[str, Any]:
         """`mmapkit-kv load --json`'s report."""
         out, _err, _rc = run_command(
-            [str(self.exe), "load", "--nodes", ",".join(self.addrs), "--clients", str(clients)]
-            + ["--writes", str(writes), "--value-size", str(value), "--json"]
+            [
+                *(str(self.exe), "load", "--nodes", ",".join(self.addrs), "--clients", str(clients)),
+                *("--writes", str(writes), "--value-size", str(value), "--json"),
+            ]
         )
         return json.loads(out.decode().strip().splitlines()[-1])
 
@@ -142,7 +144,8 @@ class KvCluster:
         up), until the new member holds the last write (a stale read of it answers) and
         answers a linearizable read of it. Returns the seconds from `member remove` on."""
         exe = str(self.exe)
-        out, _e, _rc = run_command([exe, "member", "list", "--nodes", ",".join(self.addrs), "--json"])
+        listing = [exe, "member", "list", "--nodes", ",".join(self.addrs), "--json"]
+        out, _e, _rc = run_command(listing)
         leader = json.loads(out)["leader"]
         v = next(k for k, i in enumerate(self.ids) if i != leader)  # a follower
         nodes = ",".join(a for k, a in enumerate(self.addrs) if k != v)
@@ -179,10 +182,10 @@ class EtcdCluster:
         ports = [(free_port(), free_port()) for _ in self.names]
         self.addrs = [f"http://127.0.0.1:{c}" for c, _ in ports]
         self.peers = [f"http://127.0.0.1:{p}" for _, p in ports]
-        initial = ",".join(f"{n}={p}" for n, p in zip(self.names, self.peers))
+        initial = ",".join(f"{n}={p}" for n, p in zip(self.names, self.peers, strict=True))
         self.procs: list[subprocess.Popen] = []
         try:
-            for name, client, peer in zip(self.names, self.addrs, self.peers):
+            for name, client, peer in zip(self.names, self.addrs, self.peers, strict=True):
                 self.procs.append(self._serve(name, client, peer, initial, "new"))
             # waits for a leader (the driver does), then a few writes: connections up
             self.load(1, 20, 100)
@@ -190,7 +193,9 @@ class EtcdCluster:
             self.close()
             raise
 
-    def _serve(self, name: str, client: str, peer: str, initial: str, state: str) -> subprocess.Popen:
+    def _serve(
+        self, name: str, client: str, peer: str, initial: str, state: str
+    ) -> subprocess.Popen:
         argv = [str(ETCD), "--name", name, "--data-dir", str(self.root / name)]
         argv += ["--listen-client-urls", client, "--advertise-client-urls", client]
         argv += ["--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer]
@@ -202,8 +207,10 @@ class EtcdCluster:
     def load(self, clients: int, writes: int, value: int) -> dict[str, Any]:
         """kv-etcd's report (the same JSON as `mmapkit-kv load --json`)."""
         out, _err, _rc = run_command(
-            [str(ETCD_LOAD), "--endpoints", ",".join(self.addrs), "--clients", str(clients)]
-            + ["--writes", str(writes), "--value-size", str(value)]
+            [
+                *(str(ETCD_LOAD), "--endpoints", ",".join(self.addrs), "--clients", str(clients)),
+                *("--writes", str(writes), "--value-size", str(value)),
+            ]
         )
         return json.loads(out.decode().strip().splitlines()[-1])
 
@@ -241,7 +248,7 @@ class EtcdCluster:
         added = _until("member add", lambda: _ok(add))
         new_id = added.decode().split()[1]  # "Member 8e9e05c52164694d added to cluster ..."
         initial = ",".join(
-            f"{n}={p}" for k, (n, p) in enumerate(zip(self.names, self.peers)) if k != v
+            f"{n}={p}" for k, (n, p) in enumerate(zip(self.names, self.peers, strict=True)) if k != v
         )
         self.procs[v] = self._serve(name, client, peer, f"{initial},{name}={peer}", "existing")
         self.names[v], self.addrs[v], self.peers[v] = name, client, peer

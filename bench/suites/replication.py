@@ -43,7 +43,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ._clusters import ETCD, ETCD_LOAD, KV, EtcdCluster, KvCluster
 from ..harness import (
     REPO_DIR,
     Contender,
@@ -56,6 +55,7 @@ from ..harness import (
     generated,
     run_command,
 )
+from ._clusters import ETCD, ETCD_LOAD, KV, EtcdCluster, KvCluster
 
 CATCHUP = REPO_DIR / "target" / "release" / "examples" / "catchup"
 KV_ROCKS = REPO_DIR / "target" / "bench-raft" / "release" / "mmapkit-kv"
