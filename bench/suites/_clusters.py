@@ -124,8 +124,9 @@ class KvCluster:
         """`mmapkit-kv load --json`'s report."""
         out, _err, _rc = run_command(
             [
-                *(str(self.exe), "load", "--nodes", ",".join(self.addrs), "--clients", str(clients)),
-                *("--writes", str(writes), "--value-size", str(value), "--json"),
+                *(str(self.exe), "load", "--nodes", ",".join(self.addrs)),
+                *("--clients", str(clients), "--writes", str(writes)),
+                *("--value-size", str(value), "--json"),
             ]
         )
         return json.loads(out.decode().strip().splitlines()[-1])
@@ -247,9 +248,8 @@ class EtcdCluster:
         add = self._ctl(live, "member", "add", name, "--learner", f"--peer-urls={peer}")
         added = _until("member add", lambda: _ok(add))
         new_id = added.decode().split()[1]  # "Member 8e9e05c52164694d added to cluster ..."
-        initial = ",".join(
-            f"{n}={p}" for k, (n, p) in enumerate(zip(self.names, self.peers, strict=True)) if k != v
-        )
+        kept = [f"{n}={p}" for n, p in zip(self.names, self.peers, strict=True)]
+        initial = ",".join(m for k, m in enumerate(kept) if k != v)
         self.procs[v] = self._serve(name, client, peer, f"{initial},{name}={peer}", "existing")
         self.names[v], self.addrs[v], self.peers[v] = name, client, peer
         promote = self._ctl(live, "member", "promote", new_id)
