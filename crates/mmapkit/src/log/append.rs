@@ -233,6 +233,11 @@ impl CommitLog {
             .flush_range(0, end, true)
             .map_err(|e| self.fail("the sync of a sealed segment", e))?;
         self.syncs.fetch_add(1, Ordering::Relaxed);
+        // Synced, so its pages are clean page cache: out of this process's
+        // resident set, or a long log would count whole in its RSS (a
+        // reader refaults them from the cache). Advice only: a failure
+        // changes no byte.
+        let _ = old.map.advise(crate::map::Advice::DontNeed, 0, Some(end));
         let seg = Arc::new(SegFile::create(&self.dir, first, w.next_gen, size, self.seg_size)?);
         w.next_gen += 1;
         let mut s = self.write_state();
