@@ -431,8 +431,8 @@ def _fit(d: Path, shuffle: bool, batch: int = BATCH) -> Measured:
         assert model.coef_ is not None
         return _trained(
             d,
-            model.coef_,
-            float(model.intercept_),
+            model.coef_.ravel(),
+            float(model.intercept_[0]),
             t1 - t0,
             c1 - c0,
             len(fs),

@@ -62,6 +62,30 @@ def merge_moments(
     return tot, new_mean, new_m2
 
 
+def merge_weighted_moments(
+    wsum: float,
+    mean: npt.NDArray[np.float64],
+    m2: npt.NDArray[np.float64],
+    c: np.ndarray[Any, Any],
+    w: np.ndarray[Any, Any],
+) -> tuple[float, npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """:func:`merge_moments` with row weights ``w >= 0``: the weight sum
+    ``Σw``, the weighted mean and ``M2 = Σ w·(x − mean)²`` per column after
+    adding the rows ``c`` (rows of weight 0 change nothing), in ``float64``.
+    The weighted variance is ``M2 / Σw`` (scikit-learn's
+    ``StandardScaler(sample_weight=)``)."""
+    w64 = np.asarray(w, dtype=np.float64)
+    k = float(w64.sum())
+    if k == 0:
+        return wsum, mean, m2
+    c64 = c.astype(np.float64)
+    cm = (w64 @ c64) / k
+    cm2 = w64 @ ((c64 - cm) ** 2)
+    tot = wsum + k
+    delta = cm - mean
+    return tot, mean + delta * (k / tot), m2 + cm2 + delta**2 * (wsum * k / tot)
+
+
 def moments(
     X: np.ndarray[Any, Any],
 ) -> tuple[int, npt.NDArray[np.float64], npt.NDArray[np.float64]]:

@@ -238,10 +238,30 @@ def _check(x: da.Array) -> da.Array:
     return x if x.dtype.isnative else x.astype(dt)
 
 
+def _columns_of(x: da.Array, axis: int | None) -> tuple[list[da.Array], tuple[int, ...] | None]:
+    """The arrays whose elements each result is taken over: ``[x]`` for
+    ``axis=None`` (all elements), else ``x``'s columns (every element of
+    ``x[:, j...]``) and the shape they give the result (``x.shape[1:]``)."""
+    if axis is None:
+        return [x], None
+    if (
+        isinstance(axis, bool)
+        or not isinstance(axis, (int, np.integer))
+        or axis not in (0, -x.ndim)
+    ):
+        raise ValueError(f"axis must be None or 0, got {axis!r}")
+    if x.ndim < 2:
+        return [x], ()
+    rest = tuple(int(s) for s in x.shape[1:])
+    flat = x if x.ndim == 2 else x.reshape((x.shape[0], int(np.prod(rest))))
+    return [flat[:, j] for j in range(flat.shape[1])], rest
+
+
 def quantile(
     x: Source,
     q: float | Sequence[float] | npt.NDArray[Any],
     *,
+    axis: int | None = None,
     method: str = "linear",
     skipna: bool = False,
     gather_limit: int = 1 << 22,
@@ -250,93 +270,169 @@ def quantile(
     """Exact quantile(s) of all elements of ``x`` (a dask array, or a
     store / ``.npy`` path made one with :func:`to_dask_array`), equal to
     ``np.quantile(np.asarray(x), q, method=method)``; see the module docs.
-    ``skipna``: like ``np.nanquantile``. Runs on the active scheduler."""
+    ``axis=0``: per column, equal to ``np.quantile(a, q, axis=0)`` (shape
+    ``q.shape + a.shape[1:]``), each column selected by the same radix
+    passes (all columns' histograms in one pass over the chunks, and no
+    more than ``gather_limit`` elements gathered at once).
+    ``skipna``: like ``np.nanquantile`` (a column of NaN only gives NaN,
+    with numpy's ``RuntimeWarning``). Runs on the active scheduler."""
     plan = QuantilePlan(q, method)
     x = _check(_as_dask(x, what))
-    holder: dict[str, int] = {}
+    cols, shape = _columns_of(x, axis)
 
-    def ranks(n: int) -> list[int]:  # called after the first pass counted the NaNs
-        if n == 0 or (holder["nans"] and not skipna):
+    def ranks(n: int, nans: int) -> list[int]:
+        if n == 0 or (nans and not skipna):
             return []
         return plan.ranks(n)
 
-    n, nans, stats = _order_statistics(x, ranks, gather_limit, holder)
-    if nans and not skipna:
-        return plan.nan(x.dtype)
-    if n == 0:
-        raise ValueError(
-            "cannot take a quantile of an empty array" + (" (all NaN)" if nans else "")
-        )
-    return plan.finish(x.dtype, n, stats.__getitem__)
+    found = _order_statistics(cols, ranks, gather_limit)
+    if shape is None:
+        n, nans, stats = found[0]
+        if nans and not skipna:
+            return plan.nan(x.dtype)
+        if n == 0:
+            raise ValueError(
+                "cannot take a quantile of an empty array" + (" (all NaN)" if nans else "")
+            )
+        return plan.finish(x.dtype, n, stats.__getitem__)
+    if x.shape[0] == 0:
+        raise ValueError("cannot take a quantile of an empty array (no rows)")
+    out = []
+    for n, nans, stats in found:
+        if (nans and not skipna) or n == 0:
+            if n == 0:
+                warnings.warn("All-NaN slice encountered", RuntimeWarning, stacklevel=2)
+            out.append(plan.nan(x.dtype))
+        else:
+            out.append(plan.finish(x.dtype, n, stats.__getitem__))
+    res = np.stack([np.asarray(v) for v in out], axis=-1)
+    return res.reshape(plan.q.shape + shape)
 
 
 def _order_statistics(
-    x: da.Array, ranks_of: Callable[[int], list[int]], gather_limit: int, holder: dict[str, int]
-) -> tuple[int, int, dict[int, Any]]:
-    """(n non-NaN, NaN count, {rank: element}) for the ranks ``ranks_of(n)``
-    (asked after the first pass, which also stores the NaN count in
-    ``holder["nans"]``)."""
-    blocks = list(x.to_delayed().ravel())
-    if not blocks:
-        return 0, 0, {}
-    w = x.dtype.itemsize * 8
-    D = _digits(x.dtype)
-    nans_, hist = compute(_tree([delayed(_hist)(b, 0, [0]) for b in blocks], _add_hists))[0]
-    holder["nans"] = nans = int(nans_)
-    n = int(hist.sum())
-    wanted = sorted(set(ranks_of(n)))
-    if not wanted:
-        return n, nans, {}
-    # Each wanted rank: [rank, prefix, elements below the bucket].
-    state = [[r, 0, 0] for r in wanted]
-    done = 0
-    prefixes = [0]
-    while True:
-        counts = []
-        for s in state:
-            h = hist[prefixes.index(s[1])]
-            cum = np.cumsum(h)
-            d = int(np.searchsorted(cum, s[0] - s[2], side="right"))
-            s[2] += int(cum[d - 1]) if d else 0
-            s[1] = (s[1] << D) | d
-            counts.append(int(h[d]))
-        done += D
-        if done == w:
-            return n, nans, {s[0]: from_key(s[1], x.dtype) for s in state}
-        prefixes = sorted({s[1] for s in state})
-        if max(counts) <= gather_limit:
-            break
-        _, hist = compute(_tree([delayed(_hist)(b, done, prefixes) for b in blocks], _add_hists))[0]
-    parts = compute(*[delayed(_bucket)(b, done, prefixes) for b in blocks])
-    out = {}
-    for s in state:
-        i = prefixes.index(s[1])
-        keys = np.concatenate([p[i] for p in parts])
-        k = s[0] - s[2]
-        out[s[0]] = from_key(int(np.partition(keys, k)[k]), x.dtype)
-    return n, nans, out
+    xs: Sequence[da.Array], ranks_of: Callable[[int, int], list[int]], gather_limit: int
+) -> list[tuple[int, int, dict[int, Any]]]:
+    """For each array of ``xs``: (n non-NaN, NaN count, {rank: element})
+    for the ranks ``ranks_of(n, nans)`` (asked after the first pass). The
+    arrays' passes run together, one ``compute`` per pass (the columns of
+    one array share its chunks, loaded once a pass); the last pass gathers
+    the buckets of at most about ``gather_limit`` elements at a time."""
+    out: list[tuple[int, int, dict[int, Any]]] = [(0, 0, {}) for _ in xs]
+    blocks = [list(x.to_delayed().ravel()) for x in xs]
+    live = [j for j, b in enumerate(blocks) if b]
+    if not live:
+        return out
+    first = compute(
+        *[_tree([delayed(_hist)(b, 0, [0]) for b in blocks[j]], _add_hists) for j in live]
+    )
+    # Per array: [state, prefixes, histograms, bits done, bucket sizes]; a state
+    # is [rank, prefix, elements below the bucket] per wanted rank.
+    jobs: dict[int, list[Any]] = {}
+    for j, (nans_, hist) in zip(live, first, strict=True):
+        n, nans = int(hist.sum()), int(nans_)
+        out[j] = (n, nans, {})
+        wanted = sorted(set(ranks_of(n, nans)))
+        if wanted:
+            jobs[j] = [[[r, 0, 0] for r in wanted], [0], hist, 0, 0]
+    gathering: dict[int, list[Any]] = {}
+    while jobs:
+        again = []
+        for j in list(jobs):
+            job = jobs[j]
+            state, prefixes, hist = job[0], job[1], job[2]
+            dt = xs[j].dtype
+            w, D = dt.itemsize * 8, _digits(dt)
+            counts = []
+            for s in state:
+                h = hist[prefixes.index(s[1])]
+                cum = np.cumsum(h)
+                d = int(np.searchsorted(cum, s[0] - s[2], side="right"))
+                s[2] += int(cum[d - 1]) if d else 0
+                s[1] = (s[1] << D) | d
+                counts.append(int(h[d]))
+            job[3] += D
+            if job[3] == w:
+                out[j][2].update({s[0]: from_key(s[1], dt) for s in state})
+                del jobs[j]
+                continue
+            job[1] = sorted({s[1] for s in state})
+            if max(counts) <= gather_limit:
+                job[4] = sum(counts)
+                gathering[j] = jobs.pop(j)
+                continue
+            again.append(j)
+        if again:
+            hists = compute(
+                *[
+                    _tree(
+                        [delayed(_hist)(b, jobs[j][3], jobs[j][1]) for b in blocks[j]], _add_hists
+                    )
+                    for j in again
+                ]
+            )
+            for j, (_, h) in zip(again, hists, strict=True):
+                jobs[j][2] = h
+    # Gather the buckets, a batch of arrays of at most about gather_limit elements at a time.
+    batch: list[int] = []
+    size = 0
+    for j in [*gathering, -1]:  # -1: the end
+        if j >= 0 and (not batch or size + gathering[j][4] <= gather_limit):
+            batch.append(j)
+            size += gathering[j][4]
+            continue
+        if batch:
+            parts = compute(
+                *[
+                    [delayed(_bucket)(b, gathering[i][3], gathering[i][1]) for b in blocks[i]]
+                    for i in batch
+                ]
+            )
+            for i, pieces in zip(batch, parts, strict=True):
+                state, prefixes = gathering[i][0], gathering[i][1]
+                for s in state:
+                    at = prefixes.index(s[1])
+                    keys = np.concatenate([p[at] for p in pieces])
+                    k = s[0] - s[2]
+                    out[i][2][s[0]] = from_key(int(np.partition(keys, k)[k]), xs[i].dtype)
+        if j >= 0:
+            batch, size = [j], gathering[j][4]
+    return out
 
 
 def median(
-    x: Source, *, skipna: bool = False, gather_limit: int = 1 << 22, what: str = "features"
+    x: Source,
+    *,
+    axis: int | None = None,
+    skipna: bool = False,
+    gather_limit: int = 1 << 22,
+    what: str = "features",
 ) -> Any:
     """Exact median of all elements, equal to ``np.median`` (``np.nanmedian``
     with ``skipna``): the middle element, or the mean of the two middle
-    ones (``float64`` for integers, the element type for floats)."""
+    ones (``float64`` for integers, the element type for floats).
+    ``axis=0``: per column, equal to ``np.median(a, axis=0)`` (shape
+    ``a.shape[1:]``), with :func:`quantile`'s passes."""
     x = _check(_as_dask(x, what))
-    holder: dict[str, int] = {}
+    cols, shape = _columns_of(x, axis)
 
-    def ranks(n: int) -> list[int]:
-        if n == 0 or (holder["nans"] and not skipna):
+    def ranks(n: int, nans: int) -> list[int]:
+        if n == 0 or (nans and not skipna):
             return []
         return [(n - 1) // 2, n // 2]
 
-    n, nans, stats = _order_statistics(x, ranks, gather_limit, holder)
-    if (nans and not skipna) or n == 0:
-        if n == 0:
-            warnings.warn("Mean of empty slice.", RuntimeWarning, stacklevel=2)
-        return (x.dtype.type if x.dtype.kind == "f" else np.float64)(np.nan)
-    return median_of(x.dtype, n, stats[(n - 1) // 2], stats[n // 2])
+    ft = x.dtype.type if x.dtype.kind == "f" else np.float64
+    out = []
+    for n, nans, stats in _order_statistics(cols, ranks, gather_limit):
+        if (nans and not skipna) or n == 0:
+            if n == 0:
+                msg = "All-NaN slice encountered" if nans and shape else "Mean of empty slice."
+                warnings.warn(msg, RuntimeWarning, stacklevel=2)
+            out.append(ft(np.nan))
+        else:
+            out.append(median_of(x.dtype, n, stats[(n - 1) // 2], stats[n // 2]))
+    if shape is None:
+        return out[0]
+    return np.array(out, dtype=ft).reshape(shape)
 
 
 # ----- data-parallel training --------------------------------------------------------

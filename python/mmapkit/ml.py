@@ -1,9 +1,11 @@
 """Out-of-core training on a :class:`~mmapkit.FeatureStore`:
 :class:`StreamingLogisticRegression`, a scikit-learn estimator.
 
-Binary logistic regression by mini-batch gradient descent with L2
-regularisation, in ``float32`` numpy (the matrix products go to BLAS). For
-a batch ``X`` (m × d, standardised: see below) with labels ``y`` in {0, 1}
+Logistic regression by mini-batch gradient descent with L2
+regularisation, in ``float32`` numpy (the matrix products go to BLAS):
+binary for two classes, multinomial (softmax, the cross-entropy of
+scikit-learn's ``LogisticRegression``) for more. For two classes, a batch
+``X`` (m × d, standardised: see below) with labels ``y`` in {0, 1}
 (``classes_[1]`` is 1), with ``λ = l2`` and ``η`` the epoch's rate::
 
     p  = σ(X·w + b)                 σ(z) = 1/(1 + e^-z)
@@ -15,6 +17,10 @@ a batch ``X`` (m × d, standardised: see below) with labels ``y`` in {0, 1}
 with ``s = m`` for ``reduction="mean"`` (the default: per-example average,
 a learning rate that does not depend on the batch size) and ``s = 1`` for
 ``reduction="sum"`` (the update rule of the article this module follows).
+For K > 2 classes the same rule with ``P = softmax(X·W + b)`` (m × K) and
+one-hot ``Y`` in place of ``p`` and ``y``: ``gW = Xᵀ(P − Y)/s + 2λ·W``.
+Row weights (``sample_weight`` times ``class_weight``'s factor, divided by
+their mean) multiply each row's ``p − y``.
 Weights start at zero, so a fit is deterministic for a fixed
 ``random_state`` (the default, 0) or with ``shuffle=False``.
 
@@ -143,7 +149,11 @@ class _Kernel:
             np.add.reduce,
         )
 
-        def step(X: npt.NDArray[np.float32], y2: npt.NDArray[np.float32]) -> None:
+        def step(
+            X: npt.NDArray[np.float32],
+            y2: npt.NDArray[np.float32],
+            wv: npt.NDArray[np.float32] | None = None,
+        ) -> None:
             m = X.shape[0]
             b = bufs.get(m)
             if b is None:
@@ -157,6 +167,8 @@ class _Kernel:
             tanh(z, out=z)
             sub(z, y2, out=z)
             mul(z, kv, out=z)
+            if wv is not None:  # row weights (one more call)
+                mul(z, wv, out=z)
             dot(z, X, out=gw)
             addsum(z, out=gb)
             if shrink is not None:
@@ -164,6 +176,68 @@ class _Kernel:
             sub(theta, g, out=theta)
 
         # A local function (not stored on the model, which pickles).
+        self.step = step
+
+
+class _SoftmaxKernel:
+    """The multinomial (softmax) update step, on preallocated buffers.
+
+    ``θ`` is ``(d + 1, K)``: the weights ``V`` (``d × K``) and the biases
+    ``c`` (its last row), for the standardised features. For a batch ``X``
+    with one-hot labels ``Y`` and row weights ``ω`` (1 without weights)::
+
+        P = softmax(X·V + c)            (each row: e^(z − max z) / Σ)
+        R = ω·(P − Y)·η'                η' = η/s
+        θ ← (1 − 2ηλ)·θ − (XᵀR, ΣR)
+
+    the gradient of the multinomial cross-entropy (scikit-learn's
+    ``LogisticRegression`` for more than two classes). Subtracting each
+    row's maximum keeps ``e^z`` from overflowing."""
+
+    def __init__(self, theta: npt.NDArray[np.float32], lr: float, l2: float, mean: bool) -> None:
+        self.lr = lr
+        W, b = theta[:-1], theta[-1]  # views: updated in place with θ
+        g = np.empty_like(theta)
+        gW, gb = g[:-1], g[-1]
+        K = theta.shape[1]
+        shrink = np.full(theta.shape, 1 - 2 * lr * l2, dtype=np.float32) if l2 else None
+        bufs: dict[int, tuple[npt.NDArray[np.float32], ...]] = {}
+        dot, sub, mul, exp, add = np.dot, np.subtract, np.multiply, np.exp, np.add
+
+        def step(
+            X: npt.NDArray[np.float32],
+            Y: npt.NDArray[np.float32],
+            wv: npt.NDArray[np.float32] | None = None,
+        ) -> None:
+            m = X.shape[0]
+            bb = bufs.get(m)
+            if bb is None:
+                if len(bufs) > 8:
+                    bufs.clear()
+                k = np.float32(lr / (m if mean else 1))
+                bb = bufs[m] = (
+                    np.empty((m, K), dtype=np.float32),
+                    np.empty((m, 1), dtype=np.float32),
+                    np.full((m, 1), k, dtype=np.float32),
+                )
+            Z, col, kv = bb
+            dot(X, W, out=Z)
+            add(Z, b, out=Z)
+            np.max(Z, axis=1, keepdims=True, out=col)
+            sub(Z, col, out=Z)
+            exp(Z, out=Z)
+            add.reduce(Z, axis=1, keepdims=True, out=col)
+            np.divide(Z, col, out=Z)
+            sub(Z, Y, out=Z)
+            mul(Z, kv, out=Z)
+            if wv is not None:
+                mul(Z, wv[:, None], out=Z)
+            dot(X.T, Z, out=gW)
+            add.reduce(Z, axis=0, out=gb)
+            if shrink is not None:
+                mul(theta, shrink, out=theta)
+            sub(theta, g, out=theta)
+
         self.step = step
 
 
@@ -179,12 +253,14 @@ _PARAMS = (
     "reduction",
     "random_state",
     "progress",
+    "class_weight",
 )
 
 
 class StreamingLogisticRegression:
-    """Binary logistic regression trained out of core, a scikit-learn
-    estimator; see the module docs for the update rule and the defaults.
+    """Logistic regression (binary, or multinomial for more than two
+    classes) trained out of core, a scikit-learn estimator; see the module
+    docs for the update rule and the defaults.
 
     Hyperparameters (keyword-only; checked by :meth:`fit` and
     :meth:`partial_fit`, which raise :class:`ValueError` for invalid ones):
@@ -215,10 +291,16 @@ class StreamingLogisticRegression:
       average gradient (a learning rate independent of the batch size) or
       the summed batch gradient of the article this module follows.
     - ``progress`` (None: on a terminal): a progress bar on stderr.
+    - ``class_weight`` (None, default; a dict ``{label: weight}``, other
+      classes 1; or ``"balanced"``: ``n_samples / (n_classes ·
+      count(class))``, scikit-learn's formula): a factor on the weight of
+      each row of that class (see :meth:`fit`'s ``sample_weight``).
 
-    Fitted attributes: ``classes_`` (the two label values, sorted; labels
-    equal to ``classes_[1]`` are the positive class), ``coef_`` (``float32``,
-    shape ``(d,)``, for raw features), ``intercept_`` (``float32``),
+    Fitted attributes: ``classes_`` (the label values, sorted; for two,
+    labels equal to ``classes_[1]`` are the positive class), ``coef_``
+    (``float32``, for raw features: shape ``(1, d)`` for two classes,
+    ``(n_classes, d)`` for more, as scikit-learn's), ``intercept_``
+    (``float32``, ``(1,)`` or ``(n_classes,)``),
     ``n_features_in_``, ``mean_`` and ``scale_`` (the standardisation;
     None with ``standardize=False``), ``n_iter_`` (epochs run by the last
     :meth:`fit`) and ``n_steps_`` (updates made).
@@ -247,6 +329,7 @@ class StreamingLogisticRegression:
         reduction: str = "mean",
         random_state: Any = 0,
         progress: bool | None = None,
+        class_weight: Any = None,
     ) -> None:
         self.l2 = l2
         self.lr = lr
@@ -259,6 +342,7 @@ class StreamingLogisticRegression:
         self.reduction = reduction
         self.random_state = random_state
         self.progress = progress
+        self.class_weight = class_weight
 
     # ----- the scikit-learn estimator protocol ----------------------------
 
@@ -297,7 +381,7 @@ class StreamingLogisticRegression:
         return Tags(
             estimator_type="classifier",
             target_tags=TargetTags(required=True),
-            classifier_tags=ClassifierTags(multi_class=False),
+            classifier_tags=ClassifierTags(multi_class=True),
             input_tags=InputTags(allow_nan=False, sparse=False),
         )
 
@@ -334,33 +418,49 @@ class StreamingLogisticRegression:
                 raise ValueError(f"{name} must be a bool, got {p[name]!r}")
         if p["progress"] is not None and not isinstance(p["progress"], (bool, np.bool_)):
             raise ValueError(f"progress must be a bool or None, got {p['progress']!r}")
+        cw = p["class_weight"]
+        if not (cw is None or isinstance(cw, dict) or (isinstance(cw, str) and cw == "balanced")):
+            raise ValueError(f"class_weight must be None, 'balanced' or a dict, got {cw!r}")
         return p
 
     # ----- parameters -----------------------------------------------------
 
-    # θ = (v/2, c/2) in one buffer, (v, c) the weights and bias for the
-    # standardised features: the kernel's tanh form needs (x·v + c)/2, which
-    # x·(v/2) + c/2 gives with no extra scaling call (halving is exact), and
-    # the L2 shrink and the update are then one call each for both.
+    # Two classes: θ = (v/2, c/2) in one buffer of d + 1, (v, c) the weights
+    # and bias for the standardised features: the kernel's tanh form needs
+    # (x·v + c)/2, which x·(v/2) + c/2 gives with no extra scaling call
+    # (halving is exact), and the L2 shrink and the update are then one call
+    # each for both. K > 2 classes: θ = (V; c), shape (d + 1, K), unhalved.
 
-    def _folded(self) -> tuple[npt.NDArray[np.float32], np.float32]:
-        """``(w, b)`` for raw features: ``w = v/σ``, ``b = c − μ·w``."""
+    def _folded(self) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+        """``(W, b)`` for raw features, ``W = V/σ`` and ``b = c − μ·W``:
+        shapes ``(1, d)`` and ``(1,)`` for two classes, ``(K, d)`` and
+        ``(K,)`` for K > 2 (scikit-learn's)."""
         theta = self._need_fit()
-        v = theta[:-1].astype(np.float64) * 2
-        c = float(theta[-1]) * 2
+        if theta.ndim == 1:
+            v = theta[:-1].astype(np.float64) * 2
+            c = float(theta[-1]) * 2
+            if self.mean_ is not None and self.scale_ is not None:
+                v = v / self.scale_
+                c -= float(np.dot(self.mean_, v))
+            return v.astype(np.float32)[None, :], np.array([c], dtype=np.float32)
+        V = theta[:-1].astype(np.float64)
+        cs = theta[-1].astype(np.float64)
         if self.mean_ is not None and self.scale_ is not None:
-            v = v / self.scale_
-            c -= float(np.dot(self.mean_, v))
-        return v.astype(np.float32), np.float32(c)
+            V = V / self.scale_[:, None]
+            cs = cs - np.einsum("j,jk->k", self.mean_, V)
+        return np.ascontiguousarray(V.T, dtype=np.float32), cs.astype(np.float32)
 
     @property
     def coef_(self) -> npt.NDArray[np.float32]:
-        """The weights ``w`` for raw features (a fresh ``float32`` array)."""
+        """The weights for raw features (a fresh ``float32`` array): shape
+        ``(1, d)`` for two classes (the positive class ``classes_[1]``'s),
+        ``(n_classes, d)`` for more, as scikit-learn's ``LogisticRegression``."""
         return self._folded()[0]
 
     @property
-    def intercept_(self) -> np.float32:
-        """The bias ``b`` for raw features (``float32``)."""
+    def intercept_(self) -> npt.NDArray[np.float32]:
+        """The biases for raw features (``float32``): shape ``(1,)`` for two
+        classes, ``(n_classes,)`` for more."""
         return self._folded()[1]
 
     def _need_fit(self) -> npt.NDArray[np.float32]:
@@ -377,9 +477,11 @@ class StreamingLogisticRegression:
         return theta
 
     def _start(self, d: int, stats: dict[str, Any] | None, classes: npt.NDArray[Any]) -> None:
-        """Zero parameters for ``d`` features; ``stats`` (``describe()``'s
-        dict) gives the standardisation."""
-        self._theta = np.zeros(d + 1, dtype=np.float32)
+        """Zero parameters for ``d`` features and ``classes`` (the tanh
+        kernel's ``(d + 1,)`` for two, ``(d + 1, K)`` for more); ``stats``
+        (``describe()``'s dict) gives the standardisation."""
+        k = classes.shape[0]
+        self._theta = np.zeros(d + 1 if k == 2 else (d + 1, k), dtype=np.float32)
         self.classes_ = classes
         self.n_features_in_ = d
         self.n_steps_ = 0
@@ -401,18 +503,29 @@ class StreamingLogisticRegression:
         bar: _Progress | None = None,
         label: str = "",
         track_loss: bool = False,
+        cw: npt.NDArray[np.float64] | None = None,
+        wbar: float = 1.0,
     ) -> float:
-        """One update per batch of each group ``(X, y, batch_size)``:
-        consecutive batches of ``batch_size`` rows (the last may be short).
-        Per-group work (labels to ±1, standardising into a reused buffer)
-        is a few vectorised calls per group; see :class:`_Kernel` for the
-        step. With ``track_loss``, returns the progressive log loss: each
-        group's mean loss under the parameters before training on it (one
-        matrix-vector product per group), summed over the rows; else 0."""
+        """One update per batch of each group ``(X, y, batch_size)`` or
+        ``(X, y, batch_size, sample_weight)``: consecutive batches of
+        ``batch_size`` rows (the last may be short). Per-group work (labels
+        to ±1 or one-hot, row weights, standardising into a reused buffer)
+        is a few vectorised calls per group; see :class:`_Kernel` and
+        :class:`_SoftmaxKernel` for the step. A row's weight is its sample
+        weight times ``cw[its class]`` over ``wbar`` (the mean weight of the
+        training rows, so that weights are relative and ``"mean"`` is the
+        weighted mean). With ``track_loss``, returns the progressive log
+        loss: each group's (weighted) loss under the parameters before
+        training on it (one matrix product per group), summed over the
+        rows; else 0."""
         theta = self._need_fit()
-        step = _Kernel(theta, lr, float(p["l2"]), p["reduction"] == "mean").step
-        pos = self.classes_[1]
-        unit = bool(self.classes_[0] == 0 and pos == 1)
+        binary = theta.ndim == 1
+        kernel = _Kernel if binary else _SoftmaxKernel
+        step = kernel(theta, lr, float(p["l2"]), p["reduction"] == "mean").step
+        classes = self.classes_
+        k = classes.shape[0]
+        pos = classes[-1]
+        unit = binary and bool(classes[0] == 0 and pos == 1)
         mu: npt.NDArray[np.float32] | None = None
         inv = mu
         if self.mean_ is not None and self.scale_ is not None:
@@ -420,7 +533,9 @@ class StreamingLogisticRegression:
             inv = (1 / self.scale_).astype(np.float32)
         buf = np.empty(0, dtype=np.float32)
         loss = 0.0
-        for X_in, y, bs in groups:
+        for group in groups:
+            X_in, y, bs = group[0], group[1], group[2]
+            sw = group[3] if len(group) > 3 else None
             m = X_in.shape[0]
             if mu is None or inv is None:
                 X = X_in.astype(np.float32, copy=False)
@@ -430,20 +545,49 @@ class StreamingLogisticRegression:
                 X = buf[: X_in.size].reshape(X_in.shape)
                 np.subtract(X_in, mu, out=X, casting="unsafe")
                 np.multiply(X, inv, out=X)
-            if unit:  # labels 0/1 (the common case): 2y − 1 in two calls
-                y2 = np.multiply(y, 2, dtype=np.float32)
+            cidx: npt.NDArray[np.intp] | None = None
+            if binary:
+                if unit:  # labels 0/1 (the common case): 2y − 1 in two calls
+                    t = np.multiply(y, 2, dtype=np.float32)
+                else:
+                    t = np.equal(y, pos).astype(np.float32)
+                    t *= 2
+                t -= 1
+                if cw is not None:
+                    cidx = (t > 0).astype(np.intp)
             else:
-                y2 = np.equal(y, pos).astype(np.float32)
-                y2 *= 2
-            y2 -= 1
-            if track_loss:  # z/2 = x·θ_w + θ_b; loss = log(1 + e^(−y2·z))
-                u = X @ theta[:-1]
-                u += theta[-1]
-                u *= y2
-                u *= -2
-                loss += float(np.sum(np.logaddexp(0, u), dtype=np.float64))
-            for s in range(0, m, bs):
-                step(X[s : s + bs], y2[s : s + bs])
+                cidx = np.searchsorted(classes, y)
+                t = np.zeros((m, k), dtype=np.float32)
+                t[np.arange(m), cidx] = 1
+            wv: npt.NDArray[np.float32] | None = None
+            if sw is not None or cw is not None:
+                r = np.ones(m) if sw is None else np.asarray(sw, dtype=np.float64)
+                if cw is not None and cidx is not None:
+                    r = r * cw[cidx]
+                wv = (r / wbar).astype(np.float32)
+            if track_loss:
+                if binary:  # z/2 = x·θ_w + θ_b; loss = log(1 + e^(−t·z))
+                    u = X @ theta[:-1]
+                    u += theta[-1]
+                    u *= t
+                    u *= -2
+                    rl = np.logaddexp(0, u)
+                else:  # loss = logsumexp(z) − z[y]
+                    Z = X @ theta[:-1]
+                    Z += theta[-1]
+                    zy = np.einsum("ij,ij->i", Z, t)
+                    top = Z.max(axis=1)
+                    Z -= top[:, None]
+                    rl = np.log(np.exp(Z).sum(axis=1)) + top - zy
+                if wv is not None:
+                    rl = rl * wv
+                loss += float(np.sum(rl, dtype=np.float64))
+            if wv is None:
+                for s in range(0, m, bs):
+                    step(X[s : s + bs], t[s : s + bs])
+            else:
+                for s in range(0, m, bs):
+                    step(X[s : s + bs], t[s : s + bs], wv[s : s + bs])
             self.n_steps_ += -(-m // bs)
             if bar is not None:
                 bar.step(m, label)
@@ -453,6 +597,7 @@ class StreamingLogisticRegression:
         self,
         X: Any,
         y: npt.ArrayLike | None = None,
+        sample_weight: Any = None,
         *,
         drop_last: bool = False,
         prefetch: int = 2,
@@ -464,29 +609,72 @@ class StreamingLogisticRegression:
         features are read in one streaming pass each before the epochs).
 
         At most ``epochs`` passes, one update per batch, stopping early at
-        the tolerance (see the class docs). The labels must hold exactly
-        two values (any two: they become ``classes_``); NaN or infinity in
-        the labels or the features raise :class:`ValueError`.
+        the tolerance (see the class docs). The labels must hold at least
+        two values (any: they become ``classes_``; two train the binary
+        model, more the multinomial one); NaN or infinity in the labels or
+        the features raise :class:`ValueError`.
+
+        ``sample_weight`` (finite, ``>= 0``): one weight per row, a
+        sequence or array for arrays; for a store, an array of ``len(store)``
+        (an ``np.memmap`` or :class:`~mmapkit.ArrayStore` is read where it
+        lies, a row group at a time) or the path of a ``.npy`` file of them.
+        Weights multiply each row's gradient and loss (with ``class_weight``'s
+        factor for its class) and are relative: divided by their mean, so
+        uniform weights change nothing and ``reduction="mean"`` averages
+        with them. Rows of weight 0 have no effect: for arrays they are
+        left out of training; for a store they stay in their batches with
+        no gradient. With ``standardize`` the mean and standard deviation
+        are the weighted ones. Integer weights on a full batch
+        (``batch_size >= n``, ``shuffle=False``) train as repeated rows.
+        A store fit with weights and ``shuffle=True`` needs a
+        :class:`~mmapkit.FeatureStore` (whose row order it follows).
+
         ``drop_last`` and ``prefetch`` are passed to the store's
         ``batches``."""
         p = self._checked_params()
         if prefetch < 0:
             raise ValueError(f"prefetch must be >= 0, got {prefetch}")
+        spec = p["class_weight"]
+        cw: npt.NDArray[np.float64] | None = None
+        wbar = 1.0
         if y is None and hasattr(X, "batches") and hasattr(X, "dim"):
             store = X
             d = int(store.dim)
             n = len(store)
             classes = _classes(_label_chunks(store), "the store's labels")
-            stats = _describe_store(store) if p["standardize"] else None
-            groups = getattr(store, "_batch_groups", None)
-            if groups is None:
+            sw = None if sample_weight is None else _store_sample_weight(sample_weight, n)
+            if sw is not None or spec is not None:
+                sw, cw, wbar = _store_weighting(store, sw, spec, classes)
+            if sw is not None and p["shuffle"] and not hasattr(store, "_batch_groups"):
+                raise ValueError(
+                    "sample_weight with shuffle=True needs a FeatureStore (whose shuffled "
+                    "row order the weights follow); pass shuffle=False for this store"
+                )
+            if not p["standardize"]:
+                stats = None
+            elif sw is None and cw is None:
+                stats = _describe_store(store)
+            else:
+                stats = _weighted_stats(_store_rows(store, sw, cw, classes))
+            base = getattr(store, "_batch_groups", None)
+            if base is None:
 
-                def groups(bs: int, **kw: Any) -> Any:
+                def base(bs: int, **kw: Any) -> Any:
                     return (
                         (np.asarray(Xb), np.asarray(yb), len(yb))
                         for Xb, yb in store.batches(bs, **kw)
                         if len(yb)
                     )
+
+            if sw is None:
+                groups = base
+            else:
+                weights = sw
+
+                def groups(bs: int, *, shuffle: bool, seed: Any, **kw: Any) -> Any:
+                    order = batch_order(n, bs, seed).view(np.int64) if shuffle else None
+                    it = base(bs, shuffle=shuffle, seed=seed, **kw)
+                    return _with_weights(it, weights, order)
         else:
             if y is None:
                 raise ValueError(
@@ -494,12 +682,33 @@ class StreamingLogisticRegression:
                     "is None: fit(X, y) with arrays, or fit(store) with a FeatureStore"
                 )
             Xa, ya = self._check_xy(X, y, fitted=False)
-            d, n = Xa.shape[1], Xa.shape[0]
             classes = _classes([ya], "y")
-            stats = _columns.describe(Xa) if p["standardize"] else None
+            r = _row_weights(_sample_weight(sample_weight, ya.shape[0]), ya, classes, spec)
+            if r is not None:
+                keep = r > 0
+                if not np.all(keep):
+                    Xa, ya, r = Xa[keep], ya[keep], r[keep]
+                if r.size == 0:
+                    raise ValueError(
+                        "every sample weight is zero (sample_weight times class_weight): "
+                        "nothing to fit"
+                    )
+                if np.all(r == r[0]):
+                    r = None  # uniform: the unweighted fit, exactly
+                else:
+                    wbar = float(np.mean(r))
+            d, n = Xa.shape[1], Xa.shape[0]
+            if not p["standardize"]:
+                stats = None
+            elif r is None:
+                stats = _columns.describe(Xa)
+            else:
+                rows = _columns.row_chunks(Xa)
+                stats = _weighted_stats((c, r[s : s + c.shape[0]]) for c, s in _with_starts(rows))
+            rw = r
 
             def groups(bs: int, *, shuffle: bool, seed: Any, **_: Any) -> Any:
-                return _array_groups(Xa, ya, bs, shuffle, seed, drop_last)
+                return _array_groups(Xa, ya, bs, shuffle, seed, drop_last, rw)
 
         self._start(d, stats, classes)
         epochs = int(p["epochs"])
@@ -522,7 +731,14 @@ class StreamingLogisticRegression:
                     prefetch=prefetch,
                 )
                 loss = self._train(
-                    it, lr, p, bar if bar.on else None, f"epoch {e + 1}/{epochs}", tol is not None
+                    it,
+                    lr,
+                    p,
+                    bar if bar.on else None,
+                    f"epoch {e + 1}/{epochs}",
+                    tol is not None,
+                    cw,
+                    wbar,
                 )
                 self.n_iter_ = e + 1
                 if not np.all(np.isfinite(self._theta)):
@@ -546,21 +762,38 @@ class StreamingLogisticRegression:
         X: npt.ArrayLike,
         y: npt.ArrayLike,
         classes: npt.ArrayLike | None = None,
+        sample_weight: npt.ArrayLike | None = None,
     ) -> StreamingLogisticRegression:
         """One update per ``batch_size`` rows of ``(X, y)`` at the constant
         learning rate ``lr``. The first call (on an unfitted model) needs
-        ``classes`` (the two label values, as in scikit-learn) and takes the
+        ``classes`` (every label value, as in scikit-learn: two for the
+        binary model, more for the multinomial one) and takes the
         standardisation from its batch's statistics (with
         ``standardize=True``); later calls, and calls after :meth:`fit`,
-        continue with the same ``classes_`` and standardisation."""
+        continue with the same ``classes_`` and standardisation.
+        ``sample_weight`` as in :meth:`fit`, relative within the call;
+        ``class_weight`` may be a dict (``"balanced"`` needs the whole
+        label set: :class:`ValueError`, as scikit-learn's ``SGDClassifier``)."""
         p = self._checked_params()
+        spec = p["class_weight"]
+        if isinstance(spec, str):
+            raise ValueError(
+                "class_weight 'balanced' is not supported for partial_fit: pass the weights "
+                "as a dict (n_samples / (n_classes * count) per class) or as sample_weight"
+            )
         first = self.__dict__.get("_theta") is None
         Xa, ya = self._check_xy(X, y, fitted=not first)
+        sw = _sample_weight(sample_weight, ya.shape[0])
         if first:
             if classes is None:
                 raise ValueError("classes must be passed on the first call to partial_fit")
             cl = _classes([np.asarray(classes)], "classes")
-            stats = _columns.describe(Xa) if p["standardize"] and Xa.shape[0] else None
+            stats = None
+            if p["standardize"]:
+                if sw is None or not np.any(sw > 0) or np.all(sw == sw[0]):
+                    stats = _columns.describe(Xa)
+                else:
+                    stats = _weighted_stats([(Xa, sw)])
             self._start(Xa.shape[1], stats, cl)
         elif classes is not None and not np.array_equal(
             np.unique(np.asarray(classes)), self.classes_
@@ -575,8 +808,21 @@ class StreamingLogisticRegression:
                 f"y holds labels outside classes_ {self.classes_.tolist()}: "
                 f"{np.unique(ya[unknown])[:5].tolist()}"
             )
+        r = _row_weights(sw, ya, self.classes_, spec)
+        wbar = 1.0
+        if r is not None:
+            keep = r > 0
+            if not np.all(keep):
+                Xa, ya, r = Xa[keep], ya[keep], r[keep]
+            if r.size and np.all(r == r[0]):
+                r = None
+            elif r.size:
+                wbar = float(np.mean(r))
         if Xa.shape[0]:
-            self._train([(Xa, ya, int(p["batch_size"]))], float(p["lr"]), p)
+            group = (
+                (Xa, ya, int(p["batch_size"])) if r is None else (Xa, ya, int(p["batch_size"]), r)
+            )
+            self._train([group], float(p["lr"]), p, wbar=wbar)
         return self
 
     # ----- validation -----------------------------------------------------
@@ -645,34 +891,53 @@ class StreamingLogisticRegression:
     # ----- prediction -----------------------------------------------------
 
     def decision_function(self, X: npt.ArrayLike) -> npt.NDArray[np.float32]:
-        """``X·w + b`` per row (``float32``): positive for ``classes_[1]``.
+        """``X·Wᵀ + b`` per row (``float32``): shape ``(m,)`` for two classes
+        (positive for ``classes_[1]``), ``(m, n_classes)`` for more (the
+        class with the largest value is predicted), as scikit-learn's.
 
-        Each row's sum is taken alone, in ``float64``, so a row's value does
-        not depend on where it is in ``X`` (a BLAS matrix-vector product
+        Each row's sums are taken alone, in ``float64``, so a row's value
+        does not depend on where it is in ``X`` (a BLAS matrix-vector product
         rounds rows differently by their position: scikit-learn's
         sample-order check failed with OpenBLAS 0.3.31 by one ``float32``
         ulp)."""
         w, b = self._folded()
         Xa = self._check_x(X)
-        z: npt.NDArray[np.float64] = np.einsum(
-            "ij,j->i", Xa, w.astype(np.float64), dtype=np.float64, casting="safe"
+        w64 = w.astype(np.float64)
+        if w.shape[0] == 1:
+            z: npt.NDArray[np.float64] = np.einsum(
+                "ij,j->i", Xa, w64[0], dtype=np.float64, casting="safe"
+            )
+            return (z + float(b[0])).astype(np.float32)
+        zs: npt.NDArray[np.float64] = np.einsum(
+            "ij,kj->ik", Xa, w64, dtype=np.float64, casting="safe"
         )
-        return (z + float(b)).astype(np.float32)
+        return (zs + b.astype(np.float64)).astype(np.float32)
 
     def predict_proba(self, X: npt.ArrayLike) -> npt.NDArray[np.float32]:
-        """``[P(classes_[0]), P(classes_[1])]`` per row, shape ``(m, 2)``."""
-        p = sigmoid(self.decision_function(X))
-        return np.stack([1 - p, p], axis=1)
+        """The probability of each class per row, shape ``(m, n_classes)``
+        (columns in ``classes_``'s order): ``[1 − σ(z), σ(z)]`` for two
+        classes, the softmax of the decision values for more."""
+        z = self.decision_function(X)
+        if z.ndim == 1:
+            p = sigmoid(z)
+            return np.stack([1 - p, p], axis=1)
+        return _softmax(z.astype(np.float64)).astype(np.float32)
 
     def predict_log_proba(self, X: npt.ArrayLike) -> npt.NDArray[np.float64]:
         """The log of :meth:`predict_proba`, computed stably."""
         z = self.decision_function(X).astype(np.float64)
-        return np.stack([-np.logaddexp(0, z), -np.logaddexp(0, -z)], axis=1)
+        if z.ndim == 1:
+            return np.stack([-np.logaddexp(0, z), -np.logaddexp(0, -z)], axis=1)
+        return z - _logsumexp(z)[:, None]
 
     def predict(self, X: npt.ArrayLike) -> npt.NDArray[Any]:
-        """``classes_[1]`` where the decision value is > 0, else ``classes_[0]``."""
-        positive = self.decision_function(X) > 0  # raises first when not fitted
-        return self.classes_[positive.astype(np.intp)]
+        """The class of the largest decision value: for two classes
+        ``classes_[1]`` where it is > 0, else ``classes_[0]``."""
+        z = self.decision_function(X)  # raises first when not fitted
+        if z.ndim == 1:
+            return self.classes_[(z > 0).astype(np.intp)]
+        out: npt.NDArray[Any] = self.classes_[np.argmax(z, axis=1)]
+        return out
 
     def _batches(self, data: Any, y: Any, batch_size: int) -> Any:
         if y is not None:
@@ -709,11 +974,16 @@ class StreamingLogisticRegression:
 
     def loss(self, data: Any, y: npt.ArrayLike | None = None, *, batch_size: int = 65536) -> float:
         """Mean log loss over a store (or ``(X, y)``) in one streaming pass,
-        plus the penalty ``l2·(‖v‖² + c²)`` on the trained (standardised)
-        parameters: ``mean(log(1 + e^z) − t·z) + λ‖θ‖²`` with ``t = 1`` for
-        ``classes_[1]``, else 0 (computed stably, in ``float64``); labels
-        outside ``classes_`` raise :class:`ValueError`."""
-        theta = self._need_fit().astype(np.float64) * 2
+        plus the penalty ``l2·‖θ‖²`` on the trained (standardised)
+        parameters: ``mean(log(1 + e^z) − t·z) + λ‖θ‖²`` for two classes
+        (``t = 1`` for ``classes_[1]``, else 0), ``mean(logsumexp(z) −
+        z[y]) + λ‖θ‖²`` (the cross-entropy) for more; computed stably, in
+        ``float64``; labels outside ``classes_`` raise :class:`ValueError`.
+        Unweighted (``sample_weight`` and ``class_weight`` weight training
+        only)."""
+        theta = self._need_fit().astype(np.float64)
+        if theta.ndim == 1:
+            theta = theta * 2
         acc = 0.0
         total = 0
         for Xb, y_in in self._batches(data, y, batch_size):
@@ -721,10 +991,26 @@ class StreamingLogisticRegression:
             if not np.all(np.isin(yb, self.classes_)):
                 raise ValueError(f"labels outside classes_ {self.classes_.tolist()}")
             z = self.decision_function(Xb).astype(np.float64)
-            acc += float(np.sum(np.logaddexp(0.0, z) - (yb == self.classes_[1]) * z))
+            if z.ndim == 1:
+                acc += float(np.sum(np.logaddexp(0.0, z) - (yb == self.classes_[1]) * z))
+            else:
+                zy = z[np.arange(z.shape[0]), np.searchsorted(self.classes_, yb)]
+                acc += float(np.sum(_logsumexp(z) - zy))
             total += Xb.shape[0]
-        reg = float(self.l2) * float(np.dot(theta, theta))
+        reg = float(self.l2) * float(np.sum(theta * theta))
         return (acc / total if total else float("nan")) + reg
+
+
+def _logsumexp(z: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """``log Σ e^z`` per row, through the row's maximum (no overflow)."""
+    top = z.max(axis=1)
+    return np.log(np.exp(z - top[:, None]).sum(axis=1)) + top  # type: ignore[no-any-return]
+
+
+def _softmax(z: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """``e^z / Σ e^z`` per row, through the row's maximum (no overflow)."""
+    e = np.exp(z - z.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)  # type: ignore[no-any-return]
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -745,11 +1031,11 @@ def _entropy(random_state: Any) -> Any:
 
 
 def _classes(chunks: Any, what: str) -> npt.NDArray[Any]:
-    """The sorted distinct values of the labels in ``chunks`` (exactly
-    two), with min/max per chunk and one comparison pass (no sort of the
-    whole label array). The errors use scikit-learn's wording ("Unknown
-    label type", "Only binary classification is supported")."""
-    lo = hi = None
+    """The sorted distinct values of the labels in ``chunks`` (at least
+    two): per chunk, only the values not already found are sorted (one
+    comparison pass per known class, no sort of the whole label array).
+    The errors use scikit-learn's wording ("Unknown label type")."""
+    found: npt.NDArray[Any] | None = None
     for chunk in chunks:
         c = np.asarray(chunk)
         if c.dtype.kind == "O":
@@ -765,30 +1051,208 @@ def _classes(chunks: Any, what: str) -> npt.NDArray[Any]:
             raise ValueError(f"{what} contain NaN or infinity")
         if c.size == 0:
             continue
-        prev: list[Any] = [] if lo is None else [lo, hi]
-        if c.dtype.kind == "U":  # strings: no min/max ufuncs
-            found = np.unique(np.concatenate([prev, np.unique(c)]))
-        else:
-            a, b = c.min(), c.max()
-            others = c[(c != a) & (c != b)][:10]
-            found = np.unique(np.concatenate([[a, b], prev, others]))
-        if found.size > 2:
-            kind = "multiclass"
-            if found.dtype.kind == "f" and np.any(found != np.round(found)):
-                kind = "continuous (Unknown label type)"
+        if found is not None and found.size <= 64 and c.dtype.kind != "U":
+            c = c[~np.isin(c, found)]
+        new = np.unique(c)
+        if new.dtype.kind == "f" and np.any(new != np.round(new)):
             raise ValueError(
-                f"Only binary classification is supported. The type of the target is {kind}: "
-                f"{what} hold more than 2 classes ({found[:5].tolist()}...), and "
-                "StreamingLogisticRegression is a binary classifier"
+                f"Unknown label type: continuous. {what} hold non-integer values "
+                f"({new[new != np.round(new)][:5].tolist()}...): StreamingLogisticRegression "
+                "is a classifier"
             )
-        lo, hi = found[0], found[-1]
-    if lo is None or lo == hi:
-        n = 0 if lo is None else 1
+        found = new if found is None else np.union1d(found, new)
+    if found is None or found.size < 2:
+        n = 0 if found is None else 1
         raise ValueError(
             f"{what} hold {n} class(es); StreamingLogisticRegression needs samples of "
-            "exactly 2 classes"
+            "at least 2 classes"
         )
-    return np.array([lo, hi])
+    return found
+
+
+def _sample_weight(sample_weight: Any, n: int) -> npt.NDArray[np.float64] | None:
+    """``sample_weight`` for ``n`` rows as ``float64`` (a number: every
+    row), checked finite and ``>= 0`` (scikit-learn's messages)."""
+    if sample_weight is None:
+        return None
+    if isinstance(sample_weight, numbers.Number) and not isinstance(sample_weight, bool):
+        sw = np.full(n, float(sample_weight))  # type: ignore[arg-type]
+    else:
+        try:
+            sw = np.asarray(sample_weight, dtype=np.float64)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"sample_weight must be numeric: {e}") from None
+        if sw.ndim != 1:
+            raise ValueError("Sample weights must be 1D array or scalar")
+        if sw.shape != (n,):
+            raise ValueError(f"sample_weight.shape == {sw.shape}, expected {(n,)}!")
+    _check_weights(sw)
+    return sw
+
+
+def _check_weights(sw: npt.NDArray[Any]) -> None:
+    if not np.all(np.isfinite(sw)):
+        raise ValueError("Input sample_weight contains NaN or infinity.")
+    if np.any(sw < 0):
+        raise ValueError("Negative values in data passed to sample_weight")
+
+
+def _class_weight_vector(
+    spec: Any, classes: npt.NDArray[Any], counts: npt.NDArray[np.int64] | None
+) -> npt.NDArray[np.float64] | None:
+    """One weight per class from ``class_weight``: None; ``"balanced"``,
+    ``n_samples / (n_classes · count)`` (scikit-learn's
+    ``compute_class_weight``); a dict ``{label: weight}`` (others 1)."""
+    if spec is None:
+        return None
+    k = classes.shape[0]
+    if isinstance(spec, str):
+        if counts is None or np.any(counts == 0):
+            raise ValueError("class_weight='balanced' needs samples of every class")
+        out: npt.NDArray[np.float64] = float(counts.sum()) / (k * counts.astype(np.float64))
+        return out
+    cw = np.ones(k)
+    for label, weight in spec.items():
+        hit = np.flatnonzero(classes == label) if np.ndim(label) == 0 else np.empty(0)
+        if hit.size != 1:
+            raise ValueError(f"Class label {label!r} not present.")
+        v = float(weight)
+        if not math.isfinite(v) or v < 0:
+            raise ValueError(f"class_weight[{label!r}] must be finite and >= 0, got {weight!r}")
+        cw[hit[0]] = v
+    return cw
+
+
+def _row_weights(
+    sw: npt.NDArray[np.float64] | None, y: npt.NDArray[Any], classes: npt.NDArray[Any], spec: Any
+) -> npt.NDArray[np.float64] | None:
+    """Each row's weight: its sample weight times its class's weight (None
+    when neither is given)."""
+    if spec is None:
+        return sw
+    idx = np.searchsorted(classes, y)
+    counts = np.bincount(idx, minlength=classes.shape[0]) if isinstance(spec, str) else None
+    cw = _class_weight_vector(spec, classes, counts)
+    r = np.ones(y.shape[0]) if cw is None else cw[idx]
+    return r if sw is None else sw * r
+
+
+def _store_sample_weight(sample_weight: Any, n: int) -> npt.NDArray[Any]:
+    """A store fit's ``sample_weight``: an array of ``n`` (not copied: a
+    mapping stays one), an :class:`~mmapkit.ArrayStore` or a ``.npy`` path."""
+    import os
+
+    from .store import ArrayStore
+
+    src = sample_weight
+    if isinstance(src, (str, os.PathLike)):
+        src = ArrayStore.open(src, "r")
+    if isinstance(src, ArrayStore):
+        src = src.numpy()
+    sw = np.asarray(src)
+    if sw.ndim != 1 or sw.shape[0] != n:
+        raise ValueError(
+            f"sample_weight for a store must hold one weight per row ({n},), got {sw.shape}"
+        )
+    if sw.dtype.kind not in "biuf":
+        raise ValueError(f"sample_weight must be numeric, got dtype {sw.dtype}")
+    return sw
+
+
+def _store_weighting(
+    store: Any, sw: npt.NDArray[Any] | None, spec: Any, classes: npt.NDArray[Any]
+) -> tuple[npt.NDArray[Any] | None, npt.NDArray[np.float64] | None, float]:
+    """(sample weights, class weights, mean row weight) of a store fit, in
+    one pass over the labels and weights (which it checks); uniform
+    weights become None (the unweighted fit, exactly)."""
+    k = classes.shape[0]
+    counts = np.zeros(k, dtype=np.int64)
+    per_class = np.zeros(k)
+    pos = 0
+    first = None
+    uniform = True
+    for c in _label_chunks(store):
+        idx = np.searchsorted(classes, np.asarray(c))
+        m = idx.shape[0]
+        counts += np.bincount(idx, minlength=k)
+        if sw is not None:
+            w = np.asarray(sw[pos : pos + m], dtype=np.float64)
+            _check_weights(w)
+            if m:
+                first = w[0] if first is None else first
+                uniform = uniform and bool(np.all(w == first))
+            per_class += np.bincount(idx, weights=w, minlength=k)
+        pos += m
+    if sw is not None and uniform:
+        sw = None
+    if sw is None:
+        per_class = counts.astype(np.float64)
+    cw = _class_weight_vector(spec, classes, counts)
+    if cw is not None and np.all(cw == cw[0]) and sw is None:
+        cw = None
+    total = float(per_class @ (np.ones(k) if cw is None else cw))
+    if sw is None and cw is None:
+        return None, None, 1.0
+    if total <= 0:
+        raise ValueError(
+            "every sample weight is zero (sample_weight times class_weight): nothing to fit"
+        )
+    return sw, cw, total / max(int(counts.sum()), 1)
+
+
+def _store_rows(
+    store: Any,
+    sw: npt.NDArray[Any] | None,
+    cw: npt.NDArray[np.float64] | None,
+    classes: npt.NDArray[Any],
+) -> Any:
+    """The store's rows in order with their weights ``(X, r)``, in batches."""
+    pos = 0
+    for Xb, yb in store.batches(1 << 16):
+        m = len(yb)
+        r = np.ones(m) if sw is None else np.asarray(sw[pos : pos + m], dtype=np.float64)
+        if cw is not None:
+            r = r * cw[np.searchsorted(classes, np.asarray(yb))]
+        pos += m
+        yield np.asarray(Xb), r
+
+
+def _weighted_stats(pairs: Any) -> dict[str, Any]:
+    """The weighted per-column mean and standard deviation of rows ``(X,
+    r)`` (rows of weight 0 count for nothing), checked finite."""
+    wsum, mean, m2 = 0.0, None, None
+    with np.errstate(invalid="ignore", over="ignore"):
+        for X, r in pairs:
+            if mean is None or m2 is None:
+                mean, m2 = np.zeros(X.shape[1]), np.zeros(X.shape[1])
+            wsum, mean, m2 = _columns.merge_weighted_moments(wsum, mean, m2, X, r)
+        if mean is None or m2 is None or wsum <= 0:
+            raise ValueError("every sample weight is zero (sample_weight times class_weight)")
+        std = np.sqrt(m2 / wsum)
+    bad = ~(np.isfinite(mean) & np.isfinite(std))
+    if np.any(bad):
+        cols = np.flatnonzero(bad)[:10].tolist()
+        raise ValueError(f"the features contain NaN or infinity (columns {cols})")
+    return {"mean": mean, "std": std, "min": None}
+
+
+def _with_starts(chunks: Any) -> Any:
+    """``(chunk, its first row)`` for consecutive row chunks."""
+    s = 0
+    for c in chunks:
+        yield c, s
+        s += c.shape[0]
+
+
+def _with_weights(groups: Any, sw: npt.NDArray[Any], order: npt.NDArray[np.int64] | None) -> Any:
+    """A store's groups with their rows' sample weights: rows in order,
+    or ``order``'s (the epoch's :func:`~mmapkit.features.batch_order`)."""
+    pos = 0
+    for X, y, bs in groups:
+        m = len(y)
+        rows = slice(pos, pos + m) if order is None else order[pos : pos + m]
+        yield X, y, bs, np.asarray(sw[rows], dtype=np.float64)
+        pos += m
 
 
 def _data_conversion_warning() -> type[Warning]:
@@ -833,20 +1297,41 @@ def _describe_store(store: Any) -> dict[str, Any]:
 
 
 def _array_groups(
-    X: npt.NDArray[Any], y: npt.NDArray[Any], bs: int, shuffle: bool, seed: Any, drop_last: bool
+    X: npt.NDArray[Any],
+    y: npt.NDArray[Any],
+    bs: int,
+    shuffle: bool,
+    seed: Any,
+    drop_last: bool,
+    w: npt.NDArray[np.float64] | None = None,
 ) -> Any:
     """In-memory arrays as the store's groups: the same row order as
-    ``FeatureStore._batch_groups`` for the same seed."""
+    ``FeatureStore._batch_groups`` for the same seed (with the rows'
+    weights ``w`` as a fourth element when given)."""
     n = X.shape[0]
     stop = (n // bs) * bs if drop_last else n
     step = max(1, _GROUP_ROWS // bs) * bs
     if not shuffle:
+        if w is None:
+            return (
+                (X[lo : lo + step][: stop - lo], y[lo : min(lo + step, stop)], bs)
+                for lo in range(0, stop, step)
+            )
         return (
-            (X[lo : lo + step][: stop - lo], y[lo : min(lo + step, stop)], bs)
+            (
+                X[lo : min(lo + step, stop)],
+                y[lo : min(lo + step, stop)],
+                bs,
+                w[lo : min(lo + step, stop)],
+            )
             for lo in range(0, stop, step)
         )
     order = batch_order(n, bs, seed).view(np.int64)[:stop]
-    return ((X[order[lo : lo + step]], y[order[lo : lo + step]], bs) for lo in range(0, stop, step))
+    if w is None:
+        return (
+            (X[order[lo : lo + step]], y[order[lo : lo + step]], bs) for lo in range(0, stop, step)
+        )
+    return ((X[o], y[o], bs, w[o]) for o in (order[lo : lo + step] for lo in range(0, stop, step)))
 
 
 _GROUP_ROWS = 16384

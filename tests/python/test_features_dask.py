@@ -270,3 +270,67 @@ def test_command_line_example(tmp, capsys, client):
     out = json.loads(capsys.readouterr().out)
     w, _b, losses = md.fit_logistic_regression(fs, 3, 0.5, 0.0, 1000)
     assert out["losses"] == losses and np.allclose(out["coef"], w)
+
+
+# ----- issue 38, gap 7: median/quantile per column (axis=0) -------------------------
+
+
+@pytest.mark.parametrize("dt", ["int16", "int64", "uint8", "float32", "float64"])
+def test_median_and_quantile_per_column_equal_numpy(dt):
+    rng = np.random.default_rng(7)
+    qs = [0.0, 0.1, 0.5, 0.77, 1.0]
+    with dask.config.set(scheduler="synchronous"):
+        for n in (1, 2, 9, 3001):
+            a = np.stack([sample(dt, n, rng) for _ in range(5)], axis=1)
+            x = da.from_array(a, chunks=(max(1, n // 6), 5))
+            for gather_limit in (1 << 22, 7):  # 7: histogram passes, buckets gathered in batches
+                got = md.median(x, axis=0, gather_limit=gather_limit)
+                want = np.median(a, axis=0)
+                assert got.dtype == want.dtype and np.array_equal(got, want), (dt, n)
+                for method in ("linear", "inverted_cdf"):
+                    got = md.quantile(x, qs, axis=0, method=method, gather_limit=gather_limit)
+                    want = np.quantile(a, qs, axis=0, method=method)
+                    assert got.shape == want.shape == (len(qs), 5)
+                    assert got.dtype == want.dtype and np.array_equal(got, want), (dt, n, method)
+                one = md.quantile(x, 0.3, axis=0, gather_limit=gather_limit)
+                want = np.quantile(a, 0.3, axis=0)
+                assert one.dtype == want.dtype and np.array_equal(one, want)
+            # axis=None is today's: all elements.
+            assert md.median(x) == np.median(a)
+
+
+def test_per_column_quantiles_with_nans_and_skipna():
+    rng = np.random.default_rng(3)
+    a = rng.normal(size=(500, 4))
+    a[rng.random(a.shape) < 0.1] = np.nan
+    a[:, 2] = np.nan  # a column of NaN only
+    a[:, 3] = rng.normal(size=500)  # no NaN
+    x = da.from_array(a, chunks=(70, 4))
+    qs = [0.25, 0.5, 0.9]
+    with dask.config.set(scheduler="synchronous"):
+        got, want = md.median(x, axis=0), np.median(a, axis=0)
+        assert np.array_equal(got, want, equal_nan=True)
+        assert np.array_equal(
+            md.quantile(x, qs, axis=0), np.quantile(a, qs, axis=0), equal_nan=True
+        )
+        with pytest.warns(RuntimeWarning, match="All-NaN"):
+            got = md.median(x, axis=0, skipna=True)
+        with pytest.warns(RuntimeWarning, match="All-NaN"):
+            want = np.nanmedian(a, axis=0)
+        assert np.array_equal(got, want, equal_nan=True)
+        with pytest.warns(RuntimeWarning, match="All-NaN"):
+            got = md.quantile(x, qs, axis=0, skipna=True)
+        with pytest.warns(RuntimeWarning, match="All-NaN"):
+            want = np.nanquantile(a, qs, axis=0)
+        assert np.array_equal(got, want, equal_nan=True)
+        with pytest.raises(ValueError, match="axis"):
+            md.median(x, axis=1)
+
+
+def test_per_column_median_of_a_store_by_path(tmp):
+    fs, X, _ = store(tmp / "fs", 4000, d=6)
+    with dask.config.set(scheduler="synchronous"):
+        got = md.median(tmp / "fs", axis=0, gather_limit=100)
+        assert np.array_equal(got, np.median(X, axis=0)) and got.shape == (6,)
+        q = md.quantile(fs, [0.1, 0.9], axis=0, gather_limit=100)
+        assert np.array_equal(q, np.quantile(X, [0.1, 0.9], axis=0))

@@ -80,7 +80,8 @@ def test_default_fit_on_a_raw_store_learns_and_folds_the_scaling(tmp):
     # The scaling is the store's exact statistics, folded into coef_/intercept_.
     np.testing.assert_allclose(m.mean_, Xtr.mean(axis=0), rtol=1e-12)
     np.testing.assert_allclose(m.scale_, Xtr.std(axis=0), rtol=1e-9)
-    z = ((Xte - m.mean_) / m.scale_) @ (m.coef_ * m.scale_) + (m.intercept_ + m.mean_ @ m.coef_)
+    w, b = m.coef_[0], m.intercept_[0]
+    z = ((Xte - m.mean_) / m.scale_) @ (w * m.scale_) + (b + m.mean_ @ w)
     np.testing.assert_allclose(m.decision_function(Xte), z, rtol=1e-3, atol=1e-3)
     assert 1 <= m.n_iter_ <= m.epochs
 
@@ -92,7 +93,7 @@ def test_store_and_array_fits_agree_and_the_step_ignores_the_batch_size(tmp):
     kw = {"epochs": 5, "tol": None}
     a = StreamingLogisticRegression(**kw).fit(fs)
     b = StreamingLogisticRegression(**kw).fit(X, y)
-    assert np.array_equal(a.coef_, b.coef_) and a.intercept_ == b.intercept_
+    assert np.array_equal(a.coef_, b.coef_) and np.array_equal(a.intercept_, b.intercept_)
     # reduction="mean" (the default): batch 4096 trains, where "sum" diverged.
     big = StreamingLogisticRegression(batch_size=4096).fit(fs)
     assert big.score(X, y) > 0.9
@@ -120,8 +121,8 @@ def test_any_two_label_values_become_classes(tmp):
 def test_bad_labels_and_features_raise(tmp):
     X, y = load_breast_cancer(return_X_y=True)
     m = StreamingLogisticRegression()
-    with pytest.raises(ValueError, match="more than 2 classes"):
-        m.fit(X, np.arange(len(y)) % 3)
+    with pytest.raises(ValueError, match="Unknown label type: continuous"):
+        m.fit(X, np.arange(len(y)) / 7)
     with pytest.raises(ValueError, match="1 class"):
         m.fit(X, np.zeros(len(y)))
     bad = y.astype(float)
@@ -139,10 +140,11 @@ def test_bad_labels_and_features_raise(tmp):
         m.fit(store_of(tmp / "nanx", Xn, y))
     with pytest.raises(ValueError, match="NaN or infinity"):
         m.fit(store_of(tmp / "nany", X, bad))
-    with pytest.raises(ValueError, match="more than 2 classes"):
-        m.fit(store_of(tmp / "three", X, np.arange(len(y)) % 3))
-    with pytest.raises(ValueError, match="more than 2 classes"):
-        m.partial_fit(X, y, classes=[0, 1, 2])
+    with pytest.raises(ValueError, match="Unknown label type: continuous"):
+        m.fit(store_of(tmp / "cont", X, np.arange(len(y)) / 7))
+    # Three classes were refused before (issue 38, gap 7): now the multinomial model.
+    assert list(m.fit(store_of(tmp / "three", X, np.arange(len(y)) % 3)).classes_) == [0, 1, 2]
+    assert m.partial_fit(X, y, classes=[0, 1, 2]).coef_.shape == (3, X.shape[1])
     with pytest.raises(ValueError, match="classes must be passed"):
         StreamingLogisticRegression().partial_fit(X, y)
     with pytest.raises(ValueError, match="outside classes_"):
@@ -201,14 +203,27 @@ def test_partial_fit_clone_pipeline_and_grid_search():
     assert grid.predict_proba(Xte).shape == (len(yte), 2)
 
 
-# Every applicable check passes (binary only: multi_class=False in the tags,
-# which scikit-learn's checks respect); the pandas and array-API checks skip
-# themselves when those are not installed.
+# Every applicable check passes (multiclass and class_weight included); the
+# pandas and array-API checks skip themselves when those are not installed.
 # scikit-learn warns that the class does not inherit BaseEstimator: it implements the
 # protocol itself so that ``import mmapkit`` neither needs nor imports scikit-learn.
+# One expected failure, as scikit-learn's own SGDClassifier has it: integer
+# weights equal repeated rows only with one full batch (shuffled mini-batches
+# visit a repeated row in other batches); tested so in
+# test_integer_weights_equal_repeated_rows_on_a_full_batch.
+def _expected_failures(estimator):
+    return {
+        "check_sample_weight_equivalence_on_dense_data": (
+            "mini-batch SGD: a repeated row lands in other shuffled batches than its weight"
+        )
+    }
+
+
 with warnings.catch_warnings():
     warnings.filterwarnings("ignore", "Estimator .* does not inherit", UserWarning)
-    checks = parametrize_with_checks([StreamingLogisticRegression()])
+    checks = parametrize_with_checks(
+        [StreamingLogisticRegression()], expected_failed_checks=_expected_failures
+    )
 
 
 @checks
@@ -216,3 +231,169 @@ def test_sklearn_estimator_checks(estimator, check):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         check(estimator)
+
+
+# ----- issue 38, gap 7: multiclass, sample_weight, class_weight, sklearn's shapes -----
+
+
+def blobs(n_classes, n=1500, d=6, seed=0):
+    from sklearn.datasets import make_classification
+
+    return make_classification(
+        n_samples=n,
+        n_features=d,
+        n_informative=d,
+        n_redundant=0,
+        n_classes=n_classes,
+        n_clusters_per_class=1,
+        class_sep=2.0,
+        random_state=seed,
+    )
+
+
+@pytest.mark.parametrize("k", [3, 4, 5])
+def test_multiclass_accuracy_close_to_sklearn(k):
+    from sklearn.linear_model import SGDClassifier
+
+    X, y = blobs(k, n=6000, d=8, seed=k)  # 1 point = 15 held-out rows
+    Xtr, Xte, ytr, yte = split(X, y)
+    m = StreamingLogisticRegression().fit(Xtr, ytr)
+    ours = m.score(Xte, yte)
+    lr = LogisticRegression(max_iter=5000).fit(Xtr, ytr).score(Xte, yte)
+    sgd = SGDClassifier(loss="log_loss", random_state=0).fit(Xtr, ytr).score(Xte, yte)
+    # Measured: within 0.4 points of LogisticRegression, ahead of SGDClassifier.
+    assert ours >= lr - 0.01 and ours >= sgd - 0.005, (k, ours, lr, sgd)
+    assert list(m.classes_) == list(range(k))
+    p = m.predict_proba(Xte)
+    np.testing.assert_allclose(p.sum(axis=1), 1, rtol=1e-5)
+    assert np.array_equal(m.classes_[p.argmax(axis=1)], m.predict(Xte))
+    np.testing.assert_allclose(np.exp(m.predict_log_proba(Xte)), p, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_shapes_equal_sklearn_logistic_regression(k):
+    X, y = blobs(k, n=300)
+    labels = np.array(["ant", "bee", "cat"])[:k][y]  # any label values
+    ours = StreamingLogisticRegression().fit(X, labels)
+    ref = LogisticRegression(max_iter=5000).fit(X, labels)
+    assert np.array_equal(ours.classes_, ref.classes_)
+    for name in ("coef_", "intercept_"):
+        assert getattr(ours, name).shape == getattr(ref, name).shape, name
+    for name in ("predict_proba", "predict_log_proba", "decision_function", "predict"):
+        assert getattr(ours, name)(X).shape == getattr(ref, name)(X).shape, name
+    if k == 2:  # the binary convention: (1, d), (1,)
+        assert ours.coef_.shape == (1, X.shape[1]) and ours.intercept_.shape == (1,)
+    # coef_/intercept_ give the decision values on raw features.
+    z = X @ ours.coef_.T.astype(np.float64) + ours.intercept_
+    np.testing.assert_allclose(
+        ours.decision_function(X), z.reshape(ours.decision_function(X).shape), rtol=1e-4, atol=1e-4
+    )
+    assert (ours.predict(X) == ref.predict(X)).mean() > 0.95
+
+
+def test_multiclass_store_fit_equals_array_fit_pickles_and_partial_fits(tmp):
+    X, y = blobs(4, n=2000)
+    X = X.astype(np.float32)
+    kw = {"epochs": 4, "tol": None}
+    a = StreamingLogisticRegression(**kw).fit(store_of(tmp / "fs", X, y, dtype=np.float32))
+    b = StreamingLogisticRegression(**kw).fit(X, y)
+    assert np.array_equal(a.coef_, b.coef_) and np.array_equal(a.intercept_, b.intercept_)
+    assert a.coef_.shape == (4, X.shape[1]) and a.intercept_.shape == (4,)
+    back = pickle.loads(pickle.dumps(a))
+    assert np.array_equal(back.predict_proba(X), a.predict_proba(X))
+    m = StreamingLogisticRegression(lr=0.2)
+    for _ in range(10):
+        for s in range(0, 2000, 250):
+            m.partial_fit(X[s : s + 250], y[s : s + 250], classes=[0, 1, 2, 3])
+    assert m.score(X, y) > 0.9 and m.loss(X, y) < np.log(4)
+    with pytest.raises(ValueError, match="differs from the classes_"):
+        m.partial_fit(X, y, classes=[0, 1, 2])
+
+
+@pytest.mark.parametrize("k", [2, 3])
+@pytest.mark.parametrize("standardize", [False, True])
+def test_integer_weights_equal_repeated_rows_on_a_full_batch(k, standardize):
+    X, y = blobs(k, n=200)
+    sw = np.random.default_rng(1).integers(0, 4, size=len(y))
+    rep = np.repeat(np.arange(len(y)), sw)
+    kw = {"batch_size": 10_000, "shuffle": False, "tol": None, "epochs": 30}
+    kw |= {"standardize": standardize, "l2": 1e-3}
+    a = StreamingLogisticRegression(**kw).fit(X, y, sample_weight=sw)
+    b = StreamingLogisticRegression(**kw).fit(X[rep], y[rep])
+    np.testing.assert_allclose(a.coef_, b.coef_, rtol=2e-4, atol=2e-5)
+    np.testing.assert_allclose(a.intercept_, b.intercept_, rtol=2e-4, atol=2e-5)
+    if standardize:  # the weighted mean and standard deviation
+        np.testing.assert_allclose(a.mean_, X[rep].mean(axis=0), rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(a.scale_, X[rep].std(axis=0), rtol=1e-10)
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_zero_weight_rows_have_no_effect(tmp, k):
+    X, y = blobs(k, n=600)
+    rng = np.random.default_rng(2)
+    zero = rng.random(len(y)) < 0.3
+    sw = np.where(zero, 0.0, 1.0)
+    Xz = X.copy()
+    Xz[zero] *= 100  # outliers of weight 0
+    # Arrays, the default shuffled mini-batches: exactly the fit without those rows.
+    a = StreamingLogisticRegression().fit(Xz, y, sample_weight=sw)
+    b = StreamingLogisticRegression().fit(X[~zero], y[~zero])
+    assert np.array_equal(a.coef_, b.coef_) and np.array_equal(a.intercept_, b.intercept_)
+    assert a.n_iter_ == b.n_iter_
+    # A store keeps the rows in their batches, with no gradient: on one batch the same fit.
+    kw = {"batch_size": 10_000, "shuffle": False, "tol": None, "epochs": 20}
+    fs = store_of(tmp / "fs", Xz, y)
+    c = StreamingLogisticRegression(**kw).fit(fs, sample_weight=sw)
+    d = StreamingLogisticRegression(**kw).fit(X[~zero], y[~zero])
+    np.testing.assert_allclose(c.coef_, d.coef_, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(c.mean_, d.mean_, rtol=1e-10)
+
+
+def test_class_weight_balanced_equals_the_explicit_weights(tmp):
+    X, y = blobs(3, n=900)
+    keep = (y != 2) | (np.arange(len(y)) % 4 == 0)  # class 2 rare
+    X, y = X[keep], y[keep]
+    counts = np.bincount(y)
+    cw = len(y) / (3 * counts)  # scikit-learn's formula
+    bal = StreamingLogisticRegression(class_weight="balanced").fit(X, y)
+    explicit = StreamingLogisticRegression().fit(X, y, sample_weight=cw[y])
+    as_dict = StreamingLogisticRegression(class_weight=dict(enumerate(cw))).fit(X, y)
+    for other in (explicit, as_dict):
+        assert np.array_equal(bal.coef_, other.coef_) and np.array_equal(
+            bal.intercept_, other.intercept_
+        )
+    unweighted = StreamingLogisticRegression().fit(X, y)
+    assert not np.array_equal(bal.coef_, unweighted.coef_)
+    # A store: 'balanced' from one pass over its labels, the weights gathered with
+    # its shuffled rows (and from a .npy file of them): the array fit's weights.
+    Xf = X.astype(np.float32)
+    kw = {"epochs": 3, "tol": None}
+    fs = store_of(tmp / "fs", Xf, y, dtype=np.float32)
+    s_bal = StreamingLogisticRegression(class_weight="balanced", **kw).fit(fs)
+    a_bal = StreamingLogisticRegression(class_weight="balanced", **kw).fit(Xf, y)
+    np.testing.assert_allclose(s_bal.coef_, a_bal.coef_, rtol=1e-5, atol=1e-6)
+    np.save(tmp / "w.npy", cw[y])
+    s_sw = StreamingLogisticRegression(**kw).fit(fs, sample_weight=str(tmp / "w.npy"))
+    np.testing.assert_allclose(s_sw.coef_, a_bal.coef_, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(s_sw.mean_, a_bal.mean_, rtol=1e-10)
+
+
+def test_weight_errors():
+    X, y = blobs(3, n=100)
+    m = StreamingLogisticRegression()
+    with pytest.raises(ValueError, match="Negative"):
+        m.fit(X, y, sample_weight=-np.ones(len(y)))
+    with pytest.raises(ValueError, match=r"sample_weight\.shape"):
+        m.fit(X, y, sample_weight=np.ones(3))
+    with pytest.raises(ValueError, match="NaN"):
+        m.fit(X, y, sample_weight=np.full(len(y), np.nan))
+    with pytest.raises(ValueError, match="zero"):
+        m.fit(X, y, sample_weight=np.zeros(len(y)))
+    with pytest.raises(ValueError, match="Class label 7 not present"):
+        StreamingLogisticRegression(class_weight={7: 2.0}).fit(X, y)
+    with pytest.raises(ValueError, match="class_weight must be"):
+        StreamingLogisticRegression(class_weight="auto").fit(X, y)
+    with pytest.raises(ValueError, match="not supported for partial_fit"):
+        StreamingLogisticRegression(class_weight="balanced").partial_fit(X, y, classes=[0, 1, 2])
+    # Uniform weights are the unweighted fit, exactly.
+    assert np.array_equal(m.fit(X, y, sample_weight=np.full(len(y), 3.0)).coef_, m.fit(X, y).coef_)
