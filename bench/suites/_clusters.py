@@ -89,7 +89,22 @@ def _ok(argv: list[str]) -> bytes | None:
     return p.stdout if p.returncode == 0 else None
 
 
-class KvCluster:
+class _Nodes:
+    """What both kinds of cluster share: their processes and directory."""
+
+    root: Path
+    procs: list[subprocess.Popen]
+
+    def memory(self) -> dict[str, float]:
+        """The largest node's memory now (see :func:`_memory`)."""
+        return _memory(self.procs)
+
+    def close(self) -> None:
+        """Stops every node and removes the cluster's directory."""
+        _stop(self.procs, self.root)
+
+
+class KvCluster(_Nodes):
     """Three mmapkit-kv nodes of one store kind in fresh directories under `root`."""
 
     def __init__(self, exe: Path, store: str, root: Path, args: tuple[str, ...] = ()) -> None:
@@ -135,9 +150,6 @@ class KvCluster:
         """One last write: a node whose applied state holds it holds every earlier write."""
         run_command([str(self.exe), "put", "--nodes", ",".join(self.addrs), MARKER, "1"])
 
-    def memory(self) -> dict[str, float]:
-        return _memory(self.procs)
-
     def replace_node(self) -> float:
         """A follower's disk is lost: SIGKILL it and delete its directory; then the operator's
         replacement (docs/guide/kv-operators.md): `member remove`, a fresh node on an empty
@@ -166,11 +178,8 @@ class KvCluster:
         _until("a linearizable read", lambda: _ok([*get, MARKER]))
         return time.monotonic() - t0
 
-    def close(self) -> None:
-        _stop(self.procs, self.root)
 
-
-class EtcdCluster:
+class EtcdCluster(_Nodes):
     """Three etcd members on loopback in fresh directories under `root`, default
     durability (the WAL fdatasynced before a proposal is acknowledged); `args`: more
     flags for every member."""
@@ -219,10 +228,8 @@ class EtcdCluster:
         return [str(ETCDCTL), "--endpoints", ",".join(endpoints), *args]
 
     def put_marker(self) -> None:
+        """See :meth:`KvCluster.put_marker`."""
         run_command(self._ctl(self.addrs, "put", MARKER, "1"))
-
-    def memory(self) -> dict[str, float]:
-        return _memory(self.procs)
 
     def replace_node(self) -> float:
         """The same replacement as :meth:`KvCluster.replace_node`, etcd's way (its runtime
@@ -258,6 +265,3 @@ class EtcdCluster:
         _until("the new member's copy", lambda: _ok([*get, "--consistency=s"]) or None)
         _until("a linearizable read", lambda: _ok([*get, "--consistency=l"]) or None)
         return time.monotonic() - t0
-
-    def close(self) -> None:
-        _stop(self.procs, self.root)
