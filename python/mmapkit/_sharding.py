@@ -200,9 +200,10 @@ class ShardedEpochs:
 
     # ----- iteration -----------------------------------------------------------
 
-    def _begin(self) -> tuple[int, int, list[int]]:
+    def _begin(self) -> tuple[int, int, list[int], Progress]:
         """Starts the next iteration: its epoch, source size and this rank's
-        global batches (from a loaded resume's on); the epoch moves on."""
+        global batches (from a loaded resume's on), and its progress; the epoch
+        moves on."""
         resume, self._resume = self._resume, None
         if resume is not None:
             epoch, rows, start = resume
@@ -212,10 +213,10 @@ class ShardedEpochs:
             epoch, rows, start = self.epoch, self.rows, 0
         self.epoch = epoch + 1
         total = self._total(rows)
-        self._progress = Progress(epoch, rows, start, total)
+        prog = self._progress = Progress(epoch, rows, start, total)
         world = self.world_size
         mine = [(start + self.rank + t * world) % total for t in range(self._count(total, start))]
-        return epoch, rows, mine
+        return epoch, rows, mine, prog
 
     def __iter__(self) -> Iterator[Any]:
         return self._keys()
@@ -224,9 +225,7 @@ class ShardedEpochs:
         """This rank's keys of the next iteration's epoch (``how`` goes to
         :meth:`_epoch_keys`), each counted as handed out. A generator: the
         epoch moves on at its first key, not when ``iter()`` is called."""
-        epoch, rows, mine = self._begin()
-        prog = self._progress
-        assert prog is not None
+        epoch, rows, mine, prog = self._begin()
         for key in self._epoch_keys(epoch, rows, mine, *how):
             prog.yielded += 1
             yield key

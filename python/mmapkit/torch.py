@@ -1,4 +1,6 @@
-"""PyTorch adapter for :class:`~mmapkit.FeatureStore` (extra ``torch``).
+"""PyTorch adapters for :class:`~mmapkit.FeatureStore` and
+:class:`~mmapkit.TokenStore` (extra ``torch``; token data: :func:`token_loader`,
+at the end).
 
 :class:`FeatureDataset` is a map-style ``Dataset`` whose items are **whole
 batches**, and :class:`FeatureBatchSampler` yields one key per batch, so a
@@ -75,17 +77,21 @@ except ImportError as e:
         f"mmapkit.torch needs PyTorch ({e}): pip install 'mmapkit[torch]'", name=e.name
     ) from e
 
-from ._types import PathLike
 from ._sharding import ShardedEpochs, Tracker
+from ._types import PathLike
 from .features import FeatureStore, _batch_runs, batch_order
+from .tokens import PackedSampler, TokenStore, WindowSampler, _out_dtype, gather_windows
 
 __all__ = [
     "DeviceLoader",
     "FeatureBatchSampler",
     "FeatureDataLoader",
     "FeatureDataset",
+    "TokenDataLoader",
+    "TokenDataset",
     "data_loader",
     "device_loader",
+    "token_loader",
 ]
 
 
@@ -316,21 +322,20 @@ class _Runs:
         return out.view(np.uint64)
 
 
-class FeatureDataLoader(torch.utils.data.DataLoader[Any]):
-    """The ``DataLoader`` :func:`data_loader` returns: a plain ``DataLoader``
-    over a :class:`FeatureDataset` and a :class:`FeatureBatchSampler`, with
-    ``set_epoch`` and (``torchdata.stateful_dataloader``'s convention)
+class _ShardedLoader(torch.utils.data.DataLoader[Any]):
+    """A ``DataLoader`` over a sampler of :class:`mmapkit._sharding.ShardedEpochs`,
+    with ``set_epoch`` and (``torchdata.stateful_dataloader``'s convention)
     ``state_dict()`` / ``load_state_dict()``, which count the batches this
     loader delivered to the caller (not the keys its workers took ahead)."""
 
-    sampler: FeatureBatchSampler
+    sampler: ShardedEpochs
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._tracker: Tracker | None = None
 
     def set_epoch(self, epoch: int) -> None:
-        """The epoch the next ``iter()`` yields (:meth:`FeatureBatchSampler.set_epoch`)."""
+        """The epoch the next ``iter()`` yields (as the sampler's ``set_epoch``)."""
         self.sampler.set_epoch(epoch)
 
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
@@ -355,6 +360,16 @@ class FeatureDataLoader(torch.utils.data.DataLoader[Any]):
         the rest of its epoch (with workers too: keys come from this process)."""
         self.sampler.load_state_dict(state)
         self._tracker = None
+
+
+class FeatureDataLoader(_ShardedLoader):
+    """The ``DataLoader`` :func:`data_loader` returns: a plain ``DataLoader``
+    over a :class:`FeatureDataset` and a :class:`FeatureBatchSampler`, with
+    ``set_epoch`` and (``torchdata.stateful_dataloader``'s convention)
+    ``state_dict()`` / ``load_state_dict()``, which count the batches this
+    loader delivered to the caller (not the keys its workers took ahead)."""
+
+    sampler: FeatureBatchSampler
 
 
 def data_loader(
@@ -791,3 +806,101 @@ def device_loader(
         rank=rank,
         world_size=world_size,
     )
+
+
+# ----- token data (mmapkit.tokens) ------------------------------------------
+
+
+class TokenDataset(torch.utils.data.Dataset[tuple[torch.Tensor, torch.Tensor]]):
+    """A :class:`~mmapkit.TokenStore` as a map-style dataset of whole batches:
+    its keys are a :class:`~mmapkit.tokens.WindowSampler`'s or
+    :class:`~mmapkit.tokens.PackedSampler`'s, its items ``(x, y)`` tensors of
+    shape ``(batch, seq_len)`` (``int64`` for integer tokens, what
+    ``torch.nn.Embedding`` takes), both views of one buffer the batch's
+    tokens were copied into once (``y`` is ``x`` shifted by one token).
+
+    Holds only the store's path and the sampler's settings: DataLoader
+    workers (fork or spawn) open the store themselves.
+    """
+
+    def __init__(self, store: TokenStore | PathLike, seq_len: int, eos: int | None = None) -> None:
+        self.path = (
+            store.path if isinstance(store, TokenStore) else os.path.abspath(os.fspath(store))
+        )
+        self.seq_len = int(seq_len)
+        self.eos = eos
+        self._store: TokenStore | None = store if isinstance(store, TokenStore) else None
+        self._pid = os.getpid() if self._store is not None else 0
+
+    @property
+    def store(self) -> TokenStore:
+        """This process's store (opened read-only on first use, again after a fork)."""
+        if self._store is None or self._pid != os.getpid():
+            self._store = TokenStore(self.path, "r")
+            self._pid = os.getpid()
+        return self._store
+
+    def __getitem__(self, key: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        pieces = np.asarray(key, dtype=np.int64).reshape(-1, 3)
+        s = self.store
+        if len(pieces) and int((pieces[:, 1] + pieces[:, 2]).max()) > s.num_tokens:
+            s.refresh()  # a worker's store opened before the sampler's epoch
+        x, y = gather_windows(s.tokens, pieces, self.seq_len, self.eos, _out_dtype(s))
+        s.check()  # no zeros of a truncated file reach training unreported
+        return torch.from_numpy(x), torch.from_numpy(y)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"path": self.path, "seq_len": self.seq_len, "eos": self.eos}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._store = None
+        self._pid = 0
+
+
+class TokenDataLoader(_ShardedLoader):
+    """The ``DataLoader`` :func:`token_loader` returns: a plain ``DataLoader``
+    over a :class:`TokenDataset` and a token sampler, with ``set_epoch``,
+    ``state_dict()`` and ``load_state_dict()`` counting delivered batches
+    (as :class:`FeatureDataLoader`)."""
+
+    sampler: WindowSampler | PackedSampler
+
+
+def token_loader(
+    store: TokenStore | PathLike,
+    seq_len: int,
+    batch_size: int,
+    *,
+    packed: bool = False,
+    eos: int | None = None,
+    shuffle: bool = True,
+    samples: int | None = None,
+    seed: int | None = 0,
+    drop_last: bool = False,
+    rank: int | None = None,
+    world_size: int | None = None,
+    **kwargs: Any,
+) -> TokenDataLoader:
+    """A ``DataLoader`` of ``(x, y)`` token batches over ``store``, each of
+    shape ``(batch_size, seq_len)`` (``int64`` for integer tokens): random
+    windows (:class:`~mmapkit.tokens.WindowSampler`, nanoGPT's ``get_batch``;
+    ``samples`` windows an epoch) or, with ``packed``, whole records packed
+    into sequences (:class:`~mmapkit.tokens.PackedSampler`; ``eos`` a
+    separator after each record, ``shuffle`` the records' and windows' order).
+    ``seed`` (default 0, the same in every process), ``drop_last``, ``rank``
+    and ``world_size`` (default: the ``torch.distributed`` group's) as the
+    samplers; ``kwargs`` go to ``DataLoader`` (``num_workers``,
+    ``pin_memory``, ...). Resumable: ``state_dict()``/``load_state_dict()``.
+    """
+    ts = store if isinstance(store, TokenStore) else TokenStore(store)
+    common = {"seed": seed, "drop_last": drop_last, "rank": rank, "world_size": world_size}
+    sampler: WindowSampler | PackedSampler
+    if packed:
+        sampler = PackedSampler(ts, seq_len, batch_size, eos=eos, shuffle=shuffle, **common)  # type: ignore[arg-type]
+    else:
+        if eos is not None or not shuffle:
+            raise ValueError("eos and shuffle=False apply to packed=True only")
+        sampler = WindowSampler(ts, seq_len, batch_size, samples=samples, **common)  # type: ignore[arg-type]
+    ds = TokenDataset(ts, seq_len, sampler.eos)
+    return TokenDataLoader(ds, sampler=sampler, batch_size=None, **kwargs)
