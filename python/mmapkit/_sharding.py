@@ -99,8 +99,8 @@ class ShardedEpochs:
         """Settings (ints) that decide the epochs' batches besides the seed."""
         return {}
 
-    def _epoch_keys(self, epoch: int, rows: int, batches: list[int], *how: Any) -> Iterator[Any]:
-        """The keys of global batches ``batches`` (in that order) of epoch
+    def _epoch_keys(self, epoch: int, rows: int, mine: list[int], **how: Any) -> Iterator[Any]:
+        """The keys of global batches ``mine`` (in that order) of epoch
         ``epoch`` over a source of size ``rows``."""
         raise NotImplementedError
 
@@ -221,12 +221,12 @@ class ShardedEpochs:
     def __iter__(self) -> Iterator[Any]:
         return self._keys()
 
-    def _keys(self, *how: Any) -> Iterator[Any]:
+    def _keys(self, **how: Any) -> Iterator[Any]:
         """This rank's keys of the next iteration's epoch (``how`` goes to
         :meth:`_epoch_keys`), each counted as handed out. A generator: the
         epoch moves on at its first key, not when ``iter()`` is called."""
         epoch, rows, mine, prog = self._begin()
-        for key in self._epoch_keys(epoch, rows, mine, *how):
+        for key in self._epoch_keys(epoch, rows, mine, **how):
             prog.yielded += 1
             yield key
 
@@ -246,11 +246,13 @@ class Tracker:
         self.ended = False  # the iteration ran to its end
 
     def one(self) -> None:
+        """Counts one batch delivered."""
         if self.prog is None:
             self.prog = self.sampler._progress  # this iteration's (its first key is taken)
         self.delivered += 1
 
     def state(self) -> dict[str, int]:
+        """The sampler's state after the batches delivered."""
         if self.ended:
             return self.sampler.state_dict()
         if self.prog is None:

@@ -481,7 +481,7 @@ class WindowSampler(_TokenSampler):
         rng = np.random.default_rng(self.epoch_seed(epoch))
         return rng.integers(0, max(1, rows - self.seq_len), size=self._units(rows), dtype=np.int64)
 
-    def _epoch_keys(self, epoch: int, rows: int, mine: list[int], *_: Any) -> Iterator[Any]:
+    def _epoch_keys(self, epoch: int, rows: int, mine: list[int], **_: Any) -> Iterator[Any]:
         starts = self._cached(epoch, rows, self._starts)
         bs, t1 = self.batch_size, self.seq_len + 1
         for j in mine:
@@ -558,7 +558,7 @@ class PackedSampler(_TokenSampler):
         windows = rng.permutation(units) if self.shuffle else np.arange(units)
         return offs[order].tolist(), at.tolist(), lens[order].tolist(), windows.tolist()
 
-    def _epoch_keys(self, epoch: int, rows: int, mine: list[int], *_: Any) -> Iterator[Any]:
+    def _epoch_keys(self, epoch: int, rows: int, mine: list[int], **_: Any) -> Iterator[Any]:
         firsts, at, lens, windows = self._cached(epoch, rows, self._layout)
         bs, t, t1, eos = self.batch_size, self.seq_len, self.seq_len + 1, self.eos is not None
         for j in mine:

@@ -282,15 +282,15 @@ class FeatureBatchSampler(ShardedEpochs, torch.utils.data.Sampler[Any]):
         self.dataset._cover(rows)
 
     def __iter__(self) -> Iterator[Any]:
-        return self._keys(False)
+        return self._keys(runs=False)
 
-    def _epoch_keys(self, epoch: int, rows: int, mine: list[int], *how: Any) -> Iterator[Any]:
+    def _epoch_keys(self, epoch: int, rows: int, mine: list[int], **how: Any) -> Iterator[Any]:
         """The epoch's batches (this rank's share): slices in order and arrays
         of rows shuffled, or (``runs``, for the device loader) :class:`_Runs`
         either way, a shuffled batch's read off the shuffle's blocks without
         the epoch's order being made (16 M rows: 128 MB and 0.1-0.4 s before
         the first batch)."""
-        (runs,) = how
+        runs = bool(how.get("runs"))
         bs = self.batch_size
         stop = min(rows, self._total(rows) * bs)
         if not self.shuffle:
@@ -677,7 +677,7 @@ class DeviceLoader:
 
     def _epoch(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         tracker = self._tracker = Tracker(self.sampler)
-        keys = self.sampler._keys(True)
+        keys = self.sampler._keys(runs=True)
         self._register()
         for batch in self._batches(keys):
             tracker.one()
