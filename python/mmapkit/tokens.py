@@ -1,4 +1,4 @@
-"""Variable-length records (token data): :class:`TokenStore` and its samplers.
+"""Variable-length records (token data): :class:`~mmapkit.TokenStore` and its samplers.
 
 A token store is a directory of two plain ``.npy`` files, readable by
 numpy without mmapkit::
@@ -24,7 +24,7 @@ a writer reopening after a crash or a power loss) sees whole records only:
 values past the last offset are an append that did not finish, ignored by
 readers and cut off by the next writer. One writer at a time (an exclusive
 ``flock`` on each file); any number of readers, which follow the writer
-with :meth:`TokenStore.refresh`. A store pickles by path as a reader.
+with :meth:`~mmapkit.TokenStore.refresh`. A store pickles by path as a reader.
 
 Samplers, for training on the tokens (both sharded between ranks and
 resumable exactly as :class:`mmapkit.torch.FeatureBatchSampler` is: a fixed
@@ -419,7 +419,7 @@ class _TokenSampler(ShardedEpochs):
 
 
 class WindowSampler(_TokenSampler):
-    """Random windows of the store's token stream (:attr:`TokenStore.tokens`,
+    """Random windows of the store's token stream (``store.tokens``,
     every record one after another), as nanoGPT's ``get_batch``: a window
     at ``i`` is ``x = tokens[i:i + seq_len]``, ``y = tokens[i + 1:i + seq_len + 1]``.
 
