@@ -154,6 +154,40 @@ def test_a_file_cut_anywhere_gives_whole_records_or_a_format_error(tmp_path, nam
     assert outcomes["whole"] and outcomes["format error"]
 
 
+def test_a_damaged_index_is_a_format_error_naming_the_file(tmp_path):
+    def store_with(name, array):
+        p = make(tmp_path / f"s{len(list(tmp_path.iterdir()))}", 10)
+        np.save(p / name, array)
+        return p
+
+    good = np.load(make(tmp_path / "ref", 10) / "offsets.npy")
+    for name, bad, why in [
+        ("offsets.npy", good.astype(np.float64), "int64"),
+        ("offsets.npy", good.reshape(-1, 1), "1-D"),
+        ("offsets.npy", good[1:], "start with 0"),
+        ("offsets.npy", np.array([0, 5, 3, 9], np.int64), "decrease"),
+        ("values.npy", np.zeros((4, 2), np.uint16), "1-D"),
+    ]:
+        p = store_with(name, bad)
+        for mode in ("r", "r+"):
+            with pytest.raises(FormatError, match=why) as e:
+                TokenStore(p, mode)
+            assert name in str(e.value)
+
+
+def test_offsets_past_the_values_give_the_records_the_values_hold(tmp_path):
+    p = make(tmp_path / "ts", 30)
+    offsets = np.load(p / "offsets.npy")
+    np.save(p / "values.npy", np.load(p / "values.npy")[: offsets[20] + 3])  # records 20.. cut
+    r = TokenStore(p)
+    assert len(r) == 20
+    whole_prefix(r)
+    with TokenStore(p, "r+") as w:  # the writer cuts the index back, then appends
+        assert len(w) == 20 and len(np.load(p / "offsets.npy")) == 21
+        w.append(record(20))
+    whole_prefix(TokenStore(p))
+
+
 def test_a_killed_writer_leaves_whole_records(tmp_path):
     p = make(tmp_path / "ts", 1)
     child = (
