@@ -78,7 +78,7 @@ nitpick_ignore_regex = [
         r"py:class",
         (
             r"(ArrayStoreCore|FeatureStoreCore|SharedSegment|LogServer|CommitLogIter|"
-            r"mmapkit\._\w+\..*|.*\.T)"
+            r"mmapkit\._\w+\..*|mmapkit\.\w+\._\w+|.*\.T)"
         ),
     ),
     (

@@ -31,7 +31,10 @@ frequency vectors (a numpy array, or csv/tsv/npy written in parallel).
 Arrays: :class:`ArrayStore` (a ``.npy`` file whose first axis grows, readable
 by ``np.load(mmap_mode="r")`` at any moment), :class:`FeatureStore` (feature
 vectors and labels for out-of-core training: atomic batch commits, zero-copy
-and shuffled batches; :mod:`mmapkit.ml` trains on it), :func:`sparse` (an instantly
+and shuffled batches; :mod:`mmapkit.ml` trains on it), :class:`TokenStore`
+(variable-length records, e.g. token ids, as plain ``values.npy`` +
+``offsets.npy`` files, with rank-sharded, resumable window and packing
+samplers in :mod:`mmapkit.tokens`), :func:`sparse` (an instantly
 created sparse file), :class:`SharedArray` (numpy arrays in shared memory,
 reference-counted, pickled by name; module :mod:`mmapkit.shared_memory`) and
 :func:`mmapkit.parallel.map_chunks` (chunk-parallel map over processes that
@@ -72,6 +75,7 @@ from . import (
     parallel,
     shared_memory,
     stats,  # exact out-of-core statistics: mmapkit.stats.median(...)
+    tokens,  # token data: mmapkit.tokens.WindowSampler, PackedSampler
 )
 from ._guard import install as _install_guard
 from ._native import (
@@ -106,6 +110,7 @@ from ._types import PathLike
 from .features import FeatureStore
 from .shared_memory import SharedArray
 from .store import ArrayStore, sparse
+from .tokens import TokenStore
 
 # faulthandler and PyTorch's DataLoader workers install SIGBUS handlers
 # after ours: keep the truncation guard in front of them (mmapkit._guard).
@@ -149,6 +154,7 @@ __all__ = [
     "RecordWriter",
     "ReservationExhaustedError",
     "SharedArray",
+    "TokenStore",
     "__version__",
     "count",
     "drop_cache",
@@ -169,6 +175,7 @@ __all__ = [
     "shared_memory",
     "sparse",
     "stats",
+    "tokens",
 ]
 
 

@@ -2,7 +2,7 @@
 
 A feature store is a directory::
 
-    features.npy   n × d feature vectors (float32 by default; float16 or float64)
+    features.npy   n × d feature vectors (float32 by default; float16, float64 or integers)
     labels.npy     n labels (float32 by default)
     meta.json      schema, committed row count, format version
 
@@ -112,13 +112,16 @@ def _words_as(
     return words.view(np.uint8)[:nbytes].view(dtype).reshape(shape)
 
 
-def _float_dtype(dtype: npt.DTypeLike, what: str) -> np.dtype[Any]:
+def _feature_dtype(dtype: npt.DTypeLike, what: str) -> np.dtype[Any]:
+    """A feature dtype: an integer or floating-point scalar type the
+    statistics take (token ids as ``uint16``, quantised features as ``int8``
+    are stored as they are; every operation of the store works on them)."""
     try:
         dt = np.dtype(dtype)
     except TypeError as e:
         raise ValueError(f"{what}: {e}") from None
-    if dt.kind != "f":
-        raise ValueError(f"{what} must be a floating-point dtype, got {dt}")
+    if dt.kind not in "iuf" or dt.shape:
+        raise ValueError(f"{what} must be an integer or floating-point scalar dtype, got {dt}")
     _stats_dtype(dt, what)
     return dt.newbyteorder("=") if not dt.isnative else dt
 
@@ -218,10 +221,13 @@ class FeatureStore:
     ``mode``: ``"r"`` (default) read-only; ``"r+"`` the one writer of an
     existing store; ``"w"`` create (replacing any store there; needs
     ``dim``); ``"a"`` ``"r+"`` if the store exists, else ``"w"``.
-    ``dtype`` (``float16``, ``float32``, the default, or ``float64``: the
-    types the statistics take; long double is refused) and ``label_dtype``
-    (bool, an integer type or one of those, default float32) apply when
-    creating.
+    ``dtype`` (``float32``, the default, ``float16``, ``float64`` or an
+    integer type, ``int8`` to ``uint64``: the types the statistics take;
+    long double and complex are refused) and ``label_dtype`` (bool or one of
+    those, default float32) apply when creating. Integer features are stored
+    and returned as they are (no conversion); statistics of them are
+    numpy's (``mean``/``std`` in ``float64``, ``min``/``max``/quantiles in
+    the features' type where numpy gives that).
     """
 
     def __init__(
@@ -250,7 +256,7 @@ class FeatureStore:
         try:
             meta = self._meta_path
             try:
-                self._dtype: np.dtype[Any] = _float_dtype(self._tx.dtype, "dtype")
+                self._dtype: np.dtype[Any] = _feature_dtype(self._tx.dtype, "dtype")
                 self._label_dtype: np.dtype[Any] = _plain_dtype(self._tx.label_dtype, "label_dtype")
             except (ValueError, TypeError) as e:
                 raise FormatError(f"{meta}: bad schema ({type(e).__name__}: {e})") from None
@@ -280,7 +286,7 @@ class FeatureStore:
             raise ValueError(
                 f"{self._path}: creating a FeatureStore needs dim, a positive integer (got {dim!r})"
             )
-        return _float_dtype(dtype, "dtype"), _plain_dtype(label_dtype, "label_dtype")
+        return _feature_dtype(dtype, "dtype"), _plain_dtype(label_dtype, "label_dtype")
 
     def _wrap_arrays(self) -> None:
         """The core's two arrays as ``ArrayStore`` objects (their views are

@@ -1,4 +1,6 @@
-"""PyTorch adapter for :class:`~mmapkit.FeatureStore` (extra ``torch``).
+"""PyTorch adapters for :class:`~mmapkit.FeatureStore` and
+:class:`~mmapkit.TokenStore` (extra ``torch``; token data: :func:`token_loader`,
+at the end).
 
 :class:`FeatureDataset` is a map-style ``Dataset`` whose items are **whole
 batches**, and :class:`FeatureBatchSampler` yields one key per batch, so a
@@ -75,16 +77,21 @@ except ImportError as e:
         f"mmapkit.torch needs PyTorch ({e}): pip install 'mmapkit[torch]'", name=e.name
     ) from e
 
+from ._sharding import ShardedEpochs, Tracker
 from ._types import PathLike
 from .features import FeatureStore, _batch_runs, batch_order
+from .tokens import PackedSampler, TokenStore, WindowSampler, _out_dtype, gather_windows
 
 __all__ = [
     "DeviceLoader",
     "FeatureBatchSampler",
     "FeatureDataLoader",
     "FeatureDataset",
+    "TokenDataLoader",
+    "TokenDataset",
     "data_loader",
     "device_loader",
+    "token_loader",
 ]
 
 
@@ -184,36 +191,7 @@ class FeatureDataset(torch.utils.data.Dataset[tuple[torch.Tensor, torch.Tensor]]
         self._pid = 0
 
 
-def _rank_world(rank: int | None, world_size: int | None) -> tuple[int, int]:
-    """``rank`` and ``world_size``, each taken from the initialised
-    ``torch.distributed`` process group when not given (else rank 0 of 1)."""
-    dist = torch.distributed
-    group = dist.is_available() and dist.is_initialized()
-    if world_size is None:
-        world_size = dist.get_world_size() if group else 1
-    if rank is None:
-        rank = dist.get_rank() if group else 0
-    world_size, rank = int(world_size), int(rank)
-    if world_size < 1:
-        raise ValueError(f"world_size must be positive, got {world_size}")
-    if not 0 <= rank < world_size:
-        raise ValueError(f"rank must be in [0, {world_size}), got {rank}")
-    return rank, world_size
-
-
-class _Progress:
-    """One epoch being yielded by a :class:`FeatureBatchSampler`: its epoch,
-    row count, first global batch (``start``), global batch count (``total``)
-    and keys handed out so far."""
-
-    __slots__ = ("epoch", "rows", "start", "total", "yielded")
-
-    def __init__(self, epoch: int, rows: int, start: int, total: int) -> None:
-        self.epoch, self.rows, self.start, self.total = epoch, rows, start, total
-        self.yielded = 0
-
-
-class FeatureBatchSampler(torch.utils.data.Sampler[Any]):
+class FeatureBatchSampler(ShardedEpochs, torch.utils.data.Sampler[Any]):
     """Keys of one epoch's batches for :class:`FeatureDataset`: slices in
     row order, or (``shuffle``) arrays of rows in the order of
     :func:`mmapkit.features.batch_order` for seed
@@ -276,147 +254,53 @@ class FeatureBatchSampler(torch.utils.data.Sampler[Any]):
         world_size: int | None = None,
     ) -> None:
         self.dataset = dataset
-        self.batch_size = dataset.batch_size if batch_size is None else int(batch_size)
-        if self.batch_size < 1:
-            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        ShardedEpochs.__init__(
+            self,
+            dataset.batch_size if batch_size is None else batch_size,
+            seed,
+            drop_last,
+            rank,
+            world_size,
+        )
         if block_size is not None and block_size < 1:
             raise ValueError(f"block_size must be at least 1, got {block_size}")
         self.shuffle = shuffle
-        self.seed = 0 if seed is None else int(seed)
-        self.drop_last = drop_last
         self.block_size = block_size
-        self.rank, self.world_size = _rank_world(rank, world_size)
-        self.epoch = 0
-        self._resume: tuple[int, int, int] | None = None  # (epoch, rows, start)
-        self._progress: _Progress | None = None
 
     @property
     def rows(self) -> int:
         """The dataset's row count now (read again at each epoch)."""
         return self.dataset.rows
 
-    def set_epoch(self, epoch: int) -> None:
-        """Makes the next ``iter()`` yield epoch ``epoch``'s order (as
-        ``DistributedSampler.set_epoch``); a loaded resume of another epoch is dropped.
-        """
-        self.epoch = int(epoch)
-        if self._resume is not None and self._resume[0] != self.epoch:
-            self._resume = None
-
-    def epoch_seed(self, epoch: int) -> np.random.SeedSequence:
-        """The seed of epoch ``epoch``'s shuffle: ``SeedSequence(seed).spawn``'s child ``epoch``."""
-        return np.random.SeedSequence(self.seed, spawn_key=(epoch,))
-
-    def _total(self, rows: int) -> int:
-        """Global batches of an epoch over ``rows`` rows."""
-        return rows // self.batch_size if self.drop_last else -(-rows // self.batch_size)
-
-    def _count(self, total: int, start: int) -> int:
-        """This rank's batches of an epoch of ``total`` global batches from ``start`` on."""
-        left = max(0, total - start)
-        return left // self.world_size if self.drop_last else -(-left // self.world_size)
-
-    def __len__(self) -> int:
-        """This rank's batches in a whole epoch over the dataset's rows now."""
-        return self._count(self._total(self.rows), 0)
-
-    def _state(self, epoch: int, rows: int, consumed: int) -> dict[str, int]:
-        if consumed and consumed >= self._total(rows):  # over: the next epoch, from its start
-            epoch, consumed = epoch + 1, 0
+    def _config(self) -> dict[str, int]:
         return {
-            "epoch": epoch,
-            "rows": rows if consumed else -1,
-            "consumed": consumed,
-            "world_size": self.world_size,
-            "batch_size": self.batch_size,
-            "seed": self.seed,
             "shuffle": int(self.shuffle),
-            "drop_last": int(self.drop_last),
             "block_size": -1 if self.block_size is None else self.block_size,
         }
 
-    def _state_of(self, prog: _Progress, yielded: int) -> dict[str, int]:
-        """The state after ``yielded`` of ``prog``'s keys were consumed (all of
-        them: :meth:`state_dict`'s, the next epoch's start)."""
-        if yielded >= self._count(prog.total, prog.start):
-            return (
-                self.state_dict()
-                if prog is self._progress
-                else self._state(prog.epoch + 1, self.rows, 0)
-            )
-        return self._state(prog.epoch, prog.rows, prog.start + yielded * self.world_size)
-
-    def _next_state(self) -> dict[str, int]:
-        """The state the next ``iter()`` starts from (a loaded resume, else
-        :attr:`epoch` from its start)."""
-        if self._resume is not None:
-            return self._state(*self._resume)
-        return self._state(self.epoch, self.rows, 0)
-
-    def state_dict(self) -> dict[str, int]:
-        """Where this sampler stands, as a plain dict of ints: the epoch in
-        progress (or loaded) and the global batches of it consumed, or the
-        next epoch from its start. See the class's notes on resume."""
-        if self._resume is not None:
-            epoch, rows, start = self._resume
-            return self._state(epoch, rows, start)
-        prog = self._progress
-        if prog is None or prog.yielded >= self._count(prog.total, prog.start):
-            return self._state(self.epoch, self.rows, 0)
-        return self._state(prog.epoch, prog.rows, prog.start + prog.yielded * self.world_size)
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resumes from :meth:`state_dict`'s dict (possibly saved at another
-        world size): the next ``iter()`` yields the rest of its epoch."""
-        for name, have in (
-            ("batch_size", self.batch_size),
-            ("seed", self.seed),
-            ("shuffle", int(self.shuffle)),
-            ("drop_last", int(self.drop_last)),
-            ("block_size", -1 if self.block_size is None else self.block_size),
-        ):
-            if name in state and int(state[name]) != have:
-                raise ValueError(f"state's {name} is {state[name]}, this sampler's {have}")
-        epoch, consumed = int(state["epoch"]), int(state["consumed"])
-        self.epoch = epoch
-        self._progress = None
-        self._resume = (epoch, int(state["rows"]), consumed) if consumed > 0 else None
+    def _cover(self, rows: int) -> None:
+        self.dataset._cover(rows)
 
     def __iter__(self) -> Iterator[Any]:
         return self._keys(runs=False)
 
-    def _keys(self, runs: bool) -> Iterator[Any]:
+    def _epoch_keys(self, epoch: int, rows: int, mine: list[int], **how: Any) -> Iterator[Any]:
         """The epoch's batches (this rank's share): slices in order and arrays
         of rows shuffled, or (``runs``, for the device loader) :class:`_Runs`
         either way, a shuffled batch's read off the shuffle's blocks without
         the epoch's order being made (16 M rows: 128 MB and 0.1-0.4 s before
         the first batch)."""
-        resume, self._resume = self._resume, None
-        if resume is not None:
-            epoch, rows, start = resume
-            if rows > self.rows:
-                self.dataset._cover(rows)
-        else:
-            epoch, rows, start = self.epoch, self.rows, 0
-        self.epoch = epoch + 1
-        bs, world = self.batch_size, self.world_size
-        total = self._total(rows)
-        stop = min(rows, total * bs)
-        prog = self._progress = _Progress(epoch, rows, start, total)
-        mine = [(start + self.rank + t * world) % total for t in range(self._count(total, start))]
-        keys: Iterator[Any]
+        runs = bool(how.get("runs"))
+        bs = self.batch_size
+        stop = min(rows, self._total(rows) * bs)
         if not self.shuffle:
             spans = ((j * bs, min((j + 1) * bs, stop)) for j in mine)
-            keys = (_Runs([(0, e - s, s)]) if runs else slice(s, e) for s, e in spans)
-        elif runs:
+            return (_Runs([(0, e - s, s)]) if runs else slice(s, e) for s, e in spans)
+        if runs:
             seed = self.epoch_seed(epoch)
-            keys = map(_Runs, _batch_runs(rows, bs, seed, self.block_size, stop, mine))
-        else:
-            order = batch_order(rows, bs, self.epoch_seed(epoch), self.block_size).view(np.int64)
-            keys = (order[j * bs : min((j + 1) * bs, stop)] for j in mine)
-        for key in keys:
-            prog.yielded += 1
-            yield key
+            return map(_Runs, _batch_runs(rows, bs, seed, self.block_size, stop, mine))
+        order = batch_order(rows, bs, self.epoch_seed(epoch), self.block_size).view(np.int64)
+        return (order[j * bs : min((j + 1) * bs, stop)] for j in mine)
 
 
 class _Runs:
@@ -438,55 +322,27 @@ class _Runs:
         return out.view(np.uint64)
 
 
-class _Tracker:
-    """Batches delivered by one iteration of a loader over a
-    :class:`FeatureBatchSampler`, whose keys may run ahead (workers, prefetch):
-    the state after them."""
-
-    __slots__ = ("delivered", "ended", "prog", "sampler", "start")
-
-    def __init__(self, sampler: FeatureBatchSampler) -> None:
-        self.sampler = sampler
-        self.start = sampler._next_state()  # before any key is taken
-        self.prog: _Progress | None = None
-        self.delivered = 0
-        self.ended = False  # the iteration ran to its end
-
-    def one(self) -> None:
-        if self.prog is None:
-            self.prog = self.sampler._progress  # this iteration's (its first key is taken)
-        self.delivered += 1
-
-    def state(self) -> dict[str, int]:
-        if self.ended:
-            return self.sampler.state_dict()
-        if self.prog is None:
-            return self.start
-        return self.sampler._state_of(self.prog, self.delivered)
-
-
-class FeatureDataLoader(torch.utils.data.DataLoader[Any]):
-    """The ``DataLoader`` :func:`data_loader` returns: a plain ``DataLoader``
-    over a :class:`FeatureDataset` and a :class:`FeatureBatchSampler`, with
-    ``set_epoch`` and (``torchdata.stateful_dataloader``'s convention)
+class _ShardedLoader(torch.utils.data.DataLoader[Any]):
+    """A ``DataLoader`` over a sampler of :class:`mmapkit._sharding.ShardedEpochs`,
+    with ``set_epoch`` and (``torchdata.stateful_dataloader``'s convention)
     ``state_dict()`` / ``load_state_dict()``, which count the batches this
     loader delivered to the caller (not the keys its workers took ahead)."""
 
-    sampler: FeatureBatchSampler
+    sampler: ShardedEpochs
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._tracker: _Tracker | None = None
+        self._tracker: Tracker | None = None
 
     def set_epoch(self, epoch: int) -> None:
-        """The epoch the next ``iter()`` yields (:meth:`FeatureBatchSampler.set_epoch`)."""
+        """The epoch the next ``iter()`` yields (as the sampler's ``set_epoch``)."""
         self.sampler.set_epoch(epoch)
 
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
         return self._delivered(super().__iter__)
 
     def _delivered(self, start: Any) -> Iterator[Any]:
-        tracker = self._tracker = _Tracker(self.sampler)
+        tracker = self._tracker = Tracker(self.sampler)
         for batch in start():
             tracker.one()
             yield batch
@@ -504,6 +360,16 @@ class FeatureDataLoader(torch.utils.data.DataLoader[Any]):
         the rest of its epoch (with workers too: keys come from this process)."""
         self.sampler.load_state_dict(state)
         self._tracker = None
+
+
+class FeatureDataLoader(_ShardedLoader):
+    """The ``DataLoader`` :func:`data_loader` returns: a plain ``DataLoader``
+    over a :class:`FeatureDataset` and a :class:`FeatureBatchSampler`, with
+    ``set_epoch`` and (``torchdata.stateful_dataloader``'s convention)
+    ``state_dict()`` / ``load_state_dict()``, which count the batches this
+    loader delivered to the caller (not the keys its workers took ahead)."""
+
+    sampler: FeatureBatchSampler
 
 
 def data_loader(
@@ -675,7 +541,7 @@ class DeviceLoader:
             rank=rank,
             world_size=world_size,
         )
-        self._tracker: _Tracker | None = None
+        self._tracker: Tracker | None = None
         if device is None:
             device = "cuda" if torch.cuda.is_available() else "cpu"
         self.device = torch.device(device)
@@ -810,7 +676,7 @@ class DeviceLoader:
         return X, y, done
 
     def _epoch(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        tracker = self._tracker = _Tracker(self.sampler)
+        tracker = self._tracker = Tracker(self.sampler)
         keys = self.sampler._keys(runs=True)
         self._register()
         for batch in self._batches(keys):
@@ -940,3 +806,101 @@ def device_loader(
         rank=rank,
         world_size=world_size,
     )
+
+
+# ----- token data (mmapkit.tokens) ------------------------------------------
+
+
+class TokenDataset(torch.utils.data.Dataset[tuple[torch.Tensor, torch.Tensor]]):
+    """A :class:`~mmapkit.TokenStore` as a map-style dataset of whole batches:
+    its keys are a :class:`~mmapkit.tokens.WindowSampler`'s or
+    :class:`~mmapkit.tokens.PackedSampler`'s, its items ``(x, y)`` tensors of
+    shape ``(batch, seq_len)`` (``int64`` for integer tokens, what
+    ``torch.nn.Embedding`` takes), both views of one buffer the batch's
+    tokens were copied into once (``y`` is ``x`` shifted by one token).
+
+    Holds only the store's path and the sampler's settings: DataLoader
+    workers (fork or spawn) open the store themselves.
+    """
+
+    def __init__(self, store: TokenStore | PathLike, seq_len: int, eos: int | None = None) -> None:
+        self.path = (
+            store.path if isinstance(store, TokenStore) else os.path.abspath(os.fspath(store))
+        )
+        self.seq_len = int(seq_len)
+        self.eos = eos
+        self._store: TokenStore | None = store if isinstance(store, TokenStore) else None
+        self._pid = os.getpid() if self._store is not None else 0
+
+    @property
+    def store(self) -> TokenStore:
+        """This process's store (opened read-only on first use, again after a fork)."""
+        if self._store is None or self._pid != os.getpid():
+            self._store = TokenStore(self.path, "r")
+            self._pid = os.getpid()
+        return self._store
+
+    def __getitem__(self, key: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        pieces = np.asarray(key, dtype=np.int64).reshape(-1, 3)
+        s = self.store
+        if len(pieces) and int((pieces[:, 1] + pieces[:, 2]).max()) > s.num_tokens:
+            s.refresh()  # a worker's store opened before the sampler's epoch
+        x, y = gather_windows(s.tokens, pieces, self.seq_len, self.eos, _out_dtype(s))
+        s.check()  # no zeros of a truncated file reach training unreported
+        return torch.from_numpy(x), torch.from_numpy(y)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"path": self.path, "seq_len": self.seq_len, "eos": self.eos}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._store = None
+        self._pid = 0
+
+
+class TokenDataLoader(_ShardedLoader):
+    """The ``DataLoader`` :func:`token_loader` returns: a plain ``DataLoader``
+    over a :class:`TokenDataset` and a token sampler, with ``set_epoch``,
+    ``state_dict()`` and ``load_state_dict()`` counting delivered batches
+    (as :class:`FeatureDataLoader`)."""
+
+    sampler: WindowSampler | PackedSampler
+
+
+def token_loader(
+    store: TokenStore | PathLike,
+    seq_len: int,
+    batch_size: int,
+    *,
+    packed: bool = False,
+    eos: int | None = None,
+    shuffle: bool = True,
+    samples: int | None = None,
+    seed: int | None = 0,
+    drop_last: bool = False,
+    rank: int | None = None,
+    world_size: int | None = None,
+    **kwargs: Any,
+) -> TokenDataLoader:
+    """A ``DataLoader`` of ``(x, y)`` token batches over ``store``, each of
+    shape ``(batch_size, seq_len)`` (``int64`` for integer tokens): random
+    windows (:class:`~mmapkit.tokens.WindowSampler`, nanoGPT's ``get_batch``;
+    ``samples`` windows an epoch) or, with ``packed``, whole records packed
+    into sequences (:class:`~mmapkit.tokens.PackedSampler`; ``eos`` a
+    separator after each record, ``shuffle`` the records' and windows' order).
+    ``seed`` (default 0, the same in every process), ``drop_last``, ``rank``
+    and ``world_size`` (default: the ``torch.distributed`` group's) as the
+    samplers; ``kwargs`` go to ``DataLoader`` (``num_workers``,
+    ``pin_memory``, ...). Resumable: ``state_dict()``/``load_state_dict()``.
+    """
+    ts = store if isinstance(store, TokenStore) else TokenStore(store)
+    common = {"seed": seed, "drop_last": drop_last, "rank": rank, "world_size": world_size}
+    sampler: WindowSampler | PackedSampler
+    if packed:
+        sampler = PackedSampler(ts, seq_len, batch_size, eos=eos, shuffle=shuffle, **common)  # type: ignore[arg-type]
+    else:
+        if eos is not None or not shuffle:
+            raise ValueError("eos and shuffle=False apply to packed=True only")
+        sampler = WindowSampler(ts, seq_len, batch_size, samples=samples, **common)  # type: ignore[arg-type]
+    ds = TokenDataset(ts, seq_len, sampler.eos)
+    return TokenDataLoader(ds, sampler=sampler, batch_size=None, **kwargs)

@@ -96,6 +96,28 @@ def test_any_float_dtype_and_label_dtype(tmp):
     assert FeatureStore(tmp / "f2").features.dtype == np.float16
 
 
+@pytest.mark.parametrize("dtype", [np.uint16, np.int8, np.int64, np.uint64])
+def test_integer_features_are_stored_read_and_summarised_as_numpy_does(tmp, dtype):
+    rng = np.random.default_rng(0)
+    info = np.iinfo(dtype)
+    X = rng.integers(max(info.min, -1000), min(info.max, 60000), (300, 4)).astype(dtype)
+    y = rng.integers(0, 2, 300)
+    with FeatureStore(tmp / "i", "w", dim=4, dtype=dtype, label_dtype=np.int64) as fs:
+        fs.add(X, y)
+    fs = FeatureStore(tmp / "i")
+    assert fs.dtype == dtype and fs.features.dtype == dtype
+    assert np.array_equal(fs.get()[0], X) and np.array_equal(fs.take([5, 1])[0], X[[5, 1]])
+    np.testing.assert_allclose(fs.mean(), X.mean(axis=0))
+    np.testing.assert_allclose(fs.std(), X.std(axis=0))
+    assert np.array_equal(fs.min(), X.min(axis=0)) and fs.min().dtype == dtype
+    assert np.array_equal(fs.max(), X.max(axis=0))
+    np.testing.assert_array_equal(fs.median(), np.median(X, axis=0))
+    np.testing.assert_array_equal(fs.quantile([0.1, 0.9]), np.quantile(X, [0.1, 0.9], axis=0))
+    got = np.concatenate([b for b, _ in fs.batches(64, shuffle=True, seed=3)])
+    assert got.dtype == dtype and sorted(map(tuple, got.tolist())) == sorted(map(tuple, X.tolist()))
+    fs.close()
+
+
 def test_bad_input_is_a_clear_error_naming_the_path(tmp):
     with pytest.raises(FileNotFoundError) as e:
         FeatureStore(tmp / "nope")
@@ -109,8 +131,10 @@ def test_bad_input_is_a_clear_error_naming_the_path(tmp):
         FeatureStore(tmp / "file")
     with pytest.raises(ValueError, match="needs dim"):
         FeatureStore(tmp / "x", "w")
-    with pytest.raises(ValueError, match="floating-point"):
-        FeatureStore(tmp / "x", "w", dim=2, dtype=np.int32)
+    with pytest.raises(ValueError, match="integer or floating-point"):
+        FeatureStore(tmp / "x", "w", dim=2, dtype=np.complex64)
+    with pytest.raises(ValueError, match="integer or floating-point"):
+        FeatureStore(tmp / "x", "w", dim=2, dtype=np.bool_)
     with pytest.raises(ValueError, match="invalid mode"):
         FeatureStore(tmp / "x", "rw")
 

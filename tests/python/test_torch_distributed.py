@@ -1,8 +1,9 @@
-"""mmapkit.torch under torch.distributed (issue 38, gaps 1-5): rank sharding
+"""mmapkit.torch under torch.distributed: rank sharding
 from the process group, one default shuffle for every rank, equal batch counts
 per rank (wrap-around padding or drop_last), mid-epoch resume through
 state_dict/load_state_dict (same and another world size, workers too), and
-block_size on the loaders. Multi-rank runs use 3 (then 2) gloo ranks on CPU."""
+block_size on the loaders; the same for the token loaders (random windows and
+packed records). Multi-rank runs use 3 (then 2) gloo ranks on CPU."""
 
 from __future__ import annotations
 
@@ -18,13 +19,15 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from mmapkit import FeatureStore  # noqa: E402
+from mmapkit import FeatureStore, TokenStore  # noqa: E402
 from mmapkit.features import batch_order  # noqa: E402
+from mmapkit.tokens import PackedSampler, WindowSampler  # noqa: E402
 from mmapkit.torch import (  # noqa: E402
     FeatureBatchSampler,
     FeatureDataset,
     data_loader,
     device_loader,
+    token_loader,
 )
 
 CHILD = Path(__file__).with_name("_dist_child.py")
@@ -243,3 +246,100 @@ def test_gap4_state_edges(tmp_path):
     assert dl.state_dict()["epoch"] == 0  # (the generator runs at the first next)
     next(it)
     assert (dl.state_dict()["epoch"], dl.state_dict()["consumed"]) == (1, 1)
+
+
+# -- token data (mmapkit.tokens) under gloo and through token_loader -----------
+
+
+def make_token_store(path, records=40):
+    """Records of 5..94 tokens whose values are all distinct (1, 2, ...)."""
+    with TokenStore(path, "w", dtype=np.uint32) as ts:
+        at = 1
+        for i in range(records):
+            n = 5 + (37 * i) % 90
+            ts.append(np.arange(at, at + n))
+            at += n
+    return path
+
+
+def token_batches(sampler):
+    return [x.tolist() for x, _ in sampler.batches()]
+
+
+def test_gloo_ranks_share_token_epochs_and_resume(tmp_path):
+    store = make_token_store(tmp_path / "ts")
+    T, TB, world = 16, 4, 3  # as _dist_child.py
+    out = _launch(tmp_path, store, world, "tokens")
+    states = {}
+    for kind, packed in (("windows", False), ("packed", True)):
+        assert [o[f"{kind}_rank_world"] for o in out] == [[r, world] for r in range(world)]
+
+        def whole(epoch, packed=packed):
+            s = PackedSampler(store, T, TB, eos=0) if packed else WindowSampler(store, T, TB)
+            s.set_epoch(epoch)
+            return token_batches(s)
+
+        want = whole(0)  # one process, the default seed: the epoch's global batches
+        g, per = len(want), -(-len(want) // world)
+        assert g > 30
+        for r, o in enumerate(out):
+            got = o[f"{kind}_epoch0"]
+            assert len(got) == per  # equal counts on every rank
+            assert got == [want[j % g] for j in range(r, per * world, world)]
+        if packed:  # every token of the packed stream in exactly one x, padding aside
+            pad = per * world - g  # the last batches of the last `pad` ranks
+            batches = [
+                b
+                for r, o in enumerate(out)
+                for b in o[f"{kind}_epoch0"][: per - 1 if r >= world - pad else per]
+            ]
+            seen = collections.Counter(t for b in batches for row in b for t in row if t != 0)
+            assert max(seen.values()) == 1
+            assert len(TokenStore(store).tokens) - len(seen) <= T  # the stream's tail only
+        # Stopped after 2 batches a rank, resumed in fresh loaders: the same batches.
+        for o in out:
+            assert o[f"{kind}_head"] + o[f"{kind}_rest"] == o[f"{kind}_epoch1"]
+        state = states[kind] = out[0][f"{kind}_state"]
+        assert state["epoch"] == 1 and state["consumed"] == 2 * world
+        assert all(o[f"{kind}_state"] == state for o in out)
+    # Resumed at world size 2: the epoch's other global batches, shared anew.
+    (tmp_path / "state.json").write_text(json.dumps(states))
+    two = _launch(tmp_path, store, 2, "tokens-resume")
+    for kind, packed in (("windows", False), ("packed", True)):
+        s = PackedSampler(store, T, TB, eos=0) if packed else WindowSampler(store, T, TB)
+        s.set_epoch(1)
+        full = token_batches(s)
+        head = sorted(map(str, (b for o in out for b in o[f"{kind}_head"])))
+        assert head == sorted(map(str, full[: 2 * world]))
+        rest = [o[f"{kind}_rest"] for o in two]
+        g, left = len(full), len(full) - 2 * world
+        per = -(-left // 2)
+        for r in range(2):
+            assert rest[r] == [full[(2 * world + j) % g] for j in range(r, per * 2, 2)]
+
+
+def test_token_loader_tensors_workers_and_resume(tmp_path):
+    store = make_token_store(tmp_path / "ts")
+    for packed in (False, True):
+        kw = {"packed": packed, "eos": 0 if packed else None}
+        s = PackedSampler(store, 16, 4, eos=0) if packed else WindowSampler(store, 16, 4)
+        want = token_batches(s)
+        dl = token_loader(store, 16, 4, **kw)
+        got = list(dl)
+        assert [x.tolist() for x, _ in got] == want
+        x, y = got[0]
+        assert x.dtype == y.dtype == torch.int64 and x.shape == (4, 16)
+        assert torch.equal(x[:, 1:], y[:, :-1])
+        assert y.data_ptr() == x.data_ptr() + 8  # views of one buffer, one token apart
+        dl = token_loader(store, 16, 4, num_workers=2, **kw)
+        it = iter(dl)
+        head = [next(it)[0].tolist() for _ in range(5)]  # the workers took keys ahead
+        state = dl.state_dict()
+        assert state["consumed"] == 5
+        del it
+        fresh = token_loader(store, 16, 4, num_workers=2, **kw)
+        fresh.load_state_dict(state)
+        assert head + [x.tolist() for x, _ in fresh] == want
+        assert fresh.state_dict()["epoch"] == 1 and fresh.state_dict()["consumed"] == 0
+    with pytest.raises(ValueError, match="packed"):
+        token_loader(store, 16, 4, eos=0)

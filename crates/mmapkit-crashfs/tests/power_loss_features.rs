@@ -1,11 +1,13 @@
-//! Power-loss matrix of the Python `mmapkit.FeatureStore`: rows of an
-//! `add` that returned survive any crash, rows of one that did not are
-//! invisible or whole, the two arrays never disagree on the count a
+//! Power-loss matrices of the Python stores. `mmapkit.FeatureStore`: rows
+//! of an `add` that returned survive any crash, rows of one that did not
+//! are invisible or whole, the two arrays never disagree on the count a
 //! reader sees, and a writer reopening the survivor cuts the leftovers
-//! and adds on. The workload and the checker are Python (the facade over
-//! the core's `store::features`, whose commit this checks); they run with
-//! the project's `.venv` (or `MMAPKIT_TEST_PYTHON`), and the matrix is
-//! skipped, saying why, where that cannot import mmapkit.
+//! and adds on. `mmapkit.TokenStore`: the same for records of an `extend`
+//! (values and offsets, committed by the offsets). The workloads and the
+//! checkers are Python (the facades over the core's `store::features` and
+//! `ArrayStore`, whose commits this checks); they run with the project's
+//! `.venv` (or `MMAPKIT_TEST_PYTHON`), and the matrices are skipped, saying
+//! why, where that cannot import mmapkit.
 #![allow(clippy::disallowed_methods, reason = "integration tests write their fixtures directly")]
 
 mod common;
@@ -45,8 +47,7 @@ fs.close()
 say("CLOSED")
 "#;
 
-/// argv: rows, dim, then (dir, created, acked, tried) per survivor; prints
-/// `OK dir` or `BAD dir: why` for each.
+/// The feature store's survivor at `d`: `None` when it holds what it must.
 const CHECKER: &str = r#"
 import sys
 import numpy as np
@@ -84,7 +85,11 @@ def check(d, created, acked, tried, rows, dim):
         if np.load(f"{d}/{name}", mmap_mode="r").shape[0] != n + rows:
             return f"{name} disagrees with meta.json after a writer closed"
     return None
+"#;
 
+/// The checkers' driver: argv is rows, dim, then (dir, created, acked,
+/// tried) per survivor; prints `OK dir` or `BAD dir: why` for each.
+const DRIVER: &str = r#"
 rows, dim = int(sys.argv[1]), int(sys.argv[2])
 a = sys.argv[3:]
 for k in range(0, len(a), 4):
@@ -94,6 +99,72 @@ for k in range(0, len(a), 4):
     except Exception as e:
         why = f"{type(e).__name__}: {e}"
     print(f"OK {d}" if why is None else f"BAD {d}: {why}", flush=True)
+"#;
+
+/// Appends `ADDS` extends of `ROWS` records; record i is `1 + 7i mod 50`
+/// copies of i (`nosync`, the negative control: extends that do not sync).
+const TOKEN_WORKLOAD: &str = r#"
+import sys
+import numpy as np
+import mmapkit
+
+def say(s):
+    print(s, flush=True)
+
+path, adds, rows = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+sync = sys.argv[5] != "nosync"
+ts = mmapkit.TokenStore(path, "w", dtype=np.uint16)
+say("CREATED")
+for k in range(adds):
+    recs = [np.full(1 + (7 * i) % 50, i, np.uint16) for i in range(k * rows, (k + 1) * rows)]
+    say(f"TRY {(k + 1) * rows}")
+    n = ts.extend(recs, sync=sync)
+    say(f"ACK {n}")
+ts.close()
+say("CLOSED")
+"#;
+
+/// As `CHECKER`, for the token store's survivors.
+const TOKEN_CHECKER: &str = r#"
+import sys
+import numpy as np
+import mmapkit
+
+def rec(i):
+    return np.full(1 + (7 * i) % 50, i, np.uint16)
+
+def whole(ts, n):
+    if len(ts) != n or ts.offsets[-1] != len(ts.tokens):
+        return f"{len(ts)} records, offsets end at {ts.offsets[-1]}, {len(ts.tokens)} values"
+    for i in range(n):
+        if not np.array_equal(ts[i], rec(i)):
+            return f"record {i} does not hold what was appended"
+    return None
+
+def check(d, created, acked, tried, rows, _dim):
+    try:
+        r = mmapkit.TokenStore(d)
+    except FileNotFoundError as e:
+        return None if not created else f"created, then gone: {e}"
+    with r:
+        n = len(r)
+        if not (acked <= n <= max(tried, acked)) or n % rows:
+            return f"reader sees {n} records; acknowledged {acked}, tried {tried}"
+        why = whole(r, n)
+        if why:
+            return why
+    with mmapkit.TokenStore(d, "a") as w:
+        if len(w) != n:
+            return f"a writer sees {len(w)} records, a reader {n}"
+        w.extend([rec(i) for i in range(n, n + rows)])
+    with mmapkit.TokenStore(d) as r:
+        why = whole(r, n + rows)
+        if why:
+            return f"after the writer's extend: {why}"
+    offsets = np.load(f"{d}/offsets.npy")
+    if len(offsets) != n + rows + 1 or len(np.load(f"{d}/values.npy")) != offsets[-1]:
+        return "numpy reads other counts than the store after a writer closed"
+    return None
 "#;
 
 /// The project's Python, if it imports mmapkit (else why not).
@@ -113,13 +184,24 @@ fn python() -> Result<PathBuf, String> {
     }
 }
 
-fn matrix(py: &Path, sync: &str) -> (u64, Vec<String>) {
+/// A store's matrix: its workload and checker (Python), its name.
+struct Store {
+    name: &'static str,
+    workload: &'static str,
+    checker: &'static str,
+}
+
+const FEATURES: Store = Store { name: "feature store", workload: WORKLOAD, checker: CHECKER };
+const TOKENS: Store =
+    Store { name: "token store", workload: TOKEN_WORKLOAD, checker: TOKEN_CHECKER };
+
+fn matrix(py: &Path, store: &Store, sync: &str) -> (u64, Vec<String>) {
     let adds = if long() { 30 } else { 8 };
     let make = |mnt: &Path| {
         let mut c = Command::new(py);
         c.args([
             "-c",
-            WORKLOAD,
+            store.workload,
             mnt.join("fs").to_str().unwrap(),
             &adds.to_string(),
             &ROWS.to_string(),
@@ -171,7 +253,8 @@ fn matrix(py: &Path, sync: &str) -> (u64, Vec<String>) {
                 tried.to_string(),
             ]);
         }
-        let o = Command::new(py).arg("-c").arg(CHECKER).args(&args).output().unwrap();
+        let checker = format!("{}{DRIVER}", store.checker);
+        let o = Command::new(py).arg("-c").arg(checker).args(&args).output().unwrap();
         let lines: Vec<String> =
             String::from_utf8_lossy(&o.stdout).lines().map(str::to_owned).collect();
         if !o.status.success() || lines.len() != names.len() {
@@ -187,7 +270,7 @@ fn matrix(py: &Path, sync: &str) -> (u64, Vec<String>) {
             }
         }
     }
-    println!("feature store ({sync}): {} crash points of {total} ops x {} modes: {survivors} survivors, {} violations", pts.len(), seeds + 1, bad.len());
+    println!("{} ({sync}): {} crash points of {total} ops x {} modes: {survivors} survivors, {} violations", store.name, pts.len(), seeds + 1, bad.len());
     (survivors, bad)
 }
 
@@ -208,7 +291,7 @@ macro_rules! require_python {
 fuse_tests! {
     feature_store_keeps_every_acknowledged_add_and_its_arrays_agree => {
         let py = require_python!();
-        let (n, bad) = matrix(&py, "sync");
+        let (n, bad) = matrix(&py, &FEATURES, "sync");
         assert!(n > 50, "only {n} survivors");
         assert!(bad.is_empty(), "{} violation(s):\n{}", bad.len(), bad.join("\n"));
     };
@@ -218,8 +301,24 @@ fuse_tests! {
     /// missing flush.
     negative_control_feature_store_without_flush_is_caught => {
         let py = require_python!();
-        let (_, bad) = matrix(&py, "nosync");
+        let (_, bad) = matrix(&py, &FEATURES, "nosync");
         assert!(!bad.is_empty(), "commits without a flush of the rows were never caught");
+        println!("negative control: {} violations, e.g. {}", bad.len(), bad[0]);
+    };
+
+    token_store_keeps_every_acknowledged_extend_whole => {
+        let py = require_python!();
+        let (n, bad) = matrix(&py, &TOKENS, "sync");
+        assert!(n > 50, "only {n} survivors");
+        assert!(bad.is_empty(), "{} violation(s):\n{}", bad.len(), bad.join("\n"));
+    };
+
+    /// The negative control: extends with `sync=False` (acknowledged
+    /// before anything is synced) must be caught.
+    negative_control_token_store_without_sync_is_caught => {
+        let py = require_python!();
+        let (_, bad) = matrix(&py, &TOKENS, "nosync");
+        assert!(!bad.is_empty(), "acknowledged unsynced extends were never caught");
         println!("negative control: {} violations, e.g. {}", bad.len(), bad[0]);
     };
 }
