@@ -153,7 +153,8 @@ rust-test:
 
 # Jepsen-style linearizability test of mmapkit-kv (tests/jepsen, Go + Porcupine): three
 # nodes behind fault-injecting proxies, concurrent clients, SIGKILL/SIGSTOP/partitions,
-# disk wipes with member replacement and 3->5->3 membership changes on a seeded schedule
+# disk wipes with member replacement, 3->5->3 membership changes and a leader's power
+# loss (the nodes' data on crates/mmapkit-crashfs: FUSE, as root) on a seeded schedule
 # (~2 minutes; longer: MMAPKIT_JEPSEN_SECONDS=600; replay a run:
 # MMAPKIT_JEPSEN_SEED=N, printed at the start); then the negative control (stale reads
 # from cut-off followers must be rejected). -v: the counts are printed on success too.
@@ -161,6 +162,7 @@ rust-test:
 MMAPKIT_KV ?= ../../target/debug/mmapkit-kv
 jepsen:
 	cargo test --quiet $(RUST_TESTS) --no-run
+	cargo build --quiet -p mmapkit-crashfs --bin crashfs-mount
 	cd tests/jepsen && MMAPKIT_KV="$(MMAPKIT_KV)" go test -count=1 -timeout 20m -v ./...
 
 # Not part of `make test`: the map module's tests (the concurrent

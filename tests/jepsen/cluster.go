@@ -33,6 +33,10 @@ type Node struct {
 	Dir   string
 	Proxy *Proxy
 
+	// The crash file system under its data directory (nil: a plain
+	// directory, for the nodes grow-shrink adds).
+	disk *CrashFS
+
 	mu     sync.Mutex
 	addr   string // ip:port it serves on now
 	cmd    *exec.Cmd
@@ -48,6 +52,14 @@ func (n *Node) Addr() string {
 	return n.addr
 }
 
+// dataDir is the node's --dir.
+func (n *Node) dataDir() string {
+	if n.disk != nil {
+		return filepath.Join(n.disk.Path, "data")
+	}
+	return filepath.Join(n.Dir, "data")
+}
+
 // State is what the nemesis did to the node.
 func (n *Node) State() NodeState {
 	n.mu.Lock()
@@ -57,10 +69,13 @@ func (n *Node) State() NodeState {
 
 // Cluster is three nodes, each behind a proxy that carries the raft traffic.
 type Cluster struct {
-	Bin   string
-	Token string
-	Dir   string
-	Nodes []*Node
+	Bin string
+	// CrashBin is crates/mmapkit-crashfs's crashfs-mount, which the three
+	// nodes' data directories are mounted with (see PowerLoss).
+	CrashBin string
+	Token    string
+	Dir      string
+	Nodes    []*Node
 	// Extra are members added by the grow-shrink nemesis (not used by
 	// the clients), until it removes them.
 	Extra  []*Node
@@ -74,8 +89,8 @@ var ClusterIPs = []string{"127.0.0.11", "127.0.0.12", "127.0.0.13"}
 
 // StartCluster starts the nodes and their proxies and initializes the
 // cluster with the proxies' addresses. On error, whatever started is stopped.
-func StartCluster(bin, dir, token string) (c *Cluster, err error) {
-	c = &Cluster{Bin: bin, Token: token, Dir: dir, Net: NewNetwork(ClusterIPs),
+func StartCluster(bin, crashBin, dir, token string) (c *Cluster, err error) {
+	c = &Cluster{Bin: bin, CrashBin: crashBin, Token: token, Dir: dir, Net: NewNetwork(ClusterIPs),
 		http: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}}
 	defer func() {
 		if err != nil {
@@ -86,7 +101,11 @@ func StartCluster(bin, dir, token string) (c *Cluster, err error) {
 	for i, ip := range ClusterIPs {
 		n := &Node{ID: i + 1, IP: ip, Dir: filepath.Join(dir, fmt.Sprintf("n%d", i+1)), state: Dead}
 		c.Nodes = append(c.Nodes, n)
-		if err := os.MkdirAll(n.Dir, 0o755); err != nil {
+		backing := filepath.Join(n.Dir, "disk")
+		if err := os.MkdirAll(backing, 0o755); err != nil {
+			return c, err
+		}
+		if n.disk, err = MountCrashFS(crashBin, backing); err != nil {
 			return c, err
 		}
 		if err := c.start(n); err != nil {
@@ -126,7 +145,7 @@ func (c *Cluster) start(n *Node) error {
 	if err != nil {
 		return err
 	}
-	args := []string{"serve", "--id", fmt.Sprint(n.ID), "--dir", filepath.Join(n.Dir, "data"), "--bind", n.IP + ":0",
+	args := []string{"serve", "--id", fmt.Sprint(n.ID), "--dir", n.dataDir(), "--bind", n.IP + ":0",
 		// Small snapshot intervals: restarted and cut-off nodes catch up by snapshot too.
 		"--snapshot-every", "500", "--keep", "100"}
 	if c.Token != "" {
@@ -225,7 +244,7 @@ func (c *Cluster) Admin(args ...string) error {
 // peers use), `member promote ID`.
 func (c *Cluster) Replace(n *Node) error {
 	c.Kill(n)
-	if err := os.RemoveAll(filepath.Join(n.Dir, "data")); err != nil {
+	if err := os.RemoveAll(n.dataDir()); err != nil {
 		return err
 	}
 	if err := c.Restart(n); err != nil {
@@ -287,6 +306,33 @@ func (c *Cluster) Shrink(n *Node) error {
 	return err
 }
 
+// PowerLoss cuts the node's power: its file system freezes (nothing more
+// it writes or syncs happens), it is SIGKILLed, and its disk keeps what
+// it had synced and a seeded random part of what it had not (torn and
+// reordered sectors; crates/mmapkit-crashfs). The node stays down (Restart
+// it) on a fresh mount of what survived.
+func (c *Cluster) PowerLoss(n *Node, seed int64) error {
+	if n.disk == nil {
+		return fmt.Errorf("node %d has no crash file system", n.ID)
+	}
+	if err := n.disk.Freeze(); err != nil {
+		return err
+	}
+	n.mu.Lock()
+	cmd, exited := n.cmd, n.exited
+	n.state = Dead
+	n.mu.Unlock()
+	// Killed while frozen: it can neither sync nor answer anything more.
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	err := n.disk.Crash(seed)
+	<-exited
+	if err != nil {
+		return err
+	}
+	n.disk, err = MountCrashFS(c.CrashBin, n.disk.backing)
+	return err
+}
+
 // Pause SIGSTOPs the node.
 func (c *Cluster) Pause(n *Node) {
 	n.mu.Lock()
@@ -336,6 +382,9 @@ func (c *Cluster) Close() {
 		}
 		if n.Proxy != nil {
 			n.Proxy.Close()
+		}
+		if n.disk != nil {
+			n.disk.Unmount()
 		}
 	}
 }

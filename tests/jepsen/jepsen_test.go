@@ -18,6 +18,7 @@ import (
 // Environment:
 //
 //	MMAPKIT_KV              the mmapkit-kv binary (default ../../target/debug/mmapkit-kv)
+//	MMAPKIT_CRASHFS         crashfs-mount, the nodes' crash file systems (default ../../target/debug/crashfs-mount; needs FUSE, as root)
 //	MMAPKIT_JEPSEN_SECONDS  seconds of workload and faults in TestLinearizable (default 70)
 //	MMAPKIT_JEPSEN_SEED     the seed (default: from the clock; printed)
 const (
@@ -28,6 +29,7 @@ const (
 
 type config struct {
 	bin     string
+	crash   string
 	seed    int64
 	seconds int
 }
@@ -45,7 +47,18 @@ func loadConfig(t *testing.T) config {
 	if _, err := os.Stat(abs); err != nil {
 		t.Fatalf("the mmapkit-kv binary %s: %v (build it with `cargo build -p mmapkit-raft --bin mmapkit-kv`, or set MMAPKIT_KV)", abs, err)
 	}
-	cfg := config{bin: abs, seed: time.Now().UnixNano() % 1_000_000_000, seconds: 70}
+	crash := os.Getenv("MMAPKIT_CRASHFS")
+	if crash == "" {
+		crash = "../../target/debug/crashfs-mount"
+	}
+	crashAbs, err := filepath.Abs(crash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(crashAbs); err != nil {
+		t.Fatalf("the crashfs-mount binary %s: %v (build it with `cargo build -p mmapkit-crashfs --bin crashfs-mount`, or set MMAPKIT_CRASHFS)", crashAbs, err)
+	}
+	cfg := config{bin: abs, crash: crashAbs, seed: time.Now().UnixNano() % 1_000_000_000, seconds: 70}
 	if s := os.Getenv("MMAPKIT_JEPSEN_SEED"); s != "" {
 		if cfg.seed, err = strconv.ParseInt(s, 10, 64); err != nil {
 			t.Fatalf("MMAPKIT_JEPSEN_SEED=%q: %v", s, err)
@@ -70,7 +83,7 @@ func startCluster(t *testing.T, cfg config) *Cluster {
 		t.Fatal(err)
 	}
 	token := fmt.Sprintf("jepsen-%x", rand.New(rand.NewSource(cfg.seed)).Int63())
-	c, err := StartCluster(cfg.bin, dir, token)
+	c, err := StartCluster(cfg.bin, cfg.crash, dir, token)
 	t.Cleanup(func() {
 		if c != nil {
 			c.Close()
@@ -198,7 +211,7 @@ func TestLinearizable(t *testing.T) {
 	t.Logf("operations: %d: %s", len(recs), FormatCounts(Counts(recs)))
 	t.Logf("unknown outcomes by cause: %s", FormatCounts(UnknownCauses(recs)))
 	t.Logf("faults: %d: %s", sum(nm.Faults), FormatCounts(nm.Faults))
-	for _, k := range []string{"wipe", "grow-shrink"} {
+	for _, k := range FirstKinds {
 		if nm.Faults[k] == 0 {
 			t.Errorf("no %s fault was injected (faults: %s)", k, FormatCounts(nm.Faults))
 		}

@@ -8,17 +8,22 @@ import (
 
 // FaultKinds the nemesis injects, in the order its schedule draws them.
 var FaultKinds = []string{
-	"kill",           // SIGKILL a random node, restart it after 0.5-3 s
-	"kill-leader",    // the same, the leader
-	"pause",          // SIGSTOP a random node for 1-5 s, then SIGCONT
-	"pause-leader",   // the same, the leader
-	"isolate",        // cut every link to and from a random node (majority/minority split) for 2-6 s
-	"isolate-leader", // the same, the leader
-	"bridge",         // cut both links between two nodes; the third still reaches both
-	"leader-one-way", // cut the leader's links to the others (it still receives)
-	"wipe",           // SIGKILL a random node, delete its data directory, restart it empty; the operator's replacement: member remove, add, promote
-	"grow-shrink",    // 3 -> 5 -> 3 voters under load: two new nodes added as learners and promoted, then removed and stopped
+	"kill",              // SIGKILL a random node, restart it after 0.5-3 s
+	"kill-leader",       // the same, the leader
+	"pause",             // SIGSTOP a random node for 1-5 s, then SIGCONT
+	"pause-leader",      // the same, the leader
+	"isolate",           // cut every link to and from a random node (majority/minority split) for 2-6 s
+	"isolate-leader",    // the same, the leader
+	"bridge",            // cut both links between two nodes; the third still reaches both
+	"leader-one-way",    // cut the leader's links to the others (it still receives)
+	"wipe",              // SIGKILL a random node, delete its data directory, restart it empty; the operator's replacement: member remove, add, promote
+	"grow-shrink",       // 3 -> 5 -> 3 voters under load: two new nodes added as learners and promoted, then removed and stopped
+	"power-loss-leader", // the leader loses power: its disk keeps what it synced and a seeded random part of the rest (crashfs); restarted after 0.5-3 s
+	"power-loss",        // the same, a random node
 }
+
+// FirstKinds are dealt first (and TestLinearizable fails without them).
+var FirstKinds = []string{"wipe", "grow-shrink", "power-loss-leader"}
 
 // Nemesis injects faults on a seeded schedule: each round waits for a
 // leader, stays quiet 1-3 s, injects one fault, heals it.
@@ -37,8 +42,9 @@ type Nemesis struct {
 
 // nextKind deals the kinds from a seeded shuffled deck, so every kind
 // comes once per len(Kinds) rounds; the first deck deals "wipe" and
-// "grow-shrink" first (those that are kinds), so even a short run
-// replaces a lost disk and changes the membership.
+// "grow-shrink" and "power-loss-leader" first (those that are kinds), so
+// even a short run replaces a lost disk, changes the membership and cuts
+// a leader's power.
 func (nm *Nemesis) nextKind() string {
 	if len(nm.deck) == 0 {
 		first := nm.dealt == 0
@@ -47,7 +53,7 @@ func (nm *Nemesis) nextKind() string {
 		}
 		if first {
 			at := 0
-			for _, want := range []string{"wipe", "grow-shrink"} {
+			for _, want := range FirstKinds {
 				for i, k := range nm.deck {
 					if k == want {
 						nm.deck[at], nm.deck[i] = nm.deck[i], nm.deck[at]
@@ -102,6 +108,7 @@ func (nm *Nemesis) Run(deadline time.Time) error {
 		downFor := uniform(nm.Rng, 500*time.Millisecond, 3*time.Second)
 		pauseFor := uniform(nm.Rng, 1*time.Second, 5*time.Second)
 		cutFor := uniform(nm.Rng, 2*time.Second, 6*time.Second)
+		crashSeed := nm.Rng.Int63()
 
 		sleepUntil(quiet, deadline)
 		if time.Now().After(deadline) {
@@ -115,7 +122,7 @@ func (nm *Nemesis) Run(deadline time.Time) error {
 		if kind == "wipe" && nm.Rng.Intn(2) == 0 {
 			target = leader
 		}
-		if kind == "kill-leader" || kind == "pause-leader" || kind == "isolate-leader" || kind == "leader-one-way" {
+		if kind == "kill-leader" || kind == "pause-leader" || kind == "isolate-leader" || kind == "leader-one-way" || kind == "power-loss-leader" {
 			target = leader
 		}
 		var others []*Node
@@ -132,6 +139,15 @@ func (nm *Nemesis) Run(deadline time.Time) error {
 			sleepUntil(downFor, deadline.Add(downFor))
 			if err := c.Restart(target); err != nil {
 				return fmt.Errorf("restarting node %d after SIGKILL: %w", target.ID, err)
+			}
+		case "power-loss", "power-loss-leader":
+			nm.Logf("nemesis: %s node %d (crash seed %d, down %v)", kind, target.ID, crashSeed, downFor.Round(time.Millisecond))
+			if err := c.PowerLoss(target, crashSeed); err != nil {
+				return fmt.Errorf("power loss of node %d: %w", target.ID, err)
+			}
+			sleepUntil(downFor, deadline.Add(downFor))
+			if err := c.Restart(target); err != nil {
+				return fmt.Errorf("restarting node %d after its power loss: %w", target.ID, err)
 			}
 		case "wipe":
 			nm.Logf("nemesis: wipe node %d (leader: %v), replace it as a new member", target.ID, target == leader)
