@@ -50,7 +50,7 @@ fn append_small(log: &CommitLog, n: u64, term: u64, salt: u8) {
     log.append(&ps).unwrap();
 }
 
-/// Defect 5: an empty leader, or one serving another log, never wipes a
+/// An empty leader, or one serving another log, never wipes a
 /// follower; `reset` does, and says how much it discarded.
 #[test]
 fn an_empty_or_other_leader_never_wipes_a_follower() {
@@ -82,7 +82,7 @@ fn an_empty_or_other_leader_never_wipes_a_follower() {
     assert_same(empty.path(), fw.path());
 }
 
-/// Defect 4: a same-term rewrite (the CLI's default --term 0) is found.
+/// A same-term rewrite (the CLI's default --term 0) is found.
 #[test]
 fn a_same_term_rewrite_is_found() {
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
@@ -117,7 +117,7 @@ fn a_copy_drops_what_the_leader_truncated() {
     assert_same(a.path(), b.path());
 }
 
-/// Defect 3: a served directory replaced by another log is another log:
+/// A served directory replaced by another log is another log:
 /// the copy is refused (not mixed), a new copy is all of the new log; a
 /// deleted directory is no longer served.
 #[test]
@@ -194,7 +194,7 @@ fn fake_leader(state: String, status: u16) -> (String, Arc<AtomicBool>) {
     (url, stop)
 }
 
-/// Defect 6: answers other than a healthy 200 are retried or reported,
+/// Answers other than a healthy 200 are retried or reported,
 /// never read as disagreement.
 #[test]
 fn unhealthy_answers_never_truncate() {
@@ -228,7 +228,7 @@ fn unhealthy_answers_never_truncate() {
     assert_same(a.path(), b.path());
 }
 
-/// Defect 1: a log written by another process (here another handle)
+/// A log written by another process (here another handle)
 /// while it is served, across roll-overs: every `follow --once` gets it
 /// whole and no valid entry is ever truncated.
 #[test]
@@ -275,7 +275,7 @@ impl Rng {
     }
 }
 
-/// Defect 2: the leader truncates and re-appends (new terms) while a
+/// The leader truncates and re-appends (new terms) while a
 /// follower follows; at the end the copy equals the leader entry by entry.
 /// Through a read-only server of a log written by another handle, and
 /// through a server of the writer's own handle.
