@@ -6,6 +6,7 @@
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::Path;
@@ -396,10 +397,9 @@ fn random_requests_against_a_changing_log_never_break_the_server() {
             _ => near.to_string(),
         }
     };
-    let mut seen = std::collections::BTreeMap::<(&str, u16), u32>::new();
-    let served = |seen: &std::collections::BTreeMap<(&str, u16), u32>, kind| {
-        seen.get(&(kind, 200)).copied().unwrap_or(0)
-    };
+    let mut seen = BTreeMap::<(&str, u16), u32>::new();
+    let served =
+        |seen: &BTreeMap<(&str, u16), u32>, kind| seen.get(&(kind, 200)).copied().unwrap_or(0);
     let mut n = 0;
     while n < 600 || ["state", "term", "entries"].into_iter().any(|k| served(&seen, k) < 20) {
         assert!(n < 30_000, "too few answers of 200 in {n} requests: {seen:?}");
