@@ -8,14 +8,16 @@ are derived).
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .harness import REPO_DIR, Contender, Unavailable
+from .harness import REPO_DIR, Contender, Unavailable, tool_version
 
 TOOLS_DIR = REPO_DIR / ".venv" / "tools" / "bin"
 TOOLS_HINT = "make bench-tools installs it into .venv/tools"
@@ -49,13 +51,49 @@ def need_tool(name: str) -> str:
     return path
 
 
-def tool_available(name: str, hint: str = TOOLS_HINT) -> Callable[[], str | None]:
-    """An ``available()`` check for a contender that runs the command-line tool ``name``: None when
-    it is on PATH, else why not (with ``hint``).
-    """
+@dataclass(frozen=True)
+class Peer:
+    """A command-line peer the suites' command tables are written for: the first line of
+    its ``--version`` starts with ``family`` and a version at least ``minimum``."""
+
+    family: str
+    minimum: tuple[int, ...]
+    hint: str
+
+
+GNU_HINT = "apt-get install coreutils grep sed"
+
+# Every command-line peer, with the versions its table's options need: one found with
+# another (e.g. Debian's sd 0.7.6 first on PATH, which has no -F) is shown as n/a with
+# the version found, never run.
+PEERS = {
+    "rg": Peer("ripgrep", (15,), TOOLS_HINT),
+    "sd": Peer("sd", (1,), TOOLS_HINT),
+    "grep": Peer("grep (GNU grep)", (3,), GNU_HINT),
+    "sed": Peer("sed (GNU sed)", (4, 8), GNU_HINT),
+    "wc": Peer("wc (GNU coreutils)", (8,), GNU_HINT),
+    "tr": Peer("tr (GNU coreutils)", (8,), GNU_HINT),
+}
+
+
+def peer_available(name: str) -> Callable[[], str | None]:
+    """An ``available()`` check for a contender that runs the peer ``name`` (of
+    :data:`PEERS`): None when it is found with a version its table fits, else why not."""
+    peer = PEERS[name]
+    wanted = f"{peer.family} {'.'.join(map(str, peer.minimum))} or later"
 
     def check() -> str | None:
-        return None if tool(name) else f"{name} not installed ({hint})"
+        path = tool(name)
+        if path is None:
+            return f"{name} not installed ({peer.hint})"
+        line = tool_version([path, "--version"], ENV)
+        # GNU tools name themselves by the path they were run as.
+        m = re.match(rf"(?:\S*/)?{re.escape(peer.family)} v?(\d+(?:\.\d+)*)", line)
+        if m is None:
+            return f"{path} is not {wanted} (its --version says {line!r}; {peer.hint})"
+        if tuple(int(x) for x in m.group(1).split(".")) < peer.minimum:
+            return f"{path} is {peer.family} {m.group(1)}, not {wanted} ({peer.hint})"
+        return None
 
     return check
 

@@ -283,8 +283,8 @@ def test_mmapkit_mmap_behaves_like_the_stdlib(case):
                 assert f2.read() == f1.read(), trace
 
 
-def test_defect6_iteration_and_in_match_the_stdlib():
-    """Issue 10 defect 6: iteration yields 1-byte bytes, ``in`` compares items."""
+def test_iteration_and_in_match_the_stdlib():
+    """Iteration yields 1-byte bytes, ``in`` compares items."""
     for impl in (std, mmapkit):
         m = impl.mmap(-1, 6)
         m[:] = b"a\nb\nc\n"

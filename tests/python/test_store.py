@@ -3,6 +3,7 @@
 import json
 import os
 import pickle
+import random
 import signal
 import subprocess
 import sys
@@ -190,20 +191,21 @@ def test_np_save_files_grow_and_exotic_dtypes(tmp):
     assert t.row_shape == (2, 3)
 
 
+# Appends batches of rows until it has `limit` (0: until killed); says "ready" once
+# the store exists, and "extended N" after the first append (every append with
+# "report") returned, N the rows appended so far.
 WRITER = """
 import sys, numpy as np, mmapkit
-s = mmapkit.ArrayStore.create(sys.argv[1], "<i8", row_shape=(8,), chunk_bytes=4096)
+path, batch, limit, report = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+s = mmapkit.ArrayStore.create(path, "<i8", row_shape=(8,), chunk_bytes=4096)
 print("ready", flush=True)
-batch = int(sys.argv[2])
 i = 0
-while True:
+while limit == 0 or i < limit:
     rows = np.repeat(np.arange(i, i + batch, dtype="<i8")[:, None] + 1, 8, axis=1)
     s.extend(rows)
-    if i == 0:
-        print("extended", flush=True)
     i += batch
-    if len(sys.argv) > 3 and i >= int(sys.argv[3]):
-        break
+    if report == "report" or i == batch:
+        print(f"extended {i}", flush=True)
 s.close()
 """
 
@@ -217,7 +219,9 @@ def check_whole_rows(a):
 def test_reader_by_path_while_another_process_appends(tmp):
     p = tmp / "live.npy"
     w = subprocess.Popen(
-        [sys.executable, "-c", WRITER, str(p), "7", "300000"], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", WRITER, str(p), "7", "300000", "quiet"],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert w.stdout.readline().strip() == "ready"
@@ -239,21 +243,29 @@ def test_reader_by_path_while_another_process_appends(tmp):
         w.wait()
 
 
-def test_reopen_after_sigkill_mid_append_shows_completed_appends(tmp):
+# Kill points (appends returned before the SIGKILL): seeded, so a failure replays.
+KILL_AFTER = sorted(random.Random(39).sample(range(1, 40), 4))
+
+
+@pytest.mark.parametrize("appends", KILL_AFTER)
+def test_reopen_after_sigkill_mid_append_shows_completed_appends(tmp, appends):
     p = tmp / "killed.npy"
     batch = 5000
     w = subprocess.Popen(
-        [sys.executable, "-c", WRITER, str(p), str(batch)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", WRITER, str(p), str(batch), "0", "report"],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert w.stdout.readline().strip() == "ready"
-    # Killed some time after its first append returned (not after a fixed
-    # time from start: on a loaded machine it may not have appended yet).
-    assert w.stdout.readline().strip() == "extended"
-    time.sleep(np.random.default_rng().random() * 0.5)
+    # Killed once `appends` appends returned, while it goes on appending (by
+    # the writer's progress, not a time: on a loaded machine it may not have
+    # appended at all yet).
+    for k in range(1, appends + 1):
+        assert w.stdout.readline().split() == ["extended", str(k * batch)]
     os.kill(w.pid, signal.SIGKILL)
     w.wait()
     a = np.load(p, mmap_mode="r")
-    assert len(a) > 0 and len(a) % batch == 0, len(a)
+    assert len(a) >= appends * batch and len(a) % batch == 0, len(a)
     check_whole_rows(a)
     s = mmapkit.ArrayStore.open(p, "r+")  # the dead writer's lock is gone
     n = len(s)

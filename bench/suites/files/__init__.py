@@ -56,8 +56,8 @@ from ...contenders import (
     mmapkit_bin,
     mmapkit_cli_available,
     need_tool,
+    peer_available,
     tool,
-    tool_available,
 )
 from ...harness import (
     Contender,
@@ -216,8 +216,9 @@ class FilesSuite(Suite):
                 name, program, tables[name], fill=self._fill, shown=shown, note=note, **kw
             )
 
-        def installed(name: str) -> Callable[[], str]:
-            return lambda: need_tool(name)
+        def peer(name: str, note: str, **kw: Any) -> Contender:
+            """A command-line peer: found, and its version checked, by `peer_available`."""
+            return cli(name, lambda: need_tool(name), note, available=peer_available(name), **kw)
 
         def compiled() -> str:
             return str(helper())
@@ -264,40 +265,33 @@ class FilesSuite(Suite):
             for threads in (None, 1)
         ]
         return (
-            cli("wc", installed("wc"), "GNU coreutils `wc -l`."),
-            cli(
+            peer("wc", "GNU coreutils `wc -l`."),
+            peer(
                 "grep",
-                installed("grep"),
                 "GNU grep (LC_ALL=C, its fastest mode); output to a pipe, never /dev/null "
                 "(GNU grep stops at the first match when it sees /dev/null).",
             ),
-            cli(
+            peer(
                 "rg",
-                installed("rg"),
-                available=tool_available("rg"),
-                note="ripgrep 15 (`make bench-tools`: `cargo install --locked ripgrep@^15` "
+                "ripgrep 15 (`make bench-tools`: `cargo install --locked ripgrep@^15` "
                 "into .venv/tools), default options; it searches one file with one "
                 "thread. `rg -c` prints nothing for no match (= 0).",
             ),
-            cli(
+            peer(
                 "sed",
-                installed("sed"),
                 "GNU sed `-i`: writes a temporary file in the same directory and renames it "
                 "over the original (no fsync).",
             ),
-            cli(
+            peer(
                 "sd",
-                installed("sd"),
-                available=tool_available("sd"),
-                note="sd 1.0 (`make bench-tools`), in place: it maps the input, builds the "
+                "sd 1.0 (`make bench-tools`), in place: it maps the input, builds the "
                 "output in memory and renames a temporary file over the original.",
             ),
-            cli(
+            peer(
                 "tr",
-                installed("tr"),
-                commands={"replace_same": f"tr , ';' < {FILE} > NEW"},
-                note="GNU `tr` from the file to a new file (stdin/stdout redirected by the "
+                "GNU `tr` from the file to a new file (stdin/stdout redirected by the "
                 "harness, no shell); its output file is what is hashed.",
+                commands={"replace_same": f"tr , ';' < {FILE} > NEW"},
             ),
             cli(
                 "copy limit",

@@ -179,7 +179,7 @@ fn kmers_reads_stdin_and_pipes_plain_or_gzip_like_a_file() {
     }
 }
 
-/// Defect 8, as reported: `replace -F -j1` on an evicted ~200 MB file,
+/// `replace -F -j1` on an evicted ~200 MB file,
 /// truncated to 1000 bytes while it runs: exit 2 naming the file, and the
 /// file stays at 1000 bytes (it used to grow back to 100+ MB). The cut
 /// comes as soon as the edit has reached 8 MB (polled), not after a fixed
@@ -257,9 +257,9 @@ fn full_disk_message_has_no_bogus_size() {
     assert!(err.contains("no space left on device") && !err.contains("0 bytes"), "{err}");
 }
 
-/// Issue 23, item 7: `kmers - -o s.fa < s.fa` replaced its own input
-/// (exit 0) where the same through `/dev/stdin` was refused: standard
-/// input's file is compared with the output too.
+/// `kmers - -o s.fa < s.fa` is refused as the same through `/dev/stdin`
+/// is (it once replaced its own input, exit 0): standard input's file is
+/// compared with the output too.
 #[test]
 fn stdin_redirected_from_the_output_file_is_refused() {
     let d = tempdir();

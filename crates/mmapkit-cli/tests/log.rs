@@ -245,10 +245,10 @@ fn append_help_does_not_offer_a_segment_size() {
     assert!(text.contains("create it with `log init`"), "{text}");
 }
 
-/// Issue 23, item 6: five synced batches, a byte of the last one flipped:
-/// verify said `ok: 12 entries` (exit 0) and the next append quarantined 3
-/// acknowledged entries. A last batch that does not read back is reported
-/// (exit 1): a torn write and damage after the sync cannot be told apart.
+/// Five synced batches, a byte of the last one flipped: a last batch that
+/// does not read back is reported (exit 1), never `ok` (verify once said
+/// `ok: 12 entries` and the next append quarantined 3 acknowledged
+/// entries): a torn write and damage after the sync cannot be told apart.
 #[test]
 fn verify_never_says_ok_over_an_unreadable_last_batch() {
     let (_tmp, dir) = new_log("v", &[]);

@@ -488,7 +488,7 @@ fn outputs_in_a_read_only_directory_fail_cleanly() {
     eprintln!("read-only directory: {} cells (read-only bind mount, EROFS)", cases.len());
 }
 
-/// Issue 27, defect 5: `-o /dev/stdout >> f` appends to f as the shell
+/// `-o /dev/stdout >> f` appends to f as the shell
 /// asked (the old code replaced f by rename: its earlier content was lost);
 /// `>` still gives just the output, and appending to the input is refused.
 #[test]

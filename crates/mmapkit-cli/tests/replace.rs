@@ -183,7 +183,7 @@ fn read_only_file_in_read_only_directory_is_refused() {
     assert_eq!((out.status.code(), stdout(&out).as_str()), (Some(0), "1\n"), "{}", stderr(&out));
 }
 
-/// Issue 40, defect 14: a `0444` file the user owns, in a directory the
+/// A `0444` file the user owns, in a directory the
 /// user may write, is rewritten as `sed -i` does it (new file, same mode,
 /// renamed over it), for a same-length literal (which would otherwise be
 /// edited in place) as for a rewrite. As root the test runs the binary as

@@ -80,7 +80,8 @@
 //! the `crashfs-workload` binary). They run in `make test`;
 //! `MMAPKIT_CRASH_LONG=1` runs them with longer workloads and more random
 //! survivors per crash point. Without FUSE (not root, no `/dev/fuse`) every
-//! test prints `SKIPPED: reason` and returns.
+//! test fails, saying what it needs; `MMAPKIT_ALLOW_NO_FUSE=1` lets them
+//! pass unrun, each printing `NOT RUN` and why.
 #![forbid(unsafe_code)]
 #![allow(
     clippy::disallowed_methods,
@@ -105,7 +106,7 @@ use fs::{CrashFsImpl, Shared};
 use model::Model;
 
 /// Why FUSE cannot be used here (not root, no `/dev/fuse`), or `None`.
-/// Tests that get a reason print `SKIPPED: reason` and return.
+/// Tests that get a reason fail (see [`require_fuse!`]).
 pub fn unavailable() -> Option<String> {
     if let Err(e) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/fuse") {
         return Some(format!("cannot open /dev/fuse: {e}"));
@@ -117,16 +118,45 @@ pub fn unavailable() -> Option<String> {
     None
 }
 
-/// Returns from the calling test, printing why, when FUSE is unavailable.
+/// The variable that lets the FUSE tests pass unrun where FUSE is
+/// unavailable (`MMAPKIT_ALLOW_NO_FUSE=1`); without it they fail.
+pub const ALLOW_NO_FUSE: &str = "MMAPKIT_ALLOW_NO_FUSE";
+
+/// Fails the calling test when FUSE is unavailable, saying what it needs:
+/// a power-loss matrix that did not run must not pass. With
+/// [`ALLOW_NO_FUSE`]`=1` it returns from the test instead, saying loudly
+/// that it did not run.
 #[macro_export]
 macro_rules! require_fuse {
     () => {
         if let Some(why) = $crate::unavailable() {
-            println!("SKIPPED: {why}");
-            eprintln!("SKIPPED: {why}");
+            $crate::without_fuse(&why, std::env::var_os($crate::ALLOW_NO_FUSE).as_deref());
             return;
         }
     };
+}
+
+/// What a test does where FUSE is unavailable for `why`: panics, unless
+/// `allow` (the value of [`ALLOW_NO_FUSE`]) is `1`; then prints that it
+/// did not run. For [`require_fuse!`].
+#[doc(hidden)]
+pub fn without_fuse(why: &str, allow: Option<&std::ffi::OsStr>) {
+    let msg = no_fuse_message(why);
+    if allow.is_some_and(|v| v == "1") {
+        let line = format!("NOT RUN ({ALLOW_NO_FUSE}=1): {msg}");
+        println!("{line}");
+        eprintln!("{line}");
+    } else {
+        panic!("{msg}; to let these tests pass without running, set {ALLOW_NO_FUSE}=1");
+    }
+}
+
+fn no_fuse_message(why: &str) -> String {
+    format!(
+        "the power-loss tests need FUSE, unavailable here: {why}. They mount it directly \
+         (no fusermount): run them as root with /dev/fuse (`modprobe fuse`; in a container \
+         `--device /dev/fuse --cap-add SYS_ADMIN`)"
+    )
 }
 
 /// Mount options.
@@ -430,5 +460,24 @@ impl Drop for Mount {
             self.shared.release();
             let _ = self.shut(true);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsStr;
+    use std::panic::catch_unwind;
+
+    /// Without FUSE a test fails, saying what it needs and how to opt out;
+    /// only `MMAPKIT_ALLOW_NO_FUSE=1` lets it return.
+    #[test]
+    fn a_missing_fuse_fails_unless_explicitly_allowed() {
+        for allow in [None, Some("0"), Some(""), Some("yes")] {
+            let r = catch_unwind(|| super::without_fuse("no /dev/fuse", allow.map(OsStr::new)));
+            let msg = *r.expect_err("must fail").downcast::<String>().unwrap();
+            assert!(msg.contains("no /dev/fuse") && msg.contains("as root"), "{msg}");
+            assert!(msg.contains("MMAPKIT_ALLOW_NO_FUSE=1"), "{msg}");
+        }
+        super::without_fuse("no /dev/fuse", Some(OsStr::new("1")));
     }
 }

@@ -195,13 +195,13 @@ fn a_failed_append() {
 
 fuse_tests! {
     a_follower_never_differs_from_its_leader_after_the_leaders_power_loss => matrix();
-    /// Issue 37, defect 8: a continuous follower whose append fails (here
+    /// A continuous follower whose append fails (here
     /// a failed sync: the log stops, fail-stop) ends with that error at
     /// once instead of staying connected and silent.
     a_continuous_follower_whose_append_fails_ends_with_the_error => a_failed_append();
 }
 
-/// Issue 37: a fatal error inside the raft core (here the log store's
+/// A fatal error inside the raft core (here the log store's
 /// failed sync: fail-stop) is reported by `Node::fatal`, which
 /// `mmapkit-kv serve` exits on, instead of the node going on as a zombie.
 fn a_failed_raft_sync() {

@@ -256,7 +256,7 @@ fn a_node_whose_store_fails_exits_instead_of_serving_on() {
     c.node(doomed).child = None;
 }
 
-/// Issue 37: `init` on a running cluster is a 409 (it answered 200 with
+/// `init` on a running cluster is a 409 (it answered 200 with
 /// an `Err` body), and an unknown parameter is a 400 (`prefix=true` was
 /// ignored: 200 with `null`).
 #[test]

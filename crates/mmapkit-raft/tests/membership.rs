@@ -27,9 +27,10 @@ impl Cluster {
     }
 }
 
-/// Defect 1 (a wiped node voted a leader lacking 50 acknowledged writes
-/// into office: 50 of 110 lost) and defect 2 (the wiped node was never
-/// rebuilt and nothing said so).
+/// A wiped node cannot vote (one once voted a leader lacking 50
+/// acknowledged writes into office: 50 of 110 lost), and is replaced as a
+/// new member rebuilt by a snapshot (it was once never rebuilt, and nothing
+/// said so).
 #[test]
 fn a_wiped_node_cannot_vote_and_is_replaced_as_a_new_member_rebuilt_by_snapshot() {
     let mut c = Cluster::start(&["--snapshot-every", "20", "--keep", "5"]);
@@ -86,8 +87,8 @@ fn a_wiped_node_cannot_vote_and_is_replaced_as_a_new_member_rebuilt_by_snapshot(
     assert_eq!(who.cluster, list.cluster, "the new member joined the cluster");
 }
 
-/// Defect 3: no way to grow, shrink or replace. 3 → 5 → 3 under writes,
-/// the leader itself among those removed.
+/// The cluster grows 3 → 5 and shrinks back to 3 under writes, the leader
+/// itself among those removed.
 #[test]
 fn the_cluster_grows_to_five_and_shrinks_back_to_three_under_writes() {
     let mut c = Cluster::start(&[]);

@@ -233,7 +233,7 @@ fn readers_racing_purges_truncations_and_appends_see_whole_contiguous_ranges() {
     }
 }
 
-/// Defect 11: every call that fsyncs, renames or removes directories runs
+/// Every call that fsyncs, renames or removes directories runs
 /// off the async worker. On a current-thread runtime whose blocking pool
 /// is one thread, kept busy by a gate that only an async task opens: work
 /// moved to the pool waits behind the gate, so the call must yield and

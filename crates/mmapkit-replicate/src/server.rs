@@ -68,6 +68,13 @@ mmapkit::options! {
         /// after the writer reopens the log, that those it got past the
         /// mark are still there (see the crate docs).
         pub serve_unsynced: bool,
+        /// A read-only log ([`serve_dir`]): a page request within what the
+        /// server's view already holds reuses a view refreshed at most this
+        /// long ago (default 50 ms), so a burst of requests shares one
+        /// refresh; a replaced or deleted directory is noticed within it.
+        /// `/v1/state`, `/v1/term` and pages past the view always refresh;
+        /// zero refreshes for every request.
+        pub view_max_age: Duration,
     }
 }
 
@@ -86,6 +93,7 @@ impl Default for ServeOptions {
             header_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(30),
             serve_unsynced: false,
+            view_max_age: Duration::from_millis(50),
         }
     }
 }
@@ -796,16 +804,13 @@ async fn entries(State(sh): State<Arc<Shared>>, RawQuery(q): RawQuery) -> Respon
     let max_bytes =
         q.max_bytes.unwrap_or(sh.opts.max_page_bytes as u64).min(sh.opts.max_page_bytes as u64)
             as usize;
-    // A page within what this server already knows needs no refresh;
-    // one that starts past it gets a current answer.
     // Within what this server already knows a view refreshed a moment
-    // ago will do (a replaced or deleted directory is noticed within
-    // that); a page past it gets a current answer.
+    // ago will do (`view_max_age`); a page past it gets a current answer.
     let mut last = sh.log.last_index();
     let age = if from > last || from < sh.log.first_index() {
         Duration::ZERO
     } else {
-        Duration::from_millis(50)
+        sh.opts.view_max_age
     };
     last = match sh.fresh_last(age).await {
         Ok(l) => l,

@@ -1,6 +1,6 @@
-//! Regressions of issue 10 in the commit log: acknowledged appends that
-//! made the log unopenable, the forgotten segment size, and corruption
-//! taken for a torn tail.
+//! A commit log reopens as it was acknowledged: a batch larger than the
+//! empty tail, its segment size, an empty duplicate segment set aside, and
+//! corruption of an early batch told from a torn tail.
 #![allow(clippy::disallowed_methods, reason = "integration tests write their fixtures directly")]
 
 use mmapkit::log::{CommitLog, LogOptions, SyncMode};

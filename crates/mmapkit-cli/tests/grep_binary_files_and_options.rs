@@ -1,6 +1,5 @@
-//! Regression tests of issue 25's defects 2-6 (binary files, -w with -o,
-//! option semantics, one byte rule for grep and replace, one meaning per
-//! flag) and the GNU grep options added with them, against GNU grep 3.8
+//! Binary files, `-w` with `-o`, option semantics, one byte rule for grep
+//! and replace, one meaning per flag, and GNU grep's options, against GNU grep 3.8
 //! under `LC_ALL=C` where it is installed (else against the answers it
 //! gives). `MMAPKIT_TEST_BIN=<old build>` shows them failing before.
 #![allow(clippy::disallowed_methods, reason = "integration tests write their fixtures directly")]
@@ -59,7 +58,7 @@ fn check<S: AsRef<OsStr> + std::fmt::Debug>(
     }
 }
 
-/// Defect 2: NUL ends lines once a file is binary; counts, anchors and
+/// NUL ends lines once a file is binary; counts, anchors and
 /// exit statuses follow.
 #[test]
 fn binary_file_nul_ends_lines() {
@@ -79,7 +78,7 @@ fn binary_file_nul_ends_lines() {
     check(&["-z", "def", "z"], d, None, (b"def\n\0", 0));
 }
 
-/// Defect 2: `grep -c ''` over a real executable: every NUL is a line end.
+/// `grep -c ''` over a real executable: every NUL is a line end.
 #[test]
 fn binary_counts_of_an_executable() {
     if !gnu_grep::available() {
@@ -94,7 +93,7 @@ fn binary_counts_of_an_executable() {
     }
 }
 
-/// Defect 2: GNU grep 3.8 reads 96 KiB buffers and stops printing from the
+/// GNU grep 3.8 reads 96 KiB buffers and stops printing from the
 /// one holding the first NUL (the line carried into it included); the
 /// message goes to stderr, naming stdin "(standard input)" and a file
 /// name as its bytes.
@@ -216,7 +215,7 @@ fn binary_rules_in_small_files_read_whole() {
     }
 }
 
-/// Defect 3: word matches may be adjacent (the byte before one is not
+/// Word matches may be adjacent (the byte before one is not
 /// consumed by the one before).
 #[test]
 fn word_matches_may_be_adjacent() {
@@ -231,7 +230,7 @@ fn word_matches_may_be_adjacent() {
     );
 }
 
-/// Defect 4: -L -m0, conflicting matchers, huge and negative counts,
+/// -L -m0, conflicting matchers, huge and negative counts,
 /// patterns that are not UTF-8, stdin's name.
 #[test]
 fn option_semantics_like_gnu() {
@@ -284,7 +283,7 @@ fn gnu_options() {
     check(&["--line-buffered", "-c", "o", "f"], d, None, (b"3\n", 0));
 }
 
-/// Defect 5: `replace` matches bytes as `grep` does; (?u) opts in.
+/// `replace` matches bytes as `grep` does; (?u) opts in.
 #[test]
 fn replace_matches_bytes_like_grep() {
     let dir = tempdir();
@@ -310,7 +309,7 @@ fn replace_matches_bytes_like_grep() {
     assert_eq!(common::text(&r.stdout), "0\n");
 }
 
-/// Defect 6: `count` takes any file name grep takes (bytes, not UTF-8).
+/// `count` takes any file name grep takes (bytes, not UTF-8).
 #[test]
 fn count_takes_non_utf8_file_names() {
     let dir = tempdir();

@@ -1,5 +1,8 @@
-//! Regression tests of issue 40's defects 3-6, 8, 9, 11 and 12 (the pipe and
-//! output-error ones, 1 and 2, are in `pipelines.rs`): each case states
+//! GNU grep's edge cases: dangling links, directory operands, `-o` with
+//! context, `-T` on a redirected stdin, basic and extended regex checks,
+//! `GREP_COLORS`, the options scripts use, the "cannot match" shortcut,
+//! quiet walks and `-z` anchors (pipes and output errors are in
+//! `pipelines.rs`). Each case states
 //! GNU grep 3.8's answer (`LC_ALL=C`), and is also compared with GNU grep
 //! where it is installed. `MMAPKIT_TEST_BIN=<old build>` shows them
 //! failing before.
@@ -50,7 +53,7 @@ fn case(
 }
 
 #[test]
-fn defect3_a_dangling_link_filtered_out_by_name_is_not_reported() {
+fn a_dangling_link_filtered_out_by_name_is_not_reported() {
     let dir = tempdir();
     let d = dir.path().join("d");
     fs::create_dir(&d).unwrap();
@@ -69,7 +72,7 @@ fn defect3_a_dangling_link_filtered_out_by_name_is_not_reported() {
 }
 
 #[test]
-fn defect4_a_directory_operand_without_r_is_a_file_with_no_lines() {
+fn a_directory_operand_without_r_is_a_file_with_no_lines() {
     let dir = tempdir();
     fs::create_dir(dir.path().join("sub")).unwrap();
     fs::write(dir.path().join("f"), "foo\n").unwrap();
@@ -81,7 +84,7 @@ fn defect4_a_directory_operand_without_r_is_a_file_with_no_lines() {
 }
 
 #[test]
-fn defect5_o_with_context_under_r_keeps_the_separators() {
+fn o_with_context_under_r_keeps_the_separators() {
     let dir = tempdir();
     let d = dir.path().join("d");
     fs::create_dir(&d).unwrap();
@@ -111,7 +114,7 @@ fn defect5_o_with_context_under_r_keeps_the_separators() {
 }
 
 #[test]
-fn defect6_t_aligns_a_redirected_regular_stdin_as_its_file() {
+fn t_aligns_a_redirected_regular_stdin_as_its_file() {
     let dir = tempdir();
     let f = dir.path().join("f");
     fs::write(&f, "abc\nxbx\n").unwrap();
@@ -131,7 +134,7 @@ fn refused(dir: &Path, args: &[&str], message: &str) {
 }
 
 #[test]
-fn defect8_basic_and_extended_regex_checks() {
+fn basic_and_extended_regex_checks() {
     let dir = tempdir();
     let d = dir.path();
     fs::write(d.join("f"), "ab\n^ab\n{1}\na{1\nxxxx\n$$\n=\n+x\n:\n").unwrap();
@@ -183,7 +186,7 @@ fn defect8_basic_and_extended_regex_checks() {
 }
 
 #[test]
-fn defect9_grep_colors_and_grep_color_are_honoured() {
+fn grep_colors_and_grep_color_are_honoured() {
     let dir = tempdir();
     fs::write(dir.path().join("c1"), "foo bar foo\r\nbaz\n").unwrap();
     fs::write(dir.path().join("c2"), "foo\n").unwrap();
@@ -235,7 +238,7 @@ fn defect9_grep_colors_and_grep_color_are_honoured() {
 }
 
 #[test]
-fn defect12_the_options_scripts_use() {
+fn the_options_scripts_use() {
     let dir = tempdir();
     fs::write(dir.path().join("f"), "foo\nbar\n").unwrap();
     let d = dir.path();
@@ -275,7 +278,7 @@ fn defect12_the_options_scripts_use() {
 }
 
 #[test]
-fn defect11_the_cannot_match_shortcut_opens_no_file() {
+fn the_cannot_match_shortcut_opens_no_file() {
     let dir = tempdir();
     fs::write(dir.path().join("f"), "a\n\nb\n").unwrap();
     fs::write(dir.path().join("empty-line"), "\n").unwrap();

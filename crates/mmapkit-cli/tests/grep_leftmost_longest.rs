@@ -1,7 +1,5 @@
-//! Regression tests of issue 40's grep defects 7 (several patterns under
-//! `-o`/`--color`: POSIX leftmost-longest), 8 (basic and extended regex
-//! checks) and 11 (GNU grep's "cannot match" shortcut, `-w` with `-o`).
-//! Each case compares with GNU grep 3.8 under `LC_ALL=C` where it is
+//! Several patterns under `-o`/`--color` match POSIX leftmost-longest, as
+//! GNU grep's do, empty matches included. Each case compares with GNU grep 3.8 under `LC_ALL=C` where it is
 //! installed and asserts the expected output too, so no case passes
 //! vacuously. `MMAPKIT_TEST_BIN=<old build>` shows them failing before.
 #![allow(clippy::disallowed_methods, reason = "integration tests write their fixtures directly")]
@@ -54,12 +52,12 @@ fn same(args: &[&str], dir: &Path) -> Output {
     got
 }
 
-// ---- defect 7: several patterns, empty matches, leftmost-longest ----
+// ---- several patterns, empty matches, leftmost-longest ----
 
-/// The issue's case: `x*` matches empty before `123`, which must not
+/// The reported case: `x*` matches empty before `123`, which must not
 /// shadow the longer match of the other pattern there.
 #[test]
-fn d7_empty_match_does_not_shadow_another_pattern() {
+fn empty_match_does_not_shadow_another_pattern() {
     let d = dir_with(&[("in", "ab 123 x 45\n")]);
     let p = ["-e", "x*", "-e", "[0-9]{2,}"];
     check(&[&["-o"][..], &p, &["in"]].concat(), d.path(), "123\nx\n45\n", 0);
@@ -75,7 +73,7 @@ fn d7_empty_match_does_not_shadow_another_pattern() {
 /// Among the matches at the leftmost start the longest wins, whichever
 /// pattern (or alternative) it comes from.
 #[test]
-fn d7_longest_at_the_leftmost_start() {
+fn longest_at_the_leftmost_start() {
     let d = dir_with(&[("in", "abcd ab\n")]);
     check(&["-o", "-e", "ab", "-e", "abc", "in"], d.path(), "abc\nab\n", 0);
     check(&["-o", "-e", "a", "-e", "abcd", "-e", "bc", "in"], d.path(), "abcd\na\n", 0);
@@ -89,7 +87,7 @@ fn d7_longest_at_the_leftmost_start() {
 /// A small matrix of patterns with empty and overlapping matches, option
 /// sets and lines, against GNU grep.
 #[test]
-fn d7_matrix_matches_gnu_grep() {
+fn leftmost_longest_matrix_matches_gnu_grep() {
     if !gnu_grep::available() {
         return;
     }
