@@ -127,6 +127,21 @@ pub const COMMAND_OVERHEAD: usize = 64 << 10;
 /// characters each.
 pub const SNAPSHOT_CHUNK: usize = 512 << 10;
 
+/// How long a snapshot chunk may take to be received.
+const SNAPSHOT_CHUNK_TTL: Duration = Duration::from_secs(2);
+
+/// The last chunk is answered once the receiver has installed the whole
+/// snapshot (every key written into its tables): its deadline grows with
+/// the snapshot, at this many bytes a second at least. openraft's own
+/// deadline ([`SNAPSHOT_TTL_MAX`]) is only a backstop: one missed there
+/// restarts the transfer from the first byte (a 4 GB snapshot with a fixed
+/// 2 s deadline was sent and installed again and again for minutes).
+const SNAPSHOT_INSTALL_BYTES_PER_S: u64 = 8 << 20;
+
+/// openraft's `install_snapshot_timeout` (ms): above every deadline that
+/// [`SNAPSHOT_CHUNK_TTL`] and [`SNAPSHOT_INSTALL_BYTES_PER_S`] give.
+const SNAPSHOT_TTL_MAX: u64 = 24 * 3600 * 1000;
+
 /// Serialized bytes of entries per `/raft/append` call at most: a larger
 /// batch is split (openraft's `PayloadTooLarge`), a single larger entry
 /// goes alone. openraft 0.9 gives each append call one heartbeat
@@ -335,7 +350,7 @@ impl Node {
             heartbeat_interval: HEARTBEAT_MS,
             election_timeout_min: 4 * HEARTBEAT_MS,
             election_timeout_max: 6 * HEARTBEAT_MS,
-            install_snapshot_timeout: 2_000,
+            install_snapshot_timeout: SNAPSHOT_TTL_MAX,
             snapshot_max_chunk_size: SNAPSHOT_CHUNK as u64,
             snapshot_policy: SnapshotPolicy::LogsSinceLast(opts.snapshot_every.max(1)),
             max_in_snapshot_log_to_keep: opts.keep_behind_snapshot,
@@ -1133,8 +1148,14 @@ impl RaftNetwork<KvConfig> for HttpPeer {
         InstallSnapshotResponse<NodeId>,
         RPCError<NodeId, Member, RaftError<NodeId, InstallSnapshotError>>,
     > {
+        let ttl = if rpc.done {
+            let bytes = rpc.offset + rpc.data.len() as u64;
+            SNAPSHOT_CHUNK_TTL + Duration::from_secs(bytes / SNAPSHOT_INSTALL_BYTES_PER_S)
+        } else {
+            SNAPSHOT_CHUNK_TTL
+        };
         let body = encode(&rpc).map_err(RPCError::Network)?;
-        self.call("raft/snapshot", body, &option).await
+        self.call("raft/snapshot", body, &RPCOption::new(ttl.min(option.hard_ttl()))).await
     }
 
     async fn vote(
