@@ -526,7 +526,9 @@ def _prefetch_threads():
         try:
             with open(comm) as f:
                 name = f.read().strip()
-        except FileNotFoundError:  # the thread ended meanwhile
+        # The thread ended meanwhile: its entry is gone (ENOENT), or still
+        # listed but no longer readable (ESRCH).
+        except (FileNotFoundError, ProcessLookupError):
             continue
         if name == "mmapkit-gather":
             names.append(name)
