@@ -34,31 +34,34 @@ type config struct {
 	seconds int
 }
 
-func loadConfig(t *testing.T) config {
+// binary is the absolute path of a built binary: $env, else def (relative
+// to tests/jepsen); the test fails, saying how to build it, when it is not there.
+func binary(t *testing.T, env, def, pkg string) string {
 	t.Helper()
-	bin := os.Getenv("MMAPKIT_KV")
+	bin := os.Getenv(env)
 	if bin == "" {
-		bin = "../../target/debug/mmapkit-kv"
+		bin = def
 	}
 	abs, err := filepath.Abs(bin)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(abs); err != nil {
-		t.Fatalf("the mmapkit-kv binary %s: %v (build it with `cargo build -p mmapkit-raft --bin mmapkit-kv`, or set MMAPKIT_KV)", abs, err)
+		name := filepath.Base(def)
+		t.Fatalf("the %s binary %s: %v (build it with `cargo build -p %s --bin %s`, or set %s)", name, abs, err, pkg, name, env)
 	}
-	crash := os.Getenv("MMAPKIT_CRASHFS")
-	if crash == "" {
-		crash = "../../target/debug/crashfs-mount"
+	return abs
+}
+
+func loadConfig(t *testing.T) config {
+	t.Helper()
+	cfg := config{
+		bin:     binary(t, "MMAPKIT_KV", "../../target/debug/mmapkit-kv", "mmapkit-raft"),
+		crash:   binary(t, "MMAPKIT_CRASHFS", "../../target/debug/crashfs-mount", "mmapkit-crashfs"),
+		seed:    time.Now().UnixNano() % 1_000_000_000,
+		seconds: 70,
 	}
-	crashAbs, err := filepath.Abs(crash)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(crashAbs); err != nil {
-		t.Fatalf("the crashfs-mount binary %s: %v (build it with `cargo build -p mmapkit-crashfs --bin crashfs-mount`, or set MMAPKIT_CRASHFS)", crashAbs, err)
-	}
-	cfg := config{bin: abs, crash: crashAbs, seed: time.Now().UnixNano() % 1_000_000_000, seconds: 70}
+	var err error
 	if s := os.Getenv("MMAPKIT_JEPSEN_SEED"); s != "" {
 		if cfg.seed, err = strconv.ParseInt(s, 10, 64); err != nil {
 			t.Fatalf("MMAPKIT_JEPSEN_SEED=%q: %v", s, err)
