@@ -28,6 +28,7 @@
 #![cfg_attr(test, allow(clippy::disallowed_methods, reason = "test fixtures are written directly"))]
 
 mod batch;
+mod chunk;
 pub mod cluster;
 pub mod kv;
 pub mod log_store;

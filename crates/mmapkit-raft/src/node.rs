@@ -14,7 +14,7 @@
 //!
 //! | route | what |
 //! | --- | --- |
-//! | `POST /raft/append`, `/raft/vote`, `/raft/snapshot` | openraft's RPCs (bodies up to the largest entry plus 2 MiB, snapshots in chunks of [`SNAPSHOT_CHUNK`]); each carries the sender's identity headers and gets `409` when meant for another incarnation, node or cluster, or sent by a node this one's membership does not know (see [`crate::member`]) |
+//! | `POST /raft/append`, `/raft/vote`, `/raft/snapshot` | openraft's RPCs (bodies up to the largest entry plus 2 MiB, snapshots in raw chunks of [`SNAPSHOT_CHUNK`] behind a JSON header); each carries the sender's identity headers and gets `409` when meant for another incarnation, node or cluster, or sent by a node this one's membership does not know (see [`crate::member`]) |
 //! | `/cluster/...` | identity, init and membership changes: see [`crate::cluster`] |
 //! | `POST /kv/write` | a [`Request`] as JSON; see below |
 //! | `GET /kv/get?key=K` | linearizable read: `{"key": K, "value": V or null}`; see below |
@@ -90,7 +90,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
@@ -123,9 +123,8 @@ pub const DEFAULT_MAX_VALUE_BYTES: usize = 4 << 20;
 pub const COMMAND_OVERHEAD: usize = 64 << 10;
 
 /// Snapshot bytes per `/raft/snapshot` call (openraft's
-/// `snapshot_max_chunk_size`). JSON carries bytes as numbers, up to 4
-/// characters each.
-pub const SNAPSHOT_CHUNK: usize = 512 << 10;
+/// `snapshot_max_chunk_size`), sent raw (see the private `chunk` module).
+pub const SNAPSHOT_CHUNK: usize = 2 << 20;
 
 /// How long a snapshot chunk may take to be received.
 const SNAPSHOT_CHUNK_TTL: Duration = Duration::from_secs(2);
@@ -433,8 +432,10 @@ impl Node {
             identity,
         };
         // A page of entries may end with one entry of any allowed size;
-        // a snapshot chunk is at most 4 characters per byte.
-        let raft_limit = (max_command + (2 << 20)).max(4 * SNAPSHOT_CHUNK + (1 << 20));
+        // a snapshot chunk is its bytes and a header (JSON, from a node
+        // before the binary chunks: up to 4 characters a byte of a chunk
+        // of 512 KiB, their size then).
+        let raft_limit = (max_command + (2 << 20)).max(SNAPSHOT_CHUNK + (2 << 20));
         let raft_routes = Router::new()
             .route("/raft/append", post(append))
             .route("/raft/vote", post(vote))
@@ -579,11 +580,20 @@ async fn vote(
     Json(app.raft.vote(req).await).into_response()
 }
 
-async fn snapshot(
-    State(app): State<App>,
-    headers: HeaderMap,
-    Json(req): Json<InstallSnapshotRequest<KvConfig>>,
-) -> HttpResponse {
+async fn snapshot(State(app): State<App>, headers: HeaderMap, body: Bytes) -> HttpResponse {
+    let binary = headers.get(header::CONTENT_TYPE).is_some_and(|v| v == crate::chunk::CONTENT_TYPE);
+    let req: InstallSnapshotRequest<KvConfig> = if binary {
+        match crate::chunk::decode(&body) {
+            Ok(r) => r,
+            Err(why) => return text(StatusCode::BAD_REQUEST, why),
+        }
+    } else {
+        // A node from before the binary chunks sends JSON.
+        match serde_json::from_slice(&body) {
+            Ok(r) => r,
+            Err(e) => return text(StatusCode::BAD_REQUEST, format!("a snapshot chunk: {e}")),
+        }
+    };
     let carried = std::iter::once(req.meta.last_membership.membership());
     if let Err(why) = app.identity.admit(&headers, |f| knows(&app, f, carried)) {
         return refused(why);
@@ -1060,6 +1070,7 @@ impl HttpPeer {
     async fn call<Resp, E>(
         &self,
         route: &str,
+        content_type: &'static str,
         body: Vec<u8>,
         option: &RPCOption,
     ) -> RpcResult<Resp, E>
@@ -1073,7 +1084,7 @@ impl HttpPeer {
             .identity
             .rpc_headers(self.target, &self.member)
             .apply(post)
-            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::CONTENT_TYPE, content_type)
             .body(body)
             .timeout(option.hard_ttl())
             .send()
@@ -1102,6 +1113,9 @@ impl HttpPeer {
         res.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
     }
 }
+
+/// The content type of the JSON RPCs.
+const JSON: &str = "application/json";
 
 fn encode<T: Serialize>(req: &T) -> Result<Vec<u8>, NetworkError> {
     serde_json::to_vec(req).map_err(|e| NetworkError::new(&e))
@@ -1132,7 +1146,7 @@ impl RaftNetwork<KvConfig> for HttpPeer {
         }
         let body = encode(&rpc).map_err(RPCError::Network)?;
         self.in_flight = true;
-        let r = self.call("raft/append", body, &option).await;
+        let r = self.call("raft/append", JSON, body, &option).await;
         self.in_flight = false;
         if r.is_ok() {
             self.budget = (self.budget * 2).min(APPEND_BUDGET);
@@ -1154,8 +1168,10 @@ impl RaftNetwork<KvConfig> for HttpPeer {
         } else {
             SNAPSHOT_CHUNK_TTL
         };
-        let body = encode(&rpc).map_err(RPCError::Network)?;
-        self.call("raft/snapshot", body, &RPCOption::new(ttl.min(option.hard_ttl()))).await
+        let body =
+            crate::chunk::encode(rpc).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+        let option = RPCOption::new(ttl.min(option.hard_ttl()));
+        self.call("raft/snapshot", crate::chunk::CONTENT_TYPE, body, &option).await
     }
 
     async fn vote(
@@ -1164,7 +1180,7 @@ impl RaftNetwork<KvConfig> for HttpPeer {
         option: RPCOption,
     ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, Member, RaftError<NodeId>>> {
         let body = encode(&rpc).map_err(RPCError::Network)?;
-        self.call("raft/vote", body, &option).await
+        self.call("raft/vote", JSON, body, &option).await
     }
 }
 
