@@ -1,20 +1,26 @@
 //! A replicated key-value state machine: openraft's `RaftStateMachine`
-//! over an on-disk B-tree (redb), snapshotted to a binary file streamed
-//! from a consistent read transaction.
+//! over an on-disk B-tree (redb); a snapshot is a consistent read
+//! transaction, written as a binary file only when a follower needs it.
 //!
 //! ```text
 //! DIR/state.redb   tables `data` (key -> mod_revision, value) and `meta`
 //!                  (last applied log id, last membership), one write
 //!                  transaction per `apply` call
-//! DIR/snapshot     the last snapshot (see the private `snapshot` module),
-//!                  replaced atomically and durably
+//! DIR/snapshot     the last snapshot installed from a leader (see the
+//!                  private `snapshot` module): the commit point of an
+//!                  install, put in place atomically and durably
 //! ```
 //!
 //! Memory does not grow with the data: redb's page cache (reads and the
 //! write buffer together) is [`CACHE_BYTES`], reads go through read
-//! transactions, and snapshots are built, sent, received and installed as
-//! files, record by record. Only the watch window of recent changes
-//! (`crate::watch`) is held in memory.
+//! transactions, and snapshots are sent, received and installed as
+//! files, record by record. Building one copies nothing: it makes the
+//! tables durable and keeps a read transaction (see
+//! [`crate::snapshot_file`]), so a large state is not rewritten every
+//! few thousand entries, its writes queued ahead of the log's syncs.
+//! The tables' own writes go to disk a little at a time (writeback
+//! started every tick) for the same reason. Only the watch window of
+//! recent changes (`crate::watch`) is held in memory.
 //!
 //! # Durability
 //!
@@ -45,7 +51,6 @@ use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom};
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -59,6 +64,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::member::Member;
 use crate::snapshot::{self, Meta};
+use crate::snapshot_file::{self, SnapshotFile};
 use crate::watch::{Compacted, Event, History, HISTORY_MAX, HISTORY_MAX_BYTES};
 use crate::{Error, Result};
 
@@ -240,7 +246,7 @@ openraft::declare_raft_types!(
         D = Request,
         R = Response,
         Node = Member,
-        SnapshotData = tokio::fs::File,
+        SnapshotData = SnapshotFile,
 );
 
 /// A node id.
@@ -291,12 +297,10 @@ struct Shared {
     db_path: PathBuf,
     db: redb::Database,
     state: Mutex<State>,
-    /// The meta of `DIR/snapshot`; held while that file is replaced or
-    /// opened, so the two always match.
+    /// The meta of `DIR/snapshot`; held while that file is replaced.
     snapshot: Mutex<Option<Meta>>,
     /// The file a snapshot is being received into.
     receiving: Mutex<Option<TempFile>>,
-    snapshots_built: AtomicU64,
     /// The database file again, to flush its pages outside redb's lock.
     db_file: File,
     /// Why the background durable commit failed, if it did (every apply
@@ -410,7 +414,6 @@ impl KvStateMachine {
                 }),
                 snapshot: Mutex::new(None),
                 receiving: Mutex::new(None),
-                snapshots_built: AtomicU64::new(0),
                 db_file: mmapkit::fs::open_in_place(&db_path2, mmapkit::fs::InPlace::Read)?,
                 failed: Mutex::new(None),
                 applied: tx,
@@ -477,9 +480,9 @@ impl KvStateMachine {
             let map = mmapkit::map::Map::open(path, mmapkit::map::Mode::Read)?;
             map.read_with(|b| decode(path, "JSON snapshot", b))??
         };
-        let mut tmp = TempFile::beside(path)?;
+        let tmp = TempFile::beside(path)?;
         {
-            let w = BufWriter::with_capacity(1 << 20, tmp.file_mut());
+            let w = BufWriter::with_capacity(1 << 20, snapshot::Paced::new(tmp.file()));
             let mut w = snapshot::Writer::new(w, &old.meta, path)?;
             for (k, v) in &old.data {
                 w.push(k, v, old.revisions.get(k).copied().unwrap_or(0))?;
@@ -712,55 +715,28 @@ impl KvStateMachine {
         Ok(out)
     }
 
-    /// Builds a snapshot file from one read transaction (no lock held, the
-    /// writer never waits for it but for one durable commit); its meta and
-    /// the file, open at its start.
-    fn build_blocking(&self) -> Result<(Meta, File)> {
+    /// A consistent cut of the tables (one read transaction, no lock
+    /// held): its meta and the writer of its snapshot file (before any
+    /// apply, the empty state). `durable`: every commit so far is made
+    /// durable first (a built snapshot lets openraft purge the log up to
+    /// it: a crash must not bring the tables back to before the cut, the
+    /// entries that would re-apply gone).
+    fn cut(&self, durable: bool) -> Result<(Meta, snapshot_file::Writer)> {
         let p = &self.inner.db_path;
         let rtx = self.inner.db.begin_read().db(p)?;
         let (last_log_id, last_membership) = self.meta_of(&rtx)?;
-        // Once openraft holds this snapshot it may purge the log up to it:
-        // a crash must not bring the tables back to before the cut (the
-        // entries that would re-apply are gone). One durable commit now
-        // makes every commit so far durable, the cut included.
-        self.commit_durably()?;
-        let n = self.inner.snapshots_built.fetch_add(1, Ordering::Relaxed) + 1;
+        if durable {
+            self.commit_durably()?;
+        }
+        // The same cut, the same id: a state machine's state at an index
+        // is one state (a transfer cut off resumes with the same id).
         let snapshot_id = match &last_log_id {
-            Some(l) => format!("{}-{}-{n}", l.leader_id, l.index),
-            None => format!("--{n}"),
+            Some(l) => format!("{}-{}", l.leader_id, l.index),
+            None => "--".into(),
         };
         let meta = Meta { last_log_id, last_membership, snapshot_id };
-        let path = self.snapshot_path();
-        let mut tmp = TempFile::beside(&path)?;
-        {
-            let w = BufWriter::with_capacity(1 << 20, tmp.file_mut());
-            let mut w = snapshot::Writer::new(w, &meta, &path)?;
-            let t = rtx.open_table(DATA).db(p)?;
-            for item in t.iter().db(p)? {
-                let (k, v) = item.db(p)?;
-                let (rev, value) = v.value();
-                w.push(k.value(), value, rev)?;
-            }
-            w.finish()?;
-        }
-        drop(rtx);
-        let p = &path;
-        let io = |what: &'static str| move |e: std::io::Error| Error::Io(p.clone(), what, e);
-        tmp.file().sync_all().map_err(io("fsync"))?;
-        let mut file = tmp.file().try_clone().map_err(io("dup"))?;
-        file.seek(SeekFrom::Start(0)).map_err(io("seek"))?;
-        let mut cur = self.inner.snapshot.lock().unwrap_or_else(|e| e.into_inner());
-        // An install may have put a newer snapshot in place meanwhile: this
-        // one is then only handed to openraft (which keeps the newer one),
-        // its file removed with the temp name and read through `file`.
-        if cur.as_ref().is_some_and(|c| c.last_log_id > meta.last_log_id) {
-            return Ok((meta, file));
-        }
-        tmp.rename_to(&path, false)?;
-        *cur = Some(meta.clone());
-        drop(cur);
-        mmapkit::fs::sync_dir(&self.inner.dir)?;
-        Ok((meta, file))
+        let write = cut_writer(rtx, meta.clone(), &self.inner);
+        Ok((meta, write))
     }
 
     /// Installs the snapshot in `data` (its meta `meta`): the file is
@@ -828,12 +804,18 @@ fn durable_loop(weak: std::sync::Weak<Shared>) {
         if weak.strong_count() == 0 {
             return;
         }
+        // Held only for a tick: never the last owner but by a hair.
+        let Some(inner) = weak.upgrade() else { return };
         if since.elapsed() < DURABLE_EVERY {
+            // The tables' dirty pages go to disk a tick's worth at a time:
+            // left to pile up, the durable commit's flush puts seconds of
+            // writes in the disk's queue at once, ahead of the log's
+            // per-append sync (writes stalled for up to a second with 1 GB
+            // of 64 KiB values).
+            mmapkit::fs::start_writeback(&inner.db_file, 0, 0);
             continue;
         }
         since = Instant::now();
-        // Held only for the commit: never the last owner but by a hair.
-        let Some(inner) = weak.upgrade() else { return };
         let sm = KvStateMachine { inner };
         if let Err(e) = sm.commit_durably() {
             *sm.inner.failed.lock().unwrap_or_else(|e| e.into_inner()) = Some(e.to_string());
@@ -842,14 +824,48 @@ fn durable_loop(weak: std::sync::Weak<Shared>) {
     }
 }
 
+/// Writes the snapshot file of the cut `rtx` of the tables in `db_path`
+/// (its meta `meta`) into an unnamed file in `dir`, open at its start:
+/// only sent, never the commit point of anything, so not synced. Holds no
+/// state machine: a transfer in flight never keeps a stopped node's
+/// tables open (only the read transaction, until it ends).
+fn write_cut(rtx: redb::ReadTransaction, meta: &Meta, dir: &Path, db_path: &Path) -> Result<File> {
+    let p = &db_path.to_owned();
+    let path = dir.join("snapshot.send");
+    let tmp = TempFile::beside(&path)?;
+    {
+        let w = BufWriter::with_capacity(1 << 20, snapshot::Paced::new(tmp.file()));
+        let mut w = snapshot::Writer::new(w, meta, &path)?;
+        let t = rtx.open_table(DATA).db(p)?;
+        for item in t.iter().db(p)? {
+            let (k, v) = item.db(p)?;
+            let (rev, value) = v.value();
+            w.push(k.value(), value, rev)?;
+        }
+        w.finish()?;
+    }
+    drop(rtx);
+    let p = &path;
+    let io = |what: &'static str| move |e: std::io::Error| Error::Io(p.clone(), what, e);
+    let mut file = tmp.file().try_clone().map_err(io("dup"))?;
+    file.seek(SeekFrom::Start(0)).map_err(io("seek"))?;
+    // The name goes with `tmp`; the descriptor keeps the data.
+    Ok(file)
+}
+
+/// The writer of the snapshot file of the cut `rtx` (see [`write_cut`]).
+fn cut_writer(rtx: redb::ReadTransaction, meta: Meta, inner: &Shared) -> snapshot_file::Writer {
+    let (dir, db_path) = (inner.dir.clone(), inner.db_path.clone());
+    Box::new(move || write_cut(rtx, &meta, &dir, &db_path).map_err(std::io::Error::other))
+}
+
 impl RaftSnapshotBuilder<KvConfig> for KvStateMachine {
     async fn build_snapshot(
         &mut self,
     ) -> std::result::Result<Snapshot<KvConfig>, StorageError<NodeId>> {
         let sm = self.clone();
-        let (meta, file) =
-            crate::off_worker(move || sm.build_blocking()).await.map_err(snap_err)?;
-        Ok(Snapshot { meta, snapshot: Box::new(tokio::fs::File::from_std(file)) })
+        let (meta, write) = crate::off_worker(move || sm.cut(true)).await.map_err(snap_err)?;
+        Ok(Snapshot { meta, snapshot: Box::new(SnapshotFile::pending(write)) })
     }
 }
 
@@ -880,7 +896,7 @@ impl RaftStateMachine<KvConfig> for KvStateMachine {
 
     async fn begin_receiving_snapshot(
         &mut self,
-    ) -> std::result::Result<Box<tokio::fs::File>, StorageError<NodeId>> {
+    ) -> std::result::Result<Box<SnapshotFile>, StorageError<NodeId>> {
         let path = self.snapshot_path();
         let tmp = TempFile::beside(&path).map_err(|e| sm_err(e.into()))?;
         let file = tmp
@@ -889,34 +905,32 @@ impl RaftStateMachine<KvConfig> for KvStateMachine {
             .map_err(|e| sm_err(Error::Io(tmp.path().to_owned(), "dup", e)))?;
         // An unfinished earlier one is dropped (and its temp file removed).
         *self.inner.receiving.lock().unwrap_or_else(|e| e.into_inner()) = Some(tmp);
-        Ok(Box::new(tokio::fs::File::from_std(file)))
+        Ok(Box::new(SnapshotFile::ready(file)))
     }
 
     async fn install_snapshot(
         &mut self,
         meta: &SnapshotMeta<NodeId, Member>,
-        snapshot: Box<tokio::fs::File>,
+        snapshot: Box<SnapshotFile>,
     ) -> std::result::Result<(), StorageError<NodeId>> {
-        let data = snapshot.into_std().await;
+        let path = self.snapshot_path();
+        let data = snapshot
+            .into_std()
+            .await
+            .map_err(|e| sm_err(Error::Io(path, "write the snapshot to install", e)))?;
         let (sm, meta) = (self.clone(), meta.clone());
         crate::off_worker(move || sm.install_blocking(&meta, data)).await.map_err(sm_err)
     }
 
+    /// A cut of the tables as they are now (a state of every applied
+    /// entry is a snapshot of a committed prefix): its file is written
+    /// only if the data is read, by a follower's transfer.
     async fn get_current_snapshot(
         &mut self,
     ) -> std::result::Result<Option<Snapshot<KvConfig>>, StorageError<NodeId>> {
         let sm = self.clone();
-        let found = crate::off_worker(move || {
-            let cur = sm.inner.snapshot.lock().unwrap_or_else(|e| e.into_inner());
-            let Some(meta) = cur.clone() else { return Ok(None) };
-            // Opened under the lock: the file `meta` describes.
-            let file = mmapkit::fs::open_in_place(&sm.snapshot_path(), mmapkit::fs::InPlace::Read)?;
-            Ok(Some((meta, file)))
-        })
-        .await
-        .map_err(snap_err)?;
-        let Some((meta, file)) = found else { return Ok(None) };
-        Ok(Some(Snapshot { meta, snapshot: Box::new(tokio::fs::File::from_std(file)) }))
+        let (meta, write) = crate::off_worker(move || sm.cut(false)).await.map_err(snap_err)?;
+        Ok(Some(Snapshot { meta, snapshot: Box::new(SnapshotFile::pending(write)) }))
     }
 }
 
@@ -1035,8 +1049,10 @@ mod tests {
         assert_eq!(state.0.unwrap().index, 4);
         assert_eq!(contents(&sm), [("a".to_string(), "x".to_string(), 3)]);
         assert_eq!(sm.get_with_revision("a").unwrap(), Some(("x".into(), 3)));
+        // The current snapshot is a cut of the tables as they are now.
         let cur = rt.block_on(sm.get_current_snapshot()).unwrap().unwrap();
-        assert_eq!(cur.meta, snap);
+        assert_eq!((cur.meta.last_log_id, cur.meta.last_membership), state);
+        assert_eq!(snap.last_log_id.unwrap().index, 2);
     }
 
     /// A crash (the directory as the disk holds it, copied while the state
@@ -1054,9 +1070,9 @@ mod tests {
         rt.block_on(async { sm.clone().build_snapshot().await }).unwrap();
         let first = rt.block_on(sm.apply([cas(2, "a", "1", "2")])).unwrap();
         assert!(first[0].ok);
-        for f in ["state.redb", "snapshot"] {
-            std::fs::copy(dir.path().join(f), crashed.path().join(f)).unwrap();
-        }
+        std::fs::copy(dir.path().join(DB_FILE), crashed.path().join(DB_FILE)).unwrap();
+        // A built snapshot is a cut of the tables, no file of its own.
+        assert!(!dir.path().join("snapshot").exists());
         let mut after = KvStateMachine::open(crashed.path()).unwrap();
         let (applied, _) = rt.block_on(after.applied_state()).unwrap();
         // Applies are not durable: the crash kept index 1 (a = 1).
@@ -1132,7 +1148,9 @@ mod tests {
         let mut l = leader.clone();
         rt.block_on(l.apply([set(1, "a", "1"), set(2, "b", "2")])).unwrap();
         let snap = rt.block_on(async { l.build_snapshot().await }).unwrap();
-        std::fs::copy(d1.path().join("snapshot"), d2.path().join("snapshot")).unwrap();
+        let file = rt.block_on(snap.snapshot.into_std()).unwrap();
+        let mut put = std::fs::File::create(d2.path().join("snapshot")).unwrap();
+        std::io::copy(&mut &file, &mut put).unwrap();
         let mut sm = KvStateMachine::open(d2.path()).unwrap();
         assert_eq!(contents(&sm), contents(&leader));
         assert_eq!(rt.block_on(sm.applied_state()).unwrap().0, snap.meta.last_log_id);
@@ -1153,7 +1171,7 @@ mod tests {
         let head = std::fs::read(dir.path().join("snapshot")).unwrap();
         assert!(head.starts_with(crate::snapshot::MAGIC));
         let cur = rt.block_on(sm.get_current_snapshot()).unwrap().unwrap();
-        assert_eq!(cur.meta.snapshot_id, "1-1-7-1");
+        assert_eq!(cur.meta.last_log_id.unwrap().index, 7);
         drop(sm);
         let sm = KvStateMachine::open(dir.path()).unwrap();
         assert_eq!(contents(&sm), want);

@@ -40,6 +40,7 @@ pub mod query;
 #[cfg(feature = "rocksdb")]
 pub mod rocks;
 mod snapshot;
+pub mod snapshot_file;
 pub mod watch;
 
 pub use log_store::{LogStore, StoreOptions};

@@ -15,6 +15,7 @@
 //! or damaged file (or a snapshot transfer that lost a chunk) is an error,
 //! never a smaller state.
 
+use std::fs::File;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
@@ -41,6 +42,42 @@ const MAX_FIELD: u64 = 1 << 30;
 
 /// The meta type of a snapshot.
 pub(crate) type Meta = SnapshotMeta<NodeId, Member>;
+
+/// Bytes written to a snapshot file between two starts of its writeback.
+const WRITEBACK_EVERY: u64 = 8 << 20;
+
+/// A file written front to back whose pages start going to disk every
+/// [`WRITEBACK_EVERY`] bytes, so its final `fsync` has little left to
+/// write: a whole snapshot (gigabytes) reaching the disk's queue at once
+/// would stall the log's per-append syncs behind it.
+pub(crate) struct Paced<'a> {
+    file: &'a File,
+    written: u64,
+    started: u64,
+}
+
+impl<'a> Paced<'a> {
+    /// Writes `file` from its current offset, counted from 0.
+    pub(crate) fn new(file: &'a File) -> Paced<'a> {
+        Paced { file, written: 0, started: 0 }
+    }
+}
+
+impl Write for Paced<'_> {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        let n = (&mut &*self.file).write(b)?;
+        self.written += n as u64;
+        if self.written - self.started >= WRITEBACK_EVERY {
+            mmapkit::fs::start_writeback(self.file, self.started, self.written - self.started);
+            self.started = self.written;
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
 
 /// Writes a snapshot: the header at [`Writer::new`], then each pair in key
 /// order, then the end record at [`Writer::finish`].

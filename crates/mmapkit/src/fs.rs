@@ -359,6 +359,15 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
     File::open(dir).and_then(|d| d.sync_all()).map_err(|e| Error::io(dir, "fsync (directory)", e))
 }
 
+/// Starts writing `file`'s dirty pages in `[offset, offset + len)` to
+/// disk without waiting for them (`len` 0: to the end of the file). A
+/// hint that keeps a large write from reaching the disk all at once at
+/// its `fsync` (where it would queue ahead of other files' syncs); a
+/// failure shows in that sync.
+pub fn start_writeback(file: &File, offset: u64, len: u64) {
+    let _ = crate::map::start_writeback(file, offset, len);
+}
+
 // ----- files changed in place, renames and removals -------------------
 
 /// How [`open_in_place`] opens a file that is used where it is (mapped,
