@@ -587,17 +587,21 @@ async fn restore(conn: Conn, file: &std::path::Path, patience: Duration) -> Resu
     Ok(0)
 }
 
-/// The backup in `file` if it is in the older whole-JSON format (read
-/// whole, through a mapping); `None` for the line format.
+/// The backup in `file` if it is in the older whole-JSON format (which
+/// always starts `{"kvs":`; read whole, through a mapping); `None` for
+/// anything else, read as the line format.
 fn read_legacy(
     file: &std::path::Path,
 ) -> Result<Option<mmapkit_raft::query::RangeAnswer>, BoxError> {
-    let map = mmapkit::map::Map::open(file, mmapkit::map::Mode::Read)?;
-    let magic = mmapkit_raft::backup::MAGIC;
-    let head = map.read_with(|b| b.get(..magic.len()) == Some(magic))?;
-    if head {
+    const LEGACY: &[u8] = br#"{"kvs":"#;
+    let f = mmapkit::fs::open_in_place(file, mmapkit::fs::InPlace::Read)?;
+    let mut head = Vec::with_capacity(LEGACY.len());
+    std::io::Read::read_to_end(&mut std::io::Read::take(f, LEGACY.len() as u64), &mut head)
+        .map_err(|e| format!("{}: {e}", file.display()))?;
+    if head != LEGACY {
         return Ok(None);
     }
+    let map = mmapkit::map::Map::open(file, mmapkit::map::Mode::Read)?;
     let b = map
         .read_with(|bytes| serde_json::from_slice(bytes))?
         .map_err(|e| format!("{}: not a backup: {e}", file.display()))?;
