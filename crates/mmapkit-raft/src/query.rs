@@ -13,7 +13,7 @@
 //! `{"DeleteRange":{"start":A,"end":B}}` (`end` `null`: no end). Unknown
 //! parameters are a `400`.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -181,49 +181,112 @@ async fn backup(
         Ok(c) => c,
         Err(e) => return storage_failed(e),
     };
-    backup_body(cut, app.backups.clone())
+    backup_body(cut, app.backups.clone(), backup::STALL)
 }
+
+/// One chunk of a backup's body, or the error that breaks it.
+type Chunk = Result<Bytes, std::io::Error>;
 
 /// Streams `cut` as the backup format: a blocking thread writes chunks of
 /// [`backup::CHUNK`] bytes into a channel of [`backup::CHUNKS`], which the
 /// connection drains; the thread waits while the channel is full, and
-/// stops (dropping the read transaction) once the connection is gone or
-/// has taken nothing for [`backup::STALL`]; `stats` counts its chunks and
-/// whether it runs.
-fn backup_body(cut: BackupCut, stats: Arc<backup::BackupStats>) -> HttpResponse {
-    type Chunk = Result<Bytes, std::io::Error>;
+/// stops (dropping the read transaction) once the connection is gone, or
+/// has taken nothing for `stall` ([`backup::STALL`]; a watchdog task then drops the
+/// channel's receiving end: no timer runs on the blocking thread, which a
+/// runtime shutting down could not serve); `stats` counts its chunks and
+/// whether it runs. A body that ends before the end line ends in an error,
+/// never cleanly.
+fn backup_body(cut: BackupCut, stats: Arc<backup::BackupStats>, stall: Duration) -> HttpResponse {
+    use std::sync::atomic::AtomicBool;
     let (tx, rx) = tokio::sync::mpsc::channel::<Chunk>(backup::CHUNKS);
-    let rt = tokio::runtime::Handle::current();
+    // The end line was handed over; the producer is gone; chunks taken.
+    let finished = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicBool::new(false));
+    let taken = Arc::new(AtomicU64::new(0));
     stats.running.fetch_add(1, Ordering::SeqCst);
+    let (fin, gone) = (finished.clone(), done.clone());
     tokio::task::spawn_blocking(move || {
-        struct Running(Arc<backup::BackupStats>);
+        struct Running(Arc<backup::BackupStats>, Arc<AtomicBool>);
         impl Drop for Running {
             fn drop(&mut self) {
+                self.1.store(true, Ordering::SeqCst);
                 self.0.running.fetch_sub(1, Ordering::SeqCst);
             }
         }
-        let running = Running(stats);
-        let send = |item: Chunk| {
-            rt.block_on(tokio::time::timeout(backup::STALL, tx.send(item))).is_ok_and(|r| r.is_ok())
-        };
+        let running = Running(stats, gone);
         let wrote = cut.write(backup::CHUNK, |b| {
             running.0.chunks.fetch_add(1, Ordering::SeqCst);
-            send(Ok(Bytes::from(b)))
+            tx.blocking_send(Ok(Bytes::from(b))).is_ok()
         });
-        if let Err(e) = wrote {
-            // Breaks the body: the reader sees an error, not an end.
-            send(Err(std::io::Error::other(format!("state machine read failed: {e}"))));
+        match wrote {
+            Ok(Some(_)) => fin.store(true, Ordering::SeqCst),
+            Ok(None) => {}
+            Err(e) => {
+                let why = format!("state machine read failed: {e}");
+                let _ = tx.blocking_send(Err(std::io::Error::other(why)));
+            }
         }
-        // The read transaction is gone before the backup counts as ended.
+        // The read transaction (consumed by `write`) is gone before the
+        // backup counts as ended.
         drop(running);
     });
-    let chunks = futures_util::stream::unfold(rx, |mut rx| async move {
-        let item = rx.recv().await?;
-        Some((item, rx))
+    let slot = Arc::new(tokio::sync::Mutex::new(Some(rx)));
+    // Weak: a body dropped (the connection gone) drops the receiver at once.
+    tokio::spawn(watchdog(Arc::downgrade(&slot), taken.clone(), done, stall));
+    let chunks = futures_util::stream::unfold(Some(slot), move |slot| {
+        let (finished, taken) = (finished.clone(), taken.clone());
+        async move {
+            let slot = slot?;
+            let mut rx = slot.lock().await;
+            let got = match rx.as_mut() {
+                Some(rx) => rx.recv().await,
+                None => {
+                    let why = format!("the reader took nothing for {stall:?}");
+                    Some(Err(std::io::Error::other(why)))
+                }
+            };
+            drop(rx);
+            match got {
+                Some(Ok(b)) => {
+                    taken.fetch_add(1, Ordering::SeqCst);
+                    Some((Ok(b), Some(slot)))
+                }
+                Some(Err(e)) => Some((Err(e), None)),
+                None if finished.load(Ordering::SeqCst) => None,
+                None => Some((Err(std::io::Error::other("the backup ended early")), None)),
+            }
+        }
     });
     let mut r = Body::from_stream(chunks).into_response();
     r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/x-ndjson"));
     r
+}
+
+/// Drops a backup's channel (which stops its producer) once its reader
+/// took no chunk for a whole `stall` while not waiting on the producer;
+/// ends with the producer.
+async fn watchdog(
+    slot: std::sync::Weak<tokio::sync::Mutex<Option<tokio::sync::mpsc::Receiver<Chunk>>>>,
+    taken: Arc<AtomicU64>,
+    done: Arc<std::sync::atomic::AtomicBool>,
+    stall: Duration,
+) {
+    let mut seen = taken.load(Ordering::SeqCst);
+    loop {
+        tokio::time::sleep(stall).await;
+        let Some(slot) = slot.upgrade().filter(|_| !done.load(Ordering::SeqCst)) else {
+            return;
+        };
+        let now = taken.load(Ordering::SeqCst);
+        // Locked: the reader waits on the producer (slow, not stalled).
+        if now == seen {
+            if let Ok(mut rx) = slot.try_lock() {
+                rx.take();
+                return;
+            }
+        }
+        seen = now;
+    }
 }
 
 async fn watch(State(app): State<App>, Query(q): Query<WatchQuery>) -> HttpResponse {
@@ -422,7 +485,8 @@ mod tests {
         rt.block_on(async {
             let stats = Arc::new(backup::BackupStats::default());
             let made = || stats.chunks.load(Ordering::SeqCst);
-            let body = backup_body(sm.backup_cut().unwrap(), stats.clone()).into_body();
+            let body =
+                backup_body(sm.backup_cut().unwrap(), stats.clone(), backup::STALL).into_body();
             let mut body = body.into_data_stream();
             // Unread, the producer fills the channel and one chunk in hand.
             wait_until("the channel is full", || made() == backup::CHUNKS as u64 + 1).await;
@@ -453,12 +517,30 @@ mod tests {
 
             // A reader that goes away after one chunk.
             let before = made();
-            let body = backup_body(sm.backup_cut().unwrap(), stats.clone()).into_body();
+            let body =
+                backup_body(sm.backup_cut().unwrap(), stats.clone(), backup::STALL).into_body();
             let mut body = body.into_data_stream();
             body.next().await.unwrap().unwrap();
             drop(body);
             wait_until("the producer stopped", || stats.running.load(Ordering::SeqCst) == 0).await;
             assert!(made() - before <= backup::CHUNKS as u64 + 2, "{} chunks", made() - before);
+
+            // A reader that stays connected but takes nothing: after the
+            // stall the producer stops, and the body breaks (no clean end).
+            let stall = Duration::from_millis(200);
+            let body = backup_body(sm.backup_cut().unwrap(), stats.clone(), stall).into_body();
+            let mut body = body.into_data_stream();
+            body.next().await.unwrap().unwrap();
+            wait_until("the stalled backup stopped", || stats.running.load(Ordering::SeqCst) == 0)
+                .await;
+            let mut broke = false;
+            while let Some(b) = body.next().await {
+                if b.is_err() {
+                    broke = true;
+                    break;
+                }
+            }
+            assert!(broke, "a stalled backup's body ended cleanly");
         });
     }
 

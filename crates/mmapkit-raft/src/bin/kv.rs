@@ -183,14 +183,18 @@ enum Cmd {
         count: Option<usize>,
     },
     /// Writes every key (one consistent, linearizable cut) to FILE as lines of JSON, durably.
-    #[command(after_help = "Example:\n  mmapkit-kv backup --nodes 127.0.0.1:7001 kv-backup.ndjson")]
+    #[command(
+        after_help = "Example:\n  mmapkit-kv backup --nodes 127.0.0.1:7001 kv-backup.ndjson"
+    )]
     Backup {
         #[command(flatten)]
         conn: Conn,
         file: PathBuf,
     },
     /// Writes every key of a backup into an empty cluster (revisions are the new cluster's).
-    #[command(after_help = "Example:\n  mmapkit-kv restore --nodes 127.0.0.1:7009 kv-backup.ndjson")]
+    #[command(
+        after_help = "Example:\n  mmapkit-kv restore --nodes 127.0.0.1:7009 kv-backup.ndjson"
+    )]
     Restore {
         #[command(flatten)]
         conn: Conn,
