@@ -181,7 +181,7 @@ tsan:
 # git-ignored). Needs nightly and cargo-fuzz (`cargo install cargo-fuzz
 # --locked`). `cargo test` replays fuzz/corpus on stable.
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS := log_recovery npy_header replicate raft_decode kv_snapshot fasta grep
+FUZZ_TARGETS := log_recovery npy_header replicate raft_decode kv_snapshot kv_backup fasta grep
 fuzz:
 	@command -v cargo-fuzz >/dev/null || cargo install --locked --quiet cargo-fuzz
 	cd fuzz && cargo +nightly fuzz build -O --debug-assertions

@@ -11,6 +11,7 @@
 
 mod fasta;
 mod grep;
+mod kv_backup;
 mod kv_snapshot;
 mod log;
 mod npy;
@@ -19,6 +20,7 @@ mod replicate;
 
 pub use fasta::fasta;
 pub use grep::grep;
+pub use kv_backup::kv_backup;
 pub use kv_snapshot::kv_snapshot;
 pub use log::log_recovery;
 pub use npy::npy_header;

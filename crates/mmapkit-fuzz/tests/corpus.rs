@@ -36,4 +36,4 @@ macro_rules! replay {
     )*};
 }
 
-replay!(log_recovery, npy_header, replicate, raft_decode, kv_snapshot, fasta, grep);
+replay!(log_recovery, npy_header, replicate, raft_decode, kv_snapshot, kv_backup, fasta, grep);

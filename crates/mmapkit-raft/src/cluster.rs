@@ -450,31 +450,65 @@ impl KvClient {
         body: Option<serde_json::Value>,
         patience: Duration,
     ) -> Result<String, ClientError> {
+        let timeout = CHANGE_TIMEOUT + Duration::from_secs(5);
+        let resp = self.admin_send(method, route, query, body, timeout, patience).await?;
+        Ok(resp.text().await.unwrap_or_default().trim().to_owned())
+    }
+
+    /// [`Self::admin`]'s answer with its body unread (a streamed one):
+    /// the head is awaited for the usual time, the body for as long as the
+    /// caller reads it.
+    pub(crate) async fn admin_response(
+        &self,
+        method: reqwest::Method,
+        route: &str,
+        query: &[(&str, String)],
+        patience: Duration,
+    ) -> Result<reqwest::Response, ClientError> {
+        // reqwest's timeout covers the body too: a long one is bounded by
+        // the caller's wait between chunks instead.
+        let timeout = Duration::from_secs(365 * 24 * 3600);
+        self.admin_send(method, route, query, None, timeout, patience).await
+    }
+
+    async fn admin_send(
+        &self,
+        method: reqwest::Method,
+        route: &str,
+        query: &[(&str, String)],
+        body: Option<serde_json::Value>,
+        timeout: Duration,
+        patience: Duration,
+    ) -> Result<reqwest::Response, ClientError> {
         let deadline = std::time::Instant::now() + patience;
         let mut last_err = String::new();
+        let head = CHANGE_TIMEOUT + Duration::from_secs(5);
         while std::time::Instant::now() < deadline {
             let k = self.current();
             let mut req = self
                 .request(method.clone(), format!("http://{}{route}", self.nodes[k]))
                 .query(query)
-                .timeout(CHANGE_TIMEOUT + Duration::from_secs(5));
+                .timeout(timeout);
             if let Some(b) = &body {
                 req = req.json(b);
             }
-            let resp = match req.send().await {
-                Ok(r) => r,
-                Err(e) if e.is_connect() => {
+            let resp = match tokio::time::timeout(head, req.send()).await {
+                Err(_) => return Err(ClientError::Unknown(format!("no answer within {head:?}"))),
+                Ok(Ok(r)) => r,
+                Ok(Err(e)) if e.is_connect() => {
                     last_err = e.to_string();
                     self.rotate(k);
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
-                Err(e) => return Err(ClientError::Unknown(e.to_string())),
+                Ok(Err(e)) => return Err(ClientError::Unknown(e.to_string())),
             };
             let status = resp.status();
+            if status.is_success() {
+                return Ok(resp);
+            }
             let text = resp.text().await.unwrap_or_default().trim().to_owned();
             match status {
-                s if s.is_success() => return Ok(text),
                 StatusCode::SERVICE_UNAVAILABLE => {
                     last_err = text;
                     self.rotate(k);

@@ -327,6 +327,54 @@ pub struct KeyValue {
     pub mod_revision: u64,
 }
 
+/// One read transaction of the state machine, to be written as a backup
+/// ([`crate::backup`]); dropping it ends the transaction.
+pub struct BackupCut {
+    rtx: redb::ReadTransaction,
+    revision: u64,
+    path: PathBuf,
+}
+
+impl BackupCut {
+    /// The revision of the cut.
+    pub fn revision(&self) -> u64 {
+        self.revision
+    }
+
+    /// Writes the backup (header, keys, end line) in chunks of about
+    /// `chunk` bytes (at least one line each), each handed to `send`; stops
+    /// when `send` refuses one (the reader is gone): `Ok(None)`. Holds one
+    /// chunk at a time, whatever the state's size; `Ok(Some(count))` once
+    /// the end line was sent.
+    pub fn write(self, chunk: usize, mut send: impl FnMut(Vec<u8>) -> bool) -> Result<Option<u64>> {
+        use crate::backup::{push_line, End, Header, FORMAT};
+        let p = &self.path;
+        let mut buf = Vec::with_capacity(chunk + 4096);
+        push_line(&mut buf, &Header { mmapkit_kv_backup: FORMAT, revision: self.revision });
+        let t = self.rtx.open_table(DATA).db(p)?;
+        let mut count = 0u64;
+        for item in t.iter().db(p)? {
+            let (k, v) = item.db(p)?;
+            let (mod_revision, value) = v.value();
+            #[derive(Serialize)]
+            struct Line<'a> {
+                key: &'a str,
+                value: &'a str,
+                mod_revision: u64,
+            }
+            push_line(&mut buf, &Line { key: k.value(), value, mod_revision });
+            count += 1;
+            if buf.len() >= chunk
+                && !send(std::mem::replace(&mut buf, Vec::with_capacity(chunk + 4096)))
+            {
+                return Ok(None);
+            }
+        }
+        push_line(&mut buf, &End { end: true, count });
+        Ok(send(buf).then_some(count))
+    }
+}
+
 fn sm_err(e: Error) -> StorageError<NodeId> {
     StorageError::IO { source: StorageIOError::write_state_machine(AnyError::new(&e)) }
 }
@@ -625,6 +673,16 @@ impl KvStateMachine {
             kvs.push(KeyValue { key: k.value().to_owned(), value: value.to_owned(), mod_revision });
         }
         Ok((kvs, None, revision))
+    }
+
+    /// A consistent cut of every key for a backup: one read transaction,
+    /// opened now (its revision fixed), written later by
+    /// [`BackupCut::write`].
+    pub fn backup_cut(&self) -> Result<BackupCut> {
+        let path = self.inner.db_path.clone();
+        let rtx = self.inner.db.begin_read().db(&path)?;
+        let revision = self.meta_of(&rtx)?.0.map_or(0, |l| l.index);
+        Ok(BackupCut { rtx, revision, path })
     }
 
     /// Changes of revision `from` or later whose key `matches` (see the

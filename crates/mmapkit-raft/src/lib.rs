@@ -27,6 +27,7 @@
 #![warn(missing_docs)]
 #![cfg_attr(test, allow(clippy::disallowed_methods, reason = "test fixtures are written directly"))]
 
+pub mod backup;
 mod batch;
 mod chunk;
 pub mod cluster;

@@ -295,6 +295,8 @@ pub(crate) struct App {
     pub(crate) identity: Arc<Identity>,
     /// The peer listener's address, when it has one.
     pub(crate) peer_addr: Option<String>,
+    /// The backups this node streams (the `backup` module).
+    pub(crate) backups: Arc<crate::backup::BackupStats>,
 }
 
 /// A running node.
@@ -430,6 +432,7 @@ impl Node {
             http,
             max_value_bytes: opts.max_value_bytes,
             identity,
+            backups: Arc::default(),
         };
         // A page of entries may end with one entry of any allowed size;
         // a snapshot chunk is its bytes and a header (JSON, from a node
@@ -851,13 +854,35 @@ pub(crate) async fn read_barrier(
     route: &str,
     query: &[(&str, String)],
 ) -> Option<HttpResponse> {
+    read_barrier_relaying(app, headers, route, query, Relay::Whole).await
+}
+
+/// How a follower relays the leader's answer to a read.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Relay {
+    /// Read whole within [`REQUEST_TIMEOUT`] (a lost body: `503`).
+    Whole,
+    /// Streamed chunk by chunk as it arrives, however long it takes, while
+    /// no more than [`crate::backup::STALL`] passes between chunks (then,
+    /// or when the leader's body breaks, the relayed body breaks too).
+    Stream,
+}
+
+/// [`read_barrier`], relaying a forwarded answer as `relay` says.
+pub(crate) async fn read_barrier_relaying(
+    app: &App,
+    headers: &HeaderMap,
+    route: &str,
+    query: &[(&str, String)],
+    relay: Relay,
+) -> Option<HttpResponse> {
     let forwarded = headers.contains_key(FORWARDED);
     let unavailable = |why: String| Some(text(StatusCode::SERVICE_UNAVAILABLE, why));
     let m = app.raft.metrics().borrow().clone();
     if m.current_leader != Some(app.id) {
         return match leader_of(&m) {
             Some((l, node)) if !forwarded => {
-                Some(forward_read(app, l, node.peer(), route, query).await)
+                Some(forward_read(app, l, node.peer(), route, query, relay).await)
             }
             Some((l, _)) => {
                 unavailable(format!("no quorum: node {} is not the leader (node {l} is)", app.id))
@@ -876,7 +901,7 @@ pub(crate) async fn read_barrier(
         Ok(Err(e)) => {
             match e.forward_to_leader().and_then(|f| Some((f.leader_id?, f.leader_node.clone()?))) {
                 Some((l, node)) if l != app.id && !forwarded => {
-                    Some(forward_read(app, l, node.peer(), route, query).await)
+                    Some(forward_read(app, l, node.peer(), route, query, relay).await)
                 }
                 _ => unavailable(format!("no quorum: {e}")),
             }
@@ -891,6 +916,7 @@ async fn forward_read(
     addr: &str,
     route: &str,
     query: &[(&str, String)],
+    relay_as: Relay,
 ) -> HttpResponse {
     let unavailable = |e: String| {
         text(
@@ -901,18 +927,48 @@ async fn forward_read(
             ),
         )
     };
-    let sent = app
-        .http
-        .get(format!("http://{addr}{route}"))
-        .query(query)
-        .header(FORWARDED, app.id.to_string())
-        .timeout(REQUEST_TIMEOUT + Duration::from_secs(2))
-        .send()
-        .await;
-    match sent {
-        Ok(resp) => relay(resp, unavailable).await,
-        Err(e) => unavailable(e.to_string()),
+    let req = app.http.get(format!("http://{addr}{route}")).query(query);
+    let req = req.header(FORWARDED, app.id.to_string());
+    let head = REQUEST_TIMEOUT + Duration::from_secs(2);
+    if relay_as == Relay::Whole {
+        return match req.timeout(head).send().await {
+            Ok(resp) => relay(resp, unavailable).await,
+            Err(e) => unavailable(e.to_string()),
+        };
     }
+    // The answer's head within the read's deadline; its body for as long as
+    // it keeps coming (reqwest's `timeout` would end a long one).
+    match tokio::time::timeout(head, req.send()).await {
+        Err(_) => unavailable(format!("no answer within {head:?}")),
+        Ok(Err(e)) => unavailable(e.to_string()),
+        Ok(Ok(resp)) if !resp.status().is_success() => relay(resp, unavailable).await,
+        Ok(Ok(resp)) => relay_stream(resp, crate::backup::STALL),
+    }
+}
+
+/// Relays `resp` (status, content type) with its body streamed: each chunk
+/// passed on as it arrives, so only the chunks in flight are held; a body
+/// that breaks, or stalls for `stall`, breaks the relayed one (never a
+/// clean end the reader could take for a complete answer).
+pub(crate) fn relay_stream(resp: reqwest::Response, stall: Duration) -> HttpResponse {
+    let status = StatusCode::from_u16(resp.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
+    let ctype = resp.headers().get(header::CONTENT_TYPE).cloned();
+    let chunks = futures_util::stream::unfold(Some(resp), move |resp| async move {
+        let mut resp = resp?;
+        let next = match tokio::time::timeout(stall, resp.chunk()).await {
+            Ok(Ok(Some(b))) => Ok(b),
+            Ok(Ok(None)) => return None,
+            Ok(Err(e)) => Err(std::io::Error::other(format!("the leader's answer broke: {e}"))),
+            Err(_) => Err(std::io::Error::other(format!("the leader sent nothing for {stall:?}"))),
+        };
+        let keep = next.is_ok().then_some(resp);
+        Some((next, keep))
+    });
+    let mut r = (status, Body::from_stream(chunks)).into_response();
+    if let Some(c) = ctype {
+        r.headers_mut().insert(header::CONTENT_TYPE, c);
+    }
+    r
 }
 
 /// A node's applied state (`GET /kv/state`).

@@ -4,8 +4,7 @@
 //! | --- | --- |
 //! | `GET /kv/range?prefix=P` or `?start=A&end=B` | linearizable read of the keys with prefix `P`, or in `[A, B)` (`end` absent: no end), in key order, at most `limit` (default 1000, at most 10 000): a [`RangeAnswer`]; pass its `next` as `start` (same `end`) for the next page; `stale=true` reads this node's state unchecked |
 //! | `GET /kv/watch?prefix=P&from=R` (or `start`/`end`) | the changes of revision `R` or later to those keys, long-polled up to `timeout_ms` (default 30 000, at most 60 000) while there are none: a [`WatchAnswer`]; ask again from its `next` to miss and repeat nothing, across disconnects and nodes; `410` with a [`CompactedAnswer`] when `R` is older than the node holds (after a restart or a snapshot install, or past the last 100 000 changes or 32 MiB of keys and values): read the range again and watch from its `revision + 1` |
-//!
-//! | `GET /kv/backup` | every key, value and `mod_revision`, from one consistent, linearizable cut: a [`RangeAnswer`] (`next` is `null`); held in memory whole (use `/kv/range` pages for a state larger than memory) |
+//! | `GET /kv/backup` | every key, value and `mod_revision`, from one consistent, linearizable cut (one read transaction): the [`backup`] format (NDJSON: a header with the revision, a line per key, an end line with the count; a cut-short answer lacks the end line), streamed in chunks of [`backup::CHUNK`] from a bounded channel, so memory stays the same whatever the state's size; a follower relays the leader's stream chunk by chunk |
 //!
 //! A revision is the raft log index of the entry that made a write (every
 //! node applies the same entries at the same indexes, so revisions agree
@@ -14,17 +13,23 @@
 //! `{"DeleteRange":{"start":A,"end":B}}` (`end` `null`: no end). Unknown
 //! parameters are a `400`.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
+use axum::body::{Body, Bytes};
 use axum::extract::{Query, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response as HttpResponse};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 
-use crate::kv::KeyValue;
-use crate::node::{read_barrier, storage_failed, text, App, ClientError, KvClient};
+use crate::backup;
+use crate::kv::{BackupCut, KeyValue};
+use crate::node::{
+    read_barrier, read_barrier_relaying, storage_failed, text, App, ClientError, KvClient, Relay,
+};
 use crate::watch::{Compacted, Event};
 
 /// Keys per range page by default, and at most.
@@ -157,14 +162,130 @@ async fn range(
     }
 }
 
-async fn backup(State(app): State<App>, headers: HeaderMap) -> HttpResponse {
-    if let Some(r) = read_barrier(&app, &headers, "/kv/backup", &[]).await {
+/// `GET /kv/backup` takes no parameters (any is a 400).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BackupQuery {}
+
+async fn backup(
+    State(app): State<App>,
+    headers: HeaderMap,
+    Query(BackupQuery {}): Query<BackupQuery>,
+) -> HttpResponse {
+    if let Some(r) = read_barrier_relaying(&app, &headers, "/kv/backup", &[], Relay::Stream).await {
         return r;
     }
-    // One read transaction: every key as of one revision.
-    match app.sm.range("", None, usize::MAX) {
-        Ok((kvs, next, revision)) => Json(RangeAnswer { kvs, next, revision }).into_response(),
-        Err(e) => storage_failed(e),
+    // One read transaction, opened after the barrier: every key as of one
+    // revision at least as new as any write completed before the read.
+    let cut = match app.sm.backup_cut() {
+        Ok(c) => c,
+        Err(e) => return storage_failed(e),
+    };
+    backup_body(cut, app.backups.clone(), backup::STALL)
+}
+
+/// One chunk of a backup's body, or the error that breaks it.
+type Chunk = Result<Bytes, std::io::Error>;
+
+/// Streams `cut` as the backup format: a blocking thread writes chunks of
+/// [`backup::CHUNK`] bytes into a channel of [`backup::CHUNKS`], which the
+/// connection drains; the thread waits while the channel is full, and
+/// stops (dropping the read transaction) once the connection is gone, or
+/// has taken nothing for `stall` ([`backup::STALL`]; a watchdog task then drops the
+/// channel's receiving end: no timer runs on the blocking thread, which a
+/// runtime shutting down could not serve); `stats` counts its chunks and
+/// whether it runs. A body that ends before the end line ends in an error,
+/// never cleanly.
+fn backup_body(cut: BackupCut, stats: Arc<backup::BackupStats>, stall: Duration) -> HttpResponse {
+    use std::sync::atomic::AtomicBool;
+    let (tx, rx) = tokio::sync::mpsc::channel::<Chunk>(backup::CHUNKS);
+    // The end line was handed over; the producer is gone; chunks taken.
+    let finished = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicBool::new(false));
+    let taken = Arc::new(AtomicU64::new(0));
+    stats.running.fetch_add(1, Ordering::SeqCst);
+    let (fin, gone) = (finished.clone(), done.clone());
+    tokio::task::spawn_blocking(move || {
+        struct Running(Arc<backup::BackupStats>, Arc<AtomicBool>);
+        impl Drop for Running {
+            fn drop(&mut self) {
+                self.1.store(true, Ordering::SeqCst);
+                self.0.running.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+        let running = Running(stats, gone);
+        let wrote = cut.write(backup::CHUNK, |b| {
+            running.0.chunks.fetch_add(1, Ordering::SeqCst);
+            tx.blocking_send(Ok(Bytes::from(b))).is_ok()
+        });
+        match wrote {
+            Ok(Some(_)) => fin.store(true, Ordering::SeqCst),
+            Ok(None) => {}
+            Err(e) => {
+                let why = format!("state machine read failed: {e}");
+                let _ = tx.blocking_send(Err(std::io::Error::other(why)));
+            }
+        }
+        // The read transaction (consumed by `write`) is gone before the
+        // backup counts as ended.
+        drop(running);
+    });
+    let slot = Arc::new(tokio::sync::Mutex::new(Some(rx)));
+    // Weak: a body dropped (the connection gone) drops the receiver at once.
+    tokio::spawn(watchdog(Arc::downgrade(&slot), taken.clone(), done, stall));
+    let chunks = futures_util::stream::unfold(Some(slot), move |slot| {
+        let (finished, taken) = (finished.clone(), taken.clone());
+        async move {
+            let slot = slot?;
+            let mut rx = slot.lock().await;
+            let got = match rx.as_mut() {
+                Some(rx) => rx.recv().await,
+                None => {
+                    let why = format!("the reader took nothing for {stall:?}");
+                    Some(Err(std::io::Error::other(why)))
+                }
+            };
+            drop(rx);
+            match got {
+                Some(Ok(b)) => {
+                    taken.fetch_add(1, Ordering::SeqCst);
+                    Some((Ok(b), Some(slot)))
+                }
+                Some(Err(e)) => Some((Err(e), None)),
+                None if finished.load(Ordering::SeqCst) => None,
+                None => Some((Err(std::io::Error::other("the backup ended early")), None)),
+            }
+        }
+    });
+    let mut r = Body::from_stream(chunks).into_response();
+    r.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/x-ndjson"));
+    r
+}
+
+/// Drops a backup's channel (which stops its producer) once its reader
+/// took no chunk for a whole `stall` while not waiting on the producer;
+/// ends with the producer.
+async fn watchdog(
+    slot: std::sync::Weak<tokio::sync::Mutex<Option<tokio::sync::mpsc::Receiver<Chunk>>>>,
+    taken: Arc<AtomicU64>,
+    done: Arc<std::sync::atomic::AtomicBool>,
+    stall: Duration,
+) {
+    let mut seen = taken.load(Ordering::SeqCst);
+    loop {
+        tokio::time::sleep(stall).await;
+        let Some(slot) = slot.upgrade().filter(|_| !done.load(Ordering::SeqCst)) else {
+            return;
+        };
+        let now = taken.load(Ordering::SeqCst);
+        // Locked: the reader waits on the producer (slow, not stalled).
+        if now == seen {
+            if let Ok(mut rx) = slot.try_lock() {
+                rx.take();
+                return;
+            }
+        }
+        seen = now;
     }
 }
 
@@ -221,10 +342,57 @@ impl KvClient {
         serde_json::from_str(&body).map_err(|e| ClientError::Http(format!("range: {e}")))
     }
 
-    /// Every key, from one consistent, linearizable cut (`GET /kv/backup`).
+    /// Every key, from one consistent, linearizable cut (`GET /kv/backup`),
+    /// gathered in memory (a state larger than memory: [`Self::backup_to`]).
     pub async fn backup(&self, patience: Duration) -> Result<RangeAnswer, ClientError> {
-        let body = self.admin(reqwest::Method::GET, "/kv/backup", &[], None, patience).await?;
-        serde_json::from_str(&body).map_err(|e| ClientError::Http(format!("backup: {e}")))
+        let mut kvs = Vec::new();
+        let s = self.backup_each(patience, |_| Ok(()), |kv| kvs.push(kv)).await?;
+        Ok(RangeAnswer { kvs, next: None, revision: s.revision })
+    }
+
+    /// Writes the backup (the [`backup`] format, as the server sends it) to
+    /// `out` as it arrives, holding one chunk and one line at a time; the
+    /// node is retried for `patience` until it starts answering. An answer
+    /// cut short (no end line matching its keys) is an error: then what
+    /// `out` received is no backup.
+    pub async fn backup_to(
+        &self,
+        out: &mut impl std::io::Write,
+        patience: Duration,
+    ) -> Result<backup::Summary, ClientError> {
+        self.backup_each(patience, |chunk| out.write_all(chunk), |_| {}).await
+    }
+
+    async fn backup_each(
+        &self,
+        patience: Duration,
+        mut chunk: impl FnMut(&[u8]) -> std::io::Result<()>,
+        mut key: impl FnMut(KeyValue),
+    ) -> Result<backup::Summary, ClientError> {
+        let bad = |e: String| ClientError::Http(format!("backup: {e}"));
+        let mut resp =
+            self.admin_response(reqwest::Method::GET, "/kv/backup", &[], patience).await?;
+        let (mut reader, mut lines) = (backup::BackupReader::new(), backup::Lines::new());
+        loop {
+            let next = tokio::time::timeout(backup::STALL, resp.chunk()).await;
+            let b = match next {
+                Err(_) => return Err(bad(format!("nothing arrived for {:?}", backup::STALL))),
+                Ok(Err(e)) => return Err(bad(format!("the answer broke: {e}"))),
+                Ok(Ok(None)) => break,
+                Ok(Ok(Some(b))) => b,
+            };
+            lines
+                .feed(&b, |l| {
+                    key_of(reader.line(l)?, &mut key);
+                    Ok(())
+                })
+                .map_err(bad)?;
+            chunk(&b).map_err(|e| bad(format!("writing it: {e}")))?;
+        }
+        if lines.pending() {
+            return Err(bad("cut short inside a line".into()));
+        }
+        reader.finish().map_err(bad)
     }
 
     /// One long poll of the node at `addr` for changes to keys with
@@ -260,9 +428,121 @@ impl KvClient {
     }
 }
 
+fn key_of(kv: Option<KeyValue>, key: &mut impl FnMut(KeyValue)) {
+    if let Some(kv) = kv {
+        key(kv);
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use futures_util::StreamExt;
+    use openraft::storage::RaftStateMachine;
+    use openraft::{CommittedLeaderId, Entry, EntryPayload, LogId};
+
     use super::*;
+    use crate::kv::{KvConfig, KvStateMachine, Request};
+
+    /// Waits (polling, up to a minute) until `cond` holds.
+    async fn wait_until(what: &str, cond: impl Fn() -> bool) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        while !cond() {
+            assert!(tokio::time::Instant::now() < deadline, "never: {what}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// A backup of a state several channels' worth large streams: the
+    /// producer never runs more than the channel (plus the chunk in hand)
+    /// ahead of the reader, so the server never holds it whole; the chunks
+    /// read make the whole state, checked by the end line; a reader that
+    /// goes away mid-way stops the producer (its read transaction dropped).
+    #[test]
+    fn a_backup_streams_in_bounded_chunks_and_stops_when_the_reader_goes() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut sm = KvStateMachine::open(dir.path()).unwrap();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let n = 1000usize;
+        let entries: Vec<Entry<KvConfig>> = (0..n)
+            .map(|i| Entry {
+                log_id: LogId::new(CommittedLeaderId::new(1, 1), i as u64 + 1),
+                payload: EntryPayload::Normal(Request::Set {
+                    key: format!("k{i:04}"),
+                    value: format!("{i}\n\"{}", "v".repeat(2000)),
+                }),
+            })
+            .collect();
+        rt.block_on(sm.apply(entries)).unwrap();
+        let whole = n * 2000;
+        assert!(
+            whole > 3 * (backup::CHUNKS + 1) * backup::CHUNK,
+            "the state must outsize the channel"
+        );
+        rt.block_on(async {
+            let stats = Arc::new(backup::BackupStats::default());
+            let made = || stats.chunks.load(Ordering::SeqCst);
+            let body =
+                backup_body(sm.backup_cut().unwrap(), stats.clone(), backup::STALL).into_body();
+            let mut body = body.into_data_stream();
+            // Unread, the producer fills the channel and one chunk in hand.
+            wait_until("the channel is full", || made() == backup::CHUNKS as u64 + 1).await;
+            let (mut reader, mut lines, mut keys) =
+                (backup::BackupReader::new(), backup::Lines::new(), Vec::new());
+            let mut received = 0u64;
+            while let Some(b) = body.next().await {
+                let b = b.unwrap();
+                received += 1;
+                assert!(
+                    made() <= received + backup::CHUNKS as u64 + 1,
+                    "{} chunks made, {received} read: the producer ran ahead",
+                    made()
+                );
+                lines
+                    .feed(&b, |l| {
+                        keys.extend(reader.line(l)?.map(|kv| kv.key));
+                        Ok(())
+                    })
+                    .unwrap();
+            }
+            assert!(!lines.pending());
+            let s = reader.finish().unwrap();
+            assert_eq!((s.count, s.revision), (n as u64, n as u64));
+            assert_eq!(keys.len(), n);
+            assert!(received > 2 * (backup::CHUNKS as u64 + 1), "{received} chunks");
+            wait_until("the producer ended", || stats.running.load(Ordering::SeqCst) == 0).await;
+
+            // A reader that goes away after one chunk.
+            let before = made();
+            let body =
+                backup_body(sm.backup_cut().unwrap(), stats.clone(), backup::STALL).into_body();
+            let mut body = body.into_data_stream();
+            body.next().await.unwrap().unwrap();
+            drop(body);
+            wait_until("the producer stopped", || stats.running.load(Ordering::SeqCst) == 0).await;
+            assert!(made() - before <= backup::CHUNKS as u64 + 2, "{} chunks", made() - before);
+
+            // A reader that stays connected but takes nothing: after the
+            // stall the producer stops, and the body breaks (no clean end).
+            let stall = Duration::from_millis(200);
+            let body = backup_body(sm.backup_cut().unwrap(), stats.clone(), stall).into_body();
+            let mut body = body.into_data_stream();
+            body.next().await.unwrap().unwrap();
+            wait_until("the stalled backup stopped", || stats.running.load(Ordering::SeqCst) == 0)
+                .await;
+            let mut broke = false;
+            while let Some(b) = body.next().await {
+                if b.is_err() {
+                    broke = true;
+                    break;
+                }
+            }
+            assert!(broke, "a stalled backup's body ended cleanly");
+        });
+    }
 
     #[test]
     fn prefix_end_is_the_first_string_past_the_prefix() {
