@@ -960,10 +960,11 @@ impl RaftStateMachine<KvConfig> for KvStateMachine {
         let file = tmp
             .file()
             .try_clone()
+            .and_then(SnapshotFile::receiving)
             .map_err(|e| sm_err(Error::Io(tmp.path().to_owned(), "dup", e)))?;
         // An unfinished earlier one is dropped (and its temp file removed).
         *self.inner.receiving.lock().unwrap_or_else(|e| e.into_inner()) = Some(tmp);
-        Ok(Box::new(SnapshotFile::ready(file)))
+        Ok(Box::new(file))
     }
 
     async fn install_snapshot(

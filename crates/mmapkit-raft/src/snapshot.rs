@@ -46,31 +46,44 @@ pub(crate) type Meta = SnapshotMeta<NodeId, Member>;
 /// Bytes written to a snapshot file between two starts of its writeback.
 const WRITEBACK_EVERY: u64 = 8 << 20;
 
-/// A file written front to back whose pages start going to disk every
-/// [`WRITEBACK_EVERY`] bytes, so its final `fsync` has little left to
-/// write: a whole snapshot (gigabytes) reaching the disk's queue at once
-/// would stall the log's per-append syncs behind it.
-pub(crate) struct Paced<'a> {
-    file: &'a File,
+/// Starts a file's writeback every [`WRITEBACK_EVERY`] bytes written to
+/// it front to back, so its final `fsync` has little left to write: a
+/// whole snapshot (gigabytes) reaching the disk's queue at once would
+/// stall the log's per-append syncs behind it.
+#[derive(Default)]
+pub(crate) struct Pacer {
     written: u64,
     started: u64,
+}
+
+impl Pacer {
+    /// Counts `n` more bytes written to `file`.
+    pub(crate) fn wrote(&mut self, file: &File, n: usize) {
+        self.written += n as u64;
+        if self.written - self.started >= WRITEBACK_EVERY {
+            mmapkit::fs::start_writeback(file, self.started, self.written - self.started);
+            self.started = self.written;
+        }
+    }
+}
+
+/// A file written front to back through a [`Pacer`].
+pub(crate) struct Paced<'a> {
+    file: &'a File,
+    pacer: Pacer,
 }
 
 impl<'a> Paced<'a> {
     /// Writes `file` from its current offset, counted from 0.
     pub(crate) fn new(file: &'a File) -> Paced<'a> {
-        Paced { file, written: 0, started: 0 }
+        Paced { file, pacer: Pacer::default() }
     }
 }
 
 impl Write for Paced<'_> {
     fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
         let n = (&mut &*self.file).write(b)?;
-        self.written += n as u64;
-        if self.written - self.started >= WRITEBACK_EVERY {
-            mmapkit::fs::start_writeback(self.file, self.started, self.written - self.started);
-            self.started = self.written;
-        }
+        self.pacer.wrote(self.file, n);
         Ok(n)
     }
 

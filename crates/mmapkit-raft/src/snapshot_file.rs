@@ -17,6 +17,8 @@ use std::task::{ready, Context, Poll};
 use tokio::io::{AsyncRead, AsyncSeek, AsyncWrite, ReadBuf};
 use tokio::task::JoinHandle;
 
+use crate::snapshot::Pacer;
+
 /// Writes the file of a cut (at its start when given back).
 pub(crate) type Writer = Box<dyn FnOnce() -> io::Result<std::fs::File> + Send>;
 
@@ -25,6 +27,9 @@ pub struct SnapshotFile {
     state: State,
     /// A seek asked for before the file was written.
     seek: Option<SeekFrom>,
+    /// A file being received: its descriptor again, to start the
+    /// writeback of what the transfer wrote (see [`Pacer`]).
+    received: Option<(std::fs::File, Pacer)>,
 }
 
 enum State {
@@ -34,14 +39,19 @@ enum State {
 }
 
 impl SnapshotFile {
-    /// The data in `file`.
-    pub(crate) fn ready(file: std::fs::File) -> SnapshotFile {
-        SnapshotFile { state: State::Ready(tokio::fs::File::from_std(file)), seek: None }
+    /// The file a snapshot is received into, written front to back.
+    pub(crate) fn receiving(file: std::fs::File) -> io::Result<SnapshotFile> {
+        let again = file.try_clone()?;
+        Ok(SnapshotFile {
+            state: State::Ready(tokio::fs::File::from_std(file)),
+            seek: None,
+            received: Some((again, Pacer::default())),
+        })
     }
 
     /// Data that `write` produces when first read.
     pub(crate) fn pending(write: Writer) -> SnapshotFile {
-        SnapshotFile { state: State::Pending(Some(write)), seek: None }
+        SnapshotFile { state: State::Pending(Some(write)), seek: None, received: None }
     }
 
     /// The file, written first if it was not yet.
@@ -143,7 +153,12 @@ impl AsyncWrite for SnapshotFile {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(self.get_mut().ready_file()?).poll_write(cx, buf)
+        let me = self.get_mut();
+        let n = ready!(Pin::new(me.ready_file()?).poll_write(cx, buf))?;
+        if let Some((file, pacer)) = &mut me.received {
+            pacer.wrote(file, n);
+        }
+        Poll::Ready(Ok(n))
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
