@@ -1,6 +1,7 @@
-"""The row order of a shuffled epoch, shared by :class:`mmapkit.FeatureStore`,
-:mod:`mmapkit.ml` and :mod:`mmapkit.torch`: :func:`batch_order` (the
-permutation) and :func:`batch_runs` (each batch as runs of consecutive rows)."""
+"""The blocks of a shuffled epoch's row order, shared by
+:func:`mmapkit.features.batch_order` (the permutation) and
+:mod:`mmapkit.torch` (:func:`batch_runs`: each batch as runs of consecutive
+rows, without the permutation being made)."""
 
 from __future__ import annotations
 
@@ -12,29 +13,10 @@ import numpy as np
 import numpy.typing as npt
 
 
-def batch_order(
-    n: int, batch_size: int, seed: Any = None, block_size: int | None = None
-) -> npt.NDArray[np.uint64]:
-    """The row order of one shuffled epoch over ``n`` rows: a seeded
-    permutation of contiguous blocks of ``block_size`` rows (default
-    ``max(1, batch_size // 8)``, so each batch mixes about 8 blocks from
-    random places, and each block is one sequential read).
-
-    Every row appears exactly once; equal ``seed`` gives the equal order
-    (``seed`` is anything ``np.random.default_rng`` takes).
-    """
-    starts, lens, out_start = _block_layout(n, batch_size, seed, block_size)
-    # Output position i in block b (which starts at out_start[b]) holds row
-    # starts[b] + (i - out_start[b]).
-    order = np.repeat(starts - out_start, lens)
-    order += np.arange(n, dtype=np.int64)
-    return order.view(np.uint64)  # every value is >= 0: a view, not a copy
-
-
-def _block_layout(
+def block_layout(
     n: int, batch_size: int, seed: Any, block_size: int | None
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """:func:`batch_order`'s blocks, in output order: each one's first row,
+    """:func:`mmapkit.features.batch_order`'s blocks, in output order: each one's first row,
     length and position in the epoch's order."""
     if block_size is None:
         block_size = max(1, batch_size // 8)
@@ -55,13 +37,13 @@ def batch_runs(
     stop: int,
     batches: Iterable[int] | None = None,
 ) -> Iterator[list[tuple[int, int, int]]]:
-    """Each batch of :func:`batch_order`'s epoch (positions ``[s, s + batch_size)``
+    """Each batch of :func:`mmapkit.features.batch_order`'s epoch (positions ``[s, s + batch_size)``
     up to ``stop``) as maximal runs of consecutive rows ``(i, j, first)``:
     positions ``i:j`` of the batch hold rows ``first, first + 1, ...``. Read
     off the blocks, without the epoch's order (``n`` indices) being made.
     ``batches``: the batch numbers wanted, in the order wanted (default all,
     in order; a rank's share of them for the torch samplers)."""
-    starts, lens, out_start = (a.tolist() for a in _block_layout(n, batch_size, seed, block_size))
+    starts, lens, out_start = (a.tolist() for a in block_layout(n, batch_size, seed, block_size))
     if batches is None:
         batches = range(-(-stop // batch_size))
     for j in batches:

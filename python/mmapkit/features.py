@@ -68,7 +68,7 @@ from ._native import (
     page_size as _page_size,
 )
 from ._npy import as_bytes
-from ._order import batch_order
+from ._order import block_layout
 from ._radix import dtype_problem
 from ._types import PathLike
 from .store import ArrayStore
@@ -145,6 +145,25 @@ def _stats_dtype(dt: np.dtype[Any], what: str) -> None:
     problem = dtype_problem(dt)
     if problem is not None:
         raise ValueError(f"{what}: {problem}")
+
+
+def batch_order(
+    n: int, batch_size: int, seed: Any = None, block_size: int | None = None
+) -> npt.NDArray[np.uint64]:
+    """The row order of one shuffled epoch over ``n`` rows: a seeded
+    permutation of contiguous blocks of ``block_size`` rows (default
+    ``max(1, batch_size // 8)``, so each batch mixes about 8 blocks from
+    random places, and each block is one sequential read).
+
+    Every row appears exactly once; equal ``seed`` gives the equal order
+    (``seed`` is anything ``np.random.default_rng`` takes).
+    """
+    starts, lens, out_start = block_layout(n, batch_size, seed, block_size)
+    # Output position i in block b (which starts at out_start[b]) holds row
+    # starts[b] + (i - out_start[b]).
+    order = np.repeat(starts - out_start, lens)
+    order += np.arange(n, dtype=np.int64)
+    return order.view(np.uint64)  # every value is >= 0: a view, not a copy
 
 
 class FeatureStore:

@@ -78,10 +78,10 @@ except ImportError as e:
     ) from e
 
 from ._npy import id_dtype
-from ._order import batch_order, batch_runs
+from ._order import batch_runs
 from ._sharding import ShardedEpochs, Tracker
 from ._types import PathLike
-from .features import FeatureStore
+from .features import FeatureStore, batch_order
 from .tokens import PackedSampler, TokenStore, WindowSampler, gather_windows
 
 __all__ = [

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 torch = pytest.importorskip("torch")
 
 from mmapkit import FeatureStore  # noqa: E402
-from mmapkit._order import batch_order, batch_runs  # noqa: E402
+from mmapkit._order import batch_runs  # noqa: E402
+from mmapkit.features import batch_order  # noqa: E402
 from mmapkit.torch import _Direct, _Runs, data_loader, device_loader  # noqa: E402
 
 
