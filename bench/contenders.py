@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .harness import REPO_DIR, Contender, Unavailable, tool_version
+from .harness import REPO_DIR, tool_version
+from .suite import Contender, Unavailable
 
 TOOLS_DIR = REPO_DIR / ".venv" / "tools" / "bin"
 TOOLS_HINT = "make bench-tools installs it into .venv/tools"

@@ -10,7 +10,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .harness import CACHES, fmt_ratio, fmt_seconds, human_bytes
+from .harness import CACHES, fmt_ratio, fmt_seconds
+from .suite import human_bytes
 
 
 def _index(doc: dict[str, Any]) -> dict[tuple[str, str, str, str], dict[str, Any]]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 
-from ..harness import Suite
+from ..suite import Suite
 
 SUITES: dict[str, str] = {
     "pyio": "bench.suites.pyio:PyioSuite",

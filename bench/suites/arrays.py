@@ -49,20 +49,8 @@ from typing import Any
 import numpy as np
 
 from ..contenders import Registry, mmapkit_has, mmapkit_module
-from ..harness import (
-    Dataset,
-    Measured,
-    Size,
-    Suite,
-    Task,
-    Unavailable,
-    capped,
-    generated,
-    labelled,
-    module_version,
-    need_space,
-    prime,
-)
+from ..harness import capped, generated, labelled, module_version, need_space, prime
+from ..suite import Dataset, Measured, Size, Suite, Task, Unavailable
 
 DATA_SEED = 5
 GENERATOR_VERSION = 1

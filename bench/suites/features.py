@@ -54,21 +54,8 @@ from typing import Any, Self
 import numpy as np
 
 from ..contenders import Registry, mmapkit_has, mmapkit_module
-from ..harness import (
-    Dataset,
-    Measured,
-    Size,
-    Suite,
-    Task,
-    Unavailable,
-    capped,
-    generated,
-    labelled,
-    module_version,
-    need_space,
-    prime,
-    primed,
-)
+from ..harness import capped, generated, labelled, module_version, need_space, prime, primed
+from ..suite import Dataset, Measured, Size, Suite, Task, Unavailable
 
 DATA_SEED = 13
 GENERATOR_VERSION = 1

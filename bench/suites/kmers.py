@@ -36,12 +36,6 @@ import numpy as np
 
 from ..contenders import mmapkit_bin, mmapkit_cli_available
 from ..harness import (
-    Contender,
-    Dataset,
-    Measured,
-    Size,
-    Suite,
-    Task,
     capped,
     file_digest,
     generated_file,
@@ -52,6 +46,7 @@ from ..harness import (
     run_command,
     tool_version,
 )
+from ..suite import Contender, Dataset, Measured, Size, Suite, Task
 
 DATA_SEED = 6
 GENERATOR_VERSION = 1

@@ -38,22 +38,8 @@ from typing import Any
 import numpy as np
 
 from ..contenders import mmapkit_module
-from ..harness import (
-    REPO_DIR,
-    CommandError,
-    Contender,
-    Dataset,
-    Measured,
-    Size,
-    Suite,
-    Task,
-    Unavailable,
-    above,
-    capped,
-    evict,
-    run_command,
-    tool_version,
-)
+from ..harness import REPO_DIR, CommandError, above, capped, evict, run_command, tool_version
+from ..suite import Contender, Dataset, Measured, Size, Suite, Task, Unavailable
 
 BATCH = 10
 SEED = 20240601

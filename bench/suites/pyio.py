@@ -23,21 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from ..contenders import mmapkit_has, mmapkit_module
-from ..harness import (
-    Contender,
-    Dataset,
-    Size,
-    Suite,
-    Task,
-    Unavailable,
-    above,
-    buffer_digest,
-    capped,
-    file_digest,
-    fresh_copy,
-    module_version,
-    primed,
-)
+from ..harness import above, buffer_digest, capped, file_digest, fresh_copy, module_version, primed
+from ..suite import Contender, Dataset, Size, Suite, Task, Unavailable
 from ._textgen import ensure_text_file
 
 WORD = b" the "

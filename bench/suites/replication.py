@@ -50,18 +50,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..harness import (
-    REPO_DIR,
-    Contender,
-    Dataset,
-    Measured,
-    Size,
-    Suite,
-    Task,
-    Unavailable,
-    generated,
-    run_command,
-)
+from ..harness import REPO_DIR, generated, run_command
+from ..suite import Contender, Dataset, Measured, Size, Suite, Task, Unavailable
 from ._clusters import ETCD, ETCD_LOAD, KV, EtcdCluster, KvCluster
 
 CATCHUP = REPO_DIR / "target" / "release" / "examples" / "catchup"

@@ -6,7 +6,7 @@ the one implementation behind ``mmapkit.stats.*(a, axis=0)`` and
 function reads it in row chunks, so memory stays bounded whatever ``n``.
 Moments are merged per chunk in ``float64`` (Chan et al.), extremes per
 chunk, and quantiles either column by column (when a column fits in
-``memory``: copied out and selected in Rust by :mod:`mmapkit.stats`) or by
+``memory``: copied out and selected in Rust by :mod:`mmapkit._kernels`) or by
 radix selection over the rows (:func:`_select`; always for ``float16``).
 Every path orders -0.0 below 0.0, as the Rust core does, so that which
 zero comes back never depends on the path, the chunking or the machine.
@@ -20,6 +20,7 @@ from typing import Any, TypeAlias
 import numpy as np
 import numpy.typing as npt
 
+from . import _kernels
 from ._radix import CORE_DTYPES, EmptyQuantileError, QuantilePlan, from_key, median_of, to_keys
 
 Q: TypeAlias = float | Sequence[float] | npt.NDArray[Any]
@@ -198,13 +199,11 @@ def quantile(
     """Exact per-column quantile(s), equal to ``np.quantile(X, q, axis=0,
     method=method)``; ``X`` has rows. Within about ``memory`` bytes: columns
     copied out as many at a time as fit and selected by
-    :func:`mmapkit.stats.quantile` (Rust, GIL released) when a column fits,
+    :func:`mmapkit._kernels.quantile` (Rust, GIL released) when a column fits,
     else (and for ``float16``) radix selection over the rows
     (:func:`_select`). No rows:
     :class:`~mmapkit._radix.EmptyQuantileError` (numpy's ``IndexError``);
     no columns: an empty result of numpy's shape and dtype."""
-    from . import stats
-
     plan = QuantilePlan(q, method)
     n, d, dt = X.shape[0], X.shape[1], X.dtype
     if n == 0:
@@ -221,7 +220,7 @@ def quantile(
             axis=-1,
         )
     return np.stack(
-        [stats.quantile(col, q, method=method, threads=threads) for col in _columns(X, memory)],
+        [_kernels.quantile(col, q, method, False, threads) for col in _columns(X, memory)],
         axis=-1,
     )
 
@@ -230,8 +229,6 @@ def median(
     X: np.ndarray[Any, Any], memory: int = 256 << 20, threads: int | None = None
 ) -> np.ndarray[Any, Any]:
     """Exact per-column median, equal to ``np.median(X, axis=0)`` (NaN for no rows)."""
-    from . import stats
-
     n, dt = X.shape[0], X.dtype
     ft = dt.type if dt.kind == "f" else np.float64
     if n == 0:
@@ -246,7 +243,7 @@ def median(
             ],
             dtype=ft,
         )
-    return np.array([stats.median(col, threads=threads) for col in _columns(X, memory)], dtype=ft)
+    return np.array([_kernels.median(col, False, threads) for col in _columns(X, memory)], dtype=ft)
 
 
 def _columns(X: np.ndarray[Any, Any], memory: int) -> Iterator[np.ndarray[Any, Any]]:

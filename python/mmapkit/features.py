@@ -51,13 +51,12 @@ min, max in one pass), :meth:`~FeatureStore.quantile` and
 
 from __future__ import annotations
 
-import bisect
 import concurrent.futures
 import math
 import os
 import resource
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Self, TypeVar
 
 import numpy as np
@@ -68,9 +67,11 @@ from ._native import FeatureStoreCore, FormatError, GatherAhead
 from ._native import (
     page_size as _page_size,
 )
+from ._npy import as_bytes
+from ._order import block_layout
 from ._radix import dtype_problem
 from ._types import PathLike
-from .store import ArrayStore, _as_bytes
+from .store import ArrayStore
 
 __all__ = ["FeatureStore", "batch_order"]
 
@@ -157,62 +158,12 @@ def batch_order(
     Every row appears exactly once; equal ``seed`` gives the equal order
     (``seed`` is anything ``np.random.default_rng`` takes).
     """
-    starts, lens, out_start = _block_layout(n, batch_size, seed, block_size)
+    starts, lens, out_start = block_layout(n, batch_size, seed, block_size)
     # Output position i in block b (which starts at out_start[b]) holds row
     # starts[b] + (i - out_start[b]).
     order = np.repeat(starts - out_start, lens)
     order += np.arange(n, dtype=np.int64)
     return order.view(np.uint64)  # every value is >= 0: a view, not a copy
-
-
-def _block_layout(
-    n: int, batch_size: int, seed: Any, block_size: int | None
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """:func:`batch_order`'s blocks, in output order: each one's first row,
-    length and position in the epoch's order."""
-    if block_size is None:
-        block_size = max(1, batch_size // 8)
-    if block_size < 1:
-        raise ValueError(f"block_size must be at least 1, got {block_size}")
-    nblocks = -(-n // block_size)
-    perm = np.random.default_rng(seed).permutation(nblocks)
-    starts = perm * block_size
-    lens = np.minimum(n - starts, block_size)
-    return starts, lens, np.cumsum(lens) - lens
-
-
-def _batch_runs(
-    n: int,
-    batch_size: int,
-    seed: Any,
-    block_size: int | None,
-    stop: int,
-    batches: Iterable[int] | None = None,
-) -> Iterator[list[tuple[int, int, int]]]:
-    """Each batch of :func:`batch_order`'s epoch (positions ``[s, s + batch_size)``
-    up to ``stop``) as maximal runs of consecutive rows ``(i, j, first)``:
-    positions ``i:j`` of the batch hold rows ``first, first + 1, ...``. Read
-    off the blocks, without the epoch's order (``n`` indices) being made.
-    ``batches``: the batch numbers wanted, in the order wanted (default all,
-    in order; a rank's share of them for the torch samplers)."""
-    starts, lens, out_start = (a.tolist() for a in _block_layout(n, batch_size, seed, block_size))
-    if batches is None:
-        batches = range(-(-stop // batch_size))
-    for j in batches:
-        s = j * batch_size
-        e = min(s + batch_size, stop)
-        b = bisect.bisect_right(out_start, s) - 1  # the block holding position s
-        runs: list[tuple[int, int, int]] = []
-        while 0 <= b < len(starts) and out_start[b] < e:
-            end = out_start[b] + lens[b]
-            lo, hi = max(out_start[b], s), min(end, e)
-            first = starts[b] + lo - out_start[b]
-            if runs and runs[-1][2] + runs[-1][1] - runs[-1][0] == first:
-                runs[-1] = (runs[-1][0], hi - s, runs[-1][2])  # continues the run before
-            else:
-                runs.append((lo - s, hi - s, first))
-            b += 1
-        yield runs
 
 
 class FeatureStore:
@@ -329,7 +280,7 @@ class FeatureStore:
             return self._n
         # The core appends, syncs and commits (GIL released); on an error
         # it cuts the partial rows off again.
-        self._n = self._tx.add(_as_bytes(X).data, _as_bytes(y).data)
+        self._n = self._tx.add(as_bytes(X).data, as_bytes(y).data)
         return self._n
 
     # ----- reading --------------------------------------------------------
@@ -507,7 +458,7 @@ class FeatureStore:
         ``prefetch`` groups ahead, on read-only handles of its own: the
         copy overlaps the caller's work and never waits for the GIL.
         """
-        groups = self._batch_groups(
+        groups = self.batch_groups(
             batch_size, shuffle, seed, drop_last, prefetch, block_size=block_size
         )
         if shuffle:  # copies, checked as they were gathered
@@ -536,7 +487,7 @@ class FeatureStore:
                 yield X[s:e], y[s:e]
             lo += n
 
-    def _batch_groups(
+    def batch_groups(
         self,
         batch_size: int,
         shuffle: bool = False,

@@ -645,7 +645,7 @@ class StreamingLogisticRegression:
             sw = None if sample_weight is None else _store_sample_weight(sample_weight, n)
             if sw is not None or spec is not None:
                 sw, cw, wbar = _store_weighting(store, sw, spec, classes)
-            if sw is not None and p["shuffle"] and not hasattr(store, "_batch_groups"):
+            if sw is not None and p["shuffle"] and not hasattr(store, "batch_groups"):
                 raise ValueError(
                     "sample_weight with shuffle=True needs a FeatureStore (whose shuffled "
                     "row order the weights follow); pass shuffle=False for this store"
@@ -656,7 +656,7 @@ class StreamingLogisticRegression:
                 stats = _describe_store(store)
             else:
                 stats = _weighted_stats(_store_rows(store, sw, cw, classes))
-            base = getattr(store, "_batch_groups", None)
+            base = getattr(store, "batch_groups", None)
             if base is None:
 
                 def base(bs: int, **kw: Any) -> Any:
@@ -1306,7 +1306,7 @@ def _array_groups(
     w: npt.NDArray[np.float64] | None = None,
 ) -> Any:
     """In-memory arrays as the store's groups: the same row order as
-    ``FeatureStore._batch_groups`` for the same seed (with the rows'
+    :meth:`FeatureStore.batch_groups` for the same seed (with the rows'
     weights ``w`` as a fourth element when given)."""
     n = X.shape[0]
     stop = (n // bs) * bs if drop_last else n

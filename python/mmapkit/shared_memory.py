@@ -38,8 +38,8 @@ import numpy.typing as npt
 
 from ._facade import NpyFacade
 from ._native import MappedFile, SharedSegment, segment_path
+from ._npy import descr_dtype, dtype_descr, header_dtype, split_dtype
 from ._types import PathLike
-from .store import _descr, _descr_dtype, _header_dtype, _split_dtype
 
 __all__ = ["SHM_DIR", "SharedArray"]
 
@@ -63,7 +63,7 @@ class SharedArray(NpyFacade):
     _core: SharedSegment
 
     def __init__(self, seg: SharedSegment) -> None:
-        super().__init__(seg, _descr_dtype(seg.descr))
+        super().__init__(seg, descr_dtype(seg.descr))
         self._shape = tuple(int(d) for d in seg.shape)
         expect = self._dtype.itemsize * math.prod(self._shape)
         if seg.nbytes < expect:
@@ -88,10 +88,12 @@ class SharedArray(NpyFacade):
         goes away when the last handle that has it set closes (or its
         process exits) and no other process holds the segment.
         """
-        dt, sub = _split_dtype(dtype, ())
+        dt, sub = split_dtype(dtype, ())
         full = _shape(shape) + sub
         path = segment_path(name, None if dir is None else os.fspath(dir))
-        return cls(SharedSegment.create(path, _descr(dt), dt.itemsize, list(full), unlink_on_close))
+        return cls(
+            SharedSegment.create(path, dtype_descr(dt), dt.itemsize, list(full), unlink_on_close)
+        )
 
     @classmethod
     def from_array(
@@ -126,7 +128,7 @@ class SharedArray(NpyFacade):
         # file. (One open and one header read: no separate pre-read.)
         seg = SharedSegment.attach(path, not readonly, False)
         try:
-            _header_dtype(path, seg.descr)
+            header_dtype(path, seg.descr)
             out = cls(seg)
         except BaseException:
             seg.close()
@@ -140,8 +142,8 @@ class SharedArray(NpyFacade):
         cls, shape: int | tuple[int, ...] | list[int], dtype: npt.DTypeLike = np.float64
     ) -> SharedArray:
         """An unnamed zeroed segment (memfd), shared with children forked later."""
-        dt, sub = _split_dtype(dtype, ())
-        return cls(SharedSegment.anonymous(_descr(dt), dt.itemsize, list(_shape(shape) + sub)))
+        dt, sub = split_dtype(dtype, ())
+        return cls(SharedSegment.anonymous(dtype_descr(dt), dt.itemsize, list(_shape(shape) + sub)))
 
     # ----- data -----------------------------------------------------------
 

@@ -107,9 +107,9 @@ from typing import Any, ParamSpec, TypeAlias, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from . import _columns, _native
+from . import _columns, _kernels, _native
 from ._native import ArrayStoreCore, FileTruncatedError, MappedFile
-from ._radix import CORE_DTYPES, EmptyQuantileError, QuantilePlan, check_dtype
+from ._radix import CORE_DTYPES, check_dtype
 from ._types import PathLike
 
 __all__ = ["histogram", "max", "mean", "median", "min", "quantile", "std", "sum", "var"]
@@ -265,10 +265,6 @@ def _empty_warning(X: np.ndarray[Any, Any]) -> None:
         warnings.warn("Mean of empty slice.", RuntimeWarning, stacklevel=4)
 
 
-def _float_type(dtype_name: str) -> type[np.floating[Any]]:
-    return np.float32 if dtype_name == "float32" else np.float64
-
-
 @_reports_truncation
 def median(
     a: Source,
@@ -294,10 +290,10 @@ def median(
         _empty_warning(col)
         return _columns.median(col, memory, threads)[0]
     src, kw = _src(a, dtype, offset, count, strategy)
-    name, value = _native.stats_reduce(src, "median", skipna=skipna, threads=threads, **kw)
+    value = _kernels.median(src, skipna, threads, **kw)
     if value != value and _size(src) == 0:
         warnings.warn("Mean of empty slice.", RuntimeWarning, stacklevel=3)
-    return _float_type(name)(value)
+    return value
 
 
 def _size(src: Any) -> int:
@@ -343,27 +339,7 @@ def quantile(
         out = np.asarray(_columns.quantile(col, q, method, memory, threads)).reshape(np.shape(q))
         return out[()] if out.ndim == 0 else out
     src, kw = _src(a, dtype, offset, count, strategy)
-    # numpy checks q and method (ValueError) before it finds no elements.
-    QuantilePlan(q, method)
-    qa = np.asarray(q, dtype=np.float64)
-    # numpy interpolates float32 data in float32 only for a Python scalar q
-    # (a "weak" scalar); for arrays and numpy scalars in float64.
-    wide = type(q) not in (float, builtins.int)
-    qs = [float(x) for x in qa.ravel()]
-    try:
-        name, values = _native.stats_quantile(
-            src, qs, method=method, wide=wide, skipna=skipna, threads=threads, **kw
-        )
-    except IndexError:  # no elements (an array's or a file's)
-        raise EmptyQuantileError from None
-    if method == "inverted_cdf":
-        out_type: Any = np.dtype(name).type  # an element (NaN only for float data)
-    elif wide:
-        out_type = np.float64
-    else:
-        out_type = _float_type(name)
-    out = np.array(values, dtype=out_type).reshape(qa.shape)
-    return out[()] if qa.ndim == 0 else out
+    return _kernels.quantile(src, q, method, skipna, threads, **kw)
 
 
 @_reports_truncation
@@ -391,7 +367,7 @@ def histogram(
     src, kw = _src(a, dtype, offset, count, strategy)
     rng = None if range is None else (float(range[0]), float(range[1]))
     name, counts, edges = _native.stats_histogram(src, int(bins), rng, threads=threads, **kw)
-    return counts, edges.astype(_float_type(name), copy=False)
+    return counts, edges.astype(_kernels.float_type(name), copy=False)
 
 
 def _extreme(
@@ -418,7 +394,7 @@ def _extreme(
     src, kw = _src(a, dtype, offset, count, strategy)
     name, value = _native.stats_reduce(src, which, skipna=skipna, threads=threads, **kw)
     if isinstance(value, float) and value != value:
-        return _float_type(name)(value)
+        return _kernels.float_type(name)(value)
     return np.dtype(name).type(value)
 
 

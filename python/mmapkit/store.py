@@ -25,7 +25,6 @@ exclusive ``flock``); any number of readers. The logic is in the Rust core
 
 from __future__ import annotations
 
-import ast
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -34,8 +33,9 @@ import numpy as np
 import numpy.typing as npt
 
 from ._facade import NpyFacade
-from ._native import ArrayStoreCore, FormatError, npy_header
+from ._native import ArrayStoreCore, FormatError
 from ._native import sparse as _sparse
+from ._npy import as_bytes, dtype_descr, header_dtype, split_dtype
 from ._types import PathLike
 
 __all__ = ["ArrayStore", "sparse"]
@@ -49,63 +49,6 @@ def sparse(path: PathLike, size: int) -> None:
     a smaller one; refuses to shrink an existing file (``ValueError``).
     """
     _sparse(os.fspath(path), size)
-
-
-def _split_dtype(
-    dtype: npt.DTypeLike, row_shape: Sequence[int]
-) -> tuple[np.dtype[Any], tuple[int, ...]]:
-    """numpy's dtype and row shape, with subarray dtypes folded into the shape."""
-    dt = np.dtype(dtype)
-    shape = tuple(int(d) for d in row_shape)
-    if dt.subdtype is not None:
-        base, sub = dt.subdtype
-        dt, shape = base, tuple(sub) + shape
-    if dt.hasobject:
-        raise TypeError(
-            f"dtype {dt} holds Python objects; only plain data can be stored in a mapped file"
-        )
-    if dt.itemsize == 0:
-        raise TypeError(f"dtype {dt} has no size")
-    return dt, shape
-
-
-_DTYPES: dict[str, np.dtype[Any]] = {}
-
-
-def _descr_dtype(descr: str) -> np.dtype[Any]:
-    """numpy's dtype for a header's ``descr`` text, parsed once per process
-    (``ast.literal_eval`` is most of the cost of attaching to a segment)."""
-    dt = _DTYPES.get(descr)
-    if dt is None:
-        dt = np.lib.format.descr_to_dtype(ast.literal_eval(descr))
-        if len(_DTYPES) < 256:
-            _DTYPES[descr] = dt
-    return dt
-
-
-def _header_dtype(path: str, descr: str | None = None) -> np.dtype[Any]:
-    """The dtype a ``.npy`` file's header declares (``descr``, or read from
-    the file); FormatError (naming the file) unless it is plain data numpy
-    understands."""
-    if descr is None:
-        descr = npy_header(path)[0]
-    try:
-        dt = _descr_dtype(descr)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as e:
-        raise FormatError(f"{path}: unsupported dtype {descr} ({e})") from None
-    if dt.hasobject:
-        raise FormatError(
-            f"{path}: unsupported dtype {descr} (Python objects, pickled; not plain data)"
-        )
-    return dt
-
-
-def _descr(dt: np.dtype[Any]) -> str:
-    return repr(np.lib.format.dtype_to_descr(dt))
-
-
-def _as_bytes(a: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
-    return np.ascontiguousarray(a).reshape(-1).view(np.uint8)
 
 
 class ArrayStore(NpyFacade):
@@ -145,9 +88,15 @@ class ArrayStore(NpyFacade):
         up front; growth adds at least ``chunk_bytes`` (else 50%).
         ``reserve`` is the address space kept for growth in place.
         """
-        dt, shape = _split_dtype(dtype, row_shape)
+        dt, shape = split_dtype(dtype, row_shape)
         core = ArrayStoreCore.create(
-            os.fspath(path), _descr(dt), dt.itemsize, list(shape), capacity, chunk_bytes, reserve
+            os.fspath(path),
+            dtype_descr(dt),
+            dt.itemsize,
+            list(shape),
+            capacity,
+            chunk_bytes,
+            reserve,
         )
         return cls(core, dt, "r+")
 
@@ -181,13 +130,13 @@ class ArrayStore(NpyFacade):
                 core = None
             if core is not None:
                 try:
-                    dt = _header_dtype(p, core.descr)
+                    dt = header_dtype(p, core.descr)
                 except FormatError:
                     dt = None
                 if dt is not None and dt.itemsize == core.itemsize:
                     return cls(core, dt, mode)
                 core.close()
-        dt = _header_dtype(p)
+        dt = header_dtype(p)
         core = ArrayStoreCore.open(p, mode == "r+", dt.itemsize, chunk_bytes, reserve)
         return cls(core, dt, mode)
 
@@ -219,7 +168,7 @@ class ArrayStore(NpyFacade):
         a = np.asarray(row, dtype=self._dtype)
         if a.shape != self._row_shape:
             raise ValueError(f"a row must have shape {self._row_shape}, got {a.shape}")
-        return self._core.append(_as_bytes(a).data)
+        return self._core.append(as_bytes(a).data)
 
     def extend(self, rows: npt.ArrayLike) -> int:
         """Append many rows (shape ``(n,) + row_shape``) with one header
@@ -230,7 +179,7 @@ class ArrayStore(NpyFacade):
                 f"rows must have shape (n, {', '.join(map(str, self._row_shape))}), "
                 f"got {a.shape}".replace(", )", ")")
             )
-        return self._core.append(_as_bytes(a).data)
+        return self._core.append(as_bytes(a).data)
 
     def reserve(self, rows: int) -> None:
         """Allocate room for ``rows`` more rows now (a full disk fails here)."""

@@ -53,6 +53,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._native import FormatError, create_dir_durably
+from ._npy import id_dtype
 from ._sharding import ShardedEpochs
 from ._types import PathLike
 from .store import ArrayStore
@@ -372,11 +373,6 @@ def gather_windows(
     return w[:, :-1], w[:, 1:]
 
 
-def _out_dtype(store: TokenStore) -> np.dtype[Any]:
-    """Token ids as int64 (what an embedding takes); floats as they are."""
-    return np.dtype(np.int64) if store.dtype.kind in "iu" else store.dtype
-
-
 class _TokenSampler(ShardedEpochs):
     """What both token samplers share: the store, ``seq_len`` and batches."""
 
@@ -411,7 +407,7 @@ class _TokenSampler(ShardedEpochs):
         """The next epoch's batches (this rank's), as ``(x, y)`` numpy arrays
         of shape ``(batch_size, seq_len)`` (``int64`` for integer tokens),
         each checked against a truncated file before it is handed out."""
-        dt = _out_dtype(self.store)
+        dt = id_dtype(self.store.dtype)
         for key in self:
             batch = gather_windows(self.store.tokens, key, self.seq_len, self.eos, dt)
             self.store.check()

@@ -77,10 +77,12 @@ except ImportError as e:
         f"mmapkit.torch needs PyTorch ({e}): pip install 'mmapkit[torch]'", name=e.name
     ) from e
 
+from ._npy import id_dtype
+from ._order import batch_runs
 from ._sharding import ShardedEpochs, Tracker
 from ._types import PathLike
-from .features import FeatureStore, _batch_runs, batch_order
-from .tokens import PackedSampler, TokenStore, WindowSampler, _out_dtype, gather_windows
+from .features import FeatureStore, batch_order
+from .tokens import PackedSampler, TokenStore, WindowSampler, gather_windows
 
 __all__ = [
     "DeviceLoader",
@@ -298,7 +300,7 @@ class FeatureBatchSampler(ShardedEpochs, torch.utils.data.Sampler[Any]):
             return (_Runs([(0, e - s, s)]) if runs else slice(s, e) for s, e in spans)
         if runs:
             seed = self.epoch_seed(epoch)
-            return map(_Runs, _batch_runs(rows, bs, seed, self.block_size, stop, mine))
+            return map(_Runs, batch_runs(rows, bs, seed, self.block_size, stop, mine))
         order = batch_order(rows, bs, self.epoch_seed(epoch), self.block_size).view(np.int64)
         return (order[j * bs : min((j + 1) * bs, stop)] for j in mine)
 
@@ -845,7 +847,7 @@ class TokenDataset(torch.utils.data.Dataset[tuple[torch.Tensor, torch.Tensor]]):
         s = self.store
         if len(pieces) and int((pieces[:, 1] + pieces[:, 2]).max()) > s.num_tokens:
             s.refresh()  # a worker's store opened before the sampler's epoch
-        x, y = gather_windows(s.tokens, pieces, self.seq_len, self.eos, _out_dtype(s))
+        x, y = gather_windows(s.tokens, pieces, self.seq_len, self.eos, id_dtype(s.dtype))
         s.check()  # no zeros of a truncated file reach training unreported
         return torch.from_numpy(x), torch.from_numpy(y)
 

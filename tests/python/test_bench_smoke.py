@@ -51,6 +51,16 @@ def not_ok(cells: list[dict]) -> list[dict]:
     ]
 
 
+def ran_right(cells: list[dict], *wanted: tuple[str, str]) -> None:
+    """No cell failed or answered wrong (an unavailable peer is n/a, not a
+    failure), and each ``(task, contender)`` of ``wanted`` ran ok."""
+    bad = [c for c in cells if c["status"] in ("error", "wrong")]
+    assert not bad, bad
+    ok = {(c["task"], c["contender"]) for c in cells if c["status"] == "ok"}
+    for want in wanted:
+        assert want in ok, (want, sorted(ok))
+
+
 def test_pyio_suite_runs_and_verifies(tmp_path):
     doc = run_bench(tmp_path, "pyio", "--quick", "--sizes", "small")
     cells = warm(doc, "small")
@@ -68,11 +78,9 @@ def test_files_suite_runs_and_verifies(tmp_path):
 def test_arrays_suite_runs_and_verifies(tmp_path):
     doc = run_bench(tmp_path, "arrays", "--sizes", "small")
     cells = warm(doc, "small")
-    bad = [c for c in cells if c["status"] in ("error", "wrong")]
-    assert not bad, bad
-    ok = {(c["task"], c["contender"]) for c in cells if c["status"] == "ok"}
     # The numpy peers, the article's estimator and mmapkit.stats always run.
-    for want in [
+    ran_right(
+        cells,
         ("open_sum", "np.loadtxt"),
         ("open_sum", "mmapkit.stats"),
         ("read", "read loop"),
@@ -82,8 +90,7 @@ def test_arrays_suite_runs_and_verifies(tmp_path):
         ("handoff", "pickle"),
         ("handoff", "shared_memory"),
         ("sparse", "np.memmap w+"),
-    ]:
-        assert want in ok, (want, sorted(ok))
+    )
     median = next(
         c for c in cells if c["task"] == "median" and c["contender"] == "pool median of medians"
     )
@@ -108,16 +115,13 @@ def test_features_suite_runs_and_verifies(tmp_path):
     # (torch, dask, scikit-learn) is missing are n/a, never failures.
     doc = run_bench(tmp_path, "features", "--quick", "--sizes", "q64,qdask")
     cells = warm(doc)
-    bad = [c for c in cells if c["status"] in ("error", "wrong")]
-    assert not bad, bad
-    ok = {(c["task"], c["contender"]) for c in cells if c["status"] == "ok"}
-    for want in [
+    ran_right(
+        cells,
         ("train", "np.memmap + numpy"),
         ("train", "text store (article)"),
         ("train", "mmapkit sequential"),
         ("train", "mmapkit shuffled"),
-    ]:
-        assert want in ok, (want, sorted(ok))
+    )
     train = [c for c in cells if c["task"] == "train" and c["status"] == "ok"]
     assert all(c["metrics"]["accuracy"]["max"] > 0.6 for c in train)
     assert (tmp_path / "features.png").stat().st_size > 10_000

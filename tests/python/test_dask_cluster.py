@@ -21,6 +21,8 @@ import pytest
 distributed = pytest.importorskip("distributed")
 pytest.importorskip("dask.array")
 
+from _stores import linear_store  # noqa: E402
+
 import mmapkit  # noqa: E402
 import mmapkit.dask as md  # noqa: E402
 
@@ -93,11 +95,8 @@ def scheduler(tmp_path_factory):
 
 
 def store(path: Path, n: int = 6000, d: int = 4) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(2)
-    X = rng.normal(size=(n, d)).astype(np.float32)
-    y = (X @ np.linspace(1, -1, d) > 0).astype(np.float32)
-    with mmapkit.FeatureStore(path, "w", dim=d) as fs:
-        fs.add(X, y)
+    fs, X, y = linear_store(path, n, d, seed=2)
+    fs.close()
     return X, y
 
 

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 torch = pytest.importorskip("torch")
 
 from mmapkit import FeatureStore  # noqa: E402
-from mmapkit.features import _batch_runs, batch_order  # noqa: E402
+from mmapkit._order import batch_runs  # noqa: E402
+from mmapkit.features import batch_order  # noqa: E402
 from mmapkit.torch import _Direct, _Runs, data_loader, device_loader  # noqa: E402
 
 
@@ -129,7 +130,7 @@ def test_batch_runs_read_off_the_blocks_equal_the_orders_runs(n, bs, block, seed
     # the order's own batches: the same runs (merged alike), rows and extent.
     stop = (n // bs) * bs if drop_last else n
     order = batch_order(n, bs, seed, block)
-    got = list(_batch_runs(n, bs, seed, block, stop))
+    got = list(batch_runs(n, bs, seed, block, stop))
     want = [order[s : min(s + bs, stop)] for s in range(0, stop, bs)]
     assert got == [_runs(w) for w in want]
     for runs, w in zip(got, want, strict=True):

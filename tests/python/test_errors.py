@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from _logs import damaged_log
 
 import mmapkit
 
@@ -75,13 +76,7 @@ def test_full_file_system_is_disk_full_error(small_tmpfs):
 
 def test_damaged_log_is_corrupt_error_naming_the_segment(tmp_path):
     d = tmp_path / "x: y"
-    with mmapkit.CommitLog(d, segment_size=4096, sync="never") as log:
-        for i in range(200):
-            log.append([b"entry %05d" % i])
-    seg = min(d.glob("*.seg"))
-    b = bytearray(seg.read_bytes())
-    b[32 + 16 + 2] ^= 0xFF  # entry 1's payload
-    seg.write_bytes(bytes(b))
+    seg = damaged_log(d)
     with mmapkit.CommitLog(d, segment_size=4096, sync="never") as log:
         e = _raises(mmapkit.CorruptError, log.verify)
     assert (e.errno, e.filename) == (errno.EIO, str(seg))

@@ -11,8 +11,10 @@ import sys
 import textwrap
 import time
 
+import _stores
 import numpy as np
 import pytest
+from _stores import linear_store
 
 import mmapkit
 import mmapkit.features
@@ -23,24 +25,11 @@ from mmapkit.ml import StreamingLogisticRegression, sigmoid
 
 
 def make(path, n=1000, d=8, dtype=np.float32, seed=0, batch=None):
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, d)).astype(dtype)
-    y = (X @ np.linspace(-1, 1, d) + 0.1 > 0).astype(np.float32)
-    fs = FeatureStore(path, "w", dim=d, dtype=dtype)
-    step = batch or n
-    for s in range(0, n, step):
-        fs.add(X[s : s + step], y[s : s + step])
-    return fs, X, y
+    return linear_store(path, n, d, seed=seed, slope=(-1, 1), bias=0.1, dtype=dtype, batch=batch)
 
 
 def ids_store(path, n, d=3, batch=None):
-    """Row i holds i in every column and label i: batches say which rows they hold."""
-    fs = FeatureStore(path, "w", dim=d, dtype=np.float64, label_dtype=np.int64)
-    step = batch or max(n, 1)
-    for s in range(0, n, step):
-        e = min(n, s + step)
-        fs.add(np.repeat(np.arange(s, e, dtype=np.float64)[:, None], d, axis=1), np.arange(s, e))
-    return fs
+    return _stores.ids_store(path, n, d, np.float64, batch)
 
 
 # ----- store: layout, commit, errors -----------------------------------------

@@ -11,18 +11,15 @@ import pytest
 dask = pytest.importorskip("dask")
 da = pytest.importorskip("dask.array")
 
+from _stores import linear_store  # noqa: E402
+
 import mmapkit  # noqa: E402
 import mmapkit.dask as md  # noqa: E402
 from mmapkit import FeatureStore  # noqa: E402
 
 
 def store(path, n, d=8, seed=0):
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, d)).astype(np.float32)
-    y = (X @ np.linspace(1, -1, d) > 0.2).astype(np.float32)
-    fs = FeatureStore(path, "w", dim=d)
-    fs.add(X, y)
-    return fs, X, y
+    return linear_store(path, n, d, seed=seed, threshold=0.2)
 
 
 def graph_bytes(x):

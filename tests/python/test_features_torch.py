@@ -9,16 +9,15 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+import _stores  # noqa: E402
+
 from mmapkit import FeatureStore  # noqa: E402
 from mmapkit.features import batch_order  # noqa: E402
 from mmapkit.torch import FeatureBatchSampler, FeatureDataset, data_loader  # noqa: E402
 
 
 def ids_store(path, n, d=4):
-    fs = FeatureStore(path, "w", dim=d, dtype=np.float32, label_dtype=np.int64)
-    ids = np.arange(n)
-    fs.add(np.repeat(ids[:, None].astype(np.float32), d, axis=1), ids)
-    fs.close()
+    _stores.ids_store(path, n, d, np.float32).close()
     return path
 
 

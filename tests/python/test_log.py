@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from _logs import damaged_log
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -142,18 +143,12 @@ def test_omitted_options_take_the_cores_defaults(tmp_path):
 
 def test_corruption_raises_corrupt_error(tmp_path):
     d = tmp_path / "wal"
-    with mmapkit.CommitLog(d, segment_size=4096, sync="never") as log:
-        for i in range(200):
-            log.append([b"entry %05d" % i])
-    segs = sorted(d.glob("*.seg"))
-    b = bytearray(segs[0].read_bytes())
-    b[32 + 16 + 2] ^= 0xFF  # entry 1's payload
-    segs[0].write_bytes(bytes(b))
+    seg = damaged_log(d)
     with mmapkit.CommitLog(d, segment_size=4096, sync="never") as log:
         with pytest.raises(mmapkit.CorruptError) as ei:
             log.verify()
         assert isinstance(ei.value, OSError) and ei.value.errno == errno.EIO
-        assert "entry 1" in str(ei.value) and segs[0].name in str(ei.value)
+        assert "entry 1" in str(ei.value) and seg.name in str(ei.value)
         with pytest.raises(mmapkit.CorruptError):
             log.read(1, 3)
         assert log.get(200) == b"entry 00199"

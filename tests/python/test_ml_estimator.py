@@ -6,10 +6,10 @@ import multiprocessing
 import pickle
 import warnings
 
+import _stores
 import numpy as np
 import pytest
 
-from mmapkit import FeatureStore
 from mmapkit.ml import StreamingLogisticRegression
 
 sklearn = pytest.importorskip("sklearn")
@@ -30,9 +30,7 @@ def tmp(tmp_path):
 
 
 def store_of(path, X, y, dtype=np.float64):
-    fs = FeatureStore(path, "w", dim=X.shape[1], dtype=dtype)
-    fs.add(np.asarray(X, dtype=dtype), np.asarray(y, dtype=np.float32))
-    return fs
+    return _stores.store_of(path, X, y, dtype)
 
 
 # ----- defect 3: a fitted model pickles -----------------------------------------

@@ -19,6 +19,19 @@ def _entries(path):
     return log.read_entries(log.first_index(), log.last_index() + 1)
 
 
+def _wait_copied(copy, last: int, seconds: float) -> None:
+    """Waits, at most ``seconds``, until the log at ``copy`` (which a follower
+    may not have created yet) holds entry ``last``; the caller checks."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if mmapkit.CommitLog(copy, read_only=True).last_index() == last:
+                return
+        except Exception:  # noqa: BLE001 (not created yet)
+            pass
+        time.sleep(0.02)
+
+
 def test_serve_follow_resume_and_close(tmp_path):
     wal, copy = tmp_path / "wal", tmp_path / "copy"
     log = mmapkit.CommitLog(wal)
@@ -53,15 +66,8 @@ def test_follow_without_once_runs_in_a_thread_with_the_gil_released(tmp_path):
         t = threading.Thread(target=run, daemon=True)
         t.start()
         # The main thread keeps running Python while the follower works.
-        deadline = time.monotonic() + 20
         log.append([(1, b"b")] * 5)
-        while time.monotonic() < deadline:
-            try:
-                if mmapkit.CommitLog(copy, read_only=True).last_index() == 15:
-                    break
-            except Exception:  # noqa: BLE001 (not created yet)
-                pass
-            time.sleep(0.02)
+        _wait_copied(copy, 15, seconds=20)
         assert mmapkit.CommitLog(copy, read_only=True).last_index() == 15
         assert not errors
 
@@ -104,14 +110,7 @@ def test_follow_forever_stops_on_ctrl_c(tmp_path):
             "    print('interrupted', flush=True); sys.exit(0)\n"
         )
         p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if mmapkit.CommitLog(copy, read_only=True).last_index() == 100:
-                    break
-            except Exception:  # noqa: BLE001 (not created yet)
-                pass
-            time.sleep(0.02)
+        _wait_copied(copy, 100, seconds=30)
         p.send_signal(signal.SIGINT)
         out, _ = p.communicate(timeout=20)
         assert p.returncode == 0 and "interrupted" in out

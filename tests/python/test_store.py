@@ -106,16 +106,16 @@ def test_reader_open_reads_the_header_once(tmp, monkeypatch):
     rec = np.zeros(3, dtype=[("a", "<i8"), ("b", "<f4")])
     rec["a"] = [1, 2, 3]
     np.save(tmp / "rec.npy", rec)
-    import mmapkit.store as store_mod
+    import mmapkit._npy as npy_mod  # where the stores read a header's dtype
 
     calls = []
-    real = store_mod.npy_header
+    real = npy_mod.npy_header
 
     def counting(path):
         calls.append(path)
         return real(path)
 
-    monkeypatch.setattr(store_mod, "npy_header", counting)
+    monkeypatch.setattr(npy_mod, "npy_header", counting)
     with mmapkit.ArrayStore.open(tmp / "plain.npy") as s:
         assert (
             s.dtype == np.dtype("<i4")

@@ -59,20 +59,8 @@ from ...contenders import (
     peer_available,
     tool,
 )
-from ...harness import (
-    Contender,
-    Dataset,
-    Size,
-    Suite,
-    Task,
-    above,
-    capped,
-    file_digest,
-    fresh_copy,
-    primed,
-    tool_version,
-    usable_cores,
-)
+from ...harness import above, capped, file_digest, fresh_copy, primed, tool_version, usable_cores
+from ...suite import Contender, Dataset, Size, Suite, Task
 from . import rewrite, search, stream, trees
 from .data import ensure_csv
 from .helper import helper, rss_wrapper

@@ -8,7 +8,8 @@ import shlex
 from pathlib import Path
 
 from ...contenders import ENV
-from ...harness import Measured, run_command
+from ...harness import run_command
+from ...suite import Measured
 from .helper import rss_wrapper
 
 _RSS_MARK = b"\nfiles-helper-maxrss-kib: "

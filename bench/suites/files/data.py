@@ -9,7 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ...harness import generated_file, human_bytes, need_space
+from ...harness import generated_file, need_space
+from ...suite import human_bytes
 
 DATA_SEED = 20
 GENERATOR_VERSION = 2  # 2: the text field

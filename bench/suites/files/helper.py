@@ -10,7 +10,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from ...harness import REPO_DIR, Unavailable
+from ...harness import REPO_DIR
+from ...suite import Unavailable
 
 SOURCE = Path(__file__).with_name("helper.rs")
 _path: Path | None = None

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from ...contenders import Table
-from ...harness import Dataset, Measured, Task, fsync_path
+from ...harness import fsync_path
+from ...suite import Dataset, Measured, Task
 from .commands import modify
 from .search import FILE
 

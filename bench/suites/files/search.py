@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ...contenders import Table
-from ...harness import Task
+from ...suite import Task
 from .commands import count, offset
 
 ABSENT = "31415926535"  # 11 digits: the data never has more than 6 digits in a row

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ...contenders import ENV, Table
-from ...harness import Dataset, Measured, Task
+from ...suite import Dataset, Measured, Task
 
 LINES = 200
 PATTERN = "ERR"

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ...contenders import Table
-from ...harness import Dataset, Task
+from ...suite import Dataset, Task
 from .commands import run
 
 TINY_FILES = 5000  # files of the generated tree (50 directories of 100)
