@@ -111,6 +111,10 @@ use openraft::{Config, LogId, Raft, RaftMetrics, SnapshotPolicy};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+// Plain-text answers (the message and a newline), as `log serve` gives.
+use mmapkit_replicate::http;
+pub(crate) use mmapkit_replicate::http::text;
+
 use crate::batch::{Lost, Proposer};
 use crate::kv::{KvConfig, KvStateMachine, NodeId, Request, Response};
 use crate::member::{Identity, Member};
@@ -258,18 +262,11 @@ impl NodeOptions {
 }
 
 /// Checks that `token` can be sent in an `Authorization` header as is:
-/// non-empty, visible ASCII only (no spaces, no control characters).
+/// non-empty, visible ASCII only (no spaces, no control characters); the
+/// check of [`mmapkit_replicate::http::check_sendable`], which `log serve`
+/// makes too.
 pub fn check_token(token: &str) -> Result<(), String> {
-    if token.is_empty() {
-        return Err("the token must not be empty".into());
-    }
-    match token.bytes().position(|b| !(0x21..=0x7e).contains(&b)) {
-        Some(i) => Err(format!(
-            "the token has a character that cannot be sent in an HTTP header at byte {i} \
-             (allowed: visible ASCII, no spaces)"
-        )),
-        None => Ok(()),
-    }
+    http::check_sendable(token)
 }
 
 fn bearer_value(token: &str) -> Result<HeaderValue, String> {
@@ -517,23 +514,12 @@ async fn new_raft<LS: RaftLogStorage<KvConfig>>(
     Raft::new(id, config, net, log, sm).await
 }
 
-pub(crate) fn text(status: StatusCode, msg: String) -> HttpResponse {
-    let mut r = (status, format!("{msg}\n")).into_response();
-    r.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
-    r
-}
-
 async fn auth(State(app): State<App>, req: axum::extract::Request, next: Next) -> HttpResponse {
-    if let Some(tok) = &app.token {
-        // The accept loop's check (scheme in any case, constant time).
-        if let Err(why) = mmapkit_replicate::conn::check_token(req.headers(), tok) {
-            let mut r = text(StatusCode::UNAUTHORIZED, why.into());
-            r.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            return r;
-        }
+    // The accept loop's check (scheme in any case, constant time).
+    match http::refusal(req.headers(), app.token.as_deref()) {
+        Some(refused) => refused,
+        None => next.run(req).await,
     }
-    next.run(req).await
 }
 
 /// What `POST /kv/write` answers with `200`.

@@ -57,27 +57,8 @@ pub struct Limits {
     pub token: Option<Arc<str>>,
 }
 
-/// Whether `headers` carry `token` as a bearer token (`Ok`), or why not.
-/// The scheme is case-insensitive (RFC 7235 section 2.1); the comparison
-/// takes the same time wherever the first difference is.
-pub fn check_token(
-    headers: &hyper::HeaderMap,
-    token: &str,
-) -> std::result::Result<(), &'static str> {
-    let given = headers
-        .get(hyper::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim_start().split_once(' '))
-        .and_then(|(scheme, t)| scheme.eq_ignore_ascii_case("bearer").then_some(t));
-    let ct_eq = |a: &[u8], b: &[u8]| {
-        a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-    };
-    match given {
-        None => Err("missing bearer token (send Authorization: Bearer TOKEN)"),
-        Some(g) if !ct_eq(g.trim().as_bytes(), token.as_bytes()) => Err("bad bearer token"),
-        _ => Ok(()),
-    }
-}
+/// The bearer check (it lives in [`crate::http`], shared by every server).
+pub use crate::http::check_token;
 
 /// Connections that have not authenticated yet, oldest first (entries of
 /// closed or authenticated ones are skipped and pruned).
@@ -446,7 +427,7 @@ impl hyper::service::Service<hyper::Request<Incoming>> for Service {
                 let r = hyper::Response::builder()
                     .status(431)
                     .header("connection", "close")
-                    .header("content-type", "text/plain; charset=utf-8")
+                    .header("content-type", crate::http::TEXT_PLAIN)
                     .body(Tracked { body, _busy: busy })
                     .expect("a valid answer");
                 Ok(r)

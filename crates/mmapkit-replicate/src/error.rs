@@ -94,6 +94,17 @@ pub enum ReplicateError {
 }
 
 impl ReplicateError {
+    /// [`ReplicateError::Http`]: what happened asking `url`, with the
+    /// status if one came; `transient` ones are retried.
+    pub(crate) fn http(
+        url: impl Into<String>,
+        status: Option<u16>,
+        detail: impl Into<String>,
+        transient: bool,
+    ) -> ReplicateError {
+        ReplicateError::Http { url: url.into(), status, detail: detail.into(), transient }
+    }
+
     /// Whether the follower retries after it (with backoff).
     pub fn is_transient(&self) -> bool {
         matches!(self, ReplicateError::Http { transient: true, .. })

@@ -120,6 +120,7 @@
 pub mod conn;
 pub mod error;
 pub mod follow;
+pub mod http;
 pub mod server;
 mod wake;
 pub mod wire;

@@ -1,4 +1,8 @@
 //! The log server: `/v1` endpoints over a [`CommitLog`] (see the crate docs).
+//!
+//! This module starts and stops the server and holds what its handlers
+//! share (the log, the refreshed view, long-poll waits); `routes.rs`
+//! answers `/v1/state` and `/v1/term`, `page.rs` `/v1/entries`.
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::Path;
@@ -6,18 +10,25 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::body::Body;
-use axum::extract::{Path as UrlPath, RawQuery, Request, State};
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
-use bytes::{Bytes, BytesMut};
-use mmapkit::log::{CommitLog, DurableMark, Entries, LogOptions};
-use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use mmapkit::log::{CommitLog, DurableMark, LogOptions};
+use tokio::sync::{watch, Semaphore};
 
-use crate::{conn, wake, wire, ReplicateError, Result};
+use crate::http::{self, text};
+use crate::{conn, wake, ReplicateError, Result};
+
+mod page;
+mod routes;
+
+use page::entries;
+#[doc(hidden)]
+pub use page::fuzz_parse_queries;
+use routes::{log_err, state, term};
 
 mmapkit::options! {
     /// Options of [`serve`].
@@ -272,18 +283,8 @@ fn check_bind(opts: &ServeOptions) -> Result<SocketAddr> {
              read the log (give a bearer token, or bind 127.0.0.1)"
         )));
     }
-    if opts.token.as_deref() == Some("") {
-        return Err(ReplicateError::InvalidArgument("the token must not be empty".into()));
-    }
-    // Anything else could not be sent in an Authorization header (or
-    // would be trimmed from it), so no client could ever authenticate.
     if let Some(t) = &opts.token {
-        if let Some(c) = t.chars().find(|c| !matches!(c, '\x21'..='\x7e')) {
-            return Err(ReplicateError::InvalidArgument(format!(
-                "the token holds {c:?}: use visible ASCII only (letters, digits, \
-                 punctuation; no spaces or control characters)"
-            )));
-        }
+        http::check_sendable(t).map_err(ReplicateError::InvalidArgument)?;
     }
     if opts.max_connections == 0 || opts.max_connections > 1 << 20 {
         return Err(ReplicateError::InvalidArgument(format!(
@@ -435,7 +436,7 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/term/{index}", get(term))
         .route("/v1/entries", get(entries))
         .fallback(|| async {
-            err(
+            text(
                 StatusCode::NOT_FOUND,
                 "no such endpoint (try /v1/state, /v1/term/{index}, /v1/entries?from=I)".into(),
             )
@@ -444,22 +445,11 @@ fn router(shared: Arc<Shared>) -> Router {
         .with_state(shared)
 }
 
-fn err(status: StatusCode, msg: String) -> Response {
-    let mut r = (status, format!("{msg}\n")).into_response();
-    r.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
-    r
-}
-
 async fn auth(State(sh): State<Arc<Shared>>, req: Request, next: Next) -> Response {
-    if let Some(tok) = &sh.opts.token {
-        if let Err(why) = conn::check_token(req.headers(), tok) {
-            let mut r = err(StatusCode::UNAUTHORIZED, why.into());
-            r.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            return r;
-        }
+    match http::refusal(req.headers(), sh.opts.token.as_deref()) {
+        Some(refused) => refused,
+        None => next.run(req).await,
     }
-    next.run(req).await
 }
 
 impl Shared {
@@ -484,7 +474,7 @@ impl Shared {
                 Ok::<_, mmapkit::Error>(())
             })
             .await
-            .map_err(|e| err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
+            .map_err(|e| text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
             .map_err(log_err)?;
         }
         Ok(self.servable())
@@ -533,439 +523,13 @@ impl Drop for Counted<'_> {
     }
 }
 
-/// A refresh that failed: the directory is gone or unreadable, or the
-/// log is changing too fast to load; followers retry.
-fn log_err(e: mmapkit::Error) -> Response {
-    let mut r =
-        err(StatusCode::SERVICE_UNAVAILABLE, format!("the leader's log is not available: {e}"));
-    r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-    r
-}
-
-/// Parses `since=EPOCH` (the only parameter of `/v1/state`).
-fn parse_since(q: Option<&str>) -> std::result::Result<Option<u64>, String> {
-    let mut since = None;
-    for kv in q.unwrap_or("").split('&').filter(|s| !s.is_empty()) {
-        match kv.split_once('=') {
-            Some(("since", _)) if since.is_some() => return Err("since is given twice".into()),
-            Some(("since", v)) => {
-                since = Some(
-                    v.parse::<u64>().map_err(|_| format!("since={v:?} is not a whole number"))?,
-                )
-            }
-            _ => return Err(format!("unknown parameter {kv:?} (expected since=EPOCH)")),
-        }
-    }
-    Ok(since)
-}
-
-/// A log error while answering: out of range by a fresh view (truncated
-/// or purged meanwhile) is 410/416; anything else 503, which followers
-/// retry and never act on.
-fn read_failed(sh: &Shared, index: u64, e: mmapkit::Error) -> Response {
-    if let Ok(st) = sh.log.status(None) {
-        if index < st.first_index || index > st.last_index {
-            return out_of_range(index, st.first_index, st.last_index);
-        }
-    }
-    let mut r = err(
-        StatusCode::SERVICE_UNAVAILABLE,
-        format!("reading entry {index} failed (the log may be changing; retry): {e}"),
-    );
-    r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-    r
-}
-
-async fn state(State(sh): State<Arc<Shared>>, RawQuery(q): RawQuery) -> Response {
-    let since = match parse_since(q.as_deref()) {
-        Ok(s) => s,
-        Err(m) => return err(StatusCode::BAD_REQUEST, m),
-    };
-    if let Err(r) = sh.fresh_last(Duration::ZERO).await {
-        return r;
-    }
-    let log = sh.log.clone();
-    let unsynced = sh.opts.serve_unsynced;
-    let got = tokio::task::spawn_blocking(move || {
-        let mark = log.durable_mark();
-        let mut st = log.status(since)?;
-        let appended = st.last_index;
-        st.last_index = served_last(st.first_index, appended, mark, unsynced);
-        let last = if st.last_index >= st.first_index {
-            let e = log.get(st.last_index)?;
-            Some((e.term(), e.crc()))
-        } else {
-            None
-        };
-        Ok::<_, mmapkit::Error>((st, last, mark, appended))
-    })
-    .await;
-    let (st, last, mark, appended) = match got {
-        Ok(Ok(x)) => x,
-        Ok(Err(e)) if e.kind() == mmapkit::ErrorKind::InvalidArgument && since.is_some() => {
-            // An epoch past ours: the follower saw a later history.
-            return err(StatusCode::CONFLICT, e.to_string());
-        }
-        Ok(Err(e)) => {
-            let mut r =
-                err(StatusCode::SERVICE_UNAVAILABLE, format!("the log changed; retry ({e})"));
-            r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-            return r;
-        }
-        Err(e) => return err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-    };
-    axum::Json(serde_json::json!({
-        "log_id": st.identity.id.as_deref(),
-        "epoch": st.identity.epoch,
-        "completed": st.identity.completed,
-        "cut_since": st.cut_since,
-        "first_index": st.first_index,
-        "last_index": st.last_index,
-        "last_term": last.map(|l| l.0),
-        "last_crc": last.map(|l| l.1),
-        // last_index is the last entry served; this, the last appended.
-        "appended_index": appended,
-        "durable_index": mark.map(|m| m.durable),
-        "incarnation": mark.map(|m| m.incarnation.to_string()),
-        "serves_unsynced": unsynced,
-    }))
-    .into_response()
-}
-
-/// 410 / 416 for an index outside `first..=last`.
-fn out_of_range(index: u64, first: u64, last: u64) -> Response {
-    let mut r = if index < first {
-        err(
-            StatusCode::GONE,
-            format!("snapshot required: entry {index} was purged (the log starts at {first})"),
-        )
-    } else {
-        err(
-            StatusCode::RANGE_NOT_SATISFIABLE,
-            format!("entry {index} is past the end of the log (last index {last})"),
-        )
-    };
-    r.headers_mut().insert("x-mmapkit-first-index", HeaderValue::from(first));
-    r.headers_mut().insert("x-mmapkit-last-index", HeaderValue::from(last));
-    r
-}
-
-async fn term(State(sh): State<Arc<Shared>>, UrlPath(raw): UrlPath<String>) -> Response {
-    let index: u64 = match raw.parse() {
-        Ok(i) if i > 0 => i,
-        _ => {
-            return err(
-                StatusCode::BAD_REQUEST,
-                format!("bad index {raw:?}: expected a whole number from 1"),
-            )
-        }
-    };
-    let last = match sh.fresh_last(Duration::ZERO).await {
-        Ok(l) => l,
-        Err(r) => return r,
-    };
-    let first = sh.log.first_index();
-    if index < first || index > last {
-        return out_of_range(index, first, last);
-    }
-    let log = sh.log.clone();
-    match tokio::task::spawn_blocking(move || log.get(index).map(|e| (e.term(), e.crc()))).await {
-        Ok(Ok((t, crc))) => {
-            let mut r = axum::Json(serde_json::json!({"index": index, "term": t, "crc": crc}))
-                .into_response();
-            sh.identify(&mut r);
-            r
-        }
-        Ok(Err(e)) => read_failed(&sh, index, e),
-        Err(e) => err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-    }
-}
-
 impl Shared {
     /// Names the log an answer comes from (`x-mmapkit-log-id`).
     fn identify(&self, r: &mut Response) {
         if let Some(id) = self.log.identity().id {
             if let Ok(v) = HeaderValue::from_str(&id) {
-                r.headers_mut().insert("x-mmapkit-log-id", v);
+                r.headers_mut().insert(http::X_LOG_ID, v);
             }
         }
     }
-}
-
-#[derive(Default)]
-struct PageQuery {
-    from: Option<u64>,
-    max_count: Option<u64>,
-    max_bytes: Option<u64>,
-    prev_term: Option<u64>,
-    prev_crc: Option<u64>,
-    wait_ms: Option<u64>,
-}
-
-fn parse_query(q: Option<&str>) -> std::result::Result<PageQuery, String> {
-    let mut p = PageQuery::default();
-    for kv in q.unwrap_or("").split('&').filter(|s| !s.is_empty()) {
-        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-        let slot = match k {
-            "from" => &mut p.from,
-            "max_count" => &mut p.max_count,
-            "max_bytes" => &mut p.max_bytes,
-            "prev_term" => &mut p.prev_term,
-            "prev_crc" => &mut p.prev_crc,
-            "wait_ms" => &mut p.wait_ms,
-            _ => {
-                return Err(format!(
-                "unknown parameter {k:?} (expected from, max_count, max_bytes, prev_term, prev_crc, wait_ms)"
-            ))
-            }
-        };
-        let n: u64 = v.parse().map_err(|_| format!("{k}={v:?} is not a whole number"))?;
-        if n == 0 && matches!(k, "from" | "max_count" | "max_bytes") {
-            return Err(format!("{k} must be at least 1"));
-        }
-        if slot.is_some() {
-            return Err(format!("{k} is given twice"));
-        }
-        *slot = Some(n);
-    }
-    if p.from.is_none() {
-        return Err("missing from=INDEX".into());
-    }
-    Ok(p)
-}
-
-/// For the fuzz harness (`crates/mmapkit-fuzz`) only: what the handlers
-/// make of a raw query string: `/v1/entries`'s parameters (from,
-/// max_count, max_bytes, prev_term, prev_crc, wait_ms) and `/v1/state`'s
-/// `since`.
-#[doc(hidden)]
-#[allow(clippy::type_complexity)]
-pub fn fuzz_parse_queries(
-    q: Option<&str>,
-) -> (std::result::Result<[Option<u64>; 6], String>, std::result::Result<Option<u64>, String>) {
-    let page = parse_query(q)
-        .map(|p| [p.from, p.max_count, p.max_bytes, p.prev_term, p.prev_crc, p.wait_ms]);
-    (page, parse_since(q))
-}
-
-/// A payload borrowed from the mapping, kept mapped by the read's entries.
-struct Payload(Arc<Entries>, usize);
-
-impl AsRef<[u8]> for Payload {
-    fn as_ref(&self) -> &[u8] {
-        self.0.get(self.1).map(|e| e.data()).unwrap_or(&[])
-    }
-}
-
-/// Payloads at least this long are their own (borrowed) body chunk.
-const BORROW_MIN: usize = 16 << 10;
-/// Target size of a chunk of coalesced small entries: 256 KiB, a quarter
-/// of the task hand-offs and socket writes of 64 KiB (their wake-ups were
-/// the sending side's largest cost after the copies in a 4 KiB-entry
-/// catch-up); one chunk is queued per page being sent.
-const CHUNK: usize = 256 << 10;
-
-struct Page {
-    entries: Arc<Entries>,
-    k: usize,
-    pending: Option<Bytes>,
-    _permit: OwnedSemaphorePermit,
-}
-
-fn next_chunk(p: &mut Page) -> Option<Bytes> {
-    if let Some(b) = p.pending.take() {
-        return Some(b);
-    }
-    if p.k >= p.entries.len() {
-        return None;
-    }
-    let mut buf = BytesMut::with_capacity(CHUNK);
-    while p.k < p.entries.len() && buf.len() < CHUNK {
-        let e = p.entries.get(p.k).expect("in range");
-        buf.extend_from_slice(&wire::header(e.index(), e.term(), e.data().len() as u32, e.crc()));
-        if e.data().len() >= BORROW_MIN {
-            p.pending = Some(Bytes::from_owner(Payload(p.entries.clone(), p.k)));
-            p.k += 1;
-            break;
-        }
-        buf.extend_from_slice(e.data());
-        p.k += 1;
-    }
-    Some(buf.freeze())
-}
-
-async fn entries(State(sh): State<Arc<Shared>>, RawQuery(q): RawQuery) -> Response {
-    let q = match parse_query(q.as_deref()) {
-        Ok(q) => q,
-        Err(m) => return err(StatusCode::BAD_REQUEST, m),
-    };
-    let from = q.from.expect("checked");
-    let max_count = q.max_count.unwrap_or(sh.opts.max_page_count).min(sh.opts.max_page_count);
-    let max_bytes =
-        q.max_bytes.unwrap_or(sh.opts.max_page_bytes as u64).min(sh.opts.max_page_bytes as u64)
-            as usize;
-    // Within what this server already knows a view refreshed a moment
-    // ago will do (`view_max_age`); a page past it gets a current answer.
-    let mut last = sh.log.last_index();
-    let age = if from > last || from < sh.log.first_index() {
-        Duration::ZERO
-    } else {
-        sh.opts.view_max_age
-    };
-    last = match sh.fresh_last(age).await {
-        Ok(l) => l,
-        Err(r) => return r,
-    };
-    let first = sh.log.first_index();
-    if from < first || from > last + 1 {
-        return out_of_range(from, first, last);
-    }
-    // A quick answer to a follower that no longer matches; the check that
-    // counts is made again with the read (below).
-    if (q.prev_term.is_some() || q.prev_crc.is_some()) && from > first {
-        let log = sh.log.clone();
-        let (pt, pc) = (q.prev_term, q.prev_crc);
-        match tokio::task::spawn_blocking(move || log.get(from - 1).map(|e| (e.term(), e.crc())))
-            .await
-        {
-            Ok(Ok((t, c))) if pt.is_none_or(|pt| pt == t) && pc.is_none_or(|pc| pc == c as u64) => {
-            }
-            Ok(Ok((t, c))) => {
-                return err(
-                    StatusCode::CONFLICT,
-                    format!("log mismatch: entry {} has term {t} and CRC {c:#010x} here", from - 1),
-                )
-            }
-            Ok(Err(e)) => return read_failed(&sh, from - 1, e),
-            Err(e) => return err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-        }
-    }
-    if from == last + 1 {
-        let wait = Duration::from_millis(q.wait_ms.unwrap_or(0)).min(sh.opts.max_wait);
-        if !wait.is_zero() {
-            last = match sh.wait_for(from, wait).await {
-                Ok(l) => l,
-                Err(r) => return r,
-            };
-        }
-    }
-    let permit =
-        match tokio::time::timeout(sh.opts.busy_timeout, sh.pages.clone().acquire_owned()).await {
-            Ok(Ok(p)) => p,
-            _ => {
-                let mut r = err(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    format!("busy: {} pages are being sent; retry", sh.opts.max_concurrent_pages),
-                );
-                r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-                return r;
-            }
-        };
-    let hi = if last >= from { last.min(from.saturating_add(max_count - 1)) + 1 } else { from };
-    let log = sh.log.clone();
-    let (pt, pc) = (q.prev_term, q.prev_crc);
-    let read = tokio::task::spawn_blocking(move || {
-        // The entries must follow the entry checked against prev_term and
-        // prev_crc in one version of the log: a truncation after the check
-        // above (a long poll waits in between) or during the read (which
-        // may span refreshed views) would splice two versions into what
-        // the follower appends, a log the leader never held, and its next
-        // pages would chain on without a complaint. So the check is made
-        // again here, and the answer is refused (503, retried after a
-        // fresh look at the leader's state) if a truncation started, or
-        // another log took the directory's place, between it and the read.
-        // The entry before the page, in the same version: checked here when
-        // the request names it, else named in the answer (a follower asks
-        // for a page before the one ahead of it has arrived, and checks it).
-        let mark = log.durable_mark();
-        let before = log.identity();
-        let prev = if from > log.first_index() {
-            let e = log.get(from - 1)?;
-            Some((e.term(), e.crc()))
-        } else {
-            None
-        };
-        if let Some((t, c)) = prev {
-            if !(pt.is_none_or(|pt| pt == t) && pc.is_none_or(|pc| pc == c as u64)) {
-                return Ok(Err((from - 1, t, c)));
-            }
-        }
-        let got = if hi == from {
-            // Nothing to read: tagged with what the view has completed.
-            let tag = log.identity().completed;
-            (Entries::default(), tag)
-        } else {
-            let e = log.read(from, hi, Some(max_bytes))?;
-            let tag = e.epoch();
-            (e, tag)
-        };
-        let after = log.identity();
-        if after.id != before.id || after.epoch != before.epoch {
-            return Err(mmapkit::Error::InvalidArgument(format!(
-                "{}: the log was truncated or replaced while the page was read",
-                log.dir().display()
-            )));
-        }
-        Ok(Ok((got.0, got.1, after.id, prev, mark)))
-    })
-    .await;
-    let (ents, tag, id, prev, mark) = match read {
-        Ok(Ok(Ok(e))) => e,
-        Ok(Ok(Err((i, t, c)))) => {
-            return err(
-                StatusCode::CONFLICT,
-                format!("log mismatch: entry {i} has term {t} and CRC {c:#010x} here"),
-            )
-        }
-        // Truncated or purged since the check above: 410/416; else 503.
-        Ok(Err(e)) => return read_failed(&sh, from, e),
-        Err(e) => return err(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-    };
-    let count = ents.len();
-    let len: usize = ents.iter().map(|e| wire::HEADER + e.data().len()).sum();
-    let page = Page { entries: Arc::new(ents), k: 0, pending: None, _permit: permit };
-    // A task produces the chunks into a one-chunk channel; a client that
-    // takes nothing for stall_timeout makes it give up (dropping the
-    // permit), and the body then ends short of its Content-Length, which
-    // aborts the connection.
-    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(1);
-    let stall = sh.opts.stall_timeout;
-    tokio::spawn(async move {
-        let mut page = page;
-        while let Some(b) = next_chunk(&mut page) {
-            if tx.send_timeout(b, stall).await.is_err() {
-                return;
-            }
-        }
-    });
-    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|b| (Ok::<_, std::convert::Infallible>(b), rx))
-    });
-    let mut r = Response::new(Body::from_stream(stream));
-    let h = r.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
-    h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
-    h.insert("x-mmapkit-count", HeaderValue::from(count));
-    h.insert("x-mmapkit-last-index", HeaderValue::from(sh.servable().max(last)));
-    // What was durable when the page was read (entries up to it cannot be
-    // lost by a power loss of this incarnation of the writer's), so a
-    // follower of a server that serves unsynced entries knows which to
-    // check after the writer reopens the log.
-    if let Some(m) = mark {
-        h.insert("x-mmapkit-durable", HeaderValue::from(m.durable));
-        h.insert("x-mmapkit-incarnation", HeaderValue::from(m.incarnation));
-    }
-    h.insert("x-mmapkit-first-index", HeaderValue::from(sh.log.first_index()));
-    // The read's tag: a follower checks later that no truncation numbered
-    // from it on cut what it got (see `mmapkit::log::Entries::epoch`).
-    h.insert("x-mmapkit-epoch", HeaderValue::from(tag));
-    if let Some((t, c)) = prev {
-        h.insert("x-mmapkit-prev-term", HeaderValue::from(t));
-        h.insert("x-mmapkit-prev-crc", HeaderValue::from(c));
-    }
-    // The log the entries were read from (not whatever took its place since).
-    if let Some(v) = id.and_then(|id| HeaderValue::from_str(&id).ok()) {
-        r.headers_mut().insert("x-mmapkit-log-id", v);
-    }
-    r
 }
