@@ -51,7 +51,7 @@ use std::fmt::Debug;
 use std::marker::PhantomData;
 use std::ops::{Bound, RangeBounds};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use mmapkit::log::{CommitLog, LogOptions, SyncMode};
 use openraft::storage::{LogFlushed, LogState, RaftLogReader, RaftLogStorage};
@@ -111,6 +111,19 @@ struct Inner<C: RaftTypeConfig> {
     cur: RwLock<Current<C>>,
     /// The committed id's slot.
     committed: meta::Slot,
+    /// The removal of purged segments running in the background (see
+    /// [`LogStore::do_purge`]).
+    purging: Mutex<Option<std::thread::JoinHandle<Result<()>>>>,
+}
+
+impl<C: RaftTypeConfig> Drop for Inner<C> {
+    fn drop(&mut self) {
+        // The log is closed when the store is: a reopen never finds it
+        // still held by a removal.
+        if let Some(h) = self.purging.get_mut().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = h.join();
+        }
+    }
 }
 
 /// openraft log storage on a mmapkit commit log; see the [module docs](self).
@@ -179,6 +192,7 @@ where
         let committed = meta::Slot::open(&dir.join("committed"))?;
         let inner = Arc::new(Inner {
             committed,
+            purging: Mutex::new(None),
             dir,
             opts,
             cur: RwLock::new(Current { log: Arc::new(log), meta, last }),
@@ -297,7 +311,23 @@ where
         Ok(())
     }
 
+    /// Waits for the removal of purged segments started last, if any; its
+    /// failure is this call's (fail-stop).
+    fn finish_purge(&self) -> Result<()> {
+        let running = self.inner.purging.lock().unwrap_or_else(|e| e.into_inner()).take();
+        match running.map(|h| h.join()) {
+            None | Some(Ok(Ok(()))) => Ok(()),
+            Some(Ok(Err(e))) => Err(e),
+            Some(Err(_)) => Err(Error::Io(
+                self.inner.dir.clone(),
+                "remove purged segments",
+                std::io::Error::other("the removal thread panicked"),
+            )),
+        }
+    }
+
     fn do_purge(&self, upto: &LogId<C::NodeId>) -> Result<()> {
+        self.finish_purge()?;
         let mut cur = self.write();
         if cur.meta.purged.as_ref().is_some_and(|p| p.index >= upto.index) {
             return Ok(());
@@ -306,9 +336,23 @@ where
         let mut next = cur.meta.clone();
         next.purged = Some(upto.clone());
         if !past_end {
-            // The purge point is durable before any segment goes.
+            // The purge point is durable before any segment goes; the
+            // segments go without this lock, which appends wait for (the
+            // log lets them go on meanwhile).
+            // openraft awaits a purge before anything else it does: the
+            // segments (gigabytes; an unlink and a directory sync each)
+            // are removed on a thread of their own, entries from the purge
+            // point on never waiting for it (a purge of 3 GB held every
+            // write for 2 s). The next purge or new generation waits for it.
             self.save_meta(&mut cur, next)?;
-            cur.log.purge_before(to_log(upto.index + 1))?;
+            let log = cur.log.clone();
+            drop(cur);
+            let from = to_log(upto.index + 1);
+            let h = std::thread::Builder::new()
+                .name("kv-purge".into())
+                .spawn(move || log.purge_before(from).map_err(Error::from))
+                .map_err(|e| Error::Io(self.inner.dir.clone(), "spawn a thread", e))?;
+            *self.inner.purging.lock().unwrap_or_else(|e| e.into_inner()) = Some(h);
             return Ok(());
         }
         // Nothing stays: a new, empty generation starting after `upto`.
@@ -324,6 +368,8 @@ where
     /// caller deletes the old one (a crash before that leaves an orphan
     /// that `open` deletes). Returns the new generation.
     fn restart(&self, cur: &mut Current<C>, next_index: u64, mut next: Meta<C>) -> Result<u64> {
+        // The old generation's directory goes: no removal may run in it.
+        self.finish_purge()?;
         next.log = cur.meta.log + 1;
         let log = open_log(&self.inner.dir, next.log, to_log(next_index), &self.inner.opts)?;
         let gen = next.log;
