@@ -52,7 +52,7 @@ static CLASS: [u8; 256] = {
     t
 };
 
-/// Counts canonical k-mers; see the [module docs](self).
+/// Counts canonical k-mers; see the [module docs](crate::kmer).
 #[derive(Clone, Debug)]
 pub struct Kmerizer {
     k: usize,
