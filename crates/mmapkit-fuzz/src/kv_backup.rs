@@ -4,24 +4,14 @@
 //! cut; a backup that is taken re-encodes to one that is taken with the
 //! same keys and summary; every proper prefix of a taken backup is refused.
 
-use mmapkit_raft::backup::{BackupReader, Lines, Summary};
+use mmapkit_raft::backup::Summary;
 use mmapkit_raft::kv::KeyValue;
 
 /// The keys and summary of `data` read as a backup fed `step` bytes at a
 /// time (0: whole), or why not.
 fn read(data: &[u8], step: usize) -> Result<(Vec<KeyValue>, Summary), String> {
-    let (mut r, mut lines, mut kvs) = (BackupReader::new(), Lines::new(), Vec::new());
     let step = if step == 0 { data.len().max(1) } else { step };
-    for piece in data.chunks(step) {
-        lines.feed(piece, |l| {
-            kvs.extend(r.line(l)?);
-            Ok(())
-        })?;
-    }
-    if lines.pending() {
-        return Err("cut line".into());
-    }
-    Ok((kvs, r.finish()?))
+    mmapkit_raft::backup::read_chunks(data.chunks(step))
 }
 
 /// The harness (see the module docs).

@@ -189,6 +189,24 @@ impl Lines {
     }
 }
 
+/// Reads a whole backup given as `chunks` (cut anywhere): its keys and
+/// summary, or why it is not one (a cut line at the end included).
+pub fn read_chunks<'a>(
+    chunks: impl IntoIterator<Item = &'a [u8]>,
+) -> Result<(Vec<KeyValue>, Summary), String> {
+    let (mut r, mut lines, mut kvs) = (BackupReader::new(), Lines::new(), Vec::new());
+    for piece in chunks {
+        lines.feed(piece, |l| {
+            kvs.extend(r.line(l)?);
+            Ok(())
+        })?;
+    }
+    if lines.pending() {
+        return Err("cut line".into());
+    }
+    Ok((kvs, r.finish()?))
+}
+
 /// Appends `v`'s JSON and a `\n` to `out`.
 pub(crate) fn push_line(out: &mut Vec<u8>, v: &impl Serialize) {
     // Serializing these plain structs into a Vec cannot fail.
@@ -202,18 +220,8 @@ mod tests {
     use super::*;
 
     fn read(text: &[u8]) -> Result<(Vec<KeyValue>, Summary), String> {
-        let (mut r, mut lines, mut kvs) = (BackupReader::new(), Lines::new(), Vec::new());
         // Fed in 3-byte pieces: lines split across chunks.
-        for piece in text.chunks(3) {
-            lines.feed(piece, |l| {
-                kvs.extend(r.line(l)?);
-                Ok(())
-            })?;
-        }
-        if lines.pending() {
-            return Err("cut line".into());
-        }
-        Ok((kvs, r.finish()?))
+        read_chunks(text.chunks(3))
     }
 
     #[test]
