@@ -222,7 +222,7 @@ fn extend_to(size: u64) -> String {
 /// An OS error's text without Rust's " (os error N)" suffix, as coreutils
 /// and Python print it ("No such file or directory").
 pub fn os_message(e: &io::Error) -> String {
-    e.raw_os_error().map_or_else(|| e.to_string(), crate::map::strerror)
+    e.raw_os_error().map_or_else(|| e.to_string(), crate::sys::strerror)
 }
 
 /// The `path` field of an [`Error`] (by reference or mutably, as the
@@ -385,5 +385,4 @@ mod message_tests {
 }
 
 #[cfg(test)]
-#[path = "error_tests.rs"]
 mod tests;

@@ -86,7 +86,7 @@ pub fn remove_stale_temp_files(dir: &Path, keep: impl Fn(&OsStr) -> bool) -> usi
     for ent in rd.flatten() {
         let name = ent.file_name();
         let Some((target, pid)) = parse_temp_name(&name) else { continue };
-        if pid == me || !keep(target) || crate::map::process_exists(pid as i32) {
+        if pid == me || !keep(target) || crate::sys::process_exists(pid as i32) {
             continue;
         }
         if fs::remove_file(ent.path()).is_ok() {
@@ -365,7 +365,7 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
 /// its `fsync` (where it would queue ahead of other files' syncs); a
 /// failure shows in that sync.
 pub fn start_writeback(file: &File, offset: u64, len: u64) {
-    let _ = crate::map::start_writeback(file, offset, len);
+    let _ = crate::sys::start_writeback(file, offset, len);
 }
 
 // ----- files changed in place, renames and removals -------------------
@@ -469,7 +469,7 @@ fn stdout_meta() -> Option<Metadata> {
 
 /// Whether standard output is the regular file `m`, opened for appending.
 fn stdout_appends_to(m: &Metadata) -> bool {
-    stdout_meta().is_some_and(|s| same_file(&s, m)) && crate::map::is_append(io::stdout().as_fd())
+    stdout_meta().is_some_and(|s| same_file(&s, m)) && crate::sys::is_append(io::stdout().as_fd())
 }
 
 fn stdin_meta() -> Option<Metadata> {
@@ -670,5 +670,4 @@ pub fn try_lock_exclusive(file: &File, path: &Path) -> Result<bool> {
 }
 
 #[cfg(test)]
-#[path = "fs_tests.rs"]
 mod tests;

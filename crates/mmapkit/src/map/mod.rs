@@ -44,8 +44,6 @@ mod fresh;
 mod guard;
 mod share;
 mod shmem;
-pub(crate) mod simd;
-mod sys;
 
 pub use fresh::{filled_words, Filler};
 pub use guard::GuardStats;
@@ -85,10 +83,12 @@ use std::sync::{Mutex, OnceLock};
 
 use libc::c_int;
 
+use crate::sys;
+
 pub use sys::{bound_malloc_retention, page_size, sigpipe_ignored_at_start, stdio_closed_at_start};
 pub(crate) use sys::{
-    fadvise_sequential, free_descriptors, fs_type, is_append, pread_full, read_full, retry_eintr,
-    retry_emfile, seek_hole, start_writeback, strerror, thread_blocks_read,
+    fadvise_sequential, free_descriptors, fs_type, pread_full, read_full, retry_eintr,
+    retry_emfile, seek_hole, start_writeback, thread_blocks_read,
 };
 
 use crate::{Error, Result};
@@ -1477,11 +1477,6 @@ pub fn allocate(file: &File, path: &Path, len: u64) -> Result<()> {
 /// leaves such signals alone, like coreutils.
 pub fn signal_ignored(sig: i32) -> bool {
     sys::signal_ignored(sig)
-}
-
-/// Whether process `pid` may still be running (for stale temp-file removal).
-pub(crate) fn process_exists(pid: i32) -> bool {
-    sys::process_exists(pid)
 }
 
 /// Writes the file's dirty pages and drops all of its pages from the page

@@ -10,7 +10,7 @@ use proptest::strategy::Strategy as Gen;
 use regex::bytes::Regex;
 
 use super::*;
-use crate::map::simd::replace_byte;
+use crate::sys::simd::replace_byte;
 use crate::test_util::{
     naive_replace, old_mtime, scan_matrix, temp_file, temp_files, CHUNKS, STRATEGIES,
 };

@@ -438,7 +438,7 @@ pub(crate) fn window_count<T: Element>(chunk: &[T], lo: u64, t: &mut [u64]) -> u
         // sign flip), which the vector kernels apply themselves.
         let raw: &[u16] = bytemuck::cast_slice(chunk);
         let flip = <T as bytemuck::Zeroable>::zeroed().key() as u16;
-        if let Some(below) = crate::map::simd::window_count_u16(raw, flip, lo as u16, t) {
+        if let Some(below) = crate::sys::simd::window_count_u16(raw, flip, lo as u16, t) {
             return below;
         }
     }

@@ -558,7 +558,7 @@ proptest! {
         // Each vector kernel the CPU has, whichever the dispatch picks.
         #[cfg(target_arch = "x86_64")]
         {
-            use crate::map::simd::{window_count_with, Kernel};
+            use crate::sys::simd::{window_count_with, Kernel};
             for k in [Kernel::Avx2, Kernel::Avx512] {
                 let mut a = vec![0u64; w];
                 if let Some(below) = window_count_with(k, &u, 0, lo as u16, &mut a) {

@@ -282,7 +282,7 @@ pub(super) fn literal_piece(
                 // One byte: no match runs past the core, and matches are
                 // dense in the common cases (`,` in a CSV), so a block
                 // kernel beats a call per match.
-                let here = crate::map::simd::replace_byte(&w[..core], b, repl, &mut out);
+                let here = crate::sys::simd::replace_byte(&w[..core], b, repl, &mut out);
                 if here > 0 && first.is_none() {
                     first = memchr::memchr(b, &w[..core]).map(|at| pos + at as u64);
                 }

@@ -1,4 +1,6 @@
-//! Thin wrappers over the system calls the map module needs.
+//! The bottom floor: thin wrappers over every system call mmapkit makes,
+//! and the vector kernels (`simd`). It uses no other module of the crate
+//! (its errors are `io::Error`s), so every module may use it.
 //!
 //! memmap2 cannot reserve address space or map over part of an existing
 //! mapping (`MAP_FIXED`), which growth-in-place depends on, so this module
@@ -12,6 +14,8 @@ use std::os::fd::{AsRawFd, FromRawFd};
 use std::sync::OnceLock;
 
 use libc::{c_int, c_void};
+
+pub(crate) mod simd;
 
 /// The system page size (cached; it cannot change while we run).
 pub fn page_size() -> usize {
@@ -27,12 +31,12 @@ pub fn page_size() -> usize {
     })
 }
 
-pub(super) fn round_up(n: usize) -> usize {
+pub(crate) fn round_up(n: usize) -> usize {
     let p = page_size();
     n.div_ceil(p) * p
 }
 
-pub(super) fn round_down(n: usize) -> usize {
+pub(crate) fn round_down(n: usize) -> usize {
     n & !(page_size() - 1)
 }
 
@@ -71,14 +75,14 @@ unsafe fn map_none(addr: *mut u8, len: usize, flags: c_int) -> io::Result<*mut u
 }
 
 /// Reserves `len` bytes of address space that nothing can touch.
-pub(super) fn reserve(len: usize) -> io::Result<*mut u8> {
+pub(crate) fn reserve(len: usize) -> io::Result<*mut u8> {
     // SAFETY: no MAP_FIXED: the kernel picks a free range.
     unsafe { map_none(std::ptr::null_mut(), len, 0) }
 }
 
 /// Tries to reserve `[addr, addr+len)` exactly, failing (without touching
 /// anything) when any of it is already in use.
-pub(super) fn reserve_exact(addr: *mut u8, len: usize) -> io::Result<()> {
+pub(crate) fn reserve_exact(addr: *mut u8, len: usize) -> io::Result<()> {
     // SAFETY: MAP_FIXED_NOREPLACE never replaces an existing mapping.
     let p = unsafe { map_none(addr, len, libc::MAP_FIXED_NOREPLACE) }?;
     if p != addr {
@@ -95,7 +99,7 @@ pub(super) fn reserve_exact(addr: *mut u8, len: usize) -> io::Result<()> {
 /// # Safety
 /// As for [`map_fixed`]: the range lies inside a reservation owned by the
 /// caller, and no live reference relies on its old contents.
-pub(super) unsafe fn map_zero(addr: *mut u8, len: usize, prot: c_int) -> io::Result<()> {
+pub(crate) unsafe fn map_zero(addr: *mut u8, len: usize, prot: c_int) -> io::Result<()> {
     // SAFETY: guaranteed by the caller.
     let p = unsafe {
         libc::mmap(
@@ -115,7 +119,7 @@ pub(super) unsafe fn map_zero(addr: *mut u8, len: usize, prot: c_int) -> io::Res
 }
 
 /// Maps `len` bytes of `fd` at file offset `off` where the kernel chooses.
-pub(super) fn map_anywhere(
+pub(crate) fn map_anywhere(
     len: usize,
     prot: c_int,
     flags: c_int,
@@ -136,7 +140,7 @@ pub(super) fn map_anywhere(
 /// # Safety
 /// The range must lie inside a reservation owned by the caller, and no
 /// live reference may point into the part being replaced.
-pub(super) unsafe fn map_fixed(
+pub(crate) unsafe fn map_fixed(
     addr: *mut u8,
     len: usize,
     prot: c_int,
@@ -159,7 +163,7 @@ pub(super) unsafe fn map_fixed(
 ///
 /// # Safety
 /// As for [`map_fixed`].
-pub(super) unsafe fn unmap_to_reserve(addr: *mut u8, len: usize) -> io::Result<()> {
+pub(crate) unsafe fn unmap_to_reserve(addr: *mut u8, len: usize) -> io::Result<()> {
     // SAFETY: guaranteed by the caller.
     unsafe { map_none(addr, len, libc::MAP_FIXED) }.map(drop)
 }
@@ -168,7 +172,7 @@ pub(super) unsafe fn unmap_to_reserve(addr: *mut u8, len: usize) -> io::Result<(
 ///
 /// # Safety
 /// Nothing may refer into the range afterwards.
-pub(super) unsafe fn release(addr: *mut u8, len: usize) {
+pub(crate) unsafe fn release(addr: *mut u8, len: usize) {
     // SAFETY: guaranteed by the caller. munmap only fails for bad
     // arguments, which would be a bug here; there is nothing to recover.
     unsafe { libc::munmap(addr.cast(), len) };
@@ -179,7 +183,7 @@ pub(super) unsafe fn release(addr: *mut u8, len: usize) {
 ///
 /// # Safety
 /// Both ranges must be owned by the caller and nothing may refer into `old`.
-pub(super) unsafe fn move_pages(old: *mut u8, len: usize, new: *mut u8) -> io::Result<()> {
+pub(crate) unsafe fn move_pages(old: *mut u8, len: usize, new: *mut u8) -> io::Result<()> {
     // SAFETY: guaranteed by the caller.
     let p = unsafe {
         libc::mremap(
@@ -199,7 +203,7 @@ pub(super) unsafe fn move_pages(old: *mut u8, len: usize, new: *mut u8) -> io::R
 
 /// # Safety
 /// `[addr, addr+len)` must be mapped and owned by the caller.
-pub(super) unsafe fn madvise(addr: *mut u8, len: usize, advice: c_int) -> io::Result<()> {
+pub(crate) unsafe fn madvise(addr: *mut u8, len: usize, advice: c_int) -> io::Result<()> {
     // SAFETY: guaranteed by the caller; madvise never invalidates memory
     // except for MADV_DONTNEED/REMOVE on private pages, which the public
     // API documents.
@@ -210,7 +214,7 @@ pub(super) unsafe fn madvise(addr: *mut u8, len: usize, advice: c_int) -> io::Re
 ///
 /// # Safety
 /// `[addr, addr+len)` must be mapped and owned by the caller.
-pub(super) unsafe fn mlock(addr: *mut u8, len: usize, lock: bool) -> io::Result<()> {
+pub(crate) unsafe fn mlock(addr: *mut u8, len: usize, lock: bool) -> io::Result<()> {
     // SAFETY: guaranteed by the caller; locking faults pages in and pins
     // them, it never changes their contents.
     check(unsafe {
@@ -224,7 +228,7 @@ pub(super) unsafe fn mlock(addr: *mut u8, len: usize, lock: bool) -> io::Result<
 
 /// # Safety
 /// `[addr, addr+len)` must be mapped and owned by the caller.
-pub(super) unsafe fn msync(addr: *mut u8, len: usize, sync: bool) -> io::Result<()> {
+pub(crate) unsafe fn msync(addr: *mut u8, len: usize, sync: bool) -> io::Result<()> {
     let flags = if sync { libc::MS_SYNC } else { libc::MS_ASYNC };
     // SAFETY: guaranteed by the caller; msync does not change memory.
     check(unsafe { libc::msync(addr.cast(), len, flags) })
@@ -234,7 +238,7 @@ pub(super) unsafe fn msync(addr: *mut u8, len: usize, sync: bool) -> io::Result<
 ///
 /// # Safety
 /// `[addr, addr+len)` must be mapped and owned by the caller.
-pub(super) unsafe fn mincore(addr: *mut u8, len: usize) -> io::Result<Vec<u8>> {
+pub(crate) unsafe fn mincore(addr: *mut u8, len: usize) -> io::Result<Vec<u8>> {
     let mut vec = vec![0u8; len.div_ceil(page_size())];
     // SAFETY: `vec` has one byte per page of the range, as mincore requires.
     check(unsafe { libc::mincore(addr.cast(), len, vec.as_mut_ptr().cast()) })?;
@@ -252,7 +256,7 @@ pub(super) unsafe fn mincore(addr: *mut u8, len: usize) -> io::Result<Vec<u8>> {
 /// returns to what it was. (Holes inside the old size that were filled
 /// before the failure stay allocated; callers only ever allocate past the
 /// end of the file.)
-pub(super) fn allocate(file: &File, from: u64, len: u64) -> io::Result<()> {
+pub(crate) fn allocate(file: &File, from: u64, len: u64) -> io::Result<()> {
     if len == 0 {
         return Ok(());
     }
@@ -309,7 +313,7 @@ fn free_bytes(file: &File) -> io::Result<u64> {
 
 /// An anonymous in-memory file (memfd); anonymous mappings are made over
 /// one so that they can grow and be shared exactly like file mappings.
-pub(super) fn memfd(name: &CStr) -> io::Result<File> {
+pub(crate) fn memfd(name: &CStr) -> io::Result<File> {
     // SAFETY: `name` is a valid C string.
     let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
     if fd < 0 {
@@ -321,7 +325,7 @@ pub(super) fn memfd(name: &CStr) -> io::Result<File> {
 
 /// Whether process `pid` may still exist: false only when `kill(pid, 0)`
 /// says ESRCH (EPERM means it exists but belongs to someone else).
-pub(super) fn process_exists(pid: i32) -> bool {
+pub(crate) fn process_exists(pid: i32) -> bool {
     if pid <= 0 {
         return true;
     }
@@ -332,7 +336,7 @@ pub(super) fn process_exists(pid: i32) -> bool {
 
 /// Whether signal `sig` is currently ignored (`SIG_IGN`), e.g. SIGHUP
 /// under `nohup` or SIGINT in a background job of a script.
-pub(super) fn signal_ignored(sig: c_int) -> bool {
+pub(crate) fn signal_ignored(sig: c_int) -> bool {
     let mut old = std::mem::MaybeUninit::<libc::sigaction>::zeroed();
     // SAFETY: a null new action only reads the current one into `old`,
     // which is valid zeroed memory for a `sigaction`.
@@ -412,7 +416,7 @@ pub(crate) fn seek_hole(file: &File, from: u64) -> Option<u64> {
 }
 
 /// `posix_fadvise(DONTNEED)` over the whole file.
-pub(super) fn fadvise_dontneed(file: &File) -> io::Result<()> {
+pub(crate) fn fadvise_dontneed(file: &File) -> io::Result<()> {
     // SAFETY: plain syscall on a valid descriptor.
     let r = unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
     if r == 0 {
@@ -498,7 +502,7 @@ pub(crate) fn pread_full(file: &File, buf: &mut [u8], off: u64) -> io::Result<us
 }
 
 /// [`pread_full`] into uninitialised memory (no zeroing first).
-pub(super) fn pread_full_uninit(
+pub(crate) fn pread_full_uninit(
     file: &File,
     buf: &mut [std::mem::MaybeUninit<u8>],
     off: u64,
