@@ -1082,7 +1082,7 @@ fn truncations_are_recorded_and_reads_tagged() {
     let before = log.read(1, 4, None).unwrap();
     assert_eq!((log.identity().epoch, before.epoch()), (0, 0));
     assert_eq!(log.cut_since(0).unwrap(), None);
-    // A same-term rewrite (issue 22, defect 4) is visible as a truncation.
+    // A same-term rewrite (same terms, different bytes) is visible as a truncation.
     log.truncate_after(1).unwrap();
     log.append(&[(0, b"y=999".as_slice()), (0, b"z=999")]).unwrap();
     assert_eq!((log.identity().epoch, log.identity().completed), (1, 1));
@@ -1151,7 +1151,7 @@ fn recovery_cuts_are_recorded() {
 
 /// A read-only view whose index is stale (the writer rewrote the bytes
 /// under it) reports an error instead of panicking on a length read from
-/// the rewritten bytes (issue 22, defect 1: "range end index 4302514175
+/// the rewritten bytes (it used to panic with "range end index 4302514175
 /// out of range").
 #[test]
 fn a_stale_view_never_panics_on_rewritten_bytes() {
