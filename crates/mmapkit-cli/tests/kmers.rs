@@ -179,8 +179,8 @@ const KMERTOOLS_FREQ_ROWS: [&str; 3] = [
 0.000000,0.000000",
 ];
 
-/// `--counts` csv/tsv is what kmertools writes (issue 40, defect 13: it
-/// used to pad every count to 10 bytes), in every mode.
+/// `--counts` csv/tsv is what kmertools writes (no padding: it used to
+/// pad every count to 10 bytes), in every mode.
 #[test]
 fn counts_and_frequencies_are_kmertools_bytes() {
     let d = tempdir();

@@ -1,4 +1,4 @@
-//! Output-kind matrix (issue 10, defect 3): every CLI command that writes
+//! Output-kind matrix: every CLI command that writes
 //! a file × every kind of thing its output path can be. Each cell asserts
 //! the exact outcome: the right bytes at the real target with links still
 //! links and mode kept, or exit 2 with a message naming the path and the

@@ -1,5 +1,4 @@
-//! grep and count where they meet other programs (issue 40, defects 1 and
-//! 2): a live pipe's lines are searched and printed as they arrive, and a
+//! grep and count where they meet other programs: a live pipe's lines are searched and printed as they arrive, and a
 //! failed write to standard output is an error (a closed pipe ends the
 //! process by SIGPIPE, as GNU grep's does), never a success.
 //!

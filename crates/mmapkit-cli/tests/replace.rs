@@ -370,7 +370,7 @@ fn killed_rewrite_leaves_old_or_new_file() {
         // Spread over [0, 1.2 × full): slot k, jittered (a run can be
         // slower than the calibration, with earlier writes in flight).
         // Slot 0 kills at once: at least one kill before the rename, however
-        // the load changes the run's speed after the calibration (issue 27).
+        // the load changes the run's speed after the calibration.
         let delay = if k == 0 {
             Duration::ZERO
         } else {

@@ -336,7 +336,7 @@ fn serve_on_all_interfaces_prints_a_loopback_url_and_stops_with_connections_open
     let t = Instant::now();
     signal(&child, libc::SIGINT);
     // Well before the long poll's 30 s: it did not wait for it (25 s, not
-    // less: the bound is for a hang, not for a loaded machine, issue 27).
+    // less: the bound is for a hang, not for a loaded machine).
     assert_eq!(wait_exit(&mut child, Duration::from_secs(25)).code(), Some(0));
     assert!(t.elapsed() < Duration::from_secs(25));
     poll.set_read_timeout(Some(Duration::from_secs(25))).unwrap();

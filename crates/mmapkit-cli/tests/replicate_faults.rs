@@ -1,5 +1,5 @@
 //! Seeded fault test of `mmapkit log serve` / `mmapkit log follow` as real
-//! processes (issue 22).
+//! processes.
 //!
 //! The test process is the **writer** (a thread of it): it appends random
 //! batches to a log `A` (64 KiB segments, so batches roll over segments

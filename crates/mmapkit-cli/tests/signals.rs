@@ -1,4 +1,4 @@
-//! Signal matrix (issue 10, defect 10): every long-running CLI command that
+//! Signal matrix: every long-running CLI command that
 //! writes × SIGINT/SIGTERM/SIGHUP at seeded random moments: exit status
 //! 128 + the signal (or 0 if it had finished), the target either
 //! byte-identical to the original or the complete new content, and no
@@ -35,7 +35,7 @@ fn signal(child: &Child, sig: &str) {
 /// Waits (up to 60 s) until the child catches every signal of `nums` (its
 /// handlers installed: their bits in `/proc/PID/status`'s `SigCgt`) or has
 /// exited. A signal sent earlier meets the default action, which kills: on
-/// a loaded machine exec can take longer than any fixed delay (issue 27).
+/// a loaded machine exec can take longer than any fixed delay.
 fn handlers_installed(child: &Child, nums: &[i32]) {
     let path = format!("/proc/{}/status", child.id());
     let t0 = Instant::now();

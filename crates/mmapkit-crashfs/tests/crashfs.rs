@@ -171,7 +171,7 @@ fn run_crashes_a_workload_after_n_ops_on_a_marker_and_on_time() {
         .arg("-c")
         .arg(format!("echo x > {}/early && sync {0}/early {0} && sleep 60", m.path().display()));
     // The crash comes 8 s in: the write and sync before it take milliseconds,
-    // with room for a loaded machine (2 s was a bet on the load: issue 27).
+    // with room for a loaded machine (2 s was a bet on the load).
     let r = m.run(sleepy, CrashAt::After(Duration::from_secs(8)), Duration::from_secs(50)).unwrap();
     assert!(r.crashed && !r.status.success());
     m.crash(Mode::DropAll).unwrap();

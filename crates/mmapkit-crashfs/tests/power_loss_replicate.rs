@@ -1,4 +1,4 @@
-//! Serve/follow across a leader's power loss (issue 37, defect 7): a
+//! Serve/follow across a leader's power loss: a
 //! follower never holds, after a successful follow, entries its leader
 //! does not have.
 //!

@@ -1,4 +1,4 @@
-//! Fail-stop after a failed sync (issue 23, item 2): crashfs makes an
+//! Fail-stop after a failed sync: crashfs makes an
 //! fsync fail with EIO and drops the writes it should have made durable,
 //! as a disk's writeback error does; a later fsync then succeeds without
 //! bringing them back ("fsyncgate").

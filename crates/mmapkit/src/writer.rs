@@ -705,5 +705,4 @@ impl LineFormat {
 }
 
 #[cfg(test)]
-#[path = "writer_tests.rs"]
 mod tests;

@@ -136,7 +136,7 @@ fn sigkill_matrix() {
         });
         // Wait until the child has recovered the log and reported its first
         // operation, then kill it after a random while (timed from its start,
-        // a loaded machine may leave it no time to do anything: issue 27).
+        // a loaded machine may leave it no time to do anything).
         let ready = rx.recv_timeout(Duration::from_secs(30)).expect("child started");
         assert!(ready.starts_with("R "), "{ready}");
         let first_op = rx.recv_timeout(Duration::from_secs(30)).expect("child at work");

@@ -343,6 +343,14 @@ fn flipped_byte_in_tail_middle_is_corruption() {
     assert_eq!(collect(&log, 1, 2), vec![(1, 2, b"fresh".to_vec())]);
 }
 
+/// Writes three unsynced one-entry batches (64 B each) to a new log in
+/// `dir` and flips a payload byte of entry 2; the segment's bytes after.
+fn three_unsynced_batches_with_entry_2_flipped(dir: &Path) -> Vec<u8> {
+    drop(open_filled(dir, opts(1 << 16), 3, |_| (1, b"payload!".to_vec())));
+    let seg = segments(dir).pop().unwrap();
+    flip(&seg, HEADER_LEN + 64 + REC + 2, 0x40)
+}
+
 /// Without syncs nothing in the tail was ever known durable: damage there,
 /// even followed by valid batches, may be a power loss that wrote pages
 /// back out of order, so it is a torn tail (dropped, quarantined), not
@@ -350,13 +358,7 @@ fn flipped_byte_in_tail_middle_is_corruption() {
 #[test]
 fn flipped_byte_in_unsynced_tail_middle_is_a_torn_tail() {
     let dir = tempfile::tempdir().unwrap();
-    let log = CommitLog::open(dir.path(), opts(1 << 16)).unwrap();
-    for _ in 0..3 {
-        log.append(&[(1, b"payload!")]).unwrap();
-    }
-    drop(log);
-    let seg = segments(dir.path()).pop().unwrap();
-    let bytes = flip(&seg, HEADER_LEN + 64 + REC + 2, 0x40); // payload of entry 2 (64 B per batch)
+    let bytes = three_unsynced_batches_with_entry_2_flipped(dir.path());
     let log = CommitLog::open(dir.path(), opts(1 << 16)).unwrap();
     assert_eq!(log.last_index(), 1);
     let r = log.recovery();
@@ -1082,7 +1084,7 @@ fn truncations_are_recorded_and_reads_tagged() {
     let before = log.read(1, 4, None).unwrap();
     assert_eq!((log.identity().epoch, before.epoch()), (0, 0));
     assert_eq!(log.cut_since(0).unwrap(), None);
-    // A same-term rewrite (issue 22, defect 4) is visible as a truncation.
+    // A same-term rewrite (same terms, different bytes) is visible as a truncation.
     log.truncate_after(1).unwrap();
     log.append(&[(0, b"y=999".as_slice()), (0, b"z=999")]).unwrap();
     assert_eq!((log.identity().epoch, log.identity().completed), (1, 1));
@@ -1135,13 +1137,7 @@ fn an_interrupted_truncation_is_finished_on_open() {
 #[test]
 fn recovery_cuts_are_recorded() {
     let dir = tempfile::tempdir().unwrap();
-    let log = CommitLog::open(dir.path(), opts(1 << 16)).unwrap();
-    for _ in 0..3 {
-        log.append(&[(1, b"payload!")]).unwrap();
-    }
-    drop(log);
-    let seg = segments(dir.path()).pop().unwrap();
-    flip(&seg, HEADER_LEN + 64 + REC + 2, 0x40); // as in the torn-tail test above
+    three_unsynced_batches_with_entry_2_flipped(dir.path());
     let log = CommitLog::open(dir.path(), opts(1 << 16)).unwrap();
     assert_eq!(log.last_index(), 1);
     assert_eq!(log.recovery().dropped_entries, 2);
@@ -1151,7 +1147,7 @@ fn recovery_cuts_are_recorded() {
 
 /// A read-only view whose index is stale (the writer rewrote the bytes
 /// under it) reports an error instead of panicking on a length read from
-/// the rewritten bytes (issue 22, defect 1: "range end index 4302514175
+/// the rewritten bytes (it used to panic with "range end index 4302514175
 /// out of range").
 #[test]
 fn a_stale_view_never_panics_on_rewritten_bytes() {

@@ -463,5 +463,4 @@ impl Needle {
 }
 
 #[cfg(test)]
-#[path = "replace_tests.rs"]
 mod tests;

@@ -437,7 +437,7 @@ fn unknown_capture_groups_are_rejected_before_touching_the_file() {
     assert_eq!(fs::read(&path).unwrap(), b"f[oo|oo|oo|oo|$|$ |$] bar\n");
 }
 
-/// Defect 8: a truncation by another process during an in-place edit must
+/// A truncation by another process during an in-place edit must
 /// stop every write; the file keeps the size the truncating process gave
 /// it (pwrite past the end used to grow it back with zeros and rewritten
 /// stretches).
