@@ -121,6 +121,7 @@ pub mod conn;
 pub mod error;
 pub mod follow;
 pub mod http;
+mod served;
 pub mod server;
 mod wake;
 pub mod wire;

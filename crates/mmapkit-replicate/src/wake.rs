@@ -1,6 +1,6 @@
 //! Long-poll wake-ups for a read-only log (one another process appends
 //! to): ONE thread per server refreshes the log while some request waits
-//! and publishes the last index served (`server::servable`) on the same
+//! and publishes the last index served (`served::servable`) on the same
 //! `watch` channel a writable log's watcher uses, so waiting requests
 //! only await the channel.
 //!
@@ -15,6 +15,8 @@ use std::time::Duration;
 
 use mmapkit::log::CommitLog;
 use tokio::sync::watch;
+
+use crate::served::servable;
 
 /// Pause before the next refresh after one that found news...
 const FAST: Duration = Duration::from_millis(5);
@@ -72,7 +74,7 @@ pub(crate) fn spawn(
     unsynced: bool,
 ) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
-        let mut last = crate::server::servable(&log, unsynced);
+        let mut last = servable(&log, unsynced);
         let mut pause = FAST;
         while !stop.load(Ordering::Acquire) {
             if poller.waiting() == 0 {
@@ -89,7 +91,7 @@ pub(crate) fn spawn(
             poller.count_refresh();
             match log.refresh() {
                 Ok(()) => {
-                    let now = crate::server::servable(&log, unsynced);
+                    let now = servable(&log, unsynced);
                     // Also publishes truncations.
                     last_tx.send_if_modified(|v| std::mem::replace(v, now) != now);
                     pause = if now != last { FAST } else { (pause * 2).min(SLOW) };

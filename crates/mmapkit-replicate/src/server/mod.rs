@@ -16,10 +16,11 @@ use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::get;
 use axum::Router;
-use mmapkit::log::{CommitLog, DurableMark, LogOptions};
+use mmapkit::log::{CommitLog, LogOptions};
 use tokio::sync::{watch, Semaphore};
 
 use crate::http::{self, text};
+use crate::served::servable;
 use crate::{conn, wake, ReplicateError, Result};
 
 mod page;
@@ -238,22 +239,6 @@ impl ServerStop {
 pub fn serve_dir(dir: impl AsRef<Path>, opts: ServeOptions) -> Result<Server> {
     let log = CommitLog::open(dir.as_ref(), LogOptions::default().read_only(true))?;
     serve(Arc::new(log), opts)
-}
-
-/// The last index a server hands out: the log's last entry, or by
-/// default the last durable one (see [`ServeOptions::serve_unsynced`]).
-/// A log last written by a version that published no durable mark is
-/// served whole, as before.
-pub(crate) fn servable(log: &CommitLog, unsynced: bool) -> u64 {
-    served_last(log.first_index(), log.last_index(), log.durable_mark(), unsynced)
-}
-
-/// [`servable`] of one view: its first and last index and the mark.
-fn served_last(first: u64, last: u64, mark: Option<DurableMark>, unsynced: bool) -> u64 {
-    match mark {
-        Some(m) if !unsynced => last.min(m.durable.max(first - 1)),
-        _ => last,
-    }
 }
 
 /// A log made before logs had an id cannot be followed safely: it gets
@@ -480,7 +465,7 @@ impl Shared {
         Ok(self.servable())
     }
 
-    /// See [`servable`].
+    /// See [`crate::served::servable`].
     fn servable(&self) -> u64 {
         servable(&self.log, self.opts.serve_unsynced)
     }

@@ -8,8 +8,9 @@ use axum::extract::{Path as UrlPath, RawQuery, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
-use super::{served_last, Shared};
+use super::Shared;
 use crate::http::{self, text};
+use crate::served::served_last;
 
 /// A refresh that failed: the directory is gone or unreadable, or the
 /// log is changing too fast to load; followers retry.
