@@ -29,7 +29,7 @@
 
 #![allow(
     clippy::disallowed_methods,
-    reason = "fs is the module that creates, replaces, renames and removes files"
+    reason = "fs is the module that opens, creates, replaces, renames and removes files"
 )]
 
 use std::ffi::OsStr;
@@ -311,7 +311,7 @@ impl Drop for TempFile {
 /// [`Error::Corrupt`]. Opened `O_NONBLOCK` (a FIFO under the name does
 /// not block the open) and refused unless it is a regular file.
 pub fn read_small(path: &Path, max: u64) -> Result<Option<Vec<u8>>> {
-    let file = match crate::scan::source::open_nonblocking(path, 0) {
+    let file = match open_nonblocking(path, 0) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(Error::io(path, "open", e)),
@@ -667,6 +667,52 @@ pub fn try_lock_exclusive(file: &File, path: &Path) -> Result<bool> {
         }
     }
     unreachable!("the loop returns")
+}
+
+
+/// Opens `path` read-only, as `File::open` does, waiting out a
+/// descriptor shortage (`EMFILE`) as the other opens do: the open under
+/// every tool's input ([`crate::scan`]'s `open_input`).
+pub(crate) fn open_read(path: &Path) -> io::Result<File> {
+    crate::sys::retry_emfile(|| File::open(path))
+}
+
+/// Opens `path` read-only for a reader that then fstats what it got
+/// (headers, records, metadata files): `O_NONBLOCK`, so a FIFO planted
+/// under the name does not block the open, plus `extra` flags
+/// (`O_NOFOLLOW`). The raw error is returned for callers that treat a
+/// missing file as an answer.
+pub(crate) fn open_nonblocking(path: &Path, extra: libc::c_int) -> io::Result<File> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC | extra)
+        .open(path)
+}
+
+/// Opens `path`, which must be a regular file (`why` says why, in the
+/// refusal): a directory is EISDIR, a FIFO, device or socket is refused
+/// unread. Everything after reads, fstats and maps through the one
+/// descriptor, so a name replaced meanwhile cannot mix two files.
+pub(crate) fn open_regular(path: &Path, why: &str) -> Result<File> {
+    let file = open_nonblocking(path, 0).map_err(|e| Error::io(path, "open", e))?;
+    let meta = file.metadata().map_err(|e| Error::io(path, "stat", e))?;
+    if meta.is_dir() {
+        return Err(Error::io(path, "open", io::Error::from_raw_os_error(libc::EISDIR)));
+    }
+    if !meta.file_type().is_file() {
+        return Err(Error::not_a_file(path, format!("not a regular file ({why})")));
+    }
+    Ok(file)
+}
+
+/// The whole of the regular file `path` (an output read back).
+pub(crate) fn read_regular(path: &Path) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let mut b = Vec::new();
+    open_regular(path, "read whole")?
+        .read_to_end(&mut b)
+        .map_err(|e| Error::io(path, "read", e))?;
+    Ok(b)
 }
 
 #[cfg(test)]

@@ -457,7 +457,7 @@ impl RecordWriter {
             let path = self.path().map(Path::to_owned);
             self.finish()?;
             let path = path.expect("file writer has a path");
-            return crate::scan::source::read_regular(&path);
+            return crate::fs::read_regular(&path);
         }
         self.complete()?;
         let mut out = vec![0u8; self.map.len()];
@@ -655,7 +655,7 @@ impl StreamWriter {
             StreamDest::Memory(_) => unreachable!(),
         };
         self.finish()?;
-        crate::scan::source::read_regular(&path)
+        crate::fs::read_regular(&path)
     }
 }
 

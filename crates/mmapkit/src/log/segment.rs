@@ -115,7 +115,7 @@ impl SegFile {
     pub fn copy_for_rewrite(&self) -> Result<SegFile> {
         let path = self.path();
         let tmp = crate::fs::TempFile::beside(&path)?;
-        let mut src = crate::scan::source::open_regular(&path, "a log segment")?;
+        let mut src = crate::fs::open_regular(&path, "a log segment")?;
         // copy_file_range under the hood: an in-kernel copy (a reflink
         // where the file system can).
         std::io::copy(&mut src, &mut tmp.file()).map_err(|e| Error::io(tmp.path(), "copy", e))?;

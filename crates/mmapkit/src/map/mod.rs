@@ -1484,7 +1484,7 @@ pub fn signal_ignored(sig: i32) -> bool {
 pub fn drop_cache(path: impl AsRef<Path>) -> Result<()> {
     let path = path.as_ref();
     // O_NONBLOCK: opening a FIFO must not hang waiting for a writer.
-    let file = crate::scan::source::open_regular(path, "only a file's pages are cached")?;
+    let file = crate::fs::open_regular(path, "only a file's pages are cached")?;
     file.sync_all().map_err(|e| Error::io(path, "fsync", e))?;
     sys::fadvise_dontneed(&file).map_err(|e| Error::io(path, "posix_fadvise", e))
 }

@@ -339,7 +339,7 @@ fn regular_file(path: &Path, op: &'static str) -> Result<Metadata> {
     // Sizes on procfs/sysfs are not contents (0 for /proc/meminfo): editing
     // would silently find nothing.
     if meta.len() == 0 || meta.len() == crate::map::page_size() as u64 {
-        let f = super::source::open_nonblocking(path, 0).map_err(|e| Error::io(path, "open", e))?;
+        let f = crate::fs::open_nonblocking(path, 0).map_err(|e| Error::io(path, "open", e))?;
         if super::source::pseudo_fs(&f) {
             return Err(Error::not_a_file(
                 path,

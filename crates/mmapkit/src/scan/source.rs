@@ -16,10 +16,10 @@ use std::cell::RefCell;
 use std::fs::File;
 use std::io::Read;
 use std::os::fd::AsFd;
-use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
-use crate::map::{pread_full, retry_emfile, Advice, Map, Mode};
+use crate::map::{pread_full, Advice, Map, Mode};
 use crate::{Error, Result};
 
 /// How a file's bytes are brought in.
@@ -119,8 +119,7 @@ pub(crate) fn open_input(path: &Path) -> Result<Opened> {
 
 /// Opens the input file `path` (not `-`).
 fn open_file(path: &Path) -> Result<File> {
-    #[allow(clippy::disallowed_methods, reason = "open_input is the one place inputs are opened")]
-    retry_emfile(|| File::open(path)).map_err(|e| Error::io(path, "open", e))
+    crate::fs::open_read(path).map_err(|e| Error::io(path, "open", e))
 }
 
 /// What [`peek_whole`] found.
@@ -203,35 +202,6 @@ fn stdin_size(path: &Path) -> Option<u64> {
     (meta.is_file() && meta.len() > 0 && !pseudo_fs_dev(&file, meta.dev())).then_some(meta.len())
 }
 
-/// Opens `path` read-only for a reader that then fstats what it got
-/// (headers, records, metadata files): `O_NONBLOCK`, so a FIFO planted
-/// under the name does not block the open, plus `extra` flags
-/// (`O_NOFOLLOW`). The raw error is returned for callers that treat a
-/// missing file as an answer.
-pub(crate) fn open_nonblocking(path: &Path, extra: libc::c_int) -> std::io::Result<File> {
-    #[allow(clippy::disallowed_methods, reason = "scan::source owns opening inputs")]
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC | extra)
-        .open(path)
-}
-
-/// Opens `path`, which must be a regular file (`why` says why, in the
-/// refusal): a directory is EISDIR, a FIFO, device or socket is refused
-/// unread. Everything after reads, fstats and maps through the one
-/// descriptor, so a name replaced meanwhile cannot mix two files.
-pub(crate) fn open_regular(path: &Path, why: &str) -> Result<File> {
-    let file = open_nonblocking(path, 0).map_err(|e| Error::io(path, "open", e))?;
-    let meta = file.metadata().map_err(|e| Error::io(path, "stat", e))?;
-    if meta.is_dir() {
-        return Err(Error::io(path, "open", std::io::Error::from_raw_os_error(libc::EISDIR)));
-    }
-    if !meta.file_type().is_file() {
-        return Err(Error::not_a_file(path, format!("not a regular file ({why})")));
-    }
-    Ok(file)
-}
-
 /// The whole of an input, opened as the tools open theirs (`-`: standard
 /// input; pipes and FIFOs read to their end), e.g. `grep -f FILE`.
 pub fn read_input(path: &Path) -> Result<Vec<u8>> {
@@ -241,15 +211,6 @@ pub fn read_input(path: &Path) -> Result<Vec<u8>> {
         Opened::Stream(s) => s,
     };
     r.read_to_end(&mut b).map_err(|e| Error::io(label(path), "read", e))?;
-    Ok(b)
-}
-
-/// The whole of the regular file `path` (an output read back).
-pub(crate) fn read_regular(path: &Path) -> Result<Vec<u8>> {
-    let mut b = Vec::new();
-    open_regular(path, "read whole")?
-        .read_to_end(&mut b)
-        .map_err(|e| Error::io(path, "read", e))?;
     Ok(b)
 }
 

@@ -165,7 +165,7 @@ impl MappedArray {
         // come through this descriptor, so a name replaced meanwhile (an
         // `ArrayStore::create` renames over it) cannot pair one file's
         // header with another's data; a FIFO is refused unread.
-        let file = crate::scan::source::open_regular(path, "array files are mapped")?;
+        let file = crate::fs::open_regular(path, "array files are mapped")?;
         let npy = dtype.is_none() || is_npy(&file, path)?;
         let (dtype, offset, count) = if !npy {
             (dtype.expect("raw files have a dtype"), offset, count)

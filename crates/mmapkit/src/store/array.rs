@@ -230,7 +230,7 @@ fn trusted_rows(
 /// offset of the data.
 /// A FIFO or device is refused unread (and its open does not block).
 pub fn read_header_of(path: &Path) -> Result<(Header, usize)> {
-    let file = crate::scan::source::open_regular(path, "a .npy header is read from a file")?;
+    let file = crate::fs::open_regular(path, "a .npy header is read from a file")?;
     read_header_stable(&file, path)
 }
 
@@ -418,7 +418,7 @@ impl ArrayStore {
         if let crate::fs::Target::File { existing: Some(_), real } =
             crate::fs::output_target(path, &[])?
         {
-            if let Ok(old) = crate::scan::source::open_nonblocking(&real, 0) {
+            if let Ok(old) = crate::fs::open_nonblocking(&real, 0) {
                 lock_writer(&old, path)?;
             }
         }

@@ -490,7 +490,7 @@ impl FeatureStore {
         // `ArrayStore::create` before it appears), so another writer can
         // neither write to an array being replaced nor pair a new array
         // with an old one.
-        let old = match crate::scan::source::open_nonblocking(&fpath, 0) {
+        let old = match crate::fs::open_nonblocking(&fpath, 0) {
             Ok(file) => {
                 lock_writer_for(&file, &fpath, true)?;
                 Some(file)

@@ -74,7 +74,7 @@ pub(super) fn link_backup(real: &Path, sfx: &str) -> Result<()> {
 pub(super) fn copy_backup(real: &Path, sfx: &str) -> Result<()> {
     let backup = backup_path(real, sfx);
     let mut tmp = TempFile::beside(&backup)?;
-    let mut src = crate::scan::source::open_regular(real, "a backup copies a file")?;
+    let mut src = crate::fs::open_regular(real, "a backup copies a file")?;
     io::copy(&mut src, tmp.file_mut()).map_err(|e| Error::io(&backup, "backup", e))?;
     tmp.rename_to(&backup, true)
 }

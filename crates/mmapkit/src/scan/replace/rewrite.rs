@@ -172,7 +172,7 @@ pub(super) fn rewrite(
     let dry = ropts.dry_run;
 
     let real = real_path(path)?;
-    let orig = crate::scan::source::open_regular(path, "a rewrite reads a file")?;
+    let orig = crate::fs::open_regular(path, "a rewrite reads a file")?;
     let pool = Buffers::default();
     let (count, out) = std::thread::scope(|s| -> Result<(u64, Option<(TempFile, u64)>)> {
         let (tx, rx) = mpsc::sync_channel::<Vec<Piece>>(0);

@@ -143,7 +143,7 @@ pub(super) fn read(rec: &Path) -> Result<Option<Record>> {
     // swapped between the check and the read. O_NONBLOCK: a FIFO planted
     // under the name must not block the open; O_NOFOLLOW: nor a symlink
     // lead elsewhere.
-    let file = match crate::scan::source::open_nonblocking(rec, libc::O_NOFOLLOW) {
+    let file = match crate::fs::open_nonblocking(rec, libc::O_NOFOLLOW) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(not_regular()),
