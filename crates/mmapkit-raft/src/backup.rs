@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::kv::KeyValue;
+use crate::kv::{BackupCut, KeyValue};
 
 /// The version [`Header::mmapkit_kv_backup`] carries.
 pub const FORMAT: u32 = 1;
@@ -66,6 +66,39 @@ pub struct End {
     pub end: bool,
     /// The number of key lines before it.
     pub count: u64,
+}
+
+impl BackupCut {
+    /// Writes the backup (header, keys, end line) in chunks of about
+    /// `chunk` bytes (at least one line each), each handed to `send`; stops
+    /// when `send` refuses one (the reader is gone): `Ok(None)`. Holds one
+    /// chunk at a time, whatever the state's size; `Ok(Some(count))` once
+    /// the end line was sent.
+    pub fn write(
+        self,
+        chunk: usize,
+        mut send: impl FnMut(Vec<u8>) -> bool,
+    ) -> crate::Result<Option<u64>> {
+        #[derive(Serialize)]
+        struct Line<'a> {
+            key: &'a str,
+            value: &'a str,
+            mod_revision: u64,
+        }
+        let mut buf = Vec::with_capacity(chunk + 4096);
+        push_line(&mut buf, &Header { mmapkit_kv_backup: FORMAT, revision: self.revision() });
+        let mut count = 0u64;
+        let all = self.each_key(|key, value, mod_revision| {
+            push_line(&mut buf, &Line { key, value, mod_revision });
+            count += 1;
+            buf.len() < chunk || send(std::mem::replace(&mut buf, Vec::with_capacity(chunk + 4096)))
+        })?;
+        if !all {
+            return Ok(None);
+        }
+        push_line(&mut buf, &End { end: true, count });
+        Ok(send(buf).then_some(count))
+    }
 }
 
 /// What a complete backup held.
@@ -216,40 +249,4 @@ pub(crate) fn push_line(out: &mut Vec<u8>, v: &impl Serialize) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn read(text: &[u8]) -> Result<(Vec<KeyValue>, Summary), String> {
-        // Fed in 3-byte pieces: lines split across chunks.
-        read_chunks(text.chunks(3))
-    }
-
-    #[test]
-    fn a_complete_backup_reads_and_every_cut_is_refused() {
-        let text = concat!(
-            r#"{"mmapkit_kv_backup":1,"revision":9}"#,
-            "\n",
-            r#"{"key":"a","value":"1","mod_revision":3}"#,
-            "\n",
-            r#"{"key":"b","value":"x\ny","mod_revision":9}"#,
-            "\n",
-            r#"{"end":true,"count":2}"#,
-            "\n"
-        )
-        .as_bytes();
-        assert!(text.starts_with(MAGIC));
-        let (kvs, s) = read(text).unwrap();
-        assert_eq!(s, Summary { revision: 9, count: 2 });
-        assert_eq!(kvs[1].value, "x\ny");
-        for cut in 0..text.len() {
-            assert!(read(&text[..cut]).is_err(), "cut at {cut} read as a backup");
-        }
-        let mut more = text.to_vec();
-        more.extend_from_slice(b"{\"key\":\"c\",\"value\":\"\",\"mod_revision\":1}\n");
-        assert!(read(&more).unwrap_err().contains("after the end"));
-        let wrong = String::from_utf8(text.to_vec()).unwrap().replace("\"count\":2", "\"count\":3");
-        assert!(read(wrong.as_bytes()).unwrap_err().contains("says 3 keys"));
-        let swapped = String::from_utf8(text.to_vec()).unwrap().replace("\"b\"", "\"0\"");
-        assert!(read(swapped.as_bytes()).unwrap_err().contains("out of order"));
-    }
-}
+mod tests;

@@ -30,14 +30,12 @@
 pub mod backup;
 mod batch;
 mod chunk;
-pub mod cluster;
 pub mod kv;
 pub mod log_store;
 pub mod mem;
 pub mod member;
 mod meta;
 pub mod node;
-pub mod query;
 #[cfg(feature = "rocksdb")]
 pub mod rocks;
 mod snapshot;
@@ -45,6 +43,7 @@ pub mod snapshot_file;
 pub mod watch;
 
 pub use log_store::{LogStore, StoreOptions};
+pub use node::{cluster, query};
 
 use std::path::PathBuf;
 

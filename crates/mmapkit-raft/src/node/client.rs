@@ -273,7 +273,7 @@ impl KvClient {
     /// A node's whole applied state (every page, gathered here: for tests
     /// and checks), or an error when it changed between pages.
     pub async fn state(&self, addr: &str) -> Result<KvState, String> {
-        use crate::query::RANGE_MAX;
+        use super::query::RANGE_MAX;
         let mut all = self.state_page(addr, "", RANGE_MAX).await?;
         while let Some(start) = all.next.take() {
             let page = self.state_page(addr, &start, RANGE_MAX).await?;

@@ -16,9 +16,9 @@ pub(super) async fn auth(
     }
 }
 
-/// What `POST /kv/write` answers with `200`.
-pub type WriteResult =
-    Result<ClientWriteResponse<KvConfig>, RaftError<NodeId, ClientWriteError<NodeId, Member>>>;
+// Defined beside the proposer that produces it (the `batch` module sits
+// below `node`).
+pub use crate::batch::WriteResult;
 
 /// Whether this node's membership knows `from` (or it has none yet: a
 /// new member learns it from the leader), or `extra` (memberships the
@@ -477,7 +477,7 @@ pub(super) struct StateQuery {
 }
 
 pub(super) async fn kv_state(State(app): State<App>, Query(q): Query<StateQuery>) -> HttpResponse {
-    use crate::query::{RANGE_DEFAULT, RANGE_MAX};
+    use super::query::{RANGE_DEFAULT, RANGE_MAX};
     let limit = q.limit.unwrap_or(RANGE_DEFAULT);
     if limit == 0 || limit > RANGE_MAX {
         return text(StatusCode::BAD_REQUEST, format!("limit must be from 1 to {RANGE_MAX}"));

@@ -103,8 +103,8 @@ use openraft::error::{
 };
 use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
-    AppendEntriesRequest, AppendEntriesResponse, ClientWriteResponse, InstallSnapshotRequest,
-    InstallSnapshotResponse, VoteRequest, VoteResponse,
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse,
+    VoteRequest, VoteResponse,
 };
 use openraft::storage::RaftLogStorage;
 use openraft::{Config, LogId, Raft, RaftMetrics, SnapshotPolicy};
@@ -443,10 +443,10 @@ impl Node {
             .layer(DefaultBodyLimit::max(raft_limit));
         let router = Router::new()
             .merge(raft_routes)
-            .merge(crate::cluster::routes())
+            .merge(cluster::routes())
             .route("/kv/write", post(write))
             .route("/kv/get", get(kv_get))
-            .merge(crate::query::routes())
+            .merge(query::routes())
             .route("/kv/state", get(kv_state))
             .route("/log/ids", get(log_ids))
             .route("/metrics", get(metrics))
@@ -515,27 +515,14 @@ async fn new_raft<LS: RaftLogStorage<KvConfig>>(
 }
 
 mod client;
+pub mod cluster;
 mod handlers;
 mod network;
+pub mod query;
 
 pub use client::*;
 pub use handlers::*;
 pub use network::*;
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The store names go through the core's `named_enum!`: one spelling
-    /// each, and the core's error (kind and text) for an unknown one.
-    #[test]
-    fn store_kinds_parse_through_named_enum() {
-        assert_eq!(StoreKind::NAMES, ["mmapkit", "memory", "rocksdb"]);
-        for n in StoreKind::NAMES {
-            assert_eq!(n.parse::<StoreKind>().unwrap().to_string(), *n);
-        }
-        let e = "rocks".parse::<StoreKind>().unwrap_err();
-        assert_eq!(e.kind(), mmapkit::ErrorKind::InvalidArgument);
-        assert_eq!(e.to_string(), "unknown store \"rocks\" (expected mmapkit, memory or rocksdb)");
-    }
-}
+mod tests;

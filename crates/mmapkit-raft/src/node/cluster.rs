@@ -29,9 +29,9 @@ use openraft::error::{ClientWriteError, InitializeError, RaftError};
 use openraft::ChangeMembers;
 use serde::{Deserialize, Serialize};
 
+use super::{leader_of, relay, text, App, ClientError, KvClient, FORWARDED, REQUEST_TIMEOUT};
 use crate::kv::NodeId;
 use crate::member::{new_cluster_id, IdentityAnswer, Member};
-use crate::node::{leader_of, relay, text, App, ClientError, KvClient, FORWARDED, REQUEST_TIMEOUT};
 
 /// How long a membership change may take to commit before `504`.
 pub const CHANGE_TIMEOUT: Duration = Duration::from_secs(30);
