@@ -22,6 +22,7 @@ import numpy.typing as npt
 
 from . import _kernels
 from ._radix import CORE_DTYPES, EmptyQuantileError, QuantilePlan, from_key, median_of, to_keys
+from ._types import QuantileMethod
 
 Q: TypeAlias = float | Sequence[float] | npt.NDArray[Any]
 
@@ -105,13 +106,39 @@ def mean(X: np.ndarray[Any, Any]) -> npt.NDArray[np.float64]:
     return m if n else np.full(X.shape[1], np.nan)
 
 
-def total(X: np.ndarray[Any, Any]) -> npt.NDArray[np.float64]:
-    """Per-column sum in ``float64`` (chunk sums added up; ±inf as numpy's)."""
-    acc = np.zeros(X.shape[1])
-    with np.errstate(invalid="ignore"):
-        for c in row_chunks(X):
-            acc = acc + c.sum(axis=0, dtype=np.float64)
-    return acc
+def total(X: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Per-column sum. Floats: ``float64`` (chunk sums added up; ±inf as
+    numpy's). Integers: exact, in numpy's sum type (``int64``, ``uint64``
+    for unsigned input) where every column's sum fits it, equal to
+    ``np.sum(X, axis=0)``; else as Python ints (``object``), where numpy's
+    accumulator wraps around (``mmapkit.stats.sum``'s exact rule)."""
+    if X.dtype.kind == "f":
+        acc = np.zeros(X.shape[1])
+        with np.errstate(invalid="ignore"):
+            for c in row_chunks(X):
+                acc = acc + c.sum(axis=0, dtype=np.float64)
+        return acc
+    exact = np.zeros(X.shape[1], dtype=object)
+    for c in row_chunks(X):
+        exact = exact + _exact_sums(c)
+    numpys = np.zeros(1, X.dtype).sum().dtype
+    info = np.iinfo(numpys)
+    if all(info.min <= v <= info.max for v in exact):
+        return exact.astype(numpys)
+    return exact
+
+
+def _exact_sums(c: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """The exact column sums of the integer rows ``c`` as Python ints. A
+    chunk has under 2**31 rows, so 64-bit sums of values below 2**32 cannot
+    wrap: 64-bit values are summed as their high and low 32 bits."""
+    wide = np.int64 if c.dtype.kind == "i" else np.uint64
+    if c.dtype.itemsize < 8:
+        return np.asarray(c.sum(axis=0, dtype=wide), dtype=object)
+    t = c.dtype.type
+    lo = (c & t(0xFFFFFFFF)).sum(axis=0, dtype=np.uint64).astype(object)
+    hi = (c >> t(32)).sum(axis=0, dtype=wide).astype(object)  # arithmetic: keeps the sign
+    return np.asarray(hi * (1 << 32) + lo)
 
 
 def var(X: np.ndarray[Any, Any], ddof: int = 0) -> npt.NDArray[np.float64]:
@@ -192,7 +219,7 @@ def _native(dt: np.dtype[Any]) -> bool:
 def quantile(
     X: np.ndarray[Any, Any],
     q: Q,
-    method: str = "linear",
+    method: QuantileMethod = "linear",
     memory: int = 256 << 20,
     threads: int | None = None,
 ) -> Any:

@@ -15,6 +15,7 @@ import numpy.typing as npt
 
 from . import _native
 from ._radix import EmptyQuantileError, QuantilePlan
+from ._types import QuantileMethod
 
 
 def float_type(dtype_name: str) -> type[np.floating[Any]]:
@@ -31,7 +32,7 @@ def median(src: Any, skipna: bool, threads: int | None, **kw: Any) -> np.floatin
 def quantile(
     src: Any,
     q: float | Any,
-    method: str,
+    method: QuantileMethod,
     skipna: bool,
     threads: int | None,
     **kw: Any,

@@ -3,11 +3,13 @@
 import os
 import pathlib
 from collections.abc import Iterator, Sequence
-from typing import Any, Self, TypeAlias, final, overload
+from typing import Any, Literal, Self, TypeAlias, final, overload
 
 import numpy as np
 import numpy.typing as npt
 from typing_extensions import Buffer, disjoint_base
+
+from ._types import QuantileMethod, StatsStrategy
 
 __all__ = [
     "ACCESS_COPY",
@@ -93,27 +95,27 @@ _Src: TypeAlias = npt.NDArray[Any] | str | os.PathLike[str]
 
 def stats_reduce(
     src: _Src,
-    which: str,
+    which: Literal["median", "mean", "sum", "min", "max"],
     *,
     dtype: str | None = None,
     offset: int = 0,
     count: int | None = None,
     skipna: bool = False,
     threads: int | None = None,
-    strategy: str | None = None,
+    strategy: StatsStrategy | None = None,
 ) -> tuple[str, int | float]: ...
 def stats_quantile(
     src: _Src,
     qs: Sequence[float],
     *,
-    method: str = "linear",
+    method: QuantileMethod = "linear",
     wide: bool = False,
     dtype: str | None = None,
     offset: int = 0,
     count: int | None = None,
     skipna: bool = False,
     threads: int | None = None,
-    strategy: str | None = None,
+    strategy: StatsStrategy | None = None,
 ) -> tuple[str, list[int | float]]: ...
 def stats_histogram(
     src: _Src,
@@ -124,7 +126,7 @@ def stats_histogram(
     offset: int = 0,
     count: int | None = None,
     threads: int | None = None,
-    strategy: str | None = None,
+    strategy: StatsStrategy | None = None,
 ) -> tuple[str, npt.NDArray[np.int64], npt.NDArray[np.float64]]: ...
 def count(
     path: _Path, sub: _Pattern, *, strategy: str = "auto", threads: int | None = None

@@ -70,7 +70,7 @@ from ._native import (
 from ._npy import as_bytes
 from ._order import block_layout
 from ._radix import dtype_problem
-from ._types import PathLike
+from ._types import PathLike, QuantileMethod
 from .store import ArrayStore
 
 __all__ = ["FeatureStore", "batch_order"]
@@ -663,7 +663,7 @@ class FeatureStore:
         self,
         q: float | Sequence[float] | npt.NDArray[Any],
         *,
-        method: str = "linear",
+        method: QuantileMethod = "linear",
         memory: int = 256 << 20,
         threads: int | None = None,
     ) -> Any:

@@ -77,11 +77,12 @@ Results agree with numpy:
   :class:`~mmapkit.FileTruncatedError` naming the file, as a path does,
   instead of a result computed over the zero pages the guard put there.
 
-Per column: :func:`median`, :func:`quantile`, :func:`min`, :func:`max`,
-:func:`mean`, :func:`var` and :func:`std` take ``axis=0`` for an array (or ``.npy``
-file) of rows, ``(n, d)`` or ``(n, ...)``, and give one value per column,
-equal to numpy's ``axis=0`` results (``mean``/``std`` in ``float64``, NaN
-columns give NaN: ``skipna`` is for ``axis=None`` only). It reads the rows
+Per column: every function but :func:`histogram` takes ``axis=0`` for an
+array (or ``.npy`` file) of rows, ``(n, d)`` or ``(n, ...)``, and gives one
+value per column, equal to numpy's ``axis=0`` results (``mean``/``std`` and
+float sums in ``float64``; integer sums exact, in numpy's ``int64``/``uint64``
+where every column's sum fits it, else as Python ints in an ``object`` array;
+NaN columns give NaN: ``skipna`` is for ``axis=None`` only). It reads the rows
 in chunks, so memory stays bounded: moments and extremes in one pass;
 quantiles column by column when a column fits in ``memory`` bytes, else by
 radix selection over the rows in 2-3 passes (the same code as
@@ -102,7 +103,7 @@ import functools
 import os
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any, ParamSpec, TypeAlias, TypeVar
+from typing import Any, Literal, ParamSpec, TypeAlias, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -110,11 +111,17 @@ import numpy.typing as npt
 from . import _columns, _kernels, _native
 from ._native import ArrayStoreCore, FileTruncatedError, MappedFile
 from ._radix import CORE_DTYPES, check_dtype
-from ._types import PathLike
+from ._types import PathLike, QuantileMethod, StatsStrategy
 
 __all__ = ["histogram", "max", "mean", "median", "min", "quantile", "std", "sum", "var"]
 
 Source: TypeAlias = npt.ArrayLike | PathLike
+Floats: TypeAlias = np.floating[Any] | npt.NDArray[np.floating[Any]]
+"""A float scalar for the whole input, an array of them per column (``axis=0``)."""
+Float64s: TypeAlias = np.float64 | npt.NDArray[np.float64]
+"""A ``float64`` for the whole input, an array of them per column."""
+Numbers: TypeAlias = np.number[Any] | npt.NDArray[Any]
+"""A numpy scalar for the whole input, an array of them per column."""
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -172,7 +179,7 @@ def _reports_truncation(fn: Callable[_P, _R]) -> Callable[_P, _R]:
 
 
 def _src(
-    a: Any, dtype: Any, offset: int, count: int | None, strategy: str | None = None
+    a: Any, dtype: Any, offset: int, count: int | None, strategy: StatsStrategy | None = None
 ) -> tuple[Any, dict[str, Any]]:
     """The native source (array or path) and the path-only keyword arguments."""
     if isinstance(a, (str, os.PathLike)):
@@ -255,14 +262,50 @@ def _rows(
     return X.reshape(X.shape[0], int(np.prod(X.shape[1:]))), X.shape[1:]
 
 
+def _statistic(
+    a: Any,
+    dtype: Any,
+    offset: int,
+    count: int | None,
+    skipna: bool,
+    axis: int | None,
+    strategy: StatsStrategy | None,
+    columns: Callable[[np.ndarray[Any, Any]], np.ndarray[Any, Any]],
+    core: Callable[[Any, dict[str, Any]], Any],
+    lead: tuple[int, ...] = (),
+) -> Any:
+    """A statistic by the one of its three paths that fits the input:
+    ``columns`` of the rows (``axis=0`` over 2-D or more), ``columns`` of the
+    whole input as one column (a dtype the core lacks: ``float16``), else
+    ``core`` over the whole input (the native source and its path-only
+    keyword arguments). ``columns`` gives ``lead + (k,)`` values for ``k``
+    columns (``lead``: quantile's ``q`` shape)."""
+    rows = _rows(a, dtype, offset, count, skipna, axis)
+    if rows is not None:
+        X, shape = rows
+        return columns(X).reshape(lead + shape)
+    col = _python_path(a, dtype, offset, count, skipna)
+    if col is not None:
+        return columns(col).reshape(lead)[()]  # a scalar for lead == ()
+    src, kw = _src(a, dtype, offset, count, strategy)
+    return core(src, kw)
+
+
 def _need_rows(X: np.ndarray[Any, Any], what: str) -> None:
     if X.shape[0] == 0:
         raise ValueError(f"zero-size array along axis 0: no {what}")
 
 
-def _empty_warning(X: np.ndarray[Any, Any]) -> None:
-    if X.shape[0] == 0:
-        warnings.warn("Mean of empty slice.", RuntimeWarning, stacklevel=4)
+def _warn_empty() -> None:
+    # Called by _statistic's columns or core: the frames below the caller are
+    # this one, columns/core, _statistic, the statistic and its _reports_truncation.
+    warnings.warn("Mean of empty slice.", RuntimeWarning, stacklevel=6)
+
+
+def _size(src: Any) -> int:
+    if isinstance(src, np.ndarray):
+        return int(src.size)
+    return -1  # a path: emptiness is not worth a second open just for the warning
 
 
 @_reports_truncation
@@ -275,31 +318,25 @@ def median(
     count: int | None = None,
     skipna: bool = False,
     threads: int | None = None,
-    strategy: str | None = None,
+    strategy: StatsStrategy | None = None,
     memory: int = 256 << 20,
-) -> Any:
+) -> Floats:
     """Exact median, equal to ``np.median(a)`` (``np.nanmedian`` with
     ``skipna``); per column with ``axis=0``, within about ``memory`` bytes."""
-    rows = _rows(a, dtype, offset, count, skipna, axis)
-    if rows is not None:
-        X, shape = rows
-        _empty_warning(X)
-        return _columns.median(X, memory, threads).reshape(shape)
-    col = _python_path(a, dtype, offset, count, skipna)
-    if col is not None:
-        _empty_warning(col)
-        return _columns.median(col, memory, threads)[0]
-    src, kw = _src(a, dtype, offset, count, strategy)
-    value = _kernels.median(src, skipna, threads, **kw)
-    if value != value and _size(src) == 0:
-        warnings.warn("Mean of empty slice.", RuntimeWarning, stacklevel=3)
-    return value
 
+    def columns(X: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        if X.shape[0] == 0:
+            _warn_empty()
+        return _columns.median(X, memory, threads)
 
-def _size(src: Any) -> int:
-    if isinstance(src, np.ndarray):
-        return int(src.size)
-    return -1  # a path: emptiness is not worth a second open just for the warning
+    def core(src: Any, kw: dict[str, Any]) -> np.floating[Any]:
+        value = _kernels.median(src, skipna, threads, **kw)
+        if value != value and _size(src) == 0:
+            _warn_empty()
+        return value
+
+    out: Floats = _statistic(a, dtype, offset, count, skipna, axis, strategy, columns, core)
+    return out
 
 
 @_reports_truncation
@@ -307,16 +344,16 @@ def quantile(
     a: Source,
     q: float | Sequence[float] | npt.NDArray[Any],
     *,
-    method: str = "linear",
+    method: QuantileMethod = "linear",
     axis: int | None = None,
     dtype: Any = None,
     offset: int = 0,
     count: int | None = None,
     skipna: bool = False,
     threads: int | None = None,
-    strategy: str | None = None,
+    strategy: StatsStrategy | None = None,
     memory: int = 256 << 20,
-) -> Any:
+) -> Numbers:
     """Exact quantile(s) ``q`` in [0, 1], equal to ``np.quantile(a, q, method=method)``.
 
     ``method``: ``"linear"`` (numpy's default: interpolates; ``float64`` for
@@ -329,17 +366,19 @@ def quantile(
     ``axis=0``: per column, shape ``q.shape + a.shape[1:]`` like numpy's,
     within about ``memory`` bytes.
     """
-    rows = _rows(a, dtype, offset, count, skipna, axis)
-    if rows is not None:
-        X, shape = rows
-        out = _columns.quantile(X, q, method, memory, threads)
-        return out.reshape(np.shape(q) + shape)
-    col = _python_path(a, dtype, offset, count, skipna)
-    if col is not None:
-        out = np.asarray(_columns.quantile(col, q, method, memory, threads)).reshape(np.shape(q))
-        return out[()] if out.ndim == 0 else out
-    src, kw = _src(a, dtype, offset, count, strategy)
-    return _kernels.quantile(src, q, method, skipna, threads, **kw)
+    out: Numbers = _statistic(
+        a,
+        dtype,
+        offset,
+        count,
+        skipna,
+        axis,
+        strategy,
+        lambda X: np.asarray(_columns.quantile(X, q, method, memory, threads)),
+        lambda src, kw: _kernels.quantile(src, q, method, skipna, threads, **kw),
+        lead=np.shape(q),
+    )
+    return out
 
 
 @_reports_truncation
@@ -352,7 +391,7 @@ def histogram(
     offset: int = 0,
     count: int | None = None,
     threads: int | None = None,
-    strategy: str | None = None,
+    strategy: StatsStrategy | None = None,
 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.floating[Any]]]:
     """``np.histogram(a, bins, range)`` with ``bins`` equal-width bins: (counts, edges).
 
@@ -371,7 +410,7 @@ def histogram(
 
 
 def _extreme(
-    which: str,
+    which: Literal["min", "max"],
     a: Source,
     dtype: Any,
     offset: int,
@@ -379,23 +418,21 @@ def _extreme(
     skipna: bool,
     threads: int | None,
     axis: int | None,
-    strategy: str | None,
-) -> Any:
-    rows = _rows(a, dtype, offset, count, skipna, axis)
-    if rows is not None:
-        X, shape = rows
+    strategy: StatsStrategy | None,
+) -> Numbers:
+    def columns(X: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
         _need_rows(X, "minimum" if which == "min" else "maximum")
-        return _columns.extreme(X, np.min if which == "min" else np.max).reshape(shape)
-    col = _python_path(a, dtype, offset, count, skipna)
-    if col is not None:
-        if col.shape[0] == 0:
-            raise ValueError(f"zero-size array: no {'minimum' if which == 'min' else 'maximum'}")
-        return _columns.extreme(col, np.min if which == "min" else np.max)[0]
-    src, kw = _src(a, dtype, offset, count, strategy)
-    name, value = _native.stats_reduce(src, which, skipna=skipna, threads=threads, **kw)
-    if isinstance(value, float) and value != value:
-        return _kernels.float_type(name)(value)
-    return np.dtype(name).type(value)
+        return _columns.extreme(X, np.min if which == "min" else np.max)
+
+    def core(src: Any, kw: dict[str, Any]) -> np.number[Any]:
+        name, value = _native.stats_reduce(src, which, skipna=skipna, threads=threads, **kw)
+        if isinstance(value, float) and value != value:
+            return _kernels.float_type(name)(value)
+        number: np.number[Any] = np.dtype(name).type(value)
+        return number
+
+    out: Numbers = _statistic(a, dtype, offset, count, skipna, axis, strategy, columns, core)
+    return out
 
 
 @_reports_truncation
@@ -408,8 +445,8 @@ def min(
     count: int | None = None,
     skipna: bool = False,
     threads: int | None = None,
-    strategy: str | None = None,
-) -> Any:
+    strategy: StatsStrategy | None = None,
+) -> Numbers:
     """Smallest element, like ``np.min`` (``np.nanmin`` with ``skipna``); per
     column with ``axis=0``."""
     return _extreme("min", a, dtype, offset, count, skipna, threads, axis, strategy)
@@ -425,8 +462,8 @@ def max(
     count: int | None = None,
     skipna: bool = False,
     threads: int | None = None,
-    strategy: str | None = None,
-) -> Any:
+    strategy: StatsStrategy | None = None,
+) -> Numbers:
     """Largest element, like ``np.max`` (``np.nanmax`` with ``skipna``); per
     column with ``axis=0``."""
     return _extreme("max", a, dtype, offset, count, skipna, threads, axis, strategy)
@@ -436,20 +473,27 @@ def max(
 def sum(
     a: Source,
     *,
+    axis: int | None = None,
     dtype: Any = None,
     offset: int = 0,
     count: int | None = None,
     skipna: bool = False,
     threads: int | None = None,
-    strategy: str | None = None,
-) -> int | np.float64:
-    """Sum: an exact Python ``int`` for integer input, a compensated ``float64`` for floats."""
-    col = _python_path(a, dtype, offset, count, skipna)
-    if col is not None:
-        return np.float64(_columns.total(col)[0])
-    src, kw = _src(a, dtype, offset, count, strategy)
-    _, value = _native.stats_reduce(src, "sum", skipna=skipna, threads=threads, **kw)
-    return value if isinstance(value, builtins.int) else np.float64(value)
+    strategy: StatsStrategy | None = None,
+) -> int | np.float64 | npt.NDArray[Any]:
+    """Sum: an exact Python ``int`` for integer input, a compensated ``float64``
+    for floats; per column with ``axis=0``: for integers exact, in numpy's
+    ``int64``/``uint64`` where every column's sum fits it, else Python ints (an
+    ``object`` array) where numpy's would wrap around; ``float64`` for floats."""
+
+    def core(src: Any, kw: dict[str, Any]) -> int | np.float64:
+        _, value = _native.stats_reduce(src, "sum", skipna=skipna, threads=threads, **kw)
+        return value if isinstance(value, builtins.int) else np.float64(value)
+
+    out: int | np.float64 | npt.NDArray[Any] = _statistic(
+        a, dtype, offset, count, skipna, axis, strategy, _columns.total, core
+    )
+    return out
 
 
 @_reports_truncation
@@ -462,30 +506,36 @@ def mean(
     count: int | None = None,
     skipna: bool = False,
     threads: int | None = None,
-    strategy: str | None = None,
-) -> Any:
+    strategy: StatsStrategy | None = None,
+) -> Float64s:
     """Arithmetic mean as ``float64`` (exact-sum based; NaN with a warning
     when empty); per column with ``axis=0`` (merged per-chunk ``float64``
     moments, one pass)."""
-    rows = _rows(a, dtype, offset, count, skipna, axis)
-    if rows is not None:
-        X, shape = rows
-        _empty_warning(X)
-        return _columns.mean(X).reshape(shape)
-    col = _python_path(a, dtype, offset, count, skipna)
-    if col is not None:
-        _empty_warning(col)
-        return np.float64(_columns.mean(col)[0])
-    src, kw = _src(a, dtype, offset, count, strategy)
-    _, value = _native.stats_reduce(src, "mean", skipna=skipna, threads=threads, **kw)
-    if value != value and _size(src) == 0:
-        warnings.warn("Mean of empty slice.", RuntimeWarning, stacklevel=3)
-    return np.float64(value)
+
+    def columns(X: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        if X.shape[0] == 0:
+            _warn_empty()
+        return _columns.mean(X)
+
+    def core(src: Any, kw: dict[str, Any]) -> np.float64:
+        _, value = _native.stats_reduce(src, "mean", skipna=skipna, threads=threads, **kw)
+        if value != value and _size(src) == 0:
+            _warn_empty()
+        return np.float64(value)
+
+    out: Float64s = _statistic(a, dtype, offset, count, skipna, axis, strategy, columns, core)
+    return out
 
 
 def _spread(
-    fn: Any, a: Any, axis: int | None, ddof: int, dtype: Any, offset: int, count: int | None
-) -> Any:
+    fn: Callable[[np.ndarray[Any, Any], int], npt.NDArray[np.float64]],
+    a: Any,
+    axis: int | None,
+    ddof: int,
+    dtype: Any,
+    offset: int,
+    count: int | None,
+) -> Float64s:
     rows = _rows(a, dtype, offset, count, False, axis)
     if rows is None:
         X = _mapped(a, dtype, offset, count).reshape(-1, 1)  # the whole input as one column
@@ -495,8 +545,8 @@ def _spread(
         X, shape = rows
     if X.shape[0] - ddof <= 0:
         warnings.warn("Degrees of freedom <= 0 for slice", RuntimeWarning, stacklevel=4)
-    out = fn(X, ddof).reshape(shape)
-    return out[()] if shape == () else out
+    out: Float64s = fn(X, ddof).reshape(shape)[()]  # a scalar for shape == ()
+    return out
 
 
 @_reports_truncation
@@ -508,7 +558,7 @@ def var(
     dtype: Any = None,
     offset: int = 0,
     count: int | None = None,
-) -> Any:
+) -> Float64s:
     """Variance as ``float64``, like ``np.var(a, axis=axis, ddof=ddof)``
     (one streaming pass of merged per-chunk moments; NaN, with a warning,
     when ``n - ddof <= 0``)."""
@@ -524,7 +574,7 @@ def std(
     dtype: Any = None,
     offset: int = 0,
     count: int | None = None,
-) -> Any:
+) -> Float64s:
     """Standard deviation as ``float64``, like ``np.std(a, axis=axis,
     ddof=ddof)`` (one streaming pass of merged per-chunk moments; NaN,
     with a warning, when ``n - ddof <= 0``)."""

@@ -14,6 +14,7 @@ from hypothesis.extra import numpy as hnp
 
 import mmapkit
 import mmapkit.stats as st
+from mmapkit import _columns
 
 INTS = ["int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64"]
 FLOATS = ["float32", "float64"]
@@ -423,6 +424,66 @@ def test_axis0_matches_numpy(tmp_path, dtype: str, memory: int) -> None:
         np.testing.assert_allclose(
             st.std(src, axis=0, ddof=1), X.astype(np.float64).std(axis=0, ddof=1), rtol=1e-9
         )
+        _same_sum(st.sum(src, axis=0), X)
+
+
+def _same_sum(got, X) -> None:
+    """``st.sum(X, axis=0)`` against numpy's: floats as ``np.sum(X, axis=0,
+    dtype=np.float64)`` (to rounding: chunk sums added up); integers exact (numpy's
+    on Python ints), in numpy's type and equal to its result where every column's
+    sum fits that type, as Python ints where numpy's wraps around."""
+    if X.dtype.kind == "f":
+        assert got.dtype == np.float64
+        np.testing.assert_allclose(got, np.sum(X, axis=0, dtype=np.float64), rtol=1e-12)
+        return
+    exact = np.sum(X.astype(object), axis=0)
+    assert got.shape == exact.shape and (got == exact).all(), (got, exact)
+    numpys = np.sum(X, axis=0)
+    info = np.iinfo(numpys.dtype)
+    if all(info.min <= v <= info.max for v in exact.ravel()):
+        assert got.dtype == numpys.dtype
+        _same(got, numpys)
+    else:
+        assert got.dtype == object
+
+
+@pytest.mark.parametrize("dtype", INTS)
+def test_sum_axis0_is_exact_where_numpys_wraps_around(dtype: str, monkeypatch) -> None:
+    info = np.iinfo(dtype)
+    X = np.array([[info.max, 1, info.min], [info.max, 2, info.min], [0, 3, 1]], dtype=dtype)
+    got = st.sum(X, axis=0)
+    _same_sum(got, X)
+    assert list(got) == [2 * int(info.max), 6, 2 * int(info.min) + 1]
+    if dtype in ("int64", "uint64"):
+        assert got.dtype == object and np.sum(X, axis=0)[0] != got[0]  # numpy's wrapped
+    else:  # numpy's sum type holds it (int64/uint64): the same type and values
+        assert got.dtype == np.sum(X, axis=0).dtype
+    # The exact sums are the same whatever the chunking (here a row a chunk).
+    monkeypatch.setattr(_columns, "CHUNK_BYTES", 1)
+    again = st.sum(X, axis=0)
+    assert again.dtype == got.dtype and list(again) == list(got)
+    Y = rand(dtype, 3 * 200, 3).reshape(200, 3)
+    _same_sum(st.sum(Y, axis=0), Y)
+
+
+def test_sum_axis0_shapes_and_the_whole_input(tmp_path) -> None:
+    X = np.arange(2 * 3 * 4, dtype=np.int16).reshape(2, 3, 4)
+    _same(st.sum(X, axis=0), np.sum(X, axis=0))
+    _same(st.sum(np.zeros((0, 3), np.int32), axis=0), np.sum(np.zeros((0, 3), np.int32), axis=0))
+    _same(st.sum(np.zeros((4, 0), np.uint8), axis=0), np.sum(np.zeros((4, 0), np.uint8), axis=0))
+    # A 1-D input's axis 0 is the whole array, a raw file one-dimensional: the
+    # exact int (a compensated float64 for floats) of axis=None.
+    v = np.arange(10, dtype=np.int64)
+    assert st.sum(v, axis=0) == st.sum(v) == 45 and type(st.sum(v, axis=0)) is int
+    f = np.arange(10, dtype=np.float16)
+    assert st.sum(f, axis=0) == st.sum(f) == 45.0 and type(st.sum(f, axis=0)) is np.float64
+    raw = tmp_path / "raw.bin"
+    v.tofile(raw)
+    assert st.sum(raw, axis=0, dtype="int64") == 45
+    with pytest.raises(ValueError, match="skipna applies to axis=None"):
+        st.sum(X.astype(np.float32), axis=0, skipna=True)
+    with pytest.raises(ValueError, match="axis must be None or 0"):
+        st.sum(X, axis=1)
 
 
 def test_axis0_shapes_one_dimensional_input_and_errors(tmp_path) -> None:
