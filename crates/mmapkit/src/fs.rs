@@ -669,7 +669,6 @@ pub fn try_lock_exclusive(file: &File, path: &Path) -> Result<bool> {
     unreachable!("the loop returns")
 }
 
-
 /// Opens `path` read-only, as `File::open` does, waiting out a
 /// descriptor shortage (`EMFILE`) as the other opens do: the open under
 /// every tool's input ([`crate::scan`]'s `open_input`).
