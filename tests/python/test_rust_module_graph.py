@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from _graph import circles
+
 CRATES = Path(__file__).resolve().parents[2] / "crates"
 
 # The core's floors, bottom first (ARCHITECTURE.md "Floors"). A module may
@@ -68,7 +70,8 @@ def module_files(src: Path) -> dict[str, list[tuple[Path, bool]]]:
             name = entry.name
             own = entry / "mod.rs"
             for f in sorted(entry.rglob("*.rs")):
-                if f.name == "tests.rs" or f.name.endswith("_tests.rs") or "tests" in f.parts[len(entry.parts) :-1]:
+                in_tests = "tests" in f.parts[len(entry.parts) : -1]
+                if f.name == "tests.rs" or f.name.endswith("_tests.rs") or in_tests:
                     continue
                 mods.setdefault(name, []).append((f, f == own))
     return mods
@@ -104,22 +107,6 @@ def graph(crate: str) -> dict[str, set[str]]:
             found = {exports.get(t, t) for t in found}
             out[m] |= {t for t in found if t in mods and t != m}
     return out
-
-
-def circles(g: dict[str, set[str]]) -> list[str]:
-    found: list[str] = []
-
-    def walk(m: str, path: list[str], done: set[str]) -> None:
-        for t in sorted(g.get(m, set())):
-            if t in path:
-                found.append(" -> ".join([*path[path.index(t) :], t]))
-            elif t not in done:
-                done.add(t)
-                walk(t, [*path, t], done)
-
-    for m in sorted(g):
-        walk(m, [m], set())
-    return sorted(set(found))
 
 
 def test_the_walk_finds_known_edges():
