@@ -1,4 +1,5 @@
 use super::*;
+use crate::exec::Threads;
 use proptest::prelude::*;
 
 fn tmp() -> (tempfile::TempDir, PathBuf) {
