@@ -315,7 +315,11 @@ class LogSuite(Suite):
                 "recovery, not in the time) and read back 10 entries at a time by "
                 "index, every entry's bytes copied into one output buffer (what a "
                 "Raft leader does when it builds a message; mmapkit's reads are "
-                "zero-copy slices, the others copy already); checked: CRC-32 of "
+                "zero-copy slices, the others copy already), its pages touched "
+                "before the clock starts (the Rust and Go drivers: a fresh buffer's "
+                "first-touch faults were half of reading 1 M x 50 B, and no log's "
+                "cost; the Python API's list of bytes has no such buffer); "
+                "checked: CRC-32 of "
                 "all entries in index order. Cold: the page cache is dropped before "
                 "every timed run. etcd's WAL has no random access: its time is "
                 "Open + ReadAll (the replay etcd does at start) plus the copying.",
