@@ -1,6 +1,8 @@
 //! Reading: indexing sealed segments on first use, and zero-copy entries
 //! that keep their segment mapped.
 
+use smallvec::SmallVec;
+
 use super::*;
 
 impl CommitLog {
@@ -80,11 +82,10 @@ impl CommitLog {
     /// entries were checksum-verified when their segment was first
     /// indexed (and on every read with [`LogOptions::verify_reads`]).
     pub fn read(&self, lo: u64, hi: u64, max_bytes: Option<usize>) -> Result<Entries> {
-        let mut out = Entries {
-            segs: Vec::new(),
-            items: Vec::with_capacity((hi.saturating_sub(lo)).min(1 << 16) as usize),
-            epoch: u64::MAX,
-        };
+        let mut out = Entries { segs: SmallVec::new(), items: SmallVec::new(), epoch: u64::MAX };
+        if hi.saturating_sub(lo) > INLINE as u64 {
+            out.items.reserve((hi - lo).min(1 << 16) as usize);
+        }
         let mut budget = max_bytes.unwrap_or(usize::MAX);
         let mut i = lo;
         loop {
@@ -171,12 +172,17 @@ pub(super) struct Item {
     len: usize,
 }
 
+/// Entries a read holds without allocating (a reader's usual batch; a
+/// follower's or a server's larger reads allocate once).
+const INLINE: usize = 16;
+
 /// Entries returned by [`CommitLog::read`]: they keep their segments
 /// mapped, so the slices stay valid whatever happens to the log.
 #[derive(Default)]
 pub struct Entries {
-    segs: Vec<Arc<SegFile>>,
-    items: Vec<Item>,
+    /// Almost always one: a read spans a roll-over rarely.
+    segs: SmallVec<[Arc<SegFile>; 2]>,
+    items: SmallVec<[Item; INLINE]>,
     epoch: u64,
 }
 
