@@ -136,6 +136,19 @@ pub(super) fn ensure_id(dir: &Path) -> Result<Arc<str>> {
     if let Some(id) = read_id(dir)? {
         return Ok(id);
     }
+    match write_id(dir) {
+        Ok(()) => crate::fs::sync_dir(dir)?,
+        // Another opener won the race: theirs is the id.
+        Err(e) if e.errno() == Some(libc::EEXIST) => {}
+        Err(e) => return Err(e),
+    }
+    Ok(read_id(dir)?.expect("just written"))
+}
+
+/// Writes a new random id into `dir` (the file synced, the directory not:
+/// [`ensure_id`] syncs it, a new log's builder syncs its directory once);
+/// an `EEXIST` error when the id file exists (never replaced).
+pub(super) fn write_id(dir: &Path) -> Result<()> {
     let raw: [u8; 16] = random()?;
     let id: String = raw.iter().map(|b| format!("{b:02x}")).collect();
     let p = dir.join(ID_FILE);
@@ -144,13 +157,7 @@ pub(super) fn ensure_id(dir: &Path) -> Result<Arc<str>> {
         .write_all(format!("{id}\n").as_bytes())
         .and_then(|()| tmp.file().sync_all())
         .map_err(|e| Error::io(tmp.path(), "write", e))?;
-    match tmp.link_to(&p) {
-        Ok(()) => crate::fs::sync_dir(dir)?,
-        // Another opener won the race: theirs is the id.
-        Err(e) if e.errno() == Some(libc::EEXIST) => {}
-        Err(e) => return Err(e),
-    }
-    Ok(read_id(dir)?.expect("just written"))
+    tmp.link_to(&p)
 }
 
 /// Reads the truncation history (empty when the file does not exist). A

@@ -322,8 +322,10 @@ fn create_new(dir: &Path, opts: &LogOptions) -> Result<()> {
     crate::fs::create_dir(&tmp)?;
     let built = (|| {
         let size = new_seg_size(opts);
-        SegFile::create(&tmp, opts.first_index, 1, size, size)?;
-        identity::ensure_id(&tmp)?;
+        // Nobody sees `tmp` yet: its entries are synced once, below, before
+        // it is renamed into place.
+        SegFile::create_unlisted(&tmp, opts.first_index, 1, size, size)?;
+        identity::write_id(&tmp)?;
         sync_dir(&tmp)
     })();
     let placed = built.and_then(|()| {

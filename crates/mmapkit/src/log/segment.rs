@@ -40,6 +40,9 @@ pub(crate) struct SegFile {
     /// Bytes from 0 whose blocks zero-ahead wrote and synced (0: none
     /// yet; per file, so a rewritten copy starts over).
     pub zeroed: AtomicUsize,
+    /// Bytes from 0 the populate-ahead was asked for (see
+    /// `append::populate_ahead`; per mapping).
+    pub populated: AtomicUsize,
     /// Sealed up to the end of the last committed batch: entries read
     /// from it never change; appends go past the seal, and only exclusive
     /// access ([`SegFile::rewrite`]) writes below it.
@@ -54,6 +57,21 @@ impl SegFile {
     /// the same name (used to swap an empty tail for a larger one). A full
     /// disk is [`Error::DiskFull`] and leaves nothing behind.
     pub fn create(dir: &Path, first: u64, gen: u32, size: u64, seg_size: u64) -> Result<SegFile> {
+        let f = Self::create_unlisted(dir, first, gen, size, seg_size)?;
+        sync_dir(dir)?;
+        Ok(f)
+    }
+
+    /// [`create`](Self::create) without the sync of `dir`: for a directory
+    /// nobody sees yet (a new log built beside its place), whose one sync
+    /// before it is renamed into place makes every entry durable at once.
+    pub fn create_unlisted(
+        dir: &Path,
+        first: u64,
+        gen: u32,
+        size: u64,
+        seg_size: u64,
+    ) -> Result<SegFile> {
         let path = dir.join(seg_name(first, gen));
         // `.NAME.mmapkit-PID-N.tmp`: removed on a signal, or by the next
         // writer if this process dies (see crate::fs).
@@ -65,7 +83,6 @@ impl SegFile {
         m.flush_range(0, HEADER_LEN, true)?;
         drop(m);
         tmp.rename_to(&path, false)?;
-        sync_dir(dir)?;
         let mut f = Self::open(path, first, gen, true)?;
         f.map.set_sealed(HEADER_LEN)?;
         Ok(f)
@@ -99,6 +116,7 @@ impl SegFile {
             gen: AtomicU32::new(gen),
             path: Mutex::new(path),
             zeroed: AtomicUsize::new(0),
+            populated: AtomicUsize::new(0),
             map: AppendMap::new(map, 0, len)?,
         })
     }
