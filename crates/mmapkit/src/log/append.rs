@@ -156,7 +156,8 @@ impl CommitLog {
         // large ones with one pwrite into the same page cache (readers see
         // it through the map once published below): stores would take a
         // write fault per fresh page (bench `log`, 10 x 4 KiB batches).
-        let written = if batch.buf.len() >= PWRITE_MIN {
+        let stored = batch.buf.len() < PWRITE_MIN;
+        let written = if !stored {
             tail.map
                 .file()
                 .write_all_at(&batch.buf, pos as u64)
@@ -172,6 +173,9 @@ impl CommitLog {
         tail.map.seal(end)?;
         if !matches!(self.opts.sync, SyncMode::Batch) {
             write_behind(&self.behind, &mut w.wb, &tail, end);
+            if stored {
+                populate_ahead(&self.behind, &tail, end);
+            }
         }
         let last = first + batch.len() as u64 - 1;
         let mut s = self.write_state();
@@ -235,9 +239,10 @@ impl CommitLog {
         self.syncs.fetch_add(1, Ordering::Relaxed);
         // Synced, so its pages are clean page cache: out of this process's
         // resident set, or a long log would count whole in its RSS (a
-        // reader refaults them from the cache). Advice only: a failure
-        // changes no byte.
-        let _ = old.map.advise(crate::map::Advice::DontNeed, 0, Some(end));
+        // reader refaults them from the cache). The whole mapping: pages
+        // past `end` may be populated ahead (`populate_ahead`). Advice
+        // only: a failure changes no byte.
+        let _ = old.map.advise(crate::map::Advice::DontNeed, 0, None);
         let seg = Arc::new(SegFile::create(&self.dir, first, w.next_gen, size, self.seg_size)?);
         w.next_gen += 1;
         let mut s = self.write_state();
@@ -426,6 +431,29 @@ fn write_behind(behind: &WriteBehind, wb: &mut (u64, usize), tail: &Arc<SegFile>
     }
     behind.post(tail, wb.1 as u64, end as u64);
     wb.1 = end;
+}
+
+/// Asks the helper thread to fault the tail's pages in for writing up to
+/// [`POPULATE_AHEAD`] past `end` (the end of what was just stored through
+/// the mapping), once less than half of that is left: the next batches
+/// then store into mapped, writable pages instead of taking a write fault
+/// each per fresh page. Not with [`SyncMode::Batch`]: its syncs clean the
+/// pages, so the next store faults again anyway, and zero-ahead writes
+/// those pages itself. Advisory (see [`WriteBehind`]).
+fn populate_ahead(behind: &WriteBehind, tail: &Arc<SegFile>, end: usize) {
+    let page = crate::map::page_size();
+    let done = tail.populated.load(Ordering::Relaxed);
+    let len = tail.map.len();
+    if done >= len || end + POPULATE_AHEAD / 2 <= done {
+        return;
+    }
+    // From the page after the one being written: that one is mapped.
+    let from = done.max(end.div_ceil(page) * page).min(len);
+    let to = (end + POPULATE_AHEAD).div_ceil(page).saturating_mul(page).min(len);
+    tail.populated.store(to, Ordering::Relaxed);
+    if from < to {
+        behind.populate(tail, from as u64, to as u64);
+    }
 }
 
 /// Refuses a payload longer than an entry may be.
