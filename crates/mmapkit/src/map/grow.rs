@@ -9,6 +9,28 @@ use crate::sys;
 use crate::{Error, Result};
 
 impl Map {
+    /// Maps the file (from `aligned + from`) over `[base + from, base + to)`
+    /// of the reservation, with the map's protection and flags.
+    ///
+    /// # Safety
+    /// As [`sys::map_fixed`]: the range lies inside this map's reservation,
+    /// and no live reference into it may see its bytes change.
+    unsafe fn map_file_range(&self, from: usize, to: usize) -> Result<()> {
+        // SAFETY: guaranteed by the caller (the range is ours, nothing
+        // borrowed sees the change).
+        unsafe {
+            sys::map_fixed(
+                self.base.add(from),
+                to - from,
+                self.prot,
+                self.flags,
+                self.file.as_raw_fd(),
+                self.aligned + from as u64,
+            )
+        }
+        .map_err(|e| self.err("mmap", e))
+    }
+
     /// Grows the map to `new_len` bytes **without moving it**: every slice,
     /// pointer and view handed out stays valid. Writable shared maps extend
     /// (and allocate) the file; read-only and copy-on-write maps can grow
@@ -48,17 +70,7 @@ impl Map {
         if need > mapped {
             // SAFETY: [base+mapped, base+need) is reserved and unborrowed:
             // slices only ever cover [data, data+len) ⊂ [base, base+mapped).
-            unsafe {
-                sys::map_fixed(
-                    self.base.add(mapped),
-                    need - mapped,
-                    self.prot,
-                    self.flags,
-                    self.file.as_raw_fd(),
-                    self.aligned + mapped as u64,
-                )
-            }
-            .map_err(|e| self.err("mmap", e))?;
+            unsafe { self.map_file_range(mapped, need) }?;
             self.mapped.store(need, Ordering::Release);
             if let Some(s) = &self.slot {
                 s.set_range(self.base as usize, self.base as usize + need);
@@ -182,17 +194,7 @@ impl Map {
         let keep = need.min(mapped);
         if keep > 0 {
             // SAFETY: as above; remapping the file over its own range.
-            unsafe {
-                sys::map_fixed(
-                    self.base,
-                    keep,
-                    self.prot,
-                    self.flags,
-                    self.file.as_raw_fd(),
-                    self.aligned,
-                )
-            }
-            .map_err(|e| self.err("mmap", e))?;
+            unsafe { self.map_file_range(0, keep) }?;
         }
         *self.mapped.get_mut() = keep;
         *self.len.get_mut() = new_len.min(keep.saturating_sub(self.delta));
@@ -229,17 +231,7 @@ impl Map {
             // SAFETY: remapping the file over its own range inside our
             // reservation; nothing is unmapped, so raw views stay valid,
             // and SharedMap hands out no slices that could see the change.
-            unsafe {
-                sys::map_fixed(
-                    self.base,
-                    keep,
-                    self.prot,
-                    self.flags,
-                    self.file.as_raw_fd(),
-                    self.aligned,
-                )
-            }
-            .map_err(|e| self.err("mmap", e))?;
+            unsafe { self.map_file_range(0, keep) }?;
         }
         if keep < mapped {
             // SAFETY: as above: the pages past the file's end become zero
